@@ -1,0 +1,71 @@
+# memwall: `make` builds build/memwall and build/libmemwall.a; `make test` runs every test.
+CC       ?= gcc
+BLAS_INC := /usr/include/x86_64-linux-gnu/openblas-openmp
+BLAS_LIB := /usr/lib/x86_64-linux-gnu/openblas-openmp
+WARN     := -Wall -Wextra -Wshadow -Wno-unused-parameter -Werror
+CFLAGS   ?= -O3 -march=native
+CFLAGS   += -std=c11 -D_GNU_SOURCE -fopenmp $(WARN) -Iinclude -I$(BLAS_INC) -MMD -MP
+LDLIBS   := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas -fopenmp -lm
+SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' | sort)
+CLI_SRC  := $(wildcard src/cli/*.c)
+TEST_SRC := $(wildcard tests/test_*.c)
+
+all: build/memwall build/libmemwall.a
+
+# ---- release build --------------------------------------------------------------------------
+build/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+build/libmemwall.a: $(LIB_SRC:%.c=build/obj/%.o)
+	@rm -f $@
+	ar rcs $@ $^
+
+build/memwall: $(CLI_SRC:%.c=build/obj/%.o) build/libmemwall.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/tests/%: build/obj/tests/%.o build/libmemwall.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# ---- sanitizer build (ASan + UBSan) of the library and the unit tests -----------------------
+build/asan/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -O3,$(CFLAGS)) -O1 -g $(SAN) -c $< -o $@
+
+build/asan/libmemwall.a: $(LIB_SRC:%.c=build/asan/obj/%.o)
+	@rm -f $@
+	ar rcs $@ $^
+
+build/asan/tests/%: build/asan/obj/tests/%.o build/asan/libmemwall.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
+
+TESTS      := $(TEST_SRC:tests/%.c=build/tests/%)
+ASAN_TESTS := $(TEST_SRC:tests/%.c=build/asan/tests/%)
+
+# Unit tests, then the end-to-end CLI tests. Fails (non-zero) on the first failing test.
+test: all $(TESTS)
+	@for t in $(TESTS); do echo "== $$t"; $$t || exit 1; done
+	@echo "== tests/cli_test.sh"; tests/cli_test.sh build/memwall
+	@echo "all tests passed"
+
+# The unit tests under AddressSanitizer + UndefinedBehaviorSanitizer.
+test-asan: $(ASAN_TESTS)
+	@for t in $(ASAN_TESTS); do echo "== $$t (asan+ubsan)"; ASAN_OPTIONS=detect_leaks=1 $$t || exit 1; done
+	@echo "sanitizer tests passed"
+
+demo: all
+	scripts/demo.sh
+
+bench: all
+	bench/run.sh
+
+clean:
+	rm -rf build
+
+.PHONY: all test test-asan demo bench clean
+.SECONDARY:
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,203 @@
+/* memwall: train transformer language models inside a hard memory budget.
+ *
+ * The public C API. The library never exits or aborts on a runtime condition: every fallible
+ * call returns an mw_status, and mw_last_error() gives a one-line message a user can act on.
+ * Handles are opaque; every *_create has a *_destroy, and destroy(NULL) is a no-op.
+ */
+#ifndef MEMWALL_H
+#define MEMWALL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MW_VERSION "0.1.0"
+
+/* ---- status ------------------------------------------------------------------------------ */
+
+typedef enum mw_status {
+    MW_OK = 0,
+    MW_ERR_ARG,    /* invalid argument or configuration */
+    MW_ERR_BUDGET, /* the plan does not fit the memory budget */
+    MW_ERR_NOMEM,  /* the operating system refused memory */
+    MW_ERR_IO,     /* a read, write, open or rename failed */
+    MW_ERR_FORMAT, /* a file is malformed, truncated or of another version */
+} mw_status;
+
+/* A short constant name for a status ("budget exceeded"). Never NULL. */
+const char *mw_status_str(mw_status s);
+/* The message of the last failed call on this thread (one line, no newline). Never NULL. */
+const char *mw_last_error(void);
+
+/* ---- memory categories --------------------------------------------------------------------- */
+
+typedef enum mw_category {
+    MW_CAT_PARAMS = 0,
+    MW_CAT_GRADS,
+    MW_CAT_OPTIM,
+    MW_CAT_ACTS,
+    MW_CAT_WORK,
+    MW_CAT_COUNT
+} mw_category;
+
+/* The JSON key of a category: "parameters", "gradients", "optimizer", "activations",
+ * "workspace". */
+const char *mw_category_name(mw_category c);
+
+/* ---- configuration ------------------------------------------------------------------------- */
+
+typedef struct mw_config {
+    /* model (GPT-2 family) */
+    int n_layer, n_head, n_embd, vocab, ctx;
+    /* batch */
+    int batch, seq, accum;
+    /* schedule and optimizer */
+    int steps, warmup;
+    double lr, min_lr_frac, beta1, beta2, eps, weight_decay, grad_clip;
+    /* run */
+    uint64_t seed;
+    int threads;    /* 0: all cores */
+    uint64_t budget; /* bytes for the device tier; 0: unlimited */
+    int eval_every, eval_batches;
+} mw_config;
+
+/* Fills the defaults (the gpt2-tiny preset, AdamW 3e-4, betas 0.9/0.95, wd 0.1, clip 1.0). */
+void mw_config_default(mw_config *cfg);
+/* Sets the model shape of a named preset: gpt2-tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl.
+ * Returns MW_ERR_ARG for an unknown name. */
+mw_status mw_config_preset(mw_config *cfg, const char *name);
+/* Checks every field; MW_ERR_ARG with a message naming the bad one. */
+mw_status mw_config_validate(const mw_config *cfg);
+/* Number of trainable parameters of the configured model. */
+size_t mw_config_num_params(const mw_config *cfg);
+/* Model FLOPs of one training step's forward+backward per token (6N + attention), as in PaLM. */
+double mw_config_flops_per_token(const mw_config *cfg);
+/* Applies cfg->threads to OpenMP and BLAS; returns the thread count in effect. */
+int mw_set_threads(int threads);
+
+/* ---- the memory plan ----------------------------------------------------------------------- */
+
+typedef struct mw_plan_summary {
+    uint64_t category[MW_CAT_COUNT]; /* peak bytes per category */
+    uint64_t peak;                   /* peak bytes of the whole arena */
+    uint64_t budget;                 /* copy of cfg->budget (0: unlimited) */
+    int fits;                        /* peak <= budget, or no budget */
+} mw_plan_summary;
+
+/* Runs the allocator dry over the training step of cfg and fills out. The same code then
+ * allocates for real in mw_model_create, so the estimate equals the arena's peak exactly. */
+mw_status mw_plan(const mw_config *cfg, mw_plan_summary *out);
+
+/* ---- the model ----------------------------------------------------------------------------- */
+
+typedef struct mw_model mw_model;
+
+/* Plans, checks the budget and allocates every buffer of the training step. Returns
+ * MW_ERR_BUDGET (nothing allocated) when the plan's peak exceeds cfg->budget; the message names
+ * each category and its size. Parameters are zero: call mw_model_init_gpt2 or load them. */
+mw_status mw_model_create(mw_model **out, const mw_config *cfg);
+void mw_model_destroy(mw_model *m);
+/* GPT-2 initialisation from seed: N(0, 0.02) weights, residual projections scaled by
+ * 1/sqrt(2L), zero biases, unit LayerNorm gains. Deterministic for a seed. */
+void mw_model_init_gpt2(mw_model *m, uint64_t seed);
+const mw_config *mw_model_config(const mw_model *m);
+const mw_plan_summary *mw_model_plan(const mw_model *m);
+
+/* The parameter table: one entry per tensor, in storage order. */
+typedef struct mw_param_info {
+    const char *name; /* Hugging Face GPT-2 name, e.g. "h.0.attn.c_attn.weight" */
+    int ndim;
+    int dims[2];      /* row-major; 2-D weights are (out, in) */
+    size_t numel;
+    int decay;        /* 1 when weight decay applies (2-D weights) */
+    float *data;      /* borrowed: the parameter */
+    float *grad;      /* borrowed: its gradient */
+} mw_param_info;
+int mw_model_num_tensors(const mw_model *m);
+/* Fills info for tensor i (0 <= i < mw_model_num_tensors). Returns MW_ERR_ARG when out of range. */
+mw_status mw_model_tensor(const mw_model *m, int i, mw_param_info *info);
+
+/* Forward of one micro-batch. inputs and targets are (B,T) token ids, copied in; targets may be
+ * NULL (then *loss is not computed and logits stay logits). Token ids are checked against the
+ * vocabulary (MW_ERR_ARG). On success *loss is the mean cross-entropy. */
+mw_status mw_model_forward(mw_model *m, const int32_t *inputs, const int32_t *targets, float *loss);
+/* (B,T,V) logits of the last forward without targets, or probabilities after one with targets. */
+const float *mw_model_logits(const mw_model *m);
+/* Backward of the last forward (which must have had targets). Gradients accumulate (+=) into the
+ * parameter gradients, with the mean loss scaled by grad_scale (1/accum for accumulation). */
+void mw_model_backward(mw_model *m, float grad_scale);
+void mw_model_zero_grad(mw_model *m);
+/* Global L2 norm of the gradients, summed in fixed quanta so it does not depend on threads. */
+double mw_model_grad_norm(const mw_model *m);
+/* One AdamW step at learning rate lr: clips to cfg->grad_clip (if > 0) using grad_norm, applies
+ * decoupled weight decay to 2-D weights only, then zeroes the gradients. t is the 1-based step. */
+void mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t);
+
+/* The cosine learning rate with linear warm-up of 0-based step s. */
+double mw_lr_at(const mw_config *cfg, int s);
+
+/* Arena accounting: the measured peak bytes per category and in all (equals the plan). */
+void mw_model_memory(const mw_model *m, uint64_t category[MW_CAT_COUNT], uint64_t *peak);
+
+/* ---- token files --------------------------------------------------------------------------- */
+
+/* A token file: a 32-byte header (magic "MWTOKENS", u32 version 1, u32 token width 2 or 4,
+ * u64 token count, u32 vocabulary size, u32 reserved 0; little-endian) then the tokens. */
+typedef struct mw_data mw_data;
+
+/* Opens and checks a token file (header, sizes). MW_ERR_IO or MW_ERR_FORMAT with the path. */
+mw_status mw_data_open(mw_data **out, const char *path);
+void mw_data_close(mw_data *d);
+uint64_t mw_data_count(const mw_data *d);
+uint32_t mw_data_vocab(const mw_data *d);
+/* Reads tokens [start, start+n) into out (widened to int32). */
+mw_status mw_data_read(mw_data *d, uint64_t start, size_t n, int32_t *out);
+/* Writes a token file atomically (temporary name, fsync, rename). width is 2 or 4. */
+mw_status mw_data_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab,
+                        int width);
+
+/* Deterministic window sampler: B windows of T+1 tokens at uniformly random offsets. */
+typedef struct mw_loader {
+    mw_data *data;
+    uint64_t rng;
+} mw_loader;
+void mw_loader_init(mw_loader *l, mw_data *d, uint64_t seed);
+/* Fills inputs and targets (B,T) from B random windows. */
+mw_status mw_loader_next(mw_loader *l, int B, int T, int32_t *inputs, int32_t *targets,
+                         int32_t *scratch /* B*(T+1) */);
+
+/* ---- training ------------------------------------------------------------------------------ */
+
+typedef struct mw_step_report {
+    int step;          /* 1-based */
+    float loss;        /* mean over the step's micro-batches */
+    double lr, grad_norm, ms, tokens_per_s;
+    int has_val;
+    float val_loss;
+} mw_step_report;
+
+typedef void (*mw_step_fn)(const mw_step_report *r, void *user);
+/* Fills one micro-batch: inputs and targets (B,T); scratch has room for B*(T+1) tokens. */
+typedef mw_status (*mw_batch_fn)(void *ctx, int32_t *inputs, int32_t *targets, int32_t *scratch);
+
+/* One optimizer step s (0-based): cfg->accum micro-batches drawn from next, forward, backward,
+ * gradient norm, clipping, AdamW at mw_lr_at(s). Gradients must be zero on entry (they are
+ * after mw_model_create and after every step). Fills r (no validation loss). */
+mw_status mw_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step_report *r);
+
+/* Trains cfg->steps steps on train, evaluating on val (may be NULL) every cfg->eval_every steps
+ * and at the end. Calls fn (may be NULL) after every step. */
+mw_status mw_train(mw_model *m, mw_data *train, mw_data *val, mw_step_fn fn, void *user);
+/* Mean loss over the first n_batches consecutive (B,T+1) windows of d (fewer if d is short). */
+mw_status mw_evaluate(mw_model *m, mw_data *d, int n_batches, float *loss);
+
+/* Process peak resident set size in bytes (getrusage). */
+uint64_t mw_peak_rss(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

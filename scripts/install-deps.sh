@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs memwall's build dependencies from Debian's packages; idempotent and quiet when all is
+# there.  Usage: scripts/install-deps.sh [--bench]
+#   (default)  gcc, make, OpenBLAS (OpenMP build), OpenMP runtime: enough to build and test.
+#   --bench    also python3-torch, for the PyTorch peer benchmark and the fixture generator.
+set -euo pipefail
+pkgs=(gcc make libopenblas-openmp-dev libopenblas0-openmp libgomp1)
+if [ "${1:-}" = "--bench" ]; then
+  pkgs+=(python3-torch)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq >/dev/null
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

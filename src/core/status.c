@@ -1,0 +1,29 @@
+/* Status codes and the per-thread last-error message. */
+#include "status.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static _Thread_local char last_error[512];
+
+const char *mw_status_str(mw_status s) {
+    switch (s) {
+    case MW_OK: return "ok";
+    case MW_ERR_ARG: return "invalid argument";
+    case MW_ERR_BUDGET: return "budget exceeded";
+    case MW_ERR_NOMEM: return "out of memory";
+    case MW_ERR_IO: return "I/O error";
+    case MW_ERR_FORMAT: return "malformed file";
+    }
+    return "unknown status";
+}
+
+const char *mw_last_error(void) { return last_error[0] ? last_error : "no error"; }
+
+mw_status mw_fail(mw_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return s;
+}

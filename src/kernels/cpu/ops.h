@@ -1,0 +1,55 @@
+/* CPU kernels: forward/backward pairs of every GPT-2 op, OpenMP across rows, GEMMs in BLAS.
+ *
+ * Shapes are in comments: N = B*T rows, C channels, OC output channels, V vocab, H heads.
+ * Accumulation rule for this file: parameter gradients (dw, db, dwte, dwpe) always accumulate
+ * (+=); activation gradients (dinp) overwrite unless the name says _acc. Every kernel gives the
+ * same bits for the same inputs and thread count; reductions over rows run in row order. */
+#ifndef MW_OPS_H
+#define MW_OPS_H
+#include <stdint.h>
+
+/* out (B,T,C) = wte[inp] + wpe[t] */
+void mw_encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe, int B,
+                        int T, int C);
+/* dwte, dwpe += scatter of dout (B,T,C) */
+void mw_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B,
+                         int T, int C);
+
+/* out (N,C) = LayerNorm(inp) * w + b; keeps mean and rstd (N) for backward. eps 1e-5. */
+void mw_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                          const float *b, int N, int C);
+/* dinp (N,C) += ...; dw, db (C) += ... */
+void mw_layernorm_backward_acc(float *dinp, float *dw, float *db, const float *dout,
+                               const float *inp, const float *w, const float *mean,
+                               const float *rstd, int N, int C);
+
+/* out (N,OC) = inp (N,C) @ w^T (OC,C) + bias (OC, may be NULL); with acc, out += that. */
+void mw_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N,
+                       int C, int OC, int acc);
+/* dinp (N,C) = dout @ w (overwrite, or += with acc_dinp; skipped when dinp is NULL);
+ * dw (OC,C) += dout^T @ inp; db (OC) += column sums of dout (skipped when NULL). */
+void mw_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                        const float *w, int N, int C, int OC, int acc_dinp);
+
+/* Causal self-attention. qkv (B,T,3C) with q,k,v in that order; out (B,T,C); att (B,H,T,T)
+ * keeps the softmax probabilities (entries above the diagonal are not meaningful). */
+void mw_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int H);
+/* dqkv (B,T,3C) overwrite. scratch holds nthreads*T*T floats; at most nthreads threads run. */
+void mw_attention_backward(float *dqkv, float *scratch, int nthreads, const float *dout,
+                           const float *qkv, const float *att, int B, int T, int C, int H);
+
+/* out (N) = GELU_tanh(inp) */
+void mw_gelu_forward(float *out, const float *inp, long n);
+/* d (N) = d * GELU_tanh'(inp), in place: d holds dout on entry, dinp on return */
+void mw_gelu_backward_inplace(float *d, const float *inp, long n);
+
+/* Softmax cross-entropy over rows of logits (N,V), in place: logits become probabilities;
+ * losses (N) = -log p[target]. Targets must be in [0, V). */
+void mw_crossentropy_forward(float *logits, float *losses, const int32_t *targets, int N, int V);
+/* probs (N,V) become dlogits = (p - onehot(target)) * dloss, in place. */
+void mw_crossentropy_backward(float *probs, const int32_t *targets, float dloss, int N, int V);
+
+/* Scalar (no BLAS) matmul forward, the oracle for tests. */
+void mw_matmul_forward_ref(float *out, const float *inp, const float *w, const float *bias, int N,
+                           int C, int OC);
+#endif

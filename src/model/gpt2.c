@@ -1,0 +1,395 @@
+/* GPT-2: the parameter table, the buffer plan of one training step, forward and backward.
+ *
+ * One function, layout(), lists every buffer of the step in a fixed order with its category.
+ * Run against a measure arena it is the estimate; run against the real arena it binds the
+ * pointers. Both runs make the same calls, so the estimate is the allocation, byte for byte. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/arena.h"
+#include "../core/rng.h"
+#include "../core/status.h"
+#include "../kernels/cpu/ops.h"
+#include "../optim/adamw.h"
+#include "gpt2.h"
+
+/* Per-layer tensors, in storage order (Hugging Face GPT-2 names after "h.<l>."). */
+enum { LN1W, LN1B, QKVW, QKVB, PROJW, PROJB, LN2W, LN2B, FCW, FCB, FCPW, FCPB, NLAYERT };
+static const char *layer_names[NLAYERT] = {
+    "ln_1.weight",    "ln_1.bias",      "attn.c_attn.weight", "attn.c_attn.bias",
+    "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",   "ln_2.bias",
+    "mlp.c_fc.weight", "mlp.c_fc.bias",  "mlp.c_proj.weight", "mlp.c_proj.bias"};
+
+typedef struct tensor {
+    char name[64];
+    int ndim, dims[2];
+    size_t numel, offset; /* offset in floats inside the flat parameter buffer */
+    int decay;
+} tensor;
+
+typedef struct layer_acts {     /* what forward keeps for backward, one layer */
+    float *ln1, *ln1_mean, *ln1_rstd; /* (N,C) (N) (N) */
+    float *qkv;                       /* (N,3C) */
+    float *att;                       /* (B,H,T,T) softmax probabilities */
+    float *atty;                      /* (N,C) attention output before c_proj */
+    float *res2;                      /* (N,C) residual after attention */
+    float *ln2, *ln2_mean, *ln2_rstd; /* (N,C) (N) (N) */
+    float *fch, *fch_gelu;            /* (N,4C) (N,4C) */
+    float *res3;                      /* (N,C) block output */
+} layer_acts;
+
+struct mw_model {
+    mw_config cfg;
+    mw_plan_summary plan;
+    mw_arena arena;
+    int ntensors, nthreads;
+    tensor *tensors;
+    size_t nfloats; /* flat parameter buffer length, padding included */
+    float *params, *grads, *m, *v;
+    layer_acts *acts;
+    int32_t *inputs, *targets;
+    float *encoded, *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
+    float *dres, *dtmp, *dqkv, *dfch, *att_scratch; /* backward workspace, shared by layers */
+    double *norm_parts;
+    int32_t *staging; /* the trainer's token windows: inputs (N), targets (N), window (B*(T+1)) */
+    int has_targets;
+};
+
+#define NORM_QUANTUM 65536 /* grad-norm partial sums over fixed blocks: thread-independent */
+
+static void add_tensor(mw_model *m, const char *name, int r, int c, int decay) {
+    tensor *t = &m->tensors[m->ntensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = c ? 2 : 1;
+    t->dims[0] = r;
+    t->dims[1] = c;
+    t->numel = (size_t)r * (c ? c : 1);
+    t->offset = m->nfloats;
+    t->decay = decay;
+    m->nfloats += (t->numel + 15) / 16 * 16; /* every tensor 64-byte aligned */
+}
+
+static mw_status build_table(mw_model *m) {
+    const mw_config *c = &m->cfg;
+    const int C = c->n_embd;
+    m->tensors = calloc((size_t)c->n_layer * NLAYERT + 4, sizeof(tensor));
+    if (!m->tensors) return mw_fail(MW_ERR_NOMEM, "cannot allocate the parameter table");
+    add_tensor(m, "wte.weight", c->vocab, C, 1);
+    add_tensor(m, "wpe.weight", c->ctx, C, 1);
+    const int rows[NLAYERT] = {C, C, 3 * C, 3 * C, C, C, C, C, 4 * C, 4 * C, C, C};
+    const int cols[NLAYERT] = {0, 0, C, 0, C, 0, 0, 0, C, 0, 4 * C, 0};
+    for (int l = 0; l < c->n_layer; l++)
+        for (int k = 0; k < NLAYERT; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "h.%d.%s", l, layer_names[k]);
+            add_tensor(m, name, rows[k], cols[k], cols[k] != 0);
+        }
+    add_tensor(m, "ln_f.weight", C, 0, 0);
+    add_tensor(m, "ln_f.bias", C, 0, 0);
+    return MW_OK;
+}
+
+/* Every buffer of the training step, in allocation order. bind: set the pointers. */
+static mw_status layout(mw_model *m, mw_arena *a, int bind) {
+    const mw_config *c = &m->cfg;
+    const size_t B = c->batch, T = c->seq, C = c->n_embd, H = c->n_head, V = c->vocab;
+    const size_t N = B * T, F = sizeof(float);
+    uint64_t off;
+#define BUF(ptr, bytes, cat)                                                                       \
+    do {                                                                                           \
+        MW_TRY(mw_arena_alloc(a, (bytes), (cat), &off));                                           \
+        if (bind) (ptr) = mw_arena_ptr(a, off);                                                    \
+    } while (0)
+    BUF(m->params, m->nfloats * F, MW_CAT_PARAMS);
+    BUF(m->grads, m->nfloats * F, MW_CAT_GRADS);
+    BUF(m->m, m->nfloats * F, MW_CAT_OPTIM);
+    BUF(m->v, m->nfloats * F, MW_CAT_OPTIM);
+    BUF(m->inputs, N * sizeof(int32_t), MW_CAT_ACTS);
+    BUF(m->targets, N * sizeof(int32_t), MW_CAT_ACTS);
+    BUF(m->encoded, N * C * F, MW_CAT_ACTS);
+    for (int l = 0; l < c->n_layer; l++) {
+        layer_acts *la = &m->acts[l];
+        BUF(la->ln1, N * C * F, MW_CAT_ACTS);
+        BUF(la->ln1_mean, N * F, MW_CAT_ACTS);
+        BUF(la->ln1_rstd, N * F, MW_CAT_ACTS);
+        BUF(la->qkv, N * 3 * C * F, MW_CAT_ACTS);
+        BUF(la->att, B * H * T * T * F, MW_CAT_ACTS);
+        BUF(la->atty, N * C * F, MW_CAT_ACTS);
+        BUF(la->res2, N * C * F, MW_CAT_ACTS);
+        BUF(la->ln2, N * C * F, MW_CAT_ACTS);
+        BUF(la->ln2_mean, N * F, MW_CAT_ACTS);
+        BUF(la->ln2_rstd, N * F, MW_CAT_ACTS);
+        BUF(la->fch, N * 4 * C * F, MW_CAT_ACTS);
+        BUF(la->fch_gelu, N * 4 * C * F, MW_CAT_ACTS);
+        BUF(la->res3, N * C * F, MW_CAT_ACTS);
+    }
+    BUF(m->lnf, N * C * F, MW_CAT_ACTS);
+    BUF(m->lnf_mean, N * F, MW_CAT_ACTS);
+    BUF(m->lnf_rstd, N * F, MW_CAT_ACTS);
+    BUF(m->logits, N * V * F, MW_CAT_ACTS);
+    BUF(m->losses, N * F, MW_CAT_ACTS);
+    BUF(m->dres, N * C * F, MW_CAT_WORK);
+    BUF(m->dtmp, N * C * F, MW_CAT_WORK);
+    BUF(m->dqkv, N * 3 * C * F, MW_CAT_WORK);
+    BUF(m->dfch, N * 4 * C * F, MW_CAT_WORK);
+    BUF(m->att_scratch, (size_t)m->nthreads * T * T * F, MW_CAT_WORK);
+    BUF(m->norm_parts, (m->nfloats / NORM_QUANTUM + 1) * sizeof(double), MW_CAT_WORK);
+    BUF(m->staging, (2 * N + B * (T + 1)) * sizeof(int32_t), MW_CAT_WORK);
+#undef BUF
+    return MW_OK;
+}
+
+static void summarize(const mw_arena *a, const mw_config *c, mw_plan_summary *s) {
+    memset(s, 0, sizeof *s);
+    for (int k = 0; k < MW_CAT_COUNT; k++) s->category[k] = a->cat_peak[k];
+    s->peak = a->peak;
+    s->budget = c->budget;
+    s->fits = c->budget == 0 || a->peak <= c->budget;
+}
+
+static mw_status model_skeleton(mw_model **out, const mw_config *cfg) {
+    MW_TRY(mw_config_validate(cfg));
+    mw_model *m = calloc(1, sizeof *m);
+    if (!m) return mw_fail(MW_ERR_NOMEM, "cannot allocate the model");
+    m->cfg = *cfg;
+    m->nthreads = omp_get_max_threads();
+    m->acts = calloc((size_t)cfg->n_layer, sizeof(layer_acts));
+    mw_status s = m->acts ? build_table(m) : mw_fail(MW_ERR_NOMEM, "cannot allocate the layer table");
+    if (s != MW_OK) {
+        mw_model_destroy(m);
+        return s;
+    }
+    *out = m;
+    return MW_OK;
+}
+
+mw_status mw_plan(const mw_config *cfg, mw_plan_summary *out) {
+    mw_model *m;
+    MW_TRY(model_skeleton(&m, cfg));
+    mw_arena a;
+    mw_arena_init_measure(&a);
+    mw_status s = layout(m, &a, 0);
+    if (s == MW_OK) summarize(&a, cfg, out);
+    mw_model_destroy(m);
+    return s;
+}
+
+static void budget_message(const mw_plan_summary *p) {
+    char b[MW_CAT_COUNT][32], pk[32], bu[32], msg[400];
+    int n = 0;
+    for (int k = 0; k < MW_CAT_COUNT; k++)
+        n += snprintf(msg + n, sizeof msg - n, "%s%s %s", k ? ", " : "", mw_category_name(k),
+                      mw_fmt_bytes(p->category[k], b[k], sizeof b[k]));
+    mw_fail(MW_ERR_BUDGET, "the plan needs %s but --budget is %s (%s)",
+            mw_fmt_bytes(p->peak, pk, sizeof pk), mw_fmt_bytes(p->budget, bu, sizeof bu), msg);
+}
+
+mw_status mw_model_create(mw_model **out, const mw_config *cfg) {
+    *out = NULL;
+    mw_model *m;
+    MW_TRY(model_skeleton(&m, cfg));
+    mw_arena dry;
+    mw_arena_init_measure(&dry);
+    mw_status s = layout(m, &dry, 0);
+    if (s == MW_OK) {
+        summarize(&dry, cfg, &m->plan);
+        if (!m->plan.fits) {
+            budget_message(&m->plan);
+            s = MW_ERR_BUDGET;
+        }
+    }
+    if (s == MW_OK) s = mw_arena_init(&m->arena, dry.peak);
+    if (s == MW_OK) s = layout(m, &m->arena, 1);
+    if (s != MW_OK) {
+        mw_model_destroy(m);
+        return s;
+    }
+    *out = m;
+    return MW_OK;
+}
+
+void mw_model_destroy(mw_model *m) {
+    if (!m) return;
+    mw_arena_release(&m->arena);
+    free(m->tensors);
+    free(m->acts);
+    free(m);
+}
+
+const mw_config *mw_model_config(const mw_model *m) { return &m->cfg; }
+const mw_plan_summary *mw_model_plan(const mw_model *m) { return &m->plan; }
+int mw_model_num_tensors(const mw_model *m) { return m->ntensors; }
+
+mw_status mw_model_tensor(const mw_model *m, int i, mw_param_info *info) {
+    if (i < 0 || i >= m->ntensors) return mw_fail(MW_ERR_ARG, "tensor index %d out of range", i);
+    const tensor *t = &m->tensors[i];
+    info->name = t->name;
+    info->ndim = t->ndim;
+    info->dims[0] = t->dims[0];
+    info->dims[1] = t->dims[1];
+    info->numel = t->numel;
+    info->decay = t->decay;
+    info->data = m->params + t->offset;
+    info->grad = m->grads + t->offset;
+    return MW_OK;
+}
+
+void mw_model_memory(const mw_model *m, uint64_t category[MW_CAT_COUNT], uint64_t *peak) {
+    for (int k = 0; k < MW_CAT_COUNT; k++) category[k] = m->arena.cat_peak[k];
+    *peak = m->arena.peak;
+}
+
+void mw_model_init_gpt2(mw_model *m, uint64_t seed) {
+    const double resid_std = 0.02 / sqrt(2.0 * m->cfg.n_layer);
+    for (int i = 0; i < m->ntensors; i++) {
+        const tensor *t = &m->tensors[i];
+        float *p = m->params + t->offset;
+        size_t len = strlen(t->name);
+        int is_weight = len > 7 && strcmp(t->name + len - 7, ".weight") == 0;
+        if (t->ndim == 1) { /* LayerNorm gains 1, every bias 0 */
+            float val = is_weight ? 1.0f : 0.0f;
+            for (size_t j = 0; j < t->numel; j++) p[j] = val;
+            continue;
+        }
+        double std = len > 13 && strcmp(t->name + len - 13, "c_proj.weight") == 0 ? resid_std : 0.02;
+        size_t nblk = (t->numel + NORM_QUANTUM - 1) / NORM_QUANTUM;
+        /* blocks draw from their own stream: the same values for any thread count */
+#pragma omp parallel for schedule(static)
+        for (size_t b = 0; b < nblk; b++) {
+            uint64_t s = seed ^ ((uint64_t)(i + 1) << 40) ^ (b * 0x9E3779B97F4A7C15ull);
+            mw_rng_next(&s);
+            size_t j1 = (b + 1) * NORM_QUANTUM < t->numel ? (b + 1) * NORM_QUANTUM : t->numel;
+            for (size_t j = b * NORM_QUANTUM; j < j1; j++) p[j] = (float)(std * mw_rng_normal(&s));
+        }
+    }
+}
+
+/* Pointers of layer l's tensors inside a flat buffer (params or grads). */
+static void layer_ptrs(const mw_model *m, float *base, int l, float *p[NLAYERT]) {
+    for (int k = 0; k < NLAYERT; k++) p[k] = base + m->tensors[2 + l * NLAYERT + k].offset;
+}
+#define WTE(base) ((base) + m->tensors[0].offset)
+#define WPE(base) ((base) + m->tensors[1].offset)
+#define LNFW(base) ((base) + m->tensors[m->ntensors - 2].offset)
+#define LNFB(base) ((base) + m->tensors[m->ntensors - 1].offset)
+
+static void copy_rows(float *dst, const float *src, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
+mw_status mw_model_forward(mw_model *m, const int32_t *inputs, const int32_t *targets, float *loss) {
+    const mw_config *c = &m->cfg;
+    const int B = c->batch, T = c->seq, C = c->n_embd, H = c->n_head, V = c->vocab, N = B * T;
+    for (int i = 0; i < N; i++) {
+        if (inputs[i] < 0 || inputs[i] >= V || (targets && (targets[i] < 0 || targets[i] >= V)))
+            return mw_fail(MW_ERR_ARG, "token id %d at position %d is outside the vocabulary (%d)",
+                           inputs[i] < 0 || inputs[i] >= V ? inputs[i] : targets[i], i, V);
+    }
+    memcpy(m->inputs, inputs, sizeof(int32_t) * N);
+    if (targets) memcpy(m->targets, targets, sizeof(int32_t) * N);
+    m->has_targets = targets != NULL;
+
+    mw_encoder_forward(m->encoded, m->inputs, WTE(m->params), WPE(m->params), B, T, C);
+    const float *x = m->encoded;
+    for (int l = 0; l < c->n_layer; l++) {
+        float *p[NLAYERT];
+        layer_ptrs(m, m->params, l, p);
+        layer_acts *a = &m->acts[l];
+        mw_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p[LN1W], p[LN1B], N, C);
+        mw_matmul_forward(a->qkv, a->ln1, p[QKVW], p[QKVB], N, C, 3 * C, 0);
+        mw_attention_forward(a->atty, a->att, a->qkv, B, T, C, H);
+        copy_rows(a->res2, x, (size_t)N * C);
+        mw_matmul_forward(a->res2, a->atty, p[PROJW], p[PROJB], N, C, C, 1);
+        mw_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p[LN2W], p[LN2B], N, C);
+        mw_matmul_forward(a->fch, a->ln2, p[FCW], p[FCB], N, C, 4 * C, 0);
+        mw_gelu_forward(a->fch_gelu, a->fch, (long)N * 4 * C);
+        copy_rows(a->res3, a->res2, (size_t)N * C);
+        mw_matmul_forward(a->res3, a->fch_gelu, p[FCPW], p[FCPB], N, 4 * C, C, 1);
+        x = a->res3;
+    }
+    mw_layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, x, LNFW(m->params), LNFB(m->params), N,
+                         C);
+    mw_matmul_forward(m->logits, m->lnf, WTE(m->params), NULL, N, C, V, 0);
+    if (targets) {
+        mw_crossentropy_forward(m->logits, m->losses, m->targets, N, V);
+        double s = 0.0;
+        for (int i = 0; i < N; i++) s += m->losses[i];
+        *loss = (float)(s / N);
+    }
+    return MW_OK;
+}
+
+int32_t *mw_model_staging(mw_model *m) { return m->staging; }
+
+const float *mw_model_logits(const mw_model *m) { return m->logits; }
+
+void mw_model_backward(mw_model *m, float grad_scale) {
+    const mw_config *c = &m->cfg;
+    const int B = c->batch, T = c->seq, C = c->n_embd, H = c->n_head, V = c->vocab, N = B * T;
+    const int L = c->n_layer;
+    float *G = m->grads;
+    mw_crossentropy_backward(m->logits, m->targets, grad_scale / N, N, V);
+    mw_matmul_backward(m->dtmp, WTE(G), NULL, m->logits, m->lnf, WTE(m->params), N, C, V, 0);
+    memset(m->dres, 0, sizeof(float) * N * C);
+    const float *xl = L > 0 ? m->acts[L - 1].res3 : m->encoded;
+    mw_layernorm_backward_acc(m->dres, LNFW(G), LNFB(G), m->dtmp, xl, LNFW(m->params), m->lnf_mean,
+                              m->lnf_rstd, N, C);
+    for (int l = L - 1; l >= 0; l--) {
+        float *p[NLAYERT], *g[NLAYERT];
+        layer_ptrs(m, m->params, l, p);
+        layer_ptrs(m, G, l, g);
+        layer_acts *a = &m->acts[l];
+        const float *x = l ? m->acts[l - 1].res3 : m->encoded;
+        /* dres holds d(res3); the residual path passes it on to res2 unchanged */
+        mw_matmul_backward(m->dfch, g[FCPW], g[FCPB], m->dres, a->fch_gelu, p[FCPW], N, 4 * C, C, 0);
+        mw_gelu_backward_inplace(m->dfch, a->fch, (long)N * 4 * C);
+        mw_matmul_backward(m->dtmp, g[FCW], g[FCB], m->dfch, a->ln2, p[FCW], N, C, 4 * C, 0);
+        mw_layernorm_backward_acc(m->dres, g[LN2W], g[LN2B], m->dtmp, a->res2, p[LN2W], a->ln2_mean,
+                                  a->ln2_rstd, N, C);
+        /* dres now holds d(res2), which flows on to the block input */
+        mw_matmul_backward(m->dtmp, g[PROJW], g[PROJB], m->dres, a->atty, p[PROJW], N, C, C, 0);
+        mw_attention_backward(m->dqkv, m->att_scratch, m->nthreads, m->dtmp, a->qkv, a->att, B, T,
+                              C, H);
+        mw_matmul_backward(m->dtmp, g[QKVW], g[QKVB], m->dqkv, a->ln1, p[QKVW], N, C, 3 * C, 0);
+        mw_layernorm_backward_acc(m->dres, g[LN1W], g[LN1B], m->dtmp, x, p[LN1W], a->ln1_mean,
+                                  a->ln1_rstd, N, C);
+    }
+    mw_encoder_backward(WTE(G), WPE(G), m->dres, m->inputs, B, T, C);
+}
+
+void mw_model_zero_grad(mw_model *m) { memset(m->grads, 0, sizeof(float) * m->nfloats); }
+
+double mw_model_grad_norm(const mw_model *m) {
+    const size_t n = m->nfloats, nb = (n + NORM_QUANTUM - 1) / NORM_QUANTUM;
+    const float *g = m->grads;
+    double *parts = m->norm_parts;
+#pragma omp parallel for schedule(static)
+    for (size_t b = 0; b < nb; b++) {
+        size_t j1 = (b + 1) * NORM_QUANTUM < n ? (b + 1) * NORM_QUANTUM : n;
+        double s = 0.0;
+        for (size_t j = b * NORM_QUANTUM; j < j1; j++) s += (double)g[j] * g[j];
+        parts[b] = s;
+    }
+    double s = 0.0;
+    for (size_t b = 0; b < nb; b++) s += parts[b];
+    return sqrt(s);
+}
+
+void mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
+    const mw_config *c = &m->cfg;
+    float coef = 1.0f;
+    if (c->grad_clip > 0) { /* PyTorch's clip_grad_norm_: max_norm / (norm + 1e-6), at most 1 */
+        float cc = (float)c->grad_clip / (float)(grad_norm + 1e-6);
+        coef = cc < 1.0f ? cc : 1.0f;
+    }
+    for (int i = 0; i < m->ntensors; i++) {
+        const tensor *ts = &m->tensors[i];
+        mw_adamw_hp hp = {lr, c->beta1, c->beta2, c->eps, ts->decay ? c->weight_decay : 0.0, coef, t};
+        mw_adamw_update(m->params + ts->offset, m->grads + ts->offset, m->m + ts->offset,
+                        m->v + ts->offset, ts->numel, &hp);
+    }
+}

@@ -1,0 +1,8 @@
+/* Internal GPT-2 model functions beyond the public API. */
+#ifndef MW_GPT2_H
+#define MW_GPT2_H
+#include "memwall.h"
+
+/* Arena-backed token staging of the trainer: 2*B*T + B*(T+1) int32. */
+int32_t *mw_model_staging(mw_model *m);
+#endif

@@ -1,0 +1,192 @@
+/* Token files and the deterministic window loader. Format in memwall.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../core/rng.h"
+#include "../core/status.h"
+
+#define HEADER_BYTES 32
+static const char MAGIC[8] = {'M', 'W', 'T', 'O', 'K', 'E', 'N', 'S'};
+
+struct mw_data {
+    int fd;
+    uint32_t width, vocab;
+    uint64_t count;
+    char path[512];
+    unsigned char buf[16384]; /* staging: reads go through it in pieces, no allocation */
+};
+
+static uint32_t rd32(const unsigned char *p) {
+    return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t rd64(const unsigned char *p) { return rd32(p) | (uint64_t)rd32(p + 4) << 32; }
+static void wr32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void wr64(unsigned char *p, uint64_t v) {
+    wr32(p, (uint32_t)v);
+    wr32(p + 4, (uint32_t)(v >> 32));
+}
+
+static mw_status read_full(int fd, void *buf, size_t n, uint64_t off, const char *path) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return mw_fail(MW_ERR_IO, "%s: read failed: %s", path, strerror(errno));
+        if (r == 0) return mw_fail(MW_ERR_FORMAT, "%s: file is truncated", path);
+        got += (size_t)r;
+    }
+    return MW_OK;
+}
+
+mw_status mw_data_open(mw_data **out, const char *path) {
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return mw_fail(MW_ERR_IO, "cannot open token file %s: %s", path, strerror(errno));
+    struct stat st;
+    unsigned char h[HEADER_BYTES];
+    mw_status s = MW_OK;
+    if (fstat(fd, &st) != 0)
+        s = mw_fail(MW_ERR_IO, "%s: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        s = mw_fail(MW_ERR_FORMAT, "%s: not a regular file", path);
+    else if ((uint64_t)st.st_size < HEADER_BYTES)
+        s = mw_fail(MW_ERR_FORMAT, "%s: too short for a token file header (%lld bytes)", path,
+                    (long long)st.st_size);
+    else
+        s = read_full(fd, h, HEADER_BYTES, 0, path);
+    if (s != MW_OK) {
+        close(fd);
+        return s;
+    }
+    uint32_t version = rd32(h + 8), width = rd32(h + 12), vocab = rd32(h + 24);
+    uint64_t count = rd64(h + 16);
+    if (memcmp(h, MAGIC, 8) != 0)
+        s = mw_fail(MW_ERR_FORMAT, "%s: not a memwall token file (bad magic)", path);
+    else if (version != 1)
+        s = mw_fail(MW_ERR_FORMAT, "%s: token file version %u, this memwall reads version 1", path,
+                    version);
+    else if (width != 2 && width != 4)
+        s = mw_fail(MW_ERR_FORMAT, "%s: token width %u (must be 2 or 4)", path, width);
+    else if (vocab < 1 || (width == 2 && vocab > 65536))
+        s = mw_fail(MW_ERR_FORMAT, "%s: vocabulary size %u does not fit token width %u", path,
+                    vocab, width);
+    else if (count > ((uint64_t)st.st_size - HEADER_BYTES) / width ||
+             HEADER_BYTES + count * width != (uint64_t)st.st_size)
+        s = mw_fail(MW_ERR_FORMAT, "%s: header says %llu tokens but the file holds %lld bytes",
+                    path, (unsigned long long)count, (long long)st.st_size);
+    mw_data *d = s == MW_OK ? calloc(1, sizeof *d) : NULL;
+    if (s == MW_OK && !d) s = mw_fail(MW_ERR_NOMEM, "out of memory");
+    if (s != MW_OK) {
+        close(fd);
+        return s;
+    }
+    d->fd = fd;
+    d->width = width;
+    d->vocab = vocab;
+    d->count = count;
+    snprintf(d->path, sizeof d->path, "%s", path);
+    *out = d;
+    return MW_OK;
+}
+
+void mw_data_close(mw_data *d) {
+    if (!d) return;
+    close(d->fd);
+    free(d);
+}
+
+uint64_t mw_data_count(const mw_data *d) { return d->count; }
+uint32_t mw_data_vocab(const mw_data *d) { return d->vocab; }
+
+mw_status mw_data_read(mw_data *d, uint64_t start, size_t n, int32_t *out) {
+    if (start > d->count || n > d->count - start)
+        return mw_fail(MW_ERR_ARG, "%s: read past the end (%llu+%zu of %llu tokens)", d->path,
+                       (unsigned long long)start, n, (unsigned long long)d->count);
+    const size_t per = sizeof d->buf / d->width;
+    for (size_t i0 = 0; i0 < n; i0 += per) {
+        size_t k = n - i0 < per ? n - i0 : per;
+        MW_TRY(read_full(d->fd, d->buf, k * d->width, HEADER_BYTES + (start + i0) * d->width,
+                         d->path));
+        for (size_t i = 0; i < k; i++) {
+            const unsigned char *p = d->buf + i * d->width;
+            uint32_t v = d->width == 2 ? (uint32_t)(p[0] | p[1] << 8) : rd32(p);
+            if (v >= d->vocab)
+                return mw_fail(MW_ERR_FORMAT,
+                               "%s: token %u at index %llu is outside the vocabulary (%u)", d->path,
+                               v, (unsigned long long)(start + i0 + i), d->vocab);
+            out[i0 + i] = (int32_t)v;
+        }
+    }
+    return MW_OK;
+}
+
+mw_status mw_data_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab,
+                        int width) {
+    if (width != 2 && width != 4) return mw_fail(MW_ERR_ARG, "token width must be 2 or 4");
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return mw_fail(MW_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+    unsigned char h[HEADER_BYTES] = {0};
+    memcpy(h, MAGIC, 8);
+    wr32(h + 8, 1);
+    wr32(h + 12, (uint32_t)width);
+    wr64(h + 16, n);
+    wr32(h + 24, vocab);
+    int ok = fwrite(h, 1, HEADER_BYTES, f) == HEADER_BYTES;
+    unsigned char buf[8192];
+    for (uint64_t i = 0; ok && i < n;) {
+        size_t k = 0;
+        for (; i < n && k + 4 <= sizeof buf; i++, k += width) {
+            if (width == 2) {
+                buf[k] = (unsigned char)tokens[i];
+                buf[k + 1] = (unsigned char)(tokens[i] >> 8);
+            } else {
+                wr32(buf + k, (uint32_t)tokens[i]);
+            }
+        }
+        ok = fwrite(buf, 1, k, f) == k;
+    }
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int err = errno;
+    if (fclose(f) != 0 && ok) {
+        ok = 0;
+        err = errno;
+    }
+    if (ok && rename(tmp, path) != 0) {
+        ok = 0;
+        err = errno;
+    }
+    if (!ok) {
+        unlink(tmp);
+        return mw_fail(MW_ERR_IO, "cannot write %s: %s", path, strerror(err));
+    }
+    return MW_OK;
+}
+
+void mw_loader_init(mw_loader *l, mw_data *d, uint64_t seed) {
+    l->data = d;
+    l->rng = seed ^ 0xD1B54A32D192ED03ull;
+}
+
+mw_status mw_loader_next(mw_loader *l, int B, int T, int32_t *inputs, int32_t *targets,
+                         int32_t *scratch) {
+    uint64_t count = l->data->count;
+    if (count < (uint64_t)T + 1)
+        return mw_fail(MW_ERR_ARG, "%s holds %llu tokens, fewer than one window of --seq+1 = %d",
+                       l->data->path, (unsigned long long)count, T + 1);
+    for (int b = 0; b < B; b++) {
+        uint64_t start = mw_rng_below(&l->rng, count - (uint64_t)T);
+        MW_TRY(mw_data_read(l->data, start, (size_t)T + 1, scratch));
+        memcpy(inputs + (size_t)b * T, scratch, sizeof(int32_t) * T);
+        memcpy(targets + (size_t)b * T, scratch + 1, sizeof(int32_t) * T);
+    }
+    return MW_OK;
+}

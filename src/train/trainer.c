@@ -1,0 +1,109 @@
+/* The training loop: micro-batches, accumulation, clipping, AdamW, evaluation. */
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "../core/status.h"
+#include "../model/gpt2.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+uint64_t mw_peak_rss(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (uint64_t)ru.ru_maxrss * 1024;
+}
+
+static mw_status check_vocab(const mw_model *m, const mw_data *d, const char *what) {
+    const mw_config *c = mw_model_config(m);
+    if (mw_data_vocab(d) > (uint32_t)c->vocab)
+        return mw_fail(MW_ERR_ARG, "the %s tokens use a vocabulary of %u but the model has --vocab %d",
+                       what, mw_data_vocab(d), c->vocab);
+    return MW_OK;
+}
+
+mw_status mw_evaluate(mw_model *m, mw_data *d, int n_batches, float *loss) {
+    const mw_config *c = mw_model_config(m);
+    const int B = c->batch, T = c->seq, N = B * T;
+    MW_TRY(check_vocab(m, d, "validation"));
+    uint64_t windows = mw_data_count(d) > 0 ? (mw_data_count(d) - 1) / T : 0;
+    if (windows < (uint64_t)B)
+        return mw_fail(MW_ERR_ARG,
+                       "the validation file holds %llu tokens, fewer than one batch of %d windows of "
+                       "%d+1 tokens",
+                       (unsigned long long)mw_data_count(d), B, T);
+    if ((uint64_t)n_batches > windows / B) n_batches = (int)(windows / B);
+    int32_t *in = mw_model_staging(m), *tg = in + N, *win = tg + N;
+    double sum = 0.0;
+    for (int i = 0; i < n_batches; i++) {
+        for (int b = 0; b < B; b++) {
+            MW_TRY(mw_data_read(d, ((uint64_t)i * B + b) * T, (size_t)T + 1, win));
+            memcpy(in + (size_t)b * T, win, sizeof(int32_t) * T);
+            memcpy(tg + (size_t)b * T, win + 1, sizeof(int32_t) * T);
+        }
+        float l;
+        MW_TRY(mw_model_forward(m, in, tg, &l));
+        sum += l;
+    }
+    *loss = (float)(sum / n_batches);
+    return MW_OK;
+}
+
+mw_status mw_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step_report *r) {
+    const mw_config *c = mw_model_config(m);
+    const int N = c->batch * c->seq;
+    int32_t *in = mw_model_staging(m), *tg = in + N, *win = tg + N;
+    double t0 = now_ms(), loss = 0.0;
+    for (int k = 0; k < c->accum; k++) {
+        float l;
+        MW_TRY(next(ctx, in, tg, win));
+        MW_TRY(mw_model_forward(m, in, tg, &l));
+        mw_model_backward(m, 1.0f / c->accum);
+        loss += l;
+    }
+    memset(r, 0, sizeof *r);
+    r->step = s + 1;
+    r->loss = (float)(loss / c->accum);
+    r->lr = mw_lr_at(c, s);
+    r->grad_norm = mw_model_grad_norm(m);
+    mw_model_adamw_step(m, r->lr, r->grad_norm, s + 1);
+    r->ms = now_ms() - t0;
+    r->tokens_per_s = (double)N * c->accum / (r->ms / 1e3);
+    return MW_OK;
+}
+
+typedef struct loader_ctx {
+    mw_loader loader;
+    int B, T;
+} loader_ctx;
+
+static mw_status loader_batch(void *ctx, int32_t *in, int32_t *tg, int32_t *scratch) {
+    loader_ctx *lc = ctx;
+    return mw_loader_next(&lc->loader, lc->B, lc->T, in, tg, scratch);
+}
+
+mw_status mw_train(mw_model *m, mw_data *train, mw_data *val, mw_step_fn fn, void *user) {
+    const mw_config *c = mw_model_config(m);
+    MW_TRY(check_vocab(m, train, "training"));
+    if (mw_data_count(train) < (uint64_t)c->seq + 1)
+        return mw_fail(MW_ERR_ARG, "the training file holds %llu tokens, fewer than --seq+1 = %d",
+                       (unsigned long long)mw_data_count(train), c->seq + 1);
+    if (val) MW_TRY(check_vocab(m, val, "validation"));
+    loader_ctx lc = {.B = c->batch, .T = c->seq};
+    mw_loader_init(&lc.loader, train, c->seed);
+    mw_model_zero_grad(m);
+    for (int s = 0; s < c->steps; s++) {
+        mw_step_report r;
+        MW_TRY(mw_train_step(m, s, loader_batch, &lc, &r));
+        if (val && ((c->eval_every > 0 && (s + 1) % c->eval_every == 0) || s + 1 == c->steps)) {
+            MW_TRY(mw_evaluate(m, val, c->eval_batches, &r.val_loss));
+            r.has_val = 1;
+        }
+        if (fn) fn(&r, user);
+    }
+    return MW_OK;
+}
