@@ -262,7 +262,11 @@ void mw_model_init_gpt2(mw_model *m, uint64_t seed) {
             uint64_t s = seed ^ ((uint64_t)(i + 1) << 40) ^ (b * 0x9E3779B97F4A7C15ull);
             mw_rng_next(&s);
             size_t j1 = (b + 1) * NORM_QUANTUM < t->numel ? (b + 1) * NORM_QUANTUM : t->numel;
-            for (size_t j = b * NORM_QUANTUM; j < j1; j++) p[j] = (float)(std * mw_rng_normal(&s));
+            for (size_t j = b * NORM_QUANTUM; j < j1; j += 2) { /* Box-Muller gives a pair */
+                double r = sqrt(-2.0 * log(mw_rng_unit(&s))), th = 6.283185307179586 * mw_rng_unit(&s);
+                p[j] = (float)(std * r * cos(th));
+                if (j + 1 < j1) p[j + 1] = (float)(std * r * sin(th));
+            }
         }
     }
 }
