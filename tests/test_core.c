@@ -1,0 +1,220 @@
+/* Core pieces: size parsing, the arena and its accounting, plan == allocation, the budget
+ * refusal, token files (round trip and every malformed case), the loader's determinism, the
+ * learning-rate schedule, config validation. */
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "../src/core/arena.h"
+#include "check.h"
+#include "memwall.h"
+
+static void test_sizes(void) {
+    struct {
+        const char *s;
+        int ok;
+        uint64_t v;
+    } cases[] = {{"123", 1, 123},           {"64KiB", 1, 65536},       {"512MiB", 1, 536870912ull},
+                 {"2GiB", 1, 2147483648ull}, {"1.5GiB", 1, 1610612736ull}, {"1GB", 1, 1000000000ull},
+                 {"7K", 1, 7168},           {"0", 1, 0},               {"", 0, 0},
+                 {"abc", 0, 0},             {"12XB", 0, 0},            {"-5", 0, 0},
+                 {"0.3", 0, 0},             {"1e30", 0, 0},            {"5 GiB", 1, 5368709120ull}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint64_t v = 0;
+        int ok = mw_parse_size(cases[i].s, &v);
+        CHECK(ok == cases[i].ok && (!ok || v == cases[i].v), "parse_size('%s') -> %d %llu",
+              cases[i].s, ok, (unsigned long long)v);
+    }
+}
+
+static void test_arena(void) {
+    mw_arena a;
+    CHECK_OK(mw_arena_init(&a, 1000));
+    uint64_t o1, o2, o3;
+    CHECK_OK(mw_arena_alloc(&a, 100, MW_CAT_PARAMS, &o1));
+    CHECK_OK(mw_arena_alloc(&a, 1, MW_CAT_ACTS, &o2));
+    CHECK(o1 == 0 && o2 == 128, "offsets %llu %llu (64-byte aligned)", (unsigned long long)o1,
+          (unsigned long long)o2);
+    CHECK(a.cat_used[MW_CAT_PARAMS] == 128 && a.cat_used[MW_CAT_ACTS] == 64 && a.peak == 192,
+          "accounting");
+    mw_status s = mw_arena_alloc(&a, 900, MW_CAT_WORK, &o3);
+    CHECK(s == MW_ERR_BUDGET, "over-capacity allocation must fail with MW_ERR_BUDGET");
+    CHECK(strstr(mw_last_error(), "workspace") != NULL, "message names the category: %s",
+          mw_last_error());
+    CHECK(a.used == 192, "a failed allocation changes nothing");
+    memset(mw_arena_ptr(&a, o1), 1, 100); /* the memory is really there */
+    mw_arena_release(&a);
+    mw_arena_release(&a); /* twice is harmless */
+}
+
+static void test_plan_matches_allocation(void) {
+    const int shapes[][7] = {/* L H C V ctx B T */
+                             {1, 1, 8, 5, 4, 1, 1},
+                             {2, 4, 48, 97, 24, 3, 11},
+                             {4, 4, 128, 256, 256, 4, 64},
+                             {3, 2, 64, 1000, 128, 2, 128}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        mw_config c;
+        mw_config_default(&c);
+        c.n_layer = shapes[i][0], c.n_head = shapes[i][1], c.n_embd = shapes[i][2];
+        c.vocab = shapes[i][3], c.ctx = shapes[i][4], c.batch = shapes[i][5], c.seq = shapes[i][6];
+        mw_plan_summary p;
+        CHECK_OK(mw_plan(&c, &p));
+        mw_model *m;
+        CHECK_OK(mw_model_create(&m, &c));
+        uint64_t cat[MW_CAT_COUNT], peak, sum = 0;
+        mw_model_memory(m, cat, &peak);
+        CHECK(peak == p.peak, "shape %zu: allocated peak %llu != plan %llu", i,
+              (unsigned long long)peak, (unsigned long long)p.peak);
+        for (int k = 0; k < MW_CAT_COUNT; k++) {
+            CHECK(cat[k] == p.category[k], "shape %zu: %s %llu != plan %llu", i, mw_category_name(k),
+                  (unsigned long long)cat[k], (unsigned long long)p.category[k]);
+            sum += cat[k];
+        }
+        CHECK(sum == peak, "categories add up to the peak");
+        /* parameters, gradients and each optimizer moment are the same size, >= 4 B/param */
+        size_t np = mw_config_num_params(&c);
+        CHECK(cat[MW_CAT_PARAMS] >= 4 * np && cat[MW_CAT_GRADS] == cat[MW_CAT_PARAMS] &&
+                  cat[MW_CAT_OPTIM] == 2 * cat[MW_CAT_PARAMS],
+              "model-state sizes");
+        size_t total = 0;
+        for (int t = 0; t < mw_model_num_tensors(m); t++) {
+            mw_param_info pi;
+            CHECK_OK(mw_model_tensor(m, t, &pi));
+            total += pi.numel;
+        }
+        CHECK(total == np, "parameter table holds %zu, config says %zu", total, np);
+        mw_model_destroy(m);
+
+        /* the budget: one byte short is refused with the categories named, exact fits */
+        c.budget = p.peak - 1;
+        mw_status s = mw_model_create(&m, &c);
+        CHECK(s == MW_ERR_BUDGET && m == NULL, "budget peak-1 must be refused");
+        CHECK(strstr(mw_last_error(), "activations") && strstr(mw_last_error(), "optimizer"),
+              "budget message names categories: %s", mw_last_error());
+        c.budget = p.peak;
+        CHECK_OK(mw_model_create(&m, &c));
+        mw_model_destroy(m);
+    }
+    mw_model_destroy(NULL);
+}
+
+static void write_file(const char *path, const void *buf, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(buf, 1, n, f) != n) {
+        fprintf(stderr, "FAIL: cannot write %s\n", path);
+        exit(1);
+    }
+    fclose(f);
+}
+
+static void test_token_files(const char *dir) {
+    char path[512], bad[512];
+    snprintf(path, sizeof path, "%s/tok.bin", dir);
+    snprintf(bad, sizeof bad, "%s/bad.bin", dir);
+    int32_t toks[1000];
+    for (int i = 0; i < 1000; i++) toks[i] = (i * 7919) % 300;
+    for (int width = 2; width <= 4; width += 2) {
+        CHECK_OK(mw_data_write(path, toks, 1000, 300, width));
+        mw_data *d;
+        CHECK_OK(mw_data_open(&d, path));
+        CHECK(mw_data_count(d) == 1000 && mw_data_vocab(d) == 300, "header round trip");
+        int32_t back[1000];
+        CHECK_OK(mw_data_read(d, 0, 1000, back));
+        CHECK(memcmp(back, toks, sizeof toks) == 0, "tokens round trip (width %d)", width);
+        CHECK(mw_data_read(d, 990, 11, back) == MW_ERR_ARG, "read past the end refused");
+        /* the loader: same seed same windows, targets are inputs shifted by one */
+        mw_loader l1, l2;
+        int32_t in1[4 * 16], tg1[4 * 16], in2[4 * 16], tg2[4 * 16], scr[4 * 17];
+        mw_loader_init(&l1, d, 7);
+        mw_loader_init(&l2, d, 7);
+        for (int k = 0; k < 3; k++) {
+            CHECK_OK(mw_loader_next(&l1, 4, 16, in1, tg1, scr));
+            CHECK_OK(mw_loader_next(&l2, 4, 16, in2, tg2, scr));
+            CHECK(memcmp(in1, in2, sizeof in1) == 0 && memcmp(tg1, tg2, sizeof tg1) == 0,
+                  "loader is deterministic");
+            CHECK(memcmp(in1 + 1, tg1, 15 * sizeof(int32_t)) == 0, "targets are shifted inputs");
+        }
+        mw_data_close(d);
+    }
+    unsigned char buf[64 + 32];
+    FILE *f = fopen(path, "rb");
+    size_t n = fread(buf, 1, 32 + 40, f); /* header + 10 tokens of width 4 */
+    fclose(f);
+    memset(buf + 16, 0, 8);
+    buf[16] = 10; /* the header now says 10 tokens, which is what the 72 bytes hold */
+    struct {
+        const char *what;
+        int off, val;
+        size_t len;
+        mw_status want;
+    } cases[] = {
+        {"bad magic", 0, 'X', 72, MW_ERR_FORMAT},    {"version 2", 8, 2, 72, MW_ERR_FORMAT},
+        {"width 3", 12, 3, 72, MW_ERR_FORMAT},       {"truncated tokens", -1, 0, 60, MW_ERR_FORMAT},
+        {"truncated header", -1, 0, 20, MW_ERR_FORMAT}, {"empty", -1, 0, 0, MW_ERR_FORMAT},
+        {"vocab 0", 24, 0, 72, MW_ERR_FORMAT},
+    };
+    (void)n;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unsigned char b2[96];
+        memcpy(b2, buf, 72);
+        if (cases[i].off == 24) memset(b2 + 24, 0, 4); /* the whole u32 */
+        if (cases[i].off >= 0) b2[cases[i].off] = (unsigned char)cases[i].val;
+        write_file(bad, b2, cases[i].len);
+        mw_data *d = NULL;
+        mw_status s = mw_data_open(&d, bad);
+        CHECK(s == cases[i].want && d == NULL, "%s: got %s", cases[i].what, mw_status_str(s));
+        CHECK(strstr(mw_last_error(), bad) != NULL, "%s: message names the file: %s", cases[i].what,
+              mw_last_error());
+    }
+    /* a token beyond the header's vocabulary is caught on read */
+    memcpy(buf + 32, "\xff\xff\x00\x00", 4);
+    write_file(bad, buf, 72);
+    mw_data *d;
+    CHECK_OK(mw_data_open(&d, bad));
+    int32_t t[10];
+    CHECK(mw_data_read(d, 1, 9, t) == MW_OK, "the valid part reads");
+    CHECK(mw_data_read(d, 0, 10, t) == MW_ERR_FORMAT, "out-of-vocabulary token refused");
+    mw_data_close(d);
+    mw_data *none;
+    CHECK(mw_data_open(&none, "/nonexistent/x.bin") == MW_ERR_IO, "missing file is MW_ERR_IO");
+    mw_data_close(NULL);
+}
+
+static void test_schedule_and_config(void) {
+    mw_config c;
+    mw_config_default(&c);
+    c.lr = 1.0, c.min_lr_frac = 0.1, c.warmup = 10, c.steps = 110;
+    CHECK(fabs(mw_lr_at(&c, 0) - 0.1) < 1e-12 && fabs(mw_lr_at(&c, 9) - 1.0) < 1e-12, "warm-up");
+    CHECK(fabs(mw_lr_at(&c, 10) - 1.0) < 1e-12, "peak after warm-up");
+    CHECK(fabs(mw_lr_at(&c, 60) - 0.55) < 1e-12, "cosine midpoint");
+    CHECK(fabs(mw_lr_at(&c, 109) - 0.1) < 1e-3, "ends near min_lr");
+    for (int s = 11; s < 110; s++) CHECK(mw_lr_at(&c, s) <= mw_lr_at(&c, s - 1), "monotone decay");
+    c.warmup = 0, c.steps = 1;
+    CHECK(fabs(mw_lr_at(&c, 0) - 1.0) < 1e-12, "no warm-up, one step");
+    mw_config bad;
+    mw_config_default(&bad);
+    bad.n_embd = 130, bad.n_head = 4;
+    CHECK(mw_config_validate(&bad) == MW_ERR_ARG && strstr(mw_last_error(), "--heads"),
+          "dim not a multiple of heads refused: %s", mw_last_error());
+    mw_config_default(&bad);
+    bad.seq = bad.ctx + 1;
+    CHECK(mw_config_validate(&bad) == MW_ERR_ARG, "seq beyond ctx refused");
+    CHECK(mw_config_preset(&bad, "gpt5") == MW_ERR_ARG, "unknown preset refused");
+    CHECK_OK(mw_config_preset(&bad, "gpt2"));
+    CHECK(mw_config_num_params(&bad) == 124439808, "GPT-2 124M has %zu params",
+          mw_config_num_params(&bad));
+}
+
+int main(void) {
+    char dir[] = "/tmp/mw_test_core_XXXXXX";
+    if (!mkdtemp(dir)) return 1;
+    test_sizes();
+    test_arena();
+    test_plan_matches_allocation();
+    test_token_files(dir);
+    test_schedule_and_config();
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+    return test_summary("test_core");
+}

@@ -1,0 +1,334 @@
+/* Every CPU kernel against a plain double-precision twin written here:
+ *  - forward: element-wise, relative to the tensor's largest entry, 1e-5;
+ *  - backward: against central finite differences of the double twin of the forward, on the
+ *    scalar loss L = sum(out * w) with random w, 1e-4 relative to the largest gradient.
+ * Sizes are not multiples of the vector width; attention also runs at T=130 to cross its
+ * 128-row block boundary. */
+#include <omp.h>
+
+#include "../src/core/rng.h"
+#include "../src/kernels/cpu/ops.h"
+#include "check.h"
+#include "memwall.h"
+
+static uint64_t rng = 42;
+static void randn(float *x, size_t n, double s) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)(s * mw_rng_normal(&rng));
+}
+static float *fnew(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
+static double *dnew(size_t n) { return calloc(n ? n : 1, sizeof(double)); }
+static void f2d(double *d, const float *f, size_t n) {
+    for (size_t i = 0; i < n; i++) d[i] = f[i];
+}
+static double dot(const double *a, const float *w, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += a[i] * w[i];
+    return s;
+}
+/* forward: float result vs double twin, relative to max |twin| */
+static double err_fd(const float *a, const double *b, size_t n) {
+    double md = 0, mb = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs(a[i] - b[i]);
+        md = d > md || isnan(d) ? (isnan(d) ? INFINITY : d) : md;
+        mb = fabs(b[i]) > mb ? fabs(b[i]) : mb;
+    }
+    return md / mb;
+}
+
+/* The loss of a twin forward as a function of one input array. */
+typedef double (*loss_fn)(void *ctx);
+/* Checks analytic gradient g (n) of array x (n, the double input the twin reads) at up to
+ * max_checks entries spread over the array. */
+static void check_grad(const char *what, const float *g, double *x, size_t n, loss_fn f, void *ctx,
+                       size_t max_checks) {
+    size_t stride = n > max_checks ? n / max_checks : 1;
+    double gmax = 1e-30, worst = 0;
+    for (size_t i = 0; i < n; i++) gmax = fabs(g[i]) > gmax ? fabs(g[i]) : gmax;
+    for (size_t i = 0; i < n; i += stride) {
+        double x0 = x[i], h = 1e-6 * (fabs(x0) > 1 ? fabs(x0) : 1);
+        x[i] = x0 + h;
+        double lp = f(ctx);
+        x[i] = x0 - h;
+        double lm = f(ctx);
+        x[i] = x0;
+        double num = (lp - lm) / (2 * h), e = fabs(num - g[i]) / gmax;
+        if (e > worst) worst = e;
+    }
+    CHECK(worst < 1e-4, "%s: gradient vs finite differences rel err %.3g", what, worst);
+    printf("  %-28s grad vs finite differences: %.2e\n", what, worst);
+}
+
+/* ---- layernorm ---- */
+typedef struct {
+    int N, C;
+    double *x, *w, *b;
+    const float *wl; /* loss weights */
+    double *out;
+} ln_ctx;
+static void ln_twin(ln_ctx *c) {
+    for (int n = 0; n < c->N; n++) {
+        const double *x = c->x + (size_t)n * c->C;
+        double m = 0, v = 0;
+        for (int i = 0; i < c->C; i++) m += x[i];
+        m /= c->C;
+        for (int i = 0; i < c->C; i++) v += (x[i] - m) * (x[i] - m);
+        v /= c->C;
+        double s = 1 / sqrt(v + 1e-5);
+        for (int i = 0; i < c->C; i++) c->out[(size_t)n * c->C + i] = (x[i] - m) * s * c->w[i] + c->b[i];
+    }
+}
+static double ln_loss(void *p) {
+    ln_ctx *c = p;
+    ln_twin(c);
+    return dot(c->out, c->wl, (size_t)c->N * c->C);
+}
+static void test_layernorm(void) {
+    const int N = 7, C = 37;
+    float *x = fnew(N * C), *w = fnew(C), *b = fnew(C), *out = fnew(N * C), *mean = fnew(N),
+          *rstd = fnew(N), *wl = fnew(N * C), *dx = fnew(N * C), *dw = fnew(C), *db = fnew(C);
+    randn(x, N * C, 1.5);
+    randn(w, C, 1);
+    randn(b, C, 1);
+    randn(wl, N * C, 1);
+    ln_ctx c = {N, C, dnew(N * C), dnew(C), dnew(C), wl, dnew(N * C)};
+    f2d(c.x, x, N * C);
+    f2d(c.w, w, C);
+    f2d(c.b, b, C);
+    mw_layernorm_forward(out, mean, rstd, x, w, b, N, C);
+    ln_twin(&c);
+    double e = err_fd(out, c.out, N * C);
+    CHECK(e < 1e-5, "layernorm forward rel err %.3g", e);
+    printf("  layernorm forward: %.2e\n", e);
+    mw_layernorm_backward_acc(dx, dw, db, wl, x, w, mean, rstd, N, C);
+    check_grad("layernorm dinp", dx, c.x, N * C, ln_loss, &c, 1000);
+    check_grad("layernorm dw", dw, c.w, C, ln_loss, &c, 1000);
+    check_grad("layernorm db", db, c.b, C, ln_loss, &c, 1000);
+    /* the _acc contract: a second call adds the same again */
+    float *dx2 = fnew(N * C);
+    memcpy(dx2, dx, sizeof(float) * N * C);
+    mw_layernorm_backward_acc(dx2, dw, db, wl, x, w, mean, rstd, N, C);
+    int acc_ok = 1;
+    for (int i = 0; i < N * C; i++) acc_ok &= fabsf(dx2[i] - 2 * dx[i]) <= 1e-6f * (1 + fabsf(dx[i]));
+    CHECK(acc_ok, "layernorm backward does not accumulate into dinp");
+    free(x), free(w), free(b), free(out), free(mean), free(rstd), free(wl), free(dx), free(dw), free(db), free(dx2);
+    free(c.x), free(c.w), free(c.b), free(c.out);
+}
+
+/* ---- matmul ---- */
+typedef struct {
+    int N, C, OC;
+    double *x, *w, *b, *out;
+    const float *wl;
+} mm_ctx;
+static void mm_twin(mm_ctx *c) {
+    for (int n = 0; n < c->N; n++)
+        for (int o = 0; o < c->OC; o++) {
+            double s = c->b[o];
+            for (int i = 0; i < c->C; i++) s += c->x[(size_t)n * c->C + i] * c->w[(size_t)o * c->C + i];
+            c->out[(size_t)n * c->OC + o] = s;
+        }
+}
+static double mm_loss(void *p) {
+    mm_ctx *c = p;
+    mm_twin(c);
+    return dot(c->out, c->wl, (size_t)c->N * c->OC);
+}
+static void test_matmul(void) {
+    const int N = 9, C = 19, OC = 23;
+    float *x = fnew(N * C), *w = fnew(OC * C), *b = fnew(OC), *out = fnew(N * OC), *ref = fnew(N * OC),
+          *wl = fnew(N * OC), *dx = fnew(N * C), *dw = fnew(OC * C), *db = fnew(OC);
+    randn(x, N * C, 1);
+    randn(w, OC * C, 0.5);
+    randn(b, OC, 1);
+    randn(wl, N * OC, 1);
+    mm_ctx c = {N, C, OC, dnew(N * C), dnew(OC * C), dnew(OC), dnew(N * OC), wl};
+    f2d(c.x, x, N * C);
+    f2d(c.w, w, OC * C);
+    f2d(c.b, b, OC);
+    mw_matmul_forward(out, x, w, b, N, C, OC, 0);
+    mm_twin(&c);
+    double e = err_fd(out, c.out, N * OC);
+    CHECK(e < 1e-5, "matmul forward rel err %.3g", e);
+    mw_matmul_forward_ref(ref, x, w, b, N, C, OC);
+    double e2 = err_fd(ref, c.out, N * OC);
+    CHECK(e2 < 1e-6, "scalar matmul oracle rel err %.3g", e2);
+    /* acc: out += x w^T + b */
+    mw_matmul_forward(out, x, w, b, N, C, OC, 1);
+    int acc_ok = 1;
+    for (int i = 0; i < N * OC; i++) acc_ok &= fabs(out[i] - 2 * c.out[i]) <= 1e-4 * (1 + fabs(c.out[i]));
+    CHECK(acc_ok, "matmul forward with acc does not add");
+    printf("  matmul forward: %.2e\n", e);
+    mw_matmul_backward(dx, dw, db, wl, x, w, N, C, OC, 0);
+    check_grad("matmul dinp", dx, c.x, N * C, mm_loss, &c, 1000);
+    check_grad("matmul dw", dw, c.w, OC * C, mm_loss, &c, 1000);
+    check_grad("matmul db", db, c.b, OC, mm_loss, &c, 1000);
+    free(x), free(w), free(b), free(out), free(ref), free(wl), free(dx), free(dw), free(db);
+    free(c.x), free(c.w), free(c.b), free(c.out);
+}
+
+/* ---- attention ---- */
+typedef struct {
+    int B, T, C, H;
+    double *qkv, *out;
+    const float *wl;
+} at_ctx;
+static void at_twin(at_ctx *c) {
+    const int C3 = 3 * c->C, hs = c->C / c->H;
+    double *row = dnew(c->T);
+    for (int b = 0; b < c->B; b++)
+        for (int h = 0; h < c->H; h++)
+            for (int i = 0; i < c->T; i++) {
+                const double *q = c->qkv + ((size_t)b * c->T + i) * C3 + h * hs;
+                double mx = -INFINITY, sum = 0;
+                for (int j = 0; j <= i; j++) {
+                    const double *k = c->qkv + ((size_t)b * c->T + j) * C3 + c->C + h * hs;
+                    double s = 0;
+                    for (int d = 0; d < hs; d++) s += q[d] * k[d];
+                    row[j] = s / sqrt(hs);
+                    mx = row[j] > mx ? row[j] : mx;
+                }
+                for (int j = 0; j <= i; j++) sum += (row[j] = exp(row[j] - mx));
+                double *o = c->out + ((size_t)b * c->T + i) * c->C + h * hs;
+                for (int d = 0; d < hs; d++) o[d] = 0;
+                for (int j = 0; j <= i; j++) {
+                    const double *v = c->qkv + ((size_t)b * c->T + j) * C3 + 2 * c->C + h * hs;
+                    for (int d = 0; d < hs; d++) o[d] += row[j] / sum * v[d];
+                }
+            }
+    free(row);
+}
+static double at_loss(void *p) {
+    at_ctx *c = p;
+    at_twin(c);
+    return dot(c->out, c->wl, (size_t)c->B * c->T * c->C);
+}
+static void test_attention(int B, int T, int C, int H, size_t checks) {
+    size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C;
+    int nt = omp_get_max_threads();
+    float *qkv = fnew(nq), *out = fnew(no), *att = fnew((size_t)B * H * T * T), *wl = fnew(no),
+          *dqkv = fnew(nq), *scratch = fnew((size_t)nt * T * T);
+    randn(qkv, nq, 1);
+    randn(wl, no, 1);
+    at_ctx c = {B, T, C, H, dnew(nq), dnew(no), wl};
+    f2d(c.qkv, qkv, nq);
+    mw_attention_forward(out, att, qkv, B, T, C, H);
+    at_twin(&c);
+    double e = err_fd(out, c.out, no);
+    CHECK(e < 1e-5, "attention forward (T=%d) rel err %.3g", T, e);
+    printf("  attention forward T=%d: %.2e\n", T, e);
+    mw_attention_backward(dqkv, scratch, nt, wl, qkv, att, B, T, C, H);
+    char name[64];
+    snprintf(name, sizeof name, "attention dqkv T=%d", T);
+    check_grad(name, dqkv, c.qkv, nq, at_loss, &c, checks);
+    free(qkv), free(out), free(att), free(wl), free(dqkv), free(scratch), free(c.qkv), free(c.out);
+}
+
+/* ---- gelu ---- */
+static double gelu_twin(double x) {
+    return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+static void test_gelu(void) {
+    const int n = 1001;
+    float *x = fnew(n), *y = fnew(n), *d = fnew(n);
+    randn(x, n, 3);
+    x[0] = 0, x[1] = 20, x[2] = -20, x[3] = 1e-6f;
+    mw_gelu_forward(y, x, n);
+    double worst = 0, worst_d = 0;
+    for (int i = 0; i < n; i++) {
+        double e = fabs(y[i] - gelu_twin(x[i])) / (1 + fabs(gelu_twin(x[i])));
+        worst = e > worst ? e : worst;
+        d[i] = 1.0f;
+    }
+    CHECK(worst < 1e-6, "gelu forward err %.3g", worst);
+    mw_gelu_backward_inplace(d, x, n);
+    for (int i = 0; i < n; i++) {
+        double h = 1e-5, num = (gelu_twin(x[i] + h) - gelu_twin(x[i] - h)) / (2 * h);
+        double e = fabs(d[i] - num) / (1 + fabs(num));
+        worst_d = e > worst_d ? e : worst_d;
+    }
+    CHECK(worst_d < 1e-5, "gelu backward vs finite differences err %.3g", worst_d);
+    printf("  gelu forward %.2e, backward vs finite differences %.2e\n", worst, worst_d);
+    /* the vectorised tanh against libm's, its scalar oracle */
+    double wt = 0;
+    for (float u = -20.0f; u <= 20.0f; u += 0.0007f) {
+        double e = fabs((double)mw_tanh_fast(u) - tanh((double)u));
+        wt = e > wt ? e : wt;
+    }
+    CHECK(wt < 2e-7, "tanh_fast max abs err %.3g", wt);
+    printf("  tanh_fast vs tanh: max abs err %.2e\n", wt);
+    free(x), free(y), free(d);
+}
+
+/* ---- cross-entropy ---- */
+typedef struct {
+    int N, V;
+    double *z;
+    const int32_t *t;
+} ce_ctx;
+static double ce_loss(void *p) { /* sum of losses, dloss = 1 */
+    ce_ctx *c = p;
+    double L = 0;
+    for (int n = 0; n < c->N; n++) {
+        const double *z = c->z + (size_t)n * c->V;
+        double mx = -INFINITY, s = 0;
+        for (int j = 0; j < c->V; j++) mx = z[j] > mx ? z[j] : mx;
+        for (int j = 0; j < c->V; j++) s += exp(z[j] - mx);
+        L += log(s) + mx - z[c->t[n]];
+    }
+    return L;
+}
+static void test_crossentropy(void) {
+    const int N = 5, V = 103;
+    float *z = fnew(N * V), *losses = fnew(N);
+    int32_t t[5] = {0, 102, 50, 7, 7};
+    randn(z, N * V, 3);
+    ce_ctx c = {N, V, dnew(N * V), t};
+    f2d(c.z, z, N * V);
+    mw_crossentropy_forward(z, losses, t, N, V);
+    double L = 0;
+    for (int n = 0; n < N; n++) L += losses[n];
+    double ref = ce_loss(&c);
+    CHECK(fabs(L - ref) < 1e-5 * fabs(ref), "cross-entropy loss %.8f vs %.8f", L, ref);
+    mw_crossentropy_backward(z, t, 1.0f, N, V);
+    check_grad("cross-entropy dlogits", z, c.z, N * V, ce_loss, &c, 1000);
+    free(z), free(losses), free(c.z);
+}
+
+/* ---- encoder ---- */
+static void test_encoder(void) {
+    const int B = 2, T = 5, C = 67, V = 11;
+    int32_t inp[10] = {1, 3, 3, 10, 0, 3, 1, 1, 9, 2};
+    float *wte = fnew(V * C), *wpe = fnew(T * C), *out = fnew(B * T * C), *d = fnew(B * T * C),
+          *dwte = fnew(V * C), *dwpe = fnew(T * C);
+    randn(wte, V * C, 1);
+    randn(wpe, T * C, 1);
+    randn(d, B * T * C, 1);
+    mw_encoder_forward(out, inp, wte, wpe, B, T, C);
+    mw_encoder_backward(dwte, dwpe, d, inp, B, T, C);
+    int ok = 1;
+    double *gte = dnew(V * C), *gpe = dnew(T * C);
+    for (int bt = 0; bt < B * T; bt++)
+        for (int c = 0; c < C; c++) {
+            ok &= out[bt * C + c] == wte[inp[bt] * C + c] + wpe[(bt % T) * C + c];
+            gte[inp[bt] * C + c] += d[bt * C + c];
+            gpe[(bt % T) * C + c] += d[bt * C + c];
+        }
+    CHECK(ok, "encoder forward differs from wte[tok] + wpe[t]");
+    double e1 = err_fd(dwte, gte, V * C), e2 = err_fd(dwpe, gpe, T * C);
+    CHECK(e1 < 1e-6 && e2 < 1e-6, "encoder backward rel err %.3g / %.3g", e1, e2);
+    printf("  encoder backward: %.2e %.2e\n", e1, e2);
+    free(wte), free(wpe), free(out), free(d), free(dwte), free(dwpe), free(gte), free(gpe);
+}
+
+int main(void) {
+    mw_set_threads(2);
+    test_layernorm();
+    test_matmul();
+    test_attention(2, 11, 12, 3, 100000);
+    test_attention(1, 130, 8, 2, 400);
+    test_gelu();
+    test_crossentropy();
+    test_encoder();
+    return test_summary("test_ops");
+}
