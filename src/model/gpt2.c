@@ -183,8 +183,9 @@ static void budget_message(const mw_plan_summary *p) {
     for (int k = 0; k < MW_CAT_COUNT; k++)
         n += snprintf(msg + n, sizeof msg - n, "%s%s %s", k ? ", " : "", mw_category_name(k),
                       mw_fmt_bytes(p->category[k], b[k], sizeof b[k]));
-    mw_fail(MW_ERR_BUDGET, "the plan needs %s but --budget is %s (%s)",
-            mw_fmt_bytes(p->peak, pk, sizeof pk), mw_fmt_bytes(p->budget, bu, sizeof bu), msg);
+    mw_fail(MW_ERR_BUDGET, "the plan needs %llu bytes (%s) but --budget is %llu bytes (%s): %s",
+            (unsigned long long)p->peak, mw_fmt_bytes(p->peak, pk, sizeof pk),
+            (unsigned long long)p->budget, mw_fmt_bytes(p->budget, bu, sizeof bu), msg);
 }
 
 mw_status mw_model_create(mw_model **out, const mw_config *cfg) {

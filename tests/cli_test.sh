@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# End-to-end tests of the memwall CLI. Usage: tests/cli_test.sh build/memwall
+# Exits non-zero on the first failure. Uses Debian's license texts (on every Debian system) as a
+# real English corpus.
+set -u
+MW=$(realpath "${1:-build/memwall}")
+T=$(mktemp -d /tmp/mw_cli_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+pass() { echo "  ok   $*"; }
+fail() { echo "  FAIL $*"; fails=$((fails + 1)); }
+# json_field FILE KEY: the values of KEY in every line of a JSON-lines file
+json_field() { grep -o "\"$2\": [-0-9.e+]*" "$1" | sed 's/.*: //'; }
+# expect_error CODE WHAT -- CMD...: CMD must exit with CODE and print one line starting "memwall:"
+expect_error() {
+  local code=$1 what=$2
+  shift 3
+  "$@" >"$T/out" 2>"$T/err"
+  local rc=$?
+  local lines
+  lines=$(wc -l <"$T/err")
+  if [ $rc -eq "$code" ] && [ "$lines" -eq 1 ] && grep -q "^memwall: " "$T/err"; then
+    pass "$what -> exit $rc: $(cat "$T/err")"
+  else
+    fail "$what: exit $rc (want $code), stderr: $(cat "$T/err")"
+  fi
+}
+
+CORPUS=$T/corpus.txt
+cat /usr/share/common-licenses/{Apache-2.0,GPL-2,GPL-3,LGPL-2.1,MPL-2.0,GFDL-1.3,Artistic} >"$CORPUS"
+[ -s "$CORPUS" ] || { echo "no corpus (/usr/share/common-licenses)"; exit 1; }
+
+echo "-- prepare"
+if "$MW" prepare --tokenizer bytes --in "$CORPUS" --out "$T/lic" >"$T/out" 2>&1 &&
+  [ -s "$T/lic.train.bin" ] && [ -s "$T/lic.val.bin" ]; then
+  pass "prepare writes PREFIX.train.bin and PREFIX.val.bin"
+else
+  fail "prepare: $(cat "$T/out")"
+fi
+total=$(stat -c %s "$CORPUS")
+tr_tok=$(( ($(stat -c %s "$T/lic.train.bin") - 32) / 2 ))
+va_tok=$(( ($(stat -c %s "$T/lic.val.bin") - 32) / 2 ))
+[ $((tr_tok + va_tok)) -eq "$total" ] && [ "$va_tok" -eq $((total * 5 / 100)) ] &&
+  pass "every byte is a token, the last 5% is validation ($tr_tok + $va_tok)" ||
+  fail "token counts $tr_tok + $va_tok for $total bytes"
+: >"$T/empty.txt"
+expect_error 1 "empty input" -- "$MW" prepare --in "$T/empty.txt" --out "$T/e"
+[ ! -e "$T/e.train.bin" ] && pass "nothing written for empty input" || fail "empty input wrote files"
+expect_error 1 "missing input" -- "$MW" prepare --in "$T/nope.txt" --out "$T/e"
+expect_error 1 "unknown tokenizer" -- "$MW" prepare --tokenizer gpt9 --in "$CORPUS" --out "$T/e"
+expect_error 1 "bad --val-fraction" -- "$MW" prepare --in "$CORPUS" --out "$T/e" --val-fraction 2
+
+echo "-- bad flags and files"
+expect_error 1 "unknown command" -- "$MW" frobnicate
+expect_error 1 "unknown option" -- "$MW" train --data "$T/lic" --bogus 3
+expect_error 1 "non-numeric --steps" -- "$MW" train --data "$T/lic" --steps ten
+expect_error 1 "bad --budget" -- "$MW" train --data "$T/lic" --budget 12XB
+expect_error 1 "missing value" -- "$MW" train --data
+expect_error 1 "unknown preset" -- "$MW" bench --preset gpt3
+expect_error 1 "--seq beyond --ctx" -- "$MW" train --data "$T/lic" --seq 300
+expect_error 1 "--dim not a multiple of --heads" -- "$MW" bench --dim 130 --heads 4
+expect_error 1 "missing --data" -- "$MW" train
+expect_error 1 "missing data file" -- "$MW" train --data "$T/nothing"
+head -c 1000 /dev/urandom >"$T/junk.train.bin"
+expect_error 1 "malformed data file" -- "$MW" train --data "$T/junk"
+head -c 100 "$T/lic.train.bin" >"$T/short.train.bin"
+expect_error 1 "truncated data file" -- "$MW" train --data "$T/short"
+expect_error 1 "data vocabulary larger than the model's" -- "$MW" train --data "$T/lic" --vocab 100
+"$MW" train --help >"$T/out" 2>&1 && grep -q -- "--budget" "$T/out" && pass "train --help lists options" ||
+  fail "train --help"
+
+echo "-- determinism: same seed, same threads -> the same losses, bit for bit"
+run_args=(train --data "$T/lic" --steps 30 --batch 4 --seq 64 --eval-every 10 --lr 1e-3 --seed 5 --threads 2)
+"$MW" "${run_args[@]}" --json-log "$T/a.jsonl" >"$T/a.out" 2>&1 || fail "train run a: $(tail -3 "$T/a.out")"
+"$MW" "${run_args[@]}" --json-log "$T/b.jsonl" >"$T/b.out" 2>&1 || fail "train run b"
+if cmp -s <(json_field "$T/a.jsonl" loss; json_field "$T/a.jsonl" val_loss) \
+  <(json_field "$T/b.jsonl" loss; json_field "$T/b.jsonl" val_loss) &&
+  [ "$(json_field "$T/a.jsonl" loss | wc -l)" -eq 30 ]; then
+  pass "30 step losses and 3 validation losses identical"
+else
+  fail "losses differ between identical runs"
+fi
+"$MW" "${run_args[@]}" --seed 6 --json-log "$T/c.jsonl" >/dev/null 2>&1
+cmp -s <(json_field "$T/a.jsonl" loss) <(json_field "$T/c.jsonl" loss) &&
+  fail "a different seed gave the same losses" || pass "a different seed gives different losses"
+for k in step loss lr ms tokens_per_s val_loss peak_bytes peak_rss_bytes parameters gradients optimizer activations workspace; do
+  grep -q "\"$k\"" "$T/a.jsonl" || fail "--json-log lacks \"$k\""
+done
+grep -q '"event": "end"' "$T/a.jsonl" && pass "--json-log has every contract key and the end line" ||
+  fail "no end line"
+
+echo "-- budget: just above the plan's peak trains, just below is refused with exit 2"
+peak=$(tail -1 "$T/a.jsonl" | grep -o '"peak_bytes": [0-9]*' | sed 's/.*: //')
+plan=$(tail -1 "$T/a.jsonl" | grep -o '"plan_peak_bytes": [0-9]*' | sed 's/.*: //')
+[ -n "$peak" ] && [ "$peak" = "$plan" ] && pass "measured arena peak = plan ($peak bytes)" ||
+  fail "arena peak $peak != plan $plan"
+OVERHEAD=$((64 * 1024 * 1024)) # documented in README.md: peak RSS <= arena peak + 64 MiB
+"$MW" "${run_args[@]}" --steps 5 --budget "$peak" --json-log "$T/fit.jsonl" >"$T/fit.out" 2>&1 &&
+  pass "--budget $peak (= peak) trains" || fail "--budget = peak refused: $(tail -2 "$T/fit.out")"
+rss=$(tail -1 "$T/fit.jsonl" | grep -o '"peak_rss_bytes": [0-9]*' | sed 's/.*: //')
+[ -n "$rss" ] && [ "$rss" -le $((peak + OVERHEAD)) ] &&
+  pass "peak RSS $rss <= arena peak + 64 MiB (overhead $(( (rss - peak) / 1048576 )) MiB)" ||
+  fail "peak RSS $rss exceeds arena peak $peak + 64 MiB"
+expect_error 2 "--budget one byte short" -- "$MW" "${run_args[@]}" --budget $((peak - 1)) --json-log "$T/nofit.jsonl"
+grep -q "activations" "$T/err" && grep -q "optimizer" "$T/err" && pass "refusal names the categories" ||
+  fail "refusal message lacks categories"
+[ ! -e "$T/nofit.jsonl" ] && pass "nothing written when refused" || fail "refused run wrote its log"
+
+echo "-- bench --json keys"
+"$MW" bench --steps 2 --warmup 1 --json >"$T/bench.json" 2>&1 || fail "bench failed: $(cat "$T/bench.json")"
+for k in tokens_per_s ms_per_step peak_bytes peak_rss_bytes; do
+  grep -q "\"$k\": [0-9]" "$T/bench.json" || fail "bench --json lacks $k"
+done
+[ "$(wc -l <"$T/bench.json")" -eq 1 ] && pass "bench --json prints one line with the contract keys" ||
+  fail "bench --json output: $(cat "$T/bench.json")"
+
+echo "-- the loss falls well below the unigram entropy"
+# unigram entropy (nats) of the training bytes
+H=$(od -An -v -tu1 -w1 "$CORPUS" | sort -n | uniq -c |
+  awk '{c[$2]=$1; n+=$1} END {for (k in c) {p=c[k]/n; h-=p*log(p)}; printf "%.4f", h}')
+"$MW" train --data "$T/lic" --steps 600 --batch 8 --seq 64 --lr 3e-3 --warmup 20 --eval-every 200 \
+  --json-log "$T/long.jsonl" >"$T/long.out" 2>&1 || fail "long run: $(tail -3 "$T/long.out")"
+first=$(json_field "$T/long.jsonl" loss | head -1)
+val=$(json_field "$T/long.jsonl" val_loss | tail -1)
+if awk -v v="$val" -v h="$H" 'BEGIN {exit !(v < h - 1.0)}'; then
+  pass "first loss $first, final validation loss $val < unigram entropy $H - 1.0 nats"
+else
+  fail "final validation loss $val not well below unigram entropy $H (first $first)"
+fi
+
+if [ $fails -ne 0 ]; then
+  echo "cli_test: $fails failed"
+  exit 1
+fi
+echo "cli_test: ok"
