@@ -62,7 +62,10 @@ test-asan: $(ASAN_TESTS)
 demo: all
 	scripts/demo.sh
 
-bench: all
+build/sgemm_rate: build/obj/bench/sgemm_rate.o build/libmemwall.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+bench: all build/sgemm_rate
 	bench/run.sh
 
 clean:

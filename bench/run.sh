@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# memwall vs PyTorch (CPU, fp32, OpenBLAS OpenMP build), side by side in one run on the same
+# machine and threads: GPT-2 124M training steps at B=4,T=64, B=4,T=256, B=1,T=1024.
+# Prints medians, the ratio, peak RSS, and memwall's model FLOP/s as a fraction of the machine's
+# sgemm rate measured in the same run. Needs python3-torch (scripts/install-deps.sh --bench).
+#   bench/run.sh [--threads N] [--steps N] [--warmup N] [--configs "4x64 4x256 1x1024"]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+THREADS=$(nproc) STEPS=6 WARMUP=2 CONFIGS="4x64 4x256 1x1024"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --threads) THREADS=$2; shift 2 ;;
+    --steps) STEPS=$2; shift 2 ;;
+    --warmup) WARMUP=$2; shift 2 ;;
+    --configs) CONFIGS=$2; shift 2 ;;
+    *) echo "bench/run.sh: unknown option $1" >&2; exit 1 ;;
+  esac
+done
+PEER=${PEER:-../shared/peers/torch_gpt2_bench.py}
+[ -f "$PEER" ] || { echo "bench/run.sh: peer benchmark $PEER not found" >&2; exit 1; }
+/usr/bin/python3 -c "import torch" 2>/dev/null || { echo "bench/run.sh: needs python3-torch: scripts/install-deps.sh --bench" >&2; exit 1; }
+make -s all build/sgemm_rate >/dev/null
+export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp
+field() { grep -o "\"$2\": [-0-9.e+]*" <<<"$1" | head -1 | sed 's/.*: //'; }
+
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; threads $THREADS;" \
+  "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-auto}; $STEPS timed steps after $WARMUP warm-up, medians"
+SG=$(build/sgemm_rate "$THREADS" 2048)
+SGEMM=$(field "$SG" sgemm_gflops)
+echo "sgemm ceiling (2048^3, same BLAS, same threads): $SGEMM GFLOP/s"
+printf "\n%-10s | %12s %12s %7s | %12s %12s | %14s %8s\n" "B x T" "memwall tok/s" "torch tok/s" "ratio" \
+  "memwall RSS" "torch RSS" "memwall GFLOP/s" "of sgemm"
+for cfg in $CONFIGS; do
+  B=${cfg%x*} T=${cfg#*x}
+  M=$(build/memwall bench --preset gpt2 --batch "$B" --seq "$T" --steps "$STEPS" --warmup "$WARMUP" \
+    --threads "$THREADS" --json)
+  P=$(/usr/bin/python3 "$PEER" --preset gpt2 --batch "$B" --seq "$T" --steps "$STEPS" --warmup "$WARMUP" \
+    --threads "$THREADS" --json | tail -1)
+  mt=$(field "$M" tokens_per_s) pt=$(field "$P" tokens_per_s)
+  mr=$(field "$M" peak_rss_bytes) pr=$(field "$P" peak_rss_mib) mg=$(field "$M" model_gflops)
+  printf "%-10s | %12.1f %12.1f %6.2fx | %8.0f MiB %8.0f MiB | %14.1f %7.0f%%\n" "$B x $T" "$mt" "$pt" \
+    "$(awk -v a="$mt" -v b="$pt" 'BEGIN{print a/b}')" "$(awk -v a="$mr" 'BEGIN{print a/1048576}')" "$pr" \
+    "$mg" "$(awk -v a="$mg" -v b="$SGEMM" 'BEGIN{print 100*a/b}')"
+  echo "  memwall: $M" >>"${BENCH_LOG:-/dev/null}"
+  echo "  torch:   $P" >>"${BENCH_LOG:-/dev/null}"
+done
