@@ -59,7 +59,10 @@ test-asan: $(ASAN_TESTS)
 	@for t in $(ASAN_TESTS); do echo "== $$t (asan+ubsan)"; ASAN_OPTIONS=detect_leaks=1 $$t || exit 1; done
 	@echo "sanitizer tests passed"
 
-demo: all
+# Sets up (installs missing Debian packages), builds, and trains a small GPT end to end.
+demo:
+	scripts/install-deps.sh
+	$(MAKE) all
 	scripts/demo.sh
 
 build/sgemm_rate: build/obj/bench/sgemm_rate.o build/libmemwall.a
