@@ -25,6 +25,7 @@ typedef enum mw_status {
     MW_ERR_NOMEM,  /* the operating system refused memory */
     MW_ERR_IO,     /* a read, write, open or rename failed */
     MW_ERR_FORMAT, /* a file is malformed, truncated or of another version */
+    MW_ERR_STOP,   /* a callback asked to stop (not an error of the library) */
 } mw_status;
 
 /* A short constant name for a status ("budget exceeded"). Never NULL. */
@@ -115,6 +116,7 @@ typedef struct mw_param_info {
     int decay;        /* 1 when weight decay applies (2-D weights) */
     float *data;      /* borrowed: the parameter */
     float *grad;      /* borrowed: its gradient */
+    float *m, *v;     /* borrowed: AdamW's first and second moments */
 } mw_param_info;
 int mw_model_num_tensors(const mw_model *m);
 /* Fills info for tensor i (0 <= i < mw_model_num_tensors). Returns MW_ERR_ARG when out of range. */
@@ -179,7 +181,17 @@ typedef struct mw_step_report {
     float val_loss;
 } mw_step_report;
 
-typedef void (*mw_step_fn)(const mw_step_report *r, void *user);
+/* Where a run stands between steps: enough, with the model's parameters and AdamW moments, to
+ * continue it bit for bit. */
+typedef struct mw_run_state {
+    int step;            /* optimizer steps completed */
+    uint64_t loader_rng; /* the training loader's position */
+} mw_run_state;
+/* A fresh run: step 0, the loader seeded from cfg->seed. */
+void mw_run_state_init(mw_run_state *st, const mw_config *cfg);
+
+/* Called after every step; a status other than MW_OK stops training and is returned. */
+typedef mw_status (*mw_step_fn)(const mw_step_report *r, const mw_run_state *st, void *user);
 /* Fills one micro-batch: inputs and targets (B,T); scratch has room for B*(T+1) tokens. */
 typedef mw_status (*mw_batch_fn)(void *ctx, int32_t *inputs, int32_t *targets, int32_t *scratch);
 
@@ -188,11 +200,42 @@ typedef mw_status (*mw_batch_fn)(void *ctx, int32_t *inputs, int32_t *targets, i
  * after mw_model_create and after every step). Fills r (no validation loss). */
 mw_status mw_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step_report *r);
 
-/* Trains cfg->steps steps on train, evaluating on val (may be NULL) every cfg->eval_every steps
- * and at the end. Calls fn (may be NULL) after every step. */
-mw_status mw_train(mw_model *m, mw_data *train, mw_data *val, mw_step_fn fn, void *user);
+/* Trains from st->step to cfg->steps on train, evaluating on val (may be NULL) every
+ * cfg->eval_every steps and at the end; st advances with every step. Calls fn (may be NULL)
+ * after every step. */
+mw_status mw_train(mw_model *m, mw_data *train, mw_data *val, mw_run_state *st, mw_step_fn fn,
+                   void *user);
 /* Mean loss over the first n_batches consecutive (B,T+1) windows of d (fewer if d is short). */
 mw_status mw_evaluate(mw_model *m, mw_data *d, int n_batches, float *loss);
+
+/* ---- checkpoints --------------------------------------------------------------------------- */
+
+/* A checkpoint is one file, DIR/step-NNNNNNNN.mwck: a header, the full configuration and run
+ * state as text, then every tensor's parameters and AdamW moments, each block with its CRC-32C,
+ * and a trailer that pins the file's length. Format in docs/checkpoint.md. */
+typedef struct mw_ckpt_info {
+    mw_config cfg;          /* the configuration the run was started with */
+    mw_run_state state;     /* where it stood */
+    uint64_t train_tokens;  /* size of the training token file it read */
+} mw_ckpt_info;
+
+/* Writes DIR/step-<st->step>.mwck: to a temporary name, fsync, rename, fsync DIR. The tensors
+ * stream from the model's memory (no copy); a crash at any point leaves earlier checkpoints
+ * valid. Creates DIR if needed. The final path goes to path (may be NULL). */
+mw_status mw_ckpt_save(const char *dir, const mw_model *m, const mw_run_state *st,
+                       uint64_t train_tokens, char *path, size_t path_len);
+/* Deletes all but the newest keep checkpoints in DIR, and stale temporary files. */
+mw_status mw_ckpt_prune(const char *dir, int keep);
+/* Reads the whole file and checks every byte (structure, checksums, length) with a fixed 1 MiB
+ * buffer. MW_ERR_FORMAT (corrupt, truncated, another version) or MW_ERR_IO, naming the file. */
+mw_status mw_ckpt_verify(const char *path, mw_ckpt_info *info);
+/* Verifies, checks that the model has the checkpoint's shape (MW_ERR_ARG naming the difference),
+ * then loads parameters and moments into m. On failure the model's contents are unspecified. */
+mw_status mw_ckpt_load(const char *path, mw_model *m, mw_ckpt_info *info);
+/* The newest checkpoint of DIR that verifies; path[0] = 0 and MW_OK when there is none.
+ * Invalid ones are skipped; *skipped (may be NULL) counts them. */
+mw_status mw_ckpt_latest(const char *dir, char *path, size_t path_len, mw_ckpt_info *info,
+                         int *skipped);
 
 /* Process peak resident set size in bytes (getrusage). */
 uint64_t mw_peak_rss(void);

@@ -117,6 +117,64 @@ done
 [ "$(wc -l <"$T/bench.json")" -eq 1 ] && pass "bench --json prints one line with the contract keys" ||
   fail "bench --json output: $(cat "$T/bench.json")"
 
+echo "-- checkpoints: N steps straight == N/2, stop, resume N/2, bit for bit"
+ck=(train --data "$T/lic" --steps 24 --batch 4 --seq 64 --eval-every 8 --lr 1e-3 --seed 3 --threads 2)
+"$MW" "${ck[@]}" --out "$T/ckA" --json-log "$T/ckA.jsonl" >"$T/out" 2>&1 || fail "straight run: $(tail -2 "$T/out")"
+"$MW" "${ck[@]}" --out "$T/ckB" --stop-at 12 --json-log "$T/ckB.jsonl" >"$T/out" 2>&1 || fail "first half: $(tail -2 "$T/out")"
+[ -f "$T/ckB/step-00000012.mwck" ] && [ ! -f "$T/ckB/step-00000024.mwck" ] && pass "--stop-at 12 saved step 12" ||
+  fail "--stop-at did not save step 12: $(ls "$T/ckB")"
+"$MW" "${ck[@]}" --out "$T/ckB" --resume auto --json-log "$T/ckB.jsonl" >"$T/out" 2>&1 || fail "second half: $(tail -2 "$T/out")"
+grep -q "resumed from .*step-00000012.mwck at step 12" "$T/out" && pass "resume auto found step 12" || fail "resume: $(grep resum "$T/out")"
+cmp -s <(json_field "$T/ckA.jsonl" loss; json_field "$T/ckA.jsonl" val_loss) \
+  <(json_field "$T/ckB.jsonl" loss; json_field "$T/ckB.jsonl" val_loss) &&
+  pass "24 losses and 3 validation losses identical" || fail "resumed losses differ"
+cmp -s "$T/ckA/step-00000024.mwck" "$T/ckB/step-00000024.mwck" &&
+  pass "final checkpoints (weights, moments, state) byte-identical" || fail "final checkpoints differ"
+"$MW" "${ck[@]}" --out "$T/ckB" --resume "$T/ckB/step-00000012.mwck" --steps 24 >"$T/out" 2>&1 &&
+  grep -q "at step 12" "$T/out" && pass "--resume FILE" || fail "--resume FILE: $(tail -2 "$T/out")"
+expect_error 1 "resume into another shape" -- "$MW" "${ck[@]}" --layers 3 --resume "$T/ckA/step-00000024.mwck"
+grep -q "another model shape" "$T/err" || fail "shape message: $(cat "$T/err")"
+cp "$T/ckA/step-00000024.mwck" "$T/flip.mwck"
+printf '\x55' | dd of="$T/flip.mwck" bs=1 seek=5000 conv=notrunc status=none
+expect_error 1 "resume from a corrupted checkpoint" -- "$MW" "${ck[@]}" --resume "$T/flip.mwck"
+head -c 30000 "$T/ckA/step-00000024.mwck" >"$T/trunc.mwck"
+expect_error 1 "resume from a truncated checkpoint" -- "$MW" "${ck[@]}" --resume "$T/trunc.mwck"
+"$MW" prepare --in /usr/share/common-licenses/GPL-2 --out "$T/other" >/dev/null
+expect_error 1 "resume with other data" -- "$MW" "${ck[@]}" --data "$T/other" --resume "$T/ckA/step-00000024.mwck"
+"$MW" "${ck[@]}" --out "$T/ckK" --save-every 2 --keep 2 >/dev/null 2>&1
+[ "$(ls "$T/ckK" | wc -l)" -eq 2 ] && [ -f "$T/ckK/step-00000024.mwck" ] && [ -f "$T/ckK/step-00000022.mwck" ] &&
+  pass "--keep 2 keeps the two newest" || fail "--keep: $(ls "$T/ckK")"
+
+echo "-- SIGKILL at random moments (also while a checkpoint is written), then --resume auto"
+kk=(train --data "$T/lic" --steps 40 --batch 4 --seq 64 --eval-every 10 --lr 1e-3 --seed 9 --threads 2)
+"$MW" "${kk[@]}" --out "$T/kA" --json-log "$T/kA.jsonl" >/dev/null 2>&1 || fail "unbroken run"
+kills=0 tmps=0 done_ok=0
+for i in $(seq 1 60); do
+  "$MW" "${kk[@]}" --out "$T/kB" --save-every 1 --keep 2 --resume auto --json-log "$T/kB.jsonl" >"$T/kout" 2>&1 &
+  pid=$!
+  sleep "0.$(printf '%02d' $((RANDOM % 40 + 5)))"
+  if kill -9 $pid 2>/dev/null; then
+    wait $pid 2>/dev/null
+    kills=$((kills + 1))
+    ls -a "$T/kB" 2>/dev/null | grep -q '\.tmp\.' && tmps=$((tmps + 1))
+  else
+    wait $pid && done_ok=1
+    break
+  fi
+done
+if [ $done_ok -eq 1 ]; then
+  pass "finished after $kills kills ($tmps of them left a half-written checkpoint behind)"
+else
+  fail "did not finish after $kills kills: $(tail -2 "$T/kout")"
+fi
+# the last complete log line of every step must match the unbroken run
+last_losses() { grep -a '^{"step": [0-9]*, "loss"' "$1" | grep -a '}$' |
+  awk '{s=$2; sub(",", "", s); l[s+0]=$4} END {for (i=1; i<=40; i++) print i, l[i]}'; }
+cmp -s <(last_losses "$T/kA.jsonl") <(last_losses "$T/kB.jsonl") && pass "every step's loss identical to the unbroken run" ||
+  fail "losses after kills differ: $(diff <(last_losses "$T/kA.jsonl") <(last_losses "$T/kB.jsonl") | head -4)"
+cmp -s "$T/kA/step-00000040.mwck" "$T/kB/step-00000040.mwck" && pass "final checkpoint byte-identical" ||
+  fail "final checkpoint differs after kills"
+
 echo "-- the loss falls well below the unigram entropy"
 # unigram entropy (nats) of the training bytes
 H=$(od -An -v -tu1 -w1 "$CORPUS" | sort -n | uniq -c |

@@ -8,10 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../core/arena.h"
 #include "../core/rng.h"
+#include "../core/status.h"
 #include "memwall.h"
 
 enum { CMD_TRAIN = 1, CMD_BENCH = 2, CMD_PREPARE = 4 };
@@ -19,8 +21,8 @@ enum kind { K_INT, K_DBL, K_SIZE, K_U64, K_STR, K_FLAG, K_PRESET };
 
 typedef struct opts {
     mw_config cfg;
-    const char *preset, *data, *json_log, *tokenizer, *in, *out;
-    int log_every, bench_warmup, json;
+    const char *preset, *data, *json_log, *tokenizer, *in, *out, *ckpt_dir, *resume, *init;
+    int log_every, bench_warmup, json, save_every, keep, stop_at;
     double val_fraction;
 } opts;
 
@@ -63,6 +65,11 @@ static const opt_def OPTS[] = {
     {"eval-batches", K_INT, C_(eval_batches), CMD_TRAIN, "micro-batches per validation"},
     {"json-log", K_STR, O_(json_log), CMD_TRAIN, "write one JSON object per step to FILE"},
     {"log-every", K_INT, O_(log_every), CMD_TRAIN, "print a progress line every N steps (0: auto)"},
+    {"out", K_STR, O_(ckpt_dir), CMD_TRAIN, "checkpoint directory (saved at the end and every --save-every)"},
+    {"save-every", K_INT, O_(save_every), CMD_TRAIN, "save a checkpoint every N steps (0: only at the end)"},
+    {"keep", K_INT, O_(keep), CMD_TRAIN, "keep the newest K checkpoints in --out"},
+    {"resume", K_STR, O_(resume), CMD_TRAIN, "continue from a checkpoint file or directory, or 'auto' (newest valid in --out)"},
+    {"stop-at", K_INT, O_(stop_at), CMD_TRAIN, "stop (and save) after this step; --steps still sets the schedule"},
     {"json", K_FLAG, O_(json), CMD_BENCH, "print one JSON line with the results"},
     {"tokenizer", K_STR, O_(tokenizer), CMD_PREPARE, "tokenizer: bytes (vocab 256)"},
     {"in", K_STR, O_(in), CMD_PREPARE, "input text file ('-' for stdin)"},
@@ -142,6 +149,7 @@ static void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
     o->bench_warmup = 2;
     o->val_fraction = 0.05;
     o->tokenizer = "bytes";
+    o->keep = 3;
     /* the preset first, so that the shape flags override it wherever they stand */
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < argc; i++) {
@@ -233,8 +241,9 @@ typedef struct train_ctx {
     const opts *o;
     const mw_model *m;
     FILE *jlog;
-    int tty, log_every;
+    int tty, log_every, steps_run, last_saved;
     double ms_total;
+    uint64_t train_tokens;
 } train_ctx;
 
 static void fmt_eta(double sec, char *buf, size_t n) {
@@ -244,10 +253,20 @@ static void fmt_eta(double sec, char *buf, size_t n) {
         snprintf(buf, n, "%dm%02ds", (int)(sec / 60), (int)fmod(sec, 60));
 }
 
-static void on_step(const mw_step_report *r, void *user) {
+static mw_status save_checkpoint(train_ctx *t, const mw_run_state *st) {
+    char path[4096];
+    MW_TRY(mw_ckpt_save(t->o->ckpt_dir, t->m, st, t->train_tokens, path, sizeof path));
+    MW_TRY(mw_ckpt_prune(t->o->ckpt_dir, t->o->keep));
+    t->last_saved = st->step;
+    if (!t->tty) printf("  saved %s\n", path);
+    return MW_OK;
+}
+
+static mw_status on_step(const mw_step_report *r, const mw_run_state *st, void *user) {
     train_ctx *t = user;
     const mw_config *c = &t->o->cfg;
     t->ms_total += r->ms;
+    t->steps_run++;
     if (t->jlog) {
         fprintf(t->jlog,
                 "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"ms\": %.3f, \"tokens_per_s\": %.2f, "
@@ -258,17 +277,22 @@ static void on_step(const mw_step_report *r, void *user) {
         fflush(t->jlog);
     }
     int last = r->step == c->steps;
-    if (!(r->step % t->log_every == 0 || last || r->has_val || r->step == 1)) return;
-    char eta[32];
-    fmt_eta(t->ms_total / r->step * (c->steps - r->step) / 1e3, eta, sizeof eta);
-    uint64_t cat[MW_CAT_COUNT], peak;
-    mw_model_memory(t->m, cat, &peak);
-    printf("%sstep %*d/%d | loss %.4f | lr %.2e | %.1f ms | %.0f tok/s | peak %.0f MiB | ETA %s",
-           t->tty ? "\r\033[K" : "", (int)floor(log10(c->steps)) + 1, r->step, c->steps, r->loss,
-           r->lr, r->ms, r->tokens_per_s, peak / 1048576.0, eta);
-    if (r->has_val) printf(" | val loss %.4f", r->val_loss);
-    if (!t->tty || r->has_val || last) printf("\n");
-    fflush(stdout);
+    if (r->step % t->log_every == 0 || last || r->has_val || t->steps_run == 1) {
+        char eta[32];
+        fmt_eta(t->ms_total / t->steps_run * (c->steps - r->step) / 1e3, eta, sizeof eta);
+        uint64_t cat[MW_CAT_COUNT], peak;
+        mw_model_memory(t->m, cat, &peak);
+        printf("%sstep %*d/%d | loss %.4f | lr %.2e | %.1f ms | %.0f tok/s | peak %.0f MiB | ETA %s",
+               t->tty ? "\r\033[K" : "", (int)floor(log10(c->steps)) + 1, r->step, c->steps, r->loss,
+               r->lr, r->ms, r->tokens_per_s, peak / 1048576.0, eta);
+        if (r->has_val) printf(" | val loss %.4f", r->val_loss);
+        if (!t->tty || r->has_val || last) printf("\n");
+        fflush(stdout);
+    }
+    if (t->o->ckpt_dir && t->o->save_every > 0 && st->step % t->o->save_every == 0)
+        MW_TRY(save_checkpoint(t, st));
+    if (t->o->stop_at > 0 && st->step >= t->o->stop_at) return MW_ERR_STOP;
+    return MW_OK;
 }
 
 static mw_data *open_data(const char *prefix, const char *suffix, int required) {
@@ -280,29 +304,75 @@ static mw_data *open_data(const char *prefix, const char *suffix, int required) 
     return d;
 }
 
+/* Finds the checkpoint --resume names and verifies it; path[0] = 0 when auto finds none. */
+static void find_resume(const opts *o, char *path, size_t n, mw_ckpt_info *info) {
+    const char *dir = o->resume;
+    struct stat st;
+    if (strcmp(o->resume, "auto") == 0) {
+        if (!o->ckpt_dir) die(1, "--resume auto needs --out DIR (where the checkpoints are)");
+        dir = o->ckpt_dir;
+    } else if (stat(o->resume, &st) != 0) {
+        die(1, "--resume %s: %s", o->resume, strerror(errno));
+    } else if (S_ISREG(st.st_mode)) {
+        snprintf(path, n, "%s", o->resume);
+        if (mw_ckpt_verify(path, info) != MW_OK) die(1, "%s", mw_last_error());
+        return;
+    }
+    int skipped;
+    if (mw_ckpt_latest(dir, path, n, info, &skipped) != MW_OK) die(1, "%s", mw_last_error());
+    if (skipped) printf("  resume: skipped %d invalid checkpoint(s) in %s\n", skipped, dir);
+    if (!path[0] && strcmp(o->resume, "auto") != 0) die(1, "--resume %s: no valid checkpoint there", dir);
+}
+
 static int cmd_train(int argc, char **argv) {
     opts o;
     parse(&o, CMD_TRAIN, "train", argc, argv);
     if (!o.data) die(1, "train: --data PREFIX is required (make token files with memwall prepare)");
+    if (o.save_every < 0 || o.keep < 1) die(1, "--save-every must be >= 0 and --keep >= 1");
+    if (o.save_every > 0 && !o.ckpt_dir) die(1, "--save-every needs --out DIR");
     print_config(&o, "train");
     mw_data *train = open_data(o.data, "train", 1), *val = open_data(o.data, "val", 0);
     printf("  data: %s.train.bin %llu tokens", o.data, (unsigned long long)mw_data_count(train));
     if (val) printf(", %s.val.bin %llu tokens", o.data, (unsigned long long)mw_data_count(val));
     printf("\n");
+    char ckpt[4096] = "";
+    mw_ckpt_info info;
+    if (o.resume) {
+        find_resume(&o, ckpt, sizeof ckpt, &info);
+        if (ckpt[0] && info.train_tokens != mw_data_count(train))
+            die(1, "%s was trained on %llu tokens, --data %s.train.bin holds %llu: not the same data",
+                ckpt, (unsigned long long)info.train_tokens, o.data,
+                (unsigned long long)mw_data_count(train));
+        if (!ckpt[0]) printf("  resume auto: no checkpoint in %s yet, starting from step 0\n", o.ckpt_dir);
+    }
     mw_plan_summary plan;
     if (mw_plan(&o.cfg, &plan) != MW_OK) die(1, "%s", mw_last_error());
     print_plan(&plan);
     mw_model *m = create_model(&o);
-    mw_model_init_gpt2(m, o.cfg.seed);
-    train_ctx t = {.o = &o, .m = m, .tty = isatty(1)};
+    mw_run_state st;
+    mw_run_state_init(&st, &o.cfg);
+    if (ckpt[0]) {
+        if (mw_ckpt_load(ckpt, m, &info) != MW_OK) die(1, "%s", mw_last_error());
+        st = info.state;
+        printf("  resumed from %s at step %d of %d\n", ckpt, st.step, o.cfg.steps);
+        if (st.step > o.cfg.steps) die(1, "%s is at step %d, beyond --steps %d", ckpt, st.step, o.cfg.steps);
+    } else {
+        mw_model_init_gpt2(m, o.cfg.seed);
+    }
+    train_ctx t = {.o = &o, .m = m, .tty = isatty(1), .last_saved = ckpt[0] ? st.step : -1,
+                   .train_tokens = mw_data_count(train)};
     t.log_every = o.log_every > 0 ? o.log_every : t.tty ? 1 : (o.cfg.steps + 19) / 20;
-    if (o.json_log && !(t.jlog = fopen(o.json_log, "w")))
+    if (o.json_log && !(t.jlog = fopen(o.json_log, ckpt[0] ? "a" : "w")))
         die(1, "cannot open --json-log %s: %s", o.json_log, strerror(errno));
-    if (mw_train(m, train, val, on_step, &t) != MW_OK) die(1, "%s", mw_last_error());
+    if (o.stop_at < 0) die(1, "--stop-at must be >= 0");
+    mw_status ts = mw_train(m, train, val, &st, on_step, &t);
+    if (ts != MW_OK && ts != MW_ERR_STOP) die(1, "%s", mw_last_error());
+    if (o.ckpt_dir && t.last_saved != st.step && save_checkpoint(&t, &st) != MW_OK)
+        die(1, "%s", mw_last_error());
     uint64_t cat[MW_CAT_COUNT], peak, rss = mw_peak_rss();
     mw_model_memory(m, cat, &peak);
     char b1[32], b2[32], b3[32];
-    printf("done: %d steps in %.1f s | arena peak %s (plan %s) | peak RSS %s\n", o.cfg.steps,
+    printf("done: %d steps in %.1f s | arena peak %s (plan %s) | peak RSS %s\n", t.steps_run,
            t.ms_total / 1e3, mw_fmt_bytes(peak, b1, sizeof b1), mw_fmt_bytes(plan.peak, b2, sizeof b2),
            mw_fmt_bytes(rss, b3, sizeof b3));
     printf("  measured peak per category:");
@@ -310,7 +380,7 @@ static int cmd_train(int argc, char **argv) {
         printf(" %s %s%s", mw_category_name(k), mw_fmt_bytes(cat[k], b1, sizeof b1),
                k + 1 < MW_CAT_COUNT ? "," : "\n");
     if (t.jlog) {
-        fprintf(t.jlog, "{\"event\": \"end\", \"steps\": %d, \"plan_peak_bytes\": %llu, ", o.cfg.steps,
+        fprintf(t.jlog, "{\"event\": \"end\", \"steps\": %d, \"plan_peak_bytes\": %llu, ", st.step,
                 (unsigned long long)plan.peak);
         json_categories(t.jlog, m);
         fprintf(t.jlog, "}\n");

@@ -14,6 +14,7 @@ const char *mw_status_str(mw_status s) {
     case MW_ERR_NOMEM: return "out of memory";
     case MW_ERR_IO: return "I/O error";
     case MW_ERR_FORMAT: return "malformed file";
+    case MW_ERR_STOP: return "stopped";
     }
     return "unknown status";
 }

@@ -235,6 +235,8 @@ mw_status mw_model_tensor(const mw_model *m, int i, mw_param_info *info) {
     info->decay = t->decay;
     info->data = m->params + t->offset;
     info->grad = m->grads + t->offset;
+    info->m = m->m + t->offset;
+    info->v = m->v + t->offset;
     return MW_OK;
 }
 

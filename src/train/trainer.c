@@ -76,6 +76,13 @@ mw_status mw_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step
     return MW_OK;
 }
 
+void mw_run_state_init(mw_run_state *st, const mw_config *cfg) {
+    mw_loader l;
+    mw_loader_init(&l, NULL, cfg->seed);
+    st->step = 0;
+    st->loader_rng = l.rng;
+}
+
 typedef struct loader_ctx {
     mw_loader loader;
     int B, T;
@@ -86,7 +93,8 @@ static mw_status loader_batch(void *ctx, int32_t *in, int32_t *tg, int32_t *scra
     return mw_loader_next(&lc->loader, lc->B, lc->T, in, tg, scratch);
 }
 
-mw_status mw_train(mw_model *m, mw_data *train, mw_data *val, mw_step_fn fn, void *user) {
+mw_status mw_train(mw_model *m, mw_data *train, mw_data *val, mw_run_state *st, mw_step_fn fn,
+                   void *user) {
     const mw_config *c = mw_model_config(m);
     MW_TRY(check_vocab(m, train, "training"));
     if (mw_data_count(train) < (uint64_t)c->seq + 1)
@@ -95,15 +103,18 @@ mw_status mw_train(mw_model *m, mw_data *train, mw_data *val, mw_step_fn fn, voi
     if (val) MW_TRY(check_vocab(m, val, "validation"));
     loader_ctx lc = {.B = c->batch, .T = c->seq};
     mw_loader_init(&lc.loader, train, c->seed);
+    lc.loader.rng = st->loader_rng;
     mw_model_zero_grad(m);
-    for (int s = 0; s < c->steps; s++) {
+    for (int s = st->step; s < c->steps; s++) {
         mw_step_report r;
         MW_TRY(mw_train_step(m, s, loader_batch, &lc, &r));
         if (val && ((c->eval_every > 0 && (s + 1) % c->eval_every == 0) || s + 1 == c->steps)) {
             MW_TRY(mw_evaluate(m, val, c->eval_batches, &r.val_loss));
             r.has_val = 1;
         }
-        if (fn) fn(&r, user);
+        st->step = s + 1;
+        st->loader_rng = lc.loader.rng;
+        if (fn) MW_TRY(fn(&r, st, user));
     }
     return MW_OK;
 }

@@ -1,0 +1,498 @@
+/* Checkpoints: crash-safe save, full verification, load. Format (little-endian):
+ *
+ *   header   32 B   magic "MWCKPT\0\0", u32 version, u32 meta_len, u32 meta_crc, u32 n_tensors,
+ *                   u32 crc of the header's first 24 bytes, u32 reserved (0)
+ *   meta     meta_len B of "key=value\n" text: the configuration and the run state
+ *   tensor   24 B   u32 name_len, u32 ndim, u32 dim0, u32 dim1, u64 numel
+ *            name_len B name, u32 crc of the 24 B and the name
+ *            3 x (numel*4 B float32 data, u32 crc): parameters, AdamW m, AdamW v
+ *   trailer  24 B   magic "MWCKEND\0", u64 file length, u32 crc of every crc above, u32 0
+ *
+ * Writing streams straight from the model's memory; reading verifies with one 1 MiB buffer. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../core/crc32c.h"
+#include "../core/status.h"
+
+#define VERSION 1
+#define HEADER 32
+#define TRAILER 24
+#define REC 24
+#define MAX_META (1 << 20)
+#define MAX_TENSORS (1 << 20)
+#define BUF (1 << 20)
+static const char MAGIC[8] = {'M', 'W', 'C', 'K', 'P', 'T', 0, 0};
+static const char END[8] = {'M', 'W', 'C', 'K', 'E', 'N', 'D', 0};
+
+static void put32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> 8 * i);
+}
+static void put64(unsigned char *p, uint64_t v) {
+    put32(p, (uint32_t)v);
+    put32(p + 4, (uint32_t)(v >> 32));
+}
+static uint32_t get32(const unsigned char *p) {
+    return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t get64(const unsigned char *p) { return get32(p) | (uint64_t)get32(p + 4) << 32; }
+
+/* ---- writing --------------------------------------------------------------------------------- */
+
+typedef struct writer {
+    int fd;
+    const char *path;
+    uint64_t off;
+    uint32_t chain; /* crc of every crc written */
+} writer;
+
+static mw_status wr(writer *w, const void *buf, size_t n) {
+    const char *p = buf;
+    while (n) {
+        ssize_t k = write(w->fd, p, n > (1u << 30) ? (1u << 30) : n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return mw_fail(MW_ERR_IO, "cannot write %s: %s", w->path, strerror(errno));
+        p += k;
+        n -= (size_t)k;
+        w->off += (uint64_t)k;
+    }
+    return MW_OK;
+}
+
+static mw_status wr_crc(writer *w, uint32_t crc) {
+    unsigned char b[4];
+    put32(b, crc);
+    w->chain = mw_crc32c(w->chain, b, 4);
+    return wr(w, b, 4);
+}
+
+static int meta_text(char *buf, size_t n, const mw_model *m, const mw_run_state *st,
+                     uint64_t train_tokens) {
+    const mw_config *c = mw_model_config(m);
+    return snprintf(buf, n,
+                    "format=memwall-checkpoint\nmodel=gpt2\nn_layer=%d\nn_head=%d\nn_embd=%d\n"
+                    "vocab=%d\nctx=%d\nbatch=%d\nseq=%d\naccum=%d\nsteps=%d\nwarmup=%d\n"
+                    "lr=%.17g\nmin_lr_frac=%.17g\nbeta1=%.17g\nbeta2=%.17g\neps=%.17g\n"
+                    "weight_decay=%.17g\ngrad_clip=%.17g\nseed=%" PRIu64 "\neval_every=%d\n"
+                    "eval_batches=%d\nstep=%d\nloader_rng=%" PRIu64 "\ntrain_tokens=%" PRIu64 "\n",
+                    c->n_layer, c->n_head, c->n_embd, c->vocab, c->ctx, c->batch, c->seq, c->accum,
+                    c->steps, c->warmup, c->lr, c->min_lr_frac, c->beta1, c->beta2, c->eps,
+                    c->weight_decay, c->grad_clip, c->seed, c->eval_every, c->eval_batches,
+                    st->step, st->loader_rng, train_tokens);
+}
+
+static mw_status write_all(writer *w, const mw_model *m, const mw_run_state *st,
+                           uint64_t train_tokens) {
+    char meta[4096];
+    int mlen = meta_text(meta, sizeof meta, m, st, train_tokens);
+    unsigned char h[HEADER] = {0};
+    memcpy(h, MAGIC, 8);
+    put32(h + 8, VERSION);
+    put32(h + 12, (uint32_t)mlen);
+    put32(h + 16, mw_crc32c(0, meta, (size_t)mlen));
+    put32(h + 20, (uint32_t)mw_model_num_tensors(m));
+    put32(h + 24, mw_crc32c(0, h, 24));
+    MW_TRY(wr(w, h, HEADER));
+    MW_TRY(wr(w, meta, (size_t)mlen));
+    for (int i = 0; i < mw_model_num_tensors(m); i++) {
+        mw_param_info t;
+        MW_TRY(mw_model_tensor(m, i, &t));
+        unsigned char r[REC + 64];
+        size_t nl = strlen(t.name);
+        put32(r, (uint32_t)nl);
+        put32(r + 4, (uint32_t)t.ndim);
+        put32(r + 8, (uint32_t)t.dims[0]);
+        put32(r + 12, (uint32_t)t.dims[1]);
+        put64(r + 16, t.numel);
+        memcpy(r + REC, t.name, nl);
+        MW_TRY(wr(w, r, REC + nl));
+        MW_TRY(wr_crc(w, mw_crc32c(0, r, REC + nl)));
+        const float *blocks[3] = {t.data, t.m, t.v};
+        for (int b = 0; b < 3; b++) {
+            MW_TRY(wr(w, blocks[b], t.numel * 4));
+            MW_TRY(wr_crc(w, mw_crc32c(0, blocks[b], t.numel * 4)));
+        }
+    }
+    unsigned char tr[TRAILER] = {0};
+    memcpy(tr, END, 8);
+    put64(tr + 8, w->off + TRAILER);
+    put32(tr + 16, w->chain);
+    return wr(w, tr, TRAILER);
+}
+
+static mw_status sync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return mw_fail(MW_ERR_IO, "cannot open directory %s: %s", dir, strerror(errno));
+    int rc = fsync(fd);
+    close(fd);
+    if (rc != 0) return mw_fail(MW_ERR_IO, "cannot sync directory %s: %s", dir, strerror(errno));
+    return MW_OK;
+}
+
+mw_status mw_ckpt_save(const char *dir, const mw_model *m, const mw_run_state *st,
+                       uint64_t train_tokens, char *path, size_t path_len) {
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return mw_fail(MW_ERR_IO, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
+    char final[4096], tmp[4200];
+    snprintf(final, sizeof final, "%s/step-%08d.mwck", dir, st->step);
+    snprintf(tmp, sizeof tmp, "%s/.step-%08d.mwck.tmp.%d", dir, st->step, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return mw_fail(MW_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+    writer w = {fd, tmp, 0, 0};
+    mw_status s = write_all(&w, m, st, train_tokens);
+    if (s == MW_OK && fsync(fd) != 0)
+        s = mw_fail(MW_ERR_IO, "cannot sync %s: %s", tmp, strerror(errno));
+    if (close(fd) != 0 && s == MW_OK)
+        s = mw_fail(MW_ERR_IO, "cannot close %s: %s", tmp, strerror(errno));
+    if (s == MW_OK && rename(tmp, final) != 0)
+        s = mw_fail(MW_ERR_IO, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+    if (s != MW_OK) {
+        unlink(tmp);
+        return s;
+    }
+    MW_TRY(sync_dir(dir));
+    if (path) snprintf(path, path_len, "%s", final);
+    return MW_OK;
+}
+
+/* ---- listing --------------------------------------------------------------------------------- */
+
+/* Steps of DIR's checkpoints, newest first. *n is the count; the array is malloc'd. */
+static mw_status list_steps(const char *dir, int **steps, int *n) {
+    *steps = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT) return MW_OK;
+        return mw_fail(MW_ERR_IO, "cannot list %s: %s", dir, strerror(errno));
+    }
+    int cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int step;
+        char tail[8];
+        if (sscanf(e->d_name, "step-%d.mwc%1s", &step, tail) != 2 || strcmp(tail, "k") != 0 ||
+            strlen(e->d_name) != 18)
+            continue;
+        if (*n == cap) {
+            int *ns = realloc(*steps, sizeof(int) * (cap = cap ? 2 * cap : 16));
+            if (!ns) {
+                closedir(d);
+                return mw_fail(MW_ERR_NOMEM, "out of memory listing %s", dir);
+            }
+            *steps = ns;
+        }
+        (*steps)[(*n)++] = step;
+    }
+    closedir(d);
+    for (int i = 1; i < *n; i++) /* insertion sort, descending */
+        for (int j = i; j > 0 && (*steps)[j] > (*steps)[j - 1]; j--) {
+            int t = (*steps)[j];
+            (*steps)[j] = (*steps)[j - 1];
+            (*steps)[j - 1] = t;
+        }
+    return MW_OK;
+}
+
+mw_status mw_ckpt_prune(const char *dir, int keep) {
+    int *steps, n;
+    MW_TRY(list_steps(dir, &steps, &n));
+    char p[4096];
+    for (int i = keep; i < n; i++) {
+        snprintf(p, sizeof p, "%s/step-%08d.mwck", dir, steps[i]);
+        if (unlink(p) != 0 && errno != ENOENT) {
+            free(steps);
+            return mw_fail(MW_ERR_IO, "cannot delete old checkpoint %s: %s", p, strerror(errno));
+        }
+    }
+    free(steps);
+    DIR *d = opendir(dir); /* temporaries of runs that died while saving */
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)))
+            if (strncmp(e->d_name, ".step-", 6) == 0 && strstr(e->d_name, ".mwck.tmp.")) {
+                snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+                unlink(p);
+            }
+        closedir(d);
+    }
+    return MW_OK;
+}
+
+/* ---- reading --------------------------------------------------------------------------------- */
+
+typedef struct reader {
+    int fd;
+    const char *path;
+    uint64_t off, size;
+    uint32_t chain;
+    unsigned char *buf; /* BUF bytes, for verification */
+} reader;
+
+static mw_status rd(reader *r, void *buf, size_t n, const char *what) {
+    if (n > r->size - r->off)
+        return mw_fail(MW_ERR_FORMAT, "%s: truncated (ends inside %s at byte %llu)", r->path, what,
+                       (unsigned long long)r->size);
+    char *p = buf;
+    while (n) {
+        ssize_t k = pread(r->fd, p, n > (1u << 30) ? (1u << 30) : n, (off_t)r->off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return mw_fail(MW_ERR_IO, "cannot read %s: %s", r->path, strerror(errno));
+        if (k == 0) return mw_fail(MW_ERR_FORMAT, "%s: truncated while reading %s", r->path, what);
+        p += k;
+        n -= (size_t)k;
+        r->off += (uint64_t)k;
+    }
+    return MW_OK;
+}
+
+static mw_status rd_crc(reader *r, uint32_t want_of_data, const char *what) {
+    unsigned char b[4];
+    MW_TRY(rd(r, b, 4, what));
+    r->chain = mw_crc32c(r->chain, b, 4);
+    if (get32(b) != want_of_data)
+        return mw_fail(MW_ERR_FORMAT, "%s: checksum mismatch in %s (corrupted)", r->path, what);
+    return MW_OK;
+}
+
+/* Reads n bytes of data into dst (or, when dst is NULL, through the buffer) and returns its crc. */
+static mw_status rd_block(reader *r, float *dst, uint64_t n, uint32_t *crc, const char *what) {
+    if (n > r->size - r->off)
+        return mw_fail(MW_ERR_FORMAT, "%s: truncated (ends inside %s)", r->path, what);
+    uint32_t c = 0;
+    if (dst) {
+        MW_TRY(rd(r, dst, n, what));
+        c = mw_crc32c(0, dst, n);
+    } else {
+        for (uint64_t done = 0; done < n;) {
+            size_t k = n - done < BUF ? (size_t)(n - done) : BUF;
+            MW_TRY(rd(r, r->buf, k, what));
+            c = mw_crc32c(c, r->buf, k);
+            done += k;
+        }
+    }
+    *crc = c;
+    return MW_OK;
+}
+
+static int meta_get(const char *meta, const char *key, char *val, size_t n) {
+    size_t kl = strlen(key);
+    for (const char *p = meta; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        if (len > kl && strncmp(p, key, kl) == 0 && p[kl] == '=') {
+            size_t vl = len - kl - 1 < n - 1 ? len - kl - 1 : n - 1;
+            memcpy(val, p + kl + 1, vl);
+            val[vl] = 0;
+            return 1;
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    return 0;
+}
+
+static mw_status parse_meta(const char *path, const char *meta, mw_ckpt_info *info) {
+    char v[128], *end;
+    mw_config *c = &info->cfg;
+    memset(info, 0, sizeof *info);
+    if (!meta_get(meta, "format", v, sizeof v) || strcmp(v, "memwall-checkpoint") != 0)
+        return mw_fail(MW_ERR_FORMAT, "%s: not a memwall checkpoint (format key)", path);
+    struct {
+        const char *key;
+        int *i;
+        double *d;
+        uint64_t *u;
+    } keys[] = {
+        {"n_layer", &c->n_layer, 0, 0},      {"n_head", &c->n_head, 0, 0},
+        {"n_embd", &c->n_embd, 0, 0},        {"vocab", &c->vocab, 0, 0},
+        {"ctx", &c->ctx, 0, 0},              {"batch", &c->batch, 0, 0},
+        {"seq", &c->seq, 0, 0},              {"accum", &c->accum, 0, 0},
+        {"steps", &c->steps, 0, 0},          {"warmup", &c->warmup, 0, 0},
+        {"lr", 0, &c->lr, 0},                {"min_lr_frac", 0, &c->min_lr_frac, 0},
+        {"beta1", 0, &c->beta1, 0},          {"beta2", 0, &c->beta2, 0},
+        {"eps", 0, &c->eps, 0},              {"weight_decay", 0, &c->weight_decay, 0},
+        {"grad_clip", 0, &c->grad_clip, 0},  {"seed", 0, 0, &c->seed},
+        {"eval_every", &c->eval_every, 0, 0}, {"eval_batches", &c->eval_batches, 0, 0},
+        {"step", &info->state.step, 0, 0},   {"loader_rng", 0, 0, &info->state.loader_rng},
+        {"train_tokens", 0, 0, &info->train_tokens},
+    };
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        if (!meta_get(meta, keys[k].key, v, sizeof v))
+            return mw_fail(MW_ERR_FORMAT, "%s: checkpoint lacks '%s'", path, keys[k].key);
+        errno = 0;
+        if (keys[k].i) {
+            long x = strtol(v, &end, 10);
+            if (*end || errno || x < -2147483647L || x > 2147483647L) goto bad;
+            *keys[k].i = (int)x;
+        } else if (keys[k].d) {
+            *keys[k].d = strtod(v, &end);
+            if (*end || errno) goto bad;
+        } else {
+            *keys[k].u = strtoull(v, &end, 10);
+            if (*end || errno) goto bad;
+        }
+        continue;
+    bad:
+        return mw_fail(MW_ERR_FORMAT, "%s: bad value '%s' for '%s'", path, v, keys[k].key);
+    }
+    mw_status s = mw_config_validate(c);
+    if (s != MW_OK) return mw_fail(MW_ERR_FORMAT, "%s: invalid configuration: %s", path, mw_last_error());
+    if (info->state.step < 0)
+        return mw_fail(MW_ERR_FORMAT, "%s: negative step %d", path, info->state.step);
+    return MW_OK;
+}
+
+/* Walks the whole file. With m, checks each record against the model's table and loads it. */
+static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info) {
+    reader r = {.path = path};
+    r.fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (r.fd < 0) return mw_fail(MW_ERR_IO, "cannot open checkpoint %s: %s", path, strerror(errno));
+    struct stat st;
+    char *meta = NULL;
+    mw_status s = MW_OK;
+    if (fstat(r.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        s = mw_fail(MW_ERR_FORMAT, "%s: not a regular file", path);
+        goto out;
+    }
+    r.size = (uint64_t)st.st_size;
+    if (!m && !(r.buf = malloc(BUF))) {
+        s = mw_fail(MW_ERR_NOMEM, "out of memory verifying %s", path);
+        goto out;
+    }
+    unsigned char h[HEADER];
+    if ((s = rd(&r, h, HEADER, "the header")) != MW_OK) goto out;
+    if (memcmp(h, MAGIC, 8) != 0) {
+        s = mw_fail(MW_ERR_FORMAT, "%s: not a memwall checkpoint (bad magic)", path);
+        goto out;
+    }
+    if (get32(h + 8) != VERSION) {
+        s = mw_fail(MW_ERR_FORMAT, "%s: checkpoint format version %u, this memwall reads version %d",
+                    path, get32(h + 8), VERSION);
+        goto out;
+    }
+    uint32_t mlen = get32(h + 12), ntens = get32(h + 20);
+    if (get32(h + 24) != mw_crc32c(0, h, 24) || get32(h + 28) != 0) {
+        s = mw_fail(MW_ERR_FORMAT, "%s: checksum mismatch in the header (corrupted)", path);
+        goto out;
+    }
+    if (mlen == 0 || mlen > MAX_META || ntens > MAX_TENSORS) {
+        s = mw_fail(MW_ERR_FORMAT, "%s: corrupted header (meta %u bytes, %u tensors)", path, mlen, ntens);
+        goto out;
+    }
+    if (!(meta = malloc(mlen + 1))) {
+        s = mw_fail(MW_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if ((s = rd(&r, meta, mlen, "the configuration")) != MW_OK) goto out;
+    meta[mlen] = 0;
+    if (mw_crc32c(0, meta, mlen) != get32(h + 16)) {
+        s = mw_fail(MW_ERR_FORMAT, "%s: checksum mismatch in the configuration (corrupted)", path);
+        goto out;
+    }
+    if ((s = parse_meta(path, meta, info)) != MW_OK) goto out;
+    if (m) {
+        const mw_config *c = mw_model_config(m);
+        const mw_config *k = &info->cfg;
+        if (c->n_layer != k->n_layer || c->n_head != k->n_head || c->n_embd != k->n_embd ||
+            c->vocab != k->vocab || c->ctx != k->ctx) {
+            s = mw_fail(MW_ERR_ARG,
+                        "%s is from another model shape: checkpoint L=%d H=%d C=%d V=%d ctx=%d, "
+                        "this run L=%d H=%d C=%d V=%d ctx=%d",
+                        path, k->n_layer, k->n_head, k->n_embd, k->vocab, k->ctx, c->n_layer,
+                        c->n_head, c->n_embd, c->vocab, c->ctx);
+            goto out;
+        }
+        if ((int)ntens != mw_model_num_tensors(m)) {
+            s = mw_fail(MW_ERR_FORMAT, "%s: %u tensors, the model has %d", path, ntens,
+                        mw_model_num_tensors(m));
+            goto out;
+        }
+    }
+    for (uint32_t i = 0; i < ntens; i++) {
+        unsigned char rec[REC + 256];
+        char what[320];
+        if ((s = rd(&r, rec, REC, "a tensor record")) != MW_OK) goto out;
+        uint32_t nl = get32(rec), nd = get32(rec + 4), d0 = get32(rec + 8), d1 = get32(rec + 12);
+        uint64_t numel = get64(rec + 16);
+        if (nl == 0 || nl > 255 || nd < 1 || nd > 2 || numel != (uint64_t)d0 * (nd == 2 ? d1 : 1)) {
+            s = mw_fail(MW_ERR_FORMAT, "%s: corrupted tensor record %u", path, i);
+            goto out;
+        }
+        if (numel > (r.size - r.off) / 12) {
+            s = mw_fail(MW_ERR_FORMAT, "%s: truncated (tensor record %u needs %llu bytes, %llu left)",
+                        path, i, (unsigned long long)numel * 12,
+                        (unsigned long long)(r.size - r.off));
+            goto out;
+        }
+        if ((s = rd(&r, rec + REC, nl, "a tensor name")) != MW_OK) goto out;
+        snprintf(what, sizeof what, "tensor %.*s", (int)nl, (char *)rec + REC);
+        if ((s = rd_crc(&r, mw_crc32c(0, rec, REC + nl), what)) != MW_OK) goto out;
+        float *dst[3] = {NULL, NULL, NULL};
+        if (m) {
+            mw_param_info t;
+            mw_model_tensor(m, (int)i, &t);
+            if (strlen(t.name) != nl || memcmp(t.name, rec + REC, nl) != 0 || t.numel != numel ||
+                t.ndim != (int)nd || t.dims[0] != (int)d0 || (nd == 2 && t.dims[1] != (int)d1)) {
+                s = mw_fail(MW_ERR_ARG, "%s: %s does not match the model's tensor %s", path, what,
+                            t.name);
+                goto out;
+            }
+            dst[0] = t.data, dst[1] = t.m, dst[2] = t.v;
+        }
+        for (int b = 0; b < 3; b++) {
+            uint32_t crc = 0;
+            if ((s = rd_block(&r, dst[b], numel * 4, &crc, what)) != MW_OK) goto out;
+            if ((s = rd_crc(&r, crc, what)) != MW_OK) goto out;
+        }
+    }
+    unsigned char tr[TRAILER];
+    if ((s = rd(&r, tr, TRAILER, "the trailer")) != MW_OK) goto out;
+    if (memcmp(tr, END, 8) != 0 || get64(tr + 8) != r.size || get32(tr + 16) != r.chain) {
+        s = mw_fail(MW_ERR_FORMAT, "%s: corrupted trailer", path);
+        goto out;
+    }
+    if (r.off != r.size) s = mw_fail(MW_ERR_FORMAT, "%s: trailing bytes after the trailer", path);
+out:
+    free(meta);
+    free(r.buf);
+    close(r.fd);
+    return s;
+}
+
+mw_status mw_ckpt_verify(const char *path, mw_ckpt_info *info) {
+    mw_ckpt_info tmp;
+    return walk(path, NULL, info ? info : &tmp);
+}
+
+mw_status mw_ckpt_load(const char *path, mw_model *m, mw_ckpt_info *info) {
+    mw_ckpt_info tmp;
+    if (!info) info = &tmp;
+    MW_TRY(walk(path, NULL, info));
+    return walk(path, m, info);
+}
+
+mw_status mw_ckpt_latest(const char *dir, char *path, size_t path_len, mw_ckpt_info *info,
+                         int *skipped) {
+    int *steps, n;
+    path[0] = 0;
+    if (skipped) *skipped = 0;
+    MW_TRY(list_steps(dir, &steps, &n));
+    for (int i = 0; i < n; i++) {
+        snprintf(path, path_len, "%s/step-%08d.mwck", dir, steps[i]);
+        if (mw_ckpt_verify(path, info) == MW_OK) {
+            free(steps);
+            return MW_OK;
+        }
+        if (skipped) (*skipped)++;
+    }
+    free(steps);
+    path[0] = 0;
+    return MW_OK;
+}
