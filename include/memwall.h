@@ -237,6 +237,24 @@ mw_status mw_ckpt_load(const char *path, mw_model *m, mw_ckpt_info *info);
 mw_status mw_ckpt_latest(const char *dir, char *path, size_t path_len, mw_ckpt_info *info,
                          int *skipped);
 
+/* ---- Hugging Face GPT-2 weights (safetensors) --------------------------------------------- */
+
+/* The shape of a GPT-2 model.safetensors (PATH is the file or its directory). n_head comes from
+ * a config.json beside it, 0 when there is none. Names may carry a "transformer." prefix. */
+typedef struct mw_hf_shape {
+    int n_layer, n_head, n_embd, vocab, ctx;
+} mw_hf_shape;
+mw_status mw_hf_inspect(const char *path, mw_hf_shape *shape);
+/* Loads the weights into m's parameters (Conv1D (in,out) weights transposed to (out,in); F32,
+ * F16, BF16 and F64 accepted). The moments are left as they are. Extra tensors (attention masks,
+ * a tied lm_head) are ignored; a missing or misshapen one is MW_ERR_FORMAT naming it. */
+mw_status mw_hf_load(const char *path, mw_model *m);
+/* Writes m's parameters as a Hugging Face GPT-2 model.safetensors (F32, Conv1D layout, names
+ * sorted, {"format": "pt"} metadata), atomically. Streams with a fixed 1 MiB buffer. */
+mw_status mw_hf_export(const mw_model *m, const char *out);
+/* The same from a checkpoint file, after verifying it, without building a model. */
+mw_status mw_hf_export_ckpt(const char *ckpt, const char *out);
+
 /* Process peak resident set size in bytes (getrusage). */
 uint64_t mw_peak_rss(void);
 

@@ -21,6 +21,7 @@
 
 #include "../core/crc32c.h"
 #include "../core/status.h"
+#include "checkpoint.h"
 
 #define VERSION 1
 #define HEADER 32
@@ -349,8 +350,9 @@ static mw_status parse_meta(const char *path, const char *meta, mw_ckpt_info *in
     return MW_OK;
 }
 
-/* Walks the whole file. With m, checks each record against the model's table and loads it. */
-static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info) {
+/* Walks the whole file. With m, checks each record against the model's table and loads it.
+ * With idx, lists every tensor and where its parameters start. */
+static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt_index *idx) {
     reader r = {.path = path};
     r.fd = open(path, O_RDONLY | O_CLOEXEC);
     if (r.fd < 0) return mw_fail(MW_ERR_IO, "cannot open checkpoint %s: %s", path, strerror(errno));
@@ -446,6 +448,13 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info) {
             }
             dst[0] = t.data, dst[1] = t.m, dst[2] = t.v;
         }
+        if (idx && idx->n < MW_CKPT_MAX_INDEX) {
+            mw_ckpt_entry *e = &idx->e[idx->n++];
+            snprintf(e->name, sizeof e->name, "%.*s", (int)nl, (char *)rec + REC);
+            e->ndim = (int)nd, e->dims[0] = (int)d0, e->dims[1] = (int)d1;
+            e->numel = numel;
+            e->offset = r.off;
+        }
         for (int b = 0; b < 3; b++) {
             uint32_t crc = 0;
             if ((s = rd_block(&r, dst[b], numel * 4, &crc, what)) != MW_OK) goto out;
@@ -468,14 +477,21 @@ out:
 
 mw_status mw_ckpt_verify(const char *path, mw_ckpt_info *info) {
     mw_ckpt_info tmp;
-    return walk(path, NULL, info ? info : &tmp);
+    return walk(path, NULL, info ? info : &tmp, NULL);
+}
+
+mw_status mw_ckpt_index_read(const char *path, mw_ckpt_info *info, mw_ckpt_index *idx) {
+    idx->n = 0;
+    MW_TRY(walk(path, NULL, info, idx));
+    if (idx->n == MW_CKPT_MAX_INDEX) return mw_fail(MW_ERR_FORMAT, "%s: too many tensors", path);
+    return MW_OK;
 }
 
 mw_status mw_ckpt_load(const char *path, mw_model *m, mw_ckpt_info *info) {
     mw_ckpt_info tmp;
     if (!info) info = &tmp;
-    MW_TRY(walk(path, NULL, info));
-    return walk(path, m, info);
+    MW_TRY(walk(path, NULL, info, NULL));
+    return walk(path, m, info, NULL);
 }
 
 mw_status mw_ckpt_latest(const char *dir, char *path, size_t path_len, mw_ckpt_info *info,

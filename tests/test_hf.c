@@ -1,0 +1,210 @@
+/* Hugging Face GPT-2 safetensors: import gives PyTorch's logits; export (from a model and from a
+ * checkpoint) equals, byte for byte, the file PyTorch's side wrote; the header checker refuses
+ * every malformed case; F16/BF16 convert. Fixtures from tests/ref/make_hf_fixture.py. */
+#include <unistd.h>
+
+#include "../src/model/safetensors.h"
+#include "check.h"
+#include "memwall.h"
+
+static unsigned char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "FAIL: cannot open %s\n", path);
+        exit(1);
+    }
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(*n + 1);
+    if (fread(b, 1, *n, f) != *n) exit(1);
+    fclose(f);
+    return b;
+}
+
+/* reads record `name` of a .mwfx fixture */
+static void *mwfx(const char *path, const char *name, size_t *count) {
+    size_t n;
+    unsigned char *b = slurp(path, &n), *p = b + 12;
+    uint32_t recs;
+    memcpy(&recs, b + 8, 4);
+    for (uint32_t r = 0; r < recs; r++) {
+        uint32_t nl, dt, nd, d;
+        memcpy(&nl, p, 4);
+        int match = strlen(name) == nl && memcmp(p + 4, name, nl) == 0;
+        p += 4 + nl;
+        memcpy(&dt, p, 4);
+        memcpy(&nd, p + 4, 4);
+        p += 8;
+        size_t cnt = 1;
+        for (uint32_t k = 0; k < nd; k++, p += 4) memcpy(&d, p, 4), cnt *= d;
+        if (match) {
+            void *out = malloc(cnt * 4);
+            memcpy(out, p, cnt * 4);
+            *count = cnt;
+            free(b);
+            return out;
+        }
+        p += cnt * 4;
+    }
+    fprintf(stderr, "FAIL: no record %s\n", name);
+    exit(1);
+}
+
+static void write_st(const char *path, const char *header, const void *data, size_t dn) {
+    FILE *f = fopen(path, "wb");
+    uint64_t n = strlen(header);
+    fwrite(&n, 8, 1, f);
+    fwrite(header, 1, n, f);
+    if (dn) fwrite(data, 1, dn, f);
+    fclose(f);
+}
+
+static int files_equal(const char *a, const char *b) {
+    size_t na, nb;
+    unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
+    int eq = na == nb && memcmp(x, y, na) == 0;
+    free(x), free(y);
+    return eq;
+}
+
+int main(void) {
+    char dir[] = "/tmp/mw_test_hf_XXXXXX";
+    if (!mkdtemp(dir)) return 1;
+    mw_set_threads(2);
+    mw_hf_shape sh;
+    CHECK_OK(mw_hf_inspect("tests/ref/hf_tiny", &sh));
+    CHECK(sh.n_layer == 2 && sh.n_head == 4 && sh.n_embd == 48 && sh.vocab == 97 && sh.ctx == 24,
+          "inspect: L%d H%d C%d V%d ctx%d", sh.n_layer, sh.n_head, sh.n_embd, sh.vocab, sh.ctx);
+    mw_config c;
+    mw_config_default(&c);
+    c.n_layer = sh.n_layer, c.n_head = sh.n_head, c.n_embd = sh.n_embd, c.vocab = sh.vocab, c.ctx = sh.ctx;
+    c.batch = 2, c.seq = 9;
+    mw_model *m, *m2;
+    CHECK_OK(mw_model_create(&m, &c));
+    CHECK_OK(mw_model_create(&m2, &c));
+    CHECK_OK(mw_hf_load("tests/ref/hf_tiny/model.safetensors", m));
+    size_t nt, nl;
+    int32_t *tok = mwfx("tests/ref/hf_tiny_logits.mwfx", "tokens", &nt);
+    float *ref = mwfx("tests/ref/hf_tiny_logits.mwfx", "logits", &nl);
+    float loss;
+    CHECK_OK(mw_model_forward(m, tok, NULL, &loss));
+    double e = rel_err(mw_model_logits(m), ref, nl);
+    CHECK(e < 1e-5, "imported logits vs PyTorch rel err %.3g", e);
+    printf("imported Hugging Face weights: logits vs PyTorch rel err %.2e\n", e);
+
+    /* export from the model and from a checkpoint: the canonical bytes */
+    char out[600], out2[600], ck[4096];
+    snprintf(out, sizeof out, "%s/export.safetensors", dir);
+    CHECK_OK(mw_hf_export(m, out));
+    CHECK(files_equal(out, "tests/ref/hf_tiny_canonical.safetensors"),
+          "export differs from the file PyTorch's side wrote");
+    mw_run_state st = {0, 1};
+    CHECK_OK(mw_ckpt_save(dir, m, &st, 1, ck, sizeof ck));
+    snprintf(out2, sizeof out2, "%s/export_ckpt.safetensors", dir);
+    CHECK_OK(mw_hf_export_ckpt(ck, out2));
+    CHECK(files_equal(out2, "tests/ref/hf_tiny_canonical.safetensors"),
+          "export from a checkpoint differs from the canonical file");
+    /* the canonical (unprefixed) file loads to the same bits */
+    CHECK_OK(mw_hf_load(out, m2));
+    int same = 1;
+    for (int i = 0; i < mw_model_num_tensors(m); i++) {
+        mw_param_info a, b;
+        mw_model_tensor(m, i, &a);
+        mw_model_tensor(m2, i, &b);
+        same &= memcmp(a.data, b.data, a.numel * 4) == 0;
+    }
+    CHECK(same, "export -> import is not the identity");
+    printf("export (from the model and from a checkpoint) == PyTorch-side canonical file, byte for byte\n");
+
+    /* shape mismatch and missing tensors */
+    mw_config c3 = c;
+    c3.n_layer = 3;
+    mw_model *m3;
+    CHECK_OK(mw_model_create(&m3, &c3));
+    CHECK(mw_hf_load(out, m3) == MW_ERR_FORMAT && strstr(mw_last_error(), "h.2.ln_1.weight is missing"),
+          "missing tensor: %s", mw_last_error());
+    mw_model_destroy(m3);
+    c3 = c;
+    c3.ctx = 30;
+    CHECK_OK(mw_model_create(&m3, &c3));
+    CHECK(mw_hf_load(out, m3) == MW_ERR_FORMAT && strstr(mw_last_error(), "wpe.weight has shape [24, 48]"),
+          "misshapen tensor: %s", mw_last_error());
+    mw_model_destroy(m3);
+
+    /* the header checker */
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);
+    float data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    struct {
+        const char *what, *header;
+        size_t dn;
+    } cases[] = {
+        {"not JSON", "{\"a\":", 32},
+        {"not an object", "[1,2]", 32},
+        {"unknown dtype", "{\"a\":{\"dtype\":\"Q7\",\"shape\":[2],\"data_offsets\":[0,8]}}", 32},
+        {"span != shape", "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 32},
+        {"past the end", "{\"a\":{\"dtype\":\"F32\",\"shape\":[16],\"data_offsets\":[0,64]}}", 32},
+        {"begin > end", "{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,4]}}", 32},
+        {"negative dim", "{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 32},
+        {"fractional offset", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0.5,8]}}", 32},
+        {"overlap", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 32},
+        {"duplicate", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", 32},
+        {"metadata not strings", "{\"__metadata__\":{\"x\":1}}", 0},
+        {"missing fields", "{\"a\":{\"dtype\":\"F32\"}}", 0},
+        {"three offsets", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8,9]}}", 32},
+        {"trailing garbage", "{} x", 0},
+        {"bad escape", "{\"a\\q\":1}", 0},
+        {"huge dims", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],\"data_offsets\":[0,8]}}", 32},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_st(bad, cases[i].header, data, cases[i].dn);
+        mw_st_file f;
+        mw_status s = mw_st_open(&f, bad);
+        CHECK(s == MW_ERR_FORMAT, "%s: accepted (%s)", cases[i].what, mw_status_str(s));
+        if (s == MW_OK) mw_st_close(&f);
+    }
+    /* header length out of bounds, file too short */
+    FILE *fp = fopen(bad, "wb");
+    uint64_t huge = 1ull << 40;
+    fwrite(&huge, 8, 1, fp);
+    fwrite("{}", 1, 2, fp);
+    fclose(fp);
+    mw_st_file f;
+    CHECK(mw_st_open(&f, bad) == MW_ERR_FORMAT && strstr(mw_last_error(), "out of bounds"),
+          "header length bound: %s", mw_last_error());
+    fp = fopen(bad, "wb");
+    fwrite("abc", 1, 3, fp);
+    fclose(fp);
+    CHECK(mw_st_open(&f, bad) == MW_ERR_FORMAT, "3-byte file refused");
+    CHECK(mw_st_open(&f, "/nonexistent.safetensors") == MW_ERR_IO, "missing file is MW_ERR_IO");
+    /* F16, BF16, F64 convert; holes and metadata are fine */
+    uint16_t h16[3] = {0x3C00, 0xC000, 0x0001}; /* 1, -2, smallest subnormal */
+    uint16_t b16[2] = {0x3F80, 0x4049};        /* 1, 3.140625 */
+    double f64[1] = {0.1};
+    unsigned char blob[6 + 4 + 8 + 2];
+    memcpy(blob, h16, 6);
+    memcpy(blob + 6, b16, 4);
+    memcpy(blob + 10, f64, 8);
+    write_st(bad,
+             "{\"__metadata__\":{\"format\":\"pt\"},\"h\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[0,6]},"
+             "\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[6,10]},"
+             "\"d\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[10,18]}}",
+             blob, sizeof blob);
+    CHECK_OK(mw_st_open(&f, bad));
+    float v[3];
+    CHECK_OK(mw_st_read_f32(&f, mw_st_find(&f, "h"), v, 0));
+    CHECK(v[0] == 1.0f && v[1] == -2.0f && v[2] == 5.9604645e-8f, "F16: %g %g %g", v[0], v[1], v[2]);
+    CHECK_OK(mw_st_read_f32(&f, mw_st_find(&f, "b"), v, 0));
+    CHECK(v[0] == 1.0f && v[1] == 3.140625f, "BF16: %g %g", v[0], v[1]);
+    CHECK_OK(mw_st_read_f32(&f, mw_st_find(&f, "d"), v, 0));
+    CHECK(v[0] == 0.1f, "F64: %g", v[0]);
+    mw_st_close(&f);
+
+    mw_model_destroy(m), mw_model_destroy(m2);
+    free(tok), free(ref);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+    return test_summary("test_hf");
+}
