@@ -145,6 +145,22 @@ expect_error 1 "resume with other data" -- "$MW" "${ck[@]}" --data "$T/other" --
 [ "$(ls "$T/ckK" | wc -l)" -eq 2 ] && [ -f "$T/ckK/step-00000024.mwck" ] && [ -f "$T/ckK/step-00000022.mwck" ] &&
   pass "--keep 2 keeps the two newest" || fail "--keep: $(ls "$T/ckK")"
 
+echo "-- Hugging Face export and --init hf:"
+"$MW" export --ckpt "$T/ckA" --format safetensors --out "$T/ckA.safetensors" >"$T/out" 2>&1 &&
+  [ -s "$T/ckA.safetensors" ] && pass "export of the newest checkpoint: $(cat "$T/out")" || fail "export: $(cat "$T/out")"
+"$MW" train --data "$T/lic" --init "hf:$T/ckA.safetensors" --heads 4 --steps 3 --batch 4 --seq 64 --lr 1e-5 \
+  --json-log "$T/ft.jsonl" >"$T/out" 2>&1 || fail "fine-tune from the export: $(tail -2 "$T/out")"
+ft=$(json_field "$T/ft.jsonl" loss | head -1)
+last=$(json_field "$T/ckA.jsonl" loss | tail -1)
+awk -v a="$ft" -v b="$last" 'BEGIN {exit !(a < b + 0.3)}' &&
+  pass "fine-tune starts where the exported run ended (loss $ft, exported run's last $last; random init is ~5.5)" ||
+  fail "fine-tune first loss $ft, exported run ended at $last"
+expect_error 1 "export of a corrupted checkpoint" -- "$MW" export --ckpt "$T/flip.mwck" --out "$T/x.safetensors"
+[ ! -e "$T/x.safetensors" ] && pass "nothing written" || fail "export wrote a file from a corrupted checkpoint"
+expect_error 1 "export without --ckpt" -- "$MW" export --out "$T/x.safetensors"
+expect_error 1 "--init of a non-safetensors file" -- "$MW" train --data "$T/lic" --init "hf:$CORPUS"
+expect_error 1 "--init without hf:" -- "$MW" train --data "$T/lic" --init "$T/ckA.safetensors"
+
 echo "-- SIGKILL at random moments (also while a checkpoint is written), then --resume auto"
 kk=(train --data "$T/lic" --steps 40 --batch 4 --seq 64 --eval-every 10 --lr 1e-3 --seed 9 --threads 2)
 "$MW" "${kk[@]}" --out "$T/kA" --json-log "$T/kA.jsonl" >/dev/null 2>&1 || fail "unbroken run"

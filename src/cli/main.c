@@ -16,12 +16,12 @@
 #include "../core/status.h"
 #include "memwall.h"
 
-enum { CMD_TRAIN = 1, CMD_BENCH = 2, CMD_PREPARE = 4 };
+enum { CMD_TRAIN = 1, CMD_BENCH = 2, CMD_PREPARE = 4, CMD_EXPORT = 8 };
 enum kind { K_INT, K_DBL, K_SIZE, K_U64, K_STR, K_FLAG, K_PRESET };
 
 typedef struct opts {
     mw_config cfg;
-    const char *preset, *data, *json_log, *tokenizer, *in, *out, *ckpt_dir, *resume, *init;
+    const char *preset, *data, *json_log, *tokenizer, *in, *out, *ckpt_dir, *resume, *init, *ckpt, *format;
     int log_every, bench_warmup, json, save_every, keep, stop_at;
     double val_fraction;
 } opts;
@@ -69,11 +69,15 @@ static const opt_def OPTS[] = {
     {"save-every", K_INT, O_(save_every), CMD_TRAIN, "save a checkpoint every N steps (0: only at the end)"},
     {"keep", K_INT, O_(keep), CMD_TRAIN, "keep the newest K checkpoints in --out"},
     {"resume", K_STR, O_(resume), CMD_TRAIN, "continue from a checkpoint file or directory, or 'auto' (newest valid in --out)"},
+    {"init", K_STR, O_(init), CMD_TRAIN, "start from hf:PATH (Hugging Face GPT-2 model.safetensors or its directory)"},
     {"stop-at", K_INT, O_(stop_at), CMD_TRAIN, "stop (and save) after this step; --steps still sets the schedule"},
     {"json", K_FLAG, O_(json), CMD_BENCH, "print one JSON line with the results"},
     {"tokenizer", K_STR, O_(tokenizer), CMD_PREPARE, "tokenizer: bytes (vocab 256)"},
     {"in", K_STR, O_(in), CMD_PREPARE, "input text file ('-' for stdin)"},
     {"out", K_STR, O_(out), CMD_PREPARE, "output prefix: writes PREFIX.train.bin, PREFIX.val.bin"},
+    {"ckpt", K_STR, O_(ckpt), CMD_EXPORT, "checkpoint file, or a directory (its newest valid checkpoint)"},
+    {"format", K_STR, O_(format), CMD_EXPORT, "output format: safetensors (Hugging Face GPT-2)"},
+    {"out", K_STR, O_(out), CMD_EXPORT, "output file"},
     {"val-fraction", K_DBL, O_(val_fraction), CMD_PREPARE, "fraction of the text (its end) kept for validation"},
 };
 #define NOPTS (sizeof OPTS / sizeof OPTS[0])
@@ -96,6 +100,7 @@ static void usage(FILE *f, const char *cmd, int mask) {
                    "  train     train a model on token files (memwall train --data PREFIX)\n"
                    "  bench     time training steps on random tokens\n"
                    "  prepare   turn a text file into token files\n"
+                   "  export    write a checkpoint as Hugging Face GPT-2 safetensors\n"
                    "  help CMD  the options of a command\n",
                 MW_VERSION);
         return;
@@ -150,6 +155,7 @@ static void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
     o->val_fraction = 0.05;
     o->tokenizer = "bytes";
     o->keep = 3;
+    o->format = "safetensors";
     /* the preset first, so that the shape flags override it wherever they stand */
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < argc; i++) {
@@ -185,10 +191,25 @@ static void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
                 die(1, "%s", mw_last_error());
         }
     }
-    if (mask & MODEL) {
-        if (mw_config_validate(&o->cfg) != MW_OK) die(1, "%s", mw_last_error());
-        o->cfg.threads = mw_set_threads(o->cfg.threads);
-    }
+}
+
+/* Validates the model configuration and applies --threads. */
+static void finish_config(opts *o) {
+    if (mw_config_validate(&o->cfg) != MW_OK) die(1, "%s", mw_last_error());
+    o->cfg.threads = mw_set_threads(o->cfg.threads);
+}
+
+/* --init hf:PATH: the shape comes from the weights (heads from config.json when present). */
+static void apply_init_shape(opts *o) {
+    if (!o->init) return;
+    if (strncmp(o->init, "hf:", 3) != 0) die(1, "--init expects hf:PATH (a Hugging Face GPT-2 model.safetensors or its directory)");
+    mw_hf_shape sh;
+    if (mw_hf_inspect(o->init + 3, &sh) != MW_OK) die(1, "%s", mw_last_error());
+    o->cfg.n_layer = sh.n_layer, o->cfg.n_embd = sh.n_embd, o->cfg.vocab = sh.vocab, o->cfg.ctx = sh.ctx;
+    if (sh.n_head) o->cfg.n_head = sh.n_head;
+    printf("  init: %s: L=%d C=%d V=%d ctx=%d, heads %d (%s)\n", o->init + 3, sh.n_layer, sh.n_embd,
+           sh.vocab, sh.ctx, o->cfg.n_head, sh.n_head ? "config.json" : "--heads");
+    o->preset = "hf";
 }
 
 static void print_config(const opts *o, const char *cmd) {
@@ -328,6 +349,8 @@ static int cmd_train(int argc, char **argv) {
     opts o;
     parse(&o, CMD_TRAIN, "train", argc, argv);
     if (!o.data) die(1, "train: --data PREFIX is required (make token files with memwall prepare)");
+    apply_init_shape(&o);
+    finish_config(&o);
     if (o.save_every < 0 || o.keep < 1) die(1, "--save-every must be >= 0 and --keep >= 1");
     if (o.save_every > 0 && !o.ckpt_dir) die(1, "--save-every needs --out DIR");
     print_config(&o, "train");
@@ -356,6 +379,8 @@ static int cmd_train(int argc, char **argv) {
         st = info.state;
         printf("  resumed from %s at step %d of %d\n", ckpt, st.step, o.cfg.steps);
         if (st.step > o.cfg.steps) die(1, "%s is at step %d, beyond --steps %d", ckpt, st.step, o.cfg.steps);
+    } else if (o.init) {
+        if (mw_hf_load(o.init + 3, m) != MW_OK) die(1, "%s", mw_last_error());
     } else {
         mw_model_init_gpt2(m, o.cfg.seed);
     }
@@ -416,6 +441,7 @@ static int cmp_dbl(const void *a, const void *b) {
 static int cmd_bench(int argc, char **argv) {
     opts o;
     parse(&o, CMD_BENCH, "bench", argc, argv);
+    finish_config(&o);
     if (o.bench_warmup < 0) die(1, "--warmup must be >= 0");
     if (!o.json) print_config(&o, "bench");
     mw_model *m = create_model(&o);
@@ -457,6 +483,28 @@ static int cmd_bench(int argc, char **argv) {
     }
     free(ms);
     mw_model_destroy(m);
+    return 0;
+}
+
+/* ---- export -------------------------------------------------------------------------------- */
+
+static int cmd_export(int argc, char **argv) {
+    opts o;
+    parse(&o, CMD_EXPORT, "export", argc, argv);
+    if (!o.ckpt || !o.out) die(1, "export: --ckpt (checkpoint file or directory) and --out FILE are required");
+    if (strcmp(o.format, "safetensors") != 0) die(1, "export: unknown --format '%s' (available: safetensors)", o.format);
+    char path[4096];
+    struct stat st;
+    if (stat(o.ckpt, &st) != 0) die(1, "--ckpt %s: %s", o.ckpt, strerror(errno));
+    if (S_ISDIR(st.st_mode)) {
+        mw_ckpt_info info;
+        if (mw_ckpt_latest(o.ckpt, path, sizeof path, &info, NULL) != MW_OK) die(1, "%s", mw_last_error());
+        if (!path[0]) die(1, "--ckpt %s: no valid checkpoint there", o.ckpt);
+    } else {
+        snprintf(path, sizeof path, "%s", o.ckpt);
+    }
+    if (mw_hf_export_ckpt(path, o.out) != MW_OK) die(1, "%s", mw_last_error());
+    printf("export: %s -> %s (Hugging Face GPT-2 safetensors, F32)\n", path, o.out);
     return 0;
 }
 
@@ -504,7 +552,7 @@ int main(int argc, char **argv) {
         int (*fn)(int, char **);
         int mask;
     } cmds[] = {{"train", cmd_train, CMD_TRAIN}, {"bench", cmd_bench, CMD_BENCH},
-                {"prepare", cmd_prepare, CMD_PREPARE}};
+                {"prepare", cmd_prepare, CMD_PREPARE}, {"export", cmd_export, CMD_EXPORT}};
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
         usage(argc < 2 ? stderr : stdout, NULL, 0);
         return argc < 2 ? 1 : 0;
@@ -530,6 +578,6 @@ int main(int argc, char **argv) {
             }
             return cmds[i].fn(argc - 2, argv + 2);
         }
-    die(1, "unknown command '%s' (commands: train, bench, prepare, help)", name);
+    die(1, "unknown command '%s' (commands: train, bench, prepare, export, help)", name);
     return 1;
 }
