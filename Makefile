@@ -60,6 +60,28 @@ test-asan: $(ASAN_TESTS)
 	@echo "sanitizer tests passed"
 
 # Sets up (installs missing Debian packages), builds, and trains a small GPT end to end.
+# ---- fuzzing (clang's libFuzzer with ASan + UBSan) ------------------------------------------
+FUZZ_SECONDS ?= 30
+FUZZ_CC      ?= $(shell command -v clang-14 || command -v clang)
+FUZZ_CFLAGS  := -g -O1 -march=native -std=c11 -D_GNU_SOURCE -fopenmp -Iinclude -I$(BLAS_INC) \
+                -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZERS      := build/fuzz/fuzz_safetensors build/fuzz/fuzz_checkpoint
+
+build/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "CC  $< (fuzz)"; $(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+build/fuzz/%: build/fuzz/obj/fuzz/%.o $(LIB_SRC:%.c=build/fuzz/obj/%.o)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
+# Runs every fuzzer for FUZZ_SECONDS from the committed seeds (a fresh corpus under build/).
+fuzz: $(FUZZERS)
+	@for f in $(FUZZERS); do n=$$(basename $$f); c=build/fuzz/corpus/$$n; mkdir -p $$c; \
+	  echo "== $$n for $(FUZZ_SECONDS) s"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 $$c fuzz/seeds/$${n#fuzz_} \
+	    2>build/fuzz/$$n.log || { tail -40 build/fuzz/$$n.log; exit 1; }; \
+	  grep -E "stat::number_of_executed_units|stat::peak_rss" build/fuzz/$$n.log; done
+
 demo:
 	scripts/install-deps.sh
 	$(MAKE) all
@@ -74,6 +96,6 @@ bench: all build/sgemm_rate
 clean:
 	rm -rf build
 
-.PHONY: all test test-asan demo bench clean
+.PHONY: all test test-asan fuzz demo bench clean
 .SECONDARY:
 -include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs memwall's build dependencies from Debian's packages; idempotent and quiet when all is
 # there.  Usage: scripts/install-deps.sh [--bench]
-#   (default)  gcc, make, OpenBLAS (OpenMP build), OpenMP runtime: enough to build and test.
+#   (default)  gcc, make, OpenBLAS (OpenMP build), OpenMP runtime: enough to build and test;
+#              clang with its libFuzzer/sanitizer runtime and libomp, for `make fuzz`.
 #   --bench    also python3-torch, for the PyTorch peer benchmark and the fixture generator.
 set -euo pipefail
-pkgs=(gcc make libopenblas-openmp-dev libopenblas0-openmp libgomp1)
+pkgs=(gcc make libopenblas-openmp-dev libopenblas0-openmp libgomp1 clang-14 libclang-rt-14-dev libomp-14-dev)
 if [ "${1:-}" = "--bench" ]; then
   pkgs+=(python3-torch)
 fi
