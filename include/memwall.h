@@ -63,6 +63,10 @@ typedef struct mw_config {
     int threads;    /* 0: all cores */
     uint64_t budget; /* bytes for the device tier; 0: unlimited */
     int eval_every, eval_batches;
+    /* 0: training (everything). 1: inference: parameters, the forward activations of one
+     * (batch, seq) micro-batch and a KV cache of ctx positions; no gradients, optimizer state or
+     * backward workspace (mw_model_backward and mw_model_adamw_step must not be called). */
+    int inference;
 } mw_config;
 
 /* Fills the defaults (the gpt2-tiny preset, AdamW 3e-4, betas 0.9/0.95, wd 0.1, clip 1.0). */
@@ -128,6 +132,12 @@ mw_status mw_model_tensor(const mw_model *m, int i, mw_param_info *info);
 mw_status mw_model_forward(mw_model *m, const int32_t *inputs, const int32_t *targets, float *loss);
 /* (B,T,V) logits of the last forward without targets, or probabilities after one with targets. */
 const float *mw_model_logits(const mw_model *m);
+/* Incremental decoding with the KV cache (inference models only): feeds token at position pos
+ * (0 <= pos < ctx; positions must come in order from 0, and pos 0 resets the cache) and returns
+ * the (V) logits of the next token, valid until the next call. Same math as mw_model_forward,
+ * summed in another order (tests/test_kv.c bounds the difference). NULL on a bad token/pos. */
+const float *mw_model_decode(mw_model *m, int32_t token, int pos);
+
 /* Backward of the last forward (which must have had targets). Gradients accumulate (+=) into the
  * parameter gradients, with the mean loss scaled by grad_scale (1/accum for accumulation). */
 void mw_model_backward(mw_model *m, float grad_scale);

@@ -55,6 +55,8 @@ struct mw_model {
     float *dres, *dtmp, *dqkv, *dfch, *att_scratch; /* backward workspace, shared by layers */
     double *norm_parts;
     int32_t *staging; /* the trainer's token windows: inputs (N), targets (N), window (B*(T+1)) */
+    float *kcache, *vcache; /* inference: (L, ctx, C) each */
+    float *dec;             /* inference: one position's scratch, see mw_model_decode */
     int has_targets;
 };
 
@@ -103,10 +105,13 @@ static mw_status layout(mw_model *m, mw_arena *a, int bind) {
         MW_TRY(mw_arena_alloc(a, (bytes), (cat), &off));                                           \
         if (bind) (ptr) = mw_arena_ptr(a, off);                                                    \
     } while (0)
+    const size_t L = c->n_layer, CTX = c->ctx;
     BUF(m->params, m->nfloats * F, MW_CAT_PARAMS);
-    BUF(m->grads, m->nfloats * F, MW_CAT_GRADS);
-    BUF(m->m, m->nfloats * F, MW_CAT_OPTIM);
-    BUF(m->v, m->nfloats * F, MW_CAT_OPTIM);
+    if (!c->inference) {
+        BUF(m->grads, m->nfloats * F, MW_CAT_GRADS);
+        BUF(m->m, m->nfloats * F, MW_CAT_OPTIM);
+        BUF(m->v, m->nfloats * F, MW_CAT_OPTIM);
+    }
     BUF(m->inputs, N * sizeof(int32_t), MW_CAT_ACTS);
     BUF(m->targets, N * sizeof(int32_t), MW_CAT_ACTS);
     BUF(m->encoded, N * C * F, MW_CAT_ACTS);
@@ -131,6 +136,13 @@ static mw_status layout(mw_model *m, mw_arena *a, int bind) {
     BUF(m->lnf_rstd, N * F, MW_CAT_ACTS);
     BUF(m->logits, N * V * F, MW_CAT_ACTS);
     BUF(m->losses, N * F, MW_CAT_ACTS);
+    if (c->inference) {
+        BUF(m->kcache, L * CTX * C * F, MW_CAT_ACTS);
+        BUF(m->vcache, L * CTX * C * F, MW_CAT_ACTS);
+        BUF(m->dec, (12 * C + CTX + V + 8) * F, MW_CAT_WORK);
+        BUF(m->staging, (2 * N + B * (T + 1)) * sizeof(int32_t), MW_CAT_WORK);
+        return MW_OK;
+    }
     BUF(m->dres, N * C * F, MW_CAT_WORK);
     BUF(m->dtmp, N * C * F, MW_CAT_WORK);
     BUF(m->dqkv, N * 3 * C * F, MW_CAT_WORK);
@@ -234,9 +246,9 @@ mw_status mw_model_tensor(const mw_model *m, int i, mw_param_info *info) {
     info->numel = t->numel;
     info->decay = t->decay;
     info->data = m->params + t->offset;
-    info->grad = m->grads + t->offset;
-    info->m = m->m + t->offset;
-    info->v = m->v + t->offset;
+    info->grad = m->grads ? m->grads + t->offset : NULL;
+    info->m = m->m ? m->m + t->offset : NULL;
+    info->v = m->v ? m->v + t->offset : NULL;
     return MW_OK;
 }
 
@@ -336,6 +348,7 @@ const float *mw_model_logits(const mw_model *m) { return m->logits; }
 
 void mw_model_backward(mw_model *m, float grad_scale) {
     const mw_config *c = &m->cfg;
+    if (c->inference) return; /* no gradients to write (a programmer error; documented) */
     const int B = c->batch, T = c->seq, C = c->n_embd, H = c->n_head, V = c->vocab, N = B * T;
     const int L = c->n_layer;
     float *G = m->grads;
@@ -368,9 +381,12 @@ void mw_model_backward(mw_model *m, float grad_scale) {
     mw_encoder_backward(WTE(G), WPE(G), m->dres, m->inputs, B, T, C);
 }
 
-void mw_model_zero_grad(mw_model *m) { memset(m->grads, 0, sizeof(float) * m->nfloats); }
+void mw_model_zero_grad(mw_model *m) {
+    if (m->grads) memset(m->grads, 0, sizeof(float) * m->nfloats);
+}
 
 double mw_model_grad_norm(const mw_model *m) {
+    if (!m->grads) return 0.0;
     const size_t n = m->nfloats, nb = (n + NORM_QUANTUM - 1) / NORM_QUANTUM;
     const float *g = m->grads;
     double *parts = m->norm_parts;
@@ -388,6 +404,7 @@ double mw_model_grad_norm(const mw_model *m) {
 
 void mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
     const mw_config *c = &m->cfg;
+    if (c->inference) return;
     float coef = 1.0f;
     if (c->grad_clip > 0) { /* PyTorch's clip_grad_norm_: max_norm / (norm + 1e-6), at most 1 */
         float cc = (float)c->grad_clip / (float)(grad_norm + 1e-6);
@@ -399,4 +416,53 @@ void mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
         mw_adamw_update(m->params + ts->offset, m->grads + ts->offset, m->m + ts->offset,
                         m->v + ts->offset, ts->numel, &hp);
     }
+}
+
+/* ---- incremental decoding -------------------------------------------------------------------- */
+
+const float *mw_model_decode(mw_model *m, int32_t token, int pos) {
+    const mw_config *c = &m->cfg;
+    const int C = c->n_embd, H = c->n_head, V = c->vocab, CTX = c->ctx, hs = C / H;
+    if (!c->inference || token < 0 || token >= V || pos < 0 || pos >= CTX) return NULL;
+    float *x = m->dec, *h = x + C, *qkv = h + C, *y = qkv + 3 * C, *fc = y + C, *att = fc + 4 * C;
+    float *logits = att + CTX, *stats = logits + V; /* mean, rstd */
+    const float *wte = WTE(m->params), *wpe = WPE(m->params);
+    for (int i = 0; i < C; i++) x[i] = wte[(size_t)token * C + i] + wpe[(size_t)pos * C + i];
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int l = 0; l < c->n_layer; l++) {
+        float *p[NLAYERT];
+        layer_ptrs(m, m->params, l, p);
+        float *K = m->kcache + (size_t)l * CTX * C, *Vc = m->vcache + (size_t)l * CTX * C;
+        mw_layernorm_forward(h, stats, stats + 1, x, p[LN1W], p[LN1B], 1, C);
+        mw_matmul_forward(qkv, h, p[QKVW], p[QKVB], 1, C, 3 * C, 0);
+        memcpy(K + (size_t)pos * C, qkv + C, sizeof(float) * C);
+        memcpy(Vc + (size_t)pos * C, qkv + 2 * C, sizeof(float) * C);
+        for (int hd = 0; hd < H; hd++) {
+            const float *q = qkv + hd * hs;
+            float mx = -INFINITY, sum = 0.0f;
+            for (int j = 0; j <= pos; j++) {
+                const float *k = K + (size_t)j * C + hd * hs;
+                float d = 0.0f;
+                for (int e = 0; e < hs; e++) d += q[e] * k[e];
+                att[j] = d * scale;
+                mx = att[j] > mx ? att[j] : mx;
+            }
+            for (int j = 0; j <= pos; j++) sum += (att[j] = expf(att[j] - mx));
+            float inv = 1.0f / sum, *o = y + hd * hs;
+            for (int e = 0; e < hs; e++) o[e] = 0.0f;
+            for (int j = 0; j <= pos; j++) {
+                const float *v = Vc + (size_t)j * C + hd * hs;
+                float a = att[j] * inv;
+                for (int e = 0; e < hs; e++) o[e] += a * v[e];
+            }
+        }
+        mw_matmul_forward(x, y, p[PROJW], p[PROJB], 1, C, C, 1);
+        mw_layernorm_forward(h, stats, stats + 1, x, p[LN2W], p[LN2B], 1, C);
+        mw_matmul_forward(fc, h, p[FCW], p[FCB], 1, C, 4 * C, 0);
+        mw_gelu_forward(fc, fc, 4 * C);
+        mw_matmul_forward(x, fc, p[FCPW], p[FCPB], 1, 4 * C, C, 1);
+    }
+    mw_layernorm_forward(h, stats, stats + 1, x, LNFW(m->params), LNFB(m->params), 1, C);
+    mw_matmul_forward(logits, h, wte, NULL, 1, C, V, 0);
+    return logits;
 }

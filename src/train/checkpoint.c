@@ -139,6 +139,8 @@ static mw_status sync_dir(const char *dir) {
 
 mw_status mw_ckpt_save(const char *dir, const mw_model *m, const mw_run_state *st,
                        uint64_t train_tokens, char *path, size_t path_len) {
+    if (mw_model_config(m)->inference)
+        return mw_fail(MW_ERR_ARG, "an inference model has no optimizer state to checkpoint");
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return mw_fail(MW_ERR_IO, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
     char final[4096], tmp[4200];
@@ -364,7 +366,7 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
         goto out;
     }
     r.size = (uint64_t)st.st_size;
-    if (!m && !(r.buf = malloc(BUF))) {
+    if (!(r.buf = malloc(BUF))) {
         s = mw_fail(MW_ERR_NOMEM, "out of memory verifying %s", path);
         goto out;
     }
