@@ -1,0 +1,44 @@
+/* The memwall CLI: shared option state and helpers. Only the CLI exits; see main.c. */
+#ifndef MW_CLI_H
+#define MW_CLI_H
+#include <stdio.h>
+
+#include "memwall.h"
+
+enum {
+    CMD_TRAIN = 1, CMD_BENCH = 2, CMD_PREPARE = 4, CMD_EXPORT = 8, CMD_TOKENIZE = 16,
+    CMD_DETOKENIZE = 32, CMD_SAMPLE = 64, CMD_EVAL = 128
+};
+enum kind { K_INT, K_DBL, K_SIZE, K_U64, K_STR, K_FLAG, K_PRESET };
+
+typedef struct opts {
+    mw_config cfg;
+    const char *preset, *data, *json_log, *tokenizer, *in, *out, *ckpt_dir, *resume, *init, *ckpt, *format;
+    int log_every, bench_warmup, json, save_every, keep, stop_at;
+    double val_fraction;
+} opts;
+
+
+/* Prints "memwall: <message>" on stderr and exits with code. */
+void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+/* Parses the options of one command (mask) into o, with defaults; exits on a bad option. */
+void parse(opts *o, int mask, const char *cmd, int argc, char **argv);
+/* Validates the model configuration and applies --threads. */
+void finish_config(opts *o);
+/* --init hf:PATH: the shape comes from the weights. */
+void apply_init_shape(opts *o);
+void print_config(const opts *o, const char *cmd);
+void print_plan(const mw_plan_summary *p);
+/* Creates the model or exits: 2 when the plan does not fit the budget. */
+mw_model *create_model(const opts *o);
+void json_categories(FILE *f, const mw_model *m);
+
+int cmd_train(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_prepare(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+#endif
