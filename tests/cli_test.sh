@@ -191,6 +191,55 @@ cmp -s <(last_losses "$T/kA.jsonl") <(last_losses "$T/kB.jsonl") && pass "every 
 cmp -s "$T/kA/step-00000040.mwck" "$T/kB/step-00000040.mwck" && pass "final checkpoint byte-identical" ||
   fail "final checkpoint differs after kills"
 
+echo "-- text in, text out (bytes): tokenize, detokenize, sample with the KV cache, eval"
+printf 'Hello, w\xc3\xb6rld!\n\xff\xfe raw' >"$T/t.txt"
+"$MW" tokenize --tokenizer bytes <"$T/t.txt" >"$T/ids" && "$MW" detokenize --tokenizer bytes <"$T/ids" >"$T/back" &&
+  cmp -s "$T/t.txt" "$T/back" && pass "bytes: detokenize(tokenize(x)) == x, invalid UTF-8 included" || fail "bytes round trip"
+echo "1 2 999" | "$MW" detokenize --tokenizer bytes >/dev/null 2>"$T/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "outside the vocabulary" "$T/err" && pass "detokenize refuses an unknown id" || fail "detokenize 999: rc $rc"
+"$MW" sample --ckpt "$T/ckA" --prompt "The " --tokens 40 --seed 3 >"$T/s1" 2>&1 &&
+  "$MW" sample --ckpt "$T/ckA" --prompt "The " --tokens 40 --seed 3 >"$T/s2" 2>&1 && cmp -s "$T/s1" "$T/s2" &&
+  [ "$(head -c 4 "$T/s1")" = "The " ] && [ "$(wc -c <"$T/s1")" -ge 44 ] &&
+  pass "sample streams 40 tokens after the prompt, the same for a seed: $(head -c 60 "$T/s1" | tr '\n' ' ')" ||
+  fail "sample: $(head -c 200 "$T/s1")"
+"$MW" sample --ckpt "$T/ckA" --prompt "The " --tokens 40 --seed 4 >"$T/s3" 2>&1
+cmp -s "$T/s1" "$T/s3" && fail "another seed gave the same sample" || pass "another seed, another sample"
+"$MW" sample --ckpt "$T/ckA" --prompt "The " --tokens 20 --temperature 0 >"$T/g1" 2>&1 &&
+  "$MW" sample --ckpt "$T/ckA" --prompt "The " --tokens 20 --temperature 0 --seed 9 >"$T/g2" 2>&1 &&
+  cmp -s "$T/g1" "$T/g2" && pass "--temperature 0 is greedy (seed-independent)" || fail "greedy sampling"
+"$MW" eval --ckpt "$T/ckA" --data "$T/lic" --json >"$T/ev" 2>&1 || fail "eval: $(cat "$T/ev")"
+ev=$(json_field "$T/ev" loss)
+va=$(json_field "$T/ckA.jsonl" val_loss | tail -1)
+awk -v a="$ev" -v b="$va" 'BEGIN {exit !(a > 0 && (a - b < 0.15 && b - a < 0.15))}' &&
+  pass "eval loss $ev agrees with the run's last validation loss $va (more batches)" ||
+  fail "eval loss $ev vs validation loss $va"
+expect_error 1 "sample without a model" -- "$MW" sample --prompt x
+expect_error 1 "sample with a prompt longer than the context" -- "$MW" sample --ckpt "$T/ckA" --prompt "$(head -c 300 "$CORPUS")"
+
+echo "-- GPT-2 BPE: tokenize/detokenize, prepare a directory, sample and eval through the gpt2 tokenizer"
+REF=$(dirname "$MW")/../tests/ref/tokenizer_text.txt
+"$MW" tokenize <"$REF" >"$T/g.ids" && "$MW" detokenize <"$T/g.ids" >"$T/g.back" && cmp -s "$REF" "$T/g.back" &&
+  pass "gpt2: detokenize(tokenize(x)) == x on the tokenizer test text ($(wc -w <"$T/g.ids") ids)" || fail "gpt2 round trip"
+[ "$(echo "Hello world" | "$MW" tokenize)" = "15496 995 198" ] && pass "'Hello world\\n' -> 15496 995 198" ||
+  fail "Hello world -> $(echo "Hello world" | "$MW" tokenize)"
+: | "$MW" tokenize >"$T/empty.ids" && [ "$(cat "$T/empty.ids")" = "" ] && pass "empty stdin -> no ids" || fail "empty tokenize"
+mkdir -p "$T/docs" && cp /usr/share/common-licenses/{GPL-2,GPL-3,LGPL-2.1,Apache-2.0} "$T/docs/"
+"$MW" prepare --tokenizer gpt2 --in "$T/docs" --out "$T/g2" >"$T/out" 2>&1 &&
+  grep -q "4 documents" "$T/out" && pass "prepare --tokenizer gpt2 of a directory: $(cut -c1-110 "$T/out")" ||
+  fail "prepare gpt2: $(cat "$T/out")"
+cat "$T"/docs/* >"$T/docs.txt"
+"$MW" prepare --tokenizer gpt2 --in - --out "$T/g3" --split-blank-lines <"$T/docs.txt" >"$T/out" 2>&1 &&
+  n=$(grep -o "[0-9]* documents" "$T/out" | cut -d' ' -f1) && [ "$n" -gt 100 ] &&
+  pass "prepare from stdin, --split-blank-lines: $n documents" || fail "prepare stdin split: $(cat "$T/out")"
+"$MW" train --data "$T/g2" --vocab 50257 --steps 4 --batch 2 --seq 32 --out "$T/gck" >"$T/out" 2>&1 ||
+  fail "train on gpt2 tokens: $(tail -2 "$T/out")"
+"$MW" sample --ckpt "$T/gck" --prompt "The licenses" --tokens 10 >"$T/gs" 2>&1 && grep -q "^The licenses" "$T/gs" &&
+  pass "sample picks the gpt2 tokenizer for a 50257-token model: $(head -c 80 "$T/gs" | tr '\n' ' ')" ||
+  fail "gpt2 sample: $(cat "$T/gs")"
+"$MW" eval --ckpt "$T/gck" --data "$T/g2" >"$T/out" 2>&1 && grep -q "perplexity" "$T/out" && pass "$(cat "$T/out")" ||
+  fail "gpt2 eval: $(cat "$T/out")"
+expect_error 1 "gpt2 vocabulary missing" -- "$MW" tokenize --vocab-dir "$T/novocab"
+
 echo "-- the loss falls well below the unigram entropy"
 # unigram entropy (nats) of the training bytes
 H=$(od -An -v -tu1 -w1 "$CORPUS" | sort -n | uniq -c |

@@ -14,8 +14,9 @@ enum kind { K_INT, K_DBL, K_SIZE, K_U64, K_STR, K_FLAG, K_PRESET };
 typedef struct opts {
     mw_config cfg;
     const char *preset, *data, *json_log, *tokenizer, *in, *out, *ckpt_dir, *resume, *init, *ckpt, *format;
-    int log_every, bench_warmup, json, save_every, keep, stop_at;
-    double val_fraction;
+    const char *vocab_dir, *prompt;
+    int log_every, bench_warmup, json, save_every, keep, stop_at, split_blank, gen_tokens, top_k;
+    double val_fraction, temperature, top_p;
 } opts;
 
 

@@ -28,15 +28,17 @@ typedef struct opt_def {
 #define C_(f) offsetof(opts, cfg.f)
 #define O_(f) offsetof(opts, f)
 #define MODEL (CMD_TRAIN | CMD_BENCH)
+#define TEXT (CMD_PREPARE | CMD_TOKENIZE | CMD_DETOKENIZE | CMD_SAMPLE | CMD_EVAL)
+#define LOADS (CMD_SAMPLE | CMD_EVAL) /* commands that load a trained model */
 static const opt_def OPTS[] = {
     {"preset", K_PRESET, O_(preset), MODEL, "model preset: gpt2-tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl"},
     {"layers", K_INT, C_(n_layer), MODEL, "number of transformer blocks (overrides the preset)"},
-    {"heads", K_INT, C_(n_head), MODEL, "attention heads"},
+    {"heads", K_INT, C_(n_head), MODEL | LOADS, "attention heads (with --init: when no config.json)"},
     {"dim", K_INT, C_(n_embd), MODEL, "embedding width C"},
     {"vocab", K_INT, C_(vocab), MODEL, "vocabulary size"},
     {"ctx", K_INT, C_(ctx), MODEL, "position-table rows (maximum sequence length)"},
-    {"batch", K_INT, C_(batch), MODEL, "sequences per micro-batch B"},
-    {"seq", K_INT, C_(seq), MODEL, "tokens per sequence T"},
+    {"batch", K_INT, C_(batch), MODEL | CMD_EVAL, "sequences per micro-batch B"},
+    {"seq", K_INT, C_(seq), MODEL | CMD_EVAL, "tokens per sequence T"},
     {"accum", K_INT, C_(accum), MODEL, "micro-batches accumulated per optimizer step"},
     {"steps", K_INT, C_(steps), MODEL, "optimizer steps (bench: timed steps)"},
     {"warmup", K_INT, C_(warmup), CMD_TRAIN, "learning-rate warm-up steps"},
@@ -48,25 +50,33 @@ static const opt_def OPTS[] = {
     {"beta2", K_DBL, C_(beta2), MODEL, "AdamW beta2"},
     {"eps", K_DBL, C_(eps), MODEL, "AdamW epsilon"},
     {"grad-clip", K_DBL, C_(grad_clip), MODEL, "clip the global gradient norm to this (0: off)"},
-    {"seed", K_U64, C_(seed), MODEL, "seed of initialisation and data sampling"},
-    {"threads", K_INT, C_(threads), MODEL, "OpenMP and BLAS threads (0: all cores)"},
+    {"seed", K_U64, C_(seed), MODEL | CMD_SAMPLE, "seed of initialisation and data sampling (sample: of sampling)"},
+    {"threads", K_INT, C_(threads), MODEL | TEXT, "OpenMP and BLAS threads (0: all cores)"},
     {"budget", K_SIZE, C_(budget), MODEL, "memory budget, e.g. 512MiB, 2GiB (0: none)"},
     {"data", K_STR, O_(data), CMD_TRAIN, "token files PREFIX.train.bin and PREFIX.val.bin"},
+    {"data", K_STR, O_(data), CMD_EVAL, "token file FILE.bin, or PREFIX (reads PREFIX.val.bin)"},
     {"eval-every", K_INT, C_(eval_every), CMD_TRAIN, "validation loss every N steps (and at the end)"},
-    {"eval-batches", K_INT, C_(eval_batches), CMD_TRAIN, "micro-batches per validation"},
+    {"eval-batches", K_INT, C_(eval_batches), CMD_TRAIN | CMD_EVAL, "micro-batches per validation (eval: at most; 0: all)"},
     {"json-log", K_STR, O_(json_log), CMD_TRAIN, "write one JSON object per step to FILE"},
     {"log-every", K_INT, O_(log_every), CMD_TRAIN, "print a progress line every N steps (0: auto)"},
     {"out", K_STR, O_(ckpt_dir), CMD_TRAIN, "checkpoint directory (saved at the end and every --save-every)"},
     {"save-every", K_INT, O_(save_every), CMD_TRAIN, "save a checkpoint every N steps (0: only at the end)"},
     {"keep", K_INT, O_(keep), CMD_TRAIN, "keep the newest K checkpoints in --out"},
     {"resume", K_STR, O_(resume), CMD_TRAIN, "continue from a checkpoint file or directory, or 'auto' (newest valid in --out)"},
-    {"init", K_STR, O_(init), CMD_TRAIN, "start from hf:PATH (Hugging Face GPT-2 model.safetensors or its directory)"},
+    {"init", K_STR, O_(init), CMD_TRAIN | LOADS, "start from hf:PATH (Hugging Face GPT-2 model.safetensors or its directory)"},
     {"stop-at", K_INT, O_(stop_at), CMD_TRAIN, "stop (and save) after this step; --steps still sets the schedule"},
-    {"json", K_FLAG, O_(json), CMD_BENCH, "print one JSON line with the results"},
-    {"tokenizer", K_STR, O_(tokenizer), CMD_PREPARE, "tokenizer: bytes (vocab 256)"},
-    {"in", K_STR, O_(in), CMD_PREPARE, "input text file ('-' for stdin)"},
+    {"json", K_FLAG, O_(json), CMD_BENCH | CMD_EVAL, "print one JSON line with the results"},
+    {"tokenizer", K_STR, O_(tokenizer), TEXT, "gpt2 (GPT-2 BPE, vocab 50257) or bytes (vocab 256); sample/eval: auto"},
+    {"vocab-dir", K_STR, O_(vocab_dir), TEXT, "GPT-2 vocabulary (encoder.json + vocab.bpe, or tokenizer.json); default data/gpt2"},
+    {"in", K_STR, O_(in), CMD_PREPARE, "input: a text file, a directory (one document per file) or '-' (stdin)"},
+    {"split-blank-lines", K_FLAG, O_(split_blank), CMD_PREPARE, "documents are separated by blank lines"},
+    {"prompt", K_STR, O_(prompt), CMD_SAMPLE, "text to continue (default: a document start)"},
+    {"tokens", K_INT, O_(gen_tokens), CMD_SAMPLE, "tokens to generate"},
+    {"temperature", K_DBL, O_(temperature), CMD_SAMPLE, "softmax temperature (0: greedy)"},
+    {"top-k", K_INT, O_(top_k), CMD_SAMPLE, "sample among the k most likely tokens (0: all)"},
+    {"top-p", K_DBL, O_(top_p), CMD_SAMPLE, "sample within the smallest set of probability >= p (1: all)"},
     {"out", K_STR, O_(out), CMD_PREPARE, "output prefix: writes PREFIX.train.bin, PREFIX.val.bin"},
-    {"ckpt", K_STR, O_(ckpt), CMD_EXPORT, "checkpoint file, or a directory (its newest valid checkpoint)"},
+    {"ckpt", K_STR, O_(ckpt), CMD_EXPORT | LOADS, "checkpoint file, or a directory (its newest valid checkpoint)"},
     {"format", K_STR, O_(format), CMD_EXPORT, "output format: safetensors (Hugging Face GPT-2)"},
     {"out", K_STR, O_(out), CMD_EXPORT, "output file"},
     {"val-fraction", K_DBL, O_(val_fraction), CMD_PREPARE, "fraction of the text (its end) kept for validation"},
@@ -92,6 +102,10 @@ static void usage(FILE *f, const char *cmd, int mask) {
                    "  bench     time training steps on random tokens\n"
                    "  prepare   turn a text file into token files\n"
                    "  export    write a checkpoint as Hugging Face GPT-2 safetensors\n"
+                   "  sample    generate text from a trained model (KV cache, streamed)\n"
+                   "  eval      validation loss and perplexity of a model on a token file\n"
+                   "  tokenize  print the token ids of stdin\n"
+                   "  detokenize  turn token ids on stdin back into text\n"
                    "  help CMD  the options of a command\n",
                 MW_VERSION);
         return;
@@ -147,6 +161,12 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
     o->tokenizer = "bytes";
     o->keep = 3;
     o->format = "safetensors";
+    o->gen_tokens = 200;
+    o->temperature = 1.0;
+    o->top_p = 1.0;
+    if (mask & (CMD_TOKENIZE | CMD_DETOKENIZE)) o->tokenizer = "gpt2";
+    if (mask & LOADS) o->tokenizer = "auto";
+    if (mask & CMD_EVAL) o->cfg.eval_batches = 0;
     /* the preset first, so that the shape flags override it wherever they stand */
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < argc; i++) {
@@ -253,7 +273,9 @@ int main(int argc, char **argv) {
         int (*fn)(int, char **);
         int mask;
     } cmds[] = {{"train", cmd_train, CMD_TRAIN}, {"bench", cmd_bench, CMD_BENCH},
-                {"prepare", cmd_prepare, CMD_PREPARE}, {"export", cmd_export, CMD_EXPORT}};
+                {"prepare", cmd_prepare, CMD_PREPARE}, {"export", cmd_export, CMD_EXPORT},
+                {"tokenize", cmd_tokenize, CMD_TOKENIZE}, {"detokenize", cmd_detokenize, CMD_DETOKENIZE},
+                {"sample", cmd_sample, CMD_SAMPLE}, {"eval", cmd_eval, CMD_EVAL}};
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
         usage(argc < 2 ? stderr : stdout, NULL, 0);
         return argc < 2 ? 1 : 0;
@@ -279,6 +301,6 @@ int main(int argc, char **argv) {
             }
             return cmds[i].fn(argc - 2, argv + 2);
         }
-    die(1, "unknown command '%s' (commands: train, bench, prepare, export, help)", name);
+    die(1, "unknown command '%s' (commands: train, bench, prepare, export, sample, eval, tokenize, detokenize, help)", name);
     return 1;
 }

@@ -1,4 +1,5 @@
 /* memwall prepare, tokenize, detokenize, sample and eval: text in, text out. */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,43 +12,471 @@
 #include "../core/arena.h"
 #include "../core/rng.h"
 #include "../core/status.h"
+#include "../train/tokenizer.h"
 #include "cli.h"
 
-/* ---- prepare ------------------------------------------------------------------------------- */
+/* ---- tokenizers ------------------------------------------------------------------------------ */
+
+/* The GPT-2 vocabulary directory: --vocab-dir, $MEMWALL_VOCAB_DIR, ./data/gpt2, or data/gpt2
+ * beside the memwall binary's build/ directory. */
+static const char *vocab_dir(const opts *o, char *buf, size_t n) {
+    if (o->vocab_dir) return o->vocab_dir;
+    const char *env = getenv("MEMWALL_VOCAB_DIR");
+    if (env && *env) return env;
+    if (access("data/gpt2/encoder.json", R_OK) == 0 || access("data/gpt2/tokenizer.json", R_OK) == 0)
+        return "data/gpt2";
+    char exe[4096];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k > 0) {
+        exe[k] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(buf, n, "%s/../data/gpt2", exe);
+            char probe[4400];
+            snprintf(probe, sizeof probe, "%s/encoder.json", buf);
+            if (access(probe, R_OK) == 0) return buf;
+        }
+    }
+    return "data/gpt2";
+}
+
+/* Opens the tokenizer --tokenizer names; "auto" picks by the model's vocabulary. */
+static mw_tokenizer *open_tokenizer(const opts *o, int model_vocab) {
+    const char *name = o->tokenizer;
+    if (strcmp(name, "auto") == 0) {
+        if (model_vocab == 256) name = "bytes";
+        else if (model_vocab >= 50257) name = "gpt2";
+        else die(1, "the model's vocabulary is %d: pass --tokenizer gpt2 or bytes", model_vocab);
+    }
+    mw_tokenizer *t = NULL;
+    if (strcmp(name, "bytes") == 0) {
+        if (mw_tokenizer_bytes(&t) != MW_OK) die(1, "%s", mw_last_error());
+    } else if (strcmp(name, "gpt2") == 0) {
+        char buf[4200];
+        const char *dir = vocab_dir(o, buf, sizeof buf);
+        char probe[4300], probe2[4300];
+        snprintf(probe, sizeof probe, "%s/encoder.json", dir);
+        snprintf(probe2, sizeof probe2, "%s/tokenizer.json", dir);
+        struct stat st;
+        if (access(probe, R_OK) != 0 && access(probe2, R_OK) != 0 && !(stat(dir, &st) == 0 && S_ISREG(st.st_mode)))
+            die(1, "the GPT-2 vocabulary is not in %s: run scripts/fetch-gpt2-vocab.sh (make gpt2-vocab) or pass "
+                   "--vocab-dir DIR holding encoder.json + vocab.bpe or tokenizer.json",
+                dir);
+        if (mw_tokenizer_load_gpt2(&t, dir) != MW_OK) die(1, "%s", mw_last_error());
+    } else {
+        die(1, "unknown --tokenizer '%s' (available: gpt2, bytes)", name);
+    }
+    if (model_vocab && mw_tokenizer_vocab(t) > model_vocab)
+        die(1, "--tokenizer %s has %d tokens, the model only %d", name, mw_tokenizer_vocab(t), model_vocab);
+    return t;
+}
+
+/* Reads a whole stream; exits on failure. */
+static char *read_all(FILE *f, const char *what, size_t *n) {
+    size_t cap = 1 << 20;
+    char *buf = malloc(cap);
+    *n = 0;
+    for (size_t r; buf && (r = fread(buf + *n, 1, cap - *n, f)) > 0;) {
+        *n += r;
+        if (*n == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) free(buf);
+            buf = nb;
+        }
+    }
+    if (!buf) die(1, "out of memory reading %s", what);
+    if (ferror(f)) die(1, "cannot read %s: %s", what, strerror(errno));
+    return buf;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- prepare --------------------------------------------------------------------------------- */
+
+typedef struct docs {
+    char **text;
+    size_t *len, n, cap, bytes;
+} docs;
+
+static void add_doc(docs *d, char *text, size_t len) {
+    if (d->n == d->cap) {
+        d->cap = d->cap ? 2 * d->cap : 256;
+        d->text = realloc(d->text, d->cap * sizeof *d->text);
+        d->len = realloc(d->len, d->cap * sizeof *d->len);
+        if (!d->text || !d->len) die(1, "out of memory");
+    }
+    d->text[d->n] = text;
+    d->len[d->n++] = len;
+    d->bytes += len;
+}
+
+/* Adds one file's text: whole, or split at blank lines (the pieces point into text). */
+static void add_text(docs *d, char *text, size_t n, int split) {
+    if (!split) {
+        if (n) add_doc(d, text, n);
+        return;
+    }
+    size_t start = 0;
+    for (size_t i = 0; i <= n; i++) {
+        int end = i == n;
+        if (!end && text[i] == '\n') { /* a blank line: \n, optional spaces, \n */
+            size_t j = i + 1;
+            while (j < n && (text[j] == ' ' || text[j] == '\t' || text[j] == '\r')) j++;
+            end = j < n && text[j] == '\n';
+            if (end) {
+                if (i > start) add_doc(d, text + start, i + 1 - start);
+                while (j < n && (text[j] == '\n' || text[j] == ' ' || text[j] == '\t' || text[j] == '\r')) j++;
+                start = j;
+                i = j - 1;
+                continue;
+            }
+        }
+        if (end && i > start) add_doc(d, text + start, i - start);
+    }
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void read_inputs(const opts *o, docs *d, char ***owned, size_t *nowned) {
+    struct stat st;
+    *owned = NULL;
+    *nowned = 0;
+    if (strcmp(o->in, "-") == 0) {
+        size_t n;
+        char *t = read_all(stdin, "stdin", &n);
+        *owned = malloc(sizeof(char *));
+        (*owned)[(*nowned)++] = t;
+        add_text(d, t, n, o->split_blank);
+        return;
+    }
+    if (stat(o->in, &st) != 0) die(1, "cannot open --in %s: %s", o->in, strerror(errno));
+    char **files = NULL;
+    size_t nf = 0;
+    if (S_ISDIR(st.st_mode)) {
+        DIR *dir = opendir(o->in);
+        if (!dir) die(1, "cannot list %s: %s", o->in, strerror(errno));
+        struct dirent *e;
+        while ((e = readdir(dir))) {
+            if (e->d_name[0] == '.') continue;
+            char p[4096];
+            snprintf(p, sizeof p, "%s/%s", o->in, e->d_name);
+            if (stat(p, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+            files = realloc(files, (nf + 1) * sizeof *files);
+            if (!files || !(files[nf++] = strdup(p))) die(1, "out of memory");
+        }
+        closedir(dir);
+        qsort(files, nf, sizeof *files, cmp_str);
+        if (nf == 0) die(1, "prepare: %s holds no files", o->in);
+    } else {
+        files = malloc(sizeof *files);
+        if (!files || !(files[nf++] = strdup(o->in))) die(1, "out of memory");
+    }
+    *owned = malloc(nf * sizeof(char *));
+    if (!*owned) die(1, "out of memory");
+    for (size_t i = 0; i < nf; i++) {
+        FILE *f = fopen(files[i], "rb");
+        if (!f) die(1, "cannot open %s: %s", files[i], strerror(errno));
+        size_t n;
+        char *t = read_all(f, files[i], &n);
+        fclose(f);
+        (*owned)[(*nowned)++] = t;
+        add_text(d, t, n, o->split_blank);
+        free(files[i]);
+    }
+    free(files);
+}
+
+static void progress(int tty, double frac, double mb, double secs) {
+    if (!tty) return;
+    int w = 30, k = (int)(frac * w);
+    fprintf(stderr, "\r  [%.*s%*s] %3.0f%%  %.1f MB  %.1f MB/s", k, "##############################", w - k, "",
+            frac * 100, mb, secs > 0 ? mb / secs : 0.0);
+    fflush(stderr);
+}
 
 int cmd_prepare(int argc, char **argv) {
     opts o;
     parse(&o, CMD_PREPARE, "prepare", argc, argv);
-    if (strcmp(o.tokenizer, "bytes") != 0)
-        die(1, "prepare: unknown --tokenizer '%s' (available: bytes)", o.tokenizer);
-    if (!o.in || !o.out) die(1, "prepare: --in TEXT and --out PREFIX are required");
+    if (!o.in || !o.out) die(1, "prepare: --in TEXT|DIR|- and --out PREFIX are required");
     if (!(o.val_fraction >= 0 && o.val_fraction < 1)) die(1, "--val-fraction must be in [0,1)");
-    FILE *f = strcmp(o.in, "-") == 0 ? stdin : fopen(o.in, "rb");
-    if (!f) die(1, "cannot open --in %s: %s", o.in, strerror(errno));
-    size_t cap = 1 << 20, n = 0;
-    unsigned char *text = malloc(cap);
-    for (size_t r; text && (r = fread(text + n, 1, cap - n, f)) > 0;) {
-        n += r;
-        if (n == cap) text = realloc(text, cap *= 2);
+    int threads = mw_set_threads(o.cfg.threads);
+    mw_tokenizer *tok = open_tokenizer(&o, 0);
+    double t0 = now_s();
+    docs d = {0};
+    char **owned;
+    size_t nowned;
+    read_inputs(&o, &d, &owned, &nowned);
+    if (d.n == 0) die(1, "prepare: %s is empty", o.in);
+    int32_t eot = mw_tokenizer_eot(tok);
+    size_t cap = d.bytes / 3 + d.n + 16, n = 0;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    int32_t **part = calloc(d.n, sizeof *part);
+    size_t *plen = calloc(d.n, sizeof *plen);
+    if (!ids || !part || !plen) die(1, "out of memory");
+    int tty = isatty(2);
+    double t1 = now_s();
+    size_t done_bytes = 0;
+    for (size_t i0 = 0; i0 < d.n;) { /* batches of ~8 MB, for the progress bar */
+        size_t i1 = i0, b = 0;
+        while (i1 < d.n && (b < (8u << 20) || i1 == i0)) b += d.len[i1++];
+        if (mw_tokenizer_encode_docs(tok, (const char *const *)d.text + i0, d.len + i0, i1 - i0, threads,
+                                     part + i0, plen + i0) != MW_OK)
+            die(1, "%s", mw_last_error());
+        for (size_t i = i0; i < i1; i++) {
+            if (n + plen[i] + 1 > cap) {
+                cap = 2 * (n + plen[i] + 1);
+                ids = realloc(ids, cap * sizeof *ids);
+                if (!ids) die(1, "out of memory");
+            }
+            if (eot >= 0) ids[n++] = eot; /* GPT-2's convention: <|endoftext|> starts a document */
+            memcpy(ids + n, part[i], plen[i] * sizeof *ids);
+            n += plen[i];
+            free(part[i]);
+        }
+        done_bytes += b;
+        progress(tty, (double)done_bytes / d.bytes, done_bytes / 1e6, now_s() - t1);
+        i0 = i1;
     }
-    if (!text) die(1, "out of memory reading %s", o.in);
-    if (ferror(f)) die(1, "cannot read %s: %s", o.in, strerror(errno));
-    if (f != stdin) fclose(f);
-    if (n == 0) die(1, "prepare: %s is empty", o.in);
-    int32_t *tok = malloc(n * sizeof *tok);
-    if (!tok) die(1, "out of memory");
-    for (size_t i = 0; i < n; i++) tok[i] = text[i];
+    if (tty) fprintf(stderr, "\n");
+    double enc_s = now_s() - t1;
     size_t n_val = (size_t)(n * o.val_fraction);
     if (o.val_fraction > 0 && n_val < 2) die(1, "prepare: %s is too short for a validation part", o.in);
-    char path[1024];
+    int vocab = mw_tokenizer_vocab(tok), width = vocab <= 65536 ? 2 : 4;
+    char path[4096];
     snprintf(path, sizeof path, "%s.train.bin", o.out);
-    if (mw_data_write(path, tok, n - n_val, 256, 2) != MW_OK) die(1, "%s", mw_last_error());
+    if (mw_data_write(path, ids, n - n_val, (uint32_t)vocab, width) != MW_OK) die(1, "%s", mw_last_error());
     snprintf(path, sizeof path, "%s.val.bin", o.out);
-    if (mw_data_write(path, tok + (n - n_val), n_val, 256, 2) != MW_OK) die(1, "%s", mw_last_error());
-    printf("prepare: %s -> %s.train.bin (%zu tokens), %s.val.bin (%zu tokens), tokenizer bytes (vocab 256)\n",
-           o.in, o.out, n - n_val, o.out, n_val);
-    free(tok);
-    free(text);
+    if (mw_data_write(path, ids + (n - n_val), n_val, (uint32_t)vocab, width) != MW_OK)
+        die(1, "%s", mw_last_error());
+    printf("prepare: %zu documents, %.2f MB, %zu tokens (%.2f bytes/token) -> %s.train.bin (%zu), %s.val.bin (%zu) | "
+           "tokenizer %s (vocab %d) | encoded at %.1f MB/s on %d threads, %.1f s in all\n",
+           d.n, d.bytes / 1e6, n, n ? (double)d.bytes / n : 0.0, o.out, n - n_val, o.out, n_val,
+           eot >= 0 ? "gpt2" : "bytes", vocab, enc_s > 0 ? d.bytes / 1e6 / enc_s : 0.0, threads, now_s() - t0);
+    for (size_t i = 0; i < nowned; i++) free(owned[i]);
+    free(owned), free(ids), free(part), free(plen), free(d.text), free(d.len);
+    mw_tokenizer_free(tok);
     return 0;
 }
 
+/* ---- tokenize / detokenize --------------------------------------------------------------------- */
+
+int cmd_tokenize(int argc, char **argv) {
+    opts o;
+    parse(&o, CMD_TOKENIZE, "tokenize", argc, argv);
+    mw_tokenizer *tok = open_tokenizer(&o, 0);
+    size_t n, len = 0, cap = 0;
+    char *text = read_all(stdin, "stdin", &n);
+    int32_t *ids = NULL;
+    if (mw_tokenizer_encode(tok, text, n, &ids, &len, &cap) != MW_OK) die(1, "%s", mw_last_error());
+    for (size_t i = 0; i < len; i++) printf("%s%d", i ? " " : "", ids[i]);
+    printf("\n");
+    free(ids), free(text);
+    mw_tokenizer_free(tok);
+    return 0;
+}
+
+int cmd_detokenize(int argc, char **argv) {
+    opts o;
+    parse(&o, CMD_DETOKENIZE, "detokenize", argc, argv);
+    mw_tokenizer *tok = open_tokenizer(&o, 0);
+    size_t n;
+    char *text = read_all(stdin, "stdin", &n);
+    text = realloc(text, n + 1);
+    if (!text) die(1, "out of memory");
+    text[n] = 0;
+    for (char *p = text, *end;; p = end) {
+        while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r' || *p == ',') p++;
+        if (!*p) break;
+        errno = 0;
+        long id = strtol(p, &end, 10);
+        if (end == p || errno) die(1, "detokenize: '%.20s' is not a token id", p);
+        size_t pl;
+        const char *piece = mw_tokenizer_piece(tok, (int32_t)id, &pl);
+        if (!piece || id < 0 || id >= mw_tokenizer_vocab(tok))
+            die(1, "detokenize: token id %ld is outside the vocabulary (%d)", id, mw_tokenizer_vocab(tok));
+        fwrite(piece, 1, pl, stdout);
+    }
+    fflush(stdout);
+    free(text);
+    mw_tokenizer_free(tok);
+    return 0;
+}
+
+/* ---- loading a trained model ---------------------------------------------------------------- */
+
+/* An inference model from --ckpt (file, or the newest valid one of a directory) or --init hf:,
+ * with forward activations for (batch, seq). */
+static mw_model *load_model(opts *o, int batch, int seq) {
+    if (!!o->ckpt == !!o->init) die(1, "pass exactly one of --ckpt DIR|FILE and --init hf:PATH");
+    char path[4096] = "";
+    if (o->ckpt) {
+        struct stat st;
+        mw_ckpt_info info;
+        if (stat(o->ckpt, &st) != 0) die(1, "--ckpt %s: %s", o->ckpt, strerror(errno));
+        if (S_ISDIR(st.st_mode)) {
+            if (mw_ckpt_latest(o->ckpt, path, sizeof path, &info, NULL) != MW_OK) die(1, "%s", mw_last_error());
+            if (!path[0]) die(1, "--ckpt %s: no valid checkpoint there", o->ckpt);
+        } else {
+            snprintf(path, sizeof path, "%s", o->ckpt);
+            if (mw_ckpt_verify(path, &info) != MW_OK) die(1, "%s", mw_last_error());
+        }
+        mw_config *c = &o->cfg;
+        c->n_layer = info.cfg.n_layer, c->n_head = info.cfg.n_head, c->n_embd = info.cfg.n_embd;
+        c->vocab = info.cfg.vocab, c->ctx = info.cfg.ctx;
+        if (!batch) batch = info.cfg.batch;
+        if (!seq) seq = info.cfg.seq;
+    } else {
+        apply_init_shape(o);
+        if (!batch) batch = 1;
+        if (!seq) seq = o->cfg.ctx < 1024 ? o->cfg.ctx : 1024;
+    }
+    o->cfg.batch = batch;
+    o->cfg.seq = seq;
+    o->cfg.inference = 1;
+    finish_config(o);
+    mw_model *m = create_model(o);
+    if (o->ckpt ? mw_ckpt_load(path, m, NULL) != MW_OK : mw_hf_load(o->init + 3, m) != MW_OK)
+        die(1, "%s", mw_last_error());
+    return m;
+}
+
+/* ---- sample ---------------------------------------------------------------------------------- */
+
+typedef struct cand {
+    float p;
+    int32_t id;
+} cand;
+static int cmp_cand(const void *a, const void *b) {
+    float x = ((const cand *)a)->p, y = ((const cand *)b)->p;
+    return (x < y) - (x > y);
+}
+
+/* Draws the next token from logits (V) with temperature, top-k and top-p. */
+static int32_t pick(const float *logits, int V, const opts *o, cand *c, uint64_t *rng) {
+    if (o->temperature <= 0) {
+        int best = 0;
+        for (int i = 1; i < V; i++) best = logits[i] > logits[best] ? i : best;
+        return best;
+    }
+    float mx = -INFINITY;
+    for (int i = 0; i < V; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0;
+    for (int i = 0; i < V; i++) {
+        c[i].id = i;
+        c[i].p = expf((float)((logits[i] - mx) / o->temperature));
+        sum += c[i].p;
+    }
+    int n = V;
+    if (o->top_k > 0 || o->top_p < 1.0) {
+        qsort(c, (size_t)V, sizeof *c, cmp_cand);
+        if (o->top_k > 0 && o->top_k < n) n = o->top_k;
+        double acc = 0, total = 0;
+        for (int i = 0; i < n; i++) total += c[i].p;
+        if (o->top_p < 1.0)
+            for (int i = 0; i < n; i++)
+                if ((acc += c[i].p) >= o->top_p * total) {
+                    n = i + 1;
+                    break;
+                }
+        sum = 0;
+        for (int i = 0; i < n; i++) sum += c[i].p;
+    }
+    double r = mw_rng_unit(rng) * sum, acc = 0;
+    for (int i = 0; i < n; i++)
+        if ((acc += c[i].p) >= r) return c[i].id;
+    return c[n - 1].id;
+}
+
+int cmd_sample(int argc, char **argv) {
+    opts o;
+    parse(&o, CMD_SAMPLE, "sample", argc, argv);
+    if (o.gen_tokens < 0 || o.top_k < 0 || !(o.top_p > 0 && o.top_p <= 1) || o.temperature < 0)
+        die(1, "sample: --tokens >= 0, --top-k >= 0, 0 < --top-p <= 1, --temperature >= 0");
+    mw_model *m = load_model(&o, 1, 1);
+    const mw_config *c = mw_model_config(m);
+    mw_tokenizer *tok = open_tokenizer(&o, c->vocab);
+    int32_t *ids = NULL;
+    size_t n = 0, cap = 0;
+    int32_t eot = mw_tokenizer_eot(tok);
+    if (!o.prompt || !*o.prompt) { /* a document start */
+        if (eot >= 0) {
+            ids = malloc(sizeof *ids);
+            ids[n++] = eot, cap = 1;
+        } else if (mw_tokenizer_encode(tok, "\n", 1, &ids, &n, &cap) != MW_OK) {
+            die(1, "%s", mw_last_error());
+        }
+    } else {
+        fputs(o.prompt, stdout);
+        if (mw_tokenizer_encode(tok, o.prompt, strlen(o.prompt), &ids, &n, &cap) != MW_OK)
+            die(1, "%s", mw_last_error());
+    }
+    if (n == 0 || (int)n >= c->ctx) die(1, "sample: the prompt has %zu tokens, the model's context is %d", n, c->ctx);
+    cand *cands = malloc(sizeof *cands * (size_t)c->vocab);
+    if (!cands) die(1, "out of memory");
+    uint64_t rng = o.cfg.seed;
+    const float *logits = NULL;
+    for (size_t i = 0; i < n; i++) logits = mw_model_decode(m, ids[i], (int)i);
+    int pos = (int)n, made = 0;
+    for (; made < o.gen_tokens && pos < c->ctx; made++, pos++) {
+        int32_t next = pick(logits, c->vocab, &o, cands, &rng);
+        size_t pl;
+        const char *piece = mw_tokenizer_piece(tok, next, &pl);
+        if (piece) fwrite(piece, 1, pl, stdout);
+        fflush(stdout);
+        if (pos + 1 < c->ctx) logits = mw_model_decode(m, next, pos);
+    }
+    printf("\n");
+    if (made < o.gen_tokens) fprintf(stderr, "memwall: sample: stopped at the model's context of %d tokens\n", c->ctx);
+    free(cands), free(ids);
+    mw_tokenizer_free(tok);
+    mw_model_destroy(m);
+    return 0;
+}
+
+/* ---- eval ------------------------------------------------------------------------------------ */
+
+int cmd_eval(int argc, char **argv) {
+    opts o;
+    parse(&o, CMD_EVAL, "eval", argc, argv);
+    if (!o.data) die(1, "eval: --data FILE.bin|PREFIX is required");
+    int batches = o.cfg.eval_batches > 0 ? o.cfg.eval_batches : 1 << 30;
+    o.cfg.eval_batches = 1;
+    int batch = o.cfg.batch, seq = o.cfg.seq; /* 0 when not given: the model's own */
+    int given_b = 0, given_t = 0;
+    for (int i = 0; i < argc; i++) {
+        given_b |= strncmp(argv[i], "--batch", 7) == 0;
+        given_t |= strncmp(argv[i], "--seq", 5) == 0;
+    }
+    mw_model *m = load_model(&o, given_b ? batch : 0, given_t ? seq : 0);
+    const mw_config *c = mw_model_config(m);
+    char path[4096];
+    size_t dl = strlen(o.data);
+    if (dl > 4 && strcmp(o.data + dl - 4, ".bin") == 0)
+        snprintf(path, sizeof path, "%s", o.data);
+    else
+        snprintf(path, sizeof path, "%s.val.bin", o.data);
+    mw_data *d;
+    if (mw_data_open(&d, path) != MW_OK) die(1, "%s", mw_last_error());
+    uint64_t windows = mw_data_count(d) > 0 ? (mw_data_count(d) - 1) / (uint64_t)c->seq : 0;
+    uint64_t used = windows / (uint64_t)c->batch < (uint64_t)batches ? windows / (uint64_t)c->batch : (uint64_t)batches;
+    float loss;
+    double t0 = now_s();
+    if (mw_evaluate(m, d, batches, &loss) != MW_OK) die(1, "%s", mw_last_error());
+    double secs = now_s() - t0;
+    uint64_t tokens = used * (uint64_t)c->batch * (uint64_t)c->seq;
+    if (o.json)
+        printf("{\"loss\": %.9g, \"perplexity\": %.9g, \"tokens\": %llu, \"batches\": %llu, \"batch\": %d, "
+               "\"seq\": %d, \"seconds\": %.3f}\n",
+               loss, exp(loss), (unsigned long long)tokens, (unsigned long long)used, c->batch, c->seq, secs);
+    else
+        printf("eval: %s | loss %.4f | perplexity %.3f | %llu tokens in %llu batches of %dx%d | %.1f s\n", path,
+               loss, exp(loss), (unsigned long long)tokens, (unsigned long long)used, c->batch, c->seq, secs);
+    mw_data_close(d);
+    mw_model_destroy(m);
+    return 0;
+}

