@@ -214,7 +214,9 @@ awk -v a="$ev" -v b="$va" 'BEGIN {exit !(a > 0 && (a - b < 0.15 && b - a < 0.15)
   pass "eval loss $ev agrees with the run's last validation loss $va (more batches)" ||
   fail "eval loss $ev vs validation loss $va"
 expect_error 1 "sample without a model" -- "$MW" sample --prompt x
-expect_error 1 "sample with a prompt longer than the context" -- "$MW" sample --ckpt "$T/ckA" --prompt "$(head -c 300 "$CORPUS")"
+expect_error 1 "sample with a prompt longer than the trained sequence" -- "$MW" sample --ckpt "$T/ckA" --prompt "$(head -c 70 "$CORPUS")"
+"$MW" sample --ckpt "$T/ckA" --tokens 300 --seed 1 >"$T/long" 2>&1 && [ "$(wc -c <"$T/long")" -ge 300 ] &&
+  pass "300 tokens from a model trained on 64: the window slides" || fail "long sample: $(tail -c 100 "$T/long")"
 
 echo "-- GPT-2 BPE: tokenize/detokenize, prepare a directory, sample and eval through the gpt2 tokenizer"
 REF=$(dirname "$MW")/../tests/ref/tokenizer_text.txt

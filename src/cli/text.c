@@ -311,7 +311,7 @@ int cmd_detokenize(int argc, char **argv) {
 
 /* An inference model from --ckpt (file, or the newest valid one of a directory) or --init hf:,
  * with forward activations for (batch, seq). */
-static mw_model *load_model(opts *o, int batch, int seq) {
+static mw_model *load_model(opts *o, int batch, int seq, int *trained_seq) {
     if (!!o->ckpt == !!o->init) die(1, "pass exactly one of --ckpt DIR|FILE and --init hf:PATH");
     char path[4096] = "";
     if (o->ckpt) {
@@ -330,8 +330,10 @@ static mw_model *load_model(opts *o, int batch, int seq) {
         c->vocab = info.cfg.vocab, c->ctx = info.cfg.ctx;
         if (!batch) batch = info.cfg.batch;
         if (!seq) seq = info.cfg.seq;
+        if (trained_seq) *trained_seq = info.cfg.seq;
     } else {
         apply_init_shape(o);
+        if (trained_seq) *trained_seq = o->cfg.ctx;
         if (!batch) batch = 1;
         if (!seq) seq = o->cfg.ctx < 1024 ? o->cfg.ctx : 1024;
     }
@@ -397,7 +399,8 @@ int cmd_sample(int argc, char **argv) {
     parse(&o, CMD_SAMPLE, "sample", argc, argv);
     if (o.gen_tokens < 0 || o.top_k < 0 || !(o.top_p > 0 && o.top_p <= 1) || o.temperature < 0)
         die(1, "sample: --tokens >= 0, --top-k >= 0, 0 < --top-p <= 1, --temperature >= 0");
-    mw_model *m = load_model(&o, 1, 1);
+    int window;
+    mw_model *m = load_model(&o, 1, 1, &window);
     const mw_config *c = mw_model_config(m);
     mw_tokenizer *tok = open_tokenizer(&o, c->vocab);
     int32_t *ids = NULL;
@@ -415,23 +418,36 @@ int cmd_sample(int argc, char **argv) {
         if (mw_tokenizer_encode(tok, o.prompt, strlen(o.prompt), &ids, &n, &cap) != MW_OK)
             die(1, "%s", mw_last_error());
     }
-    if (n == 0 || (int)n >= c->ctx) die(1, "sample: the prompt has %zu tokens, the model's context is %d", n, c->ctx);
+    /* positions the model was trained on: a checkpoint's --seq, all of them for Hugging Face */
+    if (window > c->ctx) window = c->ctx;
+    if (n == 0 || (int)n >= window)
+        die(1, "sample: the prompt has %zu tokens, the model was trained on sequences of %d", n, window);
     cand *cands = malloc(sizeof *cands * (size_t)c->vocab);
     if (!cands) die(1, "out of memory");
     uint64_t rng = o.cfg.seed;
+    /* ids[n0..n) is in the KV cache; when it reaches the trained length, its last half is fed
+     * again from position 0 (a sliding window), so no position beyond training is ever used */
+    size_t n0 = 0;
     const float *logits = NULL;
     for (size_t i = 0; i < n; i++) logits = mw_model_decode(m, ids[i], (int)i);
-    int pos = (int)n, made = 0;
-    for (; made < o.gen_tokens && pos < c->ctx; made++, pos++) {
+    for (int made = 0; made < o.gen_tokens; made++) {
         int32_t next = pick(logits, c->vocab, &o, cands, &rng);
         size_t pl;
         const char *piece = mw_tokenizer_piece(tok, next, &pl);
         if (piece) fwrite(piece, 1, pl, stdout);
         fflush(stdout);
-        if (pos + 1 < c->ctx) logits = mw_model_decode(m, next, pos);
+        if (n == cap) {
+            ids = realloc(ids, (cap = 2 * cap + 16) * sizeof *ids);
+            if (!ids) die(1, "out of memory");
+        }
+        ids[n++] = next;
+        if (n - n0 > (size_t)window - 1) {
+            n0 = n - (size_t)window / 2;
+            for (size_t i = n0; i + 1 < n; i++) mw_model_decode(m, ids[i], (int)(i - n0));
+        }
+        logits = mw_model_decode(m, next, (int)(n - 1 - n0));
     }
     printf("\n");
-    if (made < o.gen_tokens) fprintf(stderr, "memwall: sample: stopped at the model's context of %d tokens\n", c->ctx);
     free(cands), free(ids);
     mw_tokenizer_free(tok);
     mw_model_destroy(m);
@@ -452,7 +468,7 @@ int cmd_eval(int argc, char **argv) {
         given_b |= strncmp(argv[i], "--batch", 7) == 0;
         given_t |= strncmp(argv[i], "--seq", 5) == 0;
     }
-    mw_model *m = load_model(&o, given_b ? batch : 0, given_t ? seq : 0);
+    mw_model *m = load_model(&o, given_b ? batch : 0, given_t ? seq : 0, NULL);
     const mw_config *c = mw_model_config(m);
     char path[4096];
     size_t dl = strlen(o.data);
