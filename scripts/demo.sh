@@ -23,7 +23,7 @@ fi
 $M prepare --tokenizer "$TOK" --in "$TEXT" --out "data/demo-$TOK"
 rm -rf "data/demo-$TOK-run"
 $M train --data "data/demo-$TOK" --preset gpt2-tiny --vocab "$([ "$TOK" = gpt2 ] && echo 50257 || echo 256)" \
-  --batch 8 --seq 256 --steps "$STEPS" --lr 3e-3 --warmup 50 --eval-every 250 --eval-batches 16 \
+  --batch 16 --seq 128 --steps "$STEPS" --lr 3e-3 --warmup 50 --eval-every 250 --eval-batches 16 \
   --budget 512MiB --out "data/demo-$TOK-run" --json-log "data/demo-$TOK-run.jsonl"
 echo
 echo "demo: a sample from the trained model (memwall sample --ckpt data/demo-$TOK-run):"
