@@ -52,11 +52,19 @@ same="yes"
 [ "$mt" = "$jt" ] && [ "$(field "$M" checksum)" = "$(field "$J" checksum)" ] || same="NO"
 echo "text: $bytes bytes, $mt tokens; ids identical to js-tiktoken's: $same; median of $RUNS runs"
 js=$(field "$J" mbs)
-printf "%-36s %9s %9s\n" "" "MB/s" "vs js"
-row() { printf "%-36s %9.2f %8.1fx\n" "$1" "$2" "$(awk "BEGIN{print $2/$js}")"; }
+printf "%-46s %9s %9s\n" "" "MB/s" "vs js"
+row() { printf "%-46s %9.2f %8.1fx\n" "$1" "$2" "$(awk "BEGIN{print $2/$js}")"; }
 row "memwall, 1 thread, cold cache" "$(field "$M" mbs_1t_cold)"
 row "memwall, 1 thread, warm cache" "$(field "$M" mbs_1t_warm)"
 row "memwall, $THREADS threads, cold cache" "$(field "$M" mbs_nt_cold)"
 row "memwall, $THREADS threads, warm cache" "$(field "$M" mbs_nt_warm)"
+make -s build/memwall
+pt=()
+for r in $(seq "$RUNS"); do
+  t0=$(date +%s.%N)
+  build/memwall prepare --tokenizer gpt2 --in "$TEXT" --out "$tmp/p" --threads "$THREADS" >/dev/null
+  pt+=("$(awk -v a="$t0" -v b="$(date +%s.%N)" -v n="$bytes" 'BEGIN{print n/1e6/(b-a)}')")
+done
+row "memwall prepare, $THREADS threads (whole command)" "$(printf '%s\n' "${pt[@]}" | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')"
 row "js-tiktoken (1 thread)" "$js"
 [ "$same" = "yes" ]
