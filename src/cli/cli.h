@@ -28,6 +28,8 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv);
 void finish_config(opts *o);
 /* --init hf:PATH: the shape comes from the weights. */
 void apply_init_shape(opts *o);
+/* --ckpt: a checkpoint file (verified), or a directory's newest valid one; exits if none. */
+void resolve_ckpt(const char *arg, char *path, size_t n, mw_ckpt_info *info);
 void print_config(const opts *o, const char *cmd);
 void print_plan(const mw_plan_summary *p);
 /* Creates the model or exits: 2 when the plan does not fit the budget. */

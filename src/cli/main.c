@@ -223,6 +223,18 @@ void apply_init_shape(opts *o) {
     o->preset = "hf";
 }
 
+void resolve_ckpt(const char *arg, char *path, size_t n, mw_ckpt_info *info) {
+    struct stat st;
+    if (stat(arg, &st) != 0) die(1, "--ckpt %s: %s", arg, strerror(errno));
+    if (S_ISDIR(st.st_mode)) {
+        if (mw_ckpt_latest(arg, path, n, info, NULL) != MW_OK) die(1, "%s", mw_last_error());
+        if (!path[0]) die(1, "--ckpt %s: no valid checkpoint there", arg);
+    } else {
+        snprintf(path, n, "%s", arg);
+        if (mw_ckpt_verify(path, info) != MW_OK) die(1, "%s", mw_last_error());
+    }
+}
+
 void print_config(const opts *o, const char *cmd) {
     const mw_config *c = &o->cfg;
     char b[32];

@@ -315,16 +315,8 @@ static mw_model *load_model(opts *o, int batch, int seq, int *trained_seq) {
     if (!!o->ckpt == !!o->init) die(1, "pass exactly one of --ckpt DIR|FILE and --init hf:PATH");
     char path[4096] = "";
     if (o->ckpt) {
-        struct stat st;
         mw_ckpt_info info;
-        if (stat(o->ckpt, &st) != 0) die(1, "--ckpt %s: %s", o->ckpt, strerror(errno));
-        if (S_ISDIR(st.st_mode)) {
-            if (mw_ckpt_latest(o->ckpt, path, sizeof path, &info, NULL) != MW_OK) die(1, "%s", mw_last_error());
-            if (!path[0]) die(1, "--ckpt %s: no valid checkpoint there", o->ckpt);
-        } else {
-            snprintf(path, sizeof path, "%s", o->ckpt);
-            if (mw_ckpt_verify(path, &info) != MW_OK) die(1, "%s", mw_last_error());
-        }
+        resolve_ckpt(o->ckpt, path, sizeof path, &info);
         mw_config *c = &o->cfg;
         c->n_layer = info.cfg.n_layer, c->n_head = info.cfg.n_head, c->n_embd = info.cfg.n_embd;
         c->vocab = info.cfg.vocab, c->ctx = info.cfg.ctx;

@@ -251,15 +251,8 @@ int cmd_export(int argc, char **argv) {
     if (!o.ckpt || !o.out) die(1, "export: --ckpt (checkpoint file or directory) and --out FILE are required");
     if (strcmp(o.format, "safetensors") != 0) die(1, "export: unknown --format '%s' (available: safetensors)", o.format);
     char path[4096];
-    struct stat st;
-    if (stat(o.ckpt, &st) != 0) die(1, "--ckpt %s: %s", o.ckpt, strerror(errno));
-    if (S_ISDIR(st.st_mode)) {
-        mw_ckpt_info info;
-        if (mw_ckpt_latest(o.ckpt, path, sizeof path, &info, NULL) != MW_OK) die(1, "%s", mw_last_error());
-        if (!path[0]) die(1, "--ckpt %s: no valid checkpoint there", o.ckpt);
-    } else {
-        snprintf(path, sizeof path, "%s", o.ckpt);
-    }
+    mw_ckpt_info info;
+    resolve_ckpt(o.ckpt, path, sizeof path, &info);
     if (mw_hf_export_ckpt(path, o.out) != MW_OK) die(1, "%s", mw_last_error());
     printf("export: %s -> %s (Hugging Face GPT-2 safetensors, F32)\n", path, o.out);
     return 0;
