@@ -86,15 +86,25 @@ int mw_set_threads(int threads);
 /* ---- the memory plan ----------------------------------------------------------------------- */
 
 typedef struct mw_plan_summary {
-    uint64_t category[MW_CAT_COUNT]; /* peak bytes per category */
-    uint64_t peak;                   /* peak bytes of the whole arena */
+    uint64_t category[MW_CAT_COUNT]; /* peak live bytes per category (over the step's ops) */
+    uint64_t peak;                   /* the arena's size: every placed buffer's end, at most */
+    uint64_t live_peak;              /* the most bytes alive at once (peak - this: fragmentation) */
     uint64_t budget;                 /* copy of cfg->budget (0: unlimited) */
     int fits;                        /* peak <= budget, or no budget */
 } mw_plan_summary;
 
-/* Runs the allocator dry over the training step of cfg and fills out. The same code then
- * allocates for real in mw_model_create, so the estimate equals the arena's peak exactly. */
+/* Plans the training step of cfg: every buffer with its category and lifetime (in ops: embed,
+ * forward per layer, head, backward per layer, embed backward, optimizer), placed in one arena
+ * where buffers never alive together share memory. mw_model_create executes the same placement,
+ * so the estimate is the allocation, byte for byte. */
 mw_status mw_plan(const mw_config *cfg, mw_plan_summary *out);
+
+/* Live bytes per category during each op of the step (for timelines). *ops is malloc'd. */
+typedef struct mw_plan_op {
+    char name[32]; /* "fwd 3", "bwd 0", "head+loss", "optimizer", ... */
+    uint64_t live[MW_CAT_COUNT];
+} mw_plan_op;
+mw_status mw_plan_timeline(const mw_config *cfg, mw_plan_op **ops, int *nops);
 
 /* ---- the model ----------------------------------------------------------------------------- */
 

@@ -13,6 +13,7 @@
 #include "../core/rng.h"
 #include "../core/status.h"
 #include "../kernels/cpu/ops.h"
+#include "../memory/planner.h"
 #include "../optim/adamw.h"
 #include "gpt2.h"
 
@@ -94,72 +95,134 @@ static mw_status build_table(mw_model *m) {
     return MW_OK;
 }
 
-/* Every buffer of the training step, in allocation order. bind: set the pointers. */
-static mw_status layout(mw_model *m, mw_arena *a, int bind) {
+/* The ops of one micro-batch, then the optimizer: the clock that buffer lifetimes are told in. */
+#define OP_EMB 0
+#define OP_FWD(l) (1 + (l))
+#define OP_HEAD_F (L + 1)
+#define OP_HEAD_B (L + 2)
+#define OP_BWD(l) (L + 3 + (L - 1 - (l)))
+#define OP_EMB_B (2 * L + 3)
+#define OP_OPT (2 * L + 4)
+#define NOPS (2 * L + 5)
+
+/* Every buffer of the step with its category and lifetime, in a fixed order. Without offsets it
+ * adds them to the planner; with offsets (the planner's, same order) it binds the pointers. */
+static mw_status layout(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *base) {
     const mw_config *c = &m->cfg;
     const size_t B = c->batch, T = c->seq, C = c->n_embd, H = c->n_head, V = c->vocab;
-    const size_t N = B * T, F = sizeof(float);
-    uint64_t off;
-#define BUF(ptr, bytes, cat)                                                                       \
+    const size_t N = B * T, F = sizeof(float), CTX = c->ctx;
+    const int L = c->n_layer, ALL_LAST = NOPS - 1;
+    int idx = 0;
+#define BUF(ptr, bytes, cat, first, last)                                                          \
     do {                                                                                           \
-        MW_TRY(mw_arena_alloc(a, (bytes), (cat), &off));                                           \
-        if (bind) (ptr) = mw_arena_ptr(a, off);                                                    \
+        if (placed)                                                                                \
+            (ptr) = (void *)(base + placed[idx++].offset);                                         \
+        else                                                                                       \
+            MW_TRY(mw_planner_add(pl, (bytes), (cat), (first), (last)));                           \
     } while (0)
-    const size_t L = c->n_layer, CTX = c->ctx;
-    BUF(m->params, m->nfloats * F, MW_CAT_PARAMS);
+    BUF(m->params, m->nfloats * F, MW_CAT_PARAMS, 0, ALL_LAST);
     if (!c->inference) {
-        BUF(m->grads, m->nfloats * F, MW_CAT_GRADS);
-        BUF(m->m, m->nfloats * F, MW_CAT_OPTIM);
-        BUF(m->v, m->nfloats * F, MW_CAT_OPTIM);
+        BUF(m->grads, m->nfloats * F, MW_CAT_GRADS, 0, ALL_LAST);
+        BUF(m->m, m->nfloats * F, MW_CAT_OPTIM, 0, ALL_LAST);
+        BUF(m->v, m->nfloats * F, MW_CAT_OPTIM, 0, ALL_LAST);
     }
-    BUF(m->inputs, N * sizeof(int32_t), MW_CAT_ACTS);
-    BUF(m->targets, N * sizeof(int32_t), MW_CAT_ACTS);
-    BUF(m->encoded, N * C * F, MW_CAT_ACTS);
-    for (int l = 0; l < c->n_layer; l++) {
+    BUF(m->staging, (2 * N + B * (T + 1)) * sizeof(int32_t), MW_CAT_WORK, 0, ALL_LAST);
+    BUF(m->inputs, N * sizeof(int32_t), MW_CAT_ACTS, OP_EMB, OP_EMB_B);
+    BUF(m->targets, N * sizeof(int32_t), MW_CAT_ACTS, OP_EMB, OP_HEAD_B);
+    BUF(m->encoded, N * C * F, MW_CAT_ACTS, OP_EMB, OP_BWD(0));
+    for (int l = 0; l < L; l++) { /* kept from layer l's forward to its backward */
         layer_acts *la = &m->acts[l];
-        BUF(la->ln1, N * C * F, MW_CAT_ACTS);
-        BUF(la->ln1_mean, N * F, MW_CAT_ACTS);
-        BUF(la->ln1_rstd, N * F, MW_CAT_ACTS);
-        BUF(la->qkv, N * 3 * C * F, MW_CAT_ACTS);
-        BUF(la->att, B * H * T * T * F, MW_CAT_ACTS);
-        BUF(la->atty, N * C * F, MW_CAT_ACTS);
-        BUF(la->res2, N * C * F, MW_CAT_ACTS);
-        BUF(la->ln2, N * C * F, MW_CAT_ACTS);
-        BUF(la->ln2_mean, N * F, MW_CAT_ACTS);
-        BUF(la->ln2_rstd, N * F, MW_CAT_ACTS);
-        BUF(la->fch, N * 4 * C * F, MW_CAT_ACTS);
-        BUF(la->fch_gelu, N * 4 * C * F, MW_CAT_ACTS);
-        BUF(la->res3, N * C * F, MW_CAT_ACTS);
+        const int f = OP_FWD(l), b = OP_BWD(l);
+        BUF(la->ln1, N * C * F, MW_CAT_ACTS, f, b);
+        BUF(la->ln1_mean, N * F, MW_CAT_ACTS, f, b);
+        BUF(la->ln1_rstd, N * F, MW_CAT_ACTS, f, b);
+        BUF(la->qkv, N * 3 * C * F, MW_CAT_ACTS, f, b);
+        BUF(la->att, B * H * T * T * F, MW_CAT_ACTS, f, b);
+        BUF(la->atty, N * C * F, MW_CAT_ACTS, f, b);
+        BUF(la->res2, N * C * F, MW_CAT_ACTS, f, b);
+        BUF(la->ln2, N * C * F, MW_CAT_ACTS, f, b);
+        BUF(la->ln2_mean, N * F, MW_CAT_ACTS, f, b);
+        BUF(la->ln2_rstd, N * F, MW_CAT_ACTS, f, b);
+        BUF(la->fch, N * 4 * C * F, MW_CAT_ACTS, f, b);
+        BUF(la->fch_gelu, N * 4 * C * F, MW_CAT_ACTS, f, b);
+        /* the block output is the next block's input: its backward (or the head's) reads it */
+        BUF(la->res3, N * C * F, MW_CAT_ACTS, f, l + 1 < L ? OP_BWD(l + 1) : OP_HEAD_B);
     }
-    BUF(m->lnf, N * C * F, MW_CAT_ACTS);
-    BUF(m->lnf_mean, N * F, MW_CAT_ACTS);
-    BUF(m->lnf_rstd, N * F, MW_CAT_ACTS);
-    BUF(m->logits, N * V * F, MW_CAT_ACTS);
-    BUF(m->losses, N * F, MW_CAT_ACTS);
+    BUF(m->lnf, N * C * F, MW_CAT_ACTS, OP_HEAD_F, OP_HEAD_B);
+    BUF(m->lnf_mean, N * F, MW_CAT_ACTS, OP_HEAD_F, OP_HEAD_B);
+    BUF(m->lnf_rstd, N * F, MW_CAT_ACTS, OP_HEAD_F, OP_HEAD_B);
+    BUF(m->logits, N * V * F, MW_CAT_ACTS, OP_HEAD_F, OP_HEAD_B);
+    BUF(m->losses, N * F, MW_CAT_ACTS, OP_HEAD_F, OP_HEAD_F);
     if (c->inference) {
-        BUF(m->kcache, L * CTX * C * F, MW_CAT_ACTS);
-        BUF(m->vcache, L * CTX * C * F, MW_CAT_ACTS);
-        BUF(m->dec, (12 * C + CTX + V + 8) * F, MW_CAT_WORK);
-        BUF(m->staging, (2 * N + B * (T + 1)) * sizeof(int32_t), MW_CAT_WORK);
+        BUF(m->kcache, (size_t)L * CTX * C * F, MW_CAT_ACTS, 0, ALL_LAST);
+        BUF(m->vcache, (size_t)L * CTX * C * F, MW_CAT_ACTS, 0, ALL_LAST);
+        BUF(m->dec, (12 * C + CTX + V + 8) * F, MW_CAT_WORK, 0, ALL_LAST);
         return MW_OK;
     }
-    BUF(m->dres, N * C * F, MW_CAT_WORK);
-    BUF(m->dtmp, N * C * F, MW_CAT_WORK);
-    BUF(m->dqkv, N * 3 * C * F, MW_CAT_WORK);
-    BUF(m->dfch, N * 4 * C * F, MW_CAT_WORK);
-    BUF(m->att_scratch, (size_t)m->nthreads * T * T * F, MW_CAT_WORK);
-    BUF(m->norm_parts, (m->nfloats / NORM_QUANTUM + 1) * sizeof(double), MW_CAT_WORK);
-    BUF(m->staging, (2 * N + B * (T + 1)) * sizeof(int32_t), MW_CAT_WORK);
+    BUF(m->dres, N * C * F, MW_CAT_WORK, OP_HEAD_B, OP_EMB_B);
+    BUF(m->dtmp, N * C * F, MW_CAT_WORK, OP_HEAD_B, OP_BWD(0));
+    BUF(m->dqkv, N * 3 * C * F, MW_CAT_WORK, OP_BWD(L - 1), OP_BWD(0));
+    BUF(m->dfch, N * 4 * C * F, MW_CAT_WORK, OP_BWD(L - 1), OP_BWD(0));
+    BUF(m->att_scratch, (size_t)m->nthreads * T * T * F, MW_CAT_WORK, OP_BWD(L - 1), OP_BWD(0));
+    BUF(m->norm_parts, (m->nfloats / NORM_QUANTUM + 1) * sizeof(double), MW_CAT_WORK, OP_OPT, OP_OPT);
 #undef BUF
     return MW_OK;
 }
 
-static void summarize(const mw_arena *a, const mw_config *c, mw_plan_summary *s) {
+/* Plans the model's buffers: fills pl (placed) and s. */
+static mw_status plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
+    const int L = m->cfg.n_layer;
+    mw_planner_init(pl, NOPS);
+    MW_TRY(layout(m, pl, NULL, NULL));
+    MW_TRY(mw_planner_place(pl));
     memset(s, 0, sizeof *s);
-    for (int k = 0; k < MW_CAT_COUNT; k++) s->category[k] = a->cat_peak[k];
-    s->peak = a->peak;
-    s->budget = c->budget;
-    s->fits = c->budget == 0 || a->peak <= c->budget;
+    for (int op = 0; op < NOPS; op++) {
+        uint64_t live[MW_CAT_COUNT], total = 0;
+        mw_planner_live(pl, op, live);
+        for (int k = 0; k < MW_CAT_COUNT; k++) {
+            total += live[k];
+            if (live[k] > s->category[k]) s->category[k] = live[k];
+        }
+        if (total > s->live_peak) s->live_peak = total;
+    }
+    s->peak = pl->peak;
+    s->budget = m->cfg.budget;
+    s->fits = s->budget == 0 || s->peak <= s->budget;
+    return MW_OK;
+}
+
+static mw_status model_skeleton(mw_model **out, const mw_config *cfg);
+
+mw_status mw_plan_timeline(const mw_config *cfg, mw_plan_op **ops, int *nops) {
+    *ops = NULL;
+    *nops = 0;
+    mw_model *m;
+    MW_TRY(model_skeleton(&m, cfg));
+    mw_planner pl;
+    mw_plan_summary s;
+    mw_status st = plan_model(m, &pl, &s);
+    const int L = cfg->n_layer;
+    mw_plan_op *o = st == MW_OK ? calloc((size_t)NOPS, sizeof *o) : NULL;
+    if (st == MW_OK && !o) st = mw_fail(MW_ERR_NOMEM, "out of memory");
+    for (int op = 0; st == MW_OK && op < NOPS; op++) {
+        mw_planner_live(&pl, op, o[op].live);
+        if (op == OP_EMB) snprintf(o[op].name, sizeof o[op].name, "embed");
+        else if (op <= L) snprintf(o[op].name, sizeof o[op].name, "fwd %d", op - 1);
+        else if (op == OP_HEAD_F) snprintf(o[op].name, sizeof o[op].name, "head+loss");
+        else if (op == OP_HEAD_B) snprintf(o[op].name, sizeof o[op].name, "head bwd");
+        else if (op < OP_EMB_B) snprintf(o[op].name, sizeof o[op].name, "bwd %d", L - 1 - (op - L - 3));
+        else if (op == OP_EMB_B) snprintf(o[op].name, sizeof o[op].name, "embed bwd");
+        else snprintf(o[op].name, sizeof o[op].name, "optimizer");
+    }
+    mw_planner_free(&pl);
+    mw_model_destroy(m);
+    if (st != MW_OK) {
+        free(o);
+        return st;
+    }
+    *ops = o;
+    *nops = NOPS;
+    return MW_OK;
 }
 
 static mw_status model_skeleton(mw_model **out, const mw_config *cfg) {
@@ -181,10 +244,9 @@ static mw_status model_skeleton(mw_model **out, const mw_config *cfg) {
 mw_status mw_plan(const mw_config *cfg, mw_plan_summary *out) {
     mw_model *m;
     MW_TRY(model_skeleton(&m, cfg));
-    mw_arena a;
-    mw_arena_init_measure(&a);
-    mw_status s = layout(m, &a, 0);
-    if (s == MW_OK) summarize(&a, cfg, out);
+    mw_planner pl;
+    mw_status s = plan_model(m, &pl, out);
+    mw_planner_free(&pl);
     mw_model_destroy(m);
     return s;
 }
@@ -204,18 +266,19 @@ mw_status mw_model_create(mw_model **out, const mw_config *cfg) {
     *out = NULL;
     mw_model *m;
     MW_TRY(model_skeleton(&m, cfg));
-    mw_arena dry;
-    mw_arena_init_measure(&dry);
-    mw_status s = layout(m, &dry, 0);
-    if (s == MW_OK) {
-        summarize(&dry, cfg, &m->plan);
-        if (!m->plan.fits) {
-            budget_message(&m->plan);
-            s = MW_ERR_BUDGET;
-        }
+    mw_planner pl;
+    mw_status s = plan_model(m, &pl, &m->plan);
+    if (s == MW_OK && !m->plan.fits) {
+        budget_message(&m->plan);
+        s = MW_ERR_BUDGET;
     }
-    if (s == MW_OK) s = mw_arena_init(&m->arena, dry.peak);
-    if (s == MW_OK) s = layout(m, &m->arena, 1);
+    if (s == MW_OK) s = mw_arena_init(&m->arena, m->plan.peak);
+    if (s == MW_OK) { /* the arena's accounting is the plan it executes */
+        s = layout(m, NULL, pl.b, m->arena.base);
+        m->arena.used = m->arena.peak = m->plan.peak;
+        for (int k = 0; k < MW_CAT_COUNT; k++) m->arena.cat_peak[k] = m->plan.category[k];
+    }
+    mw_planner_free(&pl);
     if (s != MW_OK) {
         mw_model_destroy(m);
         return s;

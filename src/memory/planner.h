@@ -1,0 +1,34 @@
+/* The memory planner: buffers with lifetimes over the ops of a step, placed in one arena.
+ *
+ * Each buffer lives from op `first` to op `last` (inclusive). Placement is greedy by size, largest
+ * first, each at the best-fitting gap among the already placed buffers whose lifetimes overlap
+ * its own, so buffers that are never alive together share memory. The same placement serves the
+ * estimate (run dry) and the trainer (which binds its pointers to the offsets). */
+#ifndef MW_PLANNER_H
+#define MW_PLANNER_H
+#include <stdint.h>
+
+#include "memwall.h"
+
+typedef struct mw_pbuf {
+    uint64_t bytes, offset; /* bytes rounded up to 64 */
+    int first, last, cat;
+} mw_pbuf;
+
+typedef struct mw_planner {
+    mw_pbuf *b;
+    int n, cap, nops;
+    uint64_t peak; /* after place(): the arena size */
+} mw_planner;
+
+void mw_planner_init(mw_planner *p, int nops);
+void mw_planner_free(mw_planner *p);
+/* Adds a buffer alive in ops [first, last]. */
+mw_status mw_planner_add(mw_planner *p, uint64_t bytes, mw_category cat, int first, int last);
+/* Assigns every offset; p->peak becomes the arena size. */
+mw_status mw_planner_place(mw_planner *p);
+/* 1 when no two buffers alive at the same op overlap and all lie below peak (for tests). */
+int mw_planner_check(const mw_planner *p);
+/* Live bytes per category during op. */
+void mw_planner_live(const mw_planner *p, int op, uint64_t live[MW_CAT_COUNT]);
+#endif
