@@ -7,14 +7,14 @@
 
 enum {
     CMD_TRAIN = 1, CMD_BENCH = 2, CMD_PREPARE = 4, CMD_EXPORT = 8, CMD_TOKENIZE = 16,
-    CMD_DETOKENIZE = 32, CMD_SAMPLE = 64, CMD_EVAL = 128
+    CMD_DETOKENIZE = 32, CMD_SAMPLE = 64, CMD_EVAL = 128, CMD_ESTIMATE = 256, CMD_PLAN = 512
 };
 enum kind { K_INT, K_DBL, K_SIZE, K_U64, K_STR, K_FLAG, K_PRESET };
 
 typedef struct opts {
     mw_config cfg;
     const char *preset, *data, *json_log, *tokenizer, *in, *out, *ckpt_dir, *resume, *init, *ckpt, *format;
-    const char *vocab_dir, *prompt;
+    const char *vocab_dir, *prompt, *timeline;
     int log_every, bench_warmup, json, save_every, keep, stop_at, split_blank, gen_tokens, top_k;
     double val_fraction, temperature, top_p;
 } opts;
@@ -44,4 +44,6 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_estimate(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 #endif

@@ -27,7 +27,7 @@ typedef struct opt_def {
 
 #define C_(f) offsetof(opts, cfg.f)
 #define O_(f) offsetof(opts, f)
-#define MODEL (CMD_TRAIN | CMD_BENCH)
+#define MODEL (CMD_TRAIN | CMD_BENCH | CMD_ESTIMATE | CMD_PLAN)
 #define TEXT (CMD_PREPARE | CMD_TOKENIZE | CMD_DETOKENIZE | CMD_SAMPLE | CMD_EVAL)
 #define LOADS (CMD_SAMPLE | CMD_EVAL) /* commands that load a trained model */
 static const opt_def OPTS[] = {
@@ -65,7 +65,8 @@ static const opt_def OPTS[] = {
     {"resume", K_STR, O_(resume), CMD_TRAIN, "continue from a checkpoint file or directory, or 'auto' (newest valid in --out)"},
     {"init", K_STR, O_(init), CMD_TRAIN | LOADS, "start from hf:PATH (Hugging Face GPT-2 model.safetensors or its directory)"},
     {"stop-at", K_INT, O_(stop_at), CMD_TRAIN, "stop (and save) after this step; --steps still sets the schedule"},
-    {"json", K_FLAG, O_(json), CMD_BENCH | CMD_EVAL, "print one JSON line with the results"},
+    {"json", K_FLAG, O_(json), CMD_BENCH | CMD_EVAL | CMD_ESTIMATE | CMD_PLAN, "print one JSON line with the results"},
+    {"timeline", K_STR, O_(timeline), CMD_PLAN, "draw memory over one step, stacked by category, as FILE.svg"},
     {"tokenizer", K_STR, O_(tokenizer), TEXT, "gpt2 (GPT-2 BPE, vocab 50257) or bytes (vocab 256); sample/eval: auto"},
     {"vocab-dir", K_STR, O_(vocab_dir), TEXT, "GPT-2 vocabulary (encoder.json + vocab.bpe, or tokenizer.json); default data/gpt2"},
     {"in", K_STR, O_(in), CMD_PREPARE, "input: a text file, a directory (one document per file) or '-' (stdin)"},
@@ -100,6 +101,8 @@ static void usage(FILE *f, const char *cmd, int mask) {
                    "commands:\n"
                    "  train     train a model on token files (memwall train --data PREFIX)\n"
                    "  bench     time training steps on random tokens\n"
+                   "  estimate  the memory a training step needs, per category, before it runs\n"
+                   "  plan      memory over one step, op by op (--timeline FILE.svg)\n"
                    "  prepare   turn a text file into token files\n"
                    "  export    write a checkpoint as Hugging Face GPT-2 safetensors\n"
                    "  sample    generate text from a trained model (KV cache, streamed)\n"
@@ -287,7 +290,8 @@ int main(int argc, char **argv) {
     } cmds[] = {{"train", cmd_train, CMD_TRAIN}, {"bench", cmd_bench, CMD_BENCH},
                 {"prepare", cmd_prepare, CMD_PREPARE}, {"export", cmd_export, CMD_EXPORT},
                 {"tokenize", cmd_tokenize, CMD_TOKENIZE}, {"detokenize", cmd_detokenize, CMD_DETOKENIZE},
-                {"sample", cmd_sample, CMD_SAMPLE}, {"eval", cmd_eval, CMD_EVAL}};
+                {"sample", cmd_sample, CMD_SAMPLE}, {"eval", cmd_eval, CMD_EVAL},
+                {"estimate", cmd_estimate, CMD_ESTIMATE}, {"plan", cmd_plan, CMD_PLAN}};
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
         usage(argc < 2 ? stderr : stdout, NULL, 0);
         return argc < 2 ? 1 : 0;
@@ -313,6 +317,6 @@ int main(int argc, char **argv) {
             }
             return cmds[i].fn(argc - 2, argv + 2);
         }
-    die(1, "unknown command '%s' (commands: train, bench, prepare, export, sample, eval, tokenize, detokenize, help)", name);
+    die(1, "unknown command '%s' (commands: train, bench, estimate, plan, prepare, export, sample, eval, tokenize, detokenize, help)", name);
     return 1;
 }

@@ -1,0 +1,214 @@
+/* memwall estimate and memwall plan: the memory plan of a training step, before it runs. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../core/arena.h"
+#include "cli.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void plan_or_die(const mw_config *c, mw_plan_summary *p) {
+    if (mw_plan(c, p) != MW_OK) die(1, "%s", mw_last_error());
+}
+
+/* The largest micro-batch whose plan fits the budget (0: not even 1; -1: no budget). */
+static int max_batch(const mw_config *cfg) {
+    if (!cfg->budget) return -1;
+    mw_config c = *cfg;
+    mw_plan_summary p;
+    c.batch = 1;
+    plan_or_die(&c, &p);
+    if (!p.fits) return 0;
+    int lo = 1, hi = 2;
+    for (;; hi *= 2) { /* grow until it does not fit */
+        c.batch = hi;
+        if ((double)hi * c.seq > (1 << 24)) break;
+        plan_or_die(&c, &p);
+        if (!p.fits) break;
+        lo = hi;
+    }
+    while (hi - lo > 1) {
+        c.batch = lo + (hi - lo) / 2;
+        if ((double)c.batch * c.seq > (1 << 24)) {
+            hi = c.batch;
+            continue;
+        }
+        plan_or_die(&c, &p);
+        if (p.fits) lo = c.batch;
+        else hi = c.batch;
+    }
+    return lo;
+}
+
+int cmd_estimate(int argc, char **argv) {
+    opts o;
+    parse(&o, CMD_ESTIMATE, "estimate", argc, argv);
+    finish_config(&o);
+    const mw_config *c = &o.cfg;
+    double t0 = now_s();
+    mw_plan_summary p;
+    plan_or_die(c, &p);
+    double plan_s = now_s() - t0;
+    int mb = max_batch(c);
+    double P = (double)mw_config_num_params(c);
+    /* textbook figures: 16 bytes/param of fp32 AdamW model states; Korthikanti et al. (2023),
+     * activations per layer without recomputation: s*b*h*(34 + 5*a*s/h) bytes in 16-bit */
+    double B = c->batch, T = c->seq, C = c->n_embd, H = c->n_head, L = c->n_layer;
+    double korth16 = L * B * T * C * (34.0 + 5.0 * H * T / C), korth32 = 2 * korth16;
+    if (o.json) {
+        printf("{\"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"categories\": {",
+               (unsigned long long)p.peak, (unsigned long long)p.live_peak);
+        for (int k = 0; k < MW_CAT_COUNT; k++)
+            printf("%s\"%s\": %llu", k ? ", " : "", mw_category_name(k), (unsigned long long)p.category[k]);
+        printf("}, \"fits\": %s, \"budget_bytes\": %llu, \"max_batch\": ", p.fits ? "true" : "false",
+               (unsigned long long)c->budget);
+        if (mb < 0) printf("null");
+        else printf("%d", mb);
+        printf(", \"params\": %.0f, \"textbook\": {\"model_states_16B_per_param\": %.0f, "
+               "\"korthikanti_activations_16bit\": %.0f, \"korthikanti_activations_fp32\": %.0f}, "
+               "\"plan_seconds\": %.6f}\n",
+               P, 16 * P, korth16, korth32, plan_s);
+        return p.fits ? 0 : 2;
+    }
+    print_config(&o, "estimate");
+    char b1[32], b2[32];
+    printf("\n  %-12s %16s %12s\n", "category", "bytes", "");
+    for (int k = 0; k < MW_CAT_COUNT; k++)
+        printf("  %-12s %16llu %12s\n", mw_category_name(k), (unsigned long long)p.category[k],
+               mw_fmt_bytes(p.category[k], b1, sizeof b1));
+    printf("  %-12s %16llu %12s  (the arena: buffers never alive together share memory)\n", "peak",
+           (unsigned long long)p.peak, mw_fmt_bytes(p.peak, b1, sizeof b1));
+    printf("  %-12s %16llu %12s  (most bytes alive at one op)\n", "live peak", (unsigned long long)p.live_peak,
+           mw_fmt_bytes(p.live_peak, b2, sizeof b2));
+    if (c->budget)
+        printf("\n  budget %s: %s; the largest micro-batch that fits is %d\n", mw_fmt_bytes(c->budget, b1, sizeof b1),
+               p.fits ? "fits" : "DOES NOT FIT", mb);
+    printf("\n  textbook, for comparison:\n");
+    printf("    model states at 16 B/param (fp32 AdamW)      %12s   memwall: %s\n",
+           mw_fmt_bytes((uint64_t)(16 * P), b1, sizeof b1),
+           mw_fmt_bytes(p.category[MW_CAT_PARAMS] + p.category[MW_CAT_GRADS] + p.category[MW_CAT_OPTIM], b2, sizeof b2));
+    printf("    activations, Korthikanti et al. 16-bit      %12s   (x2 for fp32: %s)\n",
+           mw_fmt_bytes((uint64_t)korth16, b1, sizeof b1), mw_fmt_bytes((uint64_t)korth32, b2, sizeof b2));
+    printf("    memwall fp32 activations kept (all layers)  %12s   (64 B*T*C + 4 B*H*T^2 bytes per layer,\n"
+           "                                                               plus the logits)\n",
+           mw_fmt_bytes(p.category[MW_CAT_ACTS], b1, sizeof b1));
+    printf("\n  planned in %.3f ms\n", plan_s * 1e3);
+    return p.fits ? 0 : 2;
+}
+
+/* ---- plan: the timeline ----------------------------------------------------------------------- */
+
+static const char *COLORS[MW_CAT_COUNT] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f"};
+
+static void write_svg(FILE *f, const mw_plan_op *ops, int n, const mw_plan_summary *p, const mw_config *c) {
+    const double W = 1000, Hh = 420, left = 80, right = 170, top = 50, bottom = 110;
+    const double pw = W - left - right, ph = Hh - top - bottom;
+    double ymax = (double)p->peak;
+    if (c->budget && (double)c->budget > ymax) ymax = (double)c->budget;
+    ymax *= 1.05;
+    const double bw = pw / n;
+    char b1[32];
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+               "font-family=\"sans-serif\" font-size=\"11\">\n", W, Hh, W, Hh);
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    fprintf(f, "<text x=\"%.0f\" y=\"22\" font-size=\"14\" font-weight=\"bold\">memwall plan: L=%d H=%d C=%d V=%d, "
+               "B=%d T=%d, peak %s</text>\n", left, c->n_layer, c->n_head, c->n_embd, c->vocab, c->batch, c->seq,
+            mw_fmt_bytes(p->peak, b1, sizeof b1));
+    for (int k = 0; k < MW_CAT_COUNT; k++) { /* one band (a group of bars) per category */
+        fprintf(f, "<g id=\"band-%s\" fill=\"%s\">\n", mw_category_name(k), COLORS[k]);
+        for (int i = 0; i < n; i++) {
+            double below = 0;
+            for (int j = 0; j < k; j++) below += (double)ops[i].live[j];
+            double h = ph * (double)ops[i].live[k] / ymax, y = top + ph - ph * below / ymax - h;
+            if (h > 0)
+                fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\"><title>%s: %s %s</title></rect>\n",
+                        left + i * bw, y, bw * 0.92, h, ops[i].name, mw_category_name(k),
+                        mw_fmt_bytes(ops[i].live[k], b1, sizeof b1));
+        }
+        fprintf(f, "</g>\n");
+        fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%.0f\" y=\"%.0f\">%s</text>\n",
+                W - right + 15, top + 18.0 * k, COLORS[k], W - right + 32, top + 18.0 * k + 10, mw_category_name(k));
+    }
+    for (int t = 0; t <= 4; t++) { /* y axis */
+        double v = ymax * t / 4, y = top + ph - ph * t / 4;
+        fprintf(f, "<line x1=\"%.0f\" y1=\"%.2f\" x2=\"%.0f\" y2=\"%.2f\" stroke=\"#ddd\"/>\n", left, y, left + pw, y);
+        fprintf(f, "<text x=\"%.0f\" y=\"%.2f\" text-anchor=\"end\">%s</text>\n", left - 5, y + 4,
+                mw_fmt_bytes((uint64_t)v, b1, sizeof b1));
+    }
+    double ypk = top + ph - ph * (double)p->peak / ymax;
+    fprintf(f, "<line id=\"peak-line\" x1=\"%.0f\" y1=\"%.2f\" x2=\"%.0f\" y2=\"%.2f\" stroke=\"black\" stroke-dasharray=\"2,3\"/>\n",
+            left, ypk, left + pw, ypk);
+    fprintf(f, "<text x=\"%.0f\" y=\"%.2f\">arena peak %s</text>\n", left + pw + 4, ypk + 4, mw_fmt_bytes(p->peak, b1, sizeof b1));
+    if (c->budget) {
+        double yb = top + ph - ph * (double)c->budget / ymax;
+        fprintf(f, "<line id=\"budget-line\" x1=\"%.0f\" y1=\"%.2f\" x2=\"%.0f\" y2=\"%.2f\" stroke=\"red\" stroke-width=\"2\"/>\n",
+                left, yb, left + pw, yb);
+        fprintf(f, "<text x=\"%.0f\" y=\"%.2f\" fill=\"red\">budget %s</text>\n", left + pw + 4, yb - 4,
+                mw_fmt_bytes(c->budget, b1, sizeof b1));
+    }
+    int every = n > 40 ? (n + 39) / 40 : 1;
+    for (int i = 0; i < n; i += every) /* phase labels */
+        fprintf(f, "<text transform=\"translate(%.2f,%.0f) rotate(-60)\" text-anchor=\"end\">%s</text>\n",
+                left + (i + 0.5) * bw, top + ph + 12, ops[i].name);
+    fprintf(f, "</svg>\n");
+}
+
+int cmd_plan(int argc, char **argv) {
+    opts o;
+    parse(&o, CMD_PLAN, "plan", argc, argv);
+    finish_config(&o);
+    const mw_config *c = &o.cfg;
+    mw_plan_summary p;
+    plan_or_die(c, &p);
+    mw_plan_op *ops;
+    int n;
+    if (mw_plan_timeline(c, &ops, &n) != MW_OK) die(1, "%s", mw_last_error());
+    if (o.timeline) {
+        char tmp[4200];
+        snprintf(tmp, sizeof tmp, "%s.tmp", o.timeline);
+        FILE *f = fopen(tmp, "w");
+        if (!f) die(1, "cannot create %s: %s", tmp, strerror(errno));
+        write_svg(f, ops, n, &p, c);
+        if (fclose(f) != 0 || rename(tmp, o.timeline) != 0) {
+            remove(tmp);
+            die(1, "cannot write %s: %s", o.timeline, strerror(errno));
+        }
+    }
+    if (o.json) {
+        printf("{\"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"budget_bytes\": %llu, \"ops\": [",
+               (unsigned long long)p.peak, (unsigned long long)p.live_peak, (unsigned long long)c->budget);
+        for (int i = 0; i < n; i++) {
+            printf("%s{\"op\": \"%s\"", i ? ", " : "", ops[i].name);
+            for (int k = 0; k < MW_CAT_COUNT; k++)
+                printf(", \"%s\": %llu", mw_category_name(k), (unsigned long long)ops[i].live[k]);
+            printf("}");
+        }
+        printf("]}\n");
+    } else {
+        char b[MW_CAT_COUNT][32], t[32];
+        printf("%-12s", "op");
+        for (int k = 0; k < MW_CAT_COUNT; k++) printf(" %12s", mw_category_name(k));
+        printf(" %12s\n", "live");
+        for (int i = 0; i < n; i++) {
+            uint64_t tot = 0;
+            printf("%-12s", ops[i].name);
+            for (int k = 0; k < MW_CAT_COUNT; k++) {
+                printf(" %12s", mw_fmt_bytes(ops[i].live[k], b[k], sizeof b[k]));
+                tot += ops[i].live[k];
+            }
+            printf(" %12s\n", mw_fmt_bytes(tot, t, sizeof t));
+        }
+        printf("arena peak %s%s%s\n", mw_fmt_bytes(p.peak, t, sizeof t), o.timeline ? ", timeline in " : "",
+               o.timeline ? o.timeline : "");
+    }
+    free(ops);
+    return 0;
+}
