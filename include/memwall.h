@@ -158,6 +158,9 @@ double mw_model_grad_norm(const mw_model *m);
  * decoupled weight decay to 2-D weights only, then zeroes the gradients. t is the 1-based step. */
 void mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t);
 
+/* Name and shape of tensor i of cfg's parameter table, without building a model. */
+mw_status mw_config_tensor(const mw_config *cfg, int i, char *name, size_t name_len, int *ndim, int dims[2]);
+
 /* The cosine learning rate with linear warm-up of 0-based step s. */
 double mw_lr_at(const mw_config *cfg, int s);
 
@@ -244,8 +247,9 @@ typedef struct mw_ckpt_info {
  * valid. Creates DIR if needed. The final path goes to path (may be NULL). */
 mw_status mw_ckpt_save(const char *dir, const mw_model *m, const mw_run_state *st,
                        uint64_t train_tokens, char *path, size_t path_len);
-/* Deletes all but the newest keep checkpoints in DIR, and stale temporary files. */
-mw_status mw_ckpt_prune(const char *dir, int keep);
+/* Deletes all but the newest keep checkpoints in DIR (never the one of step keep_step), and
+ * stale temporary files. */
+mw_status mw_ckpt_prune(const char *dir, int keep, int keep_step);
 /* Reads the whole file and checks every byte (structure, checksums, length) with a fixed 1 MiB
  * buffer. MW_ERR_FORMAT (corrupt, truncated, another version) or MW_ERR_IO, naming the file. */
 mw_status mw_ckpt_verify(const char *path, mw_ckpt_info *info);

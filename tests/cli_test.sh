@@ -130,7 +130,7 @@ cmp -s <(json_field "$T/ckA.jsonl" loss; json_field "$T/ckA.jsonl" val_loss) \
   pass "24 losses and 3 validation losses identical" || fail "resumed losses differ"
 cmp -s "$T/ckA/step-00000024.mwck" "$T/ckB/step-00000024.mwck" &&
   pass "final checkpoints (weights, moments, state) byte-identical" || fail "final checkpoints differ"
-"$MW" "${ck[@]}" --out "$T/ckB" --resume "$T/ckB/step-00000012.mwck" --steps 24 >"$T/out" 2>&1 &&
+"$MW" "${ck[@]}" --out "$T/ckB2" --resume "$T/ckB/step-00000012.mwck" --steps 24 >"$T/out" 2>&1 &&
   grep -q "at step 12" "$T/out" && pass "--resume FILE" || fail "--resume FILE: $(tail -2 "$T/out")"
 expect_error 1 "resume into another shape" -- "$MW" "${ck[@]}" --layers 3 --resume "$T/ckA/step-00000024.mwck"
 grep -q "another model shape" "$T/err" || fail "shape message: $(cat "$T/err")"
@@ -243,6 +243,46 @@ cat "$T"/docs/* >"$T/docs.txt"
 "$MW" eval --ckpt "$T/gck" --data "$T/g2" >"$T/out" 2>&1 && grep -q "perplexity" "$T/out" && pass "$(cat "$T/out")" ||
   fail "gpt2 eval: $(cat "$T/out")"
 expect_error 1 "gpt2 vocabulary missing" -- "$MW" tokenize --vocab-dir "$T/novocab"
+
+echo "-- the memory plan: estimate == the real run's arena peak, to the byte, over a matrix of shapes"
+n_ok=0 n_all=0
+for cfg in "--batch 1 --seq 16" "--batch 4 --seq 64" "--batch 2 --seq 128 --accum 3" "--layers 2 --dim 64 --heads 2" \
+  "--layers 6 --batch 3 --seq 37" "--dim 96 --heads 3 --batch 5 --seq 20" "--layers 1 --batch 8 --seq 256" \
+  "--heads 8 --seq 100 --accum 2" "--layers 3 --dim 32 --heads 1 --vocab 300" "--batch 2 --seq 255 --ctx 255"; do
+  n_all=$((n_all + 1))
+  est=$("$MW" estimate $cfg --json | grep -o '"peak_bytes": [0-9]*' | sed 's/.*: //')
+  "$MW" train --data "$T/lic" $cfg --steps 2 --json-log "$T/pl.jsonl" >"$T/out" 2>&1 || { fail "train $cfg: $(tail -1 "$T/out")"; continue; }
+  got=$(tail -1 "$T/pl.jsonl" | grep -o '"peak_bytes": [0-9]*' | sed 's/.*: //')
+  if [ -n "$est" ] && [ "$est" = "$got" ]; then n_ok=$((n_ok + 1)); else fail "$cfg: estimate $est, run $got"; fi
+done
+[ $n_ok -eq $n_all ] && pass "estimate == measured arena peak for all $n_all shapes"
+"$MW" estimate --budget 64MiB --json >"$T/e.json"; rc=$?
+for k in peak_bytes categories parameters gradients optimizer activations workspace fits max_batch; do
+  grep -q "\"$k\"" "$T/e.json" || fail "estimate --json lacks $k"
+done
+mb=$(grep -o '"max_batch": [0-9]*' "$T/e.json" | sed 's/.*: //')
+"$MW" estimate --budget 64MiB --batch "$mb" --json | grep -q '"fits": true' &&
+  ! "$MW" estimate --budget 64MiB --batch $((mb + 1)) --json | grep -q '"fits": true' &&
+  pass "max_batch $mb fits a 64 MiB budget and $((mb + 1)) does not (exit $rc)" || fail "max_batch $mb"
+t0=$(date +%s%N)
+"$MW" estimate --layers 96 --heads 96 --dim 12288 --vocab 50257 --ctx 2048 --seq 2048 --batch 1 --json >"$T/175.json"
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ "$ms" -lt 1000 ] && grep -q '"params": 174604259328' "$T/175.json" &&
+  pass "a GPT-3-175B-shaped plan in $ms ms" || fail "175B estimate took $ms ms: $(cat "$T/175.json")"
+"$MW" plan --budget 40MiB --timeline "$T/plan.svg" >"$T/out" 2>&1 || fail "plan: $(cat "$T/out")"
+bands=$(grep -c '<g id="band-' "$T/plan.svg")
+[ "$bands" -eq 5 ] && grep -q 'id="budget-line"' "$T/plan.svg" && grep -q '</svg>' "$T/plan.svg" &&
+  { ! command -v python3 >/dev/null || python3 -c "import sys, xml.dom.minidom as m; m.parse(sys.argv[1])" "$T/plan.svg"; } &&
+  pass "plan --timeline: valid XML, 5 category bands, the budget line" || fail "plan SVG ($bands bands)"
+"$MW" plan --json | grep -q '"op": "head+loss"' && pass "plan --json lists the ops" || fail "plan --json"
+
+echo "-- review fixes: nested --out, newer checkpoints in --out, output errors"
+"$MW" train --data "$T/lic" --steps 2 --out "$T/deep/er/run" >"$T/out" 2>&1 && [ -f "$T/deep/er/run/step-00000002.mwck" ] &&
+  pass "--out creates its parents" || fail "nested --out: $(tail -1 "$T/out")"
+expect_error 1 "a fresh run into an --out holding a newer run" -- "$MW" train --data "$T/lic" --steps 1 --out "$T/deep/er/run"
+if [ -w /dev/full ]; then
+  expect_error 1 "output to a full disk" -- sh -c "'$MW' tokenize --tokenizer bytes </usr/share/common-licenses/GPL-3 >/dev/full"
+fi
 
 echo "-- the loss falls well below the unigram entropy"
 # unigram entropy (nats) of the training bytes

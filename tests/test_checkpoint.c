@@ -150,7 +150,7 @@ int main(void) {
     spit(tmpf, (const unsigned char *)"partial", 7);
     CHECK_OK(mw_ckpt_latest(dir, latest, sizeof latest, &info, NULL));
     CHECK(strstr(latest, "step-00000009.mwck") != NULL, "a temporary file is never taken");
-    CHECK_OK(mw_ckpt_prune(dir, 2));
+    CHECK_OK(mw_ckpt_prune(dir, 2, 11));
     struct stat sb;
     snprintf(path2, sizeof path2, "%s/step-00000007.mwck", dir);
     CHECK(stat(path2, &sb) != 0, "prune removed the oldest");

@@ -155,6 +155,9 @@ int main(void) {
         {"three offsets", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8,9]}}", 32},
         {"trailing garbage", "{} x", 0},
         {"bad escape", "{\"a\\q\":1}", 0},
+        {"bad \\u escape", "{\"a\\u00zz\":1}", 0},
+        {"1. is not a number", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.],\"data_offsets\":[0,4]}}", 32},
+        {"leading zero", "{\"a\":{\"dtype\":\"F32\",\"shape\":[02],\"data_offsets\":[0,8]}}", 32},
         {"huge dims", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],\"data_offsets\":[0,8]}}", 32},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

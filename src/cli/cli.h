@@ -35,6 +35,8 @@ void print_plan(const mw_plan_summary *p);
 /* Creates the model or exits: 2 when the plan does not fit the budget. */
 mw_model *create_model(const opts *o);
 void json_categories(FILE *f, const mw_model *m);
+/* A JSON number with fmt, or null when v is not finite. */
+void json_num(FILE *f, const char *fmt, double v);
 
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);

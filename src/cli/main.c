@@ -226,6 +226,11 @@ void apply_init_shape(opts *o) {
     o->preset = "hf";
 }
 
+void json_num(FILE *f, const char *fmt, double v) {
+    if (isfinite(v)) fprintf(f, fmt, v);
+    else fputs("null", f);
+}
+
 void resolve_ckpt(const char *arg, char *path, size_t n, mw_ckpt_info *info) {
     struct stat st;
     if (stat(arg, &st) != 0) die(1, "--ckpt %s: %s", arg, strerror(errno));
@@ -313,9 +318,14 @@ int main(int argc, char **argv) {
         if (strcmp(name, cmds[i].name) == 0) {
             if (help) {
                 usage(stdout, name, cmds[i].mask);
+                if (fflush(stdout) != 0 || ferror(stdout)) die(1, "cannot write the output: %s", strerror(errno));
                 return 0;
             }
-            return cmds[i].fn(argc - 2, argv + 2);
+        {
+            int rc = cmds[i].fn(argc - 2, argv + 2);
+            if (fflush(stdout) != 0 || ferror(stdout)) die(1, "cannot write the output: %s", strerror(errno));
+            return rc;
+        }
         }
     die(1, "unknown command '%s' (commands: train, bench, estimate, plan, prepare, export, sample, eval, tokenize, detokenize, help)", name);
     return 1;

@@ -251,7 +251,9 @@ int cmd_prepare(int argc, char **argv) {
     snprintf(path, sizeof path, "%s.train.bin", o.out);
     if (mw_data_write(path, ids, n - n_val, (uint32_t)vocab, width) != MW_OK) die(1, "%s", mw_last_error());
     snprintf(path, sizeof path, "%s.val.bin", o.out);
-    if (mw_data_write(path, ids + (n - n_val), n_val, (uint32_t)vocab, width) != MW_OK)
+    if (n_val == 0) /* no validation part: no file, and none left from an earlier prepare */
+        unlink(path);
+    else if (mw_data_write(path, ids + (n - n_val), n_val, (uint32_t)vocab, width) != MW_OK)
         die(1, "%s", mw_last_error());
     printf("prepare: %zu documents, %.2f MB, %zu tokens (%.2f bytes/token) -> %s.train.bin (%zu), %s.val.bin (%zu) | "
            "tokenizer %s (vocab %d) | encoded at %.1f MB/s on %d threads, %.1f s in all\n",
@@ -433,7 +435,7 @@ int cmd_sample(int argc, char **argv) {
             if (!ids) die(1, "out of memory");
         }
         ids[n++] = next;
-        if (n - n0 > (size_t)window - 1) {
+        if (n - n0 > (size_t)window) {
             n0 = n - (size_t)window / 2;
             for (size_t i = n0; i + 1 < n; i++) mw_model_decode(m, ids[i], (int)(i - n0));
         }
@@ -478,9 +480,14 @@ int cmd_eval(int argc, char **argv) {
     double secs = now_s() - t0;
     uint64_t tokens = used * (uint64_t)c->batch * (uint64_t)c->seq;
     if (o.json)
-        printf("{\"loss\": %.9g, \"perplexity\": %.9g, \"tokens\": %llu, \"batches\": %llu, \"batch\": %d, "
-               "\"seq\": %d, \"seconds\": %.3f}\n",
-               loss, exp(loss), (unsigned long long)tokens, (unsigned long long)used, c->batch, c->seq, secs);
+    {
+        printf("{\"loss\": ");
+        json_num(stdout, "%.9g", loss);
+        printf(", \"perplexity\": ");
+        json_num(stdout, "%.9g", exp(loss));
+        printf(", \"tokens\": %llu, \"batches\": %llu, \"batch\": %d, \"seq\": %d, \"seconds\": %.3f}\n",
+               (unsigned long long)tokens, (unsigned long long)used, c->batch, c->seq, secs);
+    }
     else
         printf("eval: %s | loss %.4f | perplexity %.3f | %llu tokens in %llu batches of %dx%d | %.1f s\n", path,
                loss, exp(loss), (unsigned long long)tokens, (unsigned long long)used, c->batch, c->seq, secs);

@@ -34,7 +34,7 @@ static void fmt_eta(double sec, char *buf, size_t n) {
 static mw_status save_checkpoint(train_ctx *t, const mw_run_state *st) {
     char path[4096];
     MW_TRY(mw_ckpt_save(t->o->ckpt_dir, t->m, st, t->train_tokens, path, sizeof path));
-    MW_TRY(mw_ckpt_prune(t->o->ckpt_dir, t->o->keep));
+    MW_TRY(mw_ckpt_prune(t->o->ckpt_dir, t->o->keep, st->step));
     t->last_saved = st->step;
     if (!t->tty) printf("  saved %s\n", path);
     return MW_OK;
@@ -46,11 +46,15 @@ static mw_status on_step(const mw_step_report *r, const mw_run_state *st, void *
     t->ms_total += r->ms;
     t->steps_run++;
     if (t->jlog) {
-        fprintf(t->jlog,
-                "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"ms\": %.3f, \"tokens_per_s\": %.2f, "
-                "\"grad_norm\": %.9g",
-                r->step, r->loss, r->lr, r->ms, r->tokens_per_s, r->grad_norm);
-        if (r->has_val) fprintf(t->jlog, ", \"val_loss\": %.9g", r->val_loss);
+        fprintf(t->jlog, "{\"step\": %d, \"loss\": ", r->step);
+        json_num(t->jlog, "%.9g", r->loss); /* a diverged run logs null, not nan */
+        fprintf(t->jlog, ", \"lr\": %.9g, \"ms\": %.3f, \"tokens_per_s\": %.2f, \"grad_norm\": ", r->lr, r->ms,
+                r->tokens_per_s);
+        json_num(t->jlog, "%.9g", r->grad_norm);
+        if (r->has_val) {
+            fprintf(t->jlog, ", \"val_loss\": ");
+            json_num(t->jlog, "%.9g", r->val_loss);
+        }
         fprintf(t->jlog, "}\n");
         fflush(t->jlog);
     }
@@ -102,6 +106,40 @@ static void find_resume(const opts *o, char *path, size_t n, mw_ckpt_info *info)
     if (!path[0] && strcmp(o->resume, "auto") != 0) die(1, "--resume %s: no valid checkpoint there", dir);
 }
 
+/* Creates --out (and its parents) and checks that it can be written, before any step runs. */
+static void check_out_dir(const char *dir) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(p, 0777) != 0 && errno != EEXIST) die(1, "cannot create %s: %s", p, strerror(errno));
+            *s = '/';
+        }
+    if (mkdir(p, 0777) != 0 && errno != EEXIST) die(1, "cannot create --out %s: %s", p, strerror(errno));
+    if (access(p, W_OK) != 0) die(1, "--out %s is not writable: %s", p, strerror(errno));
+}
+
+/* On resume, drops the log lines of steps after the checkpoint (a killed run logged them, and they
+ * are about to run again) and earlier end lines, so that the log reads as one unbroken run. */
+static void trim_log(const char *path, int step) {
+    FILE *in = fopen(path, "r");
+    if (!in) return;
+    char tmp[4200], line[1024];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *out = fopen(tmp, "w");
+    if (!out) die(1, "cannot write %s: %s", tmp, strerror(errno));
+    while (fgets(line, sizeof line, in)) {
+        int s;
+        size_t n = strlen(line);
+        if (n == 0 || line[n - 1] != '\n') continue; /* a line cut by a kill */
+        if (sscanf(line, "{\"step\": %d,", &s) == 1 ? s <= step : strstr(line, "\"event\": \"end\"") == NULL)
+            fputs(line, out);
+    }
+    fclose(in);
+    if (fclose(out) != 0 || rename(tmp, path) != 0) die(1, "cannot rewrite --json-log %s: %s", path, strerror(errno));
+}
+
 int cmd_train(int argc, char **argv) {
     opts o;
     parse(&o, CMD_TRAIN, "train", argc, argv);
@@ -110,11 +148,16 @@ int cmd_train(int argc, char **argv) {
     finish_config(&o);
     if (o.save_every < 0 || o.keep < 1) die(1, "--save-every must be >= 0 and --keep >= 1");
     if (o.save_every > 0 && !o.ckpt_dir) die(1, "--save-every needs --out DIR");
+    if (o.stop_at < 0) die(1, "--stop-at must be >= 0");
     print_config(&o, "train");
     mw_data *train = open_data(o.data, "train", 1), *val = open_data(o.data, "val", 0);
     printf("  data: %s.train.bin %llu tokens", o.data, (unsigned long long)mw_data_count(train));
     if (val) printf(", %s.val.bin %llu tokens", o.data, (unsigned long long)mw_data_count(val));
     printf("\n");
+    if (val && mw_data_count(val) < (uint64_t)o.cfg.batch * o.cfg.seq + 1)
+        die(1, "%s.val.bin holds %llu tokens, fewer than one batch of %d windows of %d+1 (prepare with a larger "
+               "--val-fraction, or remove it)", o.data, (unsigned long long)mw_data_count(val), o.cfg.batch, o.cfg.seq);
+    if (o.ckpt_dir) check_out_dir(o.ckpt_dir);
     char ckpt[4096] = "";
     mw_ckpt_info info;
     if (o.resume) {
@@ -124,6 +167,15 @@ int cmd_train(int argc, char **argv) {
                 ckpt, (unsigned long long)info.train_tokens, o.data,
                 (unsigned long long)mw_data_count(train));
         if (!ckpt[0]) printf("  resume auto: no checkpoint in %s yet, starting from step 0\n", o.ckpt_dir);
+    }
+    if (o.ckpt_dir) { /* --out must not hold a newer run: saving there would mix the two */
+        char newest[4096];
+        mw_ckpt_info ni;
+        int start = ckpt[0] ? info.state.step : 0;
+        if (mw_ckpt_latest(o.ckpt_dir, newest, sizeof newest, &ni, NULL) != MW_OK) die(1, "%s", mw_last_error());
+        if (newest[0] && ni.state.step > start)
+            die(1, "--out %s already holds %s (step %d), newer than this run's start (step %d): use --resume auto, "
+                   "or another --out", o.ckpt_dir, newest, ni.state.step, start);
     }
     mw_plan_summary plan;
     if (mw_plan(&o.cfg, &plan) != MW_OK) die(1, "%s", mw_last_error());
@@ -144,9 +196,9 @@ int cmd_train(int argc, char **argv) {
     train_ctx t = {.o = &o, .m = m, .tty = isatty(1), .last_saved = ckpt[0] ? st.step : -1,
                    .train_tokens = mw_data_count(train)};
     t.log_every = o.log_every > 0 ? o.log_every : t.tty ? 1 : (o.cfg.steps + 19) / 20;
+    if (o.json_log && ckpt[0]) trim_log(o.json_log, st.step);
     if (o.json_log && !(t.jlog = fopen(o.json_log, ckpt[0] ? "a" : "w")))
         die(1, "cannot open --json-log %s: %s", o.json_log, strerror(errno));
-    if (o.stop_at < 0) die(1, "--stop-at must be >= 0");
     mw_status ts = mw_train(m, train, val, &st, on_step, &t);
     if (ts != MW_OK && ts != MW_ERR_STOP) die(1, "%s", mw_last_error());
     if (o.ckpt_dir && t.last_saved != st.step && save_checkpoint(&t, &st) != MW_OK)

@@ -61,8 +61,9 @@ static mw_status string(parser *p, size_t *off) {
                 unsigned v = 0;
                 for (int k = 0; k < 4; k++) {
                     char h = p->s[p->pos++];
-                    v = v * 16 + (unsigned)(h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : 99);
-                    if (v > 0xFFFF) return err(p, "bad \\u escape");
+                    int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+                    if (d < 0) return err(p, "bad \\u escape");
+                    v = v * 16 + (unsigned)d;
                 }
                 if (v >= 0xD800 && v <= 0xDFFF) return err(p, "surrogate \\u escapes are not supported");
                 if (v < 0x80) out[0] = (char)v;
@@ -158,11 +159,26 @@ static mw_status value(parser *p, int *out) {
         if (p->pos >= p->len || !(p->s[p->pos] >= '0' && p->s[p->pos] <= '9')) return err(p, "bad number");
         if (p->s[p->pos] == '0' && p->pos + 1 < p->len && p->s[p->pos + 1] >= '0' && p->s[p->pos + 1] <= '9')
             return err(p, "leading zero");
+        /* JSON's grammar: int [. digits] [e [+-] digits] */
         int is_int = 1;
-        while (p->pos < p->len && strchr("0123456789.eE+-", p->s[p->pos])) {
-            if (strchr(".eE", p->s[p->pos])) is_int = 0;
+#define DIGITS()                                                                                   \
+    do {                                                                                           \
+        if (p->pos >= p->len || !(p->s[p->pos] >= '0' && p->s[p->pos] <= '9')) return err(p, "bad number"); \
+        while (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') p->pos++;           \
+    } while (0)
+        DIGITS();
+        if (p->pos < p->len && p->s[p->pos] == '.') {
             p->pos++;
+            is_int = 0;
+            DIGITS();
         }
+        if (p->pos < p->len && (p->s[p->pos] == 'e' || p->s[p->pos] == 'E')) {
+            p->pos++;
+            is_int = 0;
+            if (p->pos < p->len && (p->s[p->pos] == '+' || p->s[p->pos] == '-')) p->pos++;
+            DIGITS();
+        }
+#undef DIGITS
         char buf[64];
         if (p->pos - st >= sizeof buf) return err(p, "number too long");
         memcpy(buf, p->s + st, p->pos - st);

@@ -241,6 +241,22 @@ static mw_status model_skeleton(mw_model **out, const mw_config *cfg) {
     return MW_OK;
 }
 
+mw_status mw_config_tensor(const mw_config *cfg, int i, char *name, size_t name_len, int *ndim, int dims[2]) {
+    mw_model *m;
+    MW_TRY(model_skeleton(&m, cfg));
+    mw_status s = MW_OK;
+    if (i < 0 || i >= m->ntensors) {
+        s = mw_fail(MW_ERR_ARG, "tensor index %d out of range", i);
+    } else {
+        snprintf(name, name_len, "%s", m->tensors[i].name);
+        *ndim = m->tensors[i].ndim;
+        dims[0] = m->tensors[i].dims[0];
+        dims[1] = m->tensors[i].dims[1];
+    }
+    mw_model_destroy(m);
+    return s;
+}
+
 mw_status mw_plan(const mw_config *cfg, mw_plan_summary *out) {
     mw_model *m;
     MW_TRY(model_skeleton(&m, cfg));

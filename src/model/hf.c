@@ -171,8 +171,10 @@ static mw_status put_tensor(exporter *x, const src_tensor *t, float *buf) {
     /* (O, I) in memwall -> (I, O) on disk: read a tile of w columns from every row, write them
      * out as w rows. The tile and one output row fit the buffer. */
     uint64_t O = (uint64_t)t->dims[0], I = (uint64_t)t->dims[1];
+    if (O == 0 || I == 0 || O >= XBUF / 2)
+        return mw_fail(MW_ERR_ARG, "%s: tensor %s (%llu x %llu) cannot be exported", x->path, t->name,
+                       (unsigned long long)O, (unsigned long long)I);
     uint64_t w = (XBUF - O) / O;
-    if (w < 1) return mw_fail(MW_ERR_ARG, "%s: tensor %s is too wide to export", x->path, t->name);
     float *row = buf + w * O;
     for (uint64_t i0 = 0; i0 < I; i0 += w) {
         uint64_t wi = I - i0 < w ? I - i0 : w;
@@ -260,6 +262,18 @@ mw_status mw_hf_export_ckpt(const char *ckpt, const char *out) {
     int fd = -1;
     if (s == MW_OK && (fd = open(ckpt, O_RDONLY | O_CLOEXEC)) < 0)
         s = mw_fail(MW_ERR_IO, "cannot open %s: %s", ckpt, strerror(errno));
+    /* the checkpoint's tensor table must be exactly the one its configuration implies */
+    for (int i = 0; s == MW_OK && i < idx.n; i++) {
+        char name[256];
+        int nd, dims[2];
+        s = mw_config_tensor(&info.cfg, i, name, sizeof name, &nd, dims);
+        if (s == MW_OK && (strcmp(name, idx.e[i].name) != 0 || nd != idx.e[i].ndim || dims[0] != idx.e[i].dims[0] ||
+                           (nd == 2 && dims[1] != idx.e[i].dims[1])))
+            s = mw_fail(MW_ERR_FORMAT, "%s: tensor record %d (%s) does not match its configuration", ckpt, i,
+                        idx.e[i].name);
+    }
+    if (s == MW_OK && idx.n != 4 + 12 * info.cfg.n_layer)
+        s = mw_fail(MW_ERR_FORMAT, "%s: %d tensors, its configuration has %d", ckpt, idx.n, 4 + 12 * info.cfg.n_layer);
     if (s == MW_OK) {
         for (int i = 0; i < idx.n; i++)
             t[i] = (src_tensor){idx.e[i].name, idx.e[i].ndim, {idx.e[i].dims[0], idx.e[i].dims[1]}, NULL,

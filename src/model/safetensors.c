@@ -18,6 +18,10 @@ static mw_status bad(const mw_st_file *f, const char *name, const char *why) {
     return mw_fail(MW_ERR_FORMAT, "%s: tensor '%s': %s", f->path, name, why);
 }
 
+static int cmp_name(const void *a, const void *b) {
+    return strcmp(((const mw_st_tensor *)a)->name, ((const mw_st_tensor *)b)->name);
+}
+
 static int cmp_begin(const void *a, const void *b) {
     const mw_st_tensor *x = a, *y = b;
     return (x->begin > y->begin) - (x->begin < y->begin);
@@ -138,18 +142,19 @@ mw_status mw_st_parse_header(mw_st_file *f, const char *json, uint64_t len, uint
         }
         f->n++;
     }
-    for (int a = 0; a < f->n; a++) /* duplicate names (JSON allows them; we do not) */
-        for (int b2 = a + 1; b2 < f->n; b2++)
-            if (strcmp(f->t[a].name, f->t[b2].name) == 0) {
-                s = bad(f, f->t[a].name, "appears twice in the header");
-                goto out;
-            }
     mw_st_tensor *sorted = malloc(sizeof *sorted * (size_t)(f->n + 1));
     if (!sorted) {
         s = mw_fail(MW_ERR_NOMEM, "out of memory");
         goto out;
     }
     memcpy(sorted, f->t, sizeof *sorted * (size_t)f->n);
+    qsort(sorted, (size_t)f->n, sizeof *sorted, cmp_name); /* duplicate names: JSON allows them, we do not */
+    for (int a = 1; a < f->n; a++)
+        if (strcmp(sorted[a - 1].name, sorted[a].name) == 0) {
+            s = bad(f, sorted[a].name, "appears twice in the header");
+            free(sorted);
+            goto out;
+        }
     qsort(sorted, (size_t)f->n, sizeof *sorted, cmp_begin);
     for (int a = 1; a < f->n; a++)
         if (sorted[a].begin < sorted[a - 1].end) {

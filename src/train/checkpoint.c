@@ -179,11 +179,11 @@ static mw_status list_steps(const char *dir, int **steps, int *n) {
     int cap = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        int step;
-        char tail[8];
-        if (sscanf(e->d_name, "step-%d.mwc%1s", &step, tail) != 2 || strcmp(tail, "k") != 0 ||
-            strlen(e->d_name) != 18)
-            continue;
+        const char *nm = e->d_name;
+        size_t len = strlen(nm), nd = 0;
+        while (5 + nd < len && nm[5 + nd] >= '0' && nm[5 + nd] <= '9') nd++;
+        if (strncmp(nm, "step-", 5) != 0 || nd < 8 || nd > 9 || strcmp(nm + 5 + nd, ".mwck") != 0) continue;
+        int step = atoi(nm + 5);
         if (*n == cap) {
             int *ns = realloc(*steps, sizeof(int) * (cap = cap ? 2 * cap : 16));
             if (!ns) {
@@ -204,12 +204,13 @@ static mw_status list_steps(const char *dir, int **steps, int *n) {
     return MW_OK;
 }
 
-mw_status mw_ckpt_prune(const char *dir, int keep) {
+mw_status mw_ckpt_prune(const char *dir, int keep, int keep_step) {
     int *steps, n;
     MW_TRY(list_steps(dir, &steps, &n));
     char p[4096];
     for (int i = keep; i < n; i++) {
         snprintf(p, sizeof p, "%s/step-%08d.mwck", dir, steps[i]);
+        if (steps[i] == keep_step) continue; /* never the one just written */
         if (unlink(p) != 0 && errno != ENOENT) {
             free(steps);
             return mw_fail(MW_ERR_IO, "cannot delete old checkpoint %s: %s", p, strerror(errno));
@@ -330,6 +331,7 @@ static mw_status parse_meta(const char *path, const char *meta, mw_ckpt_info *in
         if (!meta_get(meta, keys[k].key, v, sizeof v))
             return mw_fail(MW_ERR_FORMAT, "%s: checkpoint lacks '%s'", path, keys[k].key);
         errno = 0;
+        if (!v[0] || v[0] == '-' || v[0] == '+' || v[0] == ' ' || strlen(v) >= sizeof v - 1) goto bad;
         if (keys[k].i) {
             long x = strtol(v, &end, 10);
             if (*end || errno || x < -2147483647L || x > 2147483647L) goto bad;

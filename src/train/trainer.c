@@ -100,7 +100,13 @@ mw_status mw_train(mw_model *m, mw_data *train, mw_data *val, mw_run_state *st, 
     if (mw_data_count(train) < (uint64_t)c->seq + 1)
         return mw_fail(MW_ERR_ARG, "the training file holds %llu tokens, fewer than --seq+1 = %d",
                        (unsigned long long)mw_data_count(train), c->seq + 1);
-    if (val) MW_TRY(check_vocab(m, val, "validation"));
+    if (val) {
+        MW_TRY(check_vocab(m, val, "validation"));
+        if (mw_data_count(val) < (uint64_t)c->batch * c->seq + 1)
+            return mw_fail(MW_ERR_ARG,
+                           "the validation file holds %llu tokens, fewer than one batch of %d windows of %d+1",
+                           (unsigned long long)mw_data_count(val), c->batch, c->seq);
+    }
     loader_ctx lc = {.B = c->batch, .T = c->seq};
     mw_loader_init(&lc.loader, train, c->seed);
     lc.loader.rng = st->loader_rng;
