@@ -135,7 +135,8 @@ static void write_svg(FILE *f, const mw_plan_op *ops, int n, const mw_plan_summa
         }
         fprintf(f, "</g>\n");
         fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%.0f\" y=\"%.0f\">%s</text>\n",
-                W - right + 15, top + 18.0 * k, COLORS[k], W - right + 32, top + 18.0 * k + 10, mw_category_name(k));
+                W - right + 15, top + ph - 18.0 * (MW_CAT_COUNT - k), COLORS[k], W - right + 32,
+                top + ph - 18.0 * (MW_CAT_COUNT - k) + 10, mw_category_name(k));
     }
     for (int t = 0; t <= 4; t++) { /* y axis */
         double v = ymax * t / 4, y = top + ph - ph * t / 4;
