@@ -106,6 +106,16 @@ typedef struct mw_plan_op {
 } mw_plan_op;
 mw_status mw_plan_timeline(const mw_config *cfg, mw_plan_op **ops, int *nops);
 
+/* Every planned buffer: its name ("h.3.qkv", "logits"), category, size, offset in the arena and
+ * lifetime in ops (indices into mw_plan_timeline's list). *out is malloc'd. */
+typedef struct mw_plan_buffer {
+    char name[48];
+    mw_category category;
+    uint64_t bytes, offset;
+    int first, last;
+} mw_plan_buffer;
+mw_status mw_plan_buffers(const mw_config *cfg, mw_plan_buffer **out, int *n);
+
 /* ---- the model ----------------------------------------------------------------------------- */
 
 typedef struct mw_model mw_model;

@@ -274,7 +274,9 @@ bands=$(grep -c '<g id="band-' "$T/plan.svg")
 [ "$bands" -eq 5 ] && grep -q 'id="budget-line"' "$T/plan.svg" && grep -q '</svg>' "$T/plan.svg" &&
   { ! command -v python3 >/dev/null || python3 -c "import sys, xml.dom.minidom as m; m.parse(sys.argv[1])" "$T/plan.svg"; } &&
   pass "plan --timeline: valid XML, 5 category bands, the budget line" || fail "plan SVG ($bands bands)"
-"$MW" plan --json | grep -q '"op": "head+loss"' && pass "plan --json lists the ops" || fail "plan --json"
+"$MW" plan --json >"$T/plan.json" && grep -q '"op": "head+loss"' "$T/plan.json" &&
+  grep -q '"name": "h.3.qkv", "category": "activations"' "$T/plan.json" && grep -q '"name": "logits"' "$T/plan.json" &&
+  pass "plan --json lists the ops and every named buffer with its offset and lifetime" || fail "plan --json"
 
 echo "-- review fixes: nested --out, newer checkpoints in --out, output errors"
 "$MW" train --data "$T/lic" --steps 2 --out "$T/deep/er/run" >"$T/out" 2>&1 && [ -f "$T/deep/er/run/step-00000002.mwck" ] &&

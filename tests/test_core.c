@@ -114,7 +114,7 @@ static void test_planner(void) {
         for (int i = 0; i < n; i++) {
             int a = (int)mw_rng_below(&rng, (uint64_t)nops), b = (int)mw_rng_below(&rng, (uint64_t)nops);
             uint64_t bytes = 1 + mw_rng_below(&rng, 1u << (mw_rng_below(&rng, 20)));
-            CHECK_OK(mw_planner_add(&p, bytes, (mw_category)(i % MW_CAT_COUNT), a < b ? a : b, a < b ? b : a));
+            CHECK_OK(mw_planner_add(&p, "random", -1, bytes, (mw_category)(i % MW_CAT_COUNT), a < b ? a : b, a < b ? b : a));
             total += p.b[p.n - 1].bytes;
         }
         CHECK_OK(mw_planner_place(&p));

@@ -192,7 +192,17 @@ int cmd_plan(int argc, char **argv) {
                 printf(", \"%s\": %llu", mw_category_name(k), (unsigned long long)ops[i].live[k]);
             printf("}");
         }
+        mw_plan_buffer *bufs;
+        int nb;
+        if (mw_plan_buffers(c, &bufs, &nb) != MW_OK) die(1, "%s", mw_last_error());
+        printf("], \"buffers\": [");
+        for (int i = 0; i < nb; i++)
+            printf("%s{\"name\": \"%s\", \"category\": \"%s\", \"bytes\": %llu, \"offset\": %llu, "
+                   "\"first_op\": %d, \"last_op\": %d}",
+                   i ? ", " : "", bufs[i].name, mw_category_name(bufs[i].category), (unsigned long long)bufs[i].bytes,
+                   (unsigned long long)bufs[i].offset, bufs[i].first, bufs[i].last);
         printf("]}\n");
+        free(bufs);
     } else {
         char b[MW_CAT_COUNT][32], t[32];
         printf("%-12s", "op");

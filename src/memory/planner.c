@@ -17,7 +17,8 @@ void mw_planner_free(mw_planner *p) {
     memset(p, 0, sizeof *p);
 }
 
-mw_status mw_planner_add(mw_planner *p, uint64_t bytes, mw_category cat, int first, int last) {
+mw_status mw_planner_add(mw_planner *p, const char *name, int layer, uint64_t bytes, mw_category cat,
+                         int first, int last) {
     if (p->n == p->cap) {
         int cap = p->cap ? 2 * p->cap : 256;
         mw_pbuf *nb = realloc(p->b, sizeof *nb * (size_t)cap);
@@ -26,6 +27,8 @@ mw_status mw_planner_add(mw_planner *p, uint64_t bytes, mw_category cat, int fir
         p->cap = cap;
     }
     mw_pbuf *b = &p->b[p->n++];
+    b->name = name;
+    b->layer = layer;
     b->bytes = (bytes + ALIGN - 1) / ALIGN * ALIGN;
     b->offset = 0;
     b->first = first;

@@ -11,6 +11,8 @@
 #include "memwall.h"
 
 typedef struct mw_pbuf {
+    const char *name;       /* static string, e.g. "qkv" */
+    int layer;              /* the layer it belongs to, or -1 */
     uint64_t bytes, offset; /* bytes rounded up to 64 */
     int first, last, cat;
 } mw_pbuf;
@@ -24,7 +26,8 @@ typedef struct mw_planner {
 void mw_planner_init(mw_planner *p, int nops);
 void mw_planner_free(mw_planner *p);
 /* Adds a buffer alive in ops [first, last]. */
-mw_status mw_planner_add(mw_planner *p, uint64_t bytes, mw_category cat, int first, int last);
+mw_status mw_planner_add(mw_planner *p, const char *name, int layer, uint64_t bytes, mw_category cat,
+                         int first, int last);
 /* Assigns every offset; p->peak becomes the arena size. */
 mw_status mw_planner_place(mw_planner *p);
 /* 1 when no two buffers alive at the same op overlap and all lie below peak (for tests). */

@@ -105,6 +105,12 @@ static mw_status build_table(mw_model *m) {
 #define OP_OPT (2 * L + 4)
 #define NOPS (2 * L + 5)
 
+/* "m->dqkv" -> "dqkv", "la->ln1" -> "ln1": a buffer's name from the expression that holds it */
+static const char *buf_name(const char *expr) {
+    const char *a = strrchr(expr, '>');
+    return a ? a + 1 : expr;
+}
+
 /* Every buffer of the step with its category and lifetime, in a fixed order. Without offsets it
  * adds them to the planner; with offsets (the planner's, same order) it binds the pointers. */
 static mw_status layout(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *base) {
@@ -113,12 +119,13 @@ static mw_status layout(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
     const size_t N = B * T, F = sizeof(float), CTX = c->ctx;
     const int L = c->n_layer, ALL_LAST = NOPS - 1;
     int idx = 0;
+    int layer = -1; /* the layer of the buffers being listed, for their names */
 #define BUF(ptr, bytes, cat, first, last)                                                          \
     do {                                                                                           \
         if (placed)                                                                                \
             (ptr) = (void *)(base + placed[idx++].offset);                                         \
         else                                                                                       \
-            MW_TRY(mw_planner_add(pl, (bytes), (cat), (first), (last)));                           \
+            MW_TRY(mw_planner_add(pl, buf_name(#ptr), layer, (bytes), (cat), (first), (last)));    \
     } while (0)
     BUF(m->params, m->nfloats * F, MW_CAT_PARAMS, 0, ALL_LAST);
     if (!c->inference) {
@@ -133,6 +140,7 @@ static mw_status layout(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
     for (int l = 0; l < L; l++) { /* kept from layer l's forward to its backward */
         layer_acts *la = &m->acts[l];
         const int f = OP_FWD(l), b = OP_BWD(l);
+        layer = l;
         BUF(la->ln1, N * C * F, MW_CAT_ACTS, f, b);
         BUF(la->ln1_mean, N * F, MW_CAT_ACTS, f, b);
         BUF(la->ln1_rstd, N * F, MW_CAT_ACTS, f, b);
@@ -148,6 +156,7 @@ static mw_status layout(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
         /* the block output is the next block's input: its backward (or the head's) reads it */
         BUF(la->res3, N * C * F, MW_CAT_ACTS, f, l + 1 < L ? OP_BWD(l + 1) : OP_HEAD_B);
     }
+    layer = -1;
     BUF(m->lnf, N * C * F, MW_CAT_ACTS, OP_HEAD_F, OP_HEAD_B);
     BUF(m->lnf_mean, N * F, MW_CAT_ACTS, OP_HEAD_F, OP_HEAD_B);
     BUF(m->lnf_rstd, N * F, MW_CAT_ACTS, OP_HEAD_F, OP_HEAD_B);
@@ -192,6 +201,33 @@ static mw_status plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
 }
 
 static mw_status model_skeleton(mw_model **out, const mw_config *cfg);
+
+mw_status mw_plan_buffers(const mw_config *cfg, mw_plan_buffer **out, int *n) {
+    *out = NULL;
+    *n = 0;
+    mw_model *m;
+    MW_TRY(model_skeleton(&m, cfg));
+    mw_planner pl;
+    mw_plan_summary s;
+    mw_status st = plan_model(m, &pl, &s);
+    mw_plan_buffer *b = st == MW_OK ? calloc((size_t)pl.n + 1, sizeof *b) : NULL;
+    if (st == MW_OK && !b) st = mw_fail(MW_ERR_NOMEM, "out of memory");
+    for (int i = 0; st == MW_OK && i < pl.n; i++) {
+        const mw_pbuf *p = &pl.b[i];
+        if (p->layer >= 0) snprintf(b[i].name, sizeof b[i].name, "h.%d.%s", p->layer, p->name);
+        else snprintf(b[i].name, sizeof b[i].name, "%s", p->name);
+        b[i].category = (mw_category)p->cat;
+        b[i].bytes = p->bytes;
+        b[i].offset = p->offset;
+        b[i].first = p->first;
+        b[i].last = p->last;
+    }
+    if (st == MW_OK) *n = pl.n;
+    mw_planner_free(&pl);
+    mw_model_destroy(m);
+    *out = b;
+    return st;
+}
 
 mw_status mw_plan_timeline(const mw_config *cfg, mw_plan_op **ops, int *nops) {
     *ops = NULL;
