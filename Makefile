@@ -45,6 +45,9 @@ build/asan/tests/%: build/asan/obj/tests/%.o build/asan/libmemwall.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
 
+build/asan/memwall: $(CLI_SRC:%.c=build/asan/obj/%.o) build/asan/libmemwall.a
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
+
 TESTS      := $(TEST_SRC:tests/%.c=build/tests/%)
 ASAN_TESTS := $(TEST_SRC:tests/%.c=build/asan/tests/%)
 
@@ -58,9 +61,11 @@ test: all $(TESTS) gpt2-vocab
 	@echo "== tests/cli_test.sh"; tests/cli_test.sh build/memwall
 	@echo "all tests passed"
 
-# The unit tests under AddressSanitizer + UndefinedBehaviorSanitizer.
-test-asan: $(ASAN_TESTS) gpt2-vocab
+# The unit tests and the end-to-end CLI tests under AddressSanitizer + UndefinedBehaviorSanitizer
+# (leaks included: a leak report makes a command fail).
+test-asan: $(ASAN_TESTS) build/asan/memwall gpt2-vocab
 	@for t in $(ASAN_TESTS); do echo "== $$t (asan+ubsan)"; ASAN_OPTIONS=detect_leaks=1 $$t || exit 1; done
+	@echo "== tests/cli_test.sh (asan+ubsan)"; ASAN_OPTIONS=detect_leaks=1 tests/cli_test.sh build/asan/memwall
 	@echo "sanitizer tests passed"
 
 # Sets up (installs missing Debian packages), builds, and trains a small GPT end to end.

@@ -221,7 +221,7 @@ expect_error 1 "sample with a prompt longer than the trained sequence" -- "$MW" 
   pass "300 tokens from a model trained on 64: the window slides" || fail "long sample: $(tail -c 100 "$T/long")"
 
 echo "-- GPT-2 BPE: tokenize/detokenize, prepare a directory, sample and eval through the gpt2 tokenizer"
-REF=$(dirname "$MW")/../tests/ref/tokenizer_text.txt
+REF=$(dirname "$(realpath "$0")")/ref/tokenizer_text.txt
 "$MW" tokenize <"$REF" >"$T/g.ids" && "$MW" detokenize <"$T/g.ids" >"$T/g.back" && cmp -s "$REF" "$T/g.back" &&
   pass "gpt2: detokenize(tokenize(x)) == x on the tokenizer test text ($(wc -w <"$T/g.ids") ids)" || fail "gpt2 round trip"
 [ "$(echo "Hello world" | "$MW" tokenize)" = "15496 995 198" ] && pass "'Hello world\\n' -> 15496 995 198" ||
