@@ -273,6 +273,7 @@ int cmd_tokenize(int argc, char **argv) {
     mw_tokenizer *tok = open_tokenizer(&o, 0);
     size_t n, len = 0, cap = 0;
     char *text = read_all(stdin, "stdin", &n);
+    if (n == 0) die(1, "tokenize: stdin is empty");
     int32_t *ids = NULL;
     if (mw_tokenizer_encode(tok, text, n, &ids, &len, &cap) != MW_OK) die(1, "%s", mw_last_error());
     for (size_t i = 0; i < len; i++) printf("%s%d", i ? " " : "", ids[i]);
