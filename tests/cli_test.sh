@@ -192,6 +192,9 @@ cmp -s <(last_losses "$T/kA.jsonl") <(last_losses "$T/kB.jsonl") && pass "every 
   fail "losses after kills differ: $(diff <(last_losses "$T/kA.jsonl") <(last_losses "$T/kB.jsonl") | head -4)"
 cmp -s "$T/kA/step-00000100.mwck" "$T/kB/step-00000100.mwck" && pass "final checkpoint byte-identical" ||
   fail "final checkpoint differs after kills"
+[ "$(grep -ac '^{"step": ' "$T/kB.jsonl")" -eq 100 ] && [ "$(grep -ac '"event": "end"' "$T/kB.jsonl")" -eq 1 ] &&
+  pass "the resumed JSON log reads as one run: 100 step lines, one end line" ||
+  fail "JSON log after kills: $(grep -ac '^{"step": ' "$T/kB.jsonl") step lines, $(grep -ac '"event": "end"' "$T/kB.jsonl") end lines"
 
 echo "-- text in, text out (bytes): tokenize, detokenize, sample with the KV cache, eval"
 printf 'Hello, w\xc3\xb6rld!\n\xff\xfe raw' >"$T/t.txt"

@@ -125,6 +125,30 @@ int main(void) {
     spit(path2, orig, n / 2);
     CHECK(mw_ckpt_load(path2, c3, NULL) == MW_ERR_FORMAT, "truncated load refused");
     CHECK(same_state(c3, c3copy), "a refused load leaves the model untouched");
+    /* a CRC-valid checkpoint whose tensors contradict its own configuration: export refuses it */
+    {
+        unsigned char *d = malloc(n);
+        memcpy(d, orig, n);
+        uint32_t mlen;
+        memcpy(&mlen, d + 12, 4);
+        char *meta = (char *)d + 32, *at = memmem(meta, mlen, "n_layer=2", 9);
+        CHECK(at != NULL, "meta has n_layer=2");
+        if (at) {
+            at[8] = '3';
+            uint32_t c1 = mw_crc32c(0, meta, mlen);
+            memcpy(d + 16, &c1, 4);
+            uint32_t c2 = mw_crc32c(0, d, 24);
+            memcpy(d + 24, &c2, 4);
+            spit(path2, d, n);
+            CHECK(mw_ckpt_verify(path2, NULL) == MW_OK, "the doctored file passes its checksums");
+            char outp[4200];
+            snprintf(outp, sizeof outp, "%s/doctored.safetensors", dir);
+            CHECK(mw_hf_export_ckpt(path2, outp) == MW_ERR_FORMAT && strstr(mw_last_error(), "configuration"),
+                  "export of a self-contradicting checkpoint refused: %s", mw_last_error());
+            CHECK(access(outp, F_OK) != 0, "nothing written");
+        }
+        free(d);
+    }
     /* another shape */
     mw_model *other = tiny(3, 1);
     CHECK(mw_ckpt_load(path, other, NULL) == MW_ERR_ARG && strstr(mw_last_error(), "another model shape"),
