@@ -73,7 +73,7 @@ test-asan: $(ASAN_TESTS) build/asan/memwall gpt2-vocab
 FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= $(shell command -v clang-14 || command -v clang)
 FUZZ_CFLAGS  := -g -O1 -march=native -std=c11 -D_GNU_SOURCE -fopenmp -Iinclude -I$(BLAS_INC) \
-                -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+                -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -MMD -MP
 FUZZERS      := build/fuzz/fuzz_safetensors build/fuzz/fuzz_checkpoint
 
 build/fuzz/obj/%.o: %.c

@@ -174,7 +174,9 @@ mw_status mw_config_tensor(const mw_config *cfg, int i, char *name, size_t name_
 /* The cosine learning rate with linear warm-up of 0-based step s. */
 double mw_lr_at(const mw_config *cfg, int s);
 
-/* Arena accounting: the measured peak bytes per category and in all (equals the plan). */
+/* The arena this model runs in: its mapped size (*peak) and the peak live bytes per category of
+ * the placement it executes. These are the plan's figures by construction; the process's own
+ * measurement is mw_peak_rss(). */
 void mw_model_memory(const mw_model *m, uint64_t category[MW_CAT_COUNT], uint64_t *peak);
 
 /* ---- token files --------------------------------------------------------------------------- */

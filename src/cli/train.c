@@ -209,7 +209,7 @@ int cmd_train(int argc, char **argv) {
     printf("done: %d steps in %.1f s | arena peak %s (plan %s) | peak RSS %s\n", t.steps_run,
            t.ms_total / 1e3, mw_fmt_bytes(peak, b1, sizeof b1), mw_fmt_bytes(plan.peak, b2, sizeof b2),
            mw_fmt_bytes(rss, b3, sizeof b3));
-    printf("  measured peak per category:");
+    printf("  arena peak per category (the plan it executed):");
     for (int k = 0; k < MW_CAT_COUNT; k++)
         printf(" %s %s%s", mw_category_name(k), mw_fmt_bytes(cat[k], b1, sizeof b1),
                k + 1 < MW_CAT_COUNT ? "," : "\n");

@@ -16,8 +16,6 @@ const char *mw_category_name(mw_category c) {
     return (unsigned)c < MW_CAT_COUNT ? names[c] : "unknown";
 }
 
-void mw_arena_init_measure(mw_arena *a) { memset(a, 0, sizeof *a); }
-
 mw_status mw_arena_init(mw_arena *a, uint64_t capacity) {
     memset(a, 0, sizeof *a);
     if (capacity == 0) capacity = MW_ALIGN;
@@ -36,22 +34,6 @@ mw_status mw_arena_init(mw_arena *a, uint64_t capacity) {
 void mw_arena_release(mw_arena *a) {
     if (a && a->base) munmap(a->base, a->capacity);
     if (a) memset(a, 0, sizeof *a);
-}
-
-mw_status mw_arena_alloc(mw_arena *a, uint64_t bytes, mw_category c, uint64_t *off) {
-    uint64_t sz = (bytes + MW_ALIGN - 1) / MW_ALIGN * MW_ALIGN;
-    if (a->base && a->used + sz > a->capacity) {
-        char b1[32], b2[32];
-        return mw_fail(MW_ERR_BUDGET, "%s needs %s more, arena has %s left",
-                       mw_category_name(c), mw_fmt_bytes(sz, b1, sizeof b1),
-                       mw_fmt_bytes(a->capacity - a->used, b2, sizeof b2));
-    }
-    *off = a->used;
-    a->used += sz;
-    a->cat_used[c] += sz;
-    if (a->used > a->peak) a->peak = a->used;
-    if (a->cat_used[c] > a->cat_peak[c]) a->cat_peak[c] = a->cat_used[c];
-    return MW_OK;
 }
 
 char *mw_fmt_bytes(uint64_t bytes, char *buf, size_t n) {

@@ -202,16 +202,28 @@ static mw_status plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
 
 static mw_status model_skeleton(mw_model **out, const mw_config *cfg);
 
+/* A dry run for cfg: a model without memory and its placed plan. On success the caller frees
+ * both (mw_planner_free, mw_model_destroy); on failure nothing is left. */
+static mw_status plan_dry(const mw_config *cfg, mw_model **m, mw_planner *pl, mw_plan_summary *s) {
+    MW_TRY(model_skeleton(m, cfg));
+    mw_status st = plan_model(*m, pl, s);
+    if (st != MW_OK) {
+        mw_planner_free(pl);
+        mw_model_destroy(*m);
+    }
+    return st;
+}
+
 mw_status mw_plan_buffers(const mw_config *cfg, mw_plan_buffer **out, int *n) {
     *out = NULL;
     *n = 0;
     mw_model *m;
-    MW_TRY(model_skeleton(&m, cfg));
     mw_planner pl;
     mw_plan_summary s;
-    mw_status st = plan_model(m, &pl, &s);
-    mw_plan_buffer *b = st == MW_OK ? calloc((size_t)pl.n + 1, sizeof *b) : NULL;
-    if (st == MW_OK && !b) st = mw_fail(MW_ERR_NOMEM, "out of memory");
+    MW_TRY(plan_dry(cfg, &m, &pl, &s));
+    mw_status st = MW_OK;
+    mw_plan_buffer *b = calloc((size_t)pl.n + 1, sizeof *b);
+    if (!b) st = mw_fail(MW_ERR_NOMEM, "out of memory");
     for (int i = 0; st == MW_OK && i < pl.n; i++) {
         const mw_pbuf *p = &pl.b[i];
         if (p->layer >= 0) snprintf(b[i].name, sizeof b[i].name, "h.%d.%s", p->layer, p->name);
@@ -233,13 +245,13 @@ mw_status mw_plan_timeline(const mw_config *cfg, mw_plan_op **ops, int *nops) {
     *ops = NULL;
     *nops = 0;
     mw_model *m;
-    MW_TRY(model_skeleton(&m, cfg));
     mw_planner pl;
     mw_plan_summary s;
-    mw_status st = plan_model(m, &pl, &s);
+    MW_TRY(plan_dry(cfg, &m, &pl, &s));
+    mw_status st = MW_OK;
     const int L = cfg->n_layer;
-    mw_plan_op *o = st == MW_OK ? calloc((size_t)NOPS, sizeof *o) : NULL;
-    if (st == MW_OK && !o) st = mw_fail(MW_ERR_NOMEM, "out of memory");
+    mw_plan_op *o = calloc((size_t)NOPS, sizeof *o);
+    if (!o) st = mw_fail(MW_ERR_NOMEM, "out of memory");
     for (int op = 0; st == MW_OK && op < NOPS; op++) {
         mw_planner_live(&pl, op, o[op].live);
         if (op == OP_EMB) snprintf(o[op].name, sizeof o[op].name, "embed");
@@ -295,12 +307,11 @@ mw_status mw_config_tensor(const mw_config *cfg, int i, char *name, size_t name_
 
 mw_status mw_plan(const mw_config *cfg, mw_plan_summary *out) {
     mw_model *m;
-    MW_TRY(model_skeleton(&m, cfg));
     mw_planner pl;
-    mw_status s = plan_model(m, &pl, out);
+    MW_TRY(plan_dry(cfg, &m, &pl, out));
     mw_planner_free(&pl);
     mw_model_destroy(m);
-    return s;
+    return MW_OK;
 }
 
 static void budget_message(const mw_plan_summary *p) {
@@ -325,11 +336,7 @@ mw_status mw_model_create(mw_model **out, const mw_config *cfg) {
         s = MW_ERR_BUDGET;
     }
     if (s == MW_OK) s = mw_arena_init(&m->arena, m->plan.peak);
-    if (s == MW_OK) { /* the arena's accounting is the plan it executes */
-        s = layout(m, NULL, pl.b, m->arena.base);
-        m->arena.used = m->arena.peak = m->plan.peak;
-        for (int k = 0; k < MW_CAT_COUNT; k++) m->arena.cat_peak[k] = m->plan.category[k];
-    }
+    if (s == MW_OK) s = layout(m, NULL, pl.b, m->arena.base);
     mw_planner_free(&pl);
     if (s != MW_OK) {
         mw_model_destroy(m);
@@ -368,8 +375,8 @@ mw_status mw_model_tensor(const mw_model *m, int i, mw_param_info *info) {
 }
 
 void mw_model_memory(const mw_model *m, uint64_t category[MW_CAT_COUNT], uint64_t *peak) {
-    for (int k = 0; k < MW_CAT_COUNT; k++) category[k] = m->arena.cat_peak[k];
-    *peak = m->arena.peak;
+    for (int k = 0; k < MW_CAT_COUNT; k++) category[k] = m->plan.category[k];
+    *peak = m->plan.peak;
 }
 
 void mw_model_init_gpt2(mw_model *m, uint64_t seed) {
