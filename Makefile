@@ -58,6 +58,7 @@ gpt2-vocab:
 # Unit tests, then the end-to-end CLI tests. Fails (non-zero) on the first failing test.
 test: all $(TESTS) gpt2-vocab
 	@for t in $(TESTS); do echo "== $$t"; $$t || exit 1; done
+	@echo "== build/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx"; build/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx
 	@echo "== tests/cli_test.sh"; tests/cli_test.sh build/memwall
 	@echo "all tests passed"
 
@@ -65,6 +66,7 @@ test: all $(TESTS) gpt2-vocab
 # (leaks included: a leak report makes a command fail).
 test-asan: $(ASAN_TESTS) build/asan/memwall gpt2-vocab
 	@for t in $(ASAN_TESTS); do echo "== $$t (asan+ubsan)"; ASAN_OPTIONS=detect_leaks=1 $$t || exit 1; done
+	@ASAN_OPTIONS=detect_leaks=1 build/asan/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx
 	@echo "== tests/cli_test.sh (asan+ubsan)"; ASAN_OPTIONS=detect_leaks=1 tests/cli_test.sh build/asan/memwall
 	@echo "sanitizer tests passed"
 

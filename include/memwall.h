@@ -67,7 +67,31 @@ typedef struct mw_config {
      * (batch, seq) micro-batch and a KV cache of ctx positions; no gradients, optimizer state or
      * backward workspace (mw_model_backward and mw_model_adamw_step must not be called). */
     int inference;
+    /* activation recomputation (mw_recompute); never changes the numbers, only memory and time */
+    int recompute;
+    int recompute_every; /* MW_RECOMPUTE_EVERY: blocks per segment; 0: round(sqrt(n_layer)) */
 } mw_config;
+
+/* What backward recomputes instead of keeping from forward. Attention never keeps its T x T
+ * probabilities and the loss never holds more than 256 positions' logits, under every policy.
+ *  NONE       keep every block's activations;
+ *  SELECTIVE  keep block inputs, qkv, the attention output and log-sum-exp, the residual after
+ *             attention and the MLP's pre-activation; redo both LayerNorms and the GELU;
+ *  FULL       keep only each block's input; redo the block during backward;
+ *  EVERY      keep the input of every K-th block; redo a segment of K blocks at a time;
+ *  AUTO       per block none, selective or full: the least predicted recomputation time whose
+ *             plan fits cfg->budget (dynamic programming over the blocks, per-op costs measured
+ *             on this machine). Needs a budget. */
+typedef enum mw_recompute {
+    MW_RECOMPUTE_NONE = 0,
+    MW_RECOMPUTE_SELECTIVE,
+    MW_RECOMPUTE_FULL,
+    MW_RECOMPUTE_EVERY,
+    MW_RECOMPUTE_AUTO
+} mw_recompute;
+/* Parses "none", "selective", "full", "every:K", "every:sqrt" or "auto" into cfg. MW_ERR_ARG
+ * with a message otherwise. */
+mw_status mw_recompute_parse(mw_config *cfg, const char *s);
 
 /* Fills the defaults (the gpt2-tiny preset, AdamW 3e-4, betas 0.9/0.95, wd 0.1, clip 1.0). */
 void mw_config_default(mw_config *cfg);
@@ -91,6 +115,8 @@ typedef struct mw_plan_summary {
     uint64_t live_peak;              /* the most bytes alive at once (peak - this: fragmentation) */
     uint64_t budget;                 /* copy of cfg->budget (0: unlimited) */
     int fits;                        /* peak <= budget, or no budget */
+    char policy[160];                /* the recomputation it plans: "full", "every:3",
+                                        "selective 0-3, none 4-11" (auto's choice) */
 } mw_plan_summary;
 
 /* Plans the training step of cfg: every buffer with its category and lifetime (in ops: embed,
@@ -101,7 +127,8 @@ mw_status mw_plan(const mw_config *cfg, mw_plan_summary *out);
 
 /* Live bytes per category during each op of the step (for timelines). *ops is malloc'd. */
 typedef struct mw_plan_op {
-    char name[32]; /* "fwd 3", "bwd 0", "head+loss", "optimizer", ... */
+    char name[32]; /* phase: "fwd 3", "recompute 3", "bwd 0", "head+loss", "optimizer", ... */
+    char op[16];   /* the op within it: "ln1+qkv", "attention", "gelu", "fc proj bwd", ... */
     uint64_t live[MW_CAT_COUNT];
 } mw_plan_op;
 mw_status mw_plan_timeline(const mw_config *cfg, mw_plan_op **ops, int *nops);
@@ -146,11 +173,12 @@ int mw_model_num_tensors(const mw_model *m);
 /* Fills info for tensor i (0 <= i < mw_model_num_tensors). Returns MW_ERR_ARG when out of range. */
 mw_status mw_model_tensor(const mw_model *m, int i, mw_param_info *info);
 
-/* Forward of one micro-batch. inputs and targets are (B,T) token ids, copied in; targets may be
- * NULL (then *loss is not computed and logits stay logits). Token ids are checked against the
- * vocabulary (MW_ERR_ARG). On success *loss is the mean cross-entropy. */
+/* Forward of one micro-batch without gradients. inputs and targets are (B,T) token ids, copied
+ * in. With targets, *loss is the mean cross-entropy. A training model keeps no logits: it needs
+ * targets. An inference model keeps the (B,T,V) logits (mw_model_logits), targets or not.
+ * Token ids are checked against the vocabulary (MW_ERR_ARG). */
 mw_status mw_model_forward(mw_model *m, const int32_t *inputs, const int32_t *targets, float *loss);
-/* (B,T,V) logits of the last forward without targets, or probabilities after one with targets. */
+/* The (B,T,V) logits of an inference model's last forward; NULL for a training model. */
 const float *mw_model_logits(const mw_model *m);
 /* Incremental decoding with the KV cache (inference models only): feeds token at position pos
  * (0 <= pos < ctx; positions must come in order from 0, and pos 0 resets the cache) and returns
@@ -158,9 +186,11 @@ const float *mw_model_logits(const mw_model *m);
  * summed in another order (tests/test_kv.c bounds the difference). NULL on a bad token/pos. */
 const float *mw_model_decode(mw_model *m, int32_t token, int pos);
 
-/* Backward of the last forward (which must have had targets). Gradients accumulate (+=) into the
- * parameter gradients, with the mean loss scaled by grad_scale (1/accum for accumulation). */
-void mw_model_backward(mw_model *m, float grad_scale);
+/* Forward and backward of one micro-batch (training models): *loss is the mean cross-entropy,
+ * and the gradients of the loss scaled by grad_scale (1/accum for accumulation) accumulate (+=)
+ * into the parameter gradients. Recomputes what the plan's policy did not keep. */
+mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const int32_t *targets,
+                                    float grad_scale, float *loss);
 void mw_model_zero_grad(mw_model *m);
 /* Global L2 norm of the gradients, summed in fixed quanta so it does not depend on threads. */
 double mw_model_grad_norm(const mw_model *m);

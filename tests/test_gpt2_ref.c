@@ -95,9 +95,17 @@ static void fill_config(mw_config *c) {
     c->grad_clip = hp[7];
 }
 
-static mw_model *make_model(void) {
+static const char *POLICY = "none";
+static uint64_t BUDGET = 0;
+
+static mw_model *make_model_cfg(int inference) {
     mw_config c;
     fill_config(&c);
+    c.inference = inference;
+    if (!inference) {
+        CHECK_OK(mw_recompute_parse(&c, POLICY));
+        c.budget = BUDGET;
+    }
     mw_model *m;
     CHECK_OK(mw_model_create(&m, &c));
     for (int i = 0; i < mw_model_num_tensors(m); i++) {
@@ -109,6 +117,7 @@ static mw_model *make_model(void) {
     }
     return m;
 }
+static mw_model *make_model(void) { return make_model_cfg(0); }
 
 /* micro-batch (s, k) of the fixture's tokens split into inputs and targets */
 static void batch(int s, int k, int32_t *in, int32_t *tg) {
@@ -139,68 +148,104 @@ int main(int argc, char **argv) {
     const float *ref_lr = get("lr")->data;
     mw_set_threads(2);
 
-    mw_model *m = make_model();
     int32_t *in = malloc(B * T * 4), *tg = malloc(B * T * 4);
-    float *final1 = NULL;
-    for (int s = 0; s < STEPS; s++) {
-        double loss = 0;
-        for (int k = 0; k < ACCUM; k++) {
-            float l;
-            batch(s, k, in, tg);
-            CHECK_OK(mw_model_forward(m, in, tg, &l));
-            if (s == 0 && k == 0) { /* logits: forward again without targets */
-                float l2;
-                CHECK_OK(mw_model_forward(m, in, NULL, &l2));
-                double e = rel_err(mw_model_logits(m), get("logits")->data, (size_t)B * T * V);
-                CHECK(e < 1e-5, "logits rel err %.3g", e);
-                printf("logits rel err %.2e\n", e);
-                CHECK_OK(mw_model_forward(m, in, tg, &l));
-            }
-            mw_model_backward(m, 1.0f / ACCUM);
-            loss += l;
-        }
-        loss /= ACCUM;
-        double norm = mw_model_grad_norm(m);
-        CHECK(fabs(loss - ref_loss[s]) <= 1e-5 * fabs(ref_loss[s]), "step %d loss %.8f vs %.8f", s,
-              loss, ref_loss[s]);
-        CHECK(fabs(norm - ref_norm[s]) <= 1e-5 * ref_norm[s], "step %d grad norm %.8f vs %.8f", s,
-              norm, ref_norm[s]);
-        double lr = mw_lr_at(mw_model_config(m), s);
-        CHECK(fabs(lr - ref_lr[s]) <= 1e-7 * ref_lr[s], "step %d lr %.9g vs %.9g", s, lr, ref_lr[s]);
-        printf("step %d loss %.7f (torch %.7f) grad norm %.7f (torch %.7f)\n", s, loss, ref_loss[s],
-               norm, ref_norm[s]);
-        if (s == 0) {
-            double worst = 0;
+    /* logits: an inference model (a training model keeps no logits) */
+    mw_model *m = make_model_cfg(1);
+    batch(0, 0, in, tg);
+    float l0;
+    CHECK_OK(mw_model_forward(m, in, NULL, &l0));
+    double le = rel_err(mw_model_logits(m), get("logits")->data, (size_t)B * T * V);
+    CHECK(le < 1e-5, "logits rel err %.3g", le);
+    printf("logits rel err %.2e\n", le);
+    mw_model_destroy(m);
+
+    /* The reference run under every recomputation policy: each against PyTorch, and every policy
+     * bit for bit the same as none (losses, step-0 gradients, final parameters). auto runs at a
+     * budget halfway between full's plan and none's. */
+    static const char *policies[] = {"none", "selective", "full", "every:1", "every:2", "every:sqrt"};
+    const int npol = (int)(sizeof policies / sizeof *policies);
+    float *final1 = NULL, *grads1 = NULL, losses1[64];
+    size_t total = 0;
+    uint64_t peak_none = 0, peak_full = 0;
+    for (int pi = 0; pi < npol; pi++) {
+        POLICY = policies[pi];
+        BUDGET = 0;
+        if (strcmp(POLICY, "auto") == 0) BUDGET = peak_full + (peak_none - peak_full) / 2;
+        m = make_model();
+        if (pi == 0) peak_none = mw_model_plan(m)->peak;
+        if (strcmp(POLICY, "full") == 0) peak_full = mw_model_plan(m)->peak;
+        printf("-- --recompute %s: plan peak %llu bytes (%s)\n", POLICY,
+               (unsigned long long)mw_model_plan(m)->peak, mw_model_plan(m)->policy);
+        if (pi == 0)
             for (int i = 0; i < mw_model_num_tensors(m); i++) {
                 mw_param_info p;
                 CHECK_OK(mw_model_tensor(m, i, &p));
-                double e = rel_err(p.grad, getf("grad", p.name)->data, p.numel);
-                CHECK(e < 1e-5, "grad %s rel err %.3g", p.name, e);
-                if (e > worst) worst = e;
+                total += p.numel;
             }
-            printf("gradients: worst tensor rel err %.2e\n", worst);
+        if (!final1) {
+            final1 = malloc(total * 4);
+            grads1 = malloc(total * 4);
         }
-        mw_model_adamw_step(m, lr, norm, s + 1);
+        int same = 1;
+        for (int s = 0; s < STEPS; s++) {
+            double loss = 0;
+            for (int k = 0; k < ACCUM; k++) {
+                float l;
+                batch(s, k, in, tg);
+                CHECK_OK(mw_model_forward_backward(m, in, tg, 1.0f / ACCUM, &l));
+                if (pi == 0) losses1[s * ACCUM + k] = l;
+                else same &= memcmp(&l, &losses1[s * ACCUM + k], 4) == 0;
+                loss += l;
+            }
+            loss /= ACCUM;
+            double norm = mw_model_grad_norm(m);
+            CHECK(fabs(loss - ref_loss[s]) <= 1e-5 * fabs(ref_loss[s]), "step %d loss %.8f vs %.8f", s,
+                  loss, ref_loss[s]);
+            CHECK(fabs(norm - ref_norm[s]) <= 1e-5 * ref_norm[s], "step %d grad norm %.8f vs %.8f", s,
+                  norm, ref_norm[s]);
+            double lr = mw_lr_at(mw_model_config(m), s);
+            CHECK(fabs(lr - ref_lr[s]) <= 1e-7 * ref_lr[s], "step %d lr %.9g vs %.9g", s, lr, ref_lr[s]);
+            if (pi == 0)
+                printf("step %d loss %.7f (torch %.7f) grad norm %.7f (torch %.7f)\n", s, loss,
+                       ref_loss[s], norm, ref_norm[s]);
+            if (s == 0) {
+                double worst = 0;
+                for (int i = 0, o = 0; i < mw_model_num_tensors(m); i++) {
+                    mw_param_info p;
+                    CHECK_OK(mw_model_tensor(m, i, &p));
+                    double e = rel_err(p.grad, getf("grad", p.name)->data, p.numel);
+                    CHECK(e < 1e-5, "grad %s rel err %.3g", p.name, e);
+                    if (e > worst) worst = e;
+                    if (pi == 0) memcpy(grads1 + o, p.grad, p.numel * 4);
+                    else same &= memcmp(grads1 + o, p.grad, p.numel * 4) == 0;
+                    o += (int)p.numel;
+                }
+                if (pi == 0) printf("gradients: worst tensor rel err %.2e\n", worst);
+            }
+            mw_model_adamw_step(m, lr, norm, s + 1);
+        }
+        double worst = 0;
+        for (int i = 0, o = 0; i < mw_model_num_tensors(m); i++) {
+            mw_param_info p;
+            CHECK_OK(mw_model_tensor(m, i, &p));
+            double e = rel_err(p.data, getf("final", p.name)->data, p.numel);
+            CHECK(e < 1e-5, "final %s rel err %.3g", p.name, e);
+            if (e > worst) worst = e;
+            if (pi == 0) memcpy(final1 + o, p.data, p.numel * 4);
+            else same &= memcmp(final1 + o, p.data, p.numel * 4) == 0;
+            o += (int)p.numel;
+        }
+        if (pi == 0) printf("params after %d AdamW steps: worst tensor rel err %.2e\n", STEPS, worst);
+        else {
+            CHECK(same, "--recompute %s is not bitwise identical to none", POLICY);
+            printf("   losses, gradients, final parameters bitwise identical to none: %s\n",
+                   same ? "yes" : "NO");
+        }
+        mw_model_destroy(m);
     }
-    double worst = 0;
-    size_t total = 0;
-    for (int i = 0; i < mw_model_num_tensors(m); i++) {
-        mw_param_info p;
-        CHECK_OK(mw_model_tensor(m, i, &p));
-        double e = rel_err(p.data, getf("final", p.name)->data, p.numel);
-        CHECK(e < 1e-5, "final %s rel err %.3g", p.name, e);
-        if (e > worst) worst = e;
-        total += p.numel;
-    }
-    printf("params after %d AdamW steps: worst tensor rel err %.2e\n", STEPS, worst);
-    final1 = malloc(total * 4);
-    for (int i = 0, o = 0; i < mw_model_num_tensors(m); i++) {
-        mw_param_info p;
-        CHECK_OK(mw_model_tensor(m, i, &p));
-        memcpy(final1 + o, p.data, p.numel * 4);
-        o += (int)p.numel;
-    }
-    mw_model_destroy(m);
+    POLICY = "none";
+    BUDGET = 0;
+    free(grads1);
 
     /* AdamW alone from exact inputs: torch's initial parameters and step-0 gradients */
     m = make_model();
@@ -210,7 +255,7 @@ int main(int argc, char **argv) {
         memcpy(p.grad, getf("grad", p.name)->data, p.numel * 4);
     }
     mw_model_adamw_step(m, mw_lr_at(mw_model_config(m), 0), ref_norm[0], 1);
-    worst = 0;
+    double worst = 0;
     for (int i = 0; i < mw_model_num_tensors(m); i++) {
         mw_param_info p;
         CHECK_OK(mw_model_tensor(m, i, &p));

@@ -1,3 +1,4 @@
+#include <string.h>
 /* The KV cache is exact: decoding token by token gives the logits of a full forward pass at every
  * position (same weights), to 1e-5 of the largest logit. Also: an inference model allocates no
  * gradients or optimizer state, and loads a training checkpoint. */
@@ -23,8 +24,20 @@ int main(void) {
     int32_t tok[37];
     for (int t = 0; t < 37; t++) tok[t] = (t * 17 + 3) % 61;
     float unused;
-    CHECK_OK(mw_model_forward(full, tok, NULL, &unused));
-    const float *ref = mw_model_logits(full);
+    mw_config cf = c; /* the full forward's logits: an inference model with full's parameters */
+    cf.inference = 1;
+    mw_model *fwd;
+    CHECK_OK(mw_model_create(&fwd, &cf));
+    for (int i = 0; i < mw_model_num_tensors(full); i++) {
+        mw_param_info p, q;
+        mw_model_tensor(full, i, &p);
+        mw_model_tensor(fwd, i, &q);
+        memcpy(q.data, p.data, p.numel * sizeof(float));
+    }
+    CHECK(mw_model_forward(full, tok, NULL, &unused) == MW_ERR_ARG, "a training model keeps no logits");
+    CHECK(mw_model_logits(full) == NULL, "a training model has no logits");
+    CHECK_OK(mw_model_forward(fwd, tok, NULL, &unused));
+    const float *ref = mw_model_logits(fwd);
 
     char dir[] = "/tmp/mw_test_kv_XXXXXX", path[4096];
     if (!mkdtemp(dir)) return 1;
@@ -55,6 +68,7 @@ int main(void) {
     CHECK(mw_model_decode(full, 0, 0) == NULL, "decode needs an inference model");
     CHECK(mw_ckpt_save(dir, inf, &st, 1, NULL, 0) == MW_ERR_ARG, "no checkpoint of an inference model");
     mw_model_destroy(full);
+    mw_model_destroy(fwd);
     mw_model_destroy(inf);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

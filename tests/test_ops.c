@@ -206,22 +206,39 @@ static double at_loss(void *p) {
 static void test_attention(int B, int T, int C, int H, size_t checks) {
     size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C;
     int nt = omp_get_max_threads();
-    float *qkv = fnew(nq), *out = fnew(no), *att = fnew((size_t)B * H * T * T), *wl = fnew(no),
-          *dqkv = fnew(nq), *scratch = fnew((size_t)nt * T * T);
+    float *qkv = fnew(nq), *out = fnew(no), *lse = fnew((size_t)B * H * T), *wl = fnew(no),
+          *dqkv = fnew(nq), *scratch = fnew((size_t)nt * mw_attention_scratch_floats(T));
+    float *pout = fnew(no), *att = fnew((size_t)B * H * T * T), *pd = fnew(nq),
+          *pscr = fnew((size_t)nt * T * T);
     randn(qkv, nq, 1);
     randn(wl, no, 1);
     at_ctx c = {B, T, C, H, dnew(nq), dnew(no), wl};
     f2d(c.qkv, qkv, nq);
-    mw_attention_forward(out, att, qkv, B, T, C, H);
+    mw_attention_forward(out, lse, scratch, nt, qkv, B, T, C, H);
     at_twin(&c);
     double e = err_fd(out, c.out, no);
     CHECK(e < 1e-5, "attention forward (T=%d) rel err %.3g", T, e);
-    printf("  attention forward T=%d: %.2e\n", T, e);
-    mw_attention_backward(dqkv, scratch, nt, wl, qkv, att, B, T, C, H);
+    mw_attention_backward(dqkv, scratch, nt, wl, qkv, out, lse, B, T, C, H);
     char name[64];
     snprintf(name, sizeof name, "attention dqkv T=%d", T);
     check_grad(name, dqkv, c.qkv, nq, at_loss, &c, checks);
-    free(qkv), free(out), free(att), free(wl), free(dqkv), free(scratch), free(c.qkv), free(c.out);
+    /* the plain version (T x T stored) agrees; the tiled one is bitwise the same on 1 thread */
+    mw_attention_forward_plain(pout, att, qkv, B, T, C, H);
+    mw_attention_backward_plain(pd, pscr, nt, wl, qkv, att, B, T, C, H);
+    double *dd = dnew(nq), *od = dnew(no);
+    f2d(dd, pd, nq);
+    f2d(od, pout, no);
+    double ef = err_fd(out, od, no), eb = err_fd(dqkv, dd, nq);
+    CHECK(ef < 1e-6 && eb < 1e-5, "tiled vs plain attention T=%d: forward %.3g backward %.3g", T, ef, eb);
+    float *out1 = fnew(no), *d1 = fnew(nq);
+    mw_attention_forward(out1, lse, scratch, 1, qkv, B, T, C, H);
+    mw_attention_backward(d1, scratch, 1, wl, qkv, out1, lse, B, T, C, H);
+    CHECK(memcmp(out1, out, no * 4) == 0 && memcmp(d1, dqkv, nq * 4) == 0,
+          "tiled attention T=%d differs between 1 and %d threads", T, nt);
+    printf("  attention T=%d: forward vs double %.2e; tiled vs plain: forward %.2e, backward %.2e; "
+           "1 vs %d threads bitwise equal\n", T, e, ef, eb, nt);
+    free(qkv), free(out), free(lse), free(wl), free(dqkv), free(scratch), free(c.qkv), free(c.out);
+    free(pout), free(att), free(pd), free(pscr), free(dd), free(od), free(out1), free(d1);
 }
 
 /* ---- gelu ---- */
@@ -257,6 +274,14 @@ static void test_gelu(void) {
     }
     CHECK(wt < 2e-7, "tanh_fast max abs err %.3g", wt);
     printf("  tanh_fast vs tanh: max abs err %.2e\n", wt);
+    double we = 0; /* exp_fast: relative to exp over its range */
+    for (float u = -87.0f; u <= 88.0f; u += 0.00093f) {
+        double r = exp((double)u), e = fabs((double)mw_exp_fast(u) - r) / r;
+        we = e > we ? e : we;
+    }
+    CHECK(we < 3e-7 && mw_exp_fast(-INFINITY) == 0.0f && mw_exp_fast(-100.0f) == 0.0f,
+          "exp_fast max rel err %.3g", we);
+    printf("  exp_fast vs exp: max rel err %.2e\n", we);
     free(x), free(y), free(d);
 }
 
@@ -285,12 +310,17 @@ static void test_crossentropy(void) {
     randn(z, N * V, 3);
     ce_ctx c = {N, V, dnew(N * V), t};
     f2d(c.z, z, N * V);
-    mw_crossentropy_forward(z, losses, t, N, V);
+    float *z2 = fnew(N * V), *losses2 = fnew(N);
+    memcpy(z2, z, sizeof(float) * N * V);
+    mw_crossentropy(z2, losses2, t, 1.0f, 0, N, V); /* loss only: logits untouched */
+    CHECK(memcmp(z2, z, sizeof(float) * N * V) == 0, "cross-entropy without grad changed the logits");
+    mw_crossentropy(z, losses, t, 1.0f, 1, N, V);
+    CHECK(memcmp(losses, losses2, sizeof(float) * N) == 0, "cross-entropy loss differs with grad");
+    free(z2), free(losses2);
     double L = 0;
     for (int n = 0; n < N; n++) L += losses[n];
     double ref = ce_loss(&c);
     CHECK(fabs(L - ref) < 1e-5 * fabs(ref), "cross-entropy loss %.8f vs %.8f", L, ref);
-    mw_crossentropy_backward(z, t, 1.0f, N, V);
     check_grad("cross-entropy dlogits", z, c.z, N * V, ce_loss, &c, 1000);
     free(z), free(losses), free(c.z);
 }
@@ -327,6 +357,7 @@ int main(void) {
     test_matmul();
     test_attention(2, 11, 12, 3, 100000);
     test_attention(1, 130, 8, 2, 400);
+    test_attention(2, 300, 16, 2, 300);
     test_gelu();
     test_crossentropy();
     test_encoder();

@@ -34,6 +34,7 @@ mw_status mw_planner_add(mw_planner *p, const char *name, int layer, uint64_t by
     b->first = first;
     b->last = last;
     b->cat = cat;
+    b->tag = 0;
     return MW_OK;
 }
 
@@ -101,4 +102,17 @@ void mw_planner_live(const mw_planner *p, int op, uint64_t live[MW_CAT_COUNT]) {
     memset(live, 0, sizeof(uint64_t) * MW_CAT_COUNT);
     for (int i = 0; i < p->n; i++)
         if (p->b[i].first <= op && op <= p->b[i].last) live[p->b[i].cat] += p->b[i].bytes;
+}
+
+void mw_planner_live_all(const mw_planner *p, uint64_t *live) {
+    /* differences at each buffer's first and one past its last op, then running sums */
+    memset(live, 0, sizeof(uint64_t) * (size_t)p->nops * MW_CAT_COUNT);
+    for (int i = 0; i < p->n; i++) {
+        const mw_pbuf *b = &p->b[i];
+        live[(size_t)b->first * MW_CAT_COUNT + b->cat] += b->bytes;
+        if (b->last + 1 < p->nops) live[(size_t)(b->last + 1) * MW_CAT_COUNT + b->cat] -= b->bytes;
+    }
+    for (int op = 1; op < p->nops; op++)
+        for (int k = 0; k < MW_CAT_COUNT; k++)
+            live[(size_t)op * MW_CAT_COUNT + k] += live[(size_t)(op - 1) * MW_CAT_COUNT + k];
 }

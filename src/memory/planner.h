@@ -15,6 +15,7 @@ typedef struct mw_pbuf {
     int layer;              /* the layer it belongs to, or -1 */
     uint64_t bytes, offset; /* bytes rounded up to 64 */
     int first, last, cat;
+    int tag; /* the caller's mark (gpt2.c: 1 for a recomputed instance) */
 } mw_pbuf;
 
 typedef struct mw_planner {
@@ -34,4 +35,6 @@ mw_status mw_planner_place(mw_planner *p);
 int mw_planner_check(const mw_planner *p);
 /* Live bytes per category during op. */
 void mw_planner_live(const mw_planner *p, int op, uint64_t live[MW_CAT_COUNT]);
+/* Live bytes per category for every op at once: live[op * MW_CAT_COUNT + cat], O(buffers + ops). */
+void mw_planner_live_all(const mw_planner *p, uint64_t *live);
 #endif

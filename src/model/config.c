@@ -2,6 +2,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/status.h"
@@ -75,6 +76,12 @@ mw_status mw_config_validate(const mw_config *c) {
     NEED(c->grad_clip >= 0 && isfinite(c->grad_clip), "--grad-clip must be >= 0 (0: off)");
     NEED(c->threads >= 0 && c->threads <= 1024, "--threads must be in 0..1024");
     NEED(c->eval_every >= 0 && c->eval_batches >= 1, "--eval-every must be >= 0, --eval-batches >= 1");
+    NEED(c->recompute >= MW_RECOMPUTE_NONE && c->recompute <= MW_RECOMPUTE_AUTO,
+         "unknown --recompute policy %d", c->recompute);
+    NEED(c->recompute_every >= 0 && c->recompute_every <= c->n_layer,
+         "--recompute every:K needs K in 1..--layers=%d (got %d)", c->n_layer, c->recompute_every);
+    NEED(c->recompute != MW_RECOMPUTE_AUTO || c->budget > 0 || c->inference,
+         "--recompute auto chooses per block what fits --budget: give a --budget");
 #undef NEED
     return MW_OK;
 }
@@ -103,4 +110,27 @@ double mw_lr_at(const mw_config *c, int s) {
     double p = c->steps > c->warmup ? (double)(s - c->warmup) / (c->steps - c->warmup) : 0.0;
     if (p > 1.0) p = 1.0;
     return min_lr + 0.5 * (max_lr - min_lr) * (1.0 + cos(3.14159265358979323846 * p));
+}
+
+mw_status mw_recompute_parse(mw_config *c, const char *s) {
+    static const char *names[] = {"none", "selective", "full", NULL, "auto"};
+    for (int i = 0; i < 5; i++)
+        if (names[i] && strcmp(s, names[i]) == 0) {
+            c->recompute = i;
+            c->recompute_every = 0;
+            return MW_OK;
+        }
+    if (strncmp(s, "every:", 6) == 0) {
+        const char *k = s + 6;
+        char *end;
+        long v = strcmp(k, "sqrt") == 0 ? 0 : strtol(k, &end, 10);
+        if (strcmp(k, "sqrt") == 0 || (*k >= '0' && *k <= '9' && *end == 0 && v >= 1 && v <= 4096)) {
+            c->recompute = MW_RECOMPUTE_EVERY;
+            c->recompute_every = (int)v;
+            return MW_OK;
+        }
+    }
+    return mw_fail(MW_ERR_ARG,
+                   "--recompute must be none, selective, full, every:K (K >= 1), every:sqrt or auto "
+                   "(got '%s')", s);
 }

@@ -31,16 +31,10 @@ typedef struct tensor {
     int decay;
 } tensor;
 
-typedef struct layer_acts {     /* what forward keeps for backward, one layer */
-    float *ln1, *ln1_mean, *ln1_rstd; /* (N,C) (N) (N) */
-    float *qkv;                       /* (N,3C) */
-    float *att;                       /* (B,H,T,T) softmax probabilities */
-    float *atty;                      /* (N,C) attention output before c_proj */
-    float *res2;                      /* (N,C) residual after attention */
-    float *ln2, *ln2_mean, *ln2_rstd; /* (N,C) (N) (N) */
-    float *fch, *fch_gelu;            /* (N,4C) (N,4C) */
-    float *res3;                      /* (N,C) block output */
-} layer_acts;
+typedef struct op_t {
+    unsigned char kind;
+    int layer;
+} op_t;
 
 struct mw_model {
     mw_config cfg;
@@ -50,16 +44,19 @@ struct mw_model {
     tensor *tensors;
     size_t nfloats; /* flat parameter buffer length, padding included */
     float *params, *grads, *m, *v;
-    layer_acts *acts;
-    int32_t *inputs, *targets;
-    float *encoded, *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
-    float *dres, *dtmp, *dqkv, *dfch, *att_scratch; /* backward workspace, shared by layers */
-    double *norm_parts;
-    int32_t *staging; /* the trainer's token windows: inputs (N), targets (N), window (B*(T+1)) */
+    int32_t *staging;       /* the trainer's token windows: inputs (N), targets (N), window (B*(T+1)) */
     float *kcache, *vcache; /* inference: (L, ctx, C) each */
     float *dec;             /* inference: one position's scratch, see mw_model_decode */
+    unsigned char *pol;     /* per block: P_NONE, P_SEL or P_FULL */
+    int seg;                /* every:K: blocks per recomputed segment (0: per-block policies) */
+    op_t *ops;              /* the schedule of one micro-batch and the optimizer */
+    int nops, head_op, opt_op;
+    void **opp; /* MAXACC pointers per op: its values, in the order of its kind's access list */
     int has_targets;
 };
+
+static void policy_text(const mw_model *m, char *out, size_t len);
+static void budget_message(const mw_plan_summary *p);
 
 #define NORM_QUANTUM 65536 /* grad-norm partial sums over fixed blocks: thread-independent */
 
@@ -95,109 +92,303 @@ static mw_status build_table(mw_model *m) {
     return MW_OK;
 }
 
-/* The ops of one micro-batch, then the optimizer: the clock that buffer lifetimes are told in. */
-#define OP_EMB 0
-#define OP_FWD(l) (1 + (l))
-#define OP_HEAD_F (L + 1)
-#define OP_HEAD_B (L + 2)
-#define OP_BWD(l) (L + 3 + (L - 1 - (l)))
-#define OP_EMB_B (2 * L + 3)
-#define OP_OPT (2 * L + 4)
-#define NOPS (2 * L + 5)
+/* ---- the step as a schedule of ops over named values -----------------------------------------
+ *
+ * A step is a list of ops (embed, six forward ops per block, the head with its loss and gradient,
+ * the backward ops, recomputations where the policy asks for them, the optimizer). Each op kind
+ * reads, writes or updates in place a fixed list of values (a layer's qkv, the gradient of the
+ * residual stream, ...). Walking the list gives every value's instances and their lifetimes: a
+ * write starts a new instance, which lives until its last read before the next write. A value
+ * that the schedule recomputes before backward therefore dies during forward by itself, and the
+ * same walk that plans the memory binds the pointers the executor uses: the estimate is the
+ * allocation, byte for byte, for every policy. */
 
-/* "m->dqkv" -> "dqkv", "la->ln1" -> "ln1": a buffer's name from the expression that holds it */
-static const char *buf_name(const char *expr) {
-    const char *a = strrchr(expr, '>');
-    return a ? a + 1 : expr;
+/* values of block l (X is its input: the embedding for l = 0, the last block's output for l = L) */
+enum { X, LN1, LN1S, QKV, ATTY, LSE, RES2, LN2, LN2S, FCH, GELU, NLS };
+static const char *lslot_names[NLS] = {"x",    "ln1",  "ln1_stats", "qkv", "atty", "lse",
+                                       "res2", "ln2",  "ln2_stats", "fch", "gelu"};
+/* values of the step */
+enum { G_IN, G_TGT, G_LNF, G_LNFS, G_LOGITS, G_LOSSES, G_DRES, G_DTMP, G_DQKV, G_ATTS, G_NORM, NGS };
+static const char *gslot_names[NGS] = {"inputs", "targets", "lnf",  "lnf_stats", "logits", "losses",
+                                       "dres",   "dtmp",    "dqkv", "att_scratch", "norm_parts"};
+#define XN 100         /* the next block's X */
+#define GS(g) (-1 - (g))
+enum { R, W, U }; /* read; write (a new instance); update in place (read and write the same one) */
+
+enum {
+    K_EMB, K_LN1QKV, K_ATTN, K_PROJ, K_LN2FC, K_GELU, K_FCPROJ, K_LN1, K_LN2, K_HEAD, K_LOGITS,
+    K_BFCPROJ, K_BFC, K_BPROJ, K_BATTN, K_BQKV, K_EMBB, K_OPT, NKINDS
+};
+#define MAXACC 8
+typedef struct { signed char slot, mode; } access;
+static const struct kind {
+    const char *name;
+    int n;
+    access a[MAXACC];
+} KINDS[NKINDS] = {
+    [K_EMB] = {"embed", 3, {{GS(G_IN), W}, {GS(G_TGT), W}, {X, W}}},
+    [K_LN1QKV] = {"ln1+qkv", 4, {{X, R}, {LN1, W}, {LN1S, W}, {QKV, W}}},
+    [K_ATTN] = {"attention", 4, {{QKV, R}, {ATTY, W}, {LSE, W}, {GS(G_ATTS), W}}},
+    [K_PROJ] = {"attn proj", 3, {{X, R}, {ATTY, R}, {RES2, W}}},
+    [K_LN2FC] = {"ln2+fc", 4, {{RES2, R}, {LN2, W}, {LN2S, W}, {FCH, W}}},
+    [K_GELU] = {"gelu", 2, {{FCH, R}, {GELU, W}}},
+    [K_FCPROJ] = {"fc proj", 3, {{RES2, R}, {GELU, R}, {XN, W}}},
+    [K_LN1] = {"ln1", 3, {{X, R}, {LN1, W}, {LN1S, W}}},
+    [K_LN2] = {"ln2", 3, {{RES2, R}, {LN2, W}, {LN2S, W}}},
+    [K_HEAD] = {"head+loss", 8,
+                {{X, R}, {GS(G_TGT), R}, {GS(G_LNF), W}, {GS(G_LNFS), W}, {GS(G_LOGITS), W},
+                 {GS(G_LOSSES), W}, {GS(G_DTMP), W}, {GS(G_DRES), W}}},
+    [K_LOGITS] = {"head", 6,
+                  {{X, R}, {GS(G_TGT), R}, {GS(G_LNF), W}, {GS(G_LNFS), W}, {GS(G_LOGITS), W},
+                   {GS(G_LOSSES), W}}},
+    [K_BFCPROJ] = {"fc proj bwd", 3, {{FCH, R}, {GELU, U}, {GS(G_DRES), U}}},
+    [K_BFC] = {"ln2+fc bwd", 6,
+               {{LN2, R}, {LN2S, R}, {RES2, R}, {GELU, U}, {GS(G_DTMP), W}, {GS(G_DRES), U}}},
+    [K_BPROJ] = {"attn proj bwd", 3, {{ATTY, R}, {GS(G_DRES), U}, {GS(G_DTMP), W}}},
+    [K_BATTN] = {"attention bwd", 6,
+                 {{GS(G_DTMP), R}, {QKV, R}, {ATTY, R}, {LSE, R}, {GS(G_DQKV), W}, {GS(G_ATTS), W}}},
+    [K_BQKV] = {"ln1+qkv bwd", 6,
+                {{GS(G_DQKV), R}, {LN1, R}, {LN1S, R}, {X, R}, {GS(G_DTMP), W}, {GS(G_DRES), U}}},
+    [K_EMBB] = {"embed bwd", 2, {{GS(G_DRES), U}, {GS(G_IN), R}}},
+    [K_OPT] = {"optimizer", 1, {{GS(G_NORM), W}}},
+};
+
+#define LOSS_ROWS 256 /* the head and the loss run over this many positions at a time */
+
+/* Per-layer policies. P_SEG: recomputed with its segment (every:K). */
+enum { P_NONE, P_SEL, P_FULL };
+
+static int kind_is_forward(int k) { return k >= K_LN1QKV && k <= K_LN2; }
+
+static void push(mw_model *m, int kind, int layer) {
+    m->ops[m->nops].kind = (unsigned char)kind;
+    m->ops[m->nops].layer = layer;
+    m->nops++;
 }
 
-/* Every buffer of the step with its category and lifetime, in a fixed order. Without offsets it
- * adds them to the planner; with offsets (the planner's, same order) it binds the pointers. */
-static mw_status layout(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *base) {
+static void push_block_forward(mw_model *m, int l, int with_output) {
+    push(m, K_LN1QKV, l);
+    push(m, K_ATTN, l);
+    push(m, K_PROJ, l);
+    push(m, K_LN2FC, l);
+    push(m, K_GELU, l);
+    if (with_output) push(m, K_FCPROJ, l);
+}
+
+/* The backward of block l under policy p, recomputing what p did not keep. */
+static void push_block_backward(mw_model *m, int l, int p) {
+    if (p == P_FULL) { /* the whole block again, from its input; qkv once more after the MLP */
+        push(m, K_LN1QKV, l);
+        push(m, K_ATTN, l);
+        push(m, K_PROJ, l);
+        push(m, K_LN2FC, l);
+    }
+    if (p != P_NONE) push(m, K_GELU, l);
+    push(m, K_BFCPROJ, l);
+    if (p != P_NONE) push(m, K_LN2, l);
+    push(m, K_BFC, l);
+    push(m, K_BPROJ, l);
+    if (p == P_FULL) push(m, K_LN1QKV, l);
+    push(m, K_BATTN, l);
+    if (p == P_SEL) push(m, K_LN1, l);
+    push(m, K_BQKV, l);
+}
+
+static mw_status build_schedule(mw_model *m) {
+    const int L = m->cfg.n_layer;
+    m->ops = malloc(sizeof *m->ops * (size_t)(20 * L + 8));
+    if (!m->ops) return mw_fail(MW_ERR_NOMEM, "cannot allocate the schedule");
+    m->nops = 0;
+    push(m, K_EMB, 0);
+    for (int l = 0; l < L; l++) push_block_forward(m, l, 1);
+    m->head_op = m->nops;
+    if (m->cfg.inference) {
+        push(m, K_LOGITS, L);
+        m->opt_op = -1;
+        return MW_OK;
+    }
+    push(m, K_HEAD, L);
+    if (m->seg > 0) { /* segments [s, e] of seg blocks from the top: keep x_s, redo the rest */
+        for (int e = L - 1; e >= 0;) {
+            const int s = e / m->seg * m->seg;
+            for (int l = s; l <= e; l++) push_block_forward(m, l, l < e);
+            for (int l = e; l >= s; l--) push_block_backward(m, l, P_NONE);
+            e = s - 1;
+        }
+    } else {
+        for (int l = L - 1; l >= 0; l--) push_block_backward(m, l, m->pol[l]);
+    }
+    push(m, K_EMBB, 0);
+    m->opt_op = m->nops;
+    push(m, K_OPT, 0);
+    return MW_OK;
+}
+
+/* Size, category and name of slot (global, or NGS + l*NLS + value). */
+static void slot_info(const mw_model *m, int slot, uint64_t *bytes, int *cat, const char **name,
+                      int *layer) {
     const mw_config *c = &m->cfg;
-    const size_t B = c->batch, T = c->seq, C = c->n_embd, H = c->n_head, V = c->vocab;
-    const size_t N = B * T, F = sizeof(float), CTX = c->ctx;
-    const int L = c->n_layer, ALL_LAST = NOPS - 1;
+    const uint64_t B = c->batch, T = c->seq, C = c->n_embd, H = c->n_head, V = c->vocab, N = B * T;
+    const uint64_t F = sizeof(float);
+    if (slot < NGS) {
+        static const int gcat[NGS] = {MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS,
+                                      MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK,
+                                      MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK};
+        uint64_t rows = N < LOSS_ROWS ? N : LOSS_ROWS;
+        const uint64_t gbytes[NGS] = {
+            N * sizeof(int32_t), N * sizeof(int32_t), N * C * F, 2 * N * F,
+            (c->inference ? N : rows) * V * F, N * F, N * C * F, N * C * F, 3 * N * C * F,
+            (uint64_t)m->nthreads * mw_attention_scratch_floats(c->seq) * F,
+            (m->nfloats / NORM_QUANTUM + 1) * sizeof(double)};
+        *bytes = gbytes[slot];
+        *cat = gcat[slot];
+        *name = gslot_names[slot];
+        *layer = -1;
+        if (slot == G_LOGITS && c->inference) *cat = MW_CAT_ACTS;
+        return;
+    }
+    const int v = (slot - NGS) % NLS;
+    const uint64_t lbytes[NLS] = {N * C * F, N * C * F, 2 * N * F,     3 * N * C * F,
+                                  N * C * F, B * H * T * F, N * C * F, N * C * F,
+                                  2 * N * F, 4 * N * C * F, 4 * N * C * F};
+    *bytes = lbytes[v];
+    *cat = MW_CAT_ACTS;
+    *name = lslot_names[v];
+    *layer = (slot - NGS) / NLS;
+}
+
+static int resolve_slot(int s, int layer) {
+    if (s < 0) return -1 - s;
+    if (s == XN) return NGS + (layer + 1) * NLS + X;
+    return NGS + layer * NLS + s;
+}
+
+/* Adds every buffer of the step to pl (planning), or binds m's pointers to placed (offsets from
+ * the planner, same order) inside base. The two modes make the same walk. */
+static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *base) {
+    const mw_config *c = &m->cfg;
+    const int L = c->n_layer, last = m->nops - 1, nslots = NGS + (L + 1) * NLS;
+    const uint64_t F = sizeof(float), N = (uint64_t)c->batch * c->seq, C = c->n_embd;
     int idx = 0;
-    int layer = -1; /* the layer of the buffers being listed, for their names */
-#define BUF(ptr, bytes, cat, first, last)                                                          \
+#define PERSIST(ptr, bytes, cat, nm)                                                               \
     do {                                                                                           \
         if (placed)                                                                                \
             (ptr) = (void *)(base + placed[idx++].offset);                                         \
         else                                                                                       \
-            MW_TRY(mw_planner_add(pl, buf_name(#ptr), layer, (bytes), (cat), (first), (last)));    \
+            MW_TRY(mw_planner_add(pl, (nm), -1, (bytes), (cat), 0, last));                         \
     } while (0)
-    BUF(m->params, m->nfloats * F, MW_CAT_PARAMS, 0, ALL_LAST);
+    PERSIST(m->params, m->nfloats * F, MW_CAT_PARAMS, "params");
     if (!c->inference) {
-        BUF(m->grads, m->nfloats * F, MW_CAT_GRADS, 0, ALL_LAST);
-        BUF(m->m, m->nfloats * F, MW_CAT_OPTIM, 0, ALL_LAST);
-        BUF(m->v, m->nfloats * F, MW_CAT_OPTIM, 0, ALL_LAST);
+        PERSIST(m->grads, m->nfloats * F, MW_CAT_GRADS, "grads");
+        PERSIST(m->m, m->nfloats * F, MW_CAT_OPTIM, "adam_m");
+        PERSIST(m->v, m->nfloats * F, MW_CAT_OPTIM, "adam_v");
     }
-    BUF(m->staging, (2 * N + B * (T + 1)) * sizeof(int32_t), MW_CAT_WORK, 0, ALL_LAST);
-    BUF(m->inputs, N * sizeof(int32_t), MW_CAT_ACTS, OP_EMB, OP_EMB_B);
-    BUF(m->targets, N * sizeof(int32_t), MW_CAT_ACTS, OP_EMB, OP_HEAD_B);
-    BUF(m->encoded, N * C * F, MW_CAT_ACTS, OP_EMB, OP_BWD(0));
-    for (int l = 0; l < L; l++) { /* kept from layer l's forward to its backward */
-        layer_acts *la = &m->acts[l];
-        const int f = OP_FWD(l), b = OP_BWD(l);
-        layer = l;
-        BUF(la->ln1, N * C * F, MW_CAT_ACTS, f, b);
-        BUF(la->ln1_mean, N * F, MW_CAT_ACTS, f, b);
-        BUF(la->ln1_rstd, N * F, MW_CAT_ACTS, f, b);
-        BUF(la->qkv, N * 3 * C * F, MW_CAT_ACTS, f, b);
-        BUF(la->att, B * H * T * T * F, MW_CAT_ACTS, f, b);
-        BUF(la->atty, N * C * F, MW_CAT_ACTS, f, b);
-        BUF(la->res2, N * C * F, MW_CAT_ACTS, f, b);
-        BUF(la->ln2, N * C * F, MW_CAT_ACTS, f, b);
-        BUF(la->ln2_mean, N * F, MW_CAT_ACTS, f, b);
-        BUF(la->ln2_rstd, N * F, MW_CAT_ACTS, f, b);
-        BUF(la->fch, N * 4 * C * F, MW_CAT_ACTS, f, b);
-        BUF(la->fch_gelu, N * 4 * C * F, MW_CAT_ACTS, f, b);
-        /* the block output is the next block's input: its backward (or the head's) reads it */
-        BUF(la->res3, N * C * F, MW_CAT_ACTS, f, l + 1 < L ? OP_BWD(l + 1) : OP_HEAD_B);
-    }
-    layer = -1;
-    BUF(m->lnf, N * C * F, MW_CAT_ACTS, OP_HEAD_F, OP_HEAD_B);
-    BUF(m->lnf_mean, N * F, MW_CAT_ACTS, OP_HEAD_F, OP_HEAD_B);
-    BUF(m->lnf_rstd, N * F, MW_CAT_ACTS, OP_HEAD_F, OP_HEAD_B);
-    BUF(m->logits, N * V * F, MW_CAT_ACTS, OP_HEAD_F, OP_HEAD_B);
-    BUF(m->losses, N * F, MW_CAT_ACTS, OP_HEAD_F, OP_HEAD_F);
+    PERSIST(m->staging, (2 * N + (uint64_t)c->batch * (c->seq + 1)) * sizeof(int32_t), MW_CAT_WORK,
+            "token_staging");
     if (c->inference) {
-        BUF(m->kcache, (size_t)L * CTX * C * F, MW_CAT_ACTS, 0, ALL_LAST);
-        BUF(m->vcache, (size_t)L * CTX * C * F, MW_CAT_ACTS, 0, ALL_LAST);
-        BUF(m->dec, (12 * C + CTX + V + 8) * F, MW_CAT_WORK, 0, ALL_LAST);
-        return MW_OK;
+        const uint64_t CTX = c->ctx;
+        PERSIST(m->kcache, (uint64_t)L * CTX * C * F, MW_CAT_ACTS, "kcache");
+        PERSIST(m->vcache, (uint64_t)L * CTX * C * F, MW_CAT_ACTS, "vcache");
+        PERSIST(m->dec, (12 * C + CTX + c->vocab + 8) * F, MW_CAT_WORK, "decode");
     }
-    BUF(m->dres, N * C * F, MW_CAT_WORK, OP_HEAD_B, OP_EMB_B);
-    BUF(m->dtmp, N * C * F, MW_CAT_WORK, OP_HEAD_B, OP_BWD(0));
-    BUF(m->dqkv, N * 3 * C * F, MW_CAT_WORK, OP_BWD(L - 1), OP_BWD(0));
-    BUF(m->dfch, N * 4 * C * F, MW_CAT_WORK, OP_BWD(L - 1), OP_BWD(0));
-    BUF(m->att_scratch, (size_t)m->nthreads * T * T * F, MW_CAT_WORK, OP_BWD(L - 1), OP_BWD(0));
-    BUF(m->norm_parts, (m->nfloats / NORM_QUANTUM + 1) * sizeof(double), MW_CAT_WORK, OP_OPT, OP_OPT);
-#undef BUF
-    return MW_OK;
+#undef PERSIST
+    int *cur = malloc(sizeof(int) * (size_t)nslots);
+    if (!cur) return mw_fail(MW_ERR_NOMEM, "out of memory planning");
+    for (int i = 0; i < nslots; i++) cur[i] = -1;
+    mw_status st = MW_OK;
+    for (int i = 0; i < m->nops && st == MW_OK; i++) {
+        const struct kind *k = &KINDS[m->ops[i].kind];
+        const int layer = m->ops[i].layer;
+        for (int a = 0; a < k->n && st == MW_OK; a++) {
+            const int slot = resolve_slot(k->a[a].slot, layer);
+            if (k->a[a].mode == W) {
+                if (placed) {
+                    cur[slot] = idx++;
+                } else {
+                    uint64_t bytes;
+                    int cat, lay;
+                    const char *name;
+                    slot_info(m, slot, &bytes, &cat, &name, &lay);
+                    st = mw_planner_add(pl, name, lay, bytes, (mw_category)cat, i, i);
+                    if (st == MW_OK) {
+                        pl->b[pl->n - 1].tag = i > m->head_op && kind_is_forward(m->ops[i].kind);
+                        cur[slot] = pl->n - 1;
+                    }
+                }
+            } else if (cur[slot] < 0) {
+                st = mw_fail(MW_ERR_ARG, "internal: op %s of layer %d reads a value never written",
+                             k->name, layer);
+            } else if (!placed) {
+                pl->b[cur[slot]].last = i;
+            }
+            if (st == MW_OK && placed) m->opp[(size_t)i * MAXACC + a] = base + placed[cur[slot]].offset;
+        }
+    }
+    free(cur);
+    return st;
 }
 
 /* Plans the model's buffers: fills pl (placed) and s. */
 static mw_status plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
-    const int L = m->cfg.n_layer;
-    mw_planner_init(pl, NOPS);
-    MW_TRY(layout(m, pl, NULL, NULL));
-    MW_TRY(mw_planner_place(pl));
+    mw_planner_init(pl, m->nops);
+    mw_status st = walk(m, pl, NULL, NULL);
+    if (st == MW_OK) st = mw_planner_place(pl);
+    if (st != MW_OK) {
+        mw_planner_free(pl);
+        return st;
+    }
     memset(s, 0, sizeof *s);
-    for (int op = 0; op < NOPS; op++) {
-        uint64_t live[MW_CAT_COUNT], total = 0;
-        mw_planner_live(pl, op, live);
+    uint64_t *live = calloc((size_t)m->nops * MW_CAT_COUNT, sizeof(uint64_t));
+    if (!live) {
+        mw_planner_free(pl);
+        return mw_fail(MW_ERR_NOMEM, "out of memory planning");
+    }
+    mw_planner_live_all(pl, live);
+    for (int op = 0; op < m->nops; op++) {
+        uint64_t total = 0;
         for (int k = 0; k < MW_CAT_COUNT; k++) {
-            total += live[k];
-            if (live[k] > s->category[k]) s->category[k] = live[k];
+            uint64_t v = live[(size_t)op * MW_CAT_COUNT + k];
+            total += v;
+            if (v > s->category[k]) s->category[k] = v;
         }
         if (total > s->live_peak) s->live_peak = total;
     }
+    free(live);
     s->peak = pl->peak;
     s->budget = m->cfg.budget;
     s->fits = s->budget == 0 || s->peak <= s->budget;
+    policy_text(m, s->policy, sizeof s->policy);
     return MW_OK;
+}
+
+static const char *policy_name(int p) {
+    return p == P_NONE ? "none" : p == P_SEL ? "selective" : "full";
+}
+
+/* "full", "every:3", or runs of layers: "full 0-3, selective 4-11" */
+static void policy_text(const mw_model *m, char *out, size_t len) {
+    const int L = m->cfg.n_layer;
+    out[0] = 0;
+    if (m->cfg.inference) {
+        snprintf(out, len, "inference");
+        return;
+    }
+    if (m->seg > 0) {
+        snprintf(out, len, "every:%d", m->seg);
+        return;
+    }
+    size_t n = 0;
+    for (int l = 0; l < L && n < len;) {
+        int e = l;
+        while (e + 1 < L && m->pol[e + 1] == m->pol[l]) e++;
+        if (l == 0 && e == L - 1)
+            n += (size_t)snprintf(out + n, len - n, "%s", policy_name(m->pol[l]));
+        else if (l == e)
+            n += (size_t)snprintf(out + n, len - n, "%s%s %d", n ? ", " : "", policy_name(m->pol[l]), l);
+        else
+            n += (size_t)snprintf(out + n, len - n, "%s%s %d-%d", n ? ", " : "", policy_name(m->pol[l]), l, e);
+        l = e + 1;
+    }
 }
 
 static mw_status model_skeleton(mw_model **out, const mw_config *cfg);
@@ -207,10 +398,7 @@ static mw_status model_skeleton(mw_model **out, const mw_config *cfg);
 static mw_status plan_dry(const mw_config *cfg, mw_model **m, mw_planner *pl, mw_plan_summary *s) {
     MW_TRY(model_skeleton(m, cfg));
     mw_status st = plan_model(*m, pl, s);
-    if (st != MW_OK) {
-        mw_planner_free(pl);
-        mw_model_destroy(*m);
-    }
+    if (st != MW_OK) mw_model_destroy(*m);
     return st;
 }
 
@@ -226,8 +414,11 @@ mw_status mw_plan_buffers(const mw_config *cfg, mw_plan_buffer **out, int *n) {
     if (!b) st = mw_fail(MW_ERR_NOMEM, "out of memory");
     for (int i = 0; st == MW_OK && i < pl.n; i++) {
         const mw_pbuf *p = &pl.b[i];
-        if (p->layer >= 0) snprintf(b[i].name, sizeof b[i].name, "h.%d.%s", p->layer, p->name);
-        else snprintf(b[i].name, sizeof b[i].name, "%s", p->name);
+        const char *suffix = p->tag ? " (recomputed)" : "";
+        if (p->layer >= 0)
+            snprintf(b[i].name, sizeof b[i].name, "h.%d.%s%s", p->layer, p->name, suffix);
+        else
+            snprintf(b[i].name, sizeof b[i].name, "%s", p->name);
         b[i].category = (mw_category)p->cat;
         b[i].bytes = p->bytes;
         b[i].offset = p->offset;
@@ -249,19 +440,23 @@ mw_status mw_plan_timeline(const mw_config *cfg, mw_plan_op **ops, int *nops) {
     mw_plan_summary s;
     MW_TRY(plan_dry(cfg, &m, &pl, &s));
     mw_status st = MW_OK;
-    const int L = cfg->n_layer;
-    mw_plan_op *o = calloc((size_t)NOPS, sizeof *o);
-    if (!o) st = mw_fail(MW_ERR_NOMEM, "out of memory");
-    for (int op = 0; st == MW_OK && op < NOPS; op++) {
-        mw_planner_live(&pl, op, o[op].live);
-        if (op == OP_EMB) snprintf(o[op].name, sizeof o[op].name, "embed");
-        else if (op <= L) snprintf(o[op].name, sizeof o[op].name, "fwd %d", op - 1);
-        else if (op == OP_HEAD_F) snprintf(o[op].name, sizeof o[op].name, "head+loss");
-        else if (op == OP_HEAD_B) snprintf(o[op].name, sizeof o[op].name, "head bwd");
-        else if (op < OP_EMB_B) snprintf(o[op].name, sizeof o[op].name, "bwd %d", L - 1 - (op - L - 3));
-        else if (op == OP_EMB_B) snprintf(o[op].name, sizeof o[op].name, "embed bwd");
-        else snprintf(o[op].name, sizeof o[op].name, "optimizer");
+    mw_plan_op *o = calloc((size_t)m->nops, sizeof *o);
+    uint64_t *live = calloc((size_t)m->nops * MW_CAT_COUNT, sizeof(uint64_t));
+    if (!o || !live) st = mw_fail(MW_ERR_NOMEM, "out of memory");
+    if (st == MW_OK) mw_planner_live_all(&pl, live);
+    for (int i = 0; st == MW_OK && i < m->nops; i++) {
+        const int k = m->ops[i].kind, l = m->ops[i].layer;
+        memcpy(o[i].live, live + (size_t)i * MW_CAT_COUNT, sizeof o[i].live);
+        snprintf(o[i].op, sizeof o[i].op, "%s", KINDS[k].name);
+        if (k == K_EMB || k == K_HEAD || k == K_LOGITS || k == K_EMBB || k == K_OPT)
+            snprintf(o[i].name, sizeof o[i].name, "%s", KINDS[k].name);
+        else if (kind_is_forward(k))
+            snprintf(o[i].name, sizeof o[i].name, "%s %d", i < m->head_op ? "fwd" : "recompute", l);
+        else
+            snprintf(o[i].name, sizeof o[i].name, "bwd %d", l);
     }
+    free(live);
+    const int n = m->nops;
     mw_planner_free(&pl);
     mw_model_destroy(m);
     if (st != MW_OK) {
@@ -269,9 +464,11 @@ mw_status mw_plan_timeline(const mw_config *cfg, mw_plan_op **ops, int *nops) {
         return st;
     }
     *ops = o;
-    *nops = NOPS;
+    *nops = n;
     return MW_OK;
 }
+
+static mw_status resolve_policy(mw_model *m);
 
 static mw_status model_skeleton(mw_model **out, const mw_config *cfg) {
     MW_TRY(mw_config_validate(cfg));
@@ -279,8 +476,10 @@ static mw_status model_skeleton(mw_model **out, const mw_config *cfg) {
     if (!m) return mw_fail(MW_ERR_NOMEM, "cannot allocate the model");
     m->cfg = *cfg;
     m->nthreads = omp_get_max_threads();
-    m->acts = calloc((size_t)cfg->n_layer, sizeof(layer_acts));
-    mw_status s = m->acts ? build_table(m) : mw_fail(MW_ERR_NOMEM, "cannot allocate the layer table");
+    m->pol = calloc((size_t)cfg->n_layer, 1);
+    mw_status s = m->pol ? build_table(m) : mw_fail(MW_ERR_NOMEM, "cannot allocate the layer table");
+    if (s == MW_OK) s = resolve_policy(m);
+    if (s == MW_OK) s = build_schedule(m);
     if (s != MW_OK) {
         mw_model_destroy(m);
         return s;
@@ -314,29 +513,26 @@ mw_status mw_plan(const mw_config *cfg, mw_plan_summary *out) {
     return MW_OK;
 }
 
-static void budget_message(const mw_plan_summary *p) {
-    char b[MW_CAT_COUNT][32], pk[32], bu[32], msg[400];
-    int n = 0;
-    for (int k = 0; k < MW_CAT_COUNT; k++)
-        n += snprintf(msg + n, sizeof msg - n, "%s%s %s", k ? ", " : "", mw_category_name(k),
-                      mw_fmt_bytes(p->category[k], b[k], sizeof b[k]));
-    mw_fail(MW_ERR_BUDGET, "the plan needs %llu bytes (%s) but --budget is %llu bytes (%s): %s",
-            (unsigned long long)p->peak, mw_fmt_bytes(p->peak, pk, sizeof pk),
-            (unsigned long long)p->budget, mw_fmt_bytes(p->budget, bu, sizeof bu), msg);
-}
-
 mw_status mw_model_create(mw_model **out, const mw_config *cfg) {
     *out = NULL;
     mw_model *m;
     MW_TRY(model_skeleton(&m, cfg));
     mw_planner pl;
     mw_status s = plan_model(m, &pl, &m->plan);
-    if (s == MW_OK && !m->plan.fits) {
+    if (s != MW_OK) {
+        mw_model_destroy(m);
+        return s;
+    }
+    if (!m->plan.fits) {
         budget_message(&m->plan);
         s = MW_ERR_BUDGET;
     }
+    if (s == MW_OK) {
+        m->opp = calloc((size_t)m->nops * MAXACC, sizeof *m->opp);
+        if (!m->opp) s = mw_fail(MW_ERR_NOMEM, "cannot allocate the schedule's pointers");
+    }
     if (s == MW_OK) s = mw_arena_init(&m->arena, m->plan.peak);
-    if (s == MW_OK) s = layout(m, NULL, pl.b, m->arena.base);
+    if (s == MW_OK) s = walk(m, NULL, pl.b, m->arena.base);
     mw_planner_free(&pl);
     if (s != MW_OK) {
         mw_model_destroy(m);
@@ -350,8 +546,21 @@ void mw_model_destroy(mw_model *m) {
     if (!m) return;
     mw_arena_release(&m->arena);
     free(m->tensors);
-    free(m->acts);
+    free(m->pol);
+    free(m->ops);
+    free(m->opp);
     free(m);
+}
+
+static void budget_message(const mw_plan_summary *p) {
+    char b[MW_CAT_COUNT][32], pk[32], bu[32], msg[400];
+    int n = 0;
+    for (int k = 0; k < MW_CAT_COUNT; k++)
+        n += snprintf(msg + n, sizeof msg - n, "%s%s %s", k ? ", " : "", mw_category_name(k),
+                      mw_fmt_bytes(p->category[k], b[k], sizeof b[k]));
+    mw_fail(MW_ERR_BUDGET, "the plan needs %llu bytes (%s) but --budget is %llu bytes (%s): %s",
+            (unsigned long long)p->peak, mw_fmt_bytes(p->peak, pk, sizeof pk),
+            (unsigned long long)p->budget, mw_fmt_bytes(p->budget, bu, sizeof bu), msg);
 }
 
 const mw_config *mw_model_config(const mw_model *m) { return &m->cfg; }
@@ -422,85 +631,176 @@ static void copy_rows(float *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = src[i];
 }
 
-mw_status mw_model_forward(mw_model *m, const int32_t *inputs, const int32_t *targets, float *loss) {
+/* ---- the executor: runs ops of the schedule on their bound pointers ------------------------- */
+
+/* Runs op i. train: compute gradients in the head (the loss's gradient scaled by dloss). */
+static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum) {
     const mw_config *c = &m->cfg;
     const int B = c->batch, T = c->seq, C = c->n_embd, H = c->n_head, V = c->vocab, N = B * T;
+    const int L = c->n_layer, l = m->ops[i].layer;
+    void **P = m->opp + (size_t)i * MAXACC;
+#define F(k) ((float *)P[k])
+    float *p[NLAYERT], *g[NLAYERT];
+    if (l < L) {
+        layer_ptrs(m, m->params, l, p);
+        if (m->grads) layer_ptrs(m, m->grads, l, g);
+    }
+    float *G = m->grads;
+    switch (m->ops[i].kind) {
+    case K_EMB:
+        mw_encoder_forward(F(2), (const int32_t *)P[0], WTE(m->params), WPE(m->params), B, T, C);
+        break;
+    case K_LN1QKV:
+    case K_LN1:
+        mw_layernorm_forward(F(1), F(2), F(2) + N, F(0), p[LN1W], p[LN1B], N, C);
+        if (m->ops[i].kind == K_LN1QKV) mw_matmul_forward(F(3), F(1), p[QKVW], p[QKVB], N, C, 3 * C, 0);
+        break;
+    case K_ATTN:
+        mw_attention_forward(F(1), F(2), F(3), m->nthreads, F(0), B, T, C, H);
+        break;
+    case K_PROJ:
+        copy_rows(F(2), F(0), (size_t)N * C);
+        mw_matmul_forward(F(2), F(1), p[PROJW], p[PROJB], N, C, C, 1);
+        break;
+    case K_LN2FC:
+    case K_LN2:
+        mw_layernorm_forward(F(1), F(2), F(2) + N, F(0), p[LN2W], p[LN2B], N, C);
+        if (m->ops[i].kind == K_LN2FC) mw_matmul_forward(F(3), F(1), p[FCW], p[FCB], N, C, 4 * C, 0);
+        break;
+    case K_GELU:
+        mw_gelu_forward(F(1), F(0), (long)N * 4 * C);
+        break;
+    case K_FCPROJ:
+        copy_rows(F(2), F(0), (size_t)N * C);
+        mw_matmul_forward(F(2), F(1), p[FCPW], p[FCPB], N, 4 * C, C, 1);
+        break;
+    case K_HEAD:
+    case K_LOGITS: {
+        const int kind = m->ops[i].kind, has_tg = m->has_targets;
+        const int32_t *tg = (const int32_t *)P[1];
+        float *lnf = F(2), *stats = F(3), *logits = F(4), *losses = F(5);
+        const float *x = F(0);
+        mw_layernorm_forward(lnf, stats, stats + N, x, LNFW(m->params), LNFB(m->params), N, C);
+        const int grad = kind == K_HEAD && train;
+        for (int n0 = 0; n0 < N; n0 += LOSS_ROWS) { /* positions in fixed quanta */
+            const int rows = n0 + LOSS_ROWS < N ? LOSS_ROWS : N - n0;
+            float *z = kind == K_LOGITS ? logits + (size_t)n0 * V : logits;
+            mw_matmul_forward(z, lnf + (size_t)n0 * C, WTE(m->params), NULL, rows, C, V, 0);
+            if (!has_tg) continue;
+            mw_crossentropy(z, losses + n0, tg + n0, dloss, grad, rows, V);
+            if (grad)
+                mw_matmul_backward(F(6) + (size_t)n0 * C, WTE(G), NULL, z, lnf + (size_t)n0 * C,
+                                   WTE(m->params), rows, C, V, 0);
+        }
+        if (has_tg) {
+            double s = 0.0;
+            for (int n = 0; n < N; n++) s += losses[n];
+            *loss_sum = s;
+        }
+        if (grad) {
+            memset(F(7), 0, sizeof(float) * (size_t)N * C);
+            mw_layernorm_backward_acc(F(7), LNFW(G), LNFB(G), F(6), x, LNFW(m->params), stats,
+                                      stats + N, N, C);
+        }
+        break;
+    }
+    case K_BFCPROJ: /* dW from gelu, then d(gelu) over gelu, then through GELU: all in place */
+        mw_matmul_backward(NULL, g[FCPW], g[FCPB], F(2), F(1), p[FCPW], N, 4 * C, C, 0);
+        mw_matmul_backward_dinp(F(1), F(2), p[FCPW], N, 4 * C, C);
+        mw_gelu_backward_inplace(F(1), F(0), (long)N * 4 * C);
+        break;
+    case K_BFC:
+        mw_matmul_backward(F(4), g[FCW], g[FCB], F(3), F(0), p[FCW], N, C, 4 * C, 0);
+        mw_layernorm_backward_acc(F(5), g[LN2W], g[LN2B], F(4), F(2), p[LN2W], F(1), F(1) + N, N, C);
+        break;
+    case K_BPROJ:
+        mw_matmul_backward(F(2), g[PROJW], g[PROJB], F(1), F(0), p[PROJW], N, C, C, 0);
+        break;
+    case K_BATTN:
+        mw_attention_backward(F(4), F(5), m->nthreads, F(0), F(1), F(2), F(3), B, T, C, H);
+        break;
+    case K_BQKV:
+        mw_matmul_backward(F(4), g[QKVW], g[QKVB], F(0), F(1), p[QKVW], N, C, 3 * C, 0);
+        mw_layernorm_backward_acc(F(5), g[LN1W], g[LN1B], F(4), F(3), p[LN1W], F(2), F(2) + N, N, C);
+        break;
+    case K_EMBB:
+        mw_encoder_backward(WTE(G), WPE(G), F(0), (const int32_t *)P[1], B, T, C);
+        break;
+    default:
+        break;
+    }
+#undef F
+}
+
+static mw_status load_tokens(mw_model *m, const int32_t *inputs, const int32_t *targets) {
+    const mw_config *c = &m->cfg;
+    const int V = c->vocab, N = c->batch * c->seq;
     for (int i = 0; i < N; i++) {
         if (inputs[i] < 0 || inputs[i] >= V || (targets && (targets[i] < 0 || targets[i] >= V)))
             return mw_fail(MW_ERR_ARG, "token id %d at position %d is outside the vocabulary (%d)",
                            inputs[i] < 0 || inputs[i] >= V ? inputs[i] : targets[i], i, V);
     }
-    memcpy(m->inputs, inputs, sizeof(int32_t) * N);
-    if (targets) memcpy(m->targets, targets, sizeof(int32_t) * N);
+    void **P = m->opp; /* op 0 is the embedding: inputs and targets are its first two values */
+    memcpy(P[0], inputs, sizeof(int32_t) * N);
+    if (targets) memcpy(P[1], targets, sizeof(int32_t) * N);
     m->has_targets = targets != NULL;
+    return MW_OK;
+}
 
-    mw_encoder_forward(m->encoded, m->inputs, WTE(m->params), WPE(m->params), B, T, C);
-    const float *x = m->encoded;
-    for (int l = 0; l < c->n_layer; l++) {
-        float *p[NLAYERT];
-        layer_ptrs(m, m->params, l, p);
-        layer_acts *a = &m->acts[l];
-        mw_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p[LN1W], p[LN1B], N, C);
-        mw_matmul_forward(a->qkv, a->ln1, p[QKVW], p[QKVB], N, C, 3 * C, 0);
-        mw_attention_forward(a->atty, a->att, a->qkv, B, T, C, H);
-        copy_rows(a->res2, x, (size_t)N * C);
-        mw_matmul_forward(a->res2, a->atty, p[PROJW], p[PROJB], N, C, C, 1);
-        mw_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p[LN2W], p[LN2B], N, C);
-        mw_matmul_forward(a->fch, a->ln2, p[FCW], p[FCB], N, C, 4 * C, 0);
-        mw_gelu_forward(a->fch_gelu, a->fch, (long)N * 4 * C);
-        copy_rows(a->res3, a->res2, (size_t)N * C);
-        mw_matmul_forward(a->res3, a->fch_gelu, p[FCPW], p[FCPB], N, 4 * C, C, 1);
-        x = a->res3;
-    }
-    mw_layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, x, LNFW(m->params), LNFB(m->params), N,
-                         C);
-    mw_matmul_forward(m->logits, m->lnf, WTE(m->params), NULL, N, C, V, 0);
-    if (targets) {
-        mw_crossentropy_forward(m->logits, m->losses, m->targets, N, V);
-        double s = 0.0;
-        for (int i = 0; i < N; i++) s += m->losses[i];
-        *loss = (float)(s / N);
-    }
+mw_status mw_model_forward(mw_model *m, const int32_t *inputs, const int32_t *targets, float *loss) {
+    if (!m->cfg.inference && !targets)
+        return mw_fail(MW_ERR_ARG, "a training model keeps no logits: give targets (for the loss) "
+                                   "or build an inference model");
+    MW_TRY(load_tokens(m, inputs, targets));
+    double s = 0.0;
+    for (int i = 0; i <= m->head_op; i++) run_op(m, i, 0, 0.0f, &s);
+    if (targets) *loss = (float)(s / ((double)m->cfg.batch * m->cfg.seq));
+    return MW_OK;
+}
+
+mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const int32_t *targets,
+                                    float grad_scale, float *loss) {
+    const mw_config *c = &m->cfg;
+    if (c->inference) return mw_fail(MW_ERR_ARG, "an inference model has no gradients");
+    if (!targets) return mw_fail(MW_ERR_ARG, "training needs targets");
+    MW_TRY(load_tokens(m, inputs, targets));
+    const int N = c->batch * c->seq;
+    double s = 0.0;
+    for (int i = 0; i < m->opt_op; i++) run_op(m, i, 1, grad_scale / N, &s);
+    *loss = (float)(s / N);
     return MW_OK;
 }
 
 int32_t *mw_model_staging(mw_model *m) { return m->staging; }
 
-const float *mw_model_logits(const mw_model *m) { return m->logits; }
+const float *mw_model_logits(const mw_model *m) {
+    return m->cfg.inference ? (const float *)m->opp[(size_t)m->head_op * MAXACC + 4] : NULL;
+}
 
-void mw_model_backward(mw_model *m, float grad_scale) {
+/* ---- recomputation policies ---------------------------------------------------------------- */
+
+static mw_status auto_policy(mw_model *m);
+
+static mw_status resolve_policy(mw_model *m) {
     const mw_config *c = &m->cfg;
-    if (c->inference) return; /* no gradients to write (a programmer error; documented) */
-    const int B = c->batch, T = c->seq, C = c->n_embd, H = c->n_head, V = c->vocab, N = B * T;
     const int L = c->n_layer;
-    float *G = m->grads;
-    mw_crossentropy_backward(m->logits, m->targets, grad_scale / N, N, V);
-    mw_matmul_backward(m->dtmp, WTE(G), NULL, m->logits, m->lnf, WTE(m->params), N, C, V, 0);
-    memset(m->dres, 0, sizeof(float) * N * C);
-    const float *xl = L > 0 ? m->acts[L - 1].res3 : m->encoded;
-    mw_layernorm_backward_acc(m->dres, LNFW(G), LNFB(G), m->dtmp, xl, LNFW(m->params), m->lnf_mean,
-                              m->lnf_rstd, N, C);
-    for (int l = L - 1; l >= 0; l--) {
-        float *p[NLAYERT], *g[NLAYERT];
-        layer_ptrs(m, m->params, l, p);
-        layer_ptrs(m, G, l, g);
-        layer_acts *a = &m->acts[l];
-        const float *x = l ? m->acts[l - 1].res3 : m->encoded;
-        /* dres holds d(res3); the residual path passes it on to res2 unchanged */
-        mw_matmul_backward(m->dfch, g[FCPW], g[FCPB], m->dres, a->fch_gelu, p[FCPW], N, 4 * C, C, 0);
-        mw_gelu_backward_inplace(m->dfch, a->fch, (long)N * 4 * C);
-        mw_matmul_backward(m->dtmp, g[FCW], g[FCB], m->dfch, a->ln2, p[FCW], N, C, 4 * C, 0);
-        mw_layernorm_backward_acc(m->dres, g[LN2W], g[LN2B], m->dtmp, a->res2, p[LN2W], a->ln2_mean,
-                                  a->ln2_rstd, N, C);
-        /* dres now holds d(res2), which flows on to the block input */
-        mw_matmul_backward(m->dtmp, g[PROJW], g[PROJB], m->dres, a->atty, p[PROJW], N, C, C, 0);
-        mw_attention_backward(m->dqkv, m->att_scratch, m->nthreads, m->dtmp, a->qkv, a->att, B, T,
-                              C, H);
-        mw_matmul_backward(m->dtmp, g[QKVW], g[QKVB], m->dqkv, a->ln1, p[QKVW], N, C, 3 * C, 0);
-        mw_layernorm_backward_acc(m->dres, g[LN1W], g[LN1B], m->dtmp, x, p[LN1W], a->ln1_mean,
-                                  a->ln1_rstd, N, C);
+    m->seg = 0;
+    int p = P_NONE;
+    if (c->inference) return MW_OK;
+    switch (c->recompute) {
+    case MW_RECOMPUTE_NONE: p = P_NONE; break;
+    case MW_RECOMPUTE_SELECTIVE: p = P_SEL; break;
+    case MW_RECOMPUTE_FULL: p = P_FULL; break;
+    case MW_RECOMPUTE_EVERY: {
+        int k = c->recompute_every > 0 ? c->recompute_every : (int)lround(sqrt((double)L));
+        m->seg = k < 1 ? 1 : k > L ? L : k;
+        return MW_OK;
     }
-    mw_encoder_backward(WTE(G), WPE(G), m->dres, m->inputs, B, T, C);
+    case MW_RECOMPUTE_AUTO: return auto_policy(m);
+    default: return mw_fail(MW_ERR_ARG, "unknown recompute policy %d", c->recompute);
+    }
+    memset(m->pol, p, (size_t)L);
+    return MW_OK;
 }
 
 void mw_model_zero_grad(mw_model *m) {
@@ -511,7 +811,7 @@ double mw_model_grad_norm(const mw_model *m) {
     if (!m->grads) return 0.0;
     const size_t n = m->nfloats, nb = (n + NORM_QUANTUM - 1) / NORM_QUANTUM;
     const float *g = m->grads;
-    double *parts = m->norm_parts;
+    double *parts = (double *)m->opp[(size_t)m->opt_op * MAXACC];
 #pragma omp parallel for schedule(static)
     for (size_t b = 0; b < nb; b++) {
         size_t j1 = (b + 1) * NORM_QUANTUM < n ? (b + 1) * NORM_QUANTUM : n;
@@ -587,4 +887,8 @@ const float *mw_model_decode(mw_model *m, int32_t token, int pos) {
     mw_layernorm_forward(h, stats, stats + 1, x, LNFW(m->params), LNFB(m->params), 1, C);
     mw_matmul_forward(logits, h, wte, NULL, 1, C, V, 0);
     return logits;
+}
+
+static mw_status auto_policy(mw_model *m) {
+    return mw_fail(MW_ERR_ARG, "--recompute auto: not yet");
 }

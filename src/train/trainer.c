@@ -61,8 +61,7 @@ mw_status mw_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step
     for (int k = 0; k < c->accum; k++) {
         float l;
         MW_TRY(next(ctx, in, tg, win));
-        MW_TRY(mw_model_forward(m, in, tg, &l));
-        mw_model_backward(m, 1.0f / c->accum);
+        MW_TRY(mw_model_forward_backward(m, in, tg, 1.0f / c->accum, &l));
         loss += l;
     }
     memset(r, 0, sizeof *r);

@@ -25,6 +25,7 @@ Records: config i32[9] (L,H,C,V,ctx,B,T,accum,steps);
 Run (Debian's python with torch 1.13):
     LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp /usr/bin/python3 \\
         tests/ref/make_gpt2_fixture.py --out tests/ref/gpt2_tiny.mwfx
+    ... make_gpt2_fixture.py --shape long --out tests/ref/gpt2_long.mwfx
     ... make_gpt2_fixture.py --check tests/ref/gpt2_tiny.mwfx   # dump records
 """
 import argparse
@@ -146,7 +147,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", help="write fixture to this .mwfx path")
     ap.add_argument("--check", help="read back a .mwfx and list its records")
+    ap.add_argument("--shape", choices=["tiny", "long"], default="tiny",
+                    help="long: T=150 and B*T=300, to cross the 128-position attention tile and "
+                         "the 256-position loss quantum")
     args = ap.parse_args()
+    if args.shape == "long":
+        globals().update(L=3, H=2, C=32, V=131, CTX=160, B=2, T=150)
     if args.check:
         return check_mwfx(args.check)
     if not args.out:

@@ -6,7 +6,8 @@
 #include <omp.h>
 #include <string.h>
 
-#define ATT_BLOCK 128 /* causal attention works in row blocks of this many queries */
+#define ATT_BLOCK 128 /* the plain attention works in row blocks of this many queries */
+#define ATT_T 128     /* the IO-aware attention's query and key tile */
 
 /* ---- encoder --------------------------------------------------------------------------------- */
 
@@ -139,6 +140,11 @@ void mw_matmul_backward(float *dinp, float *dw, float *db, const float *dout, co
     }
 }
 
+void mw_matmul_backward_dinp(float *dinp, const float *dout, const float *w, int N, int C, int OC) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C, 0.0f,
+                dinp, C);
+}
+
 void mw_matmul_forward_ref(float *out, const float *inp, const float *w, const float *bias, int N,
                            int C, int OC) {
     for (int n = 0; n < N; n++)
@@ -149,9 +155,9 @@ void mw_matmul_forward_ref(float *out, const float *inp, const float *w, const f
         }
 }
 
-/* ---- attention ------------------------------------------------------------------------------- */
+/* ---- attention, plain (the T x T probabilities stored): the oracle and the baseline ------------------------------------------------------------------------------- */
 
-void mw_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int H) {
+void mw_attention_forward_plain(float *out, float *att, const float *qkv, int B, int T, int C, int H) {
     const int C3 = 3 * C, hs = C / H;
     const float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for schedule(static)
@@ -181,7 +187,7 @@ void mw_attention_forward(float *out, float *att, const float *qkv, int B, int T
     }
 }
 
-void mw_attention_backward(float *dqkv, float *scratch, int nthreads, const float *dout,
+void mw_attention_backward_plain(float *dqkv, float *scratch, int nthreads, const float *dout,
                            const float *qkv, const float *att, int B, int T, int C, int H) {
     const int C3 = 3 * C, hs = C / H;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -274,30 +280,185 @@ void mw_gelu_backward_inplace(float *d, const float *inp, long n) {
     }
 }
 
+/* ---- exp ------------------------------------------------------------------------------------- */
+
+/* exp(x) in plain arithmetic the compiler vectorises: x = n ln2 + r with a two-part ln2
+ * (Cody-Waite), exp(r) by Taylor to degree 7 on |r| <= ln2/2, 2^n through the exponent bits.
+ * Relative error about 2 ulp on [-87, 88]; below -87 it returns 0 (exp(-87) = 1.6e-38). */
+static inline float exp_fast(float x) {
+    float xc = x < -87.0f ? -87.0f : x;
+    xc = xc > 88.0f ? 88.0f : xc;
+    const float shifter = 12582912.0f; /* 1.5 * 2^23, rounds to an integer (see tanh_fast) */
+    float k = xc * 1.44269504088896341f + shifter, n = k - shifter;
+    float r = xc - n * 0.693145751953125f; /* ln2 high part: 15 bits, n * it is exact */
+    r = r - n * 1.42860682030941723e-6f;   /* ln2 low part */
+    float p = 1.0f / 5040;
+    p = p * r + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t kb, sb;
+    memcpy(&kb, &k, sizeof kb);
+    sb = (kb - 0x4B400000 + 127) << 23;
+    float scale;
+    memcpy(&scale, &sb, sizeof scale);
+    return x < -87.0f ? 0.0f : p * scale;
+}
+
+float mw_exp_fast(float x) { return exp_fast(x); }
+
+/* Sum of n floats in 8 fixed lanes, lanes combined in a fixed tree: vectorises, and the order
+ * depends on n alone. */
+static inline float sum8(const float *s, int n) {
+    float a[8] = {0};
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int u = 0; u < 8; u++) a[u] += s[j + u];
+    for (int u = 0; j < n; j++, u++) a[u] += s[j];
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+/* ---- attention, IO-aware: no T x T matrix ----------------------------------------------------
+ * FlashAttention's schedule on the CPU. A thread owns one (batch, head) at a time and walks
+ * query tiles of ATT_T rows against key tiles of ATT_T columns, the probabilities of one tile
+ * pair in a scratch tile and never more. Forward keeps a running max and sum per row (online
+ * softmax) and leaves the output and the row's log-sum-exp; backward recomputes each tile's
+ * probabilities from the log-sum-exp. The tile size is a constant: every sum runs over the same
+ * pieces in the same order whatever the thread count, so results are bitwise reproducible. */
+
+size_t mw_attention_scratch_floats(int T) { return 2 * (size_t)ATT_T * ATT_T + (size_t)T; }
+
+void mw_attention_forward(float *out, float *lse, float *scratch, int nthreads, const float *qkv,
+                          int B, int T, int C, int H) {
+    const int C3 = 3 * C, hs = C / H;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const size_t per = mw_attention_scratch_floats(T);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
+    for (int bh = 0; bh < B * H; bh++) {
+        const int b = bh / H, h = bh % H;
+        const float *q = qkv + (long)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+        float *o = out + (long)b * T * C + h * hs, *ls = lse + (long)bh * T;
+        float *S = scratch + (size_t)omp_get_thread_num() * per;
+        float mrow[ATT_T], lrow[ATT_T];
+        for (int q0 = 0; q0 < T; q0 += ATT_T) {
+            const int q1 = q0 + ATT_T < T ? q0 + ATT_T : T, rows = q1 - q0;
+            for (int i = 0; i < rows; i++) {
+                mrow[i] = -INFINITY;
+                lrow[i] = 0.0f;
+                memset(o + (long)(q0 + i) * C, 0, sizeof(float) * hs);
+            }
+            for (int k0 = 0; k0 < q1; k0 += ATT_T) { /* key tiles up to the diagonal */
+                const int k1 = k0 + ATT_T < q1 ? k0 + ATT_T : q1, cols = k1 - k0;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hs, scale,
+                            q + (long)q0 * C3, C3, k + (long)k0 * C3, C3, 0.0f, S, ATT_T);
+                for (int i = 0; i < rows; i++) {
+                    const int qi = q0 + i, nv = (qi + 1 < k1 ? qi + 1 : k1) - k0;
+                    float *s = S + (long)i * ATT_T, mx = mrow[i];
+                    for (int j = 0; j < nv; j++) mx = s[j] > mx ? s[j] : mx;
+                    for (int j = 0; j < nv; j++) s[j] = exp_fast(s[j] - mx);
+                    for (int j = nv < 0 ? 0 : nv; j < cols; j++) s[j] = 0.0f;
+                    const float a = exp_fast(mrow[i] - mx); /* rescales what came before */
+                    lrow[i] = lrow[i] * a + sum8(s, nv);
+                    mrow[i] = mx;
+                    float *orow = o + (long)qi * C;
+                    for (int e = 0; e < hs; e++) orow[e] *= a;
+                }
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, cols, 1.0f, S,
+                            ATT_T, v + (long)k0 * C3, C3, 1.0f, o + (long)q0 * C, C);
+            }
+            for (int i = 0; i < rows; i++) {
+                float *orow = o + (long)(q0 + i) * C, inv = 1.0f / lrow[i];
+                for (int e = 0; e < hs; e++) orow[e] *= inv;
+                ls[q0 + i] = mrow[i] + logf(lrow[i]);
+            }
+        }
+    }
+}
+
+void mw_attention_backward(float *dqkv, float *scratch, int nthreads, const float *dout,
+                           const float *qkv, const float *out, const float *lse, int B, int T,
+                           int C, int H) {
+    const int C3 = 3 * C, hs = C / H;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const size_t per = mw_attention_scratch_floats(T);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
+    for (int bh = 0; bh < B * H; bh++) {
+        const int b = bh / H, h = bh % H;
+        const float *q = qkv + (long)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+        const float *o = out + (long)b * T * C + h * hs, *d = dout + (long)b * T * C + h * hs;
+        const float *ls = lse + (long)bh * T;
+        float *dq = dqkv + (long)b * T * C3 + h * hs, *dk = dq + C, *dv = dq + 2 * C;
+        float *S = scratch + (size_t)omp_get_thread_num() * per, *dP = S + ATT_T * ATT_T;
+        float *D = dP + ATT_T * ATT_T;
+        for (int i = 0; i < T; i++) { /* D_i = dO_i . O_i; this head's gradients start at 0 */
+            const float *oi = o + (long)i * C, *di = d + (long)i * C;
+            float s = 0.0f;
+            for (int e = 0; e < hs; e++) s += di[e] * oi[e];
+            D[i] = s;
+            memset(dq + (long)i * C3, 0, sizeof(float) * hs);
+            memset(dk + (long)i * C3, 0, sizeof(float) * hs);
+            memset(dv + (long)i * C3, 0, sizeof(float) * hs);
+        }
+        for (int k0 = 0; k0 < T; k0 += ATT_T) {
+            const int k1 = k0 + ATT_T < T ? k0 + ATT_T : T, cols = k1 - k0;
+            for (int q0 = k0; q0 < T; q0 += ATT_T) { /* query tiles at or below the diagonal */
+                const int q1 = q0 + ATT_T < T ? q0 + ATT_T : T, rows = q1 - q0;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hs, scale,
+                            q + (long)q0 * C3, C3, k + (long)k0 * C3, C3, 0.0f, S, ATT_T);
+                for (int i = 0; i < rows; i++) { /* P = exp(S - lse), causal mask */
+                    const int qi = q0 + i, nv = (qi + 1 < k1 ? qi + 1 : k1) - k0;
+                    float *s = S + (long)i * ATT_T, l = ls[qi];
+                    for (int j = 0; j < nv; j++) s[j] = exp_fast(s[j] - l);
+                    for (int j = nv < 0 ? 0 : nv; j < cols; j++) s[j] = 0.0f;
+                }
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, rows, 1.0f, S, ATT_T,
+                            d + (long)q0 * C, C, 1.0f, dv + (long)k0 * C3, C3);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hs, 1.0f,
+                            d + (long)q0 * C, C, v + (long)k0 * C3, C3, 0.0f, dP, ATT_T);
+                for (int i = 0; i < rows; i++) { /* dS = P (dP - D) scale */
+                    const float *s = S + (long)i * ATT_T;
+                    float *g = dP + (long)i * ATT_T, Di = D[q0 + i];
+                    for (int j = 0; j < cols; j++) g[j] = s[j] * (g[j] - Di) * scale;
+                }
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, cols, 1.0f, dP,
+                            ATT_T, k + (long)k0 * C3, C3, 1.0f, dq + (long)q0 * C3, C3);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, rows, 1.0f, dP, ATT_T,
+                            q + (long)q0 * C3, C3, 1.0f, dk + (long)k0 * C3, C3);
+            }
+        }
+    }
+}
+
 /* ---- softmax cross-entropy ------------------------------------------------------------------- */
 
-void mw_crossentropy_forward(float *logits, float *losses, const int32_t *targets, int N, int V) {
+void mw_crossentropy(float *logits, float *losses, const int32_t *targets, float dloss, int grad,
+                     int N, int V) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float *z = logits + (long)n * V, mx = -INFINITY;
         for (int j = 0; j < V; j++) mx = z[j] > mx ? z[j] : mx;
-        float zt = z[targets[n]];
-        double sum = 0.0;
-        for (int j = 0; j < V; j++) {
-            z[j] = expf(z[j] - mx);
-            sum += z[j];
+        const float zt = z[targets[n]];
+        double a[4] = {0, 0, 0, 0}; /* fixed lanes: vectorises, same order for any N */
+        int j = 0;
+        if (grad) {
+            for (j = 0; j < V; j++) z[j] = exp_fast(z[j] - mx);
+            for (j = 0; j + 4 <= V; j += 4)
+                for (int u = 0; u < 4; u++) a[u] += z[j + u];
+            for (int u = 0; j < V; j++, u++) a[u] += z[j];
+        } else {
+            for (j = 0; j + 4 <= V; j += 4)
+                for (int u = 0; u < 4; u++) a[u] += exp_fast(z[j + u] - mx);
+            for (int u = 0; j < V; j++, u++) a[u] += exp_fast(z[j] - mx);
         }
-        float inv = (float)(1.0 / sum);
-        for (int j = 0; j < V; j++) z[j] *= inv;
+        const double sum = (a[0] + a[1]) + (a[2] + a[3]);
         losses[n] = (float)(log(sum) - (double)(zt - mx));
-    }
-}
-
-void mw_crossentropy_backward(float *probs, const int32_t *targets, float dloss, int N, int V) {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        float *p = probs + (long)n * V;
-        for (int j = 0; j < V; j++) p[j] *= dloss;
-        p[targets[n]] -= dloss;
+        if (grad) {
+            const float c = (float)(dloss / sum);
+            for (j = 0; j < V; j++) z[j] *= c;
+            z[targets[n]] -= dloss;
+        }
     }
 }

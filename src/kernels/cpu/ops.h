@@ -6,6 +6,7 @@
  * same bits for the same inputs and thread count; reductions over rows run in row order. */
 #ifndef MW_OPS_H
 #define MW_OPS_H
+#include <stddef.h>
 #include <stdint.h>
 
 /* out (B,T,C) = wte[inp] + wpe[t] */
@@ -30,13 +31,27 @@ void mw_matmul_forward(float *out, const float *inp, const float *w, const float
  * dw (OC,C) += dout^T @ inp; db (OC) += column sums of dout (skipped when NULL). */
 void mw_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, int N, int C, int OC, int acc_dinp);
+/* dinp (N,C) = dout (N,OC) @ w (OC,C), overwrite: the same bits as mw_matmul_backward's dinp. */
+void mw_matmul_backward_dinp(float *dinp, const float *dout, const float *w, int N, int C, int OC);
 
-/* Causal self-attention. qkv (B,T,3C) with q,k,v in that order; out (B,T,C); att (B,H,T,T)
- * keeps the softmax probabilities (entries above the diagonal are not meaningful). */
-void mw_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int H);
-/* dqkv (B,T,3C) overwrite. scratch holds nthreads*T*T floats; at most nthreads threads run. */
+/* Causal self-attention, IO-aware (FlashAttention's schedule): qkv (B,T,3C) with q,k,v in that
+ * order; out (B,T,C); lse (B,H,T) the log-sum-exp of each row's scores, all backward needs. No
+ * T x T matrix exists: scratch holds nthreads * mw_attention_scratch_floats(T) floats. */
+size_t mw_attention_scratch_floats(int T);
+void mw_attention_forward(float *out, float *lse, float *scratch, int nthreads, const float *qkv,
+                          int B, int T, int C, int H);
+/* dqkv (B,T,3C) overwrite, recomputing the probabilities tile by tile from qkv and lse. */
 void mw_attention_backward(float *dqkv, float *scratch, int nthreads, const float *dout,
-                           const float *qkv, const float *att, int B, int T, int C, int H);
+                           const float *qkv, const float *out, const float *lse, int B, int T,
+                           int C, int H);
+/* The plain version, which stores the (B,H,T,T) probabilities in att: the oracle of the tests
+ * and the baseline of bench/attention_bench. scratch holds nthreads*T*T floats. */
+void mw_attention_forward_plain(float *out, float *att, const float *qkv, int B, int T, int C, int H);
+void mw_attention_backward_plain(float *dqkv, float *scratch, int nthreads, const float *dout,
+                                 const float *qkv, const float *att, int B, int T, int C, int H);
+
+/* exp with relative error about 2 ulp, vectorisable; the kernel softmaxes use. 0 below -87. */
+float mw_exp_fast(float x);
 
 /* tanh with absolute error < 2e-7, vectorisable; the kernel GELU uses. */
 float mw_tanh_fast(float u);
@@ -45,11 +60,11 @@ void mw_gelu_forward(float *out, const float *inp, long n);
 /* d (N) = d * GELU_tanh'(inp), in place: d holds dout on entry, dinp on return */
 void mw_gelu_backward_inplace(float *d, const float *inp, long n);
 
-/* Softmax cross-entropy over rows of logits (N,V), in place: logits become probabilities;
- * losses (N) = -log p[target]. Targets must be in [0, V). */
-void mw_crossentropy_forward(float *logits, float *losses, const int32_t *targets, int N, int V);
-/* probs (N,V) become dlogits = (p - onehot(target)) * dloss, in place. */
-void mw_crossentropy_backward(float *probs, const int32_t *targets, float dloss, int N, int V);
+/* Softmax cross-entropy over rows of logits (N,V); targets in [0, V). losses (N) = -log p[target].
+ * With grad, logits become dlogits = (p - onehot(target)) * dloss in place; without, they are
+ * left as they are. The loss is the same bits either way. */
+void mw_crossentropy(float *logits, float *losses, const int32_t *targets, float dloss, int grad,
+                     int N, int V);
 
 /* Scalar (no BLAS) matmul forward, the oracle for tests. */
 void mw_matmul_forward_ref(float *out, const float *inp, const float *w, const float *bias, int N,
