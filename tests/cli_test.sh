@@ -251,9 +251,11 @@ echo "-- the memory plan: estimate == the real run's arena peak, to the byte, ov
 n_ok=0 n_all=0
 for cfg in "--batch 1 --seq 16" "--batch 4 --seq 64" "--batch 2 --seq 128 --accum 3" "--layers 2 --dim 64 --heads 2" \
   "--layers 6 --batch 3 --seq 37" "--dim 96 --heads 3 --batch 5 --seq 20" "--layers 1 --batch 8 --seq 256" \
-  "--heads 8 --seq 100 --accum 2" "--layers 3 --dim 32 --heads 1 --vocab 300" "--batch 2 --seq 255 --ctx 255"; do
+  "--heads 8 --seq 100 --accum 2" "--layers 3 --dim 32 --heads 1 --vocab 300" "--batch 2 --seq 255 --ctx 255" \
+  "--recompute selective --batch 3 --seq 130" "--recompute full --batch 2 --seq 200" "--recompute every:2 --layers 5" \
+  "--recompute every:sqrt --layers 7 --seq 40" "--recompute auto --budget 20MiB --batch 4 --seq 150"; do
   n_all=$((n_all + 1))
-  est=$("$MW" estimate $cfg --json | grep -o '"peak_bytes": [0-9]*' | sed 's/.*: //')
+  est=$("$MW" estimate $cfg --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //')
   "$MW" train --data "$T/lic" $cfg --steps 2 --json-log "$T/pl.jsonl" >"$T/out" 2>&1 || { fail "train $cfg: $(tail -1 "$T/out")"; continue; }
   got=$(tail -1 "$T/pl.jsonl" | grep -o '"peak_bytes": [0-9]*' | sed 's/.*: //')
   if [ -n "$est" ] && [ "$est" = "$got" ]; then n_ok=$((n_ok + 1)); else fail "$cfg: estimate $est, run $got"; fi
@@ -264,9 +266,28 @@ for k in peak_bytes categories parameters gradients optimizer activations worksp
   grep -q "\"$k\"" "$T/e.json" || fail "estimate --json lacks $k"
 done
 mb=$(grep -o '"max_batch": [0-9]*' "$T/e.json" | sed 's/.*: //')
-"$MW" estimate --budget 64MiB --batch "$mb" --json | grep -q '"fits": true' &&
-  ! "$MW" estimate --budget 64MiB --batch $((mb + 1)) --json | grep -q '"fits": true' &&
+"$MW" estimate --budget 64MiB --batch "$mb" --json | grep -o '"fits": [a-z]*' | head -1 | grep -q true &&
+  ! "$MW" estimate --budget 64MiB --batch $((mb + 1)) --json | grep -o '"fits": [a-z]*' | head -1 | grep -q true &&
   pass "max_batch $mb fits a 64 MiB budget and $((mb + 1)) does not (exit $rc)" || fail "max_batch $mb"
+echo "-- recomputation: same losses under every policy; a smaller plan; bad policies refused"
+for p in none selective full every:2 "auto --budget 24MiB"; do
+  "$MW" train --data "$T/lic" --batch 4 --seq 150 --steps 4 --recompute $p --json-log "$T/rc.jsonl" >"$T/out" 2>&1 ||
+    fail "train --recompute $p: $(tail -1 "$T/out")"
+  grep -o '"loss": [-0-9.e+]*' "$T/rc.jsonl" >"$T/rc.$(echo $p | cut -c1-4)"
+  grep -o '"peak_bytes": [0-9]*' "$T/rc.jsonl" | tail -1 >>"$T/rc.peaks"
+done
+for p in sele full ever auto; do
+  cmp -s "$T/rc.none" "$T/rc.$p" || fail "--recompute $p: losses differ from none"
+done
+[ "$(sort -t: -k2 -n "$T/rc.peaks" | tail -1)" = "$(head -1 "$T/rc.peaks")" ] &&
+  pass "losses identical under none, selective, full, every:2, auto; none has the largest plan" ||
+  fail "plans by policy: $(tr '\n' ' ' <"$T/rc.peaks")"
+"$MW" estimate --recompute sometimes >"$T/out" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "recompute must be" "$T/out" && pass "--recompute sometimes: exit 1, clear message" || fail "bad --recompute: rc $rc"
+"$MW" estimate --recompute auto >"$T/out" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "give a --budget" "$T/out" && pass "--recompute auto without --budget: exit 1" || fail "auto without budget: rc $rc"
+"$MW" estimate --recompute every:99 >"$T/out" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "every:K needs K" "$T/out" && pass "--recompute every:99 on 4 blocks: exit 1" || fail "every:99: rc $rc"
 t0=$(date +%s%N)
 "$MW" estimate --layers 96 --heads 96 --dim 12288 --vocab 50257 --ctx 2048 --seq 2048 --batch 1 --json >"$T/175.json"
 ms=$((($(date +%s%N) - t0) / 1000000))

@@ -162,7 +162,7 @@ int main(int argc, char **argv) {
     /* The reference run under every recomputation policy: each against PyTorch, and every policy
      * bit for bit the same as none (losses, step-0 gradients, final parameters). auto runs at a
      * budget halfway between full's plan and none's. */
-    static const char *policies[] = {"none", "selective", "full", "every:1", "every:2", "every:sqrt"};
+    static const char *policies[] = {"none", "selective", "full", "every:1", "every:2", "every:sqrt", "auto"};
     const int npol = (int)(sizeof policies / sizeof *policies);
     float *final1 = NULL, *grads1 = NULL, losses1[64];
     size_t total = 0;

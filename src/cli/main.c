@@ -53,6 +53,7 @@ static const opt_def OPTS[] = {
     {"seed", K_U64, C_(seed), MODEL | CMD_SAMPLE, "seed of initialisation and data sampling (sample: of sampling)"},
     {"threads", K_INT, C_(threads), MODEL | TEXT, "OpenMP and BLAS threads (0: all cores)"},
     {"budget", K_SIZE, C_(budget), MODEL, "memory budget, e.g. 512MiB, 2GiB (0: none)"},
+    {"recompute", K_RECOMPUTE, 0, MODEL, "activation recomputation: none, selective, full, every:K, every:sqrt, or auto (needs --budget)"},
     {"data", K_STR, O_(data), CMD_TRAIN, "token files PREFIX.train.bin and PREFIX.val.bin"},
     {"data", K_STR, O_(data), CMD_EVAL, "token file FILE.bin, or PREFIX (reads PREFIX.val.bin)"},
     {"eval-every", K_INT, C_(eval_every), CMD_TRAIN, "validation loss every N steps (and at the end)"},
@@ -152,6 +153,9 @@ static void parse_value(opts *o, const opt_def *d, const char *v) {
     case K_STR:
     case K_PRESET: *(const char **)p = v; break;
     case K_FLAG: break;
+    case K_RECOMPUTE:
+        if (mw_recompute_parse(&o->cfg, v) != MW_OK) die(1, "%s", mw_last_error());
+        break;
     }
 }
 
@@ -265,7 +269,7 @@ void print_plan(const mw_plan_summary *p) {
                k + 1 < MW_CAT_COUNT ? "," : "");
     printf(" | peak %s", mw_fmt_bytes(p->peak, b, sizeof b));
     if (p->budget) printf(" of budget %s", mw_fmt_bytes(p->budget, b, sizeof b));
-    printf("\n");
+    printf(" | recompute %s\n", p->policy);
 }
 
 /* Creates the model or exits: 2 when the plan does not fit the budget. */
@@ -284,7 +288,7 @@ void json_categories(FILE *f, const mw_model *m) {
             (unsigned long long)peak, (unsigned long long)mw_peak_rss());
     for (int k = 0; k < MW_CAT_COUNT; k++)
         fprintf(f, "%s\"%s\": %llu", k ? ", " : "", mw_category_name(k), (unsigned long long)cat[k]);
-    fprintf(f, "}");
+    fprintf(f, "}, \"recompute\": \"%s\"", mw_model_plan(m)->policy);
 }
 
 int main(int argc, char **argv) {

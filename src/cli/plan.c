@@ -47,6 +47,20 @@ static int max_batch(const mw_config *cfg) {
     return lo;
 }
 
+/* The plan of cfg under each recomputation policy (auto only with a budget). */
+static const char *POLICIES[] = {"none", "selective", "full", "every:sqrt", "auto"};
+#define NPOLICIES 5
+static int policy_plans(const mw_config *cfg, mw_plan_summary out[NPOLICIES]) {
+    int n = 0;
+    for (int i = 0; i < NPOLICIES; i++) {
+        mw_config c = *cfg;
+        if (strcmp(POLICIES[i], "auto") == 0 && !c.budget) break;
+        if (mw_recompute_parse(&c, POLICIES[i]) != MW_OK) die(1, "%s", mw_last_error());
+        plan_or_die(&c, &out[n++]);
+    }
+    return n;
+}
+
 int cmd_estimate(int argc, char **argv) {
     opts o;
     parse(&o, CMD_ESTIMATE, "estimate", argc, argv);
@@ -62,6 +76,11 @@ int cmd_estimate(int argc, char **argv) {
      * activations per layer without recomputation: s*b*h*(34 + 5*a*s/h) bytes in 16-bit */
     double B = c->batch, T = c->seq, C = c->n_embd, H = c->n_head, L = c->n_layer;
     double korth16 = L * B * T * C * (34.0 + 5.0 * H * T / C), korth32 = 2 * korth16;
+    /* Korthikanti's per-layer figures: selective drops the 5as/h attention term, full keeps the
+     * 2sbh-byte input */
+    double korth_sel = L * B * T * C * 34.0, korth_full = L * B * T * C * 2.0;
+    mw_plan_summary pp[NPOLICIES];
+    int npp = policy_plans(c, pp);
     if (o.json) {
         printf("{\"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"categories\": {",
                (unsigned long long)p.peak, (unsigned long long)p.live_peak);
@@ -73,8 +92,14 @@ int cmd_estimate(int argc, char **argv) {
         else printf("%d", mb);
         printf(", \"params\": %.0f, \"textbook\": {\"model_states_16B_per_param\": %.0f, "
                "\"korthikanti_activations_16bit\": %.0f, \"korthikanti_activations_fp32\": %.0f}, "
-               "\"plan_seconds\": %.6f}\n",
-               P, 16 * P, korth16, korth32, plan_s);
+               "\"plan_seconds\": %.6f, \"recompute\": \"%s\", \"policies\": {",
+               P, 16 * P, korth16, korth32, plan_s, p.policy);
+        for (int i = 0; i < npp; i++)
+            printf("%s\"%s\": {\"activations\": %llu, \"peak_bytes\": %llu, \"fits\": %s, \"plan\": \"%s\"}",
+                   i ? ", " : "", POLICIES[i], (unsigned long long)pp[i].category[MW_CAT_ACTS],
+                   (unsigned long long)pp[i].peak, pp[i].fits ? "true" : "false", pp[i].policy);
+        printf("}, \"korthikanti_16bit_by_policy\": {\"none\": %.0f, \"selective\": %.0f, \"full\": %.0f}}\n",
+               korth16, korth_sel, korth_full);
         return p.fits ? 0 : 2;
     }
     print_config(&o, "estimate");
@@ -96,9 +121,18 @@ int cmd_estimate(int argc, char **argv) {
            mw_fmt_bytes(p.category[MW_CAT_PARAMS] + p.category[MW_CAT_GRADS] + p.category[MW_CAT_OPTIM], b2, sizeof b2));
     printf("    activations, Korthikanti et al. 16-bit      %12s   (x2 for fp32: %s)\n",
            mw_fmt_bytes((uint64_t)korth16, b1, sizeof b1), mw_fmt_bytes((uint64_t)korth32, b2, sizeof b2));
-    printf("    memwall fp32 activations kept (all layers)  %12s   (64 B*T*C + 4 B*H*T^2 bytes per layer,\n"
-           "                                                               plus the logits)\n",
-           mw_fmt_bytes(p.category[MW_CAT_ACTS], b1, sizeof b1));
+    printf("\n  activations by recomputation policy (this plan: %s):\n", p.policy);
+    printf("    %-11s %14s %14s %6s   %s\n", "policy", "activations", "peak", "fits",
+           "Korthikanti et al., x2 for fp32");
+    for (int i = 0; i < npp; i++) {
+        char b3[32], b4[32];
+        double k = 2 * (i == 0 ? korth16 : i == 1 ? korth_sel : i == 2 ? korth_full : -0.5);
+        printf("    %-11s %14s %14s %6s   %s%s%s", POLICIES[i],
+               mw_fmt_bytes(pp[i].category[MW_CAT_ACTS], b1, sizeof b1), mw_fmt_bytes(pp[i].peak, b3, sizeof b3),
+               c->budget ? (pp[i].fits ? "yes" : "no") : "-", k >= 0 ? mw_fmt_bytes((uint64_t)k, b4, sizeof b4) : "",
+               i >= 3 ? "(" : "", i >= 3 ? pp[i].policy : "");
+        printf("%s\n", i >= 3 ? ")" : "");
+    }
     printf("\n  planned in %.3f ms\n", plan_s * 1e3);
     return p.fits ? 0 : 2;
 }

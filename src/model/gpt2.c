@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../core/arena.h"
 #include "../core/rng.h"
@@ -53,6 +54,7 @@ struct mw_model {
     int nops, head_op, opt_op;
     void **opp; /* MAXACC pointers per op: its values, in the order of its kind's access list */
     int has_targets;
+    double auto_cost; /* auto: predicted recomputation seconds per micro-batch */
 };
 
 static void policy_text(const mw_model *m, char *out, size_t len);
@@ -889,6 +891,304 @@ const float *mw_model_decode(mw_model *m, int32_t token, int pos) {
     return logits;
 }
 
+/* ---- auto: the fastest per-block policies that fit the budget ------------------------------- */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Seconds per op kind at cfg's shape, measured on this machine: each forward kind runs on one
+ * block at a calibration shape (1 sequence, T' = min(T, 256) positions, C' = min(C, 512)
+ * channels in heads of cfg's size), best of 3, then scales with its work: N C^2 for the
+ * matmuls, N C for the elementwise ops, B T^2 C for attention. */
+static mw_status calibrate(int T, int C, int H, int nt, double cost[NKINDS]);
+static mw_status measure_costs(const mw_config *c, double cost[NKINDS]) {
+    const int hs = c->n_embd / c->n_head;
+    const int T = c->seq < 256 ? c->seq : 256, Cc = c->n_embd < 512 ? c->n_embd : 512;
+    const int H = Cc / hs > 0 ? Cc / hs : 1, C = hs <= Cc ? H * hs : Cc; /* wide heads: one of Cc */
+    const int N = T, nt = omp_get_max_threads();
+    const double Nr = (double)c->batch * c->seq, Cr = c->n_embd;
+    /* the calibration of the last shape is kept (per thread): max_batch plans many batch sizes */
+    static _Thread_local int cached_T, cached_C, cached_H, cached_nt;
+    static _Thread_local double cached[NKINDS];
+    if (!(cached_T == T && cached_C == C && cached_H == H && cached_nt == nt)) {
+        MW_TRY(calibrate(T, C, H, nt, cached));
+        cached_T = T, cached_C = C, cached_H = H, cached_nt = nt;
+    }
+    for (int k = 0; k < NKINDS; k++) {
+        double scale = (Nr / N) * (Cr / C); /* elementwise */
+        if (k == K_LN1QKV || k == K_PROJ || k == K_LN2FC || k == K_FCPROJ) scale *= Cr / C;
+        if (k == K_ATTN) scale = (double)c->batch * ((double)c->seq / T) * ((double)c->seq / T) * (Cr / C);
+        cost[k] = cached[k] * scale;
+    }
+    return MW_OK;
+}
+
+/* Seconds of each forward kind on one block of T positions, C channels, H heads. */
+static mw_status calibrate(int T, int C, int H, int nt, double cost[NKINDS]) {
+    const int N = T;
+    const size_t nw = 12 * (size_t)C * C + 16 * (size_t)C, na = 20 * (size_t)N * C + 4 * (size_t)N;
+    const size_t ns = (size_t)nt * mw_attention_scratch_floats(T);
+    float *w = calloc(nw + na + ns, sizeof(float));
+    if (!w) return mw_fail(MW_ERR_NOMEM, "out of memory measuring op costs");
+    float *wqkv = w, *wp = wqkv + 3 * (size_t)C * C, *wfc = wp + (size_t)C * C, *wfp = wfc + 4 * (size_t)C * C;
+    float *bias = wfp + 4 * (size_t)C * C, *lnw = bias + 4 * (size_t)C;
+    float *x = w + nw, *ln = x + (size_t)N * C, *st = ln + (size_t)N * C, *qkv = st + 2 * (size_t)N;
+    float *atty = qkv + 3 * (size_t)N * C, *lse = atty + (size_t)N * C, *res2 = lse + 2 * (size_t)N;
+    float *fch = res2 + (size_t)N * C, *gelu = fch + 4 * (size_t)N * C, *scr = w + nw + na;
+    for (size_t i = 0; i < nw + na; i++) w[i] = 0.01f * (float)((i * 2654435761u) % 201) - 1.0f;
+    for (int i = 0; i < C; i++) lnw[i] = 1.0f;
+    for (int k = 0; k < NKINDS; k++) cost[k] = 0.0;
+    for (int k = K_LN1QKV; k <= K_LN2; k++) {
+        double best = 1e30;
+        for (int rep = 0; rep < 4; rep++) {
+            double t0 = now_s();
+            switch (k) {
+            case K_LN1QKV:
+                mw_layernorm_forward(ln, st, st + N, x, lnw, bias, N, C);
+                mw_matmul_forward(qkv, ln, wqkv, bias, N, C, 3 * C, 0);
+                break;
+            case K_ATTN: mw_attention_forward(atty, lse, scr, nt, qkv, 1, T, C, H); break;
+            case K_PROJ:
+                copy_rows(res2, x, (size_t)N * C);
+                mw_matmul_forward(res2, atty, wp, bias, N, C, C, 1);
+                break;
+            case K_LN2FC:
+                mw_layernorm_forward(ln, st, st + N, res2, lnw, bias, N, C);
+                mw_matmul_forward(fch, ln, wfc, bias, N, C, 4 * C, 0);
+                break;
+            case K_GELU: mw_gelu_forward(gelu, fch, (long)N * 4 * C); break;
+            case K_FCPROJ:
+                copy_rows(x, res2, (size_t)N * C);
+                mw_matmul_forward(x, gelu, wfp, bias, N, 4 * C, C, 1);
+                break;
+            default: mw_layernorm_forward(ln, st, st + N, x, lnw, bias, N, C); break;
+            }
+            double t = now_s() - t0;
+            if (rep > 0 && t < best) best = t; /* the first run warms up */
+        }
+        cost[k] = best;
+    }
+    free(w);
+    return MW_OK;
+}
+
+/* Predicted recomputation seconds of one block under each policy. */
+static void policy_costs(const double k[NKINDS], double out[3]) {
+    out[P_NONE] = 0.0;
+    out[P_SEL] = k[K_GELU] + k[K_LN2] + k[K_LN1];
+    out[P_FULL] = 2 * k[K_LN1QKV] + k[K_ATTN] + k[K_PROJ] + k[K_LN2FC] + k[K_GELU] + k[K_LN2];
+}
+
+/* Live bytes per op of m's schedule, summed over categories (no placement). */
+static mw_status live_totals(mw_model *m, uint64_t **out) {
+    mw_planner pl;
+    mw_planner_init(&pl, m->nops);
+    mw_status st = walk(m, &pl, NULL, NULL);
+    uint64_t *live = st == MW_OK ? calloc((size_t)m->nops * MW_CAT_COUNT, sizeof(uint64_t)) : NULL;
+    uint64_t *tot = st == MW_OK ? calloc((size_t)m->nops, sizeof(uint64_t)) : NULL;
+    if (st == MW_OK && (!live || !tot)) st = mw_fail(MW_ERR_NOMEM, "out of memory planning");
+    if (st == MW_OK) {
+        mw_planner_live_all(&pl, live);
+        for (int i = 0; i < m->nops; i++)
+            for (int k = 0; k < MW_CAT_COUNT; k++) tot[i] += live[(size_t)i * MW_CAT_COUNT + k];
+    }
+    free(live);
+    mw_planner_free(&pl);
+    if (st != MW_OK) free(tot);
+    else *out = tot;
+    return st;
+}
+
+/* Sets m's policy (uniform p, or every:seg when seg > 0) and rebuilds its schedule. */
+static mw_status set_policy(mw_model *m, int p, int seg) {
+    memset(m->pol, p, (size_t)m->cfg.n_layer);
+    m->seg = seg;
+    free(m->ops);
+    m->ops = NULL;
+    return build_schedule(m);
+}
+
+/* The per-block memory model of one policy, read off a uniform plan's live bytes: what a block
+ * keeps from forward to backward, the most bytes alive (everything but the blocks below it)
+ * during its forward and during its backward, and during the head. */
+typedef struct pmodel {
+    uint64_t kept, fwd, bwd, head, tail;
+} pmodel;
+
+static mw_status probe(mw_model *m, int p, pmodel *pm) {
+    const int L = m->cfg.n_layer;
+    MW_TRY(set_policy(m, p, 0));
+    uint64_t *live;
+    MW_TRY(live_totals(m, &live));
+    mw_planner pl; /* block 0's kept bytes: its instances that cross the head */
+    mw_planner_init(&pl, m->nops);
+    mw_status st = walk(m, &pl, NULL, NULL);
+    memset(pm, 0, sizeof *pm);
+    for (int i = 0; st == MW_OK && i < pl.n; i++)
+        if (pl.b[i].layer == 0 && pl.b[i].first < m->head_op && pl.b[i].last > m->head_op)
+            pm->kept += pl.b[i].bytes;
+    mw_planner_free(&pl);
+    const uint64_t below = (uint64_t)(L - 1) * pm->kept;
+    for (int i = 0; st == MW_OK && i < m->nops; i++) {
+        const op_t *o = &m->ops[i];
+        if (i == m->head_op) {
+            pm->head = live[i] - (uint64_t)L * pm->kept;
+        } else if (o->kind == K_EMB || o->kind == K_EMBB || o->kind == K_OPT) {
+            if (live[i] > pm->tail) pm->tail = live[i];
+        } else if (o->layer == L - 1) {
+            uint64_t v = live[i] > below ? live[i] - below : 0;
+            uint64_t *dst = i < m->head_op ? &pm->fwd : &pm->bwd;
+            if (v > *dst) *dst = v;
+        }
+    }
+    free(live);
+    return st;
+}
+
+/* Dynamic programming over the blocks, bottom up. State: how many blocks below keep "none" and
+ * how many "selective" (the rest "full"), which fixes the bytes they keep. A block with policy p
+ * fits when the bytes kept below it plus its own forward and backward peaks fit in M; the value
+ * is the predicted recomputation time. Fills pol with the cheapest assignment; 0 if none fits. */
+static int dp_policies(int L, const pmodel pm[3], const double cost[3], uint64_t M, unsigned char *pol) {
+    const int S = L + 1;
+    double *best = malloc(sizeof(double) * (size_t)S * S), *next = malloc(sizeof(double) * (size_t)S * S);
+    unsigned char *choice = malloc((size_t)L * S * S);
+    int ok = 0;
+    if (!best || !next || !choice) goto out;
+    for (int i = 0; i < S * S; i++) best[i] = INFINITY;
+    best[0] = 0.0;
+    for (int l = 0; l < L; l++) {
+        for (int i = 0; i < S * S; i++) next[i] = INFINITY;
+        for (int a = 0; a <= l; a++)
+            for (int b = 0; a + b <= l; b++) {
+                if (best[a * S + b] == INFINITY) continue;
+                const uint64_t below = (uint64_t)a * pm[P_NONE].kept + (uint64_t)b * pm[P_SEL].kept +
+                                       (uint64_t)(l - a - b) * pm[P_FULL].kept;
+                for (int p = 0; p < 3; p++) {
+                    uint64_t own = pm[p].fwd > pm[p].bwd ? pm[p].fwd : pm[p].bwd;
+                    if (below + own > M) continue;
+                    const int a2 = a + (p == P_NONE), b2 = b + (p == P_SEL);
+                    const double v = best[a * S + b] + cost[p];
+                    if (v < next[a2 * S + b2]) {
+                        next[a2 * S + b2] = v;
+                        choice[((size_t)l * S + a2) * S + b2] = (unsigned char)p;
+                    }
+                }
+            }
+        double *t = best;
+        best = next;
+        next = t;
+    }
+    double bv = INFINITY;
+    int ba = -1, bb = -1;
+    for (int a = 0; a <= L; a++)
+        for (int b = 0; a + b <= L; b++) {
+            const uint64_t all = (uint64_t)a * pm[P_NONE].kept + (uint64_t)b * pm[P_SEL].kept +
+                                 (uint64_t)(L - a - b) * pm[P_FULL].kept;
+            uint64_t head = pm[P_NONE].head > pm[P_FULL].head ? pm[P_NONE].head : pm[P_FULL].head;
+            if (best[a * S + b] < bv && all + head <= M && pm[P_NONE].tail <= M) {
+                bv = best[a * S + b];
+                ba = a, bb = b;
+            }
+        }
+    if (ba >= 0) { /* walk the choices back down */
+        for (int l = L - 1; l >= 0; l--) {
+            const int p = choice[((size_t)l * S + ba) * S + bb];
+            pol[l] = (unsigned char)p;
+            ba -= p == P_NONE;
+            bb -= p == P_SEL;
+        }
+        ok = 1;
+    }
+out:
+    free(best), free(next), free(choice);
+    return ok;
+}
+
+static mw_status plan_peak(mw_model *m, uint64_t *peak) {
+    mw_planner pl;
+    mw_plan_summary s;
+    MW_TRY(plan_model(m, &pl, &s));
+    mw_planner_free(&pl);
+    *peak = s.peak;
+    return MW_OK;
+}
+
 static mw_status auto_policy(mw_model *m) {
-    return mw_fail(MW_ERR_ARG, "--recompute auto: not yet");
+    const int L = m->cfg.n_layer;
+    const uint64_t budget = m->cfg.budget;
+    if (L > 256) return mw_fail(MW_ERR_ARG, "--recompute auto handles up to 256 blocks; choose a policy");
+    double kc[NKINDS], cost[3];
+    MW_TRY(measure_costs(&m->cfg, kc));
+    policy_costs(kc, cost);
+    pmodel pm[3];
+    for (int p = 0; p < 3; p++) MW_TRY(probe(m, p, &pm[p]));
+    unsigned char *best = malloc((size_t)L), *cand = malloc((size_t)L);
+    if (!best || !cand) {
+        free(best), free(cand);
+        return mw_fail(MW_ERR_NOMEM, "out of memory planning");
+    }
+    double best_cost = INFINITY;
+    int best_seg = -1;
+    mw_status st = MW_OK;
+    /* the DP's choice, checked against the placed plan; the model's margin shrinks until it fits */
+    uint64_t M = budget;
+    for (int tries = 0; st == MW_OK && tries < 8; tries++) {
+        if (!dp_policies(L, pm, cost, M, cand)) break;
+        memcpy(m->pol, cand, (size_t)L);
+        m->seg = 0;
+        free(m->ops);
+        m->ops = NULL;
+        uint64_t peak = 0;
+        st = build_schedule(m);
+        if (st == MW_OK) st = plan_peak(m, &peak);
+        if (st != MW_OK) break;
+        if (peak <= budget) {
+            double c = 0;
+            for (int l = 0; l < L; l++) c += cost[cand[l]];
+            best_cost = c;
+            best_seg = 0;
+            memcpy(best, cand, (size_t)L);
+            break;
+        }
+        M -= peak - budget < M ? peak - budget : M;
+    }
+    /* every:K, whose recomputation is one block forward per block (the last of each segment
+     * needs no output): taken when it is predicted faster */
+    const double seg_cost = cost[P_FULL] - kc[K_LN1QKV] - kc[K_LN2] + kc[K_FCPROJ];
+    for (int K = 1; st == MW_OK && K <= L; K++) {
+        const int nseg = (L + K - 1) / K;
+        const double c = (double)L * seg_cost - (double)nseg * kc[K_FCPROJ];
+        if (c >= best_cost) continue;
+        uint64_t peak = 0, *live = NULL;
+        st = set_policy(m, P_NONE, K);
+        if (st == MW_OK) st = live_totals(m, &live);
+        for (int i = 0; st == MW_OK && i < m->nops; i++) peak = live[i] > peak ? live[i] : peak;
+        free(live);
+        if (st == MW_OK && peak <= budget) st = plan_peak(m, &peak); /* placed: at least the live peak */
+        if (st == MW_OK && peak <= budget) {
+            best_cost = c;
+            best_seg = K;
+        }
+    }
+    if (st == MW_OK) {
+        if (best_seg > 0) {
+            memset(m->pol, P_NONE, (size_t)L);
+            m->seg = best_seg;
+        } else if (best_seg == 0) {
+            memcpy(m->pol, best, (size_t)L);
+            m->seg = 0;
+        } else { /* nothing fits: the smallest plan, which the budget check then refuses */
+            memset(m->pol, P_FULL, (size_t)L);
+            m->seg = 0;
+        }
+        free(m->ops);
+        m->ops = NULL;
+        m->auto_cost = best_cost;
+    }
+    free(best), free(cand);
+    return st;
 }
