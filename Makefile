@@ -14,7 +14,7 @@ LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' | sort)
 CLI_SRC  := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 
-all: build/memwall build/libmemwall.a
+all: build/memwall build/libmemwall.a build/attention_bench build/sgemm_rate
 
 # ---- release build --------------------------------------------------------------------------
 build/obj/%.o: %.c
@@ -99,6 +99,9 @@ demo:
 	scripts/demo.sh
 
 build/sgemm_rate: build/obj/bench/sgemm_rate.o build/libmemwall.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/attention_bench: build/obj/bench/attention_bench.o build/libmemwall.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 bench: all build/sgemm_rate

@@ -135,9 +135,17 @@ mw_status mw_plan_timeline(const mw_config *cfg, mw_plan_op **ops, int *nops);
 
 /* Every planned buffer: its name ("h.3.qkv", "logits"), category, size, offset in the arena and
  * lifetime in ops (indices into mw_plan_timeline's list). *out is malloc'd. */
+typedef enum mw_tier {
+    MW_TIER_DEVICE = 0, /* the compute device's memory: host RAM on the CPU backend */
+    MW_TIER_COUNT       /* host and disk tiers come with offloading */
+} mw_tier;
+/* "device" */
+const char *mw_tier_name(mw_tier t);
+
 typedef struct mw_plan_buffer {
     char name[48];
     mw_category category;
+    mw_tier tier;
     uint64_t bytes, offset;
     int first, last;
 } mw_plan_buffer;

@@ -82,8 +82,8 @@ int cmd_estimate(int argc, char **argv) {
     mw_plan_summary pp[NPOLICIES];
     int npp = policy_plans(c, pp);
     if (o.json) {
-        printf("{\"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"categories\": {",
-               (unsigned long long)p.peak, (unsigned long long)p.live_peak);
+        printf("{\"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"tiers\": {\"device\": %llu}, \"categories\": {",
+               (unsigned long long)p.peak, (unsigned long long)p.live_peak, (unsigned long long)p.peak);
         for (int k = 0; k < MW_CAT_COUNT; k++)
             printf("%s\"%s\": %llu", k ? ", " : "", mw_category_name(k), (unsigned long long)p.category[k]);
         printf("}, \"fits\": %s, \"budget_bytes\": %llu, \"max_batch\": ", p.fits ? "true" : "false",
@@ -163,8 +163,8 @@ static void write_svg(FILE *f, const mw_plan_op *ops, int n, const mw_plan_summa
             for (int j = 0; j < k; j++) below += (double)ops[i].live[j];
             double h = ph * (double)ops[i].live[k] / ymax, y = top + ph - ph * below / ymax - h;
             if (h > 0)
-                fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\"><title>%s: %s %s</title></rect>\n",
-                        left + i * bw, y, bw * 0.92, h, ops[i].name, mw_category_name(k),
+                fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\"><title>%s, %s: %s %s</title></rect>\n",
+                        left + i * bw, y, bw * 0.92, h, ops[i].name, ops[i].op, mw_category_name(k),
                         mw_fmt_bytes(ops[i].live[k], b1, sizeof b1));
         }
         fprintf(f, "</g>\n");
@@ -189,10 +189,18 @@ static void write_svg(FILE *f, const mw_plan_op *ops, int n, const mw_plan_summa
         fprintf(f, "<text x=\"%.0f\" y=\"%.2f\" fill=\"red\">budget %s</text>\n", left + pw + 4, yb - 4,
                 mw_fmt_bytes(c->budget, b1, sizeof b1));
     }
-    int every = n > 40 ? (n + 39) / 40 : 1;
-    for (int i = 0; i < n; i += every) /* phase labels */
+    double last_x = -1e9;
+    for (int i = 0; i < n; i++) { /* a label where a phase starts, if there is room for it */
+        if (i > 0 && strcmp(ops[i].name, ops[i - 1].name) == 0) continue;
+        const double x = left + i * bw;
+        if (i > 0) /* phase boundary */
+            fprintf(f, "<line x1=\"%.2f\" y1=\"%.0f\" x2=\"%.2f\" y2=\"%.0f\" stroke=\"#eee\"/>\n", x, top, x,
+                    top + ph);
+        if (x - last_x < 13) continue;
         fprintf(f, "<text transform=\"translate(%.2f,%.0f) rotate(-60)\" text-anchor=\"end\">%s</text>\n",
-                left + (i + 0.5) * bw, top + ph + 12, ops[i].name);
+                x + 4, top + ph + 12, ops[i].name);
+        last_x = x;
+    }
     fprintf(f, "</svg>\n");
 }
 
@@ -221,7 +229,7 @@ int cmd_plan(int argc, char **argv) {
         printf("{\"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"budget_bytes\": %llu, \"ops\": [",
                (unsigned long long)p.peak, (unsigned long long)p.live_peak, (unsigned long long)c->budget);
         for (int i = 0; i < n; i++) {
-            printf("%s{\"op\": \"%s\"", i ? ", " : "", ops[i].name);
+            printf("%s{\"phase\": \"%s\", \"op\": \"%s\"", i ? ", " : "", ops[i].name, ops[i].op);
             for (int k = 0; k < MW_CAT_COUNT; k++)
                 printf(", \"%s\": %llu", mw_category_name(k), (unsigned long long)ops[i].live[k]);
             printf("}");
@@ -231,9 +239,10 @@ int cmd_plan(int argc, char **argv) {
         if (mw_plan_buffers(c, &bufs, &nb) != MW_OK) die(1, "%s", mw_last_error());
         printf("], \"buffers\": [");
         for (int i = 0; i < nb; i++)
-            printf("%s{\"name\": \"%s\", \"category\": \"%s\", \"bytes\": %llu, \"offset\": %llu, "
+            printf("%s{\"name\": \"%s\", \"category\": \"%s\", \"tier\": \"%s\", \"bytes\": %llu, \"offset\": %llu, "
                    "\"first_op\": %d, \"last_op\": %d}",
-                   i ? ", " : "", bufs[i].name, mw_category_name(bufs[i].category), (unsigned long long)bufs[i].bytes,
+                   i ? ", " : "", bufs[i].name, mw_category_name(bufs[i].category), mw_tier_name(bufs[i].tier),
+                   (unsigned long long)bufs[i].bytes,
                    (unsigned long long)bufs[i].offset, bufs[i].first, bufs[i].last);
         printf("]}\n");
         free(bufs);

@@ -363,6 +363,8 @@ static mw_status plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
     return MW_OK;
 }
 
+const char *mw_tier_name(mw_tier t) { return t == MW_TIER_DEVICE ? "device" : "?"; }
+
 static const char *policy_name(int p) {
     return p == P_NONE ? "none" : p == P_SEL ? "selective" : "full";
 }
@@ -422,6 +424,7 @@ mw_status mw_plan_buffers(const mw_config *cfg, mw_plan_buffer **out, int *n) {
         else
             snprintf(b[i].name, sizeof b[i].name, "%s", p->name);
         b[i].category = (mw_category)p->cat;
+        b[i].tier = MW_TIER_DEVICE;
         b[i].bytes = p->bytes;
         b[i].offset = p->offset;
         b[i].first = p->first;

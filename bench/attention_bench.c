@@ -1,0 +1,67 @@
+/* Tiled (IO-aware) attention against the plain one that stores the T x T probabilities: forward
+ * and backward time, medians of interleaved runs, and the bytes each keeps between them.
+ * Usage: build/attention_bench [threads] [B] [T...]. GPT-2 124M's heads: C=768, H=12. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "../src/kernels/cpu/ops.h"
+#include "memwall.h"
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int main(int argc, char **argv) {
+    const int nt = mw_set_threads(argc > 1 ? atoi(argv[1]) : 0), B = argc > 2 ? atoi(argv[2]) : 1;
+    const int C = 768, H = 12, R = 7;
+    int Ts[8] = {256, 1024, 2048}, nT = 3;
+    if (argc > 3) {
+        nT = 0;
+        for (int i = 3; i < argc && nT < 8; i++) Ts[nT++] = atoi(argv[i]);
+    }
+    printf("attention, B=%d C=%d H=%d, %d threads, medians of %d interleaved runs\n", B, C, H, nt, R);
+    printf("%6s | %10s %10s %7s | %10s %10s %7s | %14s %14s\n", "T", "plain fwd", "tiled fwd", "ratio",
+           "plain bwd", "tiled bwd", "ratio", "plain keeps", "tiled keeps");
+    for (int ti = 0; ti < nT; ti++) {
+        const int T = Ts[ti];
+        const size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, natt = (size_t)B * H * T * T;
+        float *qkv = malloc(nq * 4), *out = malloc(no * 4), *d = malloc(no * 4), *dq = malloc(nq * 4);
+        float *att = malloc(natt * 4), *pscr = malloc((size_t)nt * T * T * 4);
+        float *lse = malloc((size_t)B * H * T * 4), *scr = malloc((size_t)nt * mw_attention_scratch_floats(T) * 4);
+        if (!qkv || !out || !d || !dq || !att || !pscr || !lse || !scr) return 1;
+        for (size_t i = 0; i < nq; i++) qkv[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+        for (size_t i = 0; i < no; i++) d[i] = (float)((i * 40503u) % 1000) * 1e-3f - 0.5f;
+        double pf[R], tf[R], pb[R], tb[R];
+        for (int r = -1; r < R; r++) { /* r = -1 warms up */
+            double t0 = now();
+            mw_attention_forward_plain(out, att, qkv, B, T, C, H);
+            double t1 = now();
+            mw_attention_backward_plain(dq, pscr, nt, d, qkv, att, B, T, C, H);
+            double t2 = now();
+            mw_attention_forward(out, lse, scr, nt, qkv, B, T, C, H);
+            double t3 = now();
+            mw_attention_backward(dq, scr, nt, d, qkv, out, lse, B, T, C, H);
+            double t4 = now();
+            if (r >= 0) pf[r] = t1 - t0, pb[r] = t2 - t1, tf[r] = t3 - t2, tb[r] = t4 - t3;
+        }
+        double mpf = median(pf, R), mtf = median(tf, R), mpb = median(pb, R), mtb = median(tb, R);
+        printf("%6d | %8.1f ms %8.1f ms %6.2fx | %8.1f ms %8.1f ms %6.2fx | %11.1f MiB %11.2f MiB\n", T,
+               mpf * 1e3, mtf * 1e3, mpf / mtf, mpb * 1e3, mtb * 1e3, mpb / mtb, natt * 4 / 1048576.0,
+               (double)B * H * T * 4 / 1048576.0);
+        free(qkv), free(out), free(d), free(dq), free(att), free(pscr), free(lse), free(scr);
+    }
+    printf("(ratio = plain / tiled: above 1 the tiled one is faster; \"keeps\": bytes held from forward "
+           "to backward besides q, k, v and the output)\n");
+    return 0;
+}
