@@ -231,8 +231,10 @@ static void test_attention(int B, int T, int C, int H, size_t checks) {
     double ef = err_fd(out, od, no), eb = err_fd(dqkv, dd, nq);
     CHECK(ef < 1e-6 && eb < 1e-5, "tiled vs plain attention T=%d: forward %.3g backward %.3g", T, ef, eb);
     float *out1 = fnew(no), *d1 = fnew(nq);
+    mw_set_threads(1); /* BLAS too: inside the kernels' parallel loop it runs on one thread */
     mw_attention_forward(out1, lse, scratch, 1, qkv, B, T, C, H);
     mw_attention_backward(d1, scratch, 1, wl, qkv, out1, lse, B, T, C, H);
+    mw_set_threads(nt);
     CHECK(memcmp(out1, out, no * 4) == 0 && memcmp(d1, dqkv, nq * 4) == 0,
           "tiled attention T=%d differs between 1 and %d threads", T, nt);
     printf("  attention T=%d: forward vs double %.2e; tiled vs plain: forward %.2e, backward %.2e; "

@@ -322,14 +322,18 @@ static inline float sum8(const float *s, int n) {
 }
 
 /* ---- attention, IO-aware: no T x T matrix ----------------------------------------------------
- * FlashAttention's schedule on the CPU. A thread owns one (batch, head) at a time and walks
- * query tiles of ATT_T rows against key tiles of ATT_T columns, the probabilities of one tile
- * pair in a scratch tile and never more. Forward keeps a running max and sum per row (online
- * softmax) and leaves the output and the row's log-sum-exp; backward recomputes each tile's
- * probabilities from the log-sum-exp. The tile size is a constant: every sum runs over the same
- * pieces in the same order whatever the thread count, so results are bitwise reproducible. */
+ * FlashAttention's schedule on the CPU. A thread owns one (batch, head) at a time. Forward walks
+ * query tiles of ATT_T rows against key tiles of ATT_T columns, with the probabilities of one
+ * tile pair in scratch and never more; it keeps a running max and sum per row (online softmax)
+ * and leaves the output and the row's log-sum-exp. Backward takes one key tile at a time against
+ * all the queries at or below it (a T x ATT_T strip of scratch), recomputing the probabilities
+ * from the log-sum-exp: dv and dk of the tile in one GEMM each, dq accumulated over key tiles in
+ * order. The tile size is a constant: every sum runs over the same pieces in the same order
+ * whatever the thread count, so results are bitwise reproducible. */
 
-size_t mw_attention_scratch_floats(int T) { return 2 * (size_t)ATT_T * ATT_T + (size_t)T; }
+size_t mw_attention_scratch_floats(int T) {
+    return 2 * (size_t)(T > ATT_T ? T : ATT_T) * ATT_T + (size_t)T;
+}
 
 void mw_attention_forward(float *out, float *lse, float *scratch, int nthreads, const float *qkv,
                           int B, int T, int C, int H) {
@@ -391,43 +395,40 @@ void mw_attention_backward(float *dqkv, float *scratch, int nthreads, const floa
         const float *o = out + (long)b * T * C + h * hs, *d = dout + (long)b * T * C + h * hs;
         const float *ls = lse + (long)bh * T;
         float *dq = dqkv + (long)b * T * C3 + h * hs, *dk = dq + C, *dv = dq + 2 * C;
-        float *S = scratch + (size_t)omp_get_thread_num() * per, *dP = S + ATT_T * ATT_T;
-        float *D = dP + ATT_T * ATT_T;
-        for (int i = 0; i < T; i++) { /* D_i = dO_i . O_i; this head's gradients start at 0 */
+        float *S = scratch + (size_t)omp_get_thread_num() * per, *dP = S + (size_t)T * ATT_T;
+        float *D = dP + (size_t)T * ATT_T;
+        for (int i = 0; i < T; i++) { /* D_i = dO_i . O_i; dq starts at 0 */
             const float *oi = o + (long)i * C, *di = d + (long)i * C;
             float s = 0.0f;
             for (int e = 0; e < hs; e++) s += di[e] * oi[e];
             D[i] = s;
             memset(dq + (long)i * C3, 0, sizeof(float) * hs);
-            memset(dk + (long)i * C3, 0, sizeof(float) * hs);
-            memset(dv + (long)i * C3, 0, sizeof(float) * hs);
         }
+        /* one key tile at a time against every query at or below it: the probabilities of that
+         * strip (rows x ATT_T) are the most this ever holds */
         for (int k0 = 0; k0 < T; k0 += ATT_T) {
-            const int k1 = k0 + ATT_T < T ? k0 + ATT_T : T, cols = k1 - k0;
-            for (int q0 = k0; q0 < T; q0 += ATT_T) { /* query tiles at or below the diagonal */
-                const int q1 = q0 + ATT_T < T ? q0 + ATT_T : T, rows = q1 - q0;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hs, scale,
-                            q + (long)q0 * C3, C3, k + (long)k0 * C3, C3, 0.0f, S, ATT_T);
-                for (int i = 0; i < rows; i++) { /* P = exp(S - lse), causal mask */
-                    const int qi = q0 + i, nv = (qi + 1 < k1 ? qi + 1 : k1) - k0;
-                    float *s = S + (long)i * ATT_T, l = ls[qi];
-                    for (int j = 0; j < nv; j++) s[j] = exp_fast(s[j] - l);
-                    for (int j = nv < 0 ? 0 : nv; j < cols; j++) s[j] = 0.0f;
-                }
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, rows, 1.0f, S, ATT_T,
-                            d + (long)q0 * C, C, 1.0f, dv + (long)k0 * C3, C3);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hs, 1.0f,
-                            d + (long)q0 * C, C, v + (long)k0 * C3, C3, 0.0f, dP, ATT_T);
-                for (int i = 0; i < rows; i++) { /* dS = P (dP - D) scale */
-                    const float *s = S + (long)i * ATT_T;
-                    float *g = dP + (long)i * ATT_T, Di = D[q0 + i];
-                    for (int j = 0; j < cols; j++) g[j] = s[j] * (g[j] - Di) * scale;
-                }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, cols, 1.0f, dP,
-                            ATT_T, k + (long)k0 * C3, C3, 1.0f, dq + (long)q0 * C3, C3);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, rows, 1.0f, dP, ATT_T,
-                            q + (long)q0 * C3, C3, 1.0f, dk + (long)k0 * C3, C3);
+            const int k1 = k0 + ATT_T < T ? k0 + ATT_T : T, cols = k1 - k0, rows = T - k0;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hs, scale,
+                        q + (long)k0 * C3, C3, k + (long)k0 * C3, C3, 0.0f, S, ATT_T);
+            for (int i = 0; i < rows; i++) { /* P = exp(S - lse), causal mask */
+                const int qi = k0 + i, nv = (qi + 1 < k1 ? qi + 1 : k1) - k0;
+                float *s = S + (long)i * ATT_T, l = ls[qi];
+                for (int j = 0; j < nv; j++) s[j] = exp_fast(s[j] - l);
+                for (int j = nv; j < cols; j++) s[j] = 0.0f;
             }
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, rows, 1.0f, S, ATT_T,
+                        d + (long)k0 * C, C, 0.0f, dv + (long)k0 * C3, C3);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hs, 1.0f,
+                        d + (long)k0 * C, C, v + (long)k0 * C3, C3, 0.0f, dP, ATT_T);
+            for (int i = 0; i < rows; i++) { /* dS = P (dP - D) scale */
+                const float *s = S + (long)i * ATT_T;
+                float *g = dP + (long)i * ATT_T, Di = D[k0 + i];
+                for (int j = 0; j < cols; j++) g[j] = s[j] * (g[j] - Di) * scale;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, cols, 1.0f, dP, ATT_T,
+                        k + (long)k0 * C3, C3, 1.0f, dq + (long)k0 * C3, C3);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, rows, 1.0f, dP, ATT_T,
+                        q + (long)k0 * C3, C3, 0.0f, dk + (long)k0 * C3, C3);
         }
     }
 }
