@@ -87,7 +87,7 @@ for cfg in $CONFIGS; do
     done
     printf "  budget %8.0f MiB: auto %s %8.0f ms | fastest fixed policy that fits: %s %8.0f ms | auto/fixed %.3f\n" \
       "$(awk -v a="$bud" 'BEGIN{print a/1048576}')" "$choice" "$a" "${best:-none-fits}" "${bm:-0}" \
-      "$(awk -v a="$a" -v b="${bm:-0}" 'BEGIN{print b>0 ? a/b : 0}')"
+      "$(awk -v a="$a" -v b="${bm:-0}" 'BEGIN{print (b > 0 ? a / b : 0)}')"
   done
   unset ms peak
 done
@@ -105,7 +105,7 @@ if [ -f "$PEER" ] && $PY -c "import torch" 2>/dev/null; then
   export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp
   for mode in "--checkpoint" ""; do
     # the plain one is capped (address space) below the machine's RAM; FAILED means it needed more
-    cap=$(awk '/MemTotal/ {print int($2 * 1024 * 0.85)}' /proc/meminfo)
+    cap=$(awk '/MemTotal/ {printf "%d", $2 * 1024 * 0.85}' /proc/meminfo)
     out=$(prlimit --as="$cap" $PY "$PEER" --preset gpt2 --batch 8 --seq 1024 --mem-probe $mode --threads "$THREADS" --json 2>&1 || true)
     if grep -q '"peak_rss_mib"' <<<"$out"; then
       printf "PyTorch %-13s: peak RSS %.0f MiB, %.0f ms/step\n" "${mode:-(plain)}" "$(field "$(tail -1 <<<"$out")" peak_rss_mib)" \

@@ -237,7 +237,14 @@ int cmd_plan(int argc, char **argv) {
         mw_plan_buffer *bufs;
         int nb;
         if (mw_plan_buffers(c, &bufs, &nb) != MW_OK) die(1, "%s", mw_last_error());
-        printf("], \"buffers\": [");
+        mw_plan_summary pp[NPOLICIES];
+        int npp = policy_plans(c, pp);
+        printf("], \"recompute\": \"%s\", \"policies\": {", p.policy);
+        for (int i = 0; i < npp; i++)
+            printf("%s\"%s\": {\"activations\": %llu, \"peak_bytes\": %llu, \"fits\": %s}", i ? ", " : "",
+                   POLICIES[i], (unsigned long long)pp[i].category[MW_CAT_ACTS], (unsigned long long)pp[i].peak,
+                   pp[i].fits ? "true" : "false");
+        printf("}, \"buffers\": [");
         for (int i = 0; i < nb; i++)
             printf("%s{\"name\": \"%s\", \"category\": \"%s\", \"tier\": \"%s\", \"bytes\": %llu, \"offset\": %llu, "
                    "\"first_op\": %d, \"last_op\": %d}",
@@ -260,8 +267,15 @@ int cmd_plan(int argc, char **argv) {
             }
             printf(" %12s\n", mw_fmt_bytes(tot, t, sizeof t));
         }
-        printf("arena peak %s%s%s\n", mw_fmt_bytes(p.peak, t, sizeof t), o.timeline ? ", timeline in " : "",
-               o.timeline ? o.timeline : "");
+        printf("arena peak %s (recompute %s)%s%s\n", mw_fmt_bytes(p.peak, t, sizeof t), p.policy,
+               o.timeline ? ", timeline in " : "", o.timeline ? o.timeline : "");
+        mw_plan_summary pp[NPOLICIES];
+        int npp = policy_plans(c, pp);
+        printf("activations by policy:");
+        for (int i = 0; i < npp; i++)
+            printf("%s %s %s (peak %s)", i ? "," : "", POLICIES[i], mw_fmt_bytes(pp[i].category[MW_CAT_ACTS], b[0], sizeof b[0]),
+                   mw_fmt_bytes(pp[i].peak, b[1], sizeof b[1]));
+        printf("\n");
     }
     free(ops);
     return 0;
