@@ -7,20 +7,10 @@
 
 #include "../src/kernels/cpu/ops.h"
 #include "memwall.h"
+#include "timing.h"
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+#define now bench_now
+#define median bench_median
 
 int main(int argc, char **argv) {
     const int nt = mw_set_threads(argc > 1 ? atoi(argv[1]) : 0), B = argc > 2 ? atoi(argv[2]) : 1;

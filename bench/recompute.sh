@@ -105,14 +105,15 @@ if [ -f "$PEER" ] && $PY -c "import torch" 2>/dev/null; then
   export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp
   for mode in "--checkpoint" ""; do
     # the plain one is capped (address space) below the machine's RAM; FAILED means it needed more
-    cap=$(awk '/MemTotal/ {printf "%d", $2 * 1024 * 0.85}' /proc/meminfo)
+    cap=$(awk '/MemTotal/ {printf "%.0f", $2 * 1024 * 0.85}' /proc/meminfo)
     out=$(prlimit --as="$cap" $PY "$PEER" --preset gpt2 --batch 8 --seq 1024 --mem-probe $mode --threads "$THREADS" --json 2>&1 || true)
-    if grep -q '"peak_rss_mib"' <<<"$out"; then
+    if grep -q '"peak_rss_mib"' <<<"$out" && ! grep -q '"error"' <<<"$out"; then
       printf "PyTorch %-13s: peak RSS %.0f MiB, %.0f ms/step\n" "${mode:-(plain)}" "$(field "$(tail -1 <<<"$out")" peak_rss_mib)" \
         "$(field "$(tail -1 <<<"$out")" ms_median)"
     else
-      printf "PyTorch %-13s: FAILED under a %.1f GiB address-space cap: %s\n" "${mode:-(plain)}" \
-        "$(awk -v a="$cap" 'BEGIN{print a/1073741824}')" "$(tail -1 <<<"$out" | cut -c1-160)"
+      printf "PyTorch %-13s: FAILED under a %.1f GiB address-space cap at peak RSS %s MiB: %s\n" "${mode:-(plain)}" \
+        "$(awk -v a="$cap" 'BEGIN{print a/1073741824}')" "$(field "$(tail -1 <<<"$out")" peak_rss_mib)" \
+        "$(grep -m1 FAILED <<<"$out" | cut -c1-160)"
     fi
   done
 else

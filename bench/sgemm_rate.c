@@ -6,16 +6,9 @@
 #include <time.h>
 
 #include "memwall.h"
+#include "timing.h"
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#define now bench_now
 
 int main(int argc, char **argv) {
     int threads = mw_set_threads(argc > 1 ? atoi(argv[1]) : 0), n = argc > 2 ? atoi(argv[2]) : 2048;
@@ -29,8 +22,7 @@ int main(int argc, char **argv) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
         if (r > 0) g[r - 1] = 2.0 * n * n * n / (now() - t0) / 1e9;
     }
-    qsort(g, 7, sizeof g[0], cmp);
-    printf("{\"sgemm_gflops\": %.1f, \"n\": %d, \"threads\": %d}\n", g[3], n, threads);
+    printf("{\"sgemm_gflops\": %.1f, \"n\": %d, \"threads\": %d}\n", bench_median(g, 7), n, threads);
     free(a), free(b), free(c);
     return 0;
 }

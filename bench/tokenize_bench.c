@@ -11,22 +11,10 @@
 
 #include "../src/train/tokenizer.h"
 #include "memwall.h"
+#include "timing.h"
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+#define now bench_now
+#define median bench_median
 
 static void die(const char *what) {
     fprintf(stderr, "tokenize_bench: %s: %s\n", what, mw_last_error());

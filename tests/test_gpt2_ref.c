@@ -119,6 +119,25 @@ static mw_model *make_model_cfg(int inference) {
 }
 static mw_model *make_model(void) { return make_model_cfg(0); }
 
+/* Every tensor's gradient (grad) or parameters against the fixture's records under prefix, to
+ * 1e-5 relative; the first policy's values are kept in keep, later ones must match them bit for
+ * bit (*same). Returns the worst tensor's error. */
+static double check_tensors(mw_model *m, const char *prefix, int grad, float *keep, int first, int *same) {
+    double worst = 0;
+    for (int i = 0, o = 0; i < mw_model_num_tensors(m); i++) {
+        mw_param_info p;
+        CHECK_OK(mw_model_tensor(m, i, &p));
+        const float *v = grad ? p.grad : p.data;
+        double e = rel_err(v, getf(prefix, p.name)->data, p.numel);
+        CHECK(e < 1e-5, "%s %s rel err %.3g", prefix, p.name, e);
+        if (e > worst) worst = e;
+        if (first) memcpy(keep + o, v, p.numel * 4);
+        else *same &= memcmp(keep + o, v, p.numel * 4) == 0;
+        o += (int)p.numel;
+    }
+    return worst;
+}
+
 /* micro-batch (s, k) of the fixture's tokens split into inputs and targets */
 static void batch(int s, int k, int32_t *in, int32_t *tg) {
     for (int b = 0; b < B; b++) {
@@ -209,32 +228,12 @@ int main(int argc, char **argv) {
                 printf("step %d loss %.7f (torch %.7f) grad norm %.7f (torch %.7f)\n", s, loss,
                        ref_loss[s], norm, ref_norm[s]);
             if (s == 0) {
-                double worst = 0;
-                for (int i = 0, o = 0; i < mw_model_num_tensors(m); i++) {
-                    mw_param_info p;
-                    CHECK_OK(mw_model_tensor(m, i, &p));
-                    double e = rel_err(p.grad, getf("grad", p.name)->data, p.numel);
-                    CHECK(e < 1e-5, "grad %s rel err %.3g", p.name, e);
-                    if (e > worst) worst = e;
-                    if (pi == 0) memcpy(grads1 + o, p.grad, p.numel * 4);
-                    else same &= memcmp(grads1 + o, p.grad, p.numel * 4) == 0;
-                    o += (int)p.numel;
-                }
+                double worst = check_tensors(m, "grad", 1, grads1, pi == 0, &same);
                 if (pi == 0) printf("gradients: worst tensor rel err %.2e\n", worst);
             }
             mw_model_adamw_step(m, lr, norm, s + 1);
         }
-        double worst = 0;
-        for (int i = 0, o = 0; i < mw_model_num_tensors(m); i++) {
-            mw_param_info p;
-            CHECK_OK(mw_model_tensor(m, i, &p));
-            double e = rel_err(p.data, getf("final", p.name)->data, p.numel);
-            CHECK(e < 1e-5, "final %s rel err %.3g", p.name, e);
-            if (e > worst) worst = e;
-            if (pi == 0) memcpy(final1 + o, p.data, p.numel * 4);
-            else same &= memcmp(final1 + o, p.data, p.numel * 4) == 0;
-            o += (int)p.numel;
-        }
+        double worst = check_tensors(m, "final", 0, final1, pi == 0, &same);
         if (pi == 0) printf("params after %d AdamW steps: worst tensor rel err %.2e\n", STEPS, worst);
         else {
             CHECK(same, "--recompute %s is not bitwise identical to none", POLICY);

@@ -226,22 +226,21 @@ void mw_attention_backward_plain(float *dqkv, float *scratch, int nthreads, cons
     }
 }
 
-/* ---- gelu ------------------------------------------------------------------------------------ */
+/* ---- exp ------------------------------------------------------------------------------------- */
 
-#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-
-/* tanh through one exponential, in plain arithmetic that the compiler vectorises (libm's tanhf
- * is a scalar call and was 9% of a GPT-2 step). Absolute error below 2e-7 everywhere, which is
- * what GELU needs: it uses 1+t and 1-t^2, never t relative to itself. The scalar oracle is
- * tanhf (tests/test_ops.c). */
-static inline float tanh_fast(float u) {
-    float au = u < 0 ? -u : u;
-    au = au > 9.0f ? 9.0f : au;                /* tanh(9) = 1 - 3e-8 */
-    float t = au * -2.8853900817779268f;       /* log2 of e = exp(-2|u|), in [-26, 0] */
-    const float shifter = 12582912.0f;         /* 1.5 * 2^23: t + shifter rounds t to an integer */
-    float k = t + shifter, n = k - shifter;    /* (no float->int conversion: gcc 12 would not */
-    float r = (t - n) * 0.693147180559945309f; /*  vectorise one that follows a clamp) */
-    float p = 1.0f / 5040;                     /* exp(r), |r| <= ln2/2, Taylor to degree 7 */
+/* exp(x) in plain arithmetic the compiler vectorises: x = n ln2 + r with a two-part ln2
+ * (Cody-Waite), exp(r) by Taylor to degree 7 on |r| <= ln2/2, 2^n through the exponent bits.
+ * Relative error about 2 ulp on [-87, 88]; below -87 it returns 0 (exp(-87) = 1.6e-38). */
+static inline float exp_fast(float x) {
+    float xc = x < -87.0f ? -87.0f : x;
+    xc = xc > 88.0f ? 88.0f : xc;
+    /* 1.5 * 2^23: k = x/ln2 + shifter rounds x/ln2 to an integer n in k's low mantissa bits, with
+     * no float->int conversion (gcc 12 would not vectorise one that follows a clamp) */
+    const float shifter = 12582912.0f;
+    float k = xc * 1.44269504088896341f + shifter, n = k - shifter;
+    float r = xc - n * 0.693145751953125f; /* ln2 high part: 15 bits, n * it is exact */
+    r = r - n * 1.42860682030941723e-6f;   /* ln2 low part */
+    float p = 1.0f / 5040;
     p = p * r + 1.0f / 720;
     p = p * r + 1.0f / 120;
     p = p * r + 1.0f / 24;
@@ -251,10 +250,26 @@ static inline float tanh_fast(float u) {
     p = p * r + 1.0f;
     int32_t kb, sb;
     memcpy(&kb, &k, sizeof kb);
-    sb = (kb - 0x4B400000 + 127) << 23; /* 2^n from the integer in k's low mantissa bits */
+    sb = (kb - 0x4B400000 + 127) << 23;
     float scale;
     memcpy(&scale, &sb, sizeof scale);
-    float e = p * scale, th = (1.0f - e) / (1.0f + e);
+    return x < -87.0f ? 0.0f : p * scale;
+}
+
+float mw_exp_fast(float x) { return exp_fast(x); }
+
+/* ---- gelu ------------------------------------------------------------------------------------ */
+
+#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+
+/* tanh through one exponential, in plain arithmetic that the compiler vectorises (libm's tanhf
+ * is a scalar call and was 9% of a GPT-2 step): tanh|u| = (1 - e) / (1 + e) with e = exp(-2|u|).
+ * Absolute error below 2e-7 everywhere, which is what GELU needs: it uses 1+t and 1-t^2, never t
+ * relative to itself. The scalar oracle is tanhf (tests/test_ops.c). */
+static inline float tanh_fast(float u) {
+    float au = u < 0 ? -u : u;
+    au = au > 9.0f ? 9.0f : au; /* tanh(9) = 1 - 3e-8 */
+    float e = exp_fast(-2.0f * au), th = (1.0f - e) / (1.0f + e);
     return u < 0 ? -th : th;
 }
 
@@ -279,36 +294,6 @@ void mw_gelu_backward_inplace(float *d, const float *inp, long n) {
         d[i] *= g;
     }
 }
-
-/* ---- exp ------------------------------------------------------------------------------------- */
-
-/* exp(x) in plain arithmetic the compiler vectorises: x = n ln2 + r with a two-part ln2
- * (Cody-Waite), exp(r) by Taylor to degree 7 on |r| <= ln2/2, 2^n through the exponent bits.
- * Relative error about 2 ulp on [-87, 88]; below -87 it returns 0 (exp(-87) = 1.6e-38). */
-static inline float exp_fast(float x) {
-    float xc = x < -87.0f ? -87.0f : x;
-    xc = xc > 88.0f ? 88.0f : xc;
-    const float shifter = 12582912.0f; /* 1.5 * 2^23, rounds to an integer (see tanh_fast) */
-    float k = xc * 1.44269504088896341f + shifter, n = k - shifter;
-    float r = xc - n * 0.693145751953125f; /* ln2 high part: 15 bits, n * it is exact */
-    r = r - n * 1.42860682030941723e-6f;   /* ln2 low part */
-    float p = 1.0f / 5040;
-    p = p * r + 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t kb, sb;
-    memcpy(&kb, &k, sizeof kb);
-    sb = (kb - 0x4B400000 + 127) << 23;
-    float scale;
-    memcpy(&scale, &sb, sizeof scale);
-    return x < -87.0f ? 0.0f : p * scale;
-}
-
-float mw_exp_fast(float x) { return exp_fast(x); }
 
 /* Sum of n floats in 8 fixed lanes, lanes combined in a fixed tree: vectorises, and the order
  * depends on n alone. */
