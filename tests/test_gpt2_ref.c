@@ -175,7 +175,7 @@ int main(int argc, char **argv) {
     CHECK_OK(mw_model_forward(m, in, NULL, &l0));
     double le = rel_err(mw_model_logits(m), get("logits")->data, (size_t)B * T * V);
     CHECK(le < 1e-5, "logits rel err %.3g", le);
-    printf("logits rel err %.2e\n", le);
+    printf("logits rel err %.4e (%d x %d x %d)\n", le, B, T, V);
     mw_model_destroy(m);
 
     /* The reference run under every recomputation policy: each against PyTorch, and every policy

@@ -87,6 +87,7 @@ static const opt_def OPTS[] = {
 
 void die(int code, const char *fmt, ...) {
     va_list ap;
+    fflush(stdout); /* what was printed comes before the error, in a file or a pipe too */
     va_start(ap, fmt);
     fprintf(stderr, "memwall: ");
     vfprintf(stderr, fmt, ap);
