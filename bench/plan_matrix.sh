@@ -18,6 +18,8 @@ configs=(
   "--layers 6 --heads 6 --dim 384 --vocab 8192 --batch 16 --seq 64 --accum 2"
   "--preset gpt2 --batch 1 --seq 64" "--preset gpt2 --batch 4 --seq 64" "--preset gpt2 --batch 8 --seq 64"
   "--preset gpt2 --batch 2 --seq 128 --accum 2" "--preset gpt2 --batch 4 --seq 256" "--preset gpt2 --batch 1 --seq 1024"
+  "--preset gpt2-tiny --batch 8 --seq 256 --recompute every:2" "--preset gpt2 --batch 4 --seq 256 --recompute selective"
+  "--preset gpt2 --batch 8 --seq 256 --recompute full" "--preset gpt2 --batch 2 --seq 1024 --recompute auto --budget 2500MiB"
 )
 [ "$QUICK" = "--quick" ] || configs+=(
   "--preset gpt2-medium --batch 1 --seq 64" "--preset gpt2-medium --batch 2 --seq 256"

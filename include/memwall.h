@@ -50,6 +50,8 @@ const char *mw_category_name(mw_category c);
 
 /* ---- configuration ------------------------------------------------------------------------- */
 
+#define MW_MAX_BLOCK_POLICIES 256 /* blocks that auto and blocks:... can give policies one by one */
+
 typedef struct mw_config {
     /* model (GPT-2 family) */
     int n_layer, n_head, n_embd, vocab, ctx;
@@ -70,6 +72,8 @@ typedef struct mw_config {
     /* activation recomputation (mw_recompute); never changes the numbers, only memory and time */
     int recompute;
     int recompute_every; /* MW_RECOMPUTE_EVERY: blocks per segment; 0: round(sqrt(n_layer)) */
+    char recompute_blocks[MW_MAX_BLOCK_POLICIES + 1]; /* MW_RECOMPUTE_BLOCKS: one letter per
+                                                          block, n(one), s(elective) or f(ull) */
 } mw_config;
 
 /* What backward recomputes instead of keeping from forward. Attention never keeps its T x T
@@ -81,16 +85,19 @@ typedef struct mw_config {
  *  EVERY      keep the input of every K-th block; redo a segment of K blocks at a time;
  *  AUTO       per block none, selective or full: the least predicted recomputation time whose
  *             plan fits cfg->budget (dynamic programming over the blocks, per-op costs measured
- *             on this machine). Needs a budget. */
+ *             on this machine, so two runs may choose differently when choices are close: the
+ *             plan reports its choice as a BLOCKS string). Needs a budget.
+ *  BLOCKS     per block as recompute_blocks says: "ffsn" = full, full, selective, none. */
 typedef enum mw_recompute {
     MW_RECOMPUTE_NONE = 0,
     MW_RECOMPUTE_SELECTIVE,
     MW_RECOMPUTE_FULL,
     MW_RECOMPUTE_EVERY,
-    MW_RECOMPUTE_AUTO
+    MW_RECOMPUTE_AUTO,
+    MW_RECOMPUTE_BLOCKS
 } mw_recompute;
-/* Parses "none", "selective", "full", "every:K", "every:sqrt" or "auto" into cfg. MW_ERR_ARG
- * with a message otherwise. */
+/* Parses "none", "selective", "full", "every:K", "every:sqrt", "auto" or "blocks:LETTERS" (one
+ * of n, s, f per block) into cfg. MW_ERR_ARG with a message otherwise. */
 mw_status mw_recompute_parse(mw_config *cfg, const char *s);
 
 /* Fills the defaults (the gpt2-tiny preset, AdamW 3e-4, betas 0.9/0.95, wd 0.1, clip 1.0). */
@@ -117,6 +124,8 @@ typedef struct mw_plan_summary {
     int fits;                        /* peak <= budget, or no budget */
     char policy[160];                /* the recomputation it plans: "full", "every:3",
                                         "selective 0-3, none 4-11" (auto's choice) */
+    char blocks[MW_MAX_BLOCK_POLICIES + 1]; /* the same as a blocks: string ("ssssnnnnnnnn"),
+                                               to pin auto's choice; "" for every:K */
 } mw_plan_summary;
 
 /* Plans the training step of cfg: every buffer with its category and lifetime (in ops: embed,

@@ -253,7 +253,7 @@ for cfg in "--batch 1 --seq 16" "--batch 4 --seq 64" "--batch 2 --seq 128 --accu
   "--layers 6 --batch 3 --seq 37" "--dim 96 --heads 3 --batch 5 --seq 20" "--layers 1 --batch 8 --seq 256" \
   "--heads 8 --seq 100 --accum 2" "--layers 3 --dim 32 --heads 1 --vocab 300" "--batch 2 --seq 255 --ctx 255" \
   "--recompute selective --batch 3 --seq 130" "--recompute full --batch 2 --seq 200" "--recompute every:2 --layers 5" \
-  "--recompute every:sqrt --layers 7 --seq 40" "--recompute auto --budget 20MiB --batch 4 --seq 150"; do
+  "--recompute every:sqrt --layers 7 --seq 40" "--recompute blocks:fsnf --batch 4 --seq 150"; do
   n_all=$((n_all + 1))
   est=$("$MW" estimate $cfg --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //')
   "$MW" train --data "$T/lic" $cfg --steps 2 --json-log "$T/pl.jsonl" >"$T/out" 2>&1 || { fail "train $cfg: $(tail -1 "$T/out")"; continue; }
@@ -282,6 +282,20 @@ done
 [ "$(sort -t: -k2 -n "$T/rc.peaks" | tail -1)" = "$(head -1 "$T/rc.peaks")" ] &&
   pass "losses identical under none, selective, full, every:2, auto; none has the largest plan" ||
   fail "plans by policy: $(tr '\n' ' ' <"$T/rc.peaks")"
+# auto's choice rests on measured op times; the plan it reports, pinned with blocks:, is exact
+spec=$("$MW" estimate --recompute auto --budget 20MiB --batch 4 --seq 150 --json | grep -o '"recompute_blocks": "[nsf]*"' | sed 's/.*: "//; s/"//')
+est=$("$MW" estimate --recompute auto --budget 20MiB --batch 4 --seq 150 --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //')
+pin=$("$MW" estimate --recompute "blocks:$spec" --batch 4 --seq 150 --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //')
+"$MW" train --data "$T/lic" --batch 4 --seq 150 --steps 2 --recompute "blocks:$spec" --budget 20MiB --json-log "$T/pin.jsonl" >"$T/out" 2>&1 ||
+  fail "train --recompute blocks:$spec: $(tail -1 "$T/out")"
+got=$(tail -1 "$T/pin.jsonl" | grep -o '"peak_bytes": [0-9]*' | sed 's/.*: //')
+[ -n "$spec" ] && [ "$pin" = "$got" ] && [ "$got" -le $((20 * 1048576)) ] &&
+  pass "auto at 20 MiB chose blocks:$spec (plan $est); pinned, estimate == run == $got bytes" ||
+  fail "auto pinned: spec '$spec', estimate $pin, run $got"
+"$MW" estimate --recompute blocks:fsx >"$T/out" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "letters n, s or f" "$T/out" && pass "--recompute blocks:fsx: exit 1" || fail "blocks:fsx: rc $rc"
+"$MW" estimate --recompute blocks:fsn >"$T/out" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "3 letters for 4 blocks" "$T/out" && pass "--recompute blocks:fsn on 4 blocks: exit 1" || fail "blocks:fsn: rc $rc"
 "$MW" estimate --recompute sometimes >"$T/out" 2>&1; rc=$?
 [ $rc -eq 1 ] && grep -q "recompute must be" "$T/out" && pass "--recompute sometimes: exit 1, clear message" || fail "bad --recompute: rc $rc"
 "$MW" estimate --recompute auto >"$T/out" 2>&1; rc=$?

@@ -103,7 +103,9 @@ static mw_model *make_model_cfg(int inference) {
     fill_config(&c);
     c.inference = inference;
     if (!inference) {
-        CHECK_OK(mw_recompute_parse(&c, POLICY));
+        char mixed[16 + MW_MAX_BLOCK_POLICIES] = "blocks:"; /* "mixed": f, s, n, f, ... per block */
+        for (int l = 0; l < L && l < MW_MAX_BLOCK_POLICIES; l++) mixed[7 + l] = "fsn"[l % 3];
+        CHECK_OK(mw_recompute_parse(&c, strcmp(POLICY, "mixed") == 0 ? mixed : POLICY));
         c.budget = BUDGET;
     }
     mw_model *m;
@@ -181,7 +183,7 @@ int main(int argc, char **argv) {
     /* The reference run under every recomputation policy: each against PyTorch, and every policy
      * bit for bit the same as none (losses, step-0 gradients, final parameters). auto runs at a
      * budget halfway between full's plan and none's. */
-    static const char *policies[] = {"none", "selective", "full", "every:1", "every:2", "every:sqrt", "auto"};
+    static const char *policies[] = {"none", "selective", "full", "every:1", "every:2", "every:sqrt", "mixed", "auto"};
     const int npol = (int)(sizeof policies / sizeof *policies);
     float *final1 = NULL, *grads1 = NULL, losses1[64];
     size_t total = 0;

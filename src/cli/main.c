@@ -53,7 +53,7 @@ static const opt_def OPTS[] = {
     {"seed", K_U64, C_(seed), MODEL | CMD_SAMPLE, "seed of initialisation and data sampling (sample: of sampling)"},
     {"threads", K_INT, C_(threads), MODEL | TEXT, "OpenMP and BLAS threads (0: all cores)"},
     {"budget", K_SIZE, C_(budget), MODEL, "memory budget, e.g. 512MiB, 2GiB (0: none)"},
-    {"recompute", K_RECOMPUTE, 0, MODEL, "activation recomputation: none, selective, full, every:K, every:sqrt, or auto (needs --budget)"},
+    {"recompute", K_RECOMPUTE, 0, MODEL, "activation recomputation: none, selective, full, every:K, every:sqrt, auto (needs --budget), or blocks:LETTERS (n/s/f per block)"},
     {"data", K_STR, O_(data), CMD_TRAIN, "token files PREFIX.train.bin and PREFIX.val.bin"},
     {"data", K_STR, O_(data), CMD_EVAL, "token file FILE.bin, or PREFIX (reads PREFIX.val.bin)"},
     {"eval-every", K_INT, C_(eval_every), CMD_TRAIN, "validation loss every N steps (and at the end)"},
@@ -289,7 +289,8 @@ void json_categories(FILE *f, const mw_model *m) {
             (unsigned long long)peak, (unsigned long long)mw_peak_rss());
     for (int k = 0; k < MW_CAT_COUNT; k++)
         fprintf(f, "%s\"%s\": %llu", k ? ", " : "", mw_category_name(k), (unsigned long long)cat[k]);
-    fprintf(f, "}, \"recompute\": \"%s\"", mw_model_plan(m)->policy);
+    fprintf(f, "}, \"recompute\": \"%s\", \"recompute_blocks\": \"%s\"", mw_model_plan(m)->policy,
+            mw_model_plan(m)->blocks);
 }
 
 int main(int argc, char **argv) {

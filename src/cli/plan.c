@@ -92,8 +92,8 @@ int cmd_estimate(int argc, char **argv) {
         else printf("%d", mb);
         printf(", \"params\": %.0f, \"textbook\": {\"model_states_16B_per_param\": %.0f, "
                "\"korthikanti_activations_16bit\": %.0f, \"korthikanti_activations_fp32\": %.0f}, "
-               "\"plan_seconds\": %.6f, \"recompute\": \"%s\", \"policies\": {",
-               P, 16 * P, korth16, korth32, plan_s, p.policy);
+               "\"plan_seconds\": %.6f, \"recompute\": \"%s\", \"recompute_blocks\": \"%s\", \"policies\": {",
+               P, 16 * P, korth16, korth32, plan_s, p.policy, p.blocks);
         for (int i = 0; i < npp; i++)
             printf("%s\"%s\": {\"activations\": %llu, \"peak_bytes\": %llu, \"fits\": %s, \"plan\": \"%s\"}",
                    i ? ", " : "", POLICIES[i], (unsigned long long)pp[i].category[MW_CAT_ACTS],
@@ -122,6 +122,9 @@ int cmd_estimate(int argc, char **argv) {
     printf("    activations, Korthikanti et al. 16-bit      %12s   (x2 for fp32: %s)\n",
            mw_fmt_bytes((uint64_t)korth16, b1, sizeof b1), mw_fmt_bytes((uint64_t)korth32, b2, sizeof b2));
     printf("\n  activations by recomputation policy (this plan: %s):\n", p.policy);
+    if (c->recompute == MW_RECOMPUTE_AUTO && p.blocks[0])
+        printf("    (auto's choice rests on op times measured now; to run exactly this plan: "
+               "--recompute blocks:%s)\n", p.blocks);
     printf("    %-11s %14s %14s %6s   %s\n", "policy", "activations", "peak", "fits",
            "Korthikanti et al., x2 for fp32");
     for (int i = 0; i < npp; i++) {

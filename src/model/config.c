@@ -76,7 +76,10 @@ mw_status mw_config_validate(const mw_config *c) {
     NEED(c->grad_clip >= 0 && isfinite(c->grad_clip), "--grad-clip must be >= 0 (0: off)");
     NEED(c->threads >= 0 && c->threads <= 1024, "--threads must be in 0..1024");
     NEED(c->eval_every >= 0 && c->eval_batches >= 1, "--eval-every must be >= 0, --eval-batches >= 1");
-    NEED(c->recompute >= MW_RECOMPUTE_NONE && c->recompute <= MW_RECOMPUTE_AUTO,
+    NEED(c->recompute != MW_RECOMPUTE_BLOCKS || (int)strnlen(c->recompute_blocks, sizeof c->recompute_blocks) == c->n_layer,
+         "--recompute blocks:... needs one letter per block: %d letters for %d blocks",
+         (int)strnlen(c->recompute_blocks, sizeof c->recompute_blocks), c->n_layer);
+    NEED(c->recompute >= MW_RECOMPUTE_NONE && c->recompute <= MW_RECOMPUTE_BLOCKS,
          "unknown --recompute policy %d", c->recompute);
     NEED(c->recompute_every >= 0 && c->recompute_every <= c->n_layer,
          "--recompute every:K needs K in 1..--layers=%d (got %d)", c->n_layer, c->recompute_every);
@@ -120,6 +123,17 @@ mw_status mw_recompute_parse(mw_config *c, const char *s) {
             c->recompute_every = 0;
             return MW_OK;
         }
+    if (strncmp(s, "blocks:", 7) == 0) {
+        const char *b = s + 7;
+        size_t n = strlen(b);
+        if (n < 1 || n > MW_MAX_BLOCK_POLICIES || strspn(b, "nsf") != n)
+            return mw_fail(MW_ERR_ARG, "--recompute blocks: takes 1 to %d letters n, s or f, one per "
+                                       "block (got '%s')", MW_MAX_BLOCK_POLICIES, b);
+        c->recompute = MW_RECOMPUTE_BLOCKS;
+        c->recompute_every = 0;
+        memcpy(c->recompute_blocks, b, n + 1);
+        return MW_OK;
+    }
     if (strncmp(s, "every:", 6) == 0) {
         const char *k = s + 6;
         char *end;
@@ -131,6 +145,6 @@ mw_status mw_recompute_parse(mw_config *c, const char *s) {
         }
     }
     return mw_fail(MW_ERR_ARG,
-                   "--recompute must be none, selective, full, every:K (K >= 1), every:sqrt or auto "
-                   "(got '%s')", s);
+                   "--recompute must be none, selective, full, every:K (K >= 1), every:sqrt, auto or "
+                   "blocks:LETTERS (got '%s')", s);
 }

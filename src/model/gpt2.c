@@ -54,7 +54,6 @@ struct mw_model {
     int nops, head_op, opt_op;
     void **opp; /* MAXACC pointers per op: its values, in the order of its kind's access list */
     int has_targets;
-    double auto_cost; /* auto: predicted recomputation seconds per micro-batch */
 };
 
 static void policy_text(const mw_model *m, char *out, size_t len);
@@ -360,6 +359,8 @@ static mw_status plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
     s->budget = m->cfg.budget;
     s->fits = s->budget == 0 || s->peak <= s->budget;
     policy_text(m, s->policy, sizeof s->policy);
+    if (!m->cfg.inference && m->seg == 0 && m->cfg.n_layer <= MW_MAX_BLOCK_POLICIES)
+        for (int l = 0; l < m->cfg.n_layer; l++) s->blocks[l] = "nsf"[m->pol[l]];
     return MW_OK;
 }
 
@@ -802,6 +803,10 @@ static mw_status resolve_policy(mw_model *m) {
         return MW_OK;
     }
     case MW_RECOMPUTE_AUTO: return auto_policy(m);
+    case MW_RECOMPUTE_BLOCKS:
+        for (int l = 0; l < L; l++)
+            m->pol[l] = c->recompute_blocks[l] == 'f' ? P_FULL : c->recompute_blocks[l] == 's' ? P_SEL : P_NONE;
+        return MW_OK;
     default: return mw_fail(MW_ERR_ARG, "unknown recompute policy %d", c->recompute);
     }
     memset(m->pol, p, (size_t)L);
@@ -1190,7 +1195,6 @@ static mw_status auto_policy(mw_model *m) {
         }
         free(m->ops);
         m->ops = NULL;
-        m->auto_cost = best_cost;
     }
     free(best), free(cand);
     return st;
