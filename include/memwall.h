@@ -124,8 +124,9 @@ typedef struct mw_plan_summary {
     int fits;                        /* peak <= budget, or no budget */
     char policy[160];                /* the recomputation it plans: "full", "every:3",
                                         "selective 0-3, none 4-11" (auto's choice) */
-    char blocks[MW_MAX_BLOCK_POLICIES + 1]; /* the same as a blocks: string ("ssssnnnnnnnn"),
-                                               to pin auto's choice; "" for every:K */
+    char pin[MW_MAX_BLOCK_POLICIES + 16]; /* the --recompute value that gives exactly this plan:
+                                             "blocks:ssssnnnnnnnn", "every:3"; pins auto's
+                                             choice. "" for inference plans. */
 } mw_plan_summary;
 
 /* Plans the training step of cfg: every buffer with its category and lifetime (in ops: embed,

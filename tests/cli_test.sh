@@ -283,14 +283,14 @@ done
   pass "losses identical under none, selective, full, every:2, auto; none has the largest plan" ||
   fail "plans by policy: $(tr '\n' ' ' <"$T/rc.peaks")"
 # auto's choice rests on measured op times; the plan it reports, pinned with blocks:, is exact
-spec=$("$MW" estimate --recompute auto --budget 20MiB --batch 4 --seq 150 --json | grep -o '"recompute_blocks": "[nsf]*"' | sed 's/.*: "//; s/"//')
+spec=$("$MW" estimate --recompute auto --budget 20MiB --batch 4 --seq 150 --json | grep -o '"recompute_pin": "[a-z:0-9]*"' | sed 's/.*: "//; s/"//')
 est=$("$MW" estimate --recompute auto --budget 20MiB --batch 4 --seq 150 --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //')
-pin=$("$MW" estimate --recompute "blocks:$spec" --batch 4 --seq 150 --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //')
-"$MW" train --data "$T/lic" --batch 4 --seq 150 --steps 2 --recompute "blocks:$spec" --budget 20MiB --json-log "$T/pin.jsonl" >"$T/out" 2>&1 ||
-  fail "train --recompute blocks:$spec: $(tail -1 "$T/out")"
+pin=$("$MW" estimate --recompute "$spec" --batch 4 --seq 150 --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //')
+"$MW" train --data "$T/lic" --batch 4 --seq 150 --steps 2 --recompute "$spec" --budget 20MiB --json-log "$T/pin.jsonl" >"$T/out" 2>&1 ||
+  fail "train --recompute $spec: $(tail -1 "$T/out")"
 got=$(tail -1 "$T/pin.jsonl" | grep -o '"peak_bytes": [0-9]*' | sed 's/.*: //')
 [ -n "$spec" ] && [ "$pin" = "$got" ] && [ "$got" -le $((20 * 1048576)) ] &&
-  pass "auto at 20 MiB chose blocks:$spec (plan $est); pinned, estimate == run == $got bytes" ||
+  pass "auto at 20 MiB chose $spec (plan $est); pinned, estimate == run == $got bytes" ||
   fail "auto pinned: spec '$spec', estimate $pin, run $got"
 "$MW" estimate --recompute blocks:fsx >"$T/out" 2>&1; rc=$?
 [ $rc -eq 1 ] && grep -q "letters n, s or f" "$T/out" && pass "--recompute blocks:fsx: exit 1" || fail "blocks:fsx: rc $rc"

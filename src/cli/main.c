@@ -289,8 +289,8 @@ void json_categories(FILE *f, const mw_model *m) {
             (unsigned long long)peak, (unsigned long long)mw_peak_rss());
     for (int k = 0; k < MW_CAT_COUNT; k++)
         fprintf(f, "%s\"%s\": %llu", k ? ", " : "", mw_category_name(k), (unsigned long long)cat[k]);
-    fprintf(f, "}, \"recompute\": \"%s\", \"recompute_blocks\": \"%s\"", mw_model_plan(m)->policy,
-            mw_model_plan(m)->blocks);
+    fprintf(f, "}, \"recompute\": \"%s\", \"recompute_pin\": \"%s\"", mw_model_plan(m)->policy,
+            mw_model_plan(m)->pin);
 }
 
 int main(int argc, char **argv) {

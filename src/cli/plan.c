@@ -54,7 +54,7 @@ static int policy_plans(const mw_config *cfg, mw_plan_summary out[NPOLICIES]) {
     int n = 0;
     for (int i = 0; i < NPOLICIES; i++) {
         mw_config c = *cfg;
-        if (strcmp(POLICIES[i], "auto") == 0 && !c.budget) break;
+        if (strcmp(POLICIES[i], "auto") == 0 && (!c.budget || c.n_layer > MW_MAX_BLOCK_POLICIES)) break;
         if (mw_recompute_parse(&c, POLICIES[i]) != MW_OK) die(1, "%s", mw_last_error());
         plan_or_die(&c, &out[n++]);
     }
@@ -92,8 +92,8 @@ int cmd_estimate(int argc, char **argv) {
         else printf("%d", mb);
         printf(", \"params\": %.0f, \"textbook\": {\"model_states_16B_per_param\": %.0f, "
                "\"korthikanti_activations_16bit\": %.0f, \"korthikanti_activations_fp32\": %.0f}, "
-               "\"plan_seconds\": %.6f, \"recompute\": \"%s\", \"recompute_blocks\": \"%s\", \"policies\": {",
-               P, 16 * P, korth16, korth32, plan_s, p.policy, p.blocks);
+               "\"plan_seconds\": %.6f, \"recompute\": \"%s\", \"recompute_pin\": \"%s\", \"policies\": {",
+               P, 16 * P, korth16, korth32, plan_s, p.policy, p.pin);
         for (int i = 0; i < npp; i++)
             printf("%s\"%s\": {\"activations\": %llu, \"peak_bytes\": %llu, \"fits\": %s, \"plan\": \"%s\"}",
                    i ? ", " : "", POLICIES[i], (unsigned long long)pp[i].category[MW_CAT_ACTS],
@@ -122,9 +122,9 @@ int cmd_estimate(int argc, char **argv) {
     printf("    activations, Korthikanti et al. 16-bit      %12s   (x2 for fp32: %s)\n",
            mw_fmt_bytes((uint64_t)korth16, b1, sizeof b1), mw_fmt_bytes((uint64_t)korth32, b2, sizeof b2));
     printf("\n  activations by recomputation policy (this plan: %s):\n", p.policy);
-    if (c->recompute == MW_RECOMPUTE_AUTO && p.blocks[0])
+    if (c->recompute == MW_RECOMPUTE_AUTO)
         printf("    (auto's choice rests on op times measured now; to run exactly this plan: "
-               "--recompute blocks:%s)\n", p.blocks);
+               "--recompute %s)\n", p.pin);
     printf("    %-11s %14s %14s %6s   %s\n", "policy", "activations", "peak", "fits",
            "Korthikanti et al., x2 for fp32");
     for (int i = 0; i < npp; i++) {
@@ -242,7 +242,7 @@ int cmd_plan(int argc, char **argv) {
         if (mw_plan_buffers(c, &bufs, &nb) != MW_OK) die(1, "%s", mw_last_error());
         mw_plan_summary pp[NPOLICIES];
         int npp = policy_plans(c, pp);
-        printf("], \"recompute\": \"%s\", \"policies\": {", p.policy);
+        printf("], \"recompute\": \"%s\", \"recompute_pin\": \"%s\", \"policies\": {", p.policy, p.pin);
         for (int i = 0; i < npp; i++)
             printf("%s\"%s\": {\"activations\": %llu, \"peak_bytes\": %llu, \"fits\": %s}", i ? ", " : "",
                    POLICIES[i], (unsigned long long)pp[i].category[MW_CAT_ACTS], (unsigned long long)pp[i].peak,
@@ -270,8 +270,9 @@ int cmd_plan(int argc, char **argv) {
             }
             printf(" %12s\n", mw_fmt_bytes(tot, t, sizeof t));
         }
-        printf("arena peak %s (recompute %s)%s%s\n", mw_fmt_bytes(p.peak, t, sizeof t), p.policy,
-               o.timeline ? ", timeline in " : "", o.timeline ? o.timeline : "");
+        printf("arena peak %s (recompute %s; exactly this plan: --recompute %s)%s%s\n",
+               mw_fmt_bytes(p.peak, t, sizeof t), p.policy, p.pin, o.timeline ? ", timeline in " : "",
+               o.timeline ? o.timeline : "");
         mw_plan_summary pp[NPOLICIES];
         int npp = policy_plans(c, pp);
         printf("activations by policy:");

@@ -76,6 +76,12 @@ mw_status mw_config_validate(const mw_config *c) {
     NEED(c->grad_clip >= 0 && isfinite(c->grad_clip), "--grad-clip must be >= 0 (0: off)");
     NEED(c->threads >= 0 && c->threads <= 1024, "--threads must be in 0..1024");
     NEED(c->eval_every >= 0 && c->eval_batches >= 1, "--eval-every must be >= 0, --eval-batches >= 1");
+    NEED(c->recompute != MW_RECOMPUTE_BLOCKS ||
+             strnlen(c->recompute_blocks, sizeof c->recompute_blocks) < sizeof c->recompute_blocks,
+         "--recompute blocks:... is not terminated");
+    NEED(c->recompute != MW_RECOMPUTE_BLOCKS ||
+             strspn(c->recompute_blocks, "nsf") == strnlen(c->recompute_blocks, sizeof c->recompute_blocks),
+         "--recompute blocks:... takes the letters n, s and f only");
     NEED(c->recompute != MW_RECOMPUTE_BLOCKS || (int)strnlen(c->recompute_blocks, sizeof c->recompute_blocks) == c->n_layer,
          "--recompute blocks:... needs one letter per block: %d letters for %d blocks",
          (int)strnlen(c->recompute_blocks, sizeof c->recompute_blocks), c->n_layer);

@@ -57,6 +57,7 @@ struct mw_model {
 };
 
 static void policy_text(const mw_model *m, char *out, size_t len);
+static const char *policy_name(int p);
 static void budget_message(const mw_plan_summary *p);
 
 #define NORM_QUANTUM 65536 /* grad-norm partial sums over fixed blocks: thread-independent */
@@ -359,8 +360,14 @@ static mw_status plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
     s->budget = m->cfg.budget;
     s->fits = s->budget == 0 || s->peak <= s->budget;
     policy_text(m, s->policy, sizeof s->policy);
-    if (!m->cfg.inference && m->seg == 0 && m->cfg.n_layer <= MW_MAX_BLOCK_POLICIES)
-        for (int l = 0; l < m->cfg.n_layer; l++) s->blocks[l] = "nsf"[m->pol[l]];
+    if (!m->cfg.inference && m->seg > 0) {
+        snprintf(s->pin, sizeof s->pin, "every:%d", m->seg);
+    } else if (!m->cfg.inference && m->cfg.n_layer <= MW_MAX_BLOCK_POLICIES) {
+        memcpy(s->pin, "blocks:", 7);
+        for (int l = 0; l < m->cfg.n_layer; l++) s->pin[7 + l] = "nsf"[m->pol[l]];
+    } else if (!m->cfg.inference) { /* more blocks than a blocks: string holds: one policy */
+        snprintf(s->pin, sizeof s->pin, "%s", policy_name(m->pol[0]));
+    }
     return MW_OK;
 }
 
@@ -937,14 +944,15 @@ static mw_status measure_costs(const mw_config *c, double cost[NKINDS]) {
 /* Seconds of each forward kind on one block of T positions, C channels, H heads. */
 static mw_status calibrate(int T, int C, int H, int nt, double cost[NKINDS]) {
     const int N = T;
-    const size_t nw = 12 * (size_t)C * C + 16 * (size_t)C, na = 20 * (size_t)N * C + 4 * (size_t)N;
+    const size_t nw = 12 * (size_t)C * C + 16 * (size_t)C;
+    const size_t na = 15 * (size_t)N * C + 2 * (size_t)N + (size_t)H * N; /* x..gelu below */
     const size_t ns = (size_t)nt * mw_attention_scratch_floats(T);
     float *w = calloc(nw + na + ns, sizeof(float));
     if (!w) return mw_fail(MW_ERR_NOMEM, "out of memory measuring op costs");
     float *wqkv = w, *wp = wqkv + 3 * (size_t)C * C, *wfc = wp + (size_t)C * C, *wfp = wfc + 4 * (size_t)C * C;
     float *bias = wfp + 4 * (size_t)C * C, *lnw = bias + 4 * (size_t)C;
     float *x = w + nw, *ln = x + (size_t)N * C, *st = ln + (size_t)N * C, *qkv = st + 2 * (size_t)N;
-    float *atty = qkv + 3 * (size_t)N * C, *lse = atty + (size_t)N * C, *res2 = lse + 2 * (size_t)N;
+    float *atty = qkv + 3 * (size_t)N * C, *lse = atty + (size_t)N * C, *res2 = lse + (size_t)H * N;
     float *fch = res2 + (size_t)N * C, *gelu = fch + 4 * (size_t)N * C, *scr = w + nw + na;
     for (size_t i = 0; i < nw + na; i++) w[i] = 0.01f * (float)((i * 2654435761u) % 201) - 1.0f;
     for (int i = 0; i < C; i++) lnw[i] = 1.0f;
@@ -1059,13 +1067,17 @@ static mw_status probe(mw_model *m, int p, pmodel *pm) {
 /* Dynamic programming over the blocks, bottom up. State: how many blocks below keep "none" and
  * how many "selective" (the rest "full"), which fixes the bytes they keep. A block with policy p
  * fits when the bytes kept below it plus its own forward and backward peaks fit in M; the value
- * is the predicted recomputation time. Fills pol with the cheapest assignment; 0 if none fits. */
+ * is the predicted recomputation time. Fills pol with the cheapest assignment and returns 1; 0 if
+ * none fits; -1 out of memory. */
 static int dp_policies(int L, const pmodel pm[3], const double cost[3], uint64_t M, unsigned char *pol) {
     const int S = L + 1;
     double *best = malloc(sizeof(double) * (size_t)S * S), *next = malloc(sizeof(double) * (size_t)S * S);
     unsigned char *choice = malloc((size_t)L * S * S);
     int ok = 0;
-    if (!best || !next || !choice) goto out;
+    if (!best || !next || !choice) {
+        ok = -1;
+        goto out;
+    }
     for (int i = 0; i < S * S; i++) best[i] = INFINITY;
     best[0] = 0.0;
     for (int l = 0; l < L; l++) {
@@ -1145,7 +1157,9 @@ static mw_status auto_policy(mw_model *m) {
     /* the DP's choice, checked against the placed plan; the model's margin shrinks until it fits */
     uint64_t M = budget;
     for (int tries = 0; st == MW_OK && tries < 8; tries++) {
-        if (!dp_policies(L, pm, cost, M, cand)) break;
+        const int found = dp_policies(L, pm, cost, M, cand);
+        if (found < 0) st = mw_fail(MW_ERR_NOMEM, "out of memory planning");
+        if (found <= 0) break;
         memcpy(m->pol, cand, (size_t)L);
         m->seg = 0;
         free(m->ops);

@@ -248,9 +248,9 @@ static inline float exp_fast(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    int32_t kb, sb;
+    uint32_t kb, sb; /* unsigned: a NaN input (a diverged run) must not be undefined behaviour */
     memcpy(&kb, &k, sizeof kb);
-    sb = (kb - 0x4B400000 + 127) << 23;
+    sb = (kb - 0x4B400000u + 127u) << 23;
     float scale;
     memcpy(&scale, &sb, sizeof scale);
     return x < -87.0f ? 0.0f : p * scale;
