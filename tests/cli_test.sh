@@ -132,6 +132,11 @@ cmp -s "$T/ckA/step-00000024.mwck" "$T/ckB/step-00000024.mwck" &&
   pass "final checkpoints (weights, moments, state) byte-identical" || fail "final checkpoints differ"
 "$MW" "${ck[@]}" --out "$T/ckB2" --resume "$T/ckB/step-00000012.mwck" --steps 24 >"$T/out" 2>&1 &&
   grep -q "at step 12" "$T/out" && pass "--resume FILE" || fail "--resume FILE: $(tail -2 "$T/out")"
+"$MW" "${ck[@]}" --out "$T/ckC" --resume "$T/ckB/step-00000012.mwck" --recompute full >"$T/out" 2>&1 ||
+  fail "resume with --recompute full: $(tail -2 "$T/out")"
+cmp -s "$T/ckA/step-00000024.mwck" "$T/ckC/step-00000024.mwck" &&
+  pass "12 steps without recomputation + 12 resumed with --recompute full == 24 straight, byte for byte" ||
+  fail "resuming under another recompute policy changed the run"
 expect_error 1 "resume into another shape" -- "$MW" "${ck[@]}" --layers 3 --resume "$T/ckA/step-00000024.mwck"
 grep -q "another model shape" "$T/err" || fail "shape message: $(cat "$T/err")"
 cp "$T/ckA/step-00000024.mwck" "$T/flip.mwck"
