@@ -1,8 +1,10 @@
-/* GPT-2: the parameter table, the buffer plan of one training step, forward and backward.
+/* GPT-2: the parameter table, the step as a schedule of ops, its executor, the recomputation
+ * policies (auto included), and incremental decoding.
  *
- * One function, layout(), lists every buffer of the step in a fixed order with its category.
- * Run against a measure arena it is the estimate; run against the real arena it binds the
- * pointers. Both runs make the same calls, so the estimate is the allocation, byte for byte. */
+ * build_schedule() lists the ops of one step for the policy; walk() derives every buffer and
+ * its lifetime from the ops' access lists. Walked into the planner it is the estimate; walked
+ * over the planner's offsets it binds each op's pointers in the arena. Both walks make the same
+ * calls, so the estimate is the allocation, byte for byte. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
