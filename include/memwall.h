@@ -129,10 +129,11 @@ typedef struct mw_plan_summary {
                                              choice. "" for inference plans. */
 } mw_plan_summary;
 
-/* Plans the training step of cfg: every buffer with its category and lifetime (in ops: embed,
- * forward per layer, head, backward per layer, embed backward, optimizer), placed in one arena
- * where buffers never alive together share memory. mw_model_create executes the same placement,
- * so the estimate is the allocation, byte for byte. */
+/* Plans the training step of cfg under its recomputation policy: every buffer with its category
+ * and lifetime in ops (embed; six forward ops per block; the head with its loss and gradient;
+ * per block the recomputations and five backward ops; embed backward; optimizer), placed in one
+ * arena where buffers never alive together share memory. mw_model_create executes the same
+ * placement, so the estimate is the allocation, byte for byte. */
 mw_status mw_plan(const mw_config *cfg, mw_plan_summary *out);
 
 /* Live bytes per category during each op of the step (for timelines). *ops is malloc'd. */
