@@ -111,13 +111,17 @@ static void test_planner(void) {
         }
         CHECK_OK(mw_planner_place(&p));
         CHECK(mw_planner_check(&p), "trial %d: overlapping live buffers", trial);
-        uint64_t maxlive = 0;
+        uint64_t maxlive = 0, *all = calloc((size_t)nops * MW_CAT_COUNT, sizeof(uint64_t));
+        mw_planner_live_all(&p, all); /* the running-sum version agrees with the direct count */
         for (int op = 0; op < nops; op++) {
             uint64_t live[MW_CAT_COUNT], t = 0;
             mw_planner_live(&p, op, live);
+            CHECK(memcmp(live, all + (size_t)op * MW_CAT_COUNT, sizeof live) == 0,
+                  "trial %d op %d: mw_planner_live_all differs from mw_planner_live", trial, op);
             for (int k = 0; k < MW_CAT_COUNT; k++) t += live[k];
             maxlive = t > maxlive ? t : maxlive;
         }
+        free(all);
         CHECK(p.peak >= maxlive && p.peak <= total, "trial %d: peak %llu, live %llu, sum %llu", trial,
               (unsigned long long)p.peak, (unsigned long long)maxlive, (unsigned long long)total);
         mw_planner_free(&p);

@@ -1000,11 +1000,17 @@ static void policy_costs(const double k[NKINDS], double out[3]) {
     out[P_FULL] = 2 * k[K_LN1QKV] + k[K_ATTN] + k[K_PROJ] + k[K_LN2FC] + k[K_GELU] + k[K_LN2];
 }
 
-/* Live bytes per op of m's schedule, summed over categories (no placement). */
-static mw_status live_totals(mw_model *m, uint64_t **out) {
+/* Live bytes per op of m's schedule, summed over categories (no placement); kept0 (may be NULL):
+ * the bytes of block 0's instances that cross the head, what a block keeps from forward to
+ * backward. */
+static mw_status live_totals(mw_model *m, uint64_t **out, uint64_t *kept0) {
     mw_planner pl;
     mw_planner_init(&pl, m->nops);
     mw_status st = walk(m, &pl, NULL, NULL);
+    if (kept0) *kept0 = 0;
+    for (int i = 0; kept0 && st == MW_OK && i < pl.n; i++)
+        if (pl.b[i].layer == 0 && pl.b[i].first < m->head_op && pl.b[i].last > m->head_op)
+            *kept0 += pl.b[i].bytes;
     uint64_t *live = st == MW_OK ? calloc((size_t)m->nops * MW_CAT_COUNT, sizeof(uint64_t)) : NULL;
     uint64_t *tot = st == MW_OK ? calloc((size_t)m->nops, sizeof(uint64_t)) : NULL;
     if (st == MW_OK && (!live || !tot)) st = mw_fail(MW_ERR_NOMEM, "out of memory planning");
@@ -1040,17 +1046,10 @@ static mw_status probe(mw_model *m, int p, pmodel *pm) {
     const int L = m->cfg.n_layer;
     MW_TRY(set_policy(m, p, 0));
     uint64_t *live;
-    MW_TRY(live_totals(m, &live));
-    mw_planner pl; /* block 0's kept bytes: its instances that cross the head */
-    mw_planner_init(&pl, m->nops);
-    mw_status st = walk(m, &pl, NULL, NULL);
     memset(pm, 0, sizeof *pm);
-    for (int i = 0; st == MW_OK && i < pl.n; i++)
-        if (pl.b[i].layer == 0 && pl.b[i].first < m->head_op && pl.b[i].last > m->head_op)
-            pm->kept += pl.b[i].bytes;
-    mw_planner_free(&pl);
+    MW_TRY(live_totals(m, &live, &pm->kept));
     const uint64_t below = (uint64_t)(L - 1) * pm->kept;
-    for (int i = 0; st == MW_OK && i < m->nops; i++) {
+    for (int i = 0; i < m->nops; i++) {
         const op_t *o = &m->ops[i];
         if (i == m->head_op) {
             pm->head = live[i] - (uint64_t)L * pm->kept;
@@ -1063,7 +1062,7 @@ static mw_status probe(mw_model *m, int p, pmodel *pm) {
         }
     }
     free(live);
-    return st;
+    return MW_OK;
 }
 
 /* Dynamic programming over the blocks, bottom up. State: how many blocks below keep "none" and
@@ -1189,7 +1188,7 @@ static mw_status auto_policy(mw_model *m) {
         if (c >= best_cost) continue;
         uint64_t peak = 0, *live = NULL;
         st = set_policy(m, P_NONE, K);
-        if (st == MW_OK) st = live_totals(m, &live);
+        if (st == MW_OK) st = live_totals(m, &live, NULL);
         for (int i = 0; st == MW_OK && i < m->nops; i++) peak = live[i] > peak ? live[i] : peak;
         free(live);
         if (st == MW_OK && peak <= budget) st = plan_peak(m, &peak); /* placed: at least the live peak */
