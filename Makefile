@@ -1,13 +1,15 @@
 # memwall: `make` builds build/memwall and build/libmemwall.a; `make test` runs every test.
 CC       ?= gcc
+# OpenBLAS (OpenMP build): only build/sgemm_rate links it, to measure memwall's GEMM beside it
 BLAS_INC := /usr/include/x86_64-linux-gnu/openblas-openmp
 BLAS_LIB := /usr/lib/x86_64-linux-gnu/openblas-openmp
 WARN     := -Wall -Wextra -Wshadow -Wno-unused-parameter -Werror
 CFLAGS   ?= -O3 -march=native
 # no errno from libm: lets sqrtf vectorise; results are the same bits
 CFLAGS   += -fno-math-errno
-CFLAGS   += -std=c11 -D_GNU_SOURCE -fopenmp $(WARN) -Iinclude -I$(BLAS_INC) -MMD -MP
-LDLIBS   := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas -fopenmp -lm
+CFLAGS   += -std=c11 -D_GNU_SOURCE -fopenmp $(WARN) -Iinclude -MMD -MP
+LDLIBS   := -fopenmp -lm
+BLAS_LDLIBS := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' | sort)
@@ -74,7 +76,7 @@ test-asan: $(ASAN_TESTS) build/asan/memwall gpt2-vocab
 # ---- fuzzing (clang's libFuzzer with ASan + UBSan) ------------------------------------------
 FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= $(shell command -v clang-14 || command -v clang)
-FUZZ_CFLAGS  := -g -O1 -march=native -std=c11 -D_GNU_SOURCE -fopenmp -Iinclude -I$(BLAS_INC) \
+FUZZ_CFLAGS  := -g -O1 -march=native -std=c11 -D_GNU_SOURCE -fopenmp -Iinclude \
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -MMD -MP
 FUZZERS      := build/fuzz/fuzz_safetensors build/fuzz/fuzz_checkpoint
 
@@ -98,8 +100,12 @@ demo:
 	$(MAKE) all
 	scripts/demo.sh
 
+build/obj/bench/sgemm_rate.o: bench/sgemm_rate.c
+	@mkdir -p $(dir $@)
+	@echo "CC  $<"; $(CC) $(CFLAGS) -I$(BLAS_INC) -c $< -o $@
+
 build/sgemm_rate: build/obj/bench/sgemm_rate.o build/libmemwall.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(BLAS_LDLIBS) $(LDLIBS)
 
 build/attention_bench: build/obj/bench/attention_bench.o build/libmemwall.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)

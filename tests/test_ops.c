@@ -146,7 +146,10 @@ static void test_matmul(void) {
     f2d(c.x, x, N * C);
     f2d(c.w, w, OC * C);
     f2d(c.b, b, OC);
-    mw_matmul_forward(out, x, w, b, N, C, OC, 0);
+    const size_t wsn = mw_gemm_ws_floats(2, 64);
+    float *wsb = fnew(wsn);
+    const mw_gemm_ws ws = {wsb, wsn, 2};
+    mw_matmul_forward(out, x, w, b, N, C, OC, 0, &ws);
     mm_twin(&c);
     double e = err_fd(out, c.out, N * OC);
     CHECK(e < 1e-5, "matmul forward rel err %.3g", e);
@@ -154,16 +157,16 @@ static void test_matmul(void) {
     double e2 = err_fd(ref, c.out, N * OC);
     CHECK(e2 < 1e-6, "scalar matmul oracle rel err %.3g", e2);
     /* acc: out += x w^T + b */
-    mw_matmul_forward(out, x, w, b, N, C, OC, 1);
+    mw_matmul_forward(out, x, w, b, N, C, OC, 1, &ws);
     int acc_ok = 1;
     for (int i = 0; i < N * OC; i++) acc_ok &= fabs(out[i] - 2 * c.out[i]) <= 1e-4 * (1 + fabs(c.out[i]));
     CHECK(acc_ok, "matmul forward with acc does not add");
     printf("  matmul forward: %.2e\n", e);
-    mw_matmul_backward(dx, dw, db, wl, x, w, N, C, OC, 0);
+    mw_matmul_backward(dx, dw, db, wl, x, w, N, C, OC, 0, &ws);
     check_grad("matmul dinp", dx, c.x, N * C, mm_loss, &c, 1000);
     check_grad("matmul dw", dw, c.w, OC * C, mm_loss, &c, 1000);
     check_grad("matmul db", db, c.b, OC, mm_loss, &c, 1000);
-    free(x), free(w), free(b), free(out), free(ref), free(wl), free(dx), free(dw), free(db);
+    free(x), free(w), free(b), free(out), free(ref), free(wl), free(dx), free(dw), free(db), free(wsb);
     free(c.x), free(c.w), free(c.b), free(c.out);
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "status.h"
 
@@ -19,13 +20,21 @@ const char *mw_category_name(mw_category c) {
 mw_status mw_arena_init(mw_arena *a, uint64_t capacity) {
     memset(a, 0, sizeof *a);
     if (capacity == 0) capacity = MW_ALIGN;
-    void *p = mmap(NULL, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    /* accounted (no MAP_NORESERVE): a plan the machine cannot hold is refused here, cleanly */
+    void *p = mmap(NULL, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
         char b[32];
         return mw_fail(MW_ERR_NOMEM, "cannot map an arena of %s: %s",
                        mw_fmt_bytes(capacity, b, sizeof b), strerror(errno));
     }
+    /* Every page is touched now, once: the plan's memory is resident from the start instead of
+     * arriving page by page during the first step, so peak RSS is the plan plus the process's
+     * fixed overhead whatever the shape, and a machine short of memory shows it before step 1. */
+    const long pg = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    const long npages = (long)((capacity + (uint64_t)pg - 1) / (uint64_t)pg);
+    volatile char *vp = p;
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < npages; i++) vp[i * pg] = 0;
     a->base = p;
     a->capacity = capacity;
     return MW_OK;

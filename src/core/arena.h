@@ -1,6 +1,6 @@
 /* The arena: one mapping of exactly the size the memory plan computed (src/memory/planner.c
- * places every buffer inside it). Pages are mapped lazily by the OS, so RSS follows what is
- * touched. Also the byte-size helpers. */
+ * places every buffer inside it), every page touched when it is mapped, so the process's RSS is
+ * the plan plus a fixed overhead from the start. Also the byte-size helpers. */
 #ifndef MW_ARENA_H
 #define MW_ARENA_H
 #include <stddef.h>
@@ -15,7 +15,7 @@ typedef struct mw_arena {
     uint64_t capacity;
 } mw_arena;
 
-/* Maps capacity bytes. MW_ERR_NOMEM when the OS refuses. */
+/* Maps capacity bytes and touches every page. MW_ERR_NOMEM when the OS refuses. */
 mw_status mw_arena_init(mw_arena *a, uint64_t capacity);
 /* Unmaps; a released or zeroed arena may be released again. */
 void mw_arena_release(mw_arena *a);

@@ -1,5 +1,4 @@
 /* Model and training configuration: defaults, presets, validation, derived sizes. */
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -109,7 +108,6 @@ double mw_config_flops_per_token(const mw_config *c) {
 int mw_set_threads(int threads) {
     if (threads <= 0) threads = omp_get_num_procs();
     omp_set_num_threads(threads);
-    openblas_set_num_threads(threads);
     return threads;
 }
 

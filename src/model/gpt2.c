@@ -50,6 +50,7 @@ struct mw_model {
     int32_t *staging;       /* the trainer's token windows: inputs (N), targets (N), window (B*(T+1)) */
     float *kcache, *vcache; /* inference: (L, ctx, C) each */
     float *dec;             /* inference: one position's scratch, see mw_model_decode */
+    mw_gemm_ws gw;          /* the GEMMs' packing buffer (workspace in the plan) and threads */
     unsigned char *pol;     /* per block: P_NONE, P_SEL or P_FULL */
     int seg;                /* every:K: blocks per recomputed segment (0: per-block policies) */
     op_t *ops;              /* the schedule of one micro-batch and the optimizer */
@@ -158,6 +159,8 @@ static const struct kind {
 };
 
 #define LOSS_ROWS 256 /* the head and the loss run over this many positions at a time */
+#define GEMM_NC 512   /* columns of B the GEMMs pack at a time (the packing buffer's size) */
+#define WS (&m->gw)   /* the model's GEMM workspace, for the kernels' calls */
 
 /* Per-layer policies. P_SEG: recomputed with its segment (every:K). */
 enum { P_NONE, P_SEL, P_FULL };
@@ -287,6 +290,7 @@ static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *
         PERSIST(m->m, m->nfloats * F, MW_CAT_OPTIM, "adam_m");
         PERSIST(m->v, m->nfloats * F, MW_CAT_OPTIM, "adam_v");
     }
+    PERSIST(m->gw.buf, mw_gemm_ws_floats(m->nthreads, GEMM_NC) * F, MW_CAT_WORK, "gemm_pack");
     PERSIST(m->staging, (2 * N + (uint64_t)c->batch * (c->seq + 1)) * sizeof(int32_t), MW_CAT_WORK,
             "token_staging");
     if (c->inference) {
@@ -491,6 +495,8 @@ static mw_status model_skeleton(mw_model **out, const mw_config *cfg) {
     if (!m) return mw_fail(MW_ERR_NOMEM, "cannot allocate the model");
     m->cfg = *cfg;
     m->nthreads = omp_get_max_threads();
+    m->gw.nthreads = m->nthreads;
+    m->gw.floats = mw_gemm_ws_floats(m->nthreads, GEMM_NC);
     m->pol = calloc((size_t)cfg->n_layer, 1);
     mw_status s = m->pol ? build_table(m) : mw_fail(MW_ERR_NOMEM, "cannot allocate the layer table");
     if (s == MW_OK) s = resolve_policy(m);
@@ -668,26 +674,26 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     case K_LN1QKV:
     case K_LN1:
         mw_layernorm_forward(F(1), F(2), F(2) + N, F(0), p[LN1W], p[LN1B], N, C);
-        if (m->ops[i].kind == K_LN1QKV) mw_matmul_forward(F(3), F(1), p[QKVW], p[QKVB], N, C, 3 * C, 0);
+        if (m->ops[i].kind == K_LN1QKV) mw_matmul_forward(F(3), F(1), p[QKVW], p[QKVB], N, C, 3 * C, 0, WS);
         break;
     case K_ATTN:
         mw_attention_forward(F(1), F(2), F(3), m->nthreads, F(0), B, T, C, H);
         break;
     case K_PROJ:
         copy_rows(F(2), F(0), (size_t)N * C);
-        mw_matmul_forward(F(2), F(1), p[PROJW], p[PROJB], N, C, C, 1);
+        mw_matmul_forward(F(2), F(1), p[PROJW], p[PROJB], N, C, C, 1, WS);
         break;
     case K_LN2FC:
     case K_LN2:
         mw_layernorm_forward(F(1), F(2), F(2) + N, F(0), p[LN2W], p[LN2B], N, C);
-        if (m->ops[i].kind == K_LN2FC) mw_matmul_forward(F(3), F(1), p[FCW], p[FCB], N, C, 4 * C, 0);
+        if (m->ops[i].kind == K_LN2FC) mw_matmul_forward(F(3), F(1), p[FCW], p[FCB], N, C, 4 * C, 0, WS);
         break;
     case K_GELU:
         mw_gelu_forward(F(1), F(0), (long)N * 4 * C);
         break;
     case K_FCPROJ:
         copy_rows(F(2), F(0), (size_t)N * C);
-        mw_matmul_forward(F(2), F(1), p[FCPW], p[FCPB], N, 4 * C, C, 1);
+        mw_matmul_forward(F(2), F(1), p[FCPW], p[FCPB], N, 4 * C, C, 1, WS);
         break;
     case K_HEAD:
     case K_LOGITS: {
@@ -700,12 +706,12 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         for (int n0 = 0; n0 < N; n0 += LOSS_ROWS) { /* positions in fixed quanta */
             const int rows = n0 + LOSS_ROWS < N ? LOSS_ROWS : N - n0;
             float *z = kind == K_LOGITS ? logits + (size_t)n0 * V : logits;
-            mw_matmul_forward(z, lnf + (size_t)n0 * C, WTE(m->params), NULL, rows, C, V, 0);
+            mw_matmul_forward(z, lnf + (size_t)n0 * C, WTE(m->params), NULL, rows, C, V, 0, WS);
             if (!has_tg) continue;
             mw_crossentropy(z, losses + n0, tg + n0, dloss, grad, rows, V);
             if (grad)
                 mw_matmul_backward(F(6) + (size_t)n0 * C, WTE(G), NULL, z, lnf + (size_t)n0 * C,
-                                   WTE(m->params), rows, C, V, 0);
+                                   WTE(m->params), rows, C, V, 0, WS);
         }
         if (has_tg) {
             double s = 0.0;
@@ -720,22 +726,22 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         break;
     }
     case K_BFCPROJ: /* dW from gelu, then d(gelu) over gelu, then through GELU: all in place */
-        mw_matmul_backward(NULL, g[FCPW], g[FCPB], F(2), F(1), p[FCPW], N, 4 * C, C, 0);
-        mw_matmul_backward_dinp(F(1), F(2), p[FCPW], N, 4 * C, C);
+        mw_matmul_backward(NULL, g[FCPW], g[FCPB], F(2), F(1), p[FCPW], N, 4 * C, C, 0, WS);
+        mw_matmul_backward_dinp(F(1), F(2), p[FCPW], N, 4 * C, C, WS);
         mw_gelu_backward_inplace(F(1), F(0), (long)N * 4 * C);
         break;
     case K_BFC:
-        mw_matmul_backward(F(4), g[FCW], g[FCB], F(3), F(0), p[FCW], N, C, 4 * C, 0);
+        mw_matmul_backward(F(4), g[FCW], g[FCB], F(3), F(0), p[FCW], N, C, 4 * C, 0, WS);
         mw_layernorm_backward_acc(F(5), g[LN2W], g[LN2B], F(4), F(2), p[LN2W], F(1), F(1) + N, N, C);
         break;
     case K_BPROJ:
-        mw_matmul_backward(F(2), g[PROJW], g[PROJB], F(1), F(0), p[PROJW], N, C, C, 0);
+        mw_matmul_backward(F(2), g[PROJW], g[PROJB], F(1), F(0), p[PROJW], N, C, C, 0, WS);
         break;
     case K_BATTN:
         mw_attention_backward(F(4), F(5), m->nthreads, F(0), F(1), F(2), F(3), B, T, C, H);
         break;
     case K_BQKV:
-        mw_matmul_backward(F(4), g[QKVW], g[QKVB], F(0), F(1), p[QKVW], N, C, 3 * C, 0);
+        mw_matmul_backward(F(4), g[QKVW], g[QKVB], F(0), F(1), p[QKVW], N, C, 3 * C, 0, WS);
         mw_layernorm_backward_acc(F(5), g[LN1W], g[LN1B], F(4), F(3), p[LN1W], F(2), F(2) + N, N, C);
         break;
     case K_EMBB:
@@ -875,7 +881,7 @@ const float *mw_model_decode(mw_model *m, int32_t token, int pos) {
         layer_ptrs(m, m->params, l, p);
         float *K = m->kcache + (size_t)l * CTX * C, *Vc = m->vcache + (size_t)l * CTX * C;
         mw_layernorm_forward(h, stats, stats + 1, x, p[LN1W], p[LN1B], 1, C);
-        mw_matmul_forward(qkv, h, p[QKVW], p[QKVB], 1, C, 3 * C, 0);
+        mw_matmul_forward(qkv, h, p[QKVW], p[QKVB], 1, C, 3 * C, 0, WS);
         memcpy(K + (size_t)pos * C, qkv + C, sizeof(float) * C);
         memcpy(Vc + (size_t)pos * C, qkv + 2 * C, sizeof(float) * C);
         for (int hd = 0; hd < H; hd++) {
@@ -897,14 +903,14 @@ const float *mw_model_decode(mw_model *m, int32_t token, int pos) {
                 for (int e = 0; e < hs; e++) o[e] += a * v[e];
             }
         }
-        mw_matmul_forward(x, y, p[PROJW], p[PROJB], 1, C, C, 1);
+        mw_matmul_forward(x, y, p[PROJW], p[PROJB], 1, C, C, 1, WS);
         mw_layernorm_forward(h, stats, stats + 1, x, p[LN2W], p[LN2B], 1, C);
-        mw_matmul_forward(fc, h, p[FCW], p[FCB], 1, C, 4 * C, 0);
+        mw_matmul_forward(fc, h, p[FCW], p[FCB], 1, C, 4 * C, 0, WS);
         mw_gelu_forward(fc, fc, 4 * C);
-        mw_matmul_forward(x, fc, p[FCPW], p[FCPB], 1, 4 * C, C, 1);
+        mw_matmul_forward(x, fc, p[FCPW], p[FCPB], 1, 4 * C, C, 1, WS);
     }
     mw_layernorm_forward(h, stats, stats + 1, x, LNFW(m->params), LNFB(m->params), 1, C);
-    mw_matmul_forward(logits, h, wte, NULL, 1, C, V, 0);
+    mw_matmul_forward(logits, h, wte, NULL, 1, C, V, 0, WS);
     return logits;
 }
 
@@ -948,14 +954,15 @@ static mw_status calibrate(int T, int C, int H, int nt, double cost[NKINDS]) {
     const int N = T;
     const size_t nw = 12 * (size_t)C * C + 16 * (size_t)C;
     const size_t na = 15 * (size_t)N * C + 2 * (size_t)N + (size_t)H * N; /* x..gelu below */
-    const size_t ns = (size_t)nt * mw_attention_scratch_floats(T);
-    float *w = calloc(nw + na + ns, sizeof(float));
+    const size_t ns = (size_t)nt * mw_attention_scratch_floats(T), ng = mw_gemm_ws_floats(nt, GEMM_NC);
+    float *w = calloc(nw + na + ns + ng, sizeof(float));
     if (!w) return mw_fail(MW_ERR_NOMEM, "out of memory measuring op costs");
     float *wqkv = w, *wp = wqkv + 3 * (size_t)C * C, *wfc = wp + (size_t)C * C, *wfp = wfc + 4 * (size_t)C * C;
     float *bias = wfp + 4 * (size_t)C * C, *lnw = bias + 4 * (size_t)C;
     float *x = w + nw, *ln = x + (size_t)N * C, *st = ln + (size_t)N * C, *qkv = st + 2 * (size_t)N;
     float *atty = qkv + 3 * (size_t)N * C, *lse = atty + (size_t)N * C, *res2 = lse + (size_t)H * N;
     float *fch = res2 + (size_t)N * C, *gelu = fch + 4 * (size_t)N * C, *scr = w + nw + na;
+    const mw_gemm_ws cw = {scr + ns, ng, nt};
     for (size_t i = 0; i < nw + na; i++) w[i] = 0.01f * (float)((i * 2654435761u) % 201) - 1.0f;
     for (int i = 0; i < C; i++) lnw[i] = 1.0f;
     for (int k = 0; k < NKINDS; k++) cost[k] = 0.0;
@@ -966,21 +973,21 @@ static mw_status calibrate(int T, int C, int H, int nt, double cost[NKINDS]) {
             switch (k) {
             case K_LN1QKV:
                 mw_layernorm_forward(ln, st, st + N, x, lnw, bias, N, C);
-                mw_matmul_forward(qkv, ln, wqkv, bias, N, C, 3 * C, 0);
+                mw_matmul_forward(qkv, ln, wqkv, bias, N, C, 3 * C, 0, &cw);
                 break;
             case K_ATTN: mw_attention_forward(atty, lse, scr, nt, qkv, 1, T, C, H); break;
             case K_PROJ:
                 copy_rows(res2, x, (size_t)N * C);
-                mw_matmul_forward(res2, atty, wp, bias, N, C, C, 1);
+                mw_matmul_forward(res2, atty, wp, bias, N, C, C, 1, &cw);
                 break;
             case K_LN2FC:
                 mw_layernorm_forward(ln, st, st + N, res2, lnw, bias, N, C);
-                mw_matmul_forward(fch, ln, wfc, bias, N, C, 4 * C, 0);
+                mw_matmul_forward(fch, ln, wfc, bias, N, C, 4 * C, 0, &cw);
                 break;
             case K_GELU: mw_gelu_forward(gelu, fch, (long)N * 4 * C); break;
             case K_FCPROJ:
                 copy_rows(x, res2, (size_t)N * C);
-                mw_matmul_forward(x, gelu, wfp, bias, N, 4 * C, C, 1);
+                mw_matmul_forward(x, gelu, wfp, bias, N, 4 * C, C, 1, &cw);
                 break;
             default: mw_layernorm_forward(ln, st, st + N, x, lnw, bias, N, C); break;
             }

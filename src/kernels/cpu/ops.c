@@ -1,13 +1,22 @@
 /* CPU forward/backward kernels. See ops.h for shapes and the accumulation rule. */
 #include "ops.h"
 
-#include <cblas.h>
+#include "gemm.h"
+
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ATT_BLOCK 128 /* the plain attention works in row blocks of this many queries */
 #define ATT_T 128     /* the IO-aware attention's query and key tile */
+#define G1_FLOATS mw_gemm_ws_floats(1, ATT_T) /* one thread's GEMM packing inside attention */
+
+/* a GEMM in the calling thread (attention runs one per thread), packing into G */
+static inline void gemm1(float *G, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                         long lda, const float *B, long ldb, float beta, float *C, long ldc) {
+    (void)mw_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, G, G1_FLOATS, 1);
+}
 
 /* ---- encoder --------------------------------------------------------------------------------- */
 
@@ -104,7 +113,7 @@ void mw_layernorm_backward_acc(float *dinp, float *dw, float *db, const float *d
 /* ---- matmul ---------------------------------------------------------------------------------- */
 
 void mw_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N,
-                       int C, int OC, int acc) {
+                       int C, int OC, int acc, const mw_gemm_ws *ws) {
     float beta = acc ? 1.0f : 0.0f;
     if (bias) {
 #pragma omp parallel for schedule(static)
@@ -117,17 +126,15 @@ void mw_matmul_forward(float *out, const float *inp, const float *w, const float
         }
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, w, C, beta, out,
-                OC);
+    (void)mw_gemm_ws_run(ws, 0, 1, N, OC, C, 1.0f, inp, C, w, C, beta, out, OC);
 }
 
 void mw_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                        const float *w, int N, int C, int OC, int acc_dinp) {
+                        const float *w, int N, int C, int OC, int acc_dinp, const mw_gemm_ws *ws) {
     if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C,
-                    acc_dinp ? 1.0f : 0.0f, dinp, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw,
-                C);
+        (void)mw_gemm_ws_run(ws, 0, 0, N, C, OC, 1.0f, dout, OC, w, C, acc_dinp ? 1.0f : 0.0f, dinp,
+                             C);
+    (void)mw_gemm_ws_run(ws, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
     if (db) {
 #pragma omp parallel for schedule(static)
         for (int o0 = 0; o0 < OC; o0 += 64) {
@@ -140,9 +147,9 @@ void mw_matmul_backward(float *dinp, float *dw, float *db, const float *dout, co
     }
 }
 
-void mw_matmul_backward_dinp(float *dinp, const float *dout, const float *w, int N, int C, int OC) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C, 0.0f,
-                dinp, C);
+void mw_matmul_backward_dinp(float *dinp, const float *dout, const float *w, int N, int C, int OC,
+                             const mw_gemm_ws *ws) {
+    (void)mw_gemm_ws_run(ws, 0, 0, N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
 }
 
 void mw_matmul_forward_ref(float *out, const float *inp, const float *w, const float *bias, int N,
@@ -160,15 +167,17 @@ void mw_matmul_forward_ref(float *out, const float *inp, const float *w, const f
 void mw_attention_forward_plain(float *out, float *att, const float *qkv, int B, int T, int C, int H) {
     const int C3 = 3 * C, hs = C / H;
     const float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel
+    {
+    float *G = malloc(sizeof(float) * G1_FLOATS); /* the oracle's GEMM packing, outside any plan */
+#pragma omp for schedule(static)
     for (int bh = 0; bh < B * H; bh++) {
         int b = bh / H, h = bh % H;
         const float *q = qkv + (long)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
         float *A = att + (long)bh * T * T, *o = out + (long)b * T * C + h * hs;
         for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
             int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, rows = r1 - r0;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, r1, hs, scale,
-                        q + (long)r0 * C3, C3, k, C3, 0.0f, A + (long)r0 * T, T);
+            gemm1(G, 0, 1, rows, r1, hs, scale, q + (long)r0 * C3, C3, k, C3, 0.0f, A + (long)r0 * T, T);
             for (int i = r0; i < r1; i++) {
                 float *a = A + (long)i * T, mx = -INFINITY;
                 for (int j = 0; j <= i; j++) mx = a[j] > mx ? a[j] : mx;
@@ -181,9 +190,10 @@ void mw_attention_forward_plain(float *out, float *att, const float *qkv, int B,
                 for (int j = 0; j <= i; j++) a[j] *= inv;
                 for (int j = i + 1; j < r1; j++) a[j] = 0.0f;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, r1, 1.0f,
-                        A + (long)r0 * T, T, v, C3, 0.0f, o + (long)r0 * C, C);
+            gemm1(G, 0, 0, rows, hs, r1, 1.0f, A + (long)r0 * T, T, v, C3, 0.0f, o + (long)r0 * C, C);
         }
+    }
+    free(G);
     }
 }
 
@@ -191,7 +201,10 @@ void mw_attention_backward_plain(float *dqkv, float *scratch, int nthreads, cons
                            const float *qkv, const float *att, int B, int T, int C, int H) {
     const int C3 = 3 * C, hs = C / H;
     const float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for schedule(static) num_threads(nthreads)
+#pragma omp parallel num_threads(nthreads)
+    {
+    float *G = malloc(sizeof(float) * G1_FLOATS); /* the oracle's GEMM packing, outside any plan */
+#pragma omp for schedule(static)
     for (int bh = 0; bh < B * H; bh++) {
         int b = bh / H, h = bh % H;
         const float *q = qkv + (long)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
@@ -200,13 +213,11 @@ void mw_attention_backward_plain(float *dqkv, float *scratch, int nthreads, cons
         float *S = scratch + (long)omp_get_thread_num() * T * T;
         for (int j0 = 0; j0 < T; j0 += ATT_BLOCK) { /* dv = A^T d, lower triangle only */
             int j1 = j0 + ATT_BLOCK < T ? j0 + ATT_BLOCK : T;
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j1 - j0, hs, T - j0, 1.0f,
-                        A + (long)j0 * T + j0, T, d + (long)j0 * C, C, 0.0f, dv + (long)j0 * C3, C3);
+            gemm1(G, 1, 0, j1 - j0, hs, T - j0, 1.0f, A + (long)j0 * T + j0, T, d + (long)j0 * C, C, 0.0f, dv + (long)j0 * C3, C3);
         }
         for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
             int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, rows = r1 - r0;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, r1, hs, 1.0f,
-                        d + (long)r0 * C, C, v, C3, 0.0f, S + (long)r0 * T, T);
+            gemm1(G, 0, 1, rows, r1, hs, 1.0f, d + (long)r0 * C, C, v, C3, 0.0f, S + (long)r0 * T, T);
             for (int i = r0; i < r1; i++) { /* softmax backward, scale folded in */
                 const float *a = A + (long)i * T;
                 float *s = S + (long)i * T, dot = 0.0f;
@@ -214,15 +225,15 @@ void mw_attention_backward_plain(float *dqkv, float *scratch, int nthreads, cons
                 for (int j = 0; j <= i; j++) s[j] = scale * a[j] * (s[j] - dot);
                 for (int j = i + 1; j < r1; j++) s[j] = 0.0f;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, r1, 1.0f,
-                        S + (long)r0 * T, T, k, C3, 0.0f, dq + (long)r0 * C3, C3);
+            gemm1(G, 0, 0, rows, hs, r1, 1.0f, S + (long)r0 * T, T, k, C3, 0.0f, dq + (long)r0 * C3, C3);
         }
         for (int j0 = 0; j0 < T; j0 += ATT_BLOCK) { /* dk = S^T q */
             int j1 = j0 + ATT_BLOCK < T ? j0 + ATT_BLOCK : T;
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j1 - j0, hs, T - j0, 1.0f,
-                        S + (long)j0 * T + j0, T, q + (long)j0 * C3, C3, 0.0f, dk + (long)j0 * C3,
-                        C3);
+            gemm1(G, 1, 0, j1 - j0, hs, T - j0, 1.0f, S + (long)j0 * T + j0, T, q + (long)j0 * C3, C3,
+                  0.0f, dk + (long)j0 * C3, C3);
         }
+    }
+    free(G);
     }
 }
 
@@ -316,9 +327,12 @@ static inline float sum8(const float *s, int n) {
  * order. The tile size is a constant: every sum runs over the same pieces in the same order
  * whatever the thread count, so results are bitwise reproducible. */
 
-size_t mw_attention_scratch_floats(int T) {
-    return 2 * (size_t)(T > ATT_T ? T : ATT_T) * ATT_T + (size_t)T;
+/* one thread's scratch: S and dP (max(T, ATT_T) x ATT_T each), D (T), then its GEMM packing */
+static size_t gemm_ws_offset(int T) {
+    return (2 * (size_t)(T > ATT_T ? T : ATT_T) * ATT_T + (size_t)T + 15) / 16 * 16;
 }
+
+size_t mw_attention_scratch_floats(int T) { return gemm_ws_offset(T) + G1_FLOATS; }
 
 void mw_attention_forward(float *out, float *lse, float *scratch, int nthreads, const float *qkv,
                           int B, int T, int C, int H) {
@@ -330,7 +344,7 @@ void mw_attention_forward(float *out, float *lse, float *scratch, int nthreads, 
         const int b = bh / H, h = bh % H;
         const float *q = qkv + (long)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
         float *o = out + (long)b * T * C + h * hs, *ls = lse + (long)bh * T;
-        float *S = scratch + (size_t)omp_get_thread_num() * per;
+        float *S = scratch + (size_t)omp_get_thread_num() * per, *G = S + gemm_ws_offset(T);
         float mrow[ATT_T], lrow[ATT_T];
         for (int q0 = 0; q0 < T; q0 += ATT_T) {
             const int q1 = q0 + ATT_T < T ? q0 + ATT_T : T, rows = q1 - q0;
@@ -341,8 +355,7 @@ void mw_attention_forward(float *out, float *lse, float *scratch, int nthreads, 
             }
             for (int k0 = 0; k0 < q1; k0 += ATT_T) { /* key tiles up to the diagonal */
                 const int k1 = k0 + ATT_T < q1 ? k0 + ATT_T : q1, cols = k1 - k0;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hs, scale,
-                            q + (long)q0 * C3, C3, k + (long)k0 * C3, C3, 0.0f, S, ATT_T);
+                gemm1(G, 0, 1, rows, cols, hs, scale, q + (long)q0 * C3, C3, k + (long)k0 * C3, C3, 0.0f, S, ATT_T);
                 for (int i = 0; i < rows; i++) {
                     const int qi = q0 + i, nv = (qi + 1 < k1 ? qi + 1 : k1) - k0;
                     float *s = S + (long)i * ATT_T, mx = mrow[i];
@@ -355,8 +368,7 @@ void mw_attention_forward(float *out, float *lse, float *scratch, int nthreads, 
                     float *orow = o + (long)qi * C;
                     for (int e = 0; e < hs; e++) orow[e] *= a;
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, cols, 1.0f, S,
-                            ATT_T, v + (long)k0 * C3, C3, 1.0f, o + (long)q0 * C, C);
+                gemm1(G, 0, 0, rows, hs, cols, 1.0f, S, ATT_T, v + (long)k0 * C3, C3, 1.0f, o + (long)q0 * C, C);
             }
             for (int i = 0; i < rows; i++) {
                 float *orow = o + (long)(q0 + i) * C, inv = 1.0f / lrow[i];
@@ -381,7 +393,7 @@ void mw_attention_backward(float *dqkv, float *scratch, int nthreads, const floa
         const float *ls = lse + (long)bh * T;
         float *dq = dqkv + (long)b * T * C3 + h * hs, *dk = dq + C, *dv = dq + 2 * C;
         float *S = scratch + (size_t)omp_get_thread_num() * per, *dP = S + (size_t)T * ATT_T;
-        float *D = dP + (size_t)T * ATT_T;
+        float *D = dP + (size_t)T * ATT_T, *G = S + gemm_ws_offset(T);
         for (int i = 0; i < T; i++) { /* D_i = dO_i . O_i; dq starts at 0 */
             const float *oi = o + (long)i * C, *di = d + (long)i * C;
             float s = 0.0f;
@@ -393,27 +405,22 @@ void mw_attention_backward(float *dqkv, float *scratch, int nthreads, const floa
          * strip (rows x ATT_T) are the most this ever holds */
         for (int k0 = 0; k0 < T; k0 += ATT_T) {
             const int k1 = k0 + ATT_T < T ? k0 + ATT_T : T, cols = k1 - k0, rows = T - k0;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hs, scale,
-                        q + (long)k0 * C3, C3, k + (long)k0 * C3, C3, 0.0f, S, ATT_T);
+            gemm1(G, 0, 1, rows, cols, hs, scale, q + (long)k0 * C3, C3, k + (long)k0 * C3, C3, 0.0f, S, ATT_T);
             for (int i = 0; i < rows; i++) { /* P = exp(S - lse), causal mask */
                 const int qi = k0 + i, nv = (qi + 1 < k1 ? qi + 1 : k1) - k0;
                 float *s = S + (long)i * ATT_T, l = ls[qi];
                 for (int j = 0; j < nv; j++) s[j] = exp_fast(s[j] - l);
                 for (int j = nv; j < cols; j++) s[j] = 0.0f;
             }
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, rows, 1.0f, S, ATT_T,
-                        d + (long)k0 * C, C, 0.0f, dv + (long)k0 * C3, C3);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hs, 1.0f,
-                        d + (long)k0 * C, C, v + (long)k0 * C3, C3, 0.0f, dP, ATT_T);
+            gemm1(G, 1, 0, cols, hs, rows, 1.0f, S, ATT_T, d + (long)k0 * C, C, 0.0f, dv + (long)k0 * C3, C3);
+            gemm1(G, 0, 1, rows, cols, hs, 1.0f, d + (long)k0 * C, C, v + (long)k0 * C3, C3, 0.0f, dP, ATT_T);
             for (int i = 0; i < rows; i++) { /* dS = P (dP - D) scale */
                 const float *s = S + (long)i * ATT_T;
                 float *g = dP + (long)i * ATT_T, Di = D[k0 + i];
                 for (int j = 0; j < cols; j++) g[j] = s[j] * (g[j] - Di) * scale;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, cols, 1.0f, dP, ATT_T,
-                        k + (long)k0 * C3, C3, 1.0f, dq + (long)k0 * C3, C3);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, rows, 1.0f, dP, ATT_T,
-                        q + (long)k0 * C3, C3, 0.0f, dk + (long)k0 * C3, C3);
+            gemm1(G, 0, 0, rows, hs, cols, 1.0f, dP, ATT_T, k + (long)k0 * C3, C3, 1.0f, dq + (long)k0 * C3, C3);
+            gemm1(G, 1, 0, cols, hs, rows, 1.0f, dP, ATT_T, q + (long)k0 * C3, C3, 0.0f, dk + (long)k0 * C3, C3);
         }
     }
 }

@@ -1,4 +1,5 @@
-/* CPU kernels: forward/backward pairs of every GPT-2 op, OpenMP across rows, GEMMs in BLAS.
+/* CPU kernels: forward/backward pairs of every GPT-2 op, OpenMP across rows, GEMMs in gemm.c
+ * (packing in a workspace the caller gives: mw_gemm_ws, planned like every other buffer).
  *
  * Shapes are in comments: N = B*T rows, C channels, OC output channels, V vocab, H heads.
  * Accumulation rule for this file: parameter gradients (dw, db, dwte, dwpe) always accumulate
@@ -8,6 +9,8 @@
 #define MW_OPS_H
 #include <stddef.h>
 #include <stdint.h>
+
+#include "gemm.h"
 
 /* out (B,T,C) = wte[inp] + wpe[t] */
 void mw_encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe, int B,
@@ -26,13 +29,14 @@ void mw_layernorm_backward_acc(float *dinp, float *dw, float *db, const float *d
 
 /* out (N,OC) = inp (N,C) @ w^T (OC,C) + bias (OC, may be NULL); with acc, out += that. */
 void mw_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N,
-                       int C, int OC, int acc);
+                       int C, int OC, int acc, const mw_gemm_ws *ws);
 /* dinp (N,C) = dout @ w (overwrite, or += with acc_dinp; skipped when dinp is NULL);
  * dw (OC,C) += dout^T @ inp; db (OC) += column sums of dout (skipped when NULL). */
 void mw_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                        const float *w, int N, int C, int OC, int acc_dinp);
+                        const float *w, int N, int C, int OC, int acc_dinp, const mw_gemm_ws *ws);
 /* dinp (N,C) = dout (N,OC) @ w (OC,C), overwrite: the same bits as mw_matmul_backward's dinp. */
-void mw_matmul_backward_dinp(float *dinp, const float *dout, const float *w, int N, int C, int OC);
+void mw_matmul_backward_dinp(float *dinp, const float *dout, const float *w, int N, int C, int OC,
+                             const mw_gemm_ws *ws);
 
 /* Causal self-attention, IO-aware (FlashAttention's schedule): qkv (B,T,3C) with q,k,v in that
  * order; out (B,T,C); lse (B,H,T) the log-sum-exp of each row's scores, all backward needs. No
@@ -66,7 +70,7 @@ void mw_gelu_backward_inplace(float *d, const float *inp, long n);
 void mw_crossentropy(float *logits, float *losses, const int32_t *targets, float dloss, int grad,
                      int N, int V);
 
-/* Scalar (no BLAS) matmul forward, the oracle for tests. */
+/* Scalar matmul forward in double, the oracle for tests. */
 void mw_matmul_forward_ref(float *out, const float *inp, const float *w, const float *bias, int N,
                            int C, int OC);
 #endif

@@ -1,0 +1,250 @@
+/* memwall's GEMM: packed blocks (Goto/BLIS loop order), a 12 x 32 register tile, OpenMP over
+ * row and column panels. See gemm.h for the arithmetic it guarantees. */
+#include "gemm.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+enum { MR = MW_GEMM_MR, NR = MW_GEMM_NR, KC = MW_GEMM_KC, MC = MW_GEMM_MC };
+
+size_t mw_gemm_ws_floats(int nthreads, int nc) {
+    if (nthreads < 1) nthreads = 1;
+    if (nc < 1) nc = 1;
+    size_t ncr = ((size_t)nc + NR - 1) / NR * NR;
+    return (size_t)nthreads * MC * KC + (size_t)KC * ncr;
+}
+
+/* ---- packing ----------------------------------------------------------------------------------
+ * A block (rows i0.., depth p0..p0+kc) becomes panels of MR rows: panel[k * MR + r].
+ * B block (depth p0.., columns j0..) becomes panels of NR columns: panel[k * NR + c].
+ * Rows and columns past the matrix are zeros. */
+
+static void pack_a(float *dst, int ta, const float *A, long lda, int i0, int mc, int p0, int kc) {
+    for (int ip = 0; ip < mc; ip += MR) {
+        const int mr = mc - ip < MR ? mc - ip : MR;
+        float *d = dst + (long)ip * kc;
+        if (!ta) {
+            for (int r = 0; r < mr; r++) {
+                const float *s = A + (long)(i0 + ip + r) * lda + p0;
+                for (int k = 0; k < kc; k++) d[(long)k * MR + r] = s[k];
+            }
+            for (int r = mr; r < MR; r++)
+                for (int k = 0; k < kc; k++) d[(long)k * MR + r] = 0.0f;
+        } else {
+            for (int k = 0; k < kc; k++) {
+                const float *s = A + (long)(p0 + k) * lda + i0 + ip;
+                float *dk = d + (long)k * MR;
+                int r = 0;
+                for (; r < mr; r++) dk[r] = s[r];
+                for (; r < MR; r++) dk[r] = 0.0f;
+            }
+        }
+    }
+}
+
+/* one panel of NR columns starting at column j */
+static void pack_b_panel(float *d, int tb, const float *B, long ldb, int j, int nr, int p0, int kc) {
+    if (!tb) {
+        for (int k = 0; k < kc; k++) {
+            const float *s = B + (long)(p0 + k) * ldb + j;
+            float *dk = d + (long)k * NR;
+            int c = 0;
+            for (; c < nr; c++) dk[c] = s[c];
+            for (; c < NR; c++) dk[c] = 0.0f;
+        }
+    } else {
+        for (int c = 0; c < nr; c++) {
+            const float *s = B + (long)(j + c) * ldb + p0;
+            for (int k = 0; k < kc; k++) d[(long)k * NR + c] = s[k];
+        }
+        for (int c = nr; c < NR; c++)
+            for (int k = 0; k < kc; k++) d[(long)k * NR + c] = 0.0f;
+    }
+}
+
+/* ---- micro-kernels ------------------------------------------------------------------------------
+ * c (mr x nr of C) = chain(load ? c : 0; += a[k] * b[k] for k < kc), times alpha when scale. */
+
+typedef void (*kernel_fn)(int mr, int nr, int kc, const float *a, const float *b, float *c,
+                          long ldc, int load, int scale, float alpha);
+
+static void kernel_portable(int mr, int nr, int kc, const float *a, const float *b, float *c,
+                            long ldc, int load, int scale, float alpha) {
+    float acc[MR][NR];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) acc[r][j] = load && r < mr && j < nr ? c[r * ldc + j] : 0.0f;
+    for (int k = 0; k < kc; k++, a += MR, b += NR)
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) acc[r][j] = fmaf(a[r], b[j], acc[r][j]);
+    for (int r = 0; r < mr; r++)
+        for (int j = 0; j < nr; j++) c[r * ldc + j] = scale ? acc[r][j] * alpha : acc[r][j];
+}
+
+#if defined(__AVX512F__)
+/* MRV rows (a constant in each instance below), two 16-lane vectors per row: 24 accumulators,
+ * 2 loads of b and MRV broadcasts of a per k. */
+static inline __attribute__((always_inline)) void
+kernel_avx512_rows(const int MRV, int nr, int kc, const float *a, const float *b, float *c,
+                   long ldc, int load, int scale, float alpha) {
+    const __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+    const __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+    __m512 c0[MR], c1[MR];
+    for (int r = 0; r < MRV; r++) {
+        if (load) {
+            c0[r] = _mm512_maskz_loadu_ps(m0, c + r * ldc);
+            c1[r] = _mm512_maskz_loadu_ps(m1, c + r * ldc + 16);
+        } else {
+            c0[r] = _mm512_setzero_ps();
+            c1[r] = _mm512_setzero_ps();
+        }
+    }
+    for (int k = 0; k < kc; k++, a += MR, b += NR) {
+        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        for (int r = 0; r < MRV; r++) {
+            const __m512 ar = _mm512_set1_ps(a[r]);
+            c0[r] = _mm512_fmadd_ps(ar, b0, c0[r]);
+            c1[r] = _mm512_fmadd_ps(ar, b1, c1[r]);
+        }
+    }
+    const __m512 al = _mm512_set1_ps(alpha);
+    for (int r = 0; r < MRV; r++) {
+        if (scale) {
+            c0[r] = _mm512_mul_ps(c0[r], al);
+            c1[r] = _mm512_mul_ps(c1[r], al);
+        }
+        _mm512_mask_storeu_ps(c + r * ldc, m0, c0[r]);
+        _mm512_mask_storeu_ps(c + r * ldc + 16, m1, c1[r]);
+    }
+}
+
+#define KROWS(n)                                                                                   \
+    case n: kernel_avx512_rows(n, nr, kc, a, b, c, ldc, load, scale, alpha); break;
+
+static void kernel_avx512(int mr, int nr, int kc, const float *a, const float *b, float *c,
+                          long ldc, int load, int scale, float alpha) {
+    switch (mr) {
+        KROWS(1) KROWS(2) KROWS(3) KROWS(4) KROWS(5) KROWS(6)
+        KROWS(7) KROWS(8) KROWS(9) KROWS(10) KROWS(11) KROWS(12)
+    default: break;
+    }
+}
+#undef KROWS
+#define KERNEL_BEST kernel_avx512
+#define KERNEL_NAME "avx512"
+#else
+#define KERNEL_BEST kernel_portable
+#define KERNEL_NAME "portable"
+#endif
+
+const char *mw_gemm_kernel_name(void) { return KERNEL_NAME; }
+
+/* ---- the blocked loops, run by each of nt threads -------------------------------------------- */
+
+typedef struct {
+    int ta, tb, M, N, K;
+    float alpha, beta;
+    const float *A, *B;
+    long lda, ldb, ldc;
+    float *C, *ws;
+    int ncmax;
+    kernel_fn kern;
+} job;
+
+static void run_thread(const job *j, int tid, int nt) {
+    /* threads form a tm x tn grid: rows split in MR panels, columns in NR panels */
+    const int pm = (j->M + MR - 1) / MR;
+    int tm = 1;
+    for (int d = nt; d >= 1; d--)
+        if (nt % d == 0 && pm >= 2 * d) {
+            tm = d;
+            break;
+        }
+    const int tn = nt / tm, gr = tid / tn, gc = tid % tn;
+    const int r0 = (int)((long)pm * gr / tm) * MR, r1p = (int)((long)pm * (gr + 1) / tm) * MR;
+    const int r1 = r1p < j->M ? r1p : j->M;
+    float *ap = j->ws + (size_t)tid * MC * KC, *bp = j->ws + (size_t)nt * MC * KC;
+
+    for (int jc = 0; jc < j->N; jc += j->ncmax) {
+        const int nc = j->N - jc < j->ncmax ? j->N - jc : j->ncmax, pn = (nc + NR - 1) / NR;
+        const int p0 = (int)((long)pn * gc / tn), p1 = (int)((long)pn * (gc + 1) / tn);
+        for (int pc = 0; pc < j->K; pc += KC) {
+            const int kc = j->K - pc < KC ? j->K - pc : KC;
+            const int load = pc > 0 || j->beta != 0.0f, last = pc + kc == j->K;
+            for (int p = tid; p < pn; p += nt) {
+                const int col = jc + p * NR, nr = j->N - col < NR ? j->N - col : NR;
+                pack_b_panel(bp + (size_t)p * kc * NR, j->tb, j->B, j->ldb, col, nr, pc, kc);
+            }
+            if (nt > 1) {
+#pragma omp barrier
+            }
+            for (int i0 = r0; i0 < r1; i0 += MC) {
+                const int mc = r1 - i0 < MC ? r1 - i0 : MC;
+                pack_a(ap, j->ta, j->A, j->lda, i0, mc, pc, kc);
+                for (int p = p0; p < p1; p++) {
+                    const int col = jc + p * NR, nr = j->N - col < NR ? j->N - col : NR;
+                    const float *bpp = bp + (size_t)p * kc * NR;
+                    for (int ip = 0; ip < mc; ip += MR) {
+                        const int mr = mc - ip < MR ? mc - ip : MR;
+                        j->kern(mr, nr, kc, ap + (size_t)ip * kc, bpp,
+                                j->C + (long)(i0 + ip) * j->ldc + col, j->ldc, load,
+                                last && j->alpha != 1.0f, j->alpha);
+                    }
+                }
+            }
+            if (nt > 1) {
+#pragma omp barrier
+            }
+        }
+    }
+}
+
+static int gemm_with(kernel_fn kern, int ta, int tb, int M, int N, int K, float alpha,
+                     const float *A, long lda, const float *B, long ldb, float beta, float *C,
+                     long ldc, float *ws, size_t ws_floats, int nthreads) {
+    if (nthreads < 1) nthreads = 1;
+    if ((beta != 0.0f && beta != 1.0f) || (beta != 0.0f && alpha != 1.0f) || M < 0 || N < 0 ||
+        K < 0 || !ws || ws_floats < mw_gemm_ws_floats(nthreads, 1))
+        return -1;
+    if (M == 0 || N == 0) return 0;
+    if (K == 0) {
+        if (beta == 0.0f)
+            for (int i = 0; i < M; i++) memset(C + (long)i * ldc, 0, sizeof(float) * N);
+        return 0;
+    }
+    const size_t fb = (ws_floats - (size_t)nthreads * MC * KC) / KC / NR * NR;
+    job j = {ta, tb, M, N, K, alpha, beta, A, B, lda, ldb, ldc, C, ws,
+             fb > (size_t)N ? N : (int)fb, kern};
+    if (nthreads == 1) {
+        run_thread(&j, 0, 1);
+        return 0;
+    }
+#pragma omp parallel num_threads(nthreads)
+    run_thread(&j, omp_get_thread_num(), omp_get_num_threads());
+    return 0;
+}
+
+int mw_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, long lda,
+            const float *B, long ldb, float beta, float *C, long ldc, float *ws, size_t ws_floats,
+            int nthreads) {
+    return gemm_with(KERNEL_BEST, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ws,
+                     ws_floats, nthreads);
+}
+
+int mw_gemm_portable(int ta, int tb, int M, int N, int K, float alpha, const float *A, long lda,
+                     const float *B, long ldb, float beta, float *C, long ldc, float *ws,
+                     size_t ws_floats, int nthreads) {
+    return gemm_with(kernel_portable, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ws,
+                     ws_floats, nthreads);
+}
+
+int mw_gemm_ws_run(const mw_gemm_ws *ws, int ta, int tb, int M, int N, int K, float alpha,
+                   const float *A, long lda, const float *B, long ldb, float beta, float *C,
+                   long ldc) {
+    return mw_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ws->buf, ws->floats,
+                   ws->nthreads);
+}
