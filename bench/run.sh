@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # memwall vs PyTorch (CPU, fp32, OpenBLAS OpenMP build), side by side in one run on the same
 # machine and threads: GPT-2 124M training steps at B=4,T=64, B=4,T=256, B=1,T=1024.
-# Prints medians, the ratio, peak RSS, and memwall's model FLOP/s as a fraction of the machine's
-# sgemm rate measured in the same run. Needs python3-torch (scripts/install-deps.sh --bench).
+# Prints medians, the ratio, peak RSS, and memwall's model FLOP/s as a fraction of the rate of its
+# own GEMM on a 2048^3 product measured in the same run (OpenBLAS's rate printed beside it). Needs python3-torch (scripts/install-deps.sh --bench).
 #   bench/run.sh [--threads N] [--steps N] [--warmup N] [--configs "4x64 4x256 1x1024"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,9 +27,9 @@ echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(n
   "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-auto}; $STEPS timed steps after $WARMUP warm-up, medians"
 SG=$(build/sgemm_rate "$THREADS" 2048)
 SGEMM=$(field "$SG" sgemm_gflops)
-echo "sgemm ceiling (2048^3, same BLAS, same threads): $SGEMM GFLOP/s"
+echo "GEMM ceiling (2048^3, same threads): memwall's GEMM $SGEMM GFLOP/s; OpenBLAS $(field "$SG" openblas_gflops) GFLOP/s"
 printf "\n%-10s | %12s %12s %7s | %12s %12s | %14s %8s\n" "B x T" "memwall tok/s" "torch tok/s" "ratio" \
-  "memwall RSS" "torch RSS" "memwall GFLOP/s" "of sgemm"
+  "memwall RSS" "torch RSS" "memwall GFLOP/s" "of GEMM"
 for cfg in $CONFIGS; do
   B=${cfg%x*} T=${cfg#*x}
   M=$(build/memwall bench --preset gpt2 --batch "$B" --seq "$T" --steps "$STEPS" --warmup "$WARMUP" \

@@ -1,28 +1,93 @@
-/* The machine's sgemm ceiling through the same BLAS memwall links: median GFLOP/s of square
- * single-precision GEMMs. Usage: build/sgemm_rate [threads] [n]. Prints one JSON line. */
+/* memwall's GEMM beside OpenBLAS (the OpenMP build memwall used before it had its own), in one
+ * process, same threads, rounds interleaved: median GFLOP/s of each.
+ *   build/sgemm_rate [threads] [n]          one JSON line for an n x n x n product (NT, as the
+ *                                           forward matmul), the machine's ceiling for bench/run.sh
+ *   build/sgemm_rate [threads] --gpt2       a table over GPT-2 124M's GEMM shapes at B*T = 1024,
+ *                                           the LM head's 256-row quantum, and attention tiles
+ *                                           (one thread, as attention calls them) */
 #include <cblas.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
+#include <string.h>
 
+#include "../src/kernels/cpu/gemm.h"
 #include "memwall.h"
 #include "timing.h"
 
-#define now bench_now
+#define ROUNDS 7
+
+typedef struct {
+    int ta, tb, M, N, K, one_thread;
+    const char *what;
+} shape;
+
+/* medians of ROUNDS interleaved runs; worst relative difference between the two results */
+static void measure(const shape *s, int threads, double *mw, double *ob, double *diff) {
+    const long lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
+    float *A = malloc(sizeof(float) * s->M * s->K), *B = malloc(sizeof(float) * s->K * s->N);
+    float *C1 = malloc(sizeof(float) * s->M * s->N), *C2 = malloc(sizeof(float) * s->M * s->N);
+    for (long i = 0; i < (long)s->M * s->K; i++) A[i] = (float)((i * 7919) % 1000) / 1000.f - 0.5f;
+    for (long i = 0; i < (long)s->K * s->N; i++) B[i] = (float)((i * 104729) % 1000) / 1000.f - 0.5f;
+    const int nt = s->one_thread ? 1 : threads;
+    const size_t wn = mw_gemm_ws_floats(nt, 512);
+    float *ws = malloc(sizeof(float) * wn);
+    openblas_set_num_threads(nt);
+    /* small products repeat inside one timing so that each timing is well above the clock's grain */
+    const double fl = 2.0 * s->M * s->N * s->K;
+    const int reps = fl < 1e8 ? (int)(1e8 / fl) + 1 : 1;
+    double g1[ROUNDS], g2[ROUNDS];
+    for (int r = -1; r < ROUNDS; r++) { /* round -1 warms both up */
+        double t0 = bench_now();
+        for (int i = 0; i < reps; i++)
+            mw_gemm(s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 0.0f, C1, s->N, ws, wn, nt);
+        double t1 = bench_now();
+        for (int i = 0; i < reps; i++)
+            cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
+                        s->tb ? CblasTrans : CblasNoTrans, s->M, s->N, s->K, 1.0f, A, lda, B, ldb,
+                        0.0f, C2, s->N);
+        double t2 = bench_now();
+        if (r >= 0) g1[r] = fl * reps / (t1 - t0) / 1e9, g2[r] = fl * reps / (t2 - t1) / 1e9;
+    }
+    double d = 0;
+    for (long i = 0; i < (long)s->M * s->N; i++) {
+        double e = fabs(C1[i] - C2[i]) / (fabs(C2[i]) + 1.0);
+        d = e > d ? e : d;
+    }
+    *mw = bench_median(g1, ROUNDS), *ob = bench_median(g2, ROUNDS), *diff = d;
+    free(A), free(B), free(C1), free(C2), free(ws);
+}
 
 int main(int argc, char **argv) {
-    int threads = mw_set_threads(argc > 1 ? atoi(argv[1]) : 0), n = argc > 2 ? atoi(argv[2]) : 2048;
-    float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n),
-          *c = malloc(sizeof(float) * n * n);
-    if (!a || !b || !c) return 1;
-    for (long i = 0; i < (long)n * n; i++) a[i] = b[i] = c[i] = (float)(i % 7) * 0.1f;
-    double g[7];
-    for (int r = 0; r < 8; r++) {
-        double t0 = now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-        if (r > 0) g[r - 1] = 2.0 * n * n * n / (now() - t0) / 1e9;
+    int threads = mw_set_threads(argc > 1 ? atoi(argv[1]) : 0);
+    if (argc > 2 && strcmp(argv[2], "--gpt2") == 0) {
+        const shape shapes[] = {
+            {0, 1, 1024, 2304, 768, 0, "qkv forward"},     {0, 1, 1024, 3072, 768, 0, "fc forward"},
+            {0, 1, 1024, 768, 3072, 0, "fc proj forward"}, {0, 0, 1024, 768, 3072, 0, "fc dinp"},
+            {1, 0, 3072, 768, 1024, 0, "fc dweight"},      {0, 1, 256, 50257, 768, 0, "LM head"},
+            {1, 0, 50257, 768, 256, 0, "LM head dweight"}, {0, 1, 128, 128, 64, 1, "attn q.k tile"},
+            {0, 0, 128, 64, 128, 1, "attn p.v tile"},      {1, 0, 128, 64, 1024, 1, "attn dk strip"},
+        };
+        printf("kernel %s, %d threads (attention tiles: 1 thread), medians of %d interleaved "
+               "rounds\n%-16s %-22s %9s %9s %7s %9s\n",
+               mw_gemm_kernel_name(), threads, ROUNDS, "op", "shape (MxNxK)", "memwall", "OpenBLAS",
+               "ratio", "max diff");
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            double a, b, d;
+            measure(&shapes[i], threads, &a, &b, &d);
+            char sh[40];
+            snprintf(sh, sizeof sh, "%c%c %dx%dx%d", "NT"[shapes[i].ta], "NT"[shapes[i].tb],
+                     shapes[i].M, shapes[i].N, shapes[i].K);
+            printf("%-16s %-22s %9.1f %9.1f %6.2fx %9.1e\n", shapes[i].what, sh, a, b, a / b, d);
+        }
+        return 0;
     }
-    printf("{\"sgemm_gflops\": %.1f, \"n\": %d, \"threads\": %d}\n", bench_median(g, 7), n, threads);
-    free(a), free(b), free(c);
+    const int n = argc > 2 ? atoi(argv[2]) : 2048;
+    const shape sq = {0, 1, n, n, n, 0, "square"};
+    double a, b, d;
+    measure(&sq, threads, &a, &b, &d);
+    printf("{\"sgemm_gflops\": %.1f, \"openblas_gflops\": %.1f, \"kernel\": \"%s\", \"n\": %d, "
+           "\"threads\": %d}\n",
+           a, b, mw_gemm_kernel_name(), n, threads);
     return 0;
 }

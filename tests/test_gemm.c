@@ -101,7 +101,8 @@ int main(void) {
     printf("gemm: %s kernel, tile %dx%d, depth block %d\n", mw_gemm_kernel_name(), MW_GEMM_MR,
            MW_GEMM_NR, MW_GEMM_KC);
     const int sizes[][3] = {{1, 1, 1},   {1, 50, 300}, {5, 7, 3},    {12, 32, 256}, {13, 33, 257},
-                            {37, 65, 600}, {130, 97, 64}, {250, 40, 513}, {3, 300, 17}, {64, 64, 0}};
+                            {37, 65, 600}, {130, 97, 64}, {250, 40, 513}, {3, 300, 17}, {64, 64, 0},
+                            {1, 1100, 700}};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++) {

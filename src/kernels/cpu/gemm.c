@@ -203,7 +203,55 @@ static void run_thread(const job *j, int tid, int nt) {
     }
 }
 
-static int gemm_with(kernel_fn kern, int ta, int tb, int M, int N, int K, float alpha,
+/* M = 1 (decoding one position): no packing, the same fma chains. With B transposed each output
+ * is a dot product of one contiguous row; eight of them run side by side. */
+static void gemv_range(int tb, int N0, int N1, int K, float alpha, const float *a, const float *B,
+                       long ldb, float beta, float *c) {
+    const int scale = alpha != 1.0f;
+    if (tb) {
+        int j = N0;
+        for (; j + 8 <= N1; j += 8) {
+            float acc[8];
+            for (int u = 0; u < 8; u++) acc[u] = beta != 0.0f ? c[j + u] : 0.0f;
+            const float *b = B + (long)j * ldb;
+            for (int k = 0; k < K; k++)
+                for (int u = 0; u < 8; u++) acc[u] = fmaf(a[k], b[(long)u * ldb + k], acc[u]);
+            for (int u = 0; u < 8; u++) c[j + u] = scale ? acc[u] * alpha : acc[u];
+        }
+        for (; j < N1; j++) {
+            float s = beta != 0.0f ? c[j] : 0.0f;
+            const float *b = B + (long)j * ldb;
+            for (int k = 0; k < K; k++) s = fmaf(a[k], b[k], s);
+            c[j] = scale ? s * alpha : s;
+        }
+    } else {
+        if (beta == 0.0f) memset(c + N0, 0, sizeof(float) * (size_t)(N1 - N0));
+        for (int k = 0; k < K; k++) {
+            const float ak = a[k], *b = B + (long)k * ldb;
+            for (int j = N0; j < N1; j++) c[j] = fmaf(ak, b[j], c[j]);
+        }
+        if (scale)
+            for (int j = N0; j < N1; j++) c[j] *= alpha;
+    }
+}
+
+static void gemv(int ta, int tb, int N, int K, float alpha, const float *A, long lda,
+                 const float *B, long ldb, float beta, float *C, int nthreads, float *ws) {
+    const float *a = A;
+    if (ta) { /* A is K x 1 with stride lda: gather it into the workspace first */
+        for (int k = 0; k < K; k++) ws[k] = A[(long)k * lda];
+        a = ws;
+    }
+    const int chunk = 512; /* fixed column chunks: any thread count, the same work per chunk */
+    const int nch = (N + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) num_threads(nthreads) if (nthreads > 1 && nch > 1)
+    for (int i = 0; i < nch; i++) {
+        const int j1 = (i + 1) * chunk < N ? (i + 1) * chunk : N;
+        gemv_range(tb, i * chunk, j1, K, alpha, a, B, ldb, beta, C);
+    }
+}
+
+static int gemm_with(kernel_fn kern, int allow_gemv, int ta, int tb, int M, int N, int K, float alpha,
                      const float *A, long lda, const float *B, long ldb, float beta, float *C,
                      long ldc, float *ws, size_t ws_floats, int nthreads) {
     if (nthreads < 1) nthreads = 1;
@@ -214,6 +262,10 @@ static int gemm_with(kernel_fn kern, int ta, int tb, int M, int N, int K, float 
     if (K == 0) {
         if (beta == 0.0f)
             for (int i = 0; i < M; i++) memset(C + (long)i * ldc, 0, sizeof(float) * N);
+        return 0;
+    }
+    if (M == 1 && allow_gemv && (!ta || (size_t)K <= ws_floats)) {
+        gemv(ta, tb, N, K, alpha, A, lda, B, ldb, beta, C, nthreads, ws);
         return 0;
     }
     const size_t fb = (ws_floats - (size_t)nthreads * MC * KC) / KC / NR * NR;
@@ -231,14 +283,14 @@ static int gemm_with(kernel_fn kern, int ta, int tb, int M, int N, int K, float 
 int mw_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, long lda,
             const float *B, long ldb, float beta, float *C, long ldc, float *ws, size_t ws_floats,
             int nthreads) {
-    return gemm_with(KERNEL_BEST, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ws,
+    return gemm_with(KERNEL_BEST, 1, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ws,
                      ws_floats, nthreads);
 }
 
 int mw_gemm_portable(int ta, int tb, int M, int N, int K, float alpha, const float *A, long lda,
                      const float *B, long ldb, float beta, float *C, long ldc, float *ws,
                      size_t ws_floats, int nthreads) {
-    return gemm_with(kernel_portable, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ws,
+    return gemm_with(kernel_portable, 0, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ws,
                      ws_floats, nthreads);
 }
 

@@ -29,8 +29,9 @@ int mw_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, lo
             const float *B, long ldb, float beta, float *C, long ldc, float *ws, size_t ws_floats,
             int nthreads);
 
-/* The same, always with the portable C micro-kernel (the test's check that both kernels give the
- * same bits). */
+/* The same, always through packing and the portable C micro-kernel, also for M = 1 (which
+ * mw_gemm runs as a matrix-vector product without packing): the test's check that every path
+ * gives the same bits. */
 int mw_gemm_portable(int ta, int tb, int M, int N, int K, float alpha, const float *A, long lda,
                      const float *B, long ldb, float beta, float *C, long ldc, float *ws,
                      size_t ws_floats, int nthreads);
