@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # memwall vs PyTorch (CPU, fp32, OpenBLAS OpenMP build), side by side in one run on the same
 # machine and threads: GPT-2 124M training steps at B=4,T=64, B=4,T=256, B=1,T=1024.
+# memwall runs its own GEMM; PyTorch runs OpenBLAS, with this environment's OPENBLAS_CORETYPE and
+# OPENBLAS_L2_SIZE removed so that OpenBLAS picks its best kernels for the CPU (AVX-512 here;
+# PEER_KEEP_ENV=1 keeps them).
 # Prints medians, the ratio, peak RSS, and memwall's model FLOP/s as a fraction of the rate of its
 # own GEMM on a 2048^3 product measured in the same run (OpenBLAS's rate printed beside it). Needs python3-torch (scripts/install-deps.sh --bench).
 #   bench/run.sh [--threads N] [--steps N] [--warmup N] [--configs "4x64 4x256 1x1024"]
@@ -21,11 +24,14 @@ PEER=${PEER:-../shared/peers/torch_gpt2_bench.py}
 /usr/bin/python3 -c "import torch" 2>/dev/null || { echo "bench/run.sh: needs python3-torch: scripts/install-deps.sh --bench" >&2; exit 1; }
 make -s all build/sgemm_rate >/dev/null
 export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp
+PEER_ENV="-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE"
+[ "${PEER_KEEP_ENV:-0}" = 1 ] && PEER_ENV=""
 field() { grep -o "\"$2\": [-0-9.e+]*" <<<"$1" | head -1 | sed 's/.*: //'; }
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; threads $THREADS;" \
-  "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-auto}; $STEPS timed steps after $WARMUP warm-up, medians"
-SG=$(build/sgemm_rate "$THREADS" 2048)
+  "PyTorch's OpenBLAS: $([ -n "$PEER_ENV" ] && echo "its own kernel choice" || echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-auto}");" \
+  "$STEPS timed steps after $WARMUP warm-up, medians"
+SG=$(env $PEER_ENV build/sgemm_rate "$THREADS" 2048)
 SGEMM=$(field "$SG" sgemm_gflops)
 echo "GEMM ceiling (2048^3, same threads): memwall's GEMM $SGEMM GFLOP/s; OpenBLAS $(field "$SG" openblas_gflops) GFLOP/s"
 printf "\n%-10s | %12s %12s %7s | %12s %12s | %14s %8s\n" "B x T" "memwall tok/s" "torch tok/s" "ratio" \
@@ -34,7 +40,7 @@ for cfg in $CONFIGS; do
   B=${cfg%x*} T=${cfg#*x}
   M=$(build/memwall bench --preset gpt2 --batch "$B" --seq "$T" --steps "$STEPS" --warmup "$WARMUP" \
     --threads "$THREADS" --json)
-  P=$(/usr/bin/python3 "$PEER" --preset gpt2 --batch "$B" --seq "$T" --steps "$STEPS" --warmup "$WARMUP" \
+  P=$(env $PEER_ENV /usr/bin/python3 "$PEER" --preset gpt2 --batch "$B" --seq "$T" --steps "$STEPS" --warmup "$WARMUP" \
     --threads "$THREADS" --json | tail -1)
   mt=$(field "$M" tokens_per_s) pt=$(field "$P" tokens_per_s)
   mr=$(field "$M" peak_rss_bytes) pr=$(field "$P" peak_rss_mib) mg=$(field "$M" model_gflops)

@@ -182,8 +182,12 @@ static void run_thread(const job *j, int tid, int nt) {
             if (nt > 1) {
 #pragma omp barrier
             }
-            for (int i0 = r0; i0 < r1; i0 += MC) {
-                const int mc = r1 - i0 < MC ? r1 - i0 : MC;
+            /* the thread's rows in equal blocks of at most MC (no short tail block re-reading
+             * every panel of B for a few rows) */
+            const int nblk = (r1 - r0 + MC - 1) / MC;
+            const int mcb = nblk ? ((r1 - r0 + nblk - 1) / nblk + MR - 1) / MR * MR : MC;
+            for (int i0 = r0; i0 < r1; i0 += mcb) {
+                const int mc = r1 - i0 < mcb ? r1 - i0 : mcb;
                 pack_a(ap, j->ta, j->A, j->lda, i0, mc, pc, kc);
                 for (int p = p0; p < p1; p++) {
                     const int col = jc + p * NR, nr = j->N - col < NR ? j->N - col : NR;
