@@ -290,7 +290,7 @@ static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *
         PERSIST(m->m, m->nfloats * F, MW_CAT_OPTIM, "adam_m");
         PERSIST(m->v, m->nfloats * F, MW_CAT_OPTIM, "adam_v");
     }
-    PERSIST(m->gw.buf, mw_gemm_ws_floats(m->nthreads, GEMM_NC) * F, MW_CAT_WORK, "gemm_pack");
+    PERSIST(m->gw.buf, m->gw.floats * F, MW_CAT_WORK, "gemm_pack");
     PERSIST(m->staging, (2 * N + (uint64_t)c->batch * (c->seq + 1)) * sizeof(int32_t), MW_CAT_WORK,
             "token_staging");
     if (c->inference) {
