@@ -6,7 +6,7 @@
 #     step), medians and the ratio to none. Then auto at budgets between full's plan and none's,
 #     beside the fastest fixed policy whose plan fits that budget.
 #  3. B=8, T=1024 with --recompute full: peak RSS beside PyTorch's (plain, and with
-#     torch.utils.checkpoint per block) from ../shared/peers/torch_gpt2_bench.py, one step each.
+#     torch.utils.checkpoint per block) from bench/torch_gpt2.py (PEER= overrides), one step each.
 #   bench/recompute.sh [--threads N] [--rounds N] [--configs "4x256 2x1024"] [--skip-b8]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -100,7 +100,7 @@ printf "memwall --recompute full: peak RSS %.0f MiB (%.3f GiB), plan %.0f MiB, %
   "$(awk -v a="$(field "$j" peak_rss_bytes)" 'BEGIN{print a/1048576}')" \
   "$(awk -v a="$(field "$j" peak_rss_bytes)" 'BEGIN{print a/1073741824}')" \
   "$(awk -v a="$(field "$j" peak_bytes)" 'BEGIN{print a/1048576}')" "$(field "$j" ms_per_step)"
-PEER=${PEER:-../shared/peers/torch_gpt2_bench.py}
+PEER=${PEER:-bench/torch_gpt2.py}
 if [ -f "$PEER" ] && $PY -c "import torch" 2>/dev/null; then
   export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp
   for mode in "--checkpoint" ""; do

@@ -19,7 +19,11 @@ while [ $# -gt 0 ]; do
     *) echo "bench/run.sh: unknown option $1" >&2; exit 1 ;;
   esac
 done
-PEER=${PEER:-../shared/peers/torch_gpt2_bench.py}
+# The peer is bench/torch_gpt2.py (PEER= overrides). Where the workplace's shared peer
+# (../shared/peers/torch_gpt2_bench.py, SHARED_PEER= overrides) exists, it runs beside it on the
+# first configuration, as a check that the two measure the same model at the same speed.
+PEER=${PEER:-bench/torch_gpt2.py}
+SHARED_PEER=${SHARED_PEER:-../shared/peers/torch_gpt2_bench.py}
 [ -f "$PEER" ] || { echo "bench/run.sh: peer benchmark $PEER not found" >&2; exit 1; }
 /usr/bin/python3 -c "import torch" 2>/dev/null || { echo "bench/run.sh: needs python3-torch: scripts/install-deps.sh --bench" >&2; exit 1; }
 make -s all build/sgemm_rate >/dev/null
@@ -49,4 +53,14 @@ for cfg in $CONFIGS; do
     "$mg" "$(awk -v a="$mg" -v b="$SGEMM" 'BEGIN{print 100*a/b}')"
   echo "  memwall: $M" >>"${BENCH_LOG:-/dev/null}"
   echo "  torch:   $P" >>"${BENCH_LOG:-/dev/null}"
+  if [ -f "$SHARED_PEER" ] && [ -z "${checked:-}" ]; then
+    checked=1
+    S=$(env $PEER_ENV /usr/bin/python3 "$SHARED_PEER" --preset gpt2 --batch "$B" --seq "$T" --steps "$STEPS" \
+      --warmup "$WARMUP" --threads "$THREADS" --json | tail -1)
+    pp=$(field "$P" params) sp=$(field "$S" params) st=$(field "$S" tokens_per_s)
+    printf "%-10s | %12s %12.1f %6.2fx | %12s %8.0f MiB | shared peer (params %s vs %s: %s)\n" "  check" \
+      "" "$st" "$(awk -v a="$pt" -v b="$st" 'BEGIN{print a/b}')" "" "$(field "$S" peak_rss_mib)" "$pp" "$sp" \
+      "$([ "$pp" = "$sp" ] && echo same || echo DIFFERENT)"
+    echo "  shared:  $S" >>"${BENCH_LOG:-/dev/null}"
+  fi
 done

