@@ -340,6 +340,17 @@ if [ -w /dev/full ]; then
   expect_error 1 "output to a full disk" -- sh -c "'$MW' tokenize --tokenizer bytes </usr/share/common-licenses/GPL-3 >/dev/full"
 fi
 
+echo "-- OpenMP's wait policy: passive unless the user set it"
+# libgomp prints its settings at load (OMP_DISPLAY_ENV=verbose); the last block is the one that
+# runs. Its spin count tells the policies apart: 0 passive, 300000 its default, 3e10 active.
+spins() { env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$@" OMP_DISPLAY_ENV=verbose "$MW" --version 2>&1 |
+  grep "GOMP_SPINCOUNT = " | tail -1 | grep -o "'.*'" | tr -d "'"; }
+[ "$(spins)" = 0 ] && pass "by default idle threads sleep (spin count 0)" || fail "default spin count $(spins)"
+[ "$(spins OMP_WAIT_POLICY=active)" = 30000000000 ] && pass "a user's OMP_WAIT_POLICY=active is kept" ||
+  fail "OMP_WAIT_POLICY=active gave spin count $(spins OMP_WAIT_POLICY=active)"
+[ "$(spins GOMP_SPINCOUNT=1000)" = 1000 ] && pass "a user's GOMP_SPINCOUNT is kept" ||
+  fail "GOMP_SPINCOUNT=1000 gave spin count $(spins GOMP_SPINCOUNT=1000)"
+
 echo "-- the loss falls well below the unigram entropy"
 # unigram entropy (nats) of the training bytes
 H=$(od -An -v -tu1 -w1 "$CORPUS" | sort -n | uniq -c |

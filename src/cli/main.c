@@ -303,6 +303,7 @@ int main(int argc, char **argv) {
                 {"tokenize", cmd_tokenize, CMD_TOKENIZE}, {"detokenize", cmd_detokenize, CMD_DETOKENIZE},
                 {"sample", cmd_sample, CMD_SAMPLE}, {"eval", cmd_eval, CMD_EVAL},
                 {"estimate", cmd_estimate, CMD_ESTIMATE}, {"plan", cmd_plan, CMD_PLAN}};
+    omp_default_env(argv);
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
         usage(argc < 2 ? stderr : stdout, NULL, 0);
         return argc < 2 ? 1 : 0;
