@@ -38,8 +38,86 @@ static void test_arena(void) {
     mw_arena_release(&a);
     CHECK(a.base == NULL, "released");
     mw_arena_release(&a); /* twice is harmless */
+    /* more than the machine has: refused before mapping, naming both figures */
+    CHECK(mw_arena_init(&a, 1ull << 62) == MW_ERR_BUDGET && strstr(mw_last_error(), "4096.00 PiB") &&
+              strstr(mw_last_error(), "is available (") && a.base == NULL,
+          "a plan beyond the available memory is MW_ERR_BUDGET: %s", mw_last_error());
+    /* what the OS refuses all the same is MW_ERR_NOMEM (the check told to allow it) */
+    setenv("MEMWALL_AVAILABLE_OVERRIDE", "8e18", 1);
     CHECK(mw_arena_init(&a, 1ull << 62) == MW_ERR_NOMEM && strstr(mw_last_error(), "arena"),
           "an impossible mapping is MW_ERR_NOMEM: %s", mw_last_error());
+    unsetenv("MEMWALL_AVAILABLE_OVERRIDE");
+}
+
+static void write_text(const char *dir, const char *rel, const char *text) {
+    char path[600], cmd[700];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\"", path);
+    FILE *f = system(cmd) == 0 ? fopen(path, "w") : NULL;
+    if (!f || fputs(text, f) < 0) {
+        fprintf(stderr, "FAIL: cannot write %s\n", path);
+        exit(1);
+    }
+    fclose(f);
+}
+
+/* What the machine can still hold: MemAvailable, cgroup v2 and v1 limits (the tightest of the
+ * process's cgroup and its ancestors), the override, and the model refused before mapping. */
+static void test_available(const char *dir) {
+    uint64_t b;
+    char why[600], fs[512];
+    CHECK_OK(mw_mem_available(&b, why, sizeof why)); /* this machine: some figure, named */
+    CHECK(b > 0 && strstr(why, "MemAvailable"), "available %llu (%s)", (unsigned long long)b, why);
+
+    snprintf(fs, sizeof fs, "%s/v2", dir); /* v2: the parent's limit is the tighter */
+    write_text(fs, "proc/meminfo", "MemTotal:       16000000 kB\nMemAvailable:    8000000 kB\n");
+    write_text(fs, "proc/self/cgroup", "0::/user.slice/job\n");
+    write_text(fs, "sys/fs/cgroup/user.slice/job/memory.max", "max\n");
+    write_text(fs, "sys/fs/cgroup/user.slice/job/memory.current", "1000\n");
+    write_text(fs, "sys/fs/cgroup/user.slice/memory.max", "3000000000\n");
+    write_text(fs, "sys/fs/cgroup/user.slice/memory.current", "1000000000\n");
+    CHECK_OK(mw_mem_available_in(fs, &b, why, sizeof why));
+    CHECK(b == 2000000000ull && strstr(why, "MemAvailable 7.63 GiB") && strstr(why, "user.slice/memory.max") &&
+              strstr(why, "2.79 GiB with 953.67 MiB in use"),
+          "cgroup v2: %llu (%s)", (unsigned long long)b, why);
+    write_text(fs, "proc/meminfo", "MemAvailable:    1000000 kB\n"); /* now MemAvailable binds */
+    CHECK_OK(mw_mem_available_in(fs, &b, why, sizeof why));
+    CHECK(b == 1024000000ull, "MemAvailable below the cgroup's room: %llu (%s)", (unsigned long long)b, why);
+
+    snprintf(fs, sizeof fs, "%s/v1", dir); /* v1: "no limit" is a huge number */
+    write_text(fs, "proc/meminfo", "MemAvailable:    8000000 kB\n");
+    write_text(fs, "proc/self/cgroup", "5:cpu,cpuacct:/\n4:memory,hugetlb:/box\n0::/\n");
+    write_text(fs, "sys/fs/cgroup/memory/box/memory.limit_in_bytes", "600000000\n");
+    write_text(fs, "sys/fs/cgroup/memory/box/memory.usage_in_bytes", "100000000\n");
+    write_text(fs, "sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
+    write_text(fs, "sys/fs/cgroup/memory/memory.usage_in_bytes", "5\n");
+    CHECK_OK(mw_mem_available_in(fs, &b, why, sizeof why));
+    CHECK(b == 500000000ull && strstr(why, "box/memory.limit_in_bytes"), "cgroup v1: %llu (%s)",
+          (unsigned long long)b, why);
+    write_text(fs, "sys/fs/cgroup/memory/box/memory.limit_in_bytes", "9223372036854771712\n");
+    CHECK_OK(mw_mem_available_in(fs, &b, why, sizeof why));
+    CHECK(b == 8192000000ull && !strstr(why, "cgroup"), "cgroup v1 without a limit: %llu (%s)",
+          (unsigned long long)b, why);
+
+    setenv("MEMWALL_AVAILABLE_OVERRIDE", "12MiB", 1);
+    CHECK_OK(mw_mem_available(&b, why, sizeof why));
+    CHECK(b == 12u << 20 && strstr(why, "MEMWALL_AVAILABLE_OVERRIDE"), "override: %llu (%s)", (unsigned long long)b, why);
+    mw_config c;
+    mw_config_default(&c); /* a model whose plan is more than 12 MiB: refused, nothing allocated */
+    c.n_layer = 4, c.n_head = 4, c.n_embd = 128, c.vocab = 256, c.ctx = 256, c.batch = 4, c.seq = 64;
+    mw_plan_summary p;
+    CHECK_OK(mw_plan(&c, &p));
+    mw_model *m = NULL;
+    CHECK(p.peak > (12u << 20) && mw_model_create(&m, &c) == MW_ERR_BUDGET && m == NULL &&
+              strstr(mw_last_error(), "but only 12.00 MiB is available (MEMWALL_AVAILABLE_OVERRIDE)"),
+          "a plan of %llu bytes with 12 MiB available: %s", (unsigned long long)p.peak, mw_last_error());
+    setenv("MEMWALL_AVAILABLE_OVERRIDE", "1GiB", 1);
+    CHECK_OK(mw_model_create(&m, &c));
+    mw_model_destroy(m);
+    setenv("MEMWALL_AVAILABLE_OVERRIDE", "lots", 1);
+    CHECK(mw_mem_available(&b, why, sizeof why) == MW_ERR_ARG && strstr(mw_last_error(), "lots"),
+          "a malformed override is refused: %s", mw_last_error());
+    unsetenv("MEMWALL_AVAILABLE_OVERRIDE");
 }
 
 static void test_plan_matches_allocation(void) {
@@ -530,6 +608,7 @@ int main(void) {
     test_planner_deep();
     test_plan_matches_allocation();
     test_token_files(dir);
+    test_available(dir);
     test_schedule_and_config();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
