@@ -67,7 +67,10 @@ typedef struct mw_config {
     int eval_every, eval_batches;
     /* 0: training (everything). 1: inference: parameters, the forward activations of one
      * (batch, seq) micro-batch and a KV cache of ctx positions; no gradients, optimizer state or
-     * backward workspace (mw_model_backward and mw_model_adamw_step must not be called). */
+     * backward workspace (mw_model_backward and mw_model_adamw_step must not be called).
+     * MW_INFERENCE_EVAL (2): evaluation, the loss only: as 1, but the head keeps the logits of
+     * 256 positions at a time, as training does, and there is no KV cache (mw_model_logits and
+     * mw_model_decode return NULL; mw_model_forward needs targets). */
     int inference;
     /* activation recomputation (mw_recompute); never changes the numbers, only memory and time */
     int recompute;
@@ -75,6 +78,7 @@ typedef struct mw_config {
     char recompute_blocks[MW_MAX_BLOCK_POLICIES + 1]; /* MW_RECOMPUTE_BLOCKS: one letter per
                                                           block, n(one), s(elective) or f(ull) */
 } mw_config;
+#define MW_INFERENCE_EVAL 2 /* mw_config.inference: evaluation (the loss only) */
 
 /* What backward recomputes instead of keeping from forward. Attention never keeps its T x T
  * probabilities and the loss never holds more than 256 positions' logits, under every policy.

@@ -2,6 +2,8 @@
  * refusal, token files (round trip and every malformed case), the loader's determinism, the
  * learning-rate schedule, config validation. */
 #include <fcntl.h>
+#include <omp.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../src/core/arena.h"
@@ -36,8 +38,86 @@ static void test_arena(void) {
     mw_arena_release(&a);
     CHECK(a.base == NULL, "released");
     mw_arena_release(&a); /* twice is harmless */
+    /* more than the machine has: refused before mapping, naming both figures */
+    CHECK(mw_arena_init(&a, 1ull << 62) == MW_ERR_BUDGET && strstr(mw_last_error(), "4096.00 PiB") &&
+              strstr(mw_last_error(), "is available (") && a.base == NULL,
+          "a plan beyond the available memory is MW_ERR_BUDGET: %s", mw_last_error());
+    /* what the OS refuses all the same is MW_ERR_NOMEM (the check told to allow it) */
+    setenv("MEMWALL_AVAILABLE_OVERRIDE", "8e18", 1);
     CHECK(mw_arena_init(&a, 1ull << 62) == MW_ERR_NOMEM && strstr(mw_last_error(), "arena"),
           "an impossible mapping is MW_ERR_NOMEM: %s", mw_last_error());
+    unsetenv("MEMWALL_AVAILABLE_OVERRIDE");
+}
+
+static void write_text(const char *dir, const char *rel, const char *text) {
+    char path[600], cmd[700];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\"", path);
+    FILE *f = system(cmd) == 0 ? fopen(path, "w") : NULL;
+    if (!f || fputs(text, f) < 0) {
+        fprintf(stderr, "FAIL: cannot write %s\n", path);
+        exit(1);
+    }
+    fclose(f);
+}
+
+/* What the machine can still hold: MemAvailable, cgroup v2 and v1 limits (the tightest of the
+ * process's cgroup and its ancestors), the override, and the model refused before mapping. */
+static void test_available(const char *dir) {
+    uint64_t b;
+    char why[600], fs[512];
+    CHECK_OK(mw_mem_available(&b, why, sizeof why)); /* this machine: some figure, named */
+    CHECK(b > 0 && strstr(why, "MemAvailable"), "available %llu (%s)", (unsigned long long)b, why);
+
+    snprintf(fs, sizeof fs, "%s/v2", dir); /* v2: the parent's limit is the tighter */
+    write_text(fs, "proc/meminfo", "MemTotal:       16000000 kB\nMemAvailable:    8000000 kB\n");
+    write_text(fs, "proc/self/cgroup", "0::/user.slice/job\n");
+    write_text(fs, "sys/fs/cgroup/user.slice/job/memory.max", "max\n");
+    write_text(fs, "sys/fs/cgroup/user.slice/job/memory.current", "1000\n");
+    write_text(fs, "sys/fs/cgroup/user.slice/memory.max", "3000000000\n");
+    write_text(fs, "sys/fs/cgroup/user.slice/memory.current", "1000000000\n");
+    CHECK_OK(mw_mem_available_in(fs, &b, why, sizeof why));
+    CHECK(b == 2000000000ull && strstr(why, "MemAvailable 7.63 GiB") && strstr(why, "user.slice/memory.max") &&
+              strstr(why, "2.79 GiB with 953.67 MiB in use"),
+          "cgroup v2: %llu (%s)", (unsigned long long)b, why);
+    write_text(fs, "proc/meminfo", "MemAvailable:    1000000 kB\n"); /* now MemAvailable binds */
+    CHECK_OK(mw_mem_available_in(fs, &b, why, sizeof why));
+    CHECK(b == 1024000000ull, "MemAvailable below the cgroup's room: %llu (%s)", (unsigned long long)b, why);
+
+    snprintf(fs, sizeof fs, "%s/v1", dir); /* v1: "no limit" is a huge number */
+    write_text(fs, "proc/meminfo", "MemAvailable:    8000000 kB\n");
+    write_text(fs, "proc/self/cgroup", "5:cpu,cpuacct:/\n4:memory,hugetlb:/box\n0::/\n");
+    write_text(fs, "sys/fs/cgroup/memory/box/memory.limit_in_bytes", "600000000\n");
+    write_text(fs, "sys/fs/cgroup/memory/box/memory.usage_in_bytes", "100000000\n");
+    write_text(fs, "sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
+    write_text(fs, "sys/fs/cgroup/memory/memory.usage_in_bytes", "5\n");
+    CHECK_OK(mw_mem_available_in(fs, &b, why, sizeof why));
+    CHECK(b == 500000000ull && strstr(why, "box/memory.limit_in_bytes"), "cgroup v1: %llu (%s)",
+          (unsigned long long)b, why);
+    write_text(fs, "sys/fs/cgroup/memory/box/memory.limit_in_bytes", "9223372036854771712\n");
+    CHECK_OK(mw_mem_available_in(fs, &b, why, sizeof why));
+    CHECK(b == 8192000000ull && !strstr(why, "cgroup"), "cgroup v1 without a limit: %llu (%s)",
+          (unsigned long long)b, why);
+
+    setenv("MEMWALL_AVAILABLE_OVERRIDE", "12MiB", 1);
+    CHECK_OK(mw_mem_available(&b, why, sizeof why));
+    CHECK(b == 12u << 20 && strstr(why, "MEMWALL_AVAILABLE_OVERRIDE"), "override: %llu (%s)", (unsigned long long)b, why);
+    mw_config c;
+    mw_config_default(&c); /* a model whose plan is more than 12 MiB: refused, nothing allocated */
+    c.n_layer = 4, c.n_head = 4, c.n_embd = 128, c.vocab = 256, c.ctx = 256, c.batch = 4, c.seq = 64;
+    mw_plan_summary p;
+    CHECK_OK(mw_plan(&c, &p));
+    mw_model *m = NULL;
+    CHECK(p.peak > (12u << 20) && mw_model_create(&m, &c) == MW_ERR_BUDGET && m == NULL &&
+              strstr(mw_last_error(), "but only 12.00 MiB is available (MEMWALL_AVAILABLE_OVERRIDE)"),
+          "a plan of %llu bytes with 12 MiB available: %s", (unsigned long long)p.peak, mw_last_error());
+    setenv("MEMWALL_AVAILABLE_OVERRIDE", "1GiB", 1);
+    CHECK_OK(mw_model_create(&m, &c));
+    mw_model_destroy(m);
+    setenv("MEMWALL_AVAILABLE_OVERRIDE", "lots", 1);
+    CHECK(mw_mem_available(&b, why, sizeof why) == MW_ERR_ARG && strstr(mw_last_error(), "lots"),
+          "a malformed override is refused: %s", mw_last_error());
+    unsetenv("MEMWALL_AVAILABLE_OVERRIDE");
 }
 
 static void test_plan_matches_allocation(void) {
@@ -124,6 +204,288 @@ static void test_planner(void) {
         free(all);
         CHECK(p.peak >= maxlive && p.peak <= total, "trial %d: peak %llu, live %llu, sum %llu", trial,
               (unsigned long long)p.peak, (unsigned long long)maxlive, (unsigned long long)total);
+        mw_planner_free(&p);
+    }
+}
+
+/* ---- the placer against the first planner's code, kept here as the oracle ------------------- */
+
+static int ref_by_size_desc(const void *x, const void *y, void *ctx) {
+    const mw_pbuf *b = ctx;
+    const mw_pbuf *a1 = &b[*(const int *)x], *a2 = &b[*(const int *)y];
+    if (a1->bytes != a2->bytes) return a1->bytes < a2->bytes ? 1 : -1;
+    if (a1->first != a2->first) return a1->first - a2->first;
+    return *(const int *)x - *(const int *)y;
+}
+
+static int ref_by_offset(const void *x, const void *y) {
+    const mw_pbuf *a = *(mw_pbuf *const *)x, *b = *(mw_pbuf *const *)y;
+    return (a->offset > b->offset) - (a->offset < b->offset);
+}
+
+/* The quadratic placement memwall shipped before the interval tree (verbatim but for names). */
+static void reference_place(mw_planner *p) {
+    int *order = malloc(sizeof *order * (size_t)(p->n + 1));
+    mw_pbuf **placed = malloc(sizeof *placed * (size_t)(p->n + 1)), **near = malloc(sizeof *near * (size_t)(p->n + 1));
+    for (int i = 0; i < p->n; i++) order[i] = i;
+    qsort_r(order, (size_t)p->n, sizeof *order, ref_by_size_desc, p->b);
+    int np = 0;
+    p->peak = 0;
+    for (int k = 0; k < p->n; k++) {
+        mw_pbuf *b = &p->b[order[k]];
+        int nn = 0;
+        for (int j = 0; j < np; j++)
+            if (placed[j]->first <= b->last && b->first <= placed[j]->last) near[nn++] = placed[j];
+        qsort(near, (size_t)nn, sizeof *near, ref_by_offset);
+        uint64_t best = UINT64_MAX, best_gap = UINT64_MAX, at = 0;
+        for (int j = 0; j < nn; j++) {
+            uint64_t end = near[j]->offset;
+            if (end > at && end - at >= b->bytes && end - at < best_gap) {
+                best = at;
+                best_gap = end - at;
+            }
+            if (near[j]->offset + near[j]->bytes > at) at = near[j]->offset + near[j]->bytes;
+        }
+        b->offset = best != UINT64_MAX ? best : at;
+        if (b->offset + b->bytes > p->peak) p->peak = b->offset + b->bytes;
+        placed[np++] = b;
+    }
+    free(order), free(placed), free(near);
+}
+
+/* The pairwise check (zero-byte buffers overlap nothing, as in mw_planner_check). */
+static int reference_check(const mw_planner *p) {
+    for (int i = 0; i < p->n; i++) {
+        const mw_pbuf *a = &p->b[i];
+        if (a->offset + a->bytes > p->peak) return 0;
+        for (int j = i + 1; j < p->n; j++) {
+            const mw_pbuf *b = &p->b[j];
+            if (a->bytes && b->bytes && a->first <= b->last && b->first <= a->last &&
+                a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* Random instances: sizes with many ties (and some zero), lifetimes long and short. The placement
+ * must give the reference's offsets and peak exactly; both checks must agree, on the placement
+ * and on a disturbed copy of it. */
+static void test_planner_matches_reference(void) {
+    uint64_t rng = 2024;
+    int disturbed_bad = 0;
+    for (int trial = 0; trial < 400; trial++) {
+        mw_planner p, q;
+        const int nops = 1 + (int)mw_rng_below(&rng, trial % 4 == 0 ? 4 : 60);
+        const int n = 1 + (int)mw_rng_below(&rng, 300), shape = (int)mw_rng_below(&rng, 4);
+        mw_planner_init(&p, nops);
+        for (int i = 0; i < n; i++) {
+            int a = (int)mw_rng_below(&rng, (uint64_t)nops), b = (int)mw_rng_below(&rng, (uint64_t)nops);
+            if (shape >= 2 && mw_rng_below(&rng, 3)) b = a + (int)mw_rng_below(&rng, 3); /* short lives */
+            if (b >= nops) b = nops - 1;
+            uint64_t bytes = shape == 1 ? 64 * (1 + mw_rng_below(&rng, 4)) /* ties */
+                                        : 1 + mw_rng_below(&rng, 1u << (mw_rng_below(&rng, 20)));
+            if (trial % 7 == 3 && mw_rng_below(&rng, 10) == 0) bytes = 0;
+            CHECK_OK(mw_planner_add(&p, "random", -1, bytes, MW_CAT_ACTS, a < b ? a : b, a < b ? b : a));
+        }
+        q = p;
+        q.b = malloc(sizeof *q.b * (size_t)p.cap);
+        memcpy(q.b, p.b, sizeof *q.b * (size_t)p.n);
+        CHECK_OK(mw_planner_place(&p));
+        reference_place(&q);
+        int same = p.peak == q.peak;
+        for (int i = 0; i < n; i++) same &= p.b[i].offset == q.b[i].offset;
+        CHECK(same, "trial %d (%d buffers, %d ops): placement differs from the reference (peak %llu vs %llu)",
+              trial, n, nops, (unsigned long long)p.peak, (unsigned long long)q.peak);
+        CHECK(mw_planner_check(&p) == 1 && reference_check(&p) == 1, "trial %d: the placement overlaps", trial);
+        const int i = (int)mw_rng_below(&rng, (uint64_t)n); /* disturb one buffer: the checks agree */
+        p.b[i].offset = mw_rng_below(&rng, p.peak + 1) / 64 * 64;
+        if (p.b[i].offset + p.b[i].bytes > p.peak) p.b[i].offset = p.peak - p.b[i].bytes;
+        const int r = reference_check(&p);
+        disturbed_bad += !r;
+        CHECK(mw_planner_check(&p) == r, "trial %d: mw_planner_check says %d, the pairwise check %d", trial,
+              mw_planner_check(&p), r);
+        p.b[i].offset = p.peak; /* past the peak: refused */
+        CHECK(p.b[i].bytes == 0 || mw_planner_check(&p) == 0, "trial %d: a buffer past the peak passes", trial);
+        mw_planner_free(&p);
+        free(q.b);
+    }
+    CHECK(disturbed_bad > 50, "the disturbed placements overlapped only %d times", disturbed_bad);
+    mw_planner p;
+    mw_planner_init(&p, 4);
+    CHECK(mw_planner_add(&p, "x", -1, 64, MW_CAT_ACTS, 2, 1) == MW_ERR_ARG, "lifetime 2..1 refused");
+    CHECK(mw_planner_add(&p, "x", -1, 64, MW_CAT_ACTS, 0, 4) == MW_ERR_ARG, "lifetime past the ops refused");
+    CHECK(mw_planner_add(&p, "x", -1, 64, MW_CAT_ACTS, -1, 0) == MW_ERR_ARG, "negative op refused");
+    mw_planner_free(&p);
+}
+
+/* ---- the same plans, bit for bit, as the first planner made them --------------------------- */
+
+/* FNV-1a over 64-bit words */
+static uint64_t fnv_words(uint64_t h, const uint64_t *w, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 8; k++) h = (h ^ ((w[i] >> (8 * k)) & 0xff)) * 0x100000001b3ull;
+    return h;
+}
+
+/* The plan's fingerprint: every buffer's (offset, bytes, first, last) in order, and the peak. */
+static uint64_t plan_fingerprint(const mw_config *c, int *nbuf) {
+    mw_plan_buffer *b;
+    int n;
+    CHECK_OK(mw_plan_buffers(c, &b, &n));
+    mw_plan_summary s;
+    CHECK_OK(mw_plan(c, &s));
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < n; i++) {
+        const uint64_t w[4] = {b[i].offset, b[i].bytes, (uint64_t)b[i].first, (uint64_t)b[i].last};
+        h = fnv_words(h, w, 4);
+    }
+    h = fnv_words(h, &s.peak, 1);
+    free(b);
+    *nbuf = n;
+    return h;
+}
+
+/* A random planner instance's fingerprint after placement. */
+static uint64_t random_fingerprint(uint64_t seed, int nops, int n, uint64_t *peak) {
+    mw_planner p;
+    mw_planner_init(&p, nops);
+    uint64_t rng = seed, h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < n; i++) {
+        int a = (int)mw_rng_below(&rng, (uint64_t)nops), b = (int)mw_rng_below(&rng, (uint64_t)nops);
+        if (mw_rng_below(&rng, 4) == 0) b = a + (int)mw_rng_below(&rng, 3); /* many short lives */
+        if (b >= nops) b = nops - 1;
+        uint64_t bytes = 1 + mw_rng_below(&rng, 1u << (mw_rng_below(&rng, 20)));
+        CHECK_OK(mw_planner_add(&p, "random", -1, bytes, (mw_category)(i % MW_CAT_COUNT), a < b ? a : b, a < b ? b : a));
+    }
+    CHECK_OK(mw_planner_place(&p));
+    for (int i = 0; i < p.n; i++) {
+        const uint64_t w[2] = {p.b[i].offset, p.b[i].bytes};
+        h = fnv_words(h, w, 2);
+    }
+    *peak = p.peak;
+    mw_planner_free(&p);
+    return h;
+}
+
+static const struct fp_shape {
+    const char *what;
+    int L, H, C, V, ctx, B, T;
+    const char *recompute; /* NULL: inference */
+} FP_SHAPES[] = {
+    {"tiny none", 4, 4, 128, 256, 256, 4, 64, "none"},
+    {"tiny selective", 4, 4, 128, 256, 256, 4, 64, "selective"},
+    {"tiny full", 4, 4, 128, 256, 256, 4, 64, "full"},
+    {"odd every:3", 12, 2, 48, 97, 24, 3, 11, "every:3"},
+    {"blocks", 6, 2, 64, 300, 64, 2, 40, "blocks:nsfnsf"},
+    {"gpt2 B=8 T=1024", 12, 12, 768, 50257, 1024, 8, 1024, "none"},
+    {"gpt2 B=8 T=1024 full", 12, 12, 768, 50257, 1024, 8, 1024, "full"},
+    {"96 layers", 96, 1, 16, 256, 64, 1, 8, "none"},
+    {"96 layers every", 96, 1, 16, 256, 64, 1, 8, "every:sqrt"},
+    {"inference", 4, 4, 128, 256, 256, 4, 64, NULL},
+};
+
+/* Recorded with the quadratic planner (reference_place above) before the interval tree came in,
+ * at 2 threads (the GEMM and attention scratch buffers grow with threads). */
+static const uint64_t FP_WANT[] = {
+    0x3a4f65ffb6b763e5ull, 0x910c30d13d04a9c8ull, 0x9413cb99e785b189ull, 0x6c2476b4690ad24full,
+    0x104accc162d682e0ull, 0x576650ea6de5a08dull, 0x228a1b378372b9b1ull, 0x347d420ffba21627ull,
+    0x3f8f79ad09c1cb69ull, 0xf437356468ab915eull};
+static const struct {
+    int L;
+    const char *recompute;
+    uint64_t want;
+} FP_DEEP[] = {{1024, "none", 0xb32eb5e2b7daf2fdull},
+               {1024, "selective", 0x496d558fb92cab7aull},
+               {1024, "full", 0x9acac14bc4cbb7dbull},
+               {1024, "every:sqrt", 0xa49f867b31536345ull}};
+
+static void deep_config(mw_config *c, int L) {
+    mw_config_default(c);
+    c->n_layer = L, c->n_head = 1, c->n_embd = 16, c->vocab = 256, c->ctx = 64, c->batch = 1, c->seq = 8;
+}
+
+static void test_plan_fingerprints(void) {
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(2);
+    for (size_t i = 0; i < sizeof FP_SHAPES / sizeof FP_SHAPES[0]; i++) {
+        const struct fp_shape *f = &FP_SHAPES[i];
+        mw_config c;
+        mw_config_default(&c);
+        c.n_layer = f->L, c.n_head = f->H, c.n_embd = f->C, c.vocab = f->V, c.ctx = f->ctx, c.batch = f->B,
+        c.seq = f->T;
+        if (f->recompute) CHECK_OK(mw_recompute_parse(&c, f->recompute));
+        else c.inference = 1;
+        int n;
+        const uint64_t h = plan_fingerprint(&c, &n);
+        CHECK(h == FP_WANT[i], "%s: plan fingerprint 0x%016llx, the first planner's 0x%016llx", f->what,
+              (unsigned long long)h, (unsigned long long)FP_WANT[i]);
+    }
+    for (size_t i = 0; i < sizeof FP_DEEP / sizeof FP_DEEP[0]; i++) {
+        mw_config c;
+        deep_config(&c, FP_DEEP[i].L);
+        CHECK_OK(mw_recompute_parse(&c, FP_DEEP[i].recompute));
+        int n;
+        const uint64_t h = plan_fingerprint(&c, &n);
+        CHECK(h == FP_DEEP[i].want, "%d layers %s: plan fingerprint 0x%016llx, the first planner's 0x%016llx",
+              FP_DEEP[i].L, FP_DEEP[i].recompute, (unsigned long long)h, (unsigned long long)FP_DEEP[i].want);
+    }
+    omp_set_num_threads(threads);
+    const struct {
+        uint64_t seed;
+        int nops, n;
+        uint64_t want, peak;
+    } rnd[] = {{1, 30, 200, 0xb85a9474f19cb6ebull, 2689280},
+               {2, 500, 3000, 0x2582ae8d49a82096ull, 34587584},
+               {3, 5, 2000, 0xdd7a5be27ba32c39ull, 30294080},
+               {4, 2000, 6000, 0x83e6f22453b4fb25ull, 61989760}};
+    for (size_t i = 0; i < sizeof rnd / sizeof rnd[0]; i++) {
+        uint64_t peak;
+        const uint64_t h = random_fingerprint(rnd[i].seed, rnd[i].nops, rnd[i].n, &peak);
+        CHECK(h == rnd[i].want && peak == rnd[i].peak, "random instance %zu: 0x%016llx peak %llu", i,
+              (unsigned long long)h, (unsigned long long)peak);
+    }
+}
+
+/* A 4096-block plan: every buffer placed, none overlapping another alive with it, the peak at
+ * least the most bytes alive at one op. Prints how long planning took (never a pass/fail). */
+static void test_planner_deep(void) {
+    const char *policies[] = {"none", "full", "every:sqrt"};
+    for (int k = 0; k < 3; k++) {
+        mw_config c;
+        deep_config(&c, 4096);
+        CHECK_OK(mw_recompute_parse(&c, policies[k]));
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        mw_plan_buffer *b;
+        int n;
+        CHECK_OK(mw_plan_buffers(&c, &b, &n));
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        mw_plan_summary s;
+        CHECK_OK(mw_plan(&c, &s));
+        mw_planner p;
+        int nops = 0;
+        for (int i = 0; i < n; i++) nops = b[i].last + 1 > nops ? b[i].last + 1 : nops;
+        mw_planner_init(&p, nops);
+        for (int i = 0; i < n; i++) {
+            CHECK_OK(mw_planner_add(&p, "b", -1, b[i].bytes, b[i].category, b[i].first, b[i].last));
+            p.b[i].offset = b[i].offset;
+        }
+        p.peak = s.peak;
+        CHECK(mw_planner_check(&p) == 1, "4096 blocks, %s: live buffers overlap", policies[k]);
+        uint64_t *live = calloc((size_t)nops * MW_CAT_COUNT, sizeof(uint64_t)), most = 0;
+        mw_planner_live_all(&p, live);
+        for (int op = 0; op < nops; op++) {
+            uint64_t t = 0;
+            for (int j = 0; j < MW_CAT_COUNT; j++) t += live[(size_t)op * MW_CAT_COUNT + j];
+            most = t > most ? t : most;
+        }
+        CHECK(most == s.live_peak && s.live_peak <= s.peak, "4096 blocks, %s: live peak %llu (plan %llu), arena %llu",
+              policies[k], (unsigned long long)most, (unsigned long long)s.live_peak, (unsigned long long)s.peak);
+        printf("  4096 blocks, recompute %s: %d buffers over %d ops planned in %.0f ms\n", policies[k], n, nops,
+               (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6);
+        free(live);
+        free(b);
         mw_planner_free(&p);
     }
 }
@@ -241,8 +603,12 @@ int main(void) {
     test_sizes();
     test_arena();
     test_planner();
+    test_planner_matches_reference();
+    test_plan_fingerprints();
+    test_planner_deep();
     test_plan_matches_allocation();
     test_token_files(dir);
+    test_available(dir);
     test_schedule_and_config();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -50,13 +50,17 @@ static int max_batch(const mw_config *cfg) {
 /* The plan of cfg under each recomputation policy (auto only with a budget). */
 static const char *POLICIES[] = {"none", "selective", "full", "every:sqrt", "auto"};
 #define NPOLICIES 5
-static int policy_plans(const mw_config *cfg, mw_plan_summary out[NPOLICIES]) {
+static int policy_plans(const mw_config *cfg, const mw_plan_summary *plan, mw_plan_summary out[NPOLICIES]) {
     int n = 0;
     for (int i = 0; i < NPOLICIES; i++) {
         mw_config c = *cfg;
         if (strcmp(POLICIES[i], "auto") == 0 && (!c.budget || c.n_layer > MW_MAX_BLOCK_POLICIES)) break;
         if (mw_recompute_parse(&c, POLICIES[i]) != MW_OK) die(1, "%s", mw_last_error());
-        plan_or_die(&c, &out[n++]);
+        if (c.recompute == cfg->recompute && c.recompute_every == cfg->recompute_every &&
+            c.recompute != MW_RECOMPUTE_BLOCKS)
+            out[n++] = *plan; /* cfg's own policy: its plan is made already */
+        else
+            plan_or_die(&c, &out[n++]);
     }
     return n;
 }
@@ -80,7 +84,7 @@ int cmd_estimate(int argc, char **argv) {
      * 2sbh-byte input */
     double korth_sel = L * B * T * C * 34.0, korth_full = L * B * T * C * 2.0;
     mw_plan_summary pp[NPOLICIES];
-    int npp = policy_plans(c, pp);
+    int npp = policy_plans(c, &p, pp);
     if (o.json) {
         printf("{\"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"tiers\": {\"device\": %llu}, \"categories\": {",
                (unsigned long long)p.peak, (unsigned long long)p.live_peak, (unsigned long long)p.peak);
@@ -241,7 +245,7 @@ int cmd_plan(int argc, char **argv) {
         int nb;
         if (mw_plan_buffers(c, &bufs, &nb) != MW_OK) die(1, "%s", mw_last_error());
         mw_plan_summary pp[NPOLICIES];
-        int npp = policy_plans(c, pp);
+        int npp = policy_plans(c, &p, pp);
         printf("], \"recompute\": \"%s\", \"recompute_pin\": \"%s\", \"policies\": {", p.policy, p.pin);
         for (int i = 0; i < npp; i++)
             printf("%s\"%s\": {\"activations\": %llu, \"peak_bytes\": %llu, \"fits\": %s}", i ? ", " : "",
@@ -274,7 +278,7 @@ int cmd_plan(int argc, char **argv) {
                mw_fmt_bytes(p.peak, t, sizeof t), p.policy, p.pin, o.timeline ? ", timeline in " : "",
                o.timeline ? o.timeline : "");
         mw_plan_summary pp[NPOLICIES];
-        int npp = policy_plans(c, pp);
+        int npp = policy_plans(c, &p, pp);
         printf("activations by policy:");
         for (int i = 0; i < npp; i++)
             printf("%s %s %s (peak %s)", i ? "," : "", POLICIES[i], mw_fmt_bytes(pp[i].category[MW_CAT_ACTS], b[0], sizeof b[0]),

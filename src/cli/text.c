@@ -312,9 +312,9 @@ int cmd_detokenize(int argc, char **argv) {
 
 /* ---- loading a trained model ---------------------------------------------------------------- */
 
-/* An inference model from --ckpt (file, or the newest valid one of a directory) or --init hf:,
- * with forward activations for (batch, seq). */
-static mw_model *load_model(opts *o, int batch, int seq, int *trained_seq) {
+/* An inference model (mode 1, or MW_INFERENCE_EVAL: the loss only) from --ckpt (file, or the
+ * newest valid one of a directory) or --init hf:, with forward activations for (batch, seq). */
+static mw_model *load_model(opts *o, int mode, int batch, int seq, int *trained_seq) {
     if (!!o->ckpt == !!o->init) die(1, "pass exactly one of --ckpt DIR|FILE and --init hf:PATH");
     char path[4096] = "";
     if (o->ckpt) {
@@ -334,7 +334,7 @@ static mw_model *load_model(opts *o, int batch, int seq, int *trained_seq) {
     }
     o->cfg.batch = batch;
     o->cfg.seq = seq;
-    o->cfg.inference = 1;
+    o->cfg.inference = mode;
     finish_config(o);
     mw_model *m = create_model(o);
     if (o->ckpt ? mw_ckpt_load(path, m, NULL) != MW_OK : mw_hf_load(o->init + 3, m) != MW_OK)
@@ -395,7 +395,7 @@ int cmd_sample(int argc, char **argv) {
     if (o.gen_tokens < 0 || o.top_k < 0 || !(o.top_p > 0 && o.top_p <= 1) || o.temperature < 0)
         die(1, "sample: --tokens >= 0, --top-k >= 0, 0 < --top-p <= 1, --temperature >= 0");
     int window;
-    mw_model *m = load_model(&o, 1, 1, &window);
+    mw_model *m = load_model(&o, 1, 1, 1, &window);
     const mw_config *c = mw_model_config(m);
     mw_tokenizer *tok = open_tokenizer(&o, c->vocab);
     int32_t *ids = NULL;
@@ -463,8 +463,10 @@ int cmd_eval(int argc, char **argv) {
         given_b |= strncmp(argv[i], "--batch", 7) == 0;
         given_t |= strncmp(argv[i], "--seq", 5) == 0;
     }
-    mw_model *m = load_model(&o, given_b ? batch : 0, given_t ? seq : 0, NULL);
+    /* the loss alone: logits of 256 positions at a time, as training computes them */
+    mw_model *m = load_model(&o, MW_INFERENCE_EVAL, given_b ? batch : 0, given_t ? seq : 0, NULL);
     const mw_config *c = mw_model_config(m);
+    if (!o.json) print_plan(mw_model_plan(m));
     char path[4096];
     size_t dl = strlen(o.data);
     if (dl > 4 && strcmp(o.data + dl - 4, ".bin") == 0)
@@ -486,8 +488,10 @@ int cmd_eval(int argc, char **argv) {
         json_num(stdout, "%.9g", loss);
         printf(", \"perplexity\": ");
         json_num(stdout, "%.9g", exp(loss));
-        printf(", \"tokens\": %llu, \"batches\": %llu, \"batch\": %d, \"seq\": %d, \"seconds\": %.3f}\n",
+        printf(", \"tokens\": %llu, \"batches\": %llu, \"batch\": %d, \"seq\": %d, \"seconds\": %.3f, ",
                (unsigned long long)tokens, (unsigned long long)used, c->batch, c->seq, secs);
+        json_categories(stdout, m);
+        printf("}\n");
     }
     else
         printf("eval: %s | loss %.4f | perplexity %.3f | %llu tokens in %llu batches of %dx%d | %.1f s\n", path,

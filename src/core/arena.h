@@ -15,8 +15,17 @@ typedef struct mw_arena {
     uint64_t capacity;
 } mw_arena;
 
-/* Maps capacity bytes and touches every page. MW_ERR_NOMEM when the OS refuses. */
+/* Maps capacity bytes and touches every page. MW_ERR_BUDGET (nothing mapped) when capacity is
+ * more than mw_mem_available; MW_ERR_NOMEM when the OS refuses the mapping. */
 mw_status mw_arena_init(mw_arena *a, uint64_t capacity);
+/* The bytes this process can still bring into memory: the least of /proc/meminfo's MemAvailable
+ * and, for its cgroup and each ancestor (v2 memory.max - memory.current, v1
+ * memory.limit_in_bytes - memory.usage_in_bytes), the room left; UINT64_MAX when none is known.
+ * why (n bytes) names the figures. Testing hook: MEMWALL_AVAILABLE_OVERRIDE=SIZE in the
+ * environment replaces them all (MW_ERR_ARG when it is not a size). */
+mw_status mw_mem_available(uint64_t *bytes, char *why, size_t n);
+/* The same, reading /proc and /sys under the folder fs ("" for the machine's own; for tests). */
+mw_status mw_mem_available_in(const char *fs, uint64_t *bytes, char *why, size_t n);
 /* Unmaps; a released or zeroed arena may be released again. */
 void mw_arena_release(mw_arena *a);
 

@@ -19,6 +19,9 @@ void mw_planner_free(mw_planner *p) {
 
 mw_status mw_planner_add(mw_planner *p, const char *name, int layer, uint64_t bytes, mw_category cat,
                          int first, int last) {
+    if (first < 0 || first > last || last >= p->nops)
+        return mw_fail(MW_ERR_ARG, "internal: buffer %s alive in ops %d..%d of 0..%d", name, first, last,
+                       p->nops - 1);
     if (p->n == p->cap) {
         int cap = p->cap ? 2 * p->cap : 256;
         mw_pbuf *nb = realloc(p->b, sizeof *nb * (size_t)cap);
@@ -46,56 +49,365 @@ static int by_size_desc(const void *x, const void *y, void *ctx) {
     return *(const int *)x - *(const int *)y;
 }
 
+/* ---- placement ---------------------------------------------------------------------------------
+ *
+ * The rule (unchanged since the first planner): buffers go largest first (ties: earlier first op,
+ * then insertion order); each goes into the smallest hole that fits among the address ranges of
+ * the already placed buffers whose lifetimes overlap its own (the lowest such hole on a tie), or
+ * above them all. A hole is a gap of the UNION of those ranges below its top, so the answer
+ * depends only on that union, which is what the structure below keeps.
+ *
+ * A segment tree over ops. Each node v covers ops [lo, hi] and holds two unions of address
+ * ranges (sorted, disjoint, touching ranges merged): own(v), the placed buffers whose lifetime
+ * covers [lo, hi] and whose canonical cover of their lifetime includes v; and sub(v), the union
+ * of own() over v's subtree, i.e. the buffers whose canonical nodes lie below v. A buffer alive
+ * in [f, l] overlaps a placed one exactly when the placed one is in sub(q) for a canonical node q
+ * of [f, l] or in own(a) for an ancestor a of one: the ops the two share lie under q, and the
+ * placed buffer's canonical node on the path to them is either below q or above it. So a query
+ * unions O(log ops) sets and an insertion touches O(log ops) sets. The unions stay short because
+ * the placement packs ranges tightly: the cost grows with the number of holes, not of buffers.
+ * Zero-byte buffers (sorted last; the planner of GPT-2 makes none) take the direct scan, which
+ * also counts the zero-width ranges that split a hole. */
+
+/* Storage of the unions: blocks of 2^c ranges cut from large chunks, a free list per size class,
+ * all released at once (a placement makes about as many small sets as buffers). */
+typedef struct pool {
+    char **chunks;
+    int nchunks, capchunks;
+    char *cur;
+    size_t left;
+    uint64_t *free_list[40];
+} pool;
+
+static uint64_t *pool_get(pool *pl, int cls) {
+    uint64_t *v = pl->free_list[cls];
+    if (v) {
+        memcpy(&pl->free_list[cls], v, sizeof v);
+        return v;
+    }
+    const size_t bytes = (sizeof(uint64_t) * 2) << cls;
+    if (bytes > pl->left) {
+        const size_t sz = bytes > ((size_t)1 << 20) ? bytes : (size_t)1 << 20;
+        if (pl->nchunks == pl->capchunks) {
+            int cap = pl->capchunks ? 2 * pl->capchunks : 16;
+            char **nc = realloc(pl->chunks, sizeof *nc * (size_t)cap);
+            if (!nc) return NULL;
+            pl->chunks = nc;
+            pl->capchunks = cap;
+        }
+        if (!(pl->cur = malloc(sz))) return NULL;
+        pl->chunks[pl->nchunks++] = pl->cur;
+        pl->left = sz;
+    }
+    v = (uint64_t *)(void *)pl->cur;
+    pl->cur += bytes;
+    pl->left -= bytes;
+    return v;
+}
+
+static void pool_put(pool *pl, uint64_t *v, int cls) {
+    memcpy(v, &pl->free_list[cls], sizeof v);
+    pl->free_list[cls] = v;
+}
+
+static void pool_free(pool *pl) {
+    for (int i = 0; i < pl->nchunks; i++) free(pl->chunks[i]);
+    free(pl->chunks);
+}
+
+typedef struct iset { /* a union of address ranges: [v[2i], v[2i+1]), sorted, disjoint, apart */
+    uint64_t *v;
+    int n, cls; /* room for 2^cls ranges once v is set */
+} iset;
+
+/* Adds [a, b) (a < b), merging every range it overlaps or touches. 0 when out of memory. */
+static int iset_add(pool *pl, iset *s, uint64_t a, uint64_t b) {
+    int lo = 0, hi = s->n; /* the first range whose end >= a */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (s->v[2 * mid + 1] < a) lo = mid + 1;
+        else hi = mid;
+    }
+    int e = lo, h2 = s->n; /* the first range from lo whose start > b */
+    while (e < h2) {
+        int mid = (e + h2) / 2;
+        if (s->v[2 * mid] <= b) e = mid + 1;
+        else h2 = mid;
+    }
+    if (e > lo) { /* ranges lo..e-1 merge with [a, b) into range lo */
+        if (s->v[2 * lo] < a) a = s->v[2 * lo];
+        if (s->v[2 * (e - 1) + 1] > b) b = s->v[2 * (e - 1) + 1];
+        s->v[2 * lo] = a;
+        s->v[2 * lo + 1] = b;
+        memmove(s->v + 2 * (lo + 1), s->v + 2 * e, sizeof(uint64_t) * 2 * (size_t)(s->n - e));
+        s->n -= e - lo - 1;
+        return 1;
+    }
+    if (!s->v || s->n == 1 << s->cls) {
+        const int cls = s->v ? s->cls + 1 : 0;
+        uint64_t *nv = pool_get(pl, cls);
+        if (!nv) return 0;
+        if (s->v) {
+            memcpy(nv, s->v, sizeof(uint64_t) * 2 * (size_t)s->n);
+            pool_put(pl, s->v, s->cls);
+        }
+        s->v = nv;
+        s->cls = cls;
+    }
+    memmove(s->v + 2 * (lo + 1), s->v + 2 * lo, sizeof(uint64_t) * 2 * (size_t)(s->n - lo));
+    s->v[2 * lo] = a;
+    s->v[2 * lo + 1] = b;
+    s->n++;
+    return 1;
+}
+
+/* The tree's nodes in depth-first order: node v covers ops [lo, hi]; its left child (covering
+ * [lo, mid]) is v + 1 and its right child v + 2 (mid - lo + 1); 2 nops - 1 nodes in all. */
+typedef struct placer {
+    iset *own, *sub;
+    pool pool;
+    const iset **got; /* a query's sets */
+    size_t *cut;      /* where each set's ranges start among runs */
+    int ngot, capgot;
+    uint64_t *runs; /* a query's ranges, gathered, then as much again to merge them */
+    size_t capruns;
+} placer;
+
+static int placer_insert(placer *t, int v, int lo, int hi, int f, int l, uint64_t a, uint64_t b) {
+    if (!iset_add(&t->pool, &t->sub[v], a, b)) return 0;
+    if (f <= lo && hi <= l) return iset_add(&t->pool, &t->own[v], a, b);
+    const int mid = (lo + hi) / 2;
+    if (f <= mid && !placer_insert(t, v + 1, lo, mid, f, l, a, b)) return 0;
+    if (l > mid && !placer_insert(t, v + 2 * (mid - lo + 1), mid + 1, hi, f, l, a, b)) return 0;
+    return 1;
+}
+
+static int placer_take(placer *t, const iset *s) {
+    if (s->n == 0) return 1;
+    if (t->ngot == t->capgot) {
+        int cap = t->capgot ? 2 * t->capgot : 64;
+        const iset **ng = realloc(t->got, sizeof *ng * (size_t)cap);
+        if (ng) t->got = ng;
+        size_t *nc = realloc(t->cut, sizeof *nc * (size_t)(cap + 1));
+        if (nc) t->cut = nc;
+        if (!ng || !nc) return 0;
+        t->capgot = cap;
+    }
+    t->got[t->ngot++] = s;
+    return 1;
+}
+
+static int placer_query(placer *t, int v, int lo, int hi, int f, int l) {
+    if (f <= lo && hi <= l) return placer_take(t, &t->sub[v]);
+    if (!placer_take(t, &t->own[v])) return 0;
+    const int mid = (lo + hi) / 2;
+    if (f <= mid && !placer_query(t, v + 1, lo, mid, f, l)) return 0;
+    if (l > mid && !placer_query(t, v + 2 * (mid - lo + 1), mid + 1, hi, f, l)) return 0;
+    return 1;
+}
+
+/* Merges the sorted lists src[cut[i] .. cut[i+1]) (pairs sorted by start), i < k, into one sorted
+ * list, pairwise, bottom up: O(n log k). tmp holds n pairs. Returns the buffer holding it. */
+static uint64_t *merge_runs(uint64_t *src, uint64_t *tmp, size_t *cut, int k) {
+    while (k > 1) {
+        int nk = 0;
+        for (int i = 0; i < k; i += 2) {
+            size_t a = cut[i], ae = cut[i + 1], b = ae, be = i + 1 < k ? cut[i + 2] : ae, o = a;
+            while (a < ae && b < be) { /* branch-free: the comparison is unpredictable */
+                const size_t tb = src[2 * b] < src[2 * a], from = tb ? b : a;
+                tmp[2 * o] = src[2 * from], tmp[2 * o + 1] = src[2 * from + 1], o++;
+                b += tb, a += 1 - tb;
+            }
+            for (; a < ae; a++, o++) tmp[2 * o] = src[2 * a], tmp[2 * o + 1] = src[2 * a + 1];
+            for (; b < be; b++, o++) tmp[2 * o] = src[2 * b], tmp[2 * o + 1] = src[2 * b + 1];
+            cut[nk++] = cut[i];
+        }
+        cut[nk] = cut[k];
+        uint64_t *t = src;
+        src = tmp, tmp = t;
+        k = nk;
+    }
+    return src;
+}
+
+/* The smallest hole of at least bytes in ranges[0..n) (pairs, sorted by start), the lowest on a
+ * tie, or the top of them all. The first planner's sweep, verbatim. */
+static uint64_t best_fit(const uint64_t *r, size_t n, uint64_t bytes) {
+    uint64_t best = UINT64_MAX, best_gap = UINT64_MAX, at = 0;
+    for (size_t j = 0; j < n; j++) {
+        const uint64_t end = r[2 * j];
+        if (end > at && end - at >= bytes && end - at < best_gap) {
+            best = at;
+            best_gap = end - at;
+        }
+        if (r[2 * j + 1] > at) at = r[2 * j + 1];
+    }
+    return best != UINT64_MAX ? best : at;
+}
+
 static int by_offset(const void *x, const void *y) {
     const mw_pbuf *a = *(mw_pbuf *const *)x, *b = *(mw_pbuf *const *)y;
     return (a->offset > b->offset) - (a->offset < b->offset);
 }
 
 mw_status mw_planner_place(mw_planner *p) {
+    placer t = {0};
+    const int nodes = p->nops > 0 ? 2 * p->nops - 1 : 1, top = p->nops > 0 ? p->nops - 1 : 0;
     int *order = malloc(sizeof *order * (size_t)(p->n + 1));
-    mw_pbuf **placed = malloc(sizeof *placed * (size_t)(p->n + 1)), **near = malloc(sizeof *near * (size_t)(p->n + 1));
-    if (!order || !placed || !near) {
-        free(order), free(placed), free(near);
-        return mw_fail(MW_ERR_NOMEM, "out of memory planning");
-    }
-    for (int i = 0; i < p->n; i++) order[i] = i;
-    qsort_r(order, (size_t)p->n, sizeof *order, by_size_desc, p->b);
+    mw_pbuf **placed = malloc(sizeof *placed * (size_t)(p->n + 1));
+    t.own = calloc((size_t)nodes, sizeof *t.own);
+    t.sub = calloc((size_t)nodes, sizeof *t.sub);
+    mw_pbuf **near = NULL;
+    int ok = order && placed && t.own && t.sub;
+    for (int i = 0; ok && i < p->n; i++) order[i] = i;
+    if (ok) qsort_r(order, (size_t)p->n, sizeof *order, by_size_desc, p->b);
     int np = 0;
     p->peak = 0;
-    for (int k = 0; k < p->n; k++) {
+    for (int k = 0; ok && k < p->n; k++) {
         mw_pbuf *b = &p->b[order[k]];
-        int nn = 0;
-        for (int j = 0; j < np; j++) /* placed buffers alive at the same time as b */
-            if (placed[j]->first <= b->last && b->first <= placed[j]->last) near[nn++] = placed[j];
-        qsort(near, (size_t)nn, sizeof *near, by_offset);
-        uint64_t best = UINT64_MAX, best_gap = UINT64_MAX, at = 0;
-        for (int j = 0; j < nn; j++) { /* the smallest gap between them that fits */
-            uint64_t end = near[j]->offset;
-            if (end > at && end - at >= b->bytes && end - at < best_gap) {
-                best = at;
-                best_gap = end - at;
-            }
-            if (near[j]->offset + near[j]->bytes > at) at = near[j]->offset + near[j]->bytes;
+        size_t nr = 0;
+        if (b->bytes > 0) { /* the union of the overlapping placed ranges, from the tree */
+            t.ngot = 0;
+            ok = placer_query(&t, 0, 0, top, b->first, b->last);
+            for (int j = 0; ok && j < t.ngot; j++) nr += (size_t)t.got[j]->n;
+        } else { /* every overlapping placed buffer, zero-byte ones included */
+            if (!near) ok = (near = malloc(sizeof *near * (size_t)(p->n + 1))) != NULL;
+            for (int j = 0; ok && j < np; j++)
+                if (placed[j]->first <= b->last && b->first <= placed[j]->last) near[nr++] = placed[j];
+            if (ok) qsort(near, nr, sizeof *near, by_offset);
         }
-        b->offset = best != UINT64_MAX ? best : at; /* or above them all */
+        if (ok && nr > t.capruns) {
+            size_t cap = t.capruns ? 2 * t.capruns : 1024;
+            while (cap < nr) cap *= 2;
+            uint64_t *r = realloc(t.runs, sizeof(uint64_t) * 4 * cap);
+            if ((ok = r != NULL)) t.runs = r, t.capruns = cap;
+        }
+        if (!ok) break;
+        const uint64_t *r = t.runs;
+        if (b->bytes > 0 && t.ngot > 0) {
+            size_t at = 0;
+            for (int j = 0; j < t.ngot; j++) {
+                t.cut[j] = at;
+                memcpy(t.runs + 2 * at, t.got[j]->v, sizeof(uint64_t) * 2 * (size_t)t.got[j]->n);
+                at += (size_t)t.got[j]->n;
+            }
+            t.cut[t.ngot] = at;
+            r = merge_runs(t.runs, t.runs + 2 * nr, t.cut, t.ngot);
+        } else if (b->bytes == 0) {
+            for (size_t j = 0; j < nr; j++) {
+                t.runs[2 * j] = near[j]->offset;
+                t.runs[2 * j + 1] = near[j]->offset + near[j]->bytes;
+            }
+        }
+        b->offset = best_fit(r, nr, b->bytes);
+        if (b->bytes > 0) ok = placer_insert(&t, 0, 0, top, b->first, b->last, b->offset, b->offset + b->bytes);
         if (b->offset + b->bytes > p->peak) p->peak = b->offset + b->bytes;
         placed[np++] = b;
     }
+    pool_free(&t.pool);
+    free(t.own), free(t.sub), free(t.got), free(t.cut), free(t.runs);
     free(order), free(placed), free(near);
-    return MW_OK;
+    return ok ? MW_OK : mw_fail(MW_ERR_NOMEM, "out of memory planning");
+}
+
+/* ---- the check: a sweep over ops with the live buffers' address ranges in a counting tree ----- */
+
+typedef struct cover { /* over elementary address segments: add to a range, max of a range */
+    int64_t *add, *mx;
+} cover;
+
+static void cover_add(cover *c, int v, int lo, int hi, int a, int b, int64_t d) {
+    if (a <= lo && hi <= b) {
+        c->add[v] += d, c->mx[v] += d;
+        return;
+    }
+    const int mid = (lo + hi) / 2, r = v + 2 * (mid - lo + 1);
+    if (a <= mid) cover_add(c, v + 1, lo, mid, a, b, d);
+    if (b > mid) cover_add(c, r, mid + 1, hi, a, b, d);
+    c->mx[v] = c->add[v] + (c->mx[v + 1] > c->mx[r] ? c->mx[v + 1] : c->mx[r]);
+}
+
+static int64_t cover_max(const cover *c, int v, int lo, int hi, int a, int b) {
+    if (a <= lo && hi <= b) return c->mx[v];
+    const int mid = (lo + hi) / 2;
+    int64_t m = INT64_MIN;
+    if (a <= mid) m = cover_max(c, v + 1, lo, mid, a, b);
+    if (b > mid) {
+        int64_t x = cover_max(c, v + 2 * (mid - lo + 1), mid + 1, hi, a, b);
+        m = x > m ? x : m;
+    }
+    return c->add[v] + m;
+}
+
+static int cmp_u64(const void *x, const void *y) {
+    const uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
+static int by_first(const void *x, const void *y, void *ctx) {
+    const mw_pbuf *b = ctx;
+    return b[*(const int *)x].first - b[*(const int *)y].first;
+}
+
+static int by_last(const void *x, const void *y, void *ctx) {
+    const mw_pbuf *b = ctx;
+    return b[*(const int *)x].last - b[*(const int *)y].last;
+}
+
+static int coord(const uint64_t *xs, int n, uint64_t x) { /* index of x in the sorted xs */
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (xs[mid] < x) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
 }
 
 int mw_planner_check(const mw_planner *p) {
-    for (int i = 0; i < p->n; i++)
-        for (int j = i + 1; j < p->n; j++) {
-            const mw_pbuf *a = &p->b[i], *b = &p->b[j];
-            if (a->first <= b->last && b->first <= a->last && a->offset < b->offset + b->bytes &&
-                b->offset < a->offset + a->bytes)
-                return 0;
+    const int n = p->n;
+    for (int i = 0; i < n; i++) {
+        const mw_pbuf *b = &p->b[i];
+        if (b->first < 0 || b->first > b->last || b->last >= p->nops || b->offset + b->bytes > p->peak ||
+            b->offset + b->bytes < b->offset)
+            return 0;
+    }
+    uint64_t *xs = malloc(sizeof *xs * (2 * (size_t)n + 1));
+    int *start = malloc(sizeof *start * ((size_t)n + 1)), *end = malloc(sizeof *end * ((size_t)n + 1));
+    cover c = {calloc(4 * (size_t)n + 2, sizeof(int64_t)), calloc(4 * (size_t)n + 2, sizeof(int64_t))};
+    int ok = xs && start && end && c.add && c.mx ? 1 : -1, nx = 0;
+    for (int i = 0; ok > 0 && i < n; i++) { /* segment boundaries; zero-byte buffers hold none */
+        if (p->b[i].bytes == 0) continue;
+        xs[nx++] = p->b[i].offset;
+        xs[nx++] = p->b[i].offset + p->b[i].bytes;
+    }
+    if (ok > 0) {
+        qsort(xs, (size_t)nx, sizeof *xs, cmp_u64);
+        int u = 0;
+        for (int i = 0; i < nx; i++)
+            if (u == 0 || xs[i] != xs[u - 1]) xs[u++] = xs[i];
+        nx = u;
+        for (int i = 0; i < n; i++) start[i] = end[i] = i;
+        qsort_r(start, (size_t)n, sizeof *start, by_first, p->b);
+        qsort_r(end, (size_t)n, sizeof *end, by_last, p->b);
+    }
+    /* at each op: the buffers that died before it leave, then those born at it enter, each over
+     * segments no live buffer covers */
+    for (int op = 0, si = 0, ei = 0; ok > 0 && op < p->nops && nx > 1; op++) {
+        for (; ei < n && p->b[end[ei]].last < op; ei++) {
+            const mw_pbuf *b = &p->b[end[ei]];
+            if (b->bytes) cover_add(&c, 0, 0, nx - 2, coord(xs, nx, b->offset), coord(xs, nx, b->offset + b->bytes) - 1, -1);
         }
-    for (int i = 0; i < p->n; i++)
-        if (p->b[i].offset + p->b[i].bytes > p->peak) return 0;
-    return 1;
+        for (; si < n && p->b[start[si]].first == op; si++) {
+            const mw_pbuf *b = &p->b[start[si]];
+            if (!b->bytes) continue;
+            const int a = coord(xs, nx, b->offset), z = coord(xs, nx, b->offset + b->bytes) - 1;
+            if (cover_max(&c, 0, 0, nx - 2, a, z) > 0) ok = 0;
+            else cover_add(&c, 0, 0, nx - 2, a, z, 1);
+        }
+    }
+    free(xs), free(start), free(end), free(c.add), free(c.mx);
+    return ok > 0;
 }
 
 void mw_planner_live(const mw_planner *p, int op, uint64_t live[MW_CAT_COUNT]) {

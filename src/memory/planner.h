@@ -26,12 +26,13 @@ typedef struct mw_planner {
 
 void mw_planner_init(mw_planner *p, int nops);
 void mw_planner_free(mw_planner *p);
-/* Adds a buffer alive in ops [first, last]. */
+/* Adds a buffer alive in ops [first, last], 0 <= first <= last < nops (else MW_ERR_ARG). */
 mw_status mw_planner_add(mw_planner *p, const char *name, int layer, uint64_t bytes, mw_category cat,
                          int first, int last);
 /* Assigns every offset; p->peak becomes the arena size. */
 mw_status mw_planner_place(mw_planner *p);
-/* 1 when no two buffers alive at the same op overlap and all lie below peak (for tests). */
+/* 1 when no two buffers alive at the same op overlap and all lie below peak (for tests; zero-byte
+ * buffers overlap nothing); 0 when some do, or out of memory. O(n log n). */
 int mw_planner_check(const mw_planner *p);
 /* Live bytes per category during op. */
 void mw_planner_live(const mw_planner *p, int op, uint64_t live[MW_CAT_COUNT]);

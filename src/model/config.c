@@ -88,6 +88,7 @@ mw_status mw_config_validate(const mw_config *c) {
          "unknown --recompute policy %d", c->recompute);
     NEED(c->recompute_every >= 0 && c->recompute_every <= c->n_layer,
          "--recompute every:K needs K in 1..--layers=%d (got %d)", c->n_layer, c->recompute_every);
+    NEED(c->inference >= 0 && c->inference <= MW_INFERENCE_EVAL, "unknown inference mode %d", c->inference);
     NEED(c->recompute != MW_RECOMPUTE_AUTO || c->budget > 0 || c->inference,
          "--recompute auto chooses per block what fits --budget: give a --budget");
 #undef NEED

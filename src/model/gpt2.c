@@ -48,8 +48,8 @@ struct mw_model {
     size_t nfloats; /* flat parameter buffer length, padding included */
     float *params, *grads, *m, *v;
     int32_t *staging;       /* the trainer's token windows: inputs (N), targets (N), window (B*(T+1)) */
-    float *kcache, *vcache; /* inference: (L, ctx, C) each */
-    float *dec;             /* inference: one position's scratch, see mw_model_decode */
+    float *kcache, *vcache; /* inference (not evaluation): (L, ctx, C) each */
+    float *dec;             /* inference (not evaluation): one position's scratch, see mw_model_decode */
     mw_gemm_ws gw;          /* the GEMMs' packing buffer (workspace in the plan) and threads */
     unsigned char *pol;     /* per block: P_NONE, P_SEL or P_FULL */
     int seg;                /* every:K: blocks per recomputed segment (0: per-block policies) */
@@ -162,6 +162,10 @@ static const struct kind {
 #define GEMM_NC 512   /* columns of B the GEMMs pack at a time (the packing buffer's size) */
 #define WS (&m->gw)   /* the model's GEMM workspace, for the kernels' calls */
 
+/* An inference model keeps all (B,T,V) logits and a KV cache; training and evaluation models
+ * (MW_INFERENCE_EVAL) only one LOSS_ROWS chunk's logits, and no cache. */
+static int keeps_logits(const mw_config *c) { return c->inference == 1; }
+
 /* Per-layer policies. P_SEG: recomputed with its segment (every:K). */
 enum { P_NONE, P_SEL, P_FULL };
 
@@ -244,14 +248,14 @@ static void slot_info(const mw_model *m, int slot, uint64_t *bytes, int *cat, co
         uint64_t rows = N < LOSS_ROWS ? N : LOSS_ROWS;
         const uint64_t gbytes[NGS] = {
             N * sizeof(int32_t), N * sizeof(int32_t), N * C * F, 2 * N * F,
-            (c->inference ? N : rows) * V * F, N * F, N * C * F, N * C * F, 3 * N * C * F,
+            (keeps_logits(c) ? N : rows) * V * F, N * F, N * C * F, N * C * F, 3 * N * C * F,
             (uint64_t)m->nthreads * mw_attention_scratch_floats(c->seq) * F,
             (m->nfloats / NORM_QUANTUM + 1) * sizeof(double)};
         *bytes = gbytes[slot];
         *cat = gcat[slot];
         *name = gslot_names[slot];
         *layer = -1;
-        if (slot == G_LOGITS && c->inference) *cat = MW_CAT_ACTS;
+        if (slot == G_LOGITS && keeps_logits(c)) *cat = MW_CAT_ACTS;
         return;
     }
     const int v = (slot - NGS) % NLS;
@@ -293,7 +297,7 @@ static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *
     PERSIST(m->gw.buf, m->gw.floats * F, MW_CAT_WORK, "gemm_pack");
     PERSIST(m->staging, (2 * N + (uint64_t)c->batch * (c->seq + 1)) * sizeof(int32_t), MW_CAT_WORK,
             "token_staging");
-    if (c->inference) {
+    if (keeps_logits(c)) { /* the KV cache of decoding */
         const uint64_t CTX = c->ctx;
         PERSIST(m->kcache, (uint64_t)L * CTX * C * F, MW_CAT_ACTS, "kcache");
         PERSIST(m->vcache, (uint64_t)L * CTX * C * F, MW_CAT_ACTS, "vcache");
@@ -388,7 +392,7 @@ static void policy_text(const mw_model *m, char *out, size_t len) {
     const int L = m->cfg.n_layer;
     out[0] = 0;
     if (m->cfg.inference) {
-        snprintf(out, len, "inference");
+        snprintf(out, len, "%s", keeps_logits(&m->cfg) ? "inference" : "eval");
         return;
     }
     if (m->seg > 0) {
@@ -705,7 +709,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         const int grad = kind == K_HEAD && train;
         for (int n0 = 0; n0 < N; n0 += LOSS_ROWS) { /* positions in fixed quanta */
             const int rows = n0 + LOSS_ROWS < N ? LOSS_ROWS : N - n0;
-            float *z = kind == K_LOGITS ? logits + (size_t)n0 * V : logits;
+            float *z = keeps_logits(c) ? logits + (size_t)n0 * V : logits; /* or one chunk's */
             mw_matmul_forward(z, lnf + (size_t)n0 * C, WTE(m->params), NULL, rows, C, V, 0, WS);
             if (!has_tg) continue;
             mw_crossentropy(z, losses + n0, tg + n0, dloss, grad, rows, V);
@@ -769,9 +773,9 @@ static mw_status load_tokens(mw_model *m, const int32_t *inputs, const int32_t *
 }
 
 mw_status mw_model_forward(mw_model *m, const int32_t *inputs, const int32_t *targets, float *loss) {
-    if (!m->cfg.inference && !targets)
-        return mw_fail(MW_ERR_ARG, "a training model keeps no logits: give targets (for the loss) "
-                                   "or build an inference model");
+    if (!keeps_logits(&m->cfg) && !targets)
+        return mw_fail(MW_ERR_ARG, "a training or evaluation model keeps no logits: give targets (for "
+                                   "the loss) or build an inference model");
     MW_TRY(load_tokens(m, inputs, targets));
     double s = 0.0;
     for (int i = 0; i <= m->head_op; i++) run_op(m, i, 0, 0.0f, &s);
@@ -795,7 +799,7 @@ mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const in
 int32_t *mw_model_staging(mw_model *m) { return m->staging; }
 
 const float *mw_model_logits(const mw_model *m) {
-    return m->cfg.inference ? (const float *)m->opp[(size_t)m->head_op * MAXACC + 4] : NULL;
+    return keeps_logits(&m->cfg) ? (const float *)m->opp[(size_t)m->head_op * MAXACC + 4] : NULL;
 }
 
 /* ---- recomputation policies ---------------------------------------------------------------- */
@@ -870,7 +874,7 @@ void mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
 const float *mw_model_decode(mw_model *m, int32_t token, int pos) {
     const mw_config *c = &m->cfg;
     const int C = c->n_embd, H = c->n_head, V = c->vocab, CTX = c->ctx, hs = C / H;
-    if (!c->inference || token < 0 || token >= V || pos < 0 || pos >= CTX) return NULL;
+    if (!keeps_logits(c) || token < 0 || token >= V || pos < 0 || pos >= CTX) return NULL;
     float *x = m->dec, *h = x + C, *qkv = h + C, *y = qkv + 3 * C, *fc = y + C, *att = fc + 4 * C;
     float *logits = att + CTX, *stats = logits + V; /* mean, rstd */
     const float *wte = WTE(m->params), *wpe = WPE(m->params);
