@@ -86,7 +86,8 @@ FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= $(shell command -v clang-14 || command -v clang)
 FUZZ_CFLAGS  := -g -O1 -march=native -std=c11 -D_GNU_SOURCE -fopenmp -Iinclude \
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -MMD -MP
-FUZZERS      := build/fuzz/fuzz_safetensors build/fuzz/fuzz_checkpoint
+FUZZERS      := build/fuzz/fuzz_safetensors build/fuzz/fuzz_checkpoint build/fuzz/fuzz_json \
+                build/fuzz/fuzz_hf_config build/fuzz/fuzz_tokenizer
 
 build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -95,11 +96,14 @@ build/fuzz/obj/%.o: %.c
 build/fuzz/%: build/fuzz/obj/fuzz/%.o $(LIB_SRC:%.c=build/fuzz/obj/%.o)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
 
-# Runs every fuzzer for FUZZ_SECONDS from the committed seeds (a fresh corpus under build/).
+# Runs every fuzzer for FUZZ_SECONDS from the committed seeds (a fresh corpus under build/); a
+# crash's input goes to build/fuzz/artifacts/ (ignored), not the working directory.
 fuzz: $(FUZZERS)
+	@mkdir -p build/fuzz/artifacts
 	@for f in $(FUZZERS); do n=$$(basename $$f); c=build/fuzz/corpus/$$n; mkdir -p $$c; \
 	  echo "== $$n for $(FUZZ_SECONDS) s"; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 $$c fuzz/seeds/$${n#fuzz_} \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
+	    -artifact_prefix=build/fuzz/artifacts/ $$c fuzz/seeds/$${n#fuzz_} \
 	    2>build/fuzz/$$n.log || { tail -40 build/fuzz/$$n.log; exit 1; }; \
 	  grep -E "stat::number_of_executed_units|stat::peak_rss" build/fuzz/$$n.log; done
 
