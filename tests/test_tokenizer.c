@@ -577,7 +577,7 @@ int main(void) {
         return 1;
     }
     mw_json j;
-    CHECK_OK(mw_json_parse(&j, js, jn, "tests/ref/gpt2_tokens.json"));
+    CHECK_OK(mw_json_parse(&j, js, jn, "tests/ref/gpt2_tokens.json", MW_JSON_MAX_TOKENIZER));
     test_reference(t, text, tn, &j);
     test_long_words(t, &j);
     test_invalid_utf8(t, &j);

@@ -17,6 +17,7 @@ typedef struct opts {
     const char *vocab_dir, *prompt, *timeline;
     int log_every, bench_warmup, json, save_every, keep, stop_at, split_blank, gen_tokens, top_k;
     double val_fraction, temperature, top_p;
+    unsigned shape_given; /* bit k: SHAPE_OPTS[k] (--layers, --heads, --dim, --vocab, --ctx) was given */
 } opts;
 
 

@@ -33,7 +33,7 @@ typedef struct opt_def {
 static const opt_def OPTS[] = {
     {"preset", K_PRESET, O_(preset), MODEL, "model preset: gpt2-tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl"},
     {"layers", K_INT, C_(n_layer), MODEL, "number of transformer blocks (overrides the preset)"},
-    {"heads", K_INT, C_(n_head), MODEL | LOADS, "attention heads (with --init: when no config.json)"},
+    {"heads", K_INT, C_(n_head), MODEL | LOADS, "attention heads (with --init: needed when no config.json gives n_head)"},
     {"dim", K_INT, C_(n_embd), MODEL, "embedding width C"},
     {"vocab", K_INT, C_(vocab), MODEL, "vocabulary size"},
     {"ctx", K_INT, C_(ctx), MODEL, "position-table rows (maximum sequence length)"},
@@ -80,7 +80,7 @@ static const opt_def OPTS[] = {
     {"out", K_STR, O_(out), CMD_PREPARE, "output prefix: writes PREFIX.train.bin, PREFIX.val.bin"},
     {"ckpt", K_STR, O_(ckpt), CMD_EXPORT | LOADS, "checkpoint file, or a directory (its newest valid checkpoint)"},
     {"format", K_STR, O_(format), CMD_EXPORT, "output format: safetensors (Hugging Face GPT-2)"},
-    {"out", K_STR, O_(out), CMD_EXPORT, "output file"},
+    {"out", K_STR, O_(out), CMD_EXPORT, "output file, or a directory (gets model.safetensors); config.json goes beside it, missing directories are created"},
     {"val-fraction", K_DBL, O_(val_fraction), CMD_PREPARE, "fraction of the text (its end) kept for validation"},
 };
 #define NOPTS (sizeof OPTS / sizeof OPTS[0])
@@ -160,6 +160,10 @@ static void parse_value(opts *o, const opt_def *d, const char *v) {
     }
 }
 
+/* the shape options that --init hf: checks against the weights */
+static const char *const SHAPE_OPTS[5] = {"layers", "heads", "dim", "vocab", "ctx"};
+static const size_t SHAPE_OFF[5] = {C_(n_layer), C_(n_head), C_(n_embd), C_(vocab), C_(ctx)};
+
 void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
     memset(o, 0, sizeof *o);
     mw_config_default(&o->cfg);
@@ -206,6 +210,7 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
                 die(1, "--%s needs a value", d->name);
             if ((pass == 0) != (d->kind == K_PRESET)) continue;
             parse_value(o, d, v);
+            for (int k = 0; k < 5; k++) o->shape_given |= (unsigned)(d->off == SHAPE_OFF[k]) << k;
             if (d->kind == K_PRESET && mw_config_preset(&o->cfg, v) != MW_OK)
                 die(1, "%s", mw_last_error());
         }
@@ -218,16 +223,29 @@ void finish_config(opts *o) {
     o->cfg.threads = mw_set_threads(o->cfg.threads);
 }
 
-/* --init hf:PATH: the shape comes from the weights (heads from config.json when present). */
+/* --init hf:PATH: the shape comes from the weights' tensors, the head count from config.json or
+ * --heads. A shape flag that disagrees with them is refused, and so is an unknown head count. */
 void apply_init_shape(opts *o) {
     if (!o->init) return;
     if (strncmp(o->init, "hf:", 3) != 0) die(1, "--init expects hf:PATH (a Hugging Face GPT-2 model.safetensors or its directory)");
+    const char *path = o->init + 3;
     mw_hf_shape sh;
-    if (mw_hf_inspect(o->init + 3, &sh) != MW_OK) die(1, "%s", mw_last_error());
-    o->cfg.n_layer = sh.n_layer, o->cfg.n_embd = sh.n_embd, o->cfg.vocab = sh.vocab, o->cfg.ctx = sh.ctx;
-    if (sh.n_head) o->cfg.n_head = sh.n_head;
-    printf("  init: %s: L=%d C=%d V=%d ctx=%d, heads %d (%s)\n", o->init + 3, sh.n_layer, sh.n_embd,
-           sh.vocab, sh.ctx, o->cfg.n_head, sh.n_head ? "config.json" : "--heads");
+    if (mw_hf_inspect(path, &sh) != MW_OK) die(1, "%s", mw_last_error());
+    int heads_given = !!(o->shape_given & 2u);
+    if (!sh.n_head && !heads_given)
+        die(1, "--init %s: the head count is unknown (%s): pass --heads N", o->init,
+            sh.config ? "its config.json has no n_head" : "no config.json beside the weights");
+    int weights[5] = {sh.n_layer, sh.n_head ? sh.n_head : o->cfg.n_head, sh.n_embd, sh.vocab, sh.ctx};
+    int *mine[5] = {&o->cfg.n_layer, &o->cfg.n_head, &o->cfg.n_embd, &o->cfg.vocab, &o->cfg.ctx};
+    for (int k = 0; k < 5; k++) {
+        if ((o->shape_given >> k & 1u) && *mine[k] != weights[k])
+            die(1, "--%s %d disagrees with --init %s, whose %s %d (drop --%s)", SHAPE_OPTS[k], *mine[k],
+                o->init, k == 1 ? "config.json gives" : "weights give", weights[k], SHAPE_OPTS[k]);
+        *mine[k] = weights[k];
+    }
+    printf("  init: %s: L=%d C=%d V=%d ctx=%d (safetensors shapes%s), heads %d (%s)\n", path, sh.n_layer,
+           sh.n_embd, sh.vocab, sh.ctx, sh.config ? "; config.json agrees" : "", o->cfg.n_head,
+           sh.n_head ? "config.json" : "--heads");
     o->preset = "hf";
 }
 

@@ -300,13 +300,13 @@ int cmd_bench(int argc, char **argv) {
 int cmd_export(int argc, char **argv) {
     opts o;
     parse(&o, CMD_EXPORT, "export", argc, argv);
-    if (!o.ckpt || !o.out) die(1, "export: --ckpt (checkpoint file or directory) and --out FILE are required");
+    if (!o.ckpt || !o.out) die(1, "export: --ckpt (checkpoint file or directory) and --out FILE|DIR are required");
     if (strcmp(o.format, "safetensors") != 0) die(1, "export: unknown --format '%s' (available: safetensors)", o.format);
     char path[4096];
     mw_ckpt_info info;
     resolve_ckpt(o.ckpt, path, sizeof path, &info);
     if (mw_hf_export_ckpt(path, o.out) != MW_OK) die(1, "%s", mw_last_error());
-    printf("export: %s -> %s (Hugging Face GPT-2 safetensors, F32)\n", path, o.out);
+    printf("export: %s -> %s (Hugging Face GPT-2 safetensors, F32, and config.json beside it)\n", path, o.out);
     return 0;
 }
 

@@ -1,5 +1,6 @@
 #include "json.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +11,7 @@
 typedef struct parser {
     mw_json *j;
     const char *s, *what;
-    size_t len, pos;
+    size_t len, pos, max_bytes;
     int depth;
 } parser;
 
@@ -24,20 +25,49 @@ static void ws(parser *p) {
         p->pos++;
 }
 
-static int new_node(parser *p, mw_json_type t) {
+static mw_status too_big(parser *p) {
+    return mw_fail(MW_ERR_FORMAT, "%s: parsing it would take more than %zu MiB of memory (the limit for this file)",
+                   p->what, p->max_bytes >> 20);
+}
+
+/* Grows j->nodes or j->strings so that the parse holds at most p->max_bytes in all. */
+static mw_status new_node(parser *p, mw_json_type t, int *id) {
     mw_json *j = p->j;
     if (j->n == j->cap) {
-        int cap = j->cap ? 2 * j->cap : 64;
-        mw_json_node *nn = realloc(j->nodes, sizeof *nn * (size_t)cap);
-        if (!nn) return -1;
+        size_t room = p->max_bytes > j->scap ? (p->max_bytes - j->scap) / sizeof(mw_json_node) : 0;
+        size_t cap = j->cap ? 2 * (size_t)j->cap : 64;
+        if (cap > room) cap = room;
+        if (cap > INT_MAX) cap = INT_MAX;
+        if (cap <= (size_t)j->n) return too_big(p);
+        mw_json_node *nn = realloc(j->nodes, sizeof *nn * cap);
+        if (!nn) return mw_fail(MW_ERR_NOMEM, "%s: out of memory", p->what);
         j->nodes = nn;
-        j->cap = cap;
+        j->cap = (int)cap;
+        j->bytes = sizeof *nn * cap + j->scap;
     }
     mw_json_node *n = &j->nodes[j->n];
     memset(n, 0, sizeof *n);
     n->type = t;
     n->first = n->next = -1;
-    return j->n++;
+    *id = j->n++;
+    return MW_OK;
+}
+
+static mw_status grow_strings(parser *p, size_t need) {
+    mw_json *j = p->j;
+    if (need <= j->scap) return MW_OK;
+    size_t nodes = sizeof(mw_json_node) * (size_t)j->cap;
+    size_t room = p->max_bytes > nodes ? p->max_bytes - nodes : 0;
+    size_t cap = j->scap ? 2 * j->scap : 1024;
+    while (cap < need) cap *= 2;
+    if (cap > room) cap = room;
+    if (cap < need) return too_big(p);
+    char *ns = realloc(j->strings, cap);
+    if (!ns) return mw_fail(MW_ERR_NOMEM, "%s: out of memory", p->what);
+    j->strings = ns;
+    j->scap = cap;
+    j->bytes = nodes + cap;
+    return MW_OK;
 }
 
 /* Decodes a string at p->pos (on the opening quote) into j->strings; *off gets its offset. */
@@ -78,22 +108,11 @@ static mw_status string(parser *p, size_t *off) {
         } else {
             out[0] = (char)c;
         }
-        if (j->slen + (size_t)n + 1 > j->scap) {
-            size_t cap = j->scap ? 2 * j->scap : 1024;
-            while (cap < j->slen + (size_t)n + 1) cap *= 2;
-            char *ns = realloc(j->strings, cap);
-            if (!ns) return mw_fail(MW_ERR_NOMEM, "%s: out of memory", p->what);
-            j->strings = ns;
-            j->scap = cap;
-        }
+        MW_TRY(grow_strings(p, j->slen + (size_t)n + 1));
         memcpy(j->strings + j->slen, out, (size_t)n);
         j->slen += (size_t)n;
     }
-    if (j->slen + 1 > j->scap) {
-        char *ns = realloc(j->strings, j->scap = j->scap ? 2 * j->scap : 1024);
-        if (!ns) return mw_fail(MW_ERR_NOMEM, "%s: out of memory", p->what);
-        j->strings = ns;
-    }
+    MW_TRY(grow_strings(p, j->slen + 1));
     j->strings[j->slen++] = 0;
     *off = start;
     return MW_OK;
@@ -146,11 +165,11 @@ static mw_status value(parser *p, int *out) {
     int id;
     mw_status s = MW_OK;
     if (c == '{' || c == '[') {
-        if ((id = new_node(p, c == '{' ? MW_JSON_OBJ : MW_JSON_ARR)) < 0) return mw_fail(MW_ERR_NOMEM, "out of memory");
+        MW_TRY(new_node(p, c == '{' ? MW_JSON_OBJ : MW_JSON_ARR, &id));
         s = container(p, id, c == '{');
     } else if (c == '"') {
-        size_t off;
-        if ((id = new_node(p, MW_JSON_STR)) < 0) return mw_fail(MW_ERR_NOMEM, "out of memory");
+        size_t off = 0;
+        MW_TRY(new_node(p, MW_JSON_STR, &id));
         s = string(p, &off);
         p->j->nodes[id].str = OFF_TAG(off);
     } else if (c == '-' || (c >= '0' && c <= '9')) {
@@ -184,7 +203,7 @@ static mw_status value(parser *p, int *out) {
         memcpy(buf, p->s + st, p->pos - st);
         buf[p->pos - st] = 0;
         char *end;
-        if ((id = new_node(p, MW_JSON_NUM)) < 0) return mw_fail(MW_ERR_NOMEM, "out of memory");
+        MW_TRY(new_node(p, MW_JSON_NUM, &id));
         mw_json_node *n = &p->j->nodes[id];
         n->num = strtod(buf, &end);
         if (*end) return err(p, "bad number");
@@ -194,14 +213,14 @@ static mw_status value(parser *p, int *out) {
             n->i = v;
         }
     } else if (p->len - p->pos >= 4 && memcmp(p->s + p->pos, "true", 4) == 0) {
-        if ((id = new_node(p, MW_JSON_BOOL)) < 0) return mw_fail(MW_ERR_NOMEM, "out of memory");
+        MW_TRY(new_node(p, MW_JSON_BOOL, &id));
         p->j->nodes[id].i = 1;
         p->pos += 4;
     } else if (p->len - p->pos >= 5 && memcmp(p->s + p->pos, "false", 5) == 0) {
-        if ((id = new_node(p, MW_JSON_BOOL)) < 0) return mw_fail(MW_ERR_NOMEM, "out of memory");
+        MW_TRY(new_node(p, MW_JSON_BOOL, &id));
         p->pos += 5;
     } else if (p->len - p->pos >= 4 && memcmp(p->s + p->pos, "null", 4) == 0) {
-        if ((id = new_node(p, MW_JSON_NULL)) < 0) return mw_fail(MW_ERR_NOMEM, "out of memory");
+        MW_TRY(new_node(p, MW_JSON_NULL, &id));
         p->pos += 4;
     } else {
         return err(p, "unexpected character");
@@ -211,9 +230,9 @@ static mw_status value(parser *p, int *out) {
     return s;
 }
 
-mw_status mw_json_parse(mw_json *j, const char *text, size_t len, const char *what) {
+mw_status mw_json_parse(mw_json *j, const char *text, size_t len, const char *what, size_t max_bytes) {
     memset(j, 0, sizeof *j);
-    parser p = {j, text, what, len, 0, 0};
+    parser p = {j, text, what, len, 0, max_bytes, 0};
     int root;
     mw_status s = value(&p, &root);
     if (s == MW_OK) {

@@ -11,6 +11,7 @@
 #include "../core/json.h"
 #include "../core/status.h"
 #include "../train/checkpoint.h"
+#include "hf.h"
 #include "safetensors.h"
 
 /* Conv1D weights: the 2-D tensors inside the blocks */
@@ -38,23 +39,65 @@ static const mw_st_tensor *find(const mw_st_file *f, const char *prefix, const c
     return mw_st_find(f, b);
 }
 
-/* n_head from config.json beside the weights; 0 if absent or unreadable */
-static int config_heads(const char *dir) {
+mw_status mw_hf_config_parse(const char *text, size_t len, const char *what, mw_hf_config *c) {
+    memset(c, 0, sizeof *c);
+    mw_json j;
+    MW_TRY(mw_json_parse(&j, text, len, what, MW_JSON_MAX_CONFIG));
+    mw_status s = MW_OK;
+    int type = mw_json_get(&j, 0, "model_type");
+    static const char *const keys[] = {"n_layer", "n_head", "n_embd", "vocab_size", "n_positions"};
+    int *dst[] = {&c->n_layer, &c->n_head, &c->n_embd, &c->vocab, &c->ctx};
+    if (j.nodes[0].type != MW_JSON_OBJ)
+        s = mw_fail(MW_ERR_FORMAT, "%s: not a JSON object", what);
+    else if (type >= 0 && (j.nodes[type].type != MW_JSON_STR || strcmp(j.nodes[type].str, "gpt2") != 0))
+        s = mw_fail(MW_ERR_FORMAT, "%s: model_type is %s%.40s%s, not \"gpt2\"", what,
+                    j.nodes[type].type == MW_JSON_STR ? "\"" : "",
+                    j.nodes[type].type == MW_JSON_STR ? j.nodes[type].str : "not a string",
+                    j.nodes[type].type == MW_JSON_STR ? "\"" : "");
+    for (int k = 0; s == MW_OK && k < 5; k++) {
+        int v = mw_json_get(&j, 0, keys[k]);
+        if (v < 0 || j.nodes[v].type == MW_JSON_NULL) continue;
+        const mw_json_node *x = &j.nodes[v];
+        if (x->type != MW_JSON_NUM || !x->is_int || x->i < 1 || x->i >= (1 << 30))
+            s = mw_fail(MW_ERR_FORMAT, "%s: %s is not a positive integer below 2^30", what, keys[k]);
+        else
+            *dst[k] = (int)x->i;
+    }
+    mw_json_free(&j);
+    return s;
+}
+
+/* dir/config.json into *c; *found = 0 (and MW_OK) when there is none. Read whole, bounded. */
+static mw_status read_config(const char *dir, mw_hf_config *c, int *found) {
     char p[1200];
     snprintf(p, sizeof p, "%s/config.json", dir);
-    FILE *fp = fopen(p, "rb");
-    if (!fp) return 0;
-    char buf[65536];
-    size_t n = fread(buf, 1, sizeof buf, fp);
-    fclose(fp);
-    mw_json j;
-    if (mw_json_parse(&j, buf, n, p) != MW_OK) return 0;
-    int k = mw_json_get(&j, 0, "n_head"), h = 0;
-    if (k >= 0 && j.nodes[k].type == MW_JSON_NUM && j.nodes[k].is_int && j.nodes[k].i > 0 &&
-        j.nodes[k].i < 100000)
-        h = (int)j.nodes[k].i;
-    mw_json_free(&j);
-    return h;
+    memset(c, 0, sizeof *c);
+    *found = 0;
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) return MW_OK;
+    if (fd < 0) return mw_fail(MW_ERR_IO, "cannot open %s: %s", p, strerror(errno));
+    struct stat st;
+    mw_status s = MW_OK;
+    char *buf = NULL;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        s = mw_fail(MW_ERR_FORMAT, "%s: not a regular file", p);
+    else if ((uint64_t)st.st_size > MW_HF_MAX_CONFIG_FILE)
+        s = mw_fail(MW_ERR_FORMAT, "%s: %lld bytes, more than the %zu MiB a config.json may have", p,
+                    (long long)st.st_size, MW_HF_MAX_CONFIG_FILE >> 20);
+    else if (!(buf = malloc((size_t)st.st_size + 1)))
+        s = mw_fail(MW_ERR_NOMEM, "%s: out of memory", p);
+    size_t n = s == MW_OK ? (size_t)st.st_size : 0;
+    for (size_t got = 0; s == MW_OK && got < n;) {
+        ssize_t k = pread(fd, buf + got, n - got, (off_t)got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) s = mw_fail(MW_ERR_IO, "cannot read %s: %s", p, k ? strerror(errno) : "unexpected end");
+        else got += (size_t)k;
+    }
+    close(fd);
+    if (s == MW_OK) s = mw_hf_config_parse(buf, n, p, c);
+    free(buf);
+    if (s == MW_OK) *found = 1;
+    return s;
 }
 
 mw_status mw_hf_inspect(const char *path, mw_hf_shape *shape) {
@@ -66,7 +109,8 @@ mw_status mw_hf_inspect(const char *path, mw_hf_shape *shape) {
     mw_status s = MW_OK;
     const mw_st_tensor *wte = pre ? find(&f, pre, "wte.weight") : NULL,
                        *wpe = pre ? find(&f, pre, "wpe.weight") : NULL;
-    if (!wte || !wpe || wte->ndim != 2 || wpe->ndim != 2 || wte->shape[1] != wpe->shape[1]) {
+    if (!wte || !wpe || wte->ndim != 2 || wpe->ndim != 2 || wte->shape[1] != wpe->shape[1] ||
+        wte->shape[0] >= (1 << 30) || wte->shape[1] >= (1 << 30) || wpe->shape[0] >= (1 << 30)) {
         s = mw_fail(MW_ERR_FORMAT, "%s: not GPT-2 weights (no 2-D wte.weight and wpe.weight of one width)",
                     file);
     } else {
@@ -79,10 +123,21 @@ mw_status mw_hf_inspect(const char *path, mw_hf_shape *shape) {
             snprintf(name, sizeof name, "h.%d.ln_1.weight", shape->n_layer);
             if (!find(&f, pre, name)) break;
         }
-        shape->n_head = config_heads(dir);
     }
     mw_st_close(&f);
-    return s;
+    MW_TRY(s);
+    /* config.json beside the weights: the head count, and its shape must be the weights' */
+    mw_hf_config c;
+    MW_TRY(read_config(dir, &c, &shape->config));
+    static const char *const keys[] = {"n_layer", "n_embd", "vocab_size", "n_positions"};
+    const int cv[] = {c.n_layer, c.n_embd, c.vocab, c.ctx},
+              wv[] = {shape->n_layer, shape->n_embd, shape->vocab, shape->ctx};
+    for (int k = 0; k < 4; k++)
+        if (cv[k] && cv[k] != wv[k])
+            return mw_fail(MW_ERR_FORMAT, "%s/config.json: %s is %d, but the weights in %s have %d", dir,
+                           keys[k], cv[k], file, wv[k]);
+    shape->n_head = c.n_head;
+    return MW_OK;
 }
 
 mw_status mw_hf_load(const char *path, mw_model *m) {
@@ -191,7 +246,102 @@ static int cmp_name(const void *a, const void *b) {
     return strcmp(((const src_tensor *)a)->name, ((const src_tensor *)b)->name);
 }
 
-static mw_status export_tensors(src_tensor *t, int n, const char *out, int src_fd, const char *src_path) {
+static mw_status sync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return mw_fail(MW_ERR_IO, "cannot open directory %s: %s", dir, strerror(errno));
+    int rc = fsync(fd);
+    close(fd);
+    if (rc != 0) return mw_fail(MW_ERR_IO, "cannot sync directory %s: %s", dir, strerror(errno));
+    return MW_OK;
+}
+
+/* mkdir -p dir; each directory created is made durable by syncing its parent */
+static mw_status make_dirs(const char *dir) {
+    char p[1100];
+    snprintf(p, sizeof p, "%s", dir);
+    size_t n = strlen(p);
+    for (size_t i = 1; i <= n; i++) {
+        if (p[i] != '/' && p[i] != 0) continue;
+        if (p[i - 1] == '/') continue;
+        char c = p[i];
+        p[i] = 0;
+        if (mkdir(p, 0777) == 0) {
+            char parent[1100];
+            snprintf(parent, sizeof parent, "%s", p);
+            char *slash = strrchr(parent, '/');
+            if (slash == parent) slash[1] = 0;
+            else if (slash) *slash = 0;
+            else snprintf(parent, sizeof parent, ".");
+            MW_TRY(sync_dir(parent));
+        } else if (errno != EEXIST) {
+            return mw_fail(MW_ERR_IO, "cannot create directory %s: %s", p, strerror(errno));
+        }
+        p[i] = c;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return mw_fail(MW_ERR_IO, "%s is not a directory", dir);
+    return MW_OK;
+}
+
+/* config.json as Hugging Face's GPT-2 has it (GPT2Config, keys sorted as save_pretrained writes
+ * them), with this model's shape; memwall's GPT-2 is exactly that architecture (tanh GELU,
+ * LayerNorm eps 1e-5, tied embeddings, MLP width 4C). */
+static int config_text(const mw_config *c, char *b, size_t n) {
+    char eot[16];
+    if (c->vocab > 50256) snprintf(eot, sizeof eot, "50256");
+    else snprintf(eot, sizeof eot, "null"); /* no GPT-2 end-of-text token (a byte vocabulary) */
+    return snprintf(b, n,
+                    "{\n"
+                    "  \"activation_function\": \"gelu_new\",\n"
+                    "  \"architectures\": [\n    \"GPT2LMHeadModel\"\n  ],\n"
+                    "  \"attn_pdrop\": 0.1,\n"
+                    "  \"bos_token_id\": %s,\n"
+                    "  \"embd_pdrop\": 0.1,\n"
+                    "  \"eos_token_id\": %s,\n"
+                    "  \"initializer_range\": 0.02,\n"
+                    "  \"layer_norm_epsilon\": 1e-05,\n"
+                    "  \"model_type\": \"gpt2\",\n"
+                    "  \"n_ctx\": %d,\n"
+                    "  \"n_embd\": %d,\n"
+                    "  \"n_head\": %d,\n"
+                    "  \"n_inner\": null,\n"
+                    "  \"n_layer\": %d,\n"
+                    "  \"n_positions\": %d,\n"
+                    "  \"reorder_and_upcast_attn\": false,\n"
+                    "  \"resid_pdrop\": 0.1,\n"
+                    "  \"scale_attn_by_inverse_layer_idx\": false,\n"
+                    "  \"scale_attn_weights\": true,\n"
+                    "  \"summary_activation\": null,\n"
+                    "  \"summary_first_dropout\": 0.1,\n"
+                    "  \"summary_proj_to_labels\": true,\n"
+                    "  \"summary_type\": \"cls_index\",\n"
+                    "  \"summary_use_proj\": true,\n"
+                    "  \"tie_word_embeddings\": true,\n"
+                    "  \"torch_dtype\": \"float32\",\n"
+                    "  \"use_cache\": true,\n"
+                    "  \"vocab_size\": %d\n"
+                    "}\n",
+                    eot, eot, c->ctx, c->n_embd, c->n_head, c->n_layer, c->ctx, c->vocab);
+}
+
+/* out: FILE, or an existing directory (or one ending in '/'), which gets model.safetensors. The
+ * weights and DIR/config.json are written to temporary files, synced, renamed into place, and the
+ * directory synced; missing directories of DIR are created. */
+static mw_status export_tensors(src_tensor *t, int n, const char *out_arg, int src_fd, const char *src_path,
+                                const mw_config *cfg) {
+    char out[1200], dir[1100];
+    size_t al = strlen(out_arg);
+    struct stat ost;
+    if (al == 0 || al > 1000) return mw_fail(MW_ERR_ARG, "export: the output path is empty or too long");
+    if (out_arg[al - 1] == '/' || (stat(out_arg, &ost) == 0 && S_ISDIR(ost.st_mode))) {
+        snprintf(dir, sizeof dir, "%.*s", (int)(out_arg[al - 1] == '/' && al > 1 ? al - 1 : al), out_arg);
+        snprintf(out, sizeof out, "%s/model.safetensors", dir);
+    } else {
+        resolve(out_arg, out, sizeof out, dir, sizeof dir);
+        if (!dir[0]) snprintf(dir, sizeof dir, "/");
+    }
+    MW_TRY(make_dirs(dir));
     qsort(t, (size_t)n, sizeof *t, cmp_name);
     size_t cap = 256 + (size_t)n * 400, len = 0;
     char *h = malloc(cap);
@@ -217,8 +367,10 @@ static mw_status export_tensors(src_tensor *t, int n, const char *out, int src_f
     }
     len += (size_t)snprintf(h + len, cap - len, "}");
     while ((8 + len) % 8) h[len++] = ' ';
-    char tmp[1200];
+    char tmp[1300], ctmp[1200], cpath[1200], ctext[2048];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", out, (int)getpid());
+    snprintf(cpath, sizeof cpath, "%s/config.json", dir);
+    snprintf(ctmp, sizeof ctmp, "%s/.config.json.tmp.%d", dir, (int)getpid());
     exporter x = {open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), src_fd, tmp, src_path};
     mw_status s = MW_OK;
     if (x.fd < 0) {
@@ -231,9 +383,20 @@ static mw_status export_tensors(src_tensor *t, int n, const char *out, int src_f
         for (int i = 0; s == MW_OK && i < n; i++) s = put_tensor(&x, &t[i], buf);
         if (s == MW_OK && fsync(x.fd) != 0) s = mw_fail(MW_ERR_IO, "cannot sync %s: %s", tmp, strerror(errno));
         if (close(x.fd) != 0 && s == MW_OK) s = mw_fail(MW_ERR_IO, "cannot close %s: %s", tmp, strerror(errno));
+        exporter c = {-1, -1, ctmp, NULL};
+        if (s == MW_OK && (c.fd = open(ctmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+            s = mw_fail(MW_ERR_IO, "cannot create %s: %s", ctmp, strerror(errno));
+        if (c.fd >= 0) {
+            s = put(&c, ctext, (size_t)config_text(cfg, ctext, sizeof ctext));
+            if (s == MW_OK && fsync(c.fd) != 0) s = mw_fail(MW_ERR_IO, "cannot sync %s: %s", ctmp, strerror(errno));
+            if (close(c.fd) != 0 && s == MW_OK) s = mw_fail(MW_ERR_IO, "cannot close %s: %s", ctmp, strerror(errno));
+        }
         if (s == MW_OK && rename(tmp, out) != 0)
             s = mw_fail(MW_ERR_IO, "cannot rename %s to %s: %s", tmp, out, strerror(errno));
-        if (s != MW_OK) unlink(tmp);
+        if (s == MW_OK && rename(ctmp, cpath) != 0)
+            s = mw_fail(MW_ERR_IO, "cannot rename %s to %s: %s", ctmp, cpath, strerror(errno));
+        if (s == MW_OK) s = sync_dir(dir);
+        if (s != MW_OK) unlink(tmp), unlink(ctmp);
     }
     free(h);
     free(buf);
@@ -249,7 +412,7 @@ mw_status mw_hf_export(const mw_model *m, const char *out) {
         mw_model_tensor(m, i, &p);
         t[i] = (src_tensor){p.name, p.ndim, {p.dims[0], p.dims[1]}, p.data, 0};
     }
-    mw_status s = export_tensors(t, n, out, -1, NULL);
+    mw_status s = export_tensors(t, n, out, -1, NULL, mw_model_config(m));
     free(t);
     return s;
 }
@@ -278,7 +441,7 @@ mw_status mw_hf_export_ckpt(const char *ckpt, const char *out) {
         for (int i = 0; i < idx.n; i++)
             t[i] = (src_tensor){idx.e[i].name, idx.e[i].ndim, {idx.e[i].dims[0], idx.e[i].dims[1]}, NULL,
                                 idx.e[i].offset};
-        s = export_tensors(t, idx.n, out, fd, ckpt);
+        s = export_tensors(t, idx.n, out, fd, ckpt, &info.cfg);
     }
     if (fd >= 0) close(fd);
     free(idx.e);

@@ -42,7 +42,7 @@ mw_status mw_st_parse_header(mw_st_file *f, const char *json, uint64_t len, uint
     mw_json j;
     char what[1100];
     snprintf(what, sizeof what, "%s: header", f->path);
-    MW_TRY(mw_json_parse(&j, json, len, what));
+    MW_TRY(mw_json_parse(&j, json, len, what, MW_JSON_MAX_SAFETENSORS));
     mw_status s = MW_OK;
     int root = 0;
     if (j.nodes[root].type != MW_JSON_OBJ) {

@@ -884,7 +884,7 @@ static mw_status read_openai(spec *sp, const char *enc_path, const char *bpe_pat
     size_t n;
     MW_TRY(read_file(enc_path, &text, &n));
     mw_json j;
-    mw_status s = mw_json_parse(&j, text, n, enc_path);
+    mw_status s = mw_json_parse(&j, text, n, enc_path, MW_JSON_MAX_TOKENIZER);
     free(text);
     if (s != MW_OK) return s;
     if (j.nodes[0].type != MW_JSON_OBJ)
@@ -938,7 +938,7 @@ static mw_status read_hf(spec *sp, const char *path) {
     size_t n;
     MW_TRY(read_file(path, &text, &n));
     mw_json j;
-    mw_status s = mw_json_parse(&j, text, n, path);
+    mw_status s = mw_json_parse(&j, text, n, path, MW_JSON_MAX_TOKENIZER);
     free(text);
     if (s != MW_OK) return s;
     int model = mw_json_get(&j, 0, "model");
