@@ -65,6 +65,9 @@ typedef struct mw_config {
     int threads;    /* 0: all cores */
     uint64_t budget; /* bytes for the device tier; 0: unlimited */
     int eval_every, eval_batches;
+    int save_every, keep; /* checkpoint cadence (0: only at the end) and how many to keep (>= 1);
+                             the CLI's train saves, the library does not: recorded in checkpoints
+                             so that a resume keeps them */
     /* 0: training (everything). 1: inference: parameters, the forward activations of one
      * (batch, seq) micro-batch and a KV cache of ctx positions; no gradients, optimizer state or
      * backward workspace (mw_model_backward and mw_model_adamw_step must not be called).
@@ -298,13 +301,15 @@ mw_status mw_evaluate(mw_model *m, mw_data *d, int n_batches, float *loss);
 
 /* ---- checkpoints --------------------------------------------------------------------------- */
 
-/* A checkpoint is one file, DIR/step-NNNNNNNN.mwck: a header, the full configuration and run
+/* A checkpoint is one file, DIR/step-NNNNNNNN.mwck (8 digits or more): a header, the full configuration and run
  * state as text, then every tensor's parameters and AdamW moments, each block with its CRC-32C,
  * and a trailer that pins the file's length. Format in docs/checkpoint.md. */
 typedef struct mw_ckpt_info {
     mw_config cfg;          /* the configuration the run was started with */
     mw_run_state state;     /* where it stood */
     uint64_t train_tokens;  /* size of the training token file it read */
+    int has_run_keys;       /* 1: cfg's save_every, keep, budget and recompute come from the file;
+                               0: an older checkpoint without them (cfg holds their defaults) */
 } mw_ckpt_info;
 
 /* Writes DIR/step-<st->step>.mwck: to a temporary name, fsync, rename, fsync DIR. The tensors

@@ -1,10 +1,14 @@
 /* Checkpoints: save/verify/load round trip is exact; every flipped byte and every truncation is
  * refused; another shape or version is refused with its own message; latest() skips bad files;
  * prune keeps the newest K; a failed save leaves the previous checkpoint intact. */
+#include <errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../src/core/crc32c.h"
+#include "../src/train/checkpoint.h"
 #include "check.h"
 #include "memwall.h"
 
@@ -183,6 +187,131 @@ int main(void) {
     CHECK(latest[0] == 0, "no directory: no checkpoint, no error");
     /* a save that cannot be written leaves nothing behind and reports the path */
     CHECK(mw_ckpt_save("/proc/mw_cannot", a, &s9, 1, NULL, 0) == MW_ERR_IO, "unwritable directory");
+
+    /* a temporary of a live process (the parent) is left alone; one of a dead process goes */
+    {
+        pid_t child = fork();
+        if (child == 0) _exit(0);
+        waitpid(child, NULL, 0);
+        char live[4200], dead[4200];
+        snprintf(live, sizeof live, "%s/.step-00000013.mwck.tmp.%d", dir, (int)getppid());
+        snprintf(dead, sizeof dead, "%s/.step-00000014.mwck.tmp.%d", dir, (int)child);
+        spit(live, (const unsigned char *)"partial", 7);
+        spit(dead, (const unsigned char *)"partial", 7);
+        CHECK_OK(mw_ckpt_prune(dir, 2, 11));
+        CHECK(stat(live, &sb) == 0, "prune keeps a live process's temporary");
+        CHECK(stat(dead, &sb) != 0, "prune removes a dead process's temporary");
+        unlink(live);
+    }
+
+    /* checkpoint names of any width: step-%08d has 10 digits from step 1e9 */
+    {
+        char d2[4200], p[4400];
+        snprintf(d2, sizeof d2, "%s/wide", dir);
+        mw_run_state w1 = {999999999, 1}, w2 = {1000000005, 2}, w3 = {12, 3};
+        CHECK_OK(mw_ckpt_save(d2, a, &w3, 4242, NULL, 0));
+        CHECK_OK(mw_ckpt_save(d2, a, &w1, 4242, NULL, 0));
+        CHECK_OK(mw_ckpt_save(d2, a, &w2, 4242, p, sizeof p));
+        CHECK(strstr(p, "/step-1000000005.mwck") != NULL, "10-digit name: %s", p);
+        char q[4400];
+        snprintf(q, sizeof q, "%s/step-99999999999.mwck", d2); /* beyond int: listed, never taken */
+        spit(q, (const unsigned char *)"x", 1);
+        mw_ckpt_file *f;
+        int nf;
+        CHECK_OK(mw_ckpt_list(d2, &f, &nf));
+        CHECK(nf == 4 && f[0].step == 1000000005 && f[1].step == 999999999 && f[2].step == 12 && f[3].step == -1,
+              "list: %d files, newest first (%lld ...)", nf, nf ? f[0].step : 0);
+        free(f);
+        CHECK_OK(mw_ckpt_latest(d2, latest, sizeof latest, &info, &skipped));
+        CHECK(strcmp(latest, p) == 0 && info.state.step == 1000000005 && skipped == 0,
+              "latest is the 10-digit step (got '%s')", latest);
+        CHECK_OK(mw_ckpt_prune(d2, 2, 1000000005));
+        snprintf(q, sizeof q, "%s/step-00000012.mwck", d2);
+        CHECK(stat(q, &sb) != 0 && stat(p, &sb) == 0, "prune counts the 10-digit checkpoints as the newest");
+    }
+
+    /* directories: parents created; a file in the way is an error */
+    {
+        char nest[4200], filep[4200];
+        snprintf(nest, sizeof nest, "%s/n1/n2/n3/", dir);
+        CHECK_OK(mw_mkdirs(nest));
+        CHECK(stat(nest, &sb) == 0 && S_ISDIR(sb.st_mode), "mkdirs creates every level");
+        CHECK_OK(mw_mkdirs(nest));
+        snprintf(filep, sizeof filep, "%s/n1/n2/n3/f", dir);
+        spit(filep, (const unsigned char *)"x", 1);
+        snprintf(nest, sizeof nest, "%s/n1/n2/n3/f/g", dir);
+        CHECK(mw_mkdirs(nest) == MW_ERR_IO && strstr(mw_last_error(), "not a directory"), "file in the way: %s",
+              mw_last_error());
+    }
+
+    /* the run lock: a second holder is refused, naming the first one's pid */
+    {
+        int fd1, fd2, fd3;
+        char ld[4200];
+        snprintf(ld, sizeof ld, "%s/lockdir", dir);
+        CHECK_OK(mw_mkdirs(ld));
+        CHECK_OK(mw_dir_lock(ld, 0, &fd1));
+        CHECK(fd1 == -1, "no lock file, create 0: nothing taken, nothing created");
+        CHECK_OK(mw_dir_lock(ld, 1, &fd1));
+        CHECK(fd1 >= 0, "lock taken");
+        char want[64];
+        snprintf(want, sizeof want, "pid %d", (int)getpid());
+        CHECK(mw_dir_lock(ld, 0, &fd2) == MW_ERR_IO && fd2 == -1 && strstr(mw_last_error(), want),
+              "second holder refused: %s", mw_last_error());
+        CHECK(mw_dir_lock(ld, 1, &fd2) == MW_ERR_IO, "second holder refused (create)");
+        close(fd1);
+        CHECK_OK(mw_dir_lock(ld, 0, &fd3));
+        CHECK(fd3 >= 0, "lock free again after its holder closed it");
+        close(fd3);
+    }
+
+    /* run keys (save cadence, keep, budget, recompute) round trip; a checkpoint without them
+     * (written before they existed) still loads with the defaults */
+    {
+        mw_config c = *mw_model_config(a);
+        c.save_every = 5, c.keep = 2, c.budget = 1ull << 40;
+        CHECK_OK(mw_recompute_parse(&c, "every:2"));
+        mw_model *r;
+        CHECK_OK(mw_model_create(&r, &c));
+        mw_model_init_gpt2(r, 4);
+        char d3[4200], p3[4400];
+        snprintf(d3, sizeof d3, "%s/runkeys", dir);
+        mw_run_state s5 = {5, 9};
+        CHECK_OK(mw_ckpt_save(d3, r, &s5, 77, p3, sizeof p3));
+        CHECK_OK(mw_ckpt_verify(p3, &info));
+        CHECK(info.has_run_keys && info.cfg.save_every == 5 && info.cfg.keep == 2 && info.cfg.budget == 1ull << 40 &&
+                  info.cfg.recompute == MW_RECOMPUTE_EVERY && info.cfg.recompute_every == 2,
+              "run keys round trip");
+        size_t n3;
+        unsigned char *d = slurp(p3, &n3);
+        uint32_t mlen;
+        memcpy(&mlen, d + 12, 4);
+        char *meta = (char *)d + 32, *at = memmem(meta, mlen, "save_every=", 11);
+        CHECK(at != NULL && (size_t)(meta + mlen - at) < 100, "run keys at the end of the meta");
+        if (at) { /* cut them: an older writer's file (header, meta crc and trailer length redone) */
+            uint32_t cut = (uint32_t)(meta + mlen - at), nm = mlen - cut;
+            memmove(at, at + cut, n3 - (size_t)(at + cut - (char *)d));
+            size_t nn = n3 - cut;
+            memcpy(d + 12, &nm, 4);
+            uint32_t c1 = mw_crc32c(0, meta, nm);
+            memcpy(d + 16, &c1, 4);
+            uint32_t c2 = mw_crc32c(0, d, 24);
+            memcpy(d + 24, &c2, 4);
+            uint64_t len = nn;
+            memcpy(d + nn - 16, &len, 8);
+            spit(p3, d, nn);
+            CHECK_OK(mw_ckpt_verify(p3, &info));
+            CHECK(!info.has_run_keys && info.cfg.save_every == 0 && info.cfg.keep == 3 && info.cfg.budget == 0 &&
+                      info.cfg.recompute == MW_RECOMPUTE_NONE && info.state.step == 5,
+                  "an older checkpoint loads with the defaults");
+            mw_model *r2 = tiny(2, 9);
+            CHECK_OK(mw_ckpt_load(p3, r2, NULL));
+            CHECK(same_state(r, r2), "and its tensors load");
+            mw_model_destroy(r2);
+        }
+        free(d);
+        mw_model_destroy(r);
+    }
 
     mw_model_destroy(a), mw_model_destroy(b), mw_model_destroy(c3), mw_model_destroy(c3copy);
     mw_model_destroy(other);

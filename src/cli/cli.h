@@ -15,7 +15,10 @@ typedef struct opts {
     mw_config cfg;
     const char *preset, *data, *json_log, *tokenizer, *in, *out, *ckpt_dir, *resume, *init, *ckpt, *format;
     const char *vocab_dir, *prompt, *timeline;
-    int log_every, bench_warmup, json, save_every, keep, stop_at, split_blank, gen_tokens, top_k;
+    const char *override;   /* train --override KEY[,KEY...] */
+    const char *given[128]; /* the names of the options on the command line (parse) */
+    int n_given;
+    int log_every, bench_warmup, json, stop_at, split_blank, gen_tokens, top_k;
     double val_fraction, temperature, top_p;
     unsigned shape_given; /* bit k: SHAPE_OPTS[k] (--layers, --heads, --dim, --vocab, --ctx) was given */
 } opts;
@@ -28,6 +31,8 @@ void omp_default_env(char **argv);
 void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 /* Parses the options of one command (mask) into o, with defaults; exits on a bad option. */
 void parse(opts *o, int mask, const char *cmd, int argc, char **argv);
+/* Whether option --name was on the command line. */
+int opt_given(const opts *o, const char *name);
 /* Validates the model configuration and applies --threads. */
 void finish_config(opts *o);
 /* --init hf:PATH: the shape comes from the weights. */

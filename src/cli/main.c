@@ -61,9 +61,10 @@ static const opt_def OPTS[] = {
     {"json-log", K_STR, O_(json_log), CMD_TRAIN, "write one JSON object per step to FILE"},
     {"log-every", K_INT, O_(log_every), CMD_TRAIN, "print a progress line every N steps (0: auto)"},
     {"out", K_STR, O_(ckpt_dir), CMD_TRAIN, "checkpoint directory (saved at the end and every --save-every)"},
-    {"save-every", K_INT, O_(save_every), CMD_TRAIN, "save a checkpoint every N steps (0: only at the end)"},
-    {"keep", K_INT, O_(keep), CMD_TRAIN, "keep the newest K checkpoints in --out"},
+    {"save-every", K_INT, C_(save_every), CMD_TRAIN, "save a checkpoint every N steps (0: only at the end)"},
+    {"keep", K_INT, C_(keep), CMD_TRAIN, "keep the newest K checkpoints in --out"},
     {"resume", K_STR, O_(resume), CMD_TRAIN, "continue from a checkpoint file or directory, or 'auto' (newest valid in --out)"},
+    {"override", K_STR, O_(override), CMD_TRAIN, "with --resume: let these flags differ from the checkpoint (KEY[,KEY...], names without dashes, e.g. steps)"},
     {"init", K_STR, O_(init), CMD_TRAIN | LOADS, "start from hf:PATH (Hugging Face GPT-2 model.safetensors or its directory)"},
     {"stop-at", K_INT, O_(stop_at), CMD_TRAIN, "stop (and save) after this step; --steps still sets the schedule"},
     {"json", K_FLAG, O_(json), CMD_BENCH | CMD_EVAL | CMD_ESTIMATE | CMD_PLAN, "print one JSON line with the results"},
@@ -171,7 +172,6 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
     o->bench_warmup = 2;
     o->val_fraction = 0.05;
     o->tokenizer = "bytes";
-    o->keep = 3;
     o->format = "safetensors";
     o->gen_tokens = 200;
     o->temperature = 1.0;
@@ -196,6 +196,7 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
                     strncmp(OPTS[k].name, name, len) == 0)
                     d = &OPTS[k];
             if (!d) die(1, "%s: unknown option '--%.*s' (see memwall help %s)", cmd, (int)len, name, cmd);
+            if (pass == 1 && o->n_given < (int)(sizeof o->given / sizeof o->given[0])) o->given[o->n_given++] = d->name;
             const char *v = NULL;
             if (d->kind == K_FLAG) {
                 if (eq) die(1, "--%s takes no value", d->name);
@@ -215,6 +216,12 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
                 die(1, "%s", mw_last_error());
         }
     }
+}
+
+int opt_given(const opts *o, const char *name) {
+    for (int i = 0; i < o->n_given; i++)
+        if (strcmp(o->given[i], name) == 0) return 1;
+    return 0;
 }
 
 /* Validates the model configuration and applies --threads. */

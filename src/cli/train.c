@@ -1,6 +1,8 @@
 /* memwall train, bench and export. */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,7 @@
 #include "../core/arena.h"
 #include "../core/rng.h"
 #include "../core/status.h"
+#include "../train/checkpoint.h"
 #include "cli.h"
 
 /* ---- train --------------------------------------------------------------------------------- */
@@ -34,7 +37,7 @@ static void fmt_eta(double sec, char *buf, size_t n) {
 static mw_status save_checkpoint(train_ctx *t, const mw_run_state *st) {
     char path[4096];
     MW_TRY(mw_ckpt_save(t->o->ckpt_dir, t->m, st, t->train_tokens, path, sizeof path));
-    MW_TRY(mw_ckpt_prune(t->o->ckpt_dir, t->o->keep, st->step));
+    MW_TRY(mw_ckpt_prune(t->o->ckpt_dir, t->o->cfg.keep, st->step));
     t->last_saved = st->step;
     if (!t->tty) printf("  saved %s\n", path);
     return MW_OK;
@@ -71,7 +74,7 @@ static mw_status on_step(const mw_step_report *r, const mw_run_state *st, void *
         if (!t->tty || r->has_val || last) printf("\n");
         fflush(stdout);
     }
-    if (t->o->ckpt_dir && t->o->save_every > 0 && st->step % t->o->save_every == 0)
+    if (t->o->ckpt_dir && t->o->cfg.save_every > 0 && st->step % t->o->cfg.save_every == 0)
         MW_TRY(save_checkpoint(t, st));
     if (t->o->stop_at > 0 && st->step >= t->o->stop_at) return MW_ERR_STOP;
     return MW_OK;
@@ -86,11 +89,16 @@ static mw_data *open_data(const char *prefix, const char *suffix, int required) 
     return d;
 }
 
-/* Finds the checkpoint --resume names and verifies it; path[0] = 0 when auto finds none. */
+/* Finds the checkpoint --resume names and verifies it; path[0] = 0 when auto finds no checkpoint
+ * file at all (a fresh start). Checkpoint files that exist but do not verify are never skipped
+ * silently: when an older one is valid, the run resumes from it and says so on stderr; when none
+ * is, it refuses, naming each file and why, rather than start again from step 0. */
 static void find_resume(const opts *o, char *path, size_t n, mw_ckpt_info *info) {
     const char *dir = o->resume;
+    int is_auto = strcmp(o->resume, "auto") == 0;
     struct stat st;
-    if (strcmp(o->resume, "auto") == 0) {
+    path[0] = 0;
+    if (is_auto) {
         if (!o->ckpt_dir) die(1, "--resume auto needs --out DIR (where the checkpoints are)");
         dir = o->ckpt_dir;
     } else if (stat(o->resume, &st) != 0) {
@@ -99,29 +107,222 @@ static void find_resume(const opts *o, char *path, size_t n, mw_ckpt_info *info)
         snprintf(path, n, "%s", o->resume);
         if (mw_ckpt_verify(path, info) != MW_OK) die(1, "%s", mw_last_error());
         return;
+    } else if (!S_ISDIR(st.st_mode)) {
+        die(1, "--resume %s: not a checkpoint file or a directory", o->resume);
     }
-    int skipped;
-    if (mw_ckpt_latest(dir, path, n, info, &skipped) != MW_OK) die(1, "%s", mw_last_error());
-    if (skipped) printf("  resume: skipped %d invalid checkpoint(s) in %s\n", skipped, dir);
-    if (!path[0] && strcmp(o->resume, "auto") != 0) die(1, "--resume %s: no valid checkpoint there", dir);
+    mw_ckpt_file *f;
+    int nf;
+    if (mw_ckpt_list(dir, &f, &nf) != MW_OK) die(1, "%s", mw_last_error());
+    if (nf == 0) {
+        if (!is_auto) die(1, "--resume %s: no checkpoint file (step-N.mwck) there", dir);
+        return;
+    }
+    char bad[8192] = "";
+    size_t bl = 0;
+    int nbad = 0;
+    for (int i = 0; i < nf && !path[0]; i++) {
+        snprintf(path, n, "%s/%s", dir, f[i].name);
+        if (mw_ckpt_verify(path, info) == MW_OK) break;
+        if (bl < sizeof bad) bl += (size_t)snprintf(bad + bl, sizeof bad - bl, "%s%s", nbad ? "; " : "", mw_last_error());
+        nbad++;
+        path[0] = 0;
+    }
+    free(f);
+    if (!path[0])
+        die(1, "--resume %s: none of the %d checkpoint file(s) in %s verifies, so there is nothing valid to resume "
+               "(not starting again from step 0; move them away to start afresh): %s",
+            o->resume, nf, dir, bad);
+    if (nbad) {
+        fflush(stdout);
+        fprintf(stderr, "memwall: --resume %s: resuming from the older %s, because the newer %d checkpoint file(s) "
+                        "do not verify: %s\n", o->resume, path, nbad, bad);
+    }
 }
 
-/* Creates --out (and its parents) and checks that it can be written, before any step runs. */
-static void check_out_dir(const char *dir) {
-    char p[4096];
-    snprintf(p, sizeof p, "%s", dir);
-    for (char *s = p + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            if (mkdir(p, 0777) != 0 && errno != EEXIST) die(1, "cannot create %s: %s", p, strerror(errno));
-            *s = '/';
+/* ---- resume: the stored run's settings ---------------------------------------------------- */
+
+/* Flags a resume compares with the checkpoint. SHAPE: must match (the tensors have that shape).
+ * MATH: change the numbers or the data; they come from the checkpoint, and a different value on
+ * the command line is refused unless --override names it. CARRY: leave the numbers unchanged
+ * (what is logged, saved and when, memory); they come from the checkpoint unless given. */
+enum { SHAPE, MATH, CARRY };
+typedef struct run_key {
+    const char *flag;
+    int kind; /* K_INT, K_DBL, K_U64 or K_SIZE */
+    size_t off;
+    int cls, run_key; /* run_key: stored only since mw_ckpt_info.has_run_keys */
+} run_key;
+#define CF(f) offsetof(mw_config, f)
+static const run_key KEYS[] = {
+    {"layers", K_INT, CF(n_layer), SHAPE, 0},       {"heads", K_INT, CF(n_head), SHAPE, 0},
+    {"dim", K_INT, CF(n_embd), SHAPE, 0},           {"vocab", K_INT, CF(vocab), SHAPE, 0},
+    {"ctx", K_INT, CF(ctx), SHAPE, 0},              {"batch", K_INT, CF(batch), MATH, 0},
+    {"seq", K_INT, CF(seq), MATH, 0},               {"accum", K_INT, CF(accum), MATH, 0},
+    {"steps", K_INT, CF(steps), MATH, 0},           {"warmup", K_INT, CF(warmup), MATH, 0},
+    {"lr", K_DBL, CF(lr), MATH, 0},                 {"min-lr-frac", K_DBL, CF(min_lr_frac), MATH, 0},
+    {"weight-decay", K_DBL, CF(weight_decay), MATH, 0}, {"beta1", K_DBL, CF(beta1), MATH, 0},
+    {"beta2", K_DBL, CF(beta2), MATH, 0},           {"eps", K_DBL, CF(eps), MATH, 0},
+    {"grad-clip", K_DBL, CF(grad_clip), MATH, 0},   {"seed", K_U64, CF(seed), MATH, 0},
+    {"eval-every", K_INT, CF(eval_every), CARRY, 0}, {"eval-batches", K_INT, CF(eval_batches), CARRY, 0},
+    {"save-every", K_INT, CF(save_every), CARRY, 1}, {"keep", K_INT, CF(keep), CARRY, 1},
+    {"budget", K_SIZE, CF(budget), CARRY, 1},
+};
+#define NKEYS (sizeof KEYS / sizeof KEYS[0])
+
+static void key_text(const run_key *k, const mw_config *c, char *buf, size_t n) {
+    const char *p = (const char *)c + k->off;
+    if (k->kind == K_INT) {
+        snprintf(buf, n, "%d", *(const int *)p);
+    } else if (k->kind == K_DBL) { /* the shortest text that reads back as the same double */
+        double v = *(const double *)p;
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(buf, n, "%.*g", prec, v);
+            if (strtod(buf, NULL) == v) break;
         }
-    if (mkdir(p, 0777) != 0 && errno != EEXIST) die(1, "cannot create --out %s: %s", p, strerror(errno));
-    if (access(p, W_OK) != 0) die(1, "--out %s is not writable: %s", p, strerror(errno));
+    } else {
+        snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)p);
+    }
+}
+
+static int key_same(const run_key *k, const mw_config *a, const mw_config *b) {
+    const char *x = (const char *)a + k->off, *y = (const char *)b + k->off;
+    if (k->kind == K_INT) return *(const int *)x == *(const int *)y;
+    if (k->kind == K_DBL) return *(const double *)x == *(const double *)y;
+    return *(const uint64_t *)x == *(const uint64_t *)y;
+}
+
+static void key_copy(const run_key *k, mw_config *dst, const mw_config *src) {
+    size_t size = k->kind == K_INT ? sizeof(int) : k->kind == K_DBL ? sizeof(double) : sizeof(uint64_t);
+    memcpy((char *)dst + k->off, (const char *)src + k->off, size);
+}
+
+/* Whether KEY is in the comma-separated list. */
+static int in_list(const char *list, const char *key) {
+    size_t kl = strlen(key);
+    for (const char *p = list; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l == kl && strncmp(p, key, kl) == 0) return 1;
+        p = e ? e + 1 : NULL;
+    }
+    return 0;
+}
+
+typedef struct overrides {
+    int n;
+    char text[1024]; /* "--steps 4 -> 8, ..." */
+    char json[1024]; /* "\"steps\": [4, 8], ..." */
+} overrides;
+
+static void append(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t n, const char *fmt, ...) {
+    size_t l = strlen(buf);
+    if (l + 1 >= n) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + l, n - l, fmt, ap);
+    va_end(ap);
+}
+
+/* The preset whose shape c has, or "custom". */
+static const char *shape_name(const mw_config *c) {
+    static const char *names[] = {"gpt2-tiny", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        mw_config p = *c;
+        mw_config_preset(&p, names[i]);
+        if (p.n_layer == c->n_layer && p.n_head == c->n_head && p.n_embd == c->n_embd && p.vocab == c->vocab &&
+            p.ctx == c->ctx)
+            return names[i];
+    }
+    return "custom";
+}
+
+/* A resume continues the stored run: every flag of KEYS not on the command line takes the
+ * checkpoint's value, and a MATH flag given with another value is refused unless --override
+ * names it (then it is recorded in ov). */
+static void adopt_checkpoint(opts *o, const mw_ckpt_info *info, const char *ckpt, overrides *ov) {
+    mw_config *c = &o->cfg;
+    const mw_config *k = &info->cfg;
+    int whole_shape = opt_given(o, "preset") || o->init; /* these set every shape flag */
+    if (o->override) { /* every KEY must be a MATH flag on the command line */
+        for (const char *p = o->override; *p;) {
+            const char *e = strchr(p, ',');
+            size_t l = e ? (size_t)(e - p) : strlen(p);
+            const run_key *rk = NULL;
+            for (size_t i = 0; i < NKEYS && !rk; i++)
+                if (strlen(KEYS[i].flag) == l && strncmp(KEYS[i].flag, p, l) == 0) rk = &KEYS[i];
+            if (!rk || rk->cls != MATH)
+                die(1, "--override: '%.*s' is not a flag it applies to (batch, seq, accum, steps, warmup, lr, min-lr-frac, "
+                       "weight-decay, beta1, beta2, eps, grad-clip, seed; the shape cannot change, and threads, recompute, "
+                       "budget, eval, log and save cadence may differ without it)", (int)l, p);
+            if (!opt_given(o, rk->flag))
+                die(1, "--override %s: --%s is not on the command line (give the new value)", rk->flag, rk->flag);
+            p = e ? e + 1 : p + l;
+        }
+    }
+    char was[1024] = "", now[1024] = "", names[512] = "", shape_was[256] = "", shape_now[256] = "";
+    for (size_t i = 0; i < NKEYS; i++) {
+        const run_key *rk = &KEYS[i];
+        int given = opt_given(o, rk->flag) || (rk->cls == SHAPE && whole_shape);
+        if (!given) {
+            if (!rk->run_key || info->has_run_keys) key_copy(rk, c, k);
+            continue;
+        }
+        if (key_same(rk, c, k) || rk->cls == CARRY) continue;
+        char a[64], b[64];
+        key_text(rk, k, a, sizeof a);
+        key_text(rk, c, b, sizeof b);
+        if (rk->cls == SHAPE) {
+            append(shape_was, sizeof shape_was, " --%s %s", rk->flag, a);
+            append(shape_now, sizeof shape_now, " --%s %s", rk->flag, b);
+        } else if (o->override && in_list(o->override, rk->flag)) {
+            append(ov->text, sizeof ov->text, "%s--%s %s -> %s", ov->n ? ", " : "", rk->flag, a, b);
+            append(ov->json, sizeof ov->json, "%s\"%s\": [%s, %s]", ov->n ? ", " : "", rk->flag, a, b);
+            ov->n++;
+        } else {
+            append(was, sizeof was, " --%s %s", rk->flag, a);
+            append(now, sizeof now, " --%s %s", rk->flag, b);
+            append(names, sizeof names, "%s%s", names[0] ? "," : "", rk->flag);
+        }
+    }
+    if (shape_was[0])
+        die(1, "--resume: %s is from another model shape: it has%s, the command line says%s (the shape cannot be "
+               "overridden; drop these flags)", ckpt, shape_was, shape_now);
+    if (names[0])
+        die(1, "--resume: %s was trained with%s, the command line says%s; drop these flags or add --override %s", ckpt,
+            was, now, names);
+    if (info->has_run_keys && !opt_given(o, "recompute")) {
+        c->recompute = k->recompute;
+        c->recompute_every = k->recompute_every;
+        memcpy(c->recompute_blocks, k->recompute_blocks, sizeof c->recompute_blocks);
+    }
+    if (!info->has_run_keys)
+        printf("  resume: %s predates stored --save-every, --keep, --budget and --recompute: this run uses the "
+               "command line's (--save-every %d --keep %d)\n", ckpt, c->save_every, c->keep);
+    if (!whole_shape) o->preset = shape_name(c);
+    if (o->init) printf("  resume: the weights come from %s, not --init\n", ckpt);
+}
+
+/* --out must not hold a newer run than this one's start: saving there would mix the two. Only
+ * files newer than start are verified (an invalid one is not a run; --resume reported it). */
+static void check_no_newer_run(const char *dir, int start) {
+    mw_ckpt_file *f;
+    int n;
+    if (mw_ckpt_list(dir, &f, &n) != MW_OK) die(1, "%s", mw_last_error());
+    for (int i = 0; i < n && f[i].step > start; i++) {
+        char p[4400];
+        mw_ckpt_info ni;
+        snprintf(p, sizeof p, "%s/%s", dir, f[i].name);
+        if (mw_ckpt_verify(p, &ni) == MW_OK)
+            die(1, "--out %s already holds %s (step %d), newer than this run's start (step %d): use --resume auto, "
+                   "or another --out", dir, p, ni.state.step, start);
+    }
+    free(f);
 }
 
 /* On resume, drops the log lines of steps after the checkpoint (a killed run logged them, and they
- * are about to run again) and earlier end lines, so that the log reads as one unbroken run. */
+ * are about to run again), earlier end lines and overrides recorded at or after the checkpoint's
+ * step (this run records its own), so that the log reads as one unbroken run. */
 static void trim_log(const char *path, int step) {
     FILE *in = fopen(path, "r");
     if (!in) return;
@@ -133,6 +334,7 @@ static void trim_log(const char *path, int step) {
         int s;
         size_t n = strlen(line);
         if (n == 0 || line[n - 1] != '\n') continue; /* a line cut by a kill */
+        if (sscanf(line, "{\"event\": \"override\", \"step\": %d,", &s) == 1 && s >= step) continue;
         if (sscanf(line, "{\"step\": %d,", &s) == 1 ? s <= step : strstr(line, "\"event\": \"end\"") == NULL)
             fputs(line, out);
     }
@@ -144,12 +346,33 @@ int cmd_train(int argc, char **argv) {
     opts o;
     parse(&o, CMD_TRAIN, "train", argc, argv);
     if (!o.data) die(1, "train: --data PREFIX is required (make token files with memwall prepare)");
-    apply_init_shape(&o);
-    finish_config(&o);
-    if (o.save_every < 0 || o.keep < 1) die(1, "--save-every must be >= 0 and --keep >= 1");
-    if (o.save_every > 0 && !o.ckpt_dir) die(1, "--save-every needs --out DIR");
+    if (o.override && !o.resume) die(1, "--override applies to --resume only (it lets flags differ from the checkpoint)");
+    if (o.cfg.save_every > 0 && !o.ckpt_dir) die(1, "--save-every needs --out DIR");
     if (o.stop_at < 0) die(1, "--stop-at must be >= 0");
+    if (o.stop_at > 0 && !o.ckpt_dir) die(1, "--stop-at needs --out DIR (the stop saves a checkpoint there to resume from)");
+    apply_init_shape(&o);
+    /* nothing is created before the plan is accepted; an existing lock is taken now, so that
+     * another run cannot write --out while this one reads it */
+    int lock = -1;
+    if (o.ckpt_dir && mw_dir_lock(o.ckpt_dir, 0, &lock) != MW_OK) die(1, "%s", mw_last_error());
+    char ckpt[4096] = "";
+    mw_ckpt_info info;
+    overrides ov = {0};
+    if (o.resume) {
+        find_resume(&o, ckpt, sizeof ckpt, &info);
+        if (ckpt[0]) adopt_checkpoint(&o, &info, ckpt, &ov);
+        else printf("  resume auto: no checkpoint in %s yet, starting from step 0\n", o.ckpt_dir);
+    }
+    finish_config(&o);
     print_config(&o, "train");
+    if (ov.n) printf("  resume: --override %s: %s\n", o.override, ov.text);
+    if (o.ckpt_dir && o.cfg.save_every > 0)
+        printf("  checkpoints: %s every %d steps and at the end, keeping the newest %d\n", o.ckpt_dir,
+               o.cfg.save_every, o.cfg.keep);
+    else if (o.ckpt_dir)
+        printf("  checkpoints: %s at the end, keeping the newest %d\n", o.ckpt_dir, o.cfg.keep);
+    else if (ckpt[0])
+        printf("  resume: no --out, so this run saves no checkpoint\n");
     mw_data *train = open_data(o.data, "train", 1), *val = open_data(o.data, "val", 0);
     printf("  data: %s.train.bin %llu tokens", o.data, (unsigned long long)mw_data_count(train));
     if (val) printf(", %s.val.bin %llu tokens", o.data, (unsigned long long)mw_data_count(val));
@@ -157,37 +380,30 @@ int cmd_train(int argc, char **argv) {
     if (val && mw_data_count(val) < (uint64_t)o.cfg.batch * o.cfg.seq + 1)
         die(1, "%s.val.bin holds %llu tokens, fewer than one batch of %d windows of %d+1 (prepare with a larger "
                "--val-fraction, or remove it)", o.data, (unsigned long long)mw_data_count(val), o.cfg.batch, o.cfg.seq);
-    if (o.ckpt_dir) check_out_dir(o.ckpt_dir);
-    char ckpt[4096] = "";
-    mw_ckpt_info info;
-    if (o.resume) {
-        find_resume(&o, ckpt, sizeof ckpt, &info);
-        if (ckpt[0] && info.train_tokens != mw_data_count(train))
-            die(1, "%s was trained on %llu tokens, --data %s.train.bin holds %llu: not the same data",
-                ckpt, (unsigned long long)info.train_tokens, o.data,
-                (unsigned long long)mw_data_count(train));
-        if (!ckpt[0]) printf("  resume auto: no checkpoint in %s yet, starting from step 0\n", o.ckpt_dir);
-    }
-    if (o.ckpt_dir) { /* --out must not hold a newer run: saving there would mix the two */
-        char newest[4096];
-        mw_ckpt_info ni;
-        int start = ckpt[0] ? info.state.step : 0;
-        if (mw_ckpt_latest(o.ckpt_dir, newest, sizeof newest, &ni, NULL) != MW_OK) die(1, "%s", mw_last_error());
-        if (newest[0] && ni.state.step > start)
-            die(1, "--out %s already holds %s (step %d), newer than this run's start (step %d): use --resume auto, "
-                   "or another --out", o.ckpt_dir, newest, ni.state.step, start);
-    }
+    if (ckpt[0] && info.train_tokens != mw_data_count(train))
+        die(1, "%s was trained on %llu tokens, --data %s.train.bin holds %llu: not the same data", ckpt,
+            (unsigned long long)info.train_tokens, o.data, (unsigned long long)mw_data_count(train));
+    if (ckpt[0] && info.state.step > o.cfg.steps)
+        die(1, "%s is at step %d, beyond --steps %d", ckpt, info.state.step, o.cfg.steps);
     mw_plan_summary plan;
     if (mw_plan(&o.cfg, &plan) != MW_OK) die(1, "%s", mw_last_error());
     print_plan(&plan);
-    mw_model *m = create_model(&o);
+    mw_model *m = create_model(&o); /* exits 2 when the plan does not fit --budget */
+    if (o.ckpt_dir) {                /* the plan is accepted: now --out may be created and locked */
+        if (mw_mkdirs(o.ckpt_dir) != MW_OK) die(1, "--out: %s", mw_last_error());
+        if (access(o.ckpt_dir, W_OK) != 0) die(1, "--out %s is not writable: %s", o.ckpt_dir, strerror(errno));
+        if (lock < 0 && mw_dir_lock(o.ckpt_dir, 1, &lock) != MW_OK) die(1, "%s", mw_last_error());
+        check_no_newer_run(o.ckpt_dir, ckpt[0] ? info.state.step : 0);
+    }
     mw_run_state st;
     mw_run_state_init(&st, &o.cfg);
     if (ckpt[0]) {
-        if (mw_ckpt_load(ckpt, m, &info) != MW_OK) die(1, "%s", mw_last_error());
-        st = info.state;
+        mw_ckpt_info li;
+        if (mw_ckpt_load(ckpt, m, &li) != MW_OK) die(1, "%s", mw_last_error());
+        if (li.state.step != info.state.step || li.state.loader_rng != info.state.loader_rng)
+            die(1, "%s changed while this run started (another process replaced it): run again", ckpt);
+        st = li.state;
         printf("  resumed from %s at step %d of %d\n", ckpt, st.step, o.cfg.steps);
-        if (st.step > o.cfg.steps) die(1, "%s is at step %d, beyond --steps %d", ckpt, st.step, o.cfg.steps);
     } else if (o.init) {
         if (mw_hf_load(o.init + 3, m) != MW_OK) die(1, "%s", mw_last_error());
     } else {
@@ -199,6 +415,10 @@ int cmd_train(int argc, char **argv) {
     if (o.json_log && ckpt[0]) trim_log(o.json_log, st.step);
     if (o.json_log && !(t.jlog = fopen(o.json_log, ckpt[0] ? "a" : "w")))
         die(1, "cannot open --json-log %s: %s", o.json_log, strerror(errno));
+    if (t.jlog && ov.n) {
+        fprintf(t.jlog, "{\"event\": \"override\", \"step\": %d, \"overrides\": {%s}}\n", st.step, ov.json);
+        fflush(t.jlog);
+    }
     mw_status ts = mw_train(m, train, val, &st, on_step, &t);
     if (ts != MW_OK && ts != MW_ERR_STOP) die(1, "%s", mw_last_error());
     if (o.ckpt_dir && t.last_saved != st.step && save_checkpoint(&t, &st) != MW_OK)
@@ -223,6 +443,7 @@ int cmd_train(int argc, char **argv) {
     mw_model_destroy(m);
     mw_data_close(train);
     mw_data_close(val);
+    if (lock >= 0) close(lock);
     return 0;
 }
 

@@ -24,6 +24,8 @@ void mw_config_default(mw_config *c) {
     c->seed = 1337;
     c->eval_every = 0;
     c->eval_batches = 8;
+    c->save_every = 0;
+    c->keep = 3;
 }
 
 static const struct {
@@ -75,6 +77,7 @@ mw_status mw_config_validate(const mw_config *c) {
     NEED(c->grad_clip >= 0 && isfinite(c->grad_clip), "--grad-clip must be >= 0 (0: off)");
     NEED(c->threads >= 0 && c->threads <= 1024, "--threads must be in 0..1024");
     NEED(c->eval_every >= 0 && c->eval_batches >= 1, "--eval-every must be >= 0, --eval-batches >= 1");
+    NEED(c->save_every >= 0 && c->keep >= 1, "--save-every must be >= 0 and --keep >= 1");
     NEED(c->recompute != MW_RECOMPUTE_BLOCKS ||
              strnlen(c->recompute_blocks, sizeof c->recompute_blocks) < sizeof c->recompute_blocks,
          "--recompute blocks:... is not terminated");

@@ -13,9 +13,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -89,10 +92,35 @@ static int meta_text(char *buf, size_t n, const mw_model *m, const mw_run_state 
                     st->step, st->loader_rng, train_tokens);
 }
 
+/* The --recompute value that gives c's policy ("every:sqrt", "blocks:ffsn"). */
+static void recompute_text(const mw_config *c, char *buf, size_t n) {
+    static const char *names[] = {"none", "selective", "full", "every", "auto", "blocks"};
+    if (c->recompute == MW_RECOMPUTE_EVERY && c->recompute_every > 0)
+        snprintf(buf, n, "every:%d", c->recompute_every);
+    else if (c->recompute == MW_RECOMPUTE_EVERY)
+        snprintf(buf, n, "every:sqrt");
+    else if (c->recompute == MW_RECOMPUTE_BLOCKS)
+        snprintf(buf, n, "blocks:%s", c->recompute_blocks);
+    else
+        snprintf(buf, n, "%s", names[c->recompute]);
+}
+
+/* Settings that leave the numbers unchanged but that a resume carries over unless given again:
+ * checkpoint cadence, --keep, --budget and --recompute. Checkpoints before these keys were
+ * added still load (mw_ckpt_info.has_run_keys = 0). */
+static int meta_run_text(char *buf, size_t n, const mw_config *c) {
+    char rc[MW_MAX_BLOCK_POLICIES + 16];
+    recompute_text(c, rc, sizeof rc);
+    return snprintf(buf, n, "save_every=%d\nkeep=%d\nbudget=%" PRIu64 "\nrecompute=%s\n", c->save_every,
+                    c->keep, c->budget, rc);
+}
+
 static mw_status write_all(writer *w, const mw_model *m, const mw_run_state *st,
                            uint64_t train_tokens) {
     char meta[4096];
     int mlen = meta_text(meta, sizeof meta, m, st, train_tokens);
+    mlen += meta_run_text(meta + mlen, sizeof meta - (size_t)mlen, mw_model_config(m));
+    if (mlen >= (int)sizeof meta) return mw_fail(MW_ERR_ARG, "checkpoint configuration text too long");
     unsigned char h[HEADER] = {0};
     memcpy(h, MAGIC, 8);
     put32(h + 8, VERSION);
@@ -141,8 +169,7 @@ mw_status mw_ckpt_save(const char *dir, const mw_model *m, const mw_run_state *s
                        uint64_t train_tokens, char *path, size_t path_len) {
     if (mw_model_config(m)->inference)
         return mw_fail(MW_ERR_ARG, "an inference model has no optimizer state to checkpoint");
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return mw_fail(MW_ERR_IO, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
+    MW_TRY(mw_mkdirs(dir));
     char final[4096], tmp[4200];
     snprintf(final, sizeof final, "%s/step-%08d.mwck", dir, st->step);
     snprintf(tmp, sizeof tmp, "%s/.step-%08d.mwck.tmp.%d", dir, st->step, (int)getpid());
@@ -167,9 +194,29 @@ mw_status mw_ckpt_save(const char *dir, const mw_model *m, const mw_run_state *s
 
 /* ---- listing --------------------------------------------------------------------------------- */
 
-/* Steps of DIR's checkpoints, newest first. *n is the count; the array is malloc'd. */
-static mw_status list_steps(const char *dir, int **steps, int *n) {
-    *steps = NULL;
+/* The step of a checkpoint file name "step-<digits>.mwck" (any number of digits, as %08d gives
+ * 10 from step 1e9): 1 and *step when it is one, 0 otherwise. *step is -1 when the number is
+ * beyond any step memwall writes (an int). */
+static int ckpt_name_step(const char *nm, long long *step) {
+    if (strncmp(nm, "step-", 5) != 0) return 0;
+    const char *p = nm + 5;
+    long long v = 0;
+    size_t nd = 0;
+    for (; p[nd] >= '0' && p[nd] <= '9'; nd++)
+        if (v >= 0) v = v > (INT_MAX - (p[nd] - '0')) / 10 ? -1 : v * 10 + (p[nd] - '0');
+    if (nd == 0 || strcmp(p + nd, ".mwck") != 0) return 0;
+    *step = v;
+    return 1;
+}
+
+static int cmp_file(const void *a, const void *b) { /* newest first; then by name, for a fixed order */
+    const mw_ckpt_file *x = a, *y = b;
+    if (x->step != y->step) return x->step < y->step ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
+mw_status mw_ckpt_list(const char *dir, mw_ckpt_file **files, int *n) {
+    *files = NULL;
     *n = 0;
     DIR *d = opendir(dir);
     if (!d) {
@@ -179,55 +226,138 @@ static mw_status list_steps(const char *dir, int **steps, int *n) {
     int cap = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        const char *nm = e->d_name;
-        size_t len = strlen(nm), nd = 0;
-        while (5 + nd < len && nm[5 + nd] >= '0' && nm[5 + nd] <= '9') nd++;
-        if (strncmp(nm, "step-", 5) != 0 || nd < 8 || nd > 9 || strcmp(nm + 5 + nd, ".mwck") != 0) continue;
-        int step = atoi(nm + 5);
+        long long step;
+        if (!ckpt_name_step(e->d_name, &step)) continue;
         if (*n == cap) {
-            int *ns = realloc(*steps, sizeof(int) * (cap = cap ? 2 * cap : 16));
-            if (!ns) {
+            mw_ckpt_file *nf = realloc(*files, sizeof **files * (size_t)(cap = cap ? 2 * cap : 16));
+            if (!nf) {
                 closedir(d);
+                free(*files);
+                *files = NULL;
+                *n = 0;
                 return mw_fail(MW_ERR_NOMEM, "out of memory listing %s", dir);
             }
-            *steps = ns;
+            *files = nf;
         }
-        (*steps)[(*n)++] = step;
+        mw_ckpt_file *f = &(*files)[(*n)++];
+        f->step = step;
+        snprintf(f->name, sizeof f->name, "%s", e->d_name);
     }
     closedir(d);
-    for (int i = 1; i < *n; i++) /* insertion sort, descending */
-        for (int j = i; j > 0 && (*steps)[j] > (*steps)[j - 1]; j--) {
-            int t = (*steps)[j];
-            (*steps)[j] = (*steps)[j - 1];
-            (*steps)[j - 1] = t;
-        }
+    if (*n > 1) qsort(*files, (size_t)*n, sizeof **files, cmp_file);
     return MW_OK;
 }
 
+/* Whether the temporary checkpoint name nm (".step-N.mwck.tmp.PID") belongs to a process that is
+ * gone: only those are stale; a live run's half-written file is left alone. */
+static int tmp_is_stale(const char *nm) {
+    if (strncmp(nm, ".step-", 6) != 0) return 0;
+    const char *t = strstr(nm, ".mwck.tmp.");
+    if (!t) return 0;
+    t += 10;
+    char *end;
+    errno = 0;
+    long pid = strtol(t, &end, 10);
+    if (*t < '0' || *t > '9' || *end || errno || pid <= 0 || pid > INT_MAX) return 0;
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
 mw_status mw_ckpt_prune(const char *dir, int keep, int keep_step) {
-    int *steps, n;
-    MW_TRY(list_steps(dir, &steps, &n));
-    char p[4096];
+    mw_ckpt_file *f;
+    int n;
+    MW_TRY(mw_ckpt_list(dir, &f, &n));
+    char p[4096 + 300];
     for (int i = keep; i < n; i++) {
-        snprintf(p, sizeof p, "%s/step-%08d.mwck", dir, steps[i]);
-        if (steps[i] == keep_step) continue; /* never the one just written */
+        if (f[i].step == keep_step) continue; /* never the one just written */
+        snprintf(p, sizeof p, "%s/%s", dir, f[i].name);
         if (unlink(p) != 0 && errno != ENOENT) {
-            free(steps);
+            free(f);
             return mw_fail(MW_ERR_IO, "cannot delete old checkpoint %s: %s", p, strerror(errno));
         }
     }
-    free(steps);
+    free(f);
     DIR *d = opendir(dir); /* temporaries of runs that died while saving */
     if (d) {
         struct dirent *e;
         while ((e = readdir(d)))
-            if (strncmp(e->d_name, ".step-", 6) == 0 && strstr(e->d_name, ".mwck.tmp.")) {
+            if (tmp_is_stale(e->d_name)) {
                 snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
                 unlink(p);
             }
         closedir(d);
     }
     return MW_OK;
+}
+
+/* ---- directories and the --out lock ------------------------------------------------------------ */
+
+mw_status mw_mkdirs(const char *path) {
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) return mw_fail(MW_ERR_ARG, "path too long: %.64s...", path);
+    size_t len = strlen(p);
+    while (len > 1 && p[len - 1] == '/') p[--len] = 0;
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s != 0) continue;
+        char c = *s;
+        *s = 0;
+        if (mkdir(p, 0777) == 0) { /* a new entry: make it durable in its parent */
+            char *slash = strrchr(p, '/');
+            mw_status st;
+            if (!slash) st = sync_dir(".");
+            else if (slash == p) st = sync_dir("/");
+            else {
+                *slash = 0;
+                st = sync_dir(p);
+                *slash = '/';
+            }
+            if (st != MW_OK) return st;
+        } else if (errno != EEXIST) {
+            return mw_fail(MW_ERR_IO, "cannot create %s: %s", p, strerror(errno));
+        } else {
+            struct stat sb;
+            if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode)) return mw_fail(MW_ERR_IO, "cannot create %s: it exists and is not a directory", p);
+        }
+        if (c == 0) break;
+        *s = c;
+    }
+    return MW_OK;
+}
+
+/* Tries the lock of fd; MW_ERR_IO naming the holder (the pid the lock file records) if taken. */
+static mw_status take_lock(int fd, const char *lock, const char *dir) {
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return MW_OK;
+    int err = errno;
+    if (err != EWOULDBLOCK) return mw_fail(MW_ERR_IO, "cannot lock %s: %s", lock, strerror(err));
+    char b[32] = {0};
+    ssize_t k = pread(fd, b, sizeof b - 1, 0);
+    long pid = k > 0 ? strtol(b, NULL, 10) : 0;
+    if (pid > 0)
+        return mw_fail(MW_ERR_IO, "%s is in use by another memwall run (pid %ld, holding %s): wait for it, or use another --out",
+                       dir, pid, lock);
+    return mw_fail(MW_ERR_IO, "%s is in use by another memwall run (pid not yet recorded in %s): wait for it, or use another --out",
+                   dir, lock);
+}
+
+mw_status mw_dir_lock(const char *dir, int create, int *fd) {
+    char lock[4200];
+    snprintf(lock, sizeof lock, "%s/" MW_LOCK_NAME, dir);
+    *fd = open(lock, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+    if (*fd < 0) {
+        if (!create && (errno == ENOENT || errno == ENOTDIR)) return MW_OK;
+        return mw_fail(MW_ERR_IO, "cannot open %s: %s", lock, strerror(errno));
+    }
+    mw_status s = take_lock(*fd, lock, dir);
+    if (s == MW_OK) {
+        char b[32];
+        int n = snprintf(b, sizeof b, "%ld\n", (long)getpid());
+        if (ftruncate(*fd, 0) != 0 || pwrite(*fd, b, (size_t)n, 0) != n)
+            s = mw_fail(MW_ERR_IO, "cannot write %s: %s", lock, strerror(errno));
+    }
+    if (s != MW_OK) {
+        close(*fd);
+        *fd = -1;
+    }
+    return s;
 }
 
 /* ---- reading --------------------------------------------------------------------------------- */
@@ -347,6 +477,36 @@ static mw_status parse_meta(const char *path, const char *meta, mw_ckpt_info *in
     bad:
         return mw_fail(MW_ERR_FORMAT, "%s: bad value '%s' for '%s'", path, v, keys[k].key);
     }
+    /* keys added after version 1's first release: a checkpoint without them still loads, with
+     * the defaults (no periodic saves, keep 3, no budget, no recomputation) */
+    mw_config dflt;
+    mw_config_default(&dflt);
+    c->save_every = dflt.save_every, c->keep = dflt.keep, c->budget = 0;
+    c->recompute = MW_RECOMPUTE_NONE, c->recompute_every = 0;
+    struct {
+        const char *key;
+        int *i;
+        uint64_t *u;
+    } run_keys[] = {{"save_every", &c->save_every, 0}, {"keep", &c->keep, 0}, {"budget", 0, &c->budget}};
+    int found = 0;
+    for (size_t k = 0; k < sizeof run_keys / sizeof run_keys[0]; k++) {
+        if (!meta_get(meta, run_keys[k].key, v, sizeof v)) continue;
+        found++;
+        errno = 0;
+        long long x = (v[0] >= '0' && v[0] <= '9') ? strtoll(v, &end, 10) : -1;
+        if (x < 0 || *end || errno || (run_keys[k].i && x > 2147483647LL))
+            return mw_fail(MW_ERR_FORMAT, "%s: bad value '%s' for '%s'", path, v, run_keys[k].key);
+        if (run_keys[k].i) *run_keys[k].i = (int)x;
+        else *run_keys[k].u = (uint64_t)x;
+    }
+    char rc[MW_MAX_BLOCK_POLICIES + 16];
+    if (meta_get(meta, "recompute", rc, sizeof rc)) {
+        found++;
+        if (mw_recompute_parse(c, rc) != MW_OK)
+            return mw_fail(MW_ERR_FORMAT, "%s: bad value for 'recompute': %s", path, mw_last_error());
+    }
+    if (found != 0 && found != 4) return mw_fail(MW_ERR_FORMAT, "%s: checkpoint has only %d of save_every, keep, budget, recompute", path, found);
+    info->has_run_keys = found == 4;
     mw_status s = mw_config_validate(c);
     if (s != MW_OK) return mw_fail(MW_ERR_FORMAT, "%s: invalid configuration: %s", path, mw_last_error());
     if (info->state.step < 0)
@@ -500,19 +660,20 @@ mw_status mw_ckpt_load(const char *path, mw_model *m, mw_ckpt_info *info) {
 
 mw_status mw_ckpt_latest(const char *dir, char *path, size_t path_len, mw_ckpt_info *info,
                          int *skipped) {
-    int *steps, n;
+    mw_ckpt_file *f;
+    int n;
     path[0] = 0;
     if (skipped) *skipped = 0;
-    MW_TRY(list_steps(dir, &steps, &n));
+    MW_TRY(mw_ckpt_list(dir, &f, &n));
     for (int i = 0; i < n; i++) {
-        snprintf(path, path_len, "%s/step-%08d.mwck", dir, steps[i]);
+        snprintf(path, path_len, "%s/%s", dir, f[i].name);
         if (mw_ckpt_verify(path, info) == MW_OK) {
-            free(steps);
+            free(f);
             return MW_OK;
         }
         if (skipped) (*skipped)++;
     }
-    free(steps);
+    free(f);
     path[0] = 0;
     return MW_OK;
 }
