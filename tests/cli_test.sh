@@ -121,7 +121,7 @@ grep -q "activations" "$T/err" && grep -q "optimizer" "$T/err" && pass "refusal 
 [ ! -e "$T/nofit.jsonl" ] && pass "nothing written when refused" || fail "refused run wrote its log"
 
 echo "-- bench --json keys"
-"$MW" bench --steps 2 --warmup 1 --json >"$T/bench.json" 2>&1 || fail "bench failed: $(cat "$T/bench.json")"
+"$MW" bench --steps 2 --warmup 1 --json >"$T/bench.json" 2>"$T/bench.err" || fail "bench failed: $(cat "$T/bench.err")"
 for k in tokens_per_s ms_per_step peak_bytes peak_rss_bytes; do
   grep -q "\"$k\": [0-9]" "$T/bench.json" || fail "bench --json lacks $k"
 done
