@@ -298,6 +298,10 @@ mw_status mw_train(mw_model *m, mw_data *train, mw_data *val, mw_run_state *st, 
                    void *user);
 /* Mean loss over the first n_batches consecutive (B,T+1) windows of d (fewer if d is short). */
 mw_status mw_evaluate(mw_model *m, mw_data *d, int n_batches, float *loss);
+/* Progress of a long phase: mw_evaluate (so mw_train's validation too) calls fn(user, 0, total)
+ * before its first batch and fn(user, done, total) after each. fn NULL (the default): none. */
+typedef void (*mw_progress_fn)(void *user, int done, int total);
+void mw_model_set_progress(mw_model *m, mw_progress_fn fn, void *user);
 
 /* ---- checkpoints --------------------------------------------------------------------------- */
 

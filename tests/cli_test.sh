@@ -131,7 +131,7 @@ grep -q "activations" "$T/err" && grep -q "optimizer" "$T/err" && pass "refusal 
 [ ! -e "$T/nofit.jsonl" ] && pass "nothing written when refused" || fail "refused run wrote its log"
 
 echo "-- bench --json keys"
-"$MW" bench --steps 2 --warmup 1 --json >"$T/bench.json" 2>&1 || fail "bench failed: $(cat "$T/bench.json")"
+"$MW" bench --steps 2 --warmup 1 --json >"$T/bench.json" 2>"$T/bench.err" || fail "bench failed: $(cat "$T/bench.err")"
 for k in tokens_per_s ms_per_step peak_bytes peak_rss_bytes; do
   grep -q "\"$k\": [0-9]" "$T/bench.json" || fail "bench --json lacks $k"
 done
@@ -251,10 +251,10 @@ expect_error 1 "sample with a prompt longer than the trained sequence" -- "$MW" 
 
 echo "-- GPT-2 BPE: tokenize/detokenize, prepare a directory, sample and eval through the gpt2 tokenizer"
 REF=$(dirname "$(realpath "$0")")/ref/tokenizer_text.txt
-"$MW" tokenize <"$REF" >"$T/g.ids" && "$MW" detokenize <"$T/g.ids" >"$T/g.back" && cmp -s "$REF" "$T/g.back" &&
+"$MW" tokenize --tokenizer gpt2 <"$REF" >"$T/g.ids" && "$MW" detokenize --tokenizer gpt2 <"$T/g.ids" >"$T/g.back" && cmp -s "$REF" "$T/g.back" &&
   pass "gpt2: detokenize(tokenize(x)) == x on the tokenizer test text ($(wc -w <"$T/g.ids") ids)" || fail "gpt2 round trip"
-[ "$(echo "Hello world" | "$MW" tokenize)" = "15496 995 198" ] && pass "'Hello world\\n' -> 15496 995 198" ||
-  fail "Hello world -> $(echo "Hello world" | "$MW" tokenize)"
+[ "$(echo "Hello world" | "$MW" tokenize --tokenizer gpt2)" = "15496 995 198" ] && pass "'Hello world\\n' -> 15496 995 198" ||
+  fail "Hello world -> $(echo "Hello world" | "$MW" tokenize --tokenizer gpt2)"
 expect_error 1 "tokenize of an empty stdin" -- sh -c "'$MW' tokenize </dev/null"
 mkdir -p "$T/docs" && cp /usr/share/common-licenses/{GPL-2,GPL-3,LGPL-2.1,Apache-2.0} "$T/docs/"
 "$MW" prepare --tokenizer gpt2 --in "$T/docs" --out "$T/g2" >"$T/out" 2>&1 &&
@@ -271,7 +271,7 @@ cat "$T"/docs/* >"$T/docs.txt"
   fail "gpt2 sample: $(cat "$T/gs")"
 "$MW" eval --ckpt "$T/gck" --data "$T/g2" >"$T/out" 2>&1 && grep -q "perplexity" "$T/out" && pass "$(cat "$T/out")" ||
   fail "gpt2 eval: $(cat "$T/out")"
-expect_error 1 "gpt2 vocabulary missing" -- "$MW" tokenize --vocab-dir "$T/novocab"
+expect_error 1 "gpt2 vocabulary missing" -- "$MW" tokenize --tokenizer gpt2 --vocab-dir "$T/novocab"
 
 echo "-- the memory plan: estimate == the real run's arena peak, to the byte, over a matrix of shapes"
 n_ok=0 n_all=0

@@ -47,6 +47,20 @@ void json_categories(FILE *f, const mw_model *m);
 /* A JSON number with fmt, or null when v is not finite. */
 void json_num(FILE *f, const char *fmt, double v);
 
+/* Progress of a long phase (validation, eval, bench) on stderr, never on stdout: on a terminal one
+ * line updated in place and erased at the end; elsewhere a line every MEMWALL_PROGRESS_SECONDS
+ * (default 10; 0: every unit), so that short phases print nothing. */
+typedef struct progress_line {
+    const char *what;
+    int tty, drawn;
+    double every, t0, last;
+} progress_line;
+void progress_init(progress_line *p, const char *what);
+/* done = 0 starts the phase; done = total ends it. */
+void progress_update(progress_line *p, long done, long total);
+/* An mw_progress_fn: user is a progress_line. */
+void progress_fn(void *user, int done, int total);
+
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_export(int argc, char **argv);

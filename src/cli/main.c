@@ -37,8 +37,10 @@ static const opt_def OPTS[] = {
     {"dim", K_INT, C_(n_embd), MODEL, "embedding width C"},
     {"vocab", K_INT, C_(vocab), MODEL, "vocabulary size"},
     {"ctx", K_INT, C_(ctx), MODEL, "position-table rows (maximum sequence length)"},
-    {"batch", K_INT, C_(batch), MODEL | CMD_EVAL, "sequences per micro-batch B"},
-    {"seq", K_INT, C_(seq), MODEL | CMD_EVAL, "tokens per sequence T"},
+    {"batch", K_INT, C_(batch), MODEL, "sequences per micro-batch B"},
+    {"batch", K_INT, C_(batch), CMD_EVAL, "sequences per batch (0: the checkpoint's --batch; 1 with --init)"},
+    {"seq", K_INT, C_(seq), MODEL, "tokens per sequence T"},
+    {"seq", K_INT, C_(seq), CMD_EVAL, "tokens per sequence (0: the checkpoint's --seq; with --init its ctx, at most 1024)"},
     {"accum", K_INT, C_(accum), MODEL, "micro-batches accumulated per optimizer step"},
     {"steps", K_INT, C_(steps), MODEL, "optimizer steps (bench: timed steps)"},
     {"warmup", K_INT, C_(warmup), CMD_TRAIN, "learning-rate warm-up steps"},
@@ -51,7 +53,7 @@ static const opt_def OPTS[] = {
     {"eps", K_DBL, C_(eps), MODEL, "AdamW epsilon"},
     {"grad-clip", K_DBL, C_(grad_clip), MODEL, "clip the global gradient norm to this (0: off)"},
     {"seed", K_U64, C_(seed), MODEL | CMD_SAMPLE, "seed of initialisation and data sampling (sample: of sampling)"},
-    {"threads", K_INT, C_(threads), MODEL | TEXT, "OpenMP and BLAS threads (0: all cores)"},
+    {"threads", K_INT, C_(threads), MODEL | TEXT, "OpenMP threads (0: all cores; at most 1024)"},
     {"budget", K_SIZE, C_(budget), MODEL, "memory budget, e.g. 512MiB, 2GiB (0: none)"},
     {"recompute", K_RECOMPUTE, 0, MODEL, "activation recomputation: none, selective, full, every:K, every:sqrt, auto (needs --budget), or blocks:LETTERS (n/s/f per block)"},
     {"data", K_STR, O_(data), CMD_TRAIN, "token files PREFIX.train.bin and PREFIX.val.bin"},
@@ -69,7 +71,7 @@ static const opt_def OPTS[] = {
     {"stop-at", K_INT, O_(stop_at), CMD_TRAIN, "stop (and save) after this step; --steps still sets the schedule"},
     {"json", K_FLAG, O_(json), CMD_BENCH | CMD_EVAL | CMD_ESTIMATE | CMD_PLAN, "print one JSON line with the results"},
     {"timeline", K_STR, O_(timeline), CMD_PLAN, "draw memory over one step, stacked by category, as FILE.svg"},
-    {"tokenizer", K_STR, O_(tokenizer), TEXT, "gpt2 (GPT-2 BPE, vocab 50257) or bytes (vocab 256); sample/eval: auto"},
+    {"tokenizer", K_STR, O_(tokenizer), TEXT, "bytes (vocab 256, as gpt2-tiny) or gpt2 (GPT-2 BPE, vocab 50257); sample, eval: auto (by the model's vocabulary)"},
     {"vocab-dir", K_STR, O_(vocab_dir), TEXT, "GPT-2 vocabulary (encoder.json + vocab.bpe, or tokenizer.json); default data/gpt2"},
     {"in", K_STR, O_(in), CMD_PREPARE, "input: a text file, a directory (one document per file) or '-' (stdin)"},
     {"split-blank-lines", K_FLAG, O_(split_blank), CMD_PREPARE, "documents are separated by blank lines"},
@@ -85,6 +87,75 @@ static const opt_def OPTS[] = {
     {"val-fraction", K_DBL, O_(val_fraction), CMD_PREPARE, "fraction of the text (its end) kept for validation"},
 };
 #define NOPTS (sizeof OPTS / sizeof OPTS[0])
+
+#define MAX_THREADS 1024 /* --threads, as mw_config_validate allows */
+
+/* The defaults of a command's options, before the command line. */
+static void set_defaults(opts *o, int mask) {
+    memset(o, 0, sizeof *o);
+    mw_config_default(&o->cfg);
+    o->preset = "gpt2-tiny";
+    o->bench_warmup = 2;
+    o->val_fraction = 0.05;
+    o->tokenizer = "bytes"; /* one rule: bytes unless --tokenizer gpt2; a loaded model decides */
+    o->format = "safetensors";
+    o->gen_tokens = 200;
+    o->temperature = 1.0;
+    o->top_p = 1.0;
+    if (mask & LOADS) o->tokenizer = "auto";
+    if (mask & CMD_EVAL) o->cfg.eval_batches = 0, o->cfg.batch = 0, o->cfg.seq = 0;
+}
+
+/* The value placeholder of an option in help: by its kind, or for strings from this table. */
+static const struct {
+    const char *name;
+    int cmds;
+    const char *meta;
+} METAS[] = {
+    {"data", CMD_TRAIN, "PREFIX"},      {"data", CMD_EVAL, "FILE|PREFIX"}, {"out", CMD_TRAIN, "DIR"},
+    {"out", CMD_PREPARE, "PREFIX"},     {"out", CMD_EXPORT, "FILE"},       {"json-log", ~0, "FILE"},
+    {"resume", ~0, "FILE|DIR|auto"},    {"init", ~0, "hf:PATH"},           {"timeline", ~0, "FILE.svg"},
+    {"tokenizer", ~0, "NAME"},          {"vocab-dir", ~0, "DIR"},          {"in", ~0, "FILE|DIR|-"},
+    {"prompt", ~0, "TEXT"},             {"ckpt", ~0, "FILE|DIR"},          {"format", ~0, "NAME"},
+};
+static const char *placeholder(const opt_def *d, int mask) {
+    switch (d->kind) {
+    case K_INT:
+    case K_U64: return "N";
+    case K_DBL: return "X";
+    case K_SIZE: return "SIZE";
+    case K_PRESET: return "NAME";
+    case K_RECOMPUTE: return "POLICY";
+    case K_FLAG: return "";
+    case K_STR: break;
+    }
+    for (size_t i = 0; i < sizeof METAS / sizeof METAS[0]; i++)
+        if (strcmp(METAS[i].name, d->name) == 0 && (METAS[i].cmds & d->cmds & mask)) return METAS[i].meta;
+    return "VALUE";
+}
+
+/* The default of an option as help prints it, read from the defaults at the option's offset;
+ * "" when it has none (flags, strings without a default). */
+static void format_default(const opts *o, const opt_def *d, char *buf, size_t n) {
+    const void *p = (const char *)o + d->off;
+    static const char *RECOMPUTE[] = {"none", "selective", "full", "every", "auto", "blocks"};
+    buf[0] = 0;
+    switch (d->kind) {
+    case K_INT: snprintf(buf, n, "%d", *(const int *)p); break;
+    case K_U64: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)p); break;
+    case K_SIZE: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)p); break;
+    case K_DBL: snprintf(buf, n, "%g", *(const double *)p); break;
+    case K_STR:
+    case K_PRESET:
+        if (*(const char *const *)p) snprintf(buf, n, "%s", *(const char *const *)p);
+        break;
+    case K_RECOMPUTE:
+        if (o->cfg.recompute >= 0 && o->cfg.recompute < (int)(sizeof RECOMPUTE / sizeof RECOMPUTE[0]))
+            snprintf(buf, n, "%s", RECOMPUTE[o->cfg.recompute]);
+        break;
+    case K_FLAG: break;
+    }
+}
 
 void die(int code, const char *fmt, ...) {
     va_list ap;
@@ -116,10 +187,23 @@ static void usage(FILE *f, const char *cmd, int mask) {
                 MW_VERSION);
         return;
     }
+    opts d; /* the defaults parse() starts from: help prints them, so they cannot drift */
+    set_defaults(&d, mask);
     fprintf(f, "usage: memwall %s [options]\n\noptions:\n", cmd);
-    for (size_t i = 0; i < NOPTS; i++)
-        if (OPTS[i].cmds & mask)
-            fprintf(f, "  --%-14s %s\n", OPTS[i].name, OPTS[i].help);
+    for (size_t i = 0; i < NOPTS; i++) {
+        if (!(OPTS[i].cmds & mask)) continue;
+        char left[64], def[96];
+        const char *meta = placeholder(&OPTS[i], mask);
+        snprintf(left, sizeof left, "--%s%s%s", OPTS[i].name, *meta ? " " : "", meta);
+        format_default(&d, &OPTS[i], def, sizeof def);
+        fprintf(f, "  %-22s %s%s%s%s\n", left, OPTS[i].help, def[0] ? " (default " : "", def, def[0] ? ")" : "");
+    }
+    if (mask & (CMD_ESTIMATE | CMD_PLAN))
+        fprintf(f, "\n  %s also accepts every option of train (memwall help train), so that a train command line\n"
+                   "  can be planned as it stands: --init gives the shape, --data is checked against the vocabulary,\n"
+                   "  and the options that do not change memory are ignored.\n", cmd);
+    if (mask & (CMD_PREPARE | CMD_TOKENIZE | CMD_DETOKENIZE))
+        fprintf(f, "\n  The tokenizer is bytes unless --tokenizer gpt2 says otherwise; sample and eval follow the model.\n");
 }
 
 static void parse_value(opts *o, const opt_def *d, const char *v) {
@@ -166,19 +250,10 @@ static const char *const SHAPE_OPTS[5] = {"layers", "heads", "dim", "vocab", "ct
 static const size_t SHAPE_OFF[5] = {C_(n_layer), C_(n_head), C_(n_embd), C_(vocab), C_(ctx)};
 
 void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
-    memset(o, 0, sizeof *o);
-    mw_config_default(&o->cfg);
-    o->preset = "gpt2-tiny";
-    o->bench_warmup = 2;
-    o->val_fraction = 0.05;
-    o->tokenizer = "bytes";
-    o->format = "safetensors";
-    o->gen_tokens = 200;
-    o->temperature = 1.0;
-    o->top_p = 1.0;
-    if (mask & (CMD_TOKENIZE | CMD_DETOKENIZE)) o->tokenizer = "gpt2";
-    if (mask & LOADS) o->tokenizer = "auto";
-    if (mask & CMD_EVAL) o->cfg.eval_batches = 0;
+    set_defaults(o, mask);
+    /* estimate and plan take a train command line as it stands (see usage) */
+    const int accept = mask & (CMD_ESTIMATE | CMD_PLAN) ? mask | CMD_TRAIN : mask;
+    char ignored[512] = "";
     /* the preset first, so that the shape flags override it wherever they stand */
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < argc; i++) {
@@ -191,10 +266,19 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
             const char *name = a + 2, *eq = strchr(name, '=');
             size_t len = eq ? (size_t)(eq - name) : strlen(name);
             const opt_def *d = NULL;
-            for (size_t k = 0; k < NOPTS && !d; k++)
+            for (size_t k = 0; k < NOPTS && !d; k++) /* the command's own entry first */
                 if ((OPTS[k].cmds & mask) && strlen(OPTS[k].name) == len &&
                     strncmp(OPTS[k].name, name, len) == 0)
                     d = &OPTS[k];
+            for (size_t k = 0; k < NOPTS && !d; k++)
+                if ((OPTS[k].cmds & accept) && strlen(OPTS[k].name) == len &&
+                    strncmp(OPTS[k].name, name, len) == 0)
+                    d = &OPTS[k];
+            if (d && !(d->cmds & mask) && pass == 1 && strcmp(d->name, "data") != 0 &&
+                strcmp(d->name, "init") != 0 && !strstr(ignored, a)) {
+                size_t u = strlen(ignored);
+                snprintf(ignored + u, sizeof ignored - u, "%s%.*s", u ? ", " : "", (int)(len + 2), a);
+            }
             if (!d) die(1, "%s: unknown option '--%.*s' (see memwall help %s)", cmd, (int)len, name, cmd);
             if (pass == 1 && o->n_given < (int)(sizeof o->given / sizeof o->given[0])) o->given[o->n_given++] = d->name;
             const char *v = NULL;
@@ -216,6 +300,10 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
                 die(1, "%s", mw_last_error());
         }
     }
+    /* one rule for every command: OpenMP is never asked for an absurd team (libgomp crashes) */
+    if (o->cfg.threads < 0 || o->cfg.threads > MAX_THREADS)
+        die(1, "--threads must be in 0..%d (0: all cores), got %d", MAX_THREADS, o->cfg.threads);
+    if (ignored[0]) fprintf(stderr, "memwall: note: %s ignores %s (no effect on memory)\n", cmd, ignored);
 }
 
 int opt_given(const opts *o, const char *name) {
@@ -250,11 +338,50 @@ void apply_init_shape(opts *o) {
                 o->init, k == 1 ? "config.json gives" : "weights give", weights[k], SHAPE_OPTS[k]);
         *mine[k] = weights[k];
     }
-    printf("  init: %s: L=%d C=%d V=%d ctx=%d (safetensors shapes%s), heads %d (%s)\n", path, sh.n_layer,
+    fprintf(o->json ? stderr : stdout, /* stdout holds only the JSON line then */
+            "  init: %s: L=%d C=%d V=%d ctx=%d (safetensors shapes%s), heads %d (%s)\n", path, sh.n_layer,
            sh.n_embd, sh.vocab, sh.ctx, sh.config ? "; config.json agrees" : "", o->cfg.n_head,
            sh.n_head ? "config.json" : "--heads");
     o->preset = "hf";
 }
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void progress_init(progress_line *p, const char *what) {
+    const char *e = getenv("MEMWALL_PROGRESS_SECONDS");
+    char *end;
+    double every = e && *e ? strtod(e, &end) : 10.0;
+    if (e && *e && (*end || !(every >= 0))) every = 10.0;
+    *p = (progress_line){.what = what, .tty = isatty(2), .every = every};
+    p->t0 = p->last = mono_s();
+}
+
+void progress_update(progress_line *p, long done, long total) {
+    double now = mono_s();
+    if (done <= 0) {
+        p->t0 = p->last = now;
+        p->drawn = 0;
+        return;
+    }
+    if (p->tty ? now - p->last < 0.1 && done < total : now - p->last < p->every) return;
+    double el = now - p->t0, left = el / done * (total - done);
+    if (p->tty && done >= total) { /* the phase is over: erase its line */
+        if (p->drawn) fprintf(stderr, "\r\033[K");
+        p->drawn = 0;
+    } else {
+        fprintf(stderr, "%s  %s %ld/%ld (%.0f%%) | %.1f s, about %.0f s left%s", p->tty ? "\r\033[K" : "", p->what,
+                done, total, 100.0 * done / total, el, left, p->tty ? "" : "\n");
+        p->drawn = 1;
+    }
+    fflush(stderr);
+    p->last = now;
+}
+
+void progress_fn(void *user, int done, int total) { progress_update(user, done, total); }
 
 void json_num(FILE *f, const char *fmt, double v) {
     if (isfinite(v)) fprintf(f, fmt, v);
@@ -273,14 +400,39 @@ void resolve_ckpt(const char *arg, char *path, size_t n, mw_ckpt_info *info) {
     }
 }
 
+/* The model's name: the preset, or "custom (gpt2-tiny with --layers 96 ...)" when flags changed
+ * its shape. */
+static void model_label(const opts *o, char *buf, size_t n) {
+    const mw_config *c = &o->cfg;
+    mw_config p = *c;
+    if (mw_config_preset(&p, o->preset) != MW_OK) { /* not a preset: "hf" (--init) */
+        snprintf(buf, n, "%s", o->preset);
+        return;
+    }
+    const struct { const char *flag; int want, got; } f[] = {
+        {"layers", p.n_layer, c->n_layer}, {"heads", p.n_head, c->n_head}, {"dim", p.n_embd, c->n_embd},
+        {"vocab", p.vocab, c->vocab},      {"ctx", p.ctx, c->ctx}};
+    char with[160] = "";
+    size_t u = 0;
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].want != f[i].got && u < sizeof with)
+            u += (size_t)snprintf(with + u, sizeof with - u, " --%s %d", f[i].flag, f[i].got);
+    if (u) snprintf(buf, n, "custom (%s with%s)", o->preset, with);
+    else snprintf(buf, n, "%s", o->preset);
+}
+
 void print_config(const opts *o, const char *cmd) {
     const mw_config *c = &o->cfg;
-    char b[32];
-    printf("memwall %s | %s L=%d H=%d C=%d V=%d ctx=%d (%.2fM params) | B=%d T=%d accum=%d | "
-           "%d steps | threads %d | seed %llu | budget %s\n",
-           cmd, o->preset, c->n_layer, c->n_head, c->n_embd, c->vocab, c->ctx,
-           mw_config_num_params(c) / 1e6, c->batch, c->seq, c->accum, c->steps, c->threads,
-           (unsigned long long)c->seed, c->budget ? mw_fmt_bytes(c->budget, b, sizeof b) : "none");
+    char b[32], label[256];
+    model_label(o, label, sizeof label);
+    /* estimate and plan show only what changes memory: no steps, seed or accumulation */
+    int run = strcmp(cmd, "estimate") != 0 && strcmp(cmd, "plan") != 0;
+    printf("memwall %s | %s L=%d H=%d C=%d V=%d ctx=%d (%.2fM params) | B=%d T=%d", cmd, label, c->n_layer,
+           c->n_head, c->n_embd, c->vocab, c->ctx, mw_config_num_params(c) / 1e6, c->batch, c->seq);
+    if (run) printf(" accum=%d | %d steps", c->accum, c->steps);
+    printf(" | threads %d", c->threads);
+    if (run) printf(" | seed %llu", (unsigned long long)c->seed);
+    printf(" | budget %s\n", c->budget ? mw_fmt_bytes(c->budget, b, sizeof b) : "none");
     if (strcmp(cmd, "train") == 0)
         printf("  AdamW lr %g (min %g, warm-up %d, cosine) betas %g/%g eps %g wd %g clip %g\n", c->lr,
                c->lr * c->min_lr_frac, c->warmup, c->beta1, c->beta2, c->eps, c->weight_decay,

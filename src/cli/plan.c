@@ -1,9 +1,13 @@
 /* memwall estimate and memwall plan: the memory plan of a training step, before it runs. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../core/arena.h"
 #include "cli.h"
@@ -18,13 +22,15 @@ static void plan_or_die(const mw_config *c, mw_plan_summary *p) {
     if (mw_plan(c, p) != MW_OK) die(1, "%s", mw_last_error());
 }
 
-/* The largest micro-batch whose plan fits the budget (0: not even 1; -1: no budget). */
-static int max_batch(const mw_config *cfg) {
+/* The largest micro-batch whose plan fits the budget (0: not even 1; -1: no budget); *one_peak
+ * (may be NULL) gets the plan's peak at B=1. */
+static int max_batch(const mw_config *cfg, uint64_t *one_peak) {
     if (!cfg->budget) return -1;
     mw_config c = *cfg;
     mw_plan_summary p;
     c.batch = 1;
     plan_or_die(&c, &p);
+    if (one_peak) *one_peak = p.peak;
     if (!p.fits) return 0;
     int lo = 1, hi = 2;
     for (;; hi *= 2) { /* grow until it does not fit */
@@ -65,16 +71,44 @@ static int policy_plans(const mw_config *cfg, const mw_plan_summary *plan, mw_pl
     return n;
 }
 
+/* A train command line planned as it stands: --init gives the shape, --data must fit the model's
+ * vocabulary as train requires; the rest of train's options do not change memory. */
+static void train_line(opts *o) {
+    apply_init_shape(o);
+    finish_config(o);
+    for (int k = 0; o->data && k < 2; k++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s.%s.bin", o->data, k ? "val" : "train");
+        if (k && access(path, F_OK) != 0) break; /* the validation file is optional, as in train */
+        mw_data *d;
+        if (mw_data_open(&d, path) != MW_OK) die(1, "%s", mw_last_error());
+        uint32_t v = mw_data_vocab(d);
+        mw_data_close(d);
+        if (v > (uint32_t)o->cfg.vocab)
+            die(1, "%s uses a vocabulary of %u but the model has --vocab %d (train would refuse it)", path, v,
+                o->cfg.vocab);
+    }
+}
+
+/* "fits (12 MiB to spare)" or "DOES NOT FIT (3 MiB over)" */
+static const char *fit_text(uint64_t peak, uint64_t budget, char *buf, size_t n) {
+    char b[32];
+    if (peak <= budget) snprintf(buf, n, "fits (%s to spare)", mw_fmt_bytes(budget - peak, b, sizeof b));
+    else snprintf(buf, n, "DOES NOT FIT (%s over)", mw_fmt_bytes(peak - budget, b, sizeof b));
+    return buf;
+}
+
 int cmd_estimate(int argc, char **argv) {
     opts o;
     parse(&o, CMD_ESTIMATE, "estimate", argc, argv);
-    finish_config(&o);
+    train_line(&o);
     const mw_config *c = &o.cfg;
     double t0 = now_s();
     mw_plan_summary p;
     plan_or_die(c, &p);
     double plan_s = now_s() - t0;
-    int mb = max_batch(c);
+    uint64_t one_peak = 0;
+    int mb = max_batch(c, &one_peak);
     double P = (double)mw_config_num_params(c);
     /* textbook figures: 16 bytes/param of fp32 AdamW model states; Korthikanti et al. (2023),
      * activations per layer without recomputation: s*b*h*(34 + 5*a*s/h) bytes in 16-bit */
@@ -116,9 +150,13 @@ int cmd_estimate(int argc, char **argv) {
            (unsigned long long)p.peak, mw_fmt_bytes(p.peak, b1, sizeof b1));
     printf("  %-12s %16llu %12s  (most bytes alive at one op)\n", "live peak", (unsigned long long)p.live_peak,
            mw_fmt_bytes(p.live_peak, b2, sizeof b2));
-    if (c->budget)
-        printf("\n  budget %s: %s; the largest micro-batch that fits is %d\n", mw_fmt_bytes(c->budget, b1, sizeof b1),
-               p.fits ? "fits" : "DOES NOT FIT", mb);
+    if (c->budget) {
+        char fit[96];
+        printf("\n  budget %s: %s; ", mw_fmt_bytes(c->budget, b1, sizeof b1), fit_text(p.peak, c->budget, fit, sizeof fit));
+        if (mb > 0) printf("the largest micro-batch that fits is %d\n", mb);
+        else printf("even B=1 does not fit: it needs %s, %s more than the budget\n", mw_fmt_bytes(one_peak, b1, sizeof b1),
+                    mw_fmt_bytes(one_peak - c->budget, b2, sizeof b2));
+    }
     printf("\n  textbook, for comparison:\n");
     printf("    model states at 16 B/param (fp32 AdamW)      %12s   memwall: %s\n",
            mw_fmt_bytes((uint64_t)(16 * P), b1, sizeof b1),
@@ -179,11 +217,16 @@ static void write_svg(FILE *f, const mw_plan_op *ops, int n, const mw_plan_summa
                 W - right + 15, top + ph - 18.0 * (MW_CAT_COUNT - k), COLORS[k], W - right + 32,
                 top + ph - 18.0 * (MW_CAT_COUNT - k) + 10, mw_category_name(k));
     }
-    for (int t = 0; t <= 4; t++) { /* y axis */
-        double v = ymax * t / 4, y = top + ph - ph * t / 4;
+    /* y axis: ticks at round values, a 1-2-5 step in the unit of the axis' top (B, KiB, MiB, GiB) */
+    const double unit = ymax >= 1 << 30 ? 1 << 30 : ymax >= 1 << 20 ? 1 << 20 : ymax >= 1 << 10 ? 1 << 10 : 1;
+    const char *uname = unit == 1 << 30 ? "GiB" : unit == 1 << 20 ? "MiB" : unit == 1 << 10 ? "KiB" : "B";
+    const double raw = ymax / unit / 4, mag = pow(10, floor(log10(raw))), fr = raw / mag;
+    const double step = (fr <= 1 ? 1 : fr <= 2 ? 2 : fr <= 5 ? 5 : 10) * mag;
+    for (int t = 0; t * step * unit <= ymax; t++) {
+        double y = top + ph - ph * t * step * unit / ymax;
         fprintf(f, "<line x1=\"%.0f\" y1=\"%.2f\" x2=\"%.0f\" y2=\"%.2f\" stroke=\"#ddd\"/>\n", left, y, left + pw, y);
-        fprintf(f, "<text x=\"%.0f\" y=\"%.2f\" text-anchor=\"end\">%s</text>\n", left - 5, y + 4,
-                mw_fmt_bytes((uint64_t)v, b1, sizeof b1));
+        fprintf(f, "<text class=\"ytick\" x=\"%.0f\" y=\"%.2f\" text-anchor=\"end\">%g %s</text>\n", left - 5, y + 4,
+                t * step, uname);
     }
     double ypk = top + ph - ph * (double)p->peak / ymax;
     fprintf(f, "<line id=\"peak-line\" x1=\"%.0f\" y1=\"%.2f\" x2=\"%.0f\" y2=\"%.2f\" stroke=\"black\" stroke-dasharray=\"2,3\"/>\n",
@@ -211,10 +254,27 @@ static void write_svg(FILE *f, const mw_plan_op *ops, int n, const mw_plan_summa
     fprintf(f, "</svg>\n");
 }
 
+/* Creates the missing parent directories of path. */
+static void make_parents(const char *path) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s", path);
+    for (char *s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(p, 0777) != 0 && errno != EEXIST) die(1, "cannot create %s: %s", p, strerror(errno));
+            *s = '/';
+        }
+}
+
 int cmd_plan(int argc, char **argv) {
     opts o;
     parse(&o, CMD_PLAN, "plan", argc, argv);
-    finish_config(&o);
+    if (o.timeline) { /* SVG is all it writes: a .png or .pdf name would hold SVG */
+        size_t n = strlen(o.timeline);
+        if (n < 5 || strcasecmp(o.timeline + n - 4, ".svg") != 0 || o.timeline[n - 5] == '/')
+            die(1, "--timeline %s: the timeline is SVG, give a FILE.svg", o.timeline);
+    }
+    train_line(&o);
     const mw_config *c = &o.cfg;
     mw_plan_summary p;
     plan_or_die(c, &p);
@@ -222,6 +282,7 @@ int cmd_plan(int argc, char **argv) {
     int n;
     if (mw_plan_timeline(c, &ops, &n) != MW_OK) die(1, "%s", mw_last_error());
     if (o.timeline) {
+        make_parents(o.timeline);
         char tmp[4200];
         snprintf(tmp, sizeof tmp, "%s.tmp", o.timeline);
         FILE *f = fopen(tmp, "w");
@@ -233,8 +294,9 @@ int cmd_plan(int argc, char **argv) {
         }
     }
     if (o.json) {
-        printf("{\"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"budget_bytes\": %llu, \"ops\": [",
-               (unsigned long long)p.peak, (unsigned long long)p.live_peak, (unsigned long long)c->budget);
+        printf("{\"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"budget_bytes\": %llu, \"fits\": %s, \"ops\": [",
+               (unsigned long long)p.peak, (unsigned long long)p.live_peak, (unsigned long long)c->budget,
+               p.fits ? "true" : "false");
         for (int i = 0; i < n; i++) {
             printf("%s{\"phase\": \"%s\", \"op\": \"%s\"", i ? ", " : "", ops[i].name, ops[i].op);
             for (int k = 0; k < MW_CAT_COUNT; k++)
@@ -262,12 +324,16 @@ int cmd_plan(int argc, char **argv) {
         free(bufs);
     } else {
         char b[MW_CAT_COUNT][32], t[32];
-        printf("%-12s", "op");
+        print_config(&o, "plan");
+        printf("%-24s", "op");
         for (int k = 0; k < MW_CAT_COUNT; k++) printf(" %12s", mw_category_name(k));
         printf(" %12s\n", "live");
         for (int i = 0; i < n; i++) {
             uint64_t tot = 0;
-            printf("%-12s", ops[i].name);
+            char label[64]; /* the phase and the op in it: "fwd 0 ln1+qkv"; "embed", not "embed embed" */
+            if (strcmp(ops[i].name, ops[i].op) == 0) snprintf(label, sizeof label, "%s", ops[i].name);
+            else snprintf(label, sizeof label, "%s %s", ops[i].name, ops[i].op);
+            printf("%-24s", label);
             for (int k = 0; k < MW_CAT_COUNT; k++) {
                 printf(" %12s", mw_fmt_bytes(ops[i].live[k], b[k], sizeof b[k]));
                 tot += ops[i].live[k];
@@ -284,7 +350,11 @@ int cmd_plan(int argc, char **argv) {
             printf("%s %s %s (peak %s)", i ? "," : "", POLICIES[i], mw_fmt_bytes(pp[i].category[MW_CAT_ACTS], b[0], sizeof b[0]),
                    mw_fmt_bytes(pp[i].peak, b[1], sizeof b[1]));
         printf("\n");
+        if (c->budget) {
+            char fit[96];
+            printf("budget %s: %s\n", mw_fmt_bytes(c->budget, t, sizeof t), fit_text(p.peak, c->budget, fit, sizeof fit));
+        }
     }
     free(ops);
-    return 0;
+    return p.fits ? 0 : 2; /* as estimate: 2 when the plan does not fit --budget */
 }

@@ -479,6 +479,9 @@ int cmd_eval(int argc, char **argv) {
     uint64_t used = windows / (uint64_t)c->batch < (uint64_t)batches ? windows / (uint64_t)c->batch : (uint64_t)batches;
     float loss;
     double t0 = now_s();
+    progress_line pr; /* on stderr: stdout holds the result alone */
+    progress_init(&pr, "eval: batches");
+    mw_model_set_progress(m, progress_fn, &pr);
     if (mw_evaluate(m, d, batches, &loss) != MW_OK) die(1, "%s", mw_last_error());
     double secs = now_s() - t0;
     uint64_t tokens = used * (uint64_t)c->batch * (uint64_t)c->seq;

@@ -419,6 +419,9 @@ int cmd_train(int argc, char **argv) {
         fprintf(t.jlog, "{\"event\": \"override\", \"step\": %d, \"overrides\": {%s}}\n", st.step, ov.json);
         fflush(t.jlog);
     }
+    progress_line vp; /* validation can take longer than a step: its progress goes to stderr */
+    progress_init(&vp, "validation");
+    mw_model_set_progress(m, progress_fn, &vp);
     mw_status ts = mw_train(m, train, val, &st, on_step, &t);
     if (ts != MW_OK && ts != MW_ERR_STOP) die(1, "%s", mw_last_error());
     if (o.ckpt_dir && t.last_saved != st.step && save_checkpoint(&t, &st) != MW_OK)
@@ -482,9 +485,13 @@ int cmd_bench(int argc, char **argv) {
     int total = o.bench_warmup + c->steps;
     double *ms = calloc((size_t)c->steps, sizeof *ms);
     if (!ms) die(1, "out of memory");
+    progress_line pr; /* --json prints nothing until the end: say on stderr how far it is */
+    progress_init(&pr, "bench: step (warm-up included)");
+    if (o.json) progress_update(&pr, 0, total);
     for (int s = 0; s < total; s++) {
         mw_step_report r;
         if (mw_train_step(m, s, rand_batch, &rc, &r) != MW_OK) die(1, "%s", mw_last_error());
+        if (o.json) progress_update(&pr, s + 1, total);
         if (s >= o.bench_warmup) ms[s - o.bench_warmup] = r.ms;
         if (!o.json)
             printf("step %d%s %.1f ms  %.1f tok/s  loss %.4f\n", s, s < o.bench_warmup ? " (warm-up)" : "",

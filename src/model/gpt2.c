@@ -57,6 +57,8 @@ struct mw_model {
     int nops, head_op, opt_op;
     void **opp; /* MAXACC pointers per op: its values, in the order of its kind's access list */
     int has_targets;
+    mw_progress_fn progress; /* mw_model_set_progress: told of mw_evaluate's batches */
+    void *progress_user;
 };
 
 static void policy_text(const mw_model *m, char *out, size_t len);
@@ -797,6 +799,15 @@ mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const in
 }
 
 int32_t *mw_model_staging(mw_model *m) { return m->staging; }
+
+void mw_model_set_progress(mw_model *m, mw_progress_fn fn, void *user) {
+    m->progress = fn;
+    m->progress_user = user;
+}
+
+void mw_model_progress(const mw_model *m, int done, int total) {
+    if (m->progress) m->progress(m->progress_user, done, total);
+}
 
 const float *mw_model_logits(const mw_model *m) {
     return keeps_logits(&m->cfg) ? (const float *)m->opp[(size_t)m->head_op * MAXACC + 4] : NULL;

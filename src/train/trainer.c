@@ -39,6 +39,7 @@ mw_status mw_evaluate(mw_model *m, mw_data *d, int n_batches, float *loss) {
     if ((uint64_t)n_batches > windows / B) n_batches = (int)(windows / B);
     int32_t *in = mw_model_staging(m), *tg = in + N, *win = tg + N;
     double sum = 0.0;
+    mw_model_progress(m, 0, n_batches);
     for (int i = 0; i < n_batches; i++) {
         for (int b = 0; b < B; b++) {
             MW_TRY(mw_data_read(d, ((uint64_t)i * B + b) * T, (size_t)T + 1, win));
@@ -48,6 +49,7 @@ mw_status mw_evaluate(mw_model *m, mw_data *d, int n_batches, float *loss) {
         float l;
         MW_TRY(mw_model_forward(m, in, tg, &l));
         sum += l;
+        mw_model_progress(m, i + 1, n_batches);
     }
     *loss = (float)(sum / n_batches);
     return MW_OK;
