@@ -101,7 +101,7 @@ MEMWALL_PROGRESS_SECONDS=0 "$MW" bench --steps 2 --warmup 1 --seq 16 --json >"$T
 [ "$(wc -l <"$T/out")" -eq 1 ] && grep -q '^{"tokens_per_s": ' "$T/out" && grep -q "bench: step (warm-up included) 3/3" "$T/err" &&
   pass "bench --json: one JSON line on stdout, its steps on stderr" || fail "bench progress: $(cat "$T/out" "$T/err")"
 if command -v script >/dev/null; then # on a terminal: one line, updated in place, erased at the end
-  script -qc "'$MW' eval --ckpt '$T/run' --data '$T/c' --eval-batches 30 --json" /dev/null >"$T/tty" 2>&1
+  script -qc "MEMWALL_PROGRESS_SECONDS=0 '$MW' eval --ckpt '$T/run' --data '$T/c' --eval-batches 30 --json" /dev/null >"$T/tty" 2>&1
   grep -q $'\r\033\[K  eval: batches' "$T/tty" && [ "$(grep -c 'eval: batches' "$T/tty")" -eq 1 ] &&
     grep -q $'\r\033\[K{"loss"' "$T/tty" && pass "on a terminal the progress line updates in place and is erased" ||
     fail "terminal progress: $(od -c "$T/tty" | head -5)"

@@ -367,7 +367,9 @@ void progress_update(progress_line *p, long done, long total) {
         p->drawn = 0;
         return;
     }
-    if (p->tty ? now - p->last < 0.1 && done < total : now - p->last < p->every) return;
+    /* a terminal's line is redrawn at most every 0.1 s (MEMWALL_PROGRESS_SECONDS may ask for more) */
+    const double every = p->tty && p->every > 0.1 ? 0.1 : p->every;
+    if (now - p->last < every && !(p->tty && done >= total)) return;
     double el = now - p->t0, left = el / done * (total - done);
     if (p->tty && done >= total) { /* the phase is over: erase its line */
         if (p->drawn) fprintf(stderr, "\r\033[K");
