@@ -177,6 +177,7 @@ int cmd_train(int argc, char **argv) {
             die(1, "--out %s already holds %s (step %d), newer than this run's start (step %d): use --resume auto, "
                    "or another --out", o.ckpt_dir, newest, ni.state.step, start);
     }
+    train_tokenizer(&o, train, val, ckpt, &info); /* the data's tokenizer must be the model's */
     mw_plan_summary plan;
     if (mw_plan(&o.cfg, &plan) != MW_OK) die(1, "%s", mw_last_error());
     print_plan(&plan);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/fsutil.h"
 #include "../core/json.h"
 #include "../core/status.h"
 #include "../train/checkpoint.h"
@@ -234,6 +235,7 @@ static mw_status export_tensors(src_tensor *t, int n, const char *out, int src_f
         if (s == MW_OK && rename(tmp, out) != 0)
             s = mw_fail(MW_ERR_IO, "cannot rename %s to %s: %s", tmp, out, strerror(errno));
         if (s != MW_OK) unlink(tmp);
+        if (s == MW_OK) s = mw_sync_parent(out); /* the rename itself survives a crash */
     }
     free(h);
     free(buf);
