@@ -68,6 +68,7 @@ test: all $(TESTS) gpt2-vocab
 	@for t in $(TESTS); do echo "== $$t"; $$t || exit 1; done
 	@echo "== build/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx"; build/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx
 	@echo "== tests/cli_test.sh"; tests/cli_test.sh build/memwall
+	@echo "== tests/cli_tokid.sh"; tests/cli_tokid.sh build/memwall
 	@echo "all tests passed"
 
 # The unit tests and the end-to-end CLI tests under AddressSanitizer + UndefinedBehaviorSanitizer
@@ -76,6 +77,7 @@ test-asan: $(ASAN_TESTS) build/asan/memwall gpt2-vocab
 	@for t in $(ASAN_TESTS); do echo "== $$t (asan+ubsan)"; ASAN_OPTIONS=detect_leaks=1 $$t || exit 1; done
 	@ASAN_OPTIONS=detect_leaks=1 build/asan/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx
 	@echo "== tests/cli_test.sh (asan+ubsan)"; ASAN_OPTIONS=detect_leaks=1 tests/cli_test.sh build/asan/memwall
+	@echo "== tests/cli_tokid.sh (asan+ubsan)"; ASAN_OPTIONS=detect_leaks=1 tests/cli_tokid.sh build/asan/memwall
 	@echo "sanitizer tests passed"
 
 # Sets up (installs missing Debian packages), builds, and trains a small GPT end to end.
@@ -84,7 +86,7 @@ FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= $(shell command -v clang-14 || command -v clang)
 FUZZ_CFLAGS  := -g -O1 -march=native -std=c11 -D_GNU_SOURCE -fopenmp -Iinclude \
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -MMD -MP
-FUZZERS      := build/fuzz/fuzz_safetensors build/fuzz/fuzz_checkpoint
+FUZZERS      := build/fuzz/fuzz_safetensors build/fuzz/fuzz_checkpoint build/fuzz/fuzz_tokens
 
 build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -211,6 +211,7 @@ static void test_token_files(const char *tmp) {
         {"reserved not 0", 60, 1, 0, 464},         {"cut inside the header", -1, 0, 0, 40},
         {"cut after the header", -1, 0, 0, 64},    {"one token short", -1, 0, 0, 460},
         {"width 3", 12, 3, 1, 464},                {"version 3", 8, 3, 1, 464},
+        {"vocab 2^31 + 50257 (ids are int32)", 27, 0x80, 1, 464}, /* found by fuzz_tokens */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         unsigned char b[464];
@@ -243,6 +244,8 @@ static void test_token_files(const char *tmp) {
     CHECK(mw_data_write(bad, toks, 100, 300, 2, &none) == MW_ERR_ARG, "no name refused");
     CHECK(mw_data_write(bad, toks, 100, 300, 2, &upper) == MW_ERR_ARG, "bad name refused");
     CHECK(mw_data_write(bad, toks, 100, 300, 2, NULL) == MW_ERR_ARG, "NULL refused");
+    CHECK(mw_data_write(bad, toks, 100, 65537, 2, &id) == MW_ERR_ARG, "vocab 65537 in width 2 refused");
+    CHECK(mw_data_write(bad, toks, 100, 1u << 31, 4, &id) == MW_ERR_ARG, "vocab 2^31 refused");
     CHECK(access(bad, F_OK) != 0, "nothing written");
     /* a path without a directory part syncs "." */
     char cwd[512];

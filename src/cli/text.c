@@ -95,8 +95,9 @@ static mw_tokenizer *open_tokenizer(const opts *o, int model_vocab, model_tok *m
     mw_tokenizer_identity(t, &id);
     char a[128], b[128];
     if (mt && mw_tokenizer_id_conflict(&id, &mt->id))
-        die(1, "the tokenizer %s%s is %s, but the model (%s) reads tokenizer %s", is_auto ? "chosen, " : "--tokenizer ",
-            label, mw_tokenizer_id_str(&id, a, sizeof a), mt->who, mw_tokenizer_id_str(&mt->id, b, sizeof b));
+        die(1, "%s%s%s is %s, but the model (%s) reads tokenizer %s%s", is_auto ? "the tokenizer found (" : "--tokenizer ",
+            label, is_auto ? ")" : "", mw_tokenizer_id_str(&id, a, sizeof a), mt->who,
+            mw_tokenizer_id_str(&mt->id, b, sizeof b), is_auto ? ": pass --vocab-dir DIR holding its files" : "");
     return t;
 }
 

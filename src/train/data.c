@@ -103,7 +103,7 @@ mw_status mw_data_open(mw_data **out, const char *path) {
         ;
     else if (width != 2 && width != 4)
         s = mw_fail(MW_ERR_FORMAT, "%s: token width %u (must be 2 or 4)", path, width);
-    else if (vocab < 1 || (width == 2 && vocab > 65536))
+    else if (vocab < 1 || (width == 2 && vocab > 65536) || vocab > INT32_MAX) /* ids are int32 */
         s = mw_fail(MW_ERR_FORMAT, "%s: vocabulary size %u does not fit token width %u", path,
                     vocab, width);
     else if (count > ((uint64_t)st.st_size - header) / width ||
@@ -165,6 +165,8 @@ mw_status mw_data_read(mw_data *d, uint64_t start, size_t n, int32_t *out) {
 mw_status mw_data_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab,
                         int width, const mw_tokenizer_id *tok) {
     if (width != 2 && width != 4) return mw_fail(MW_ERR_ARG, "token width must be 2 or 4");
+    if (vocab < 1 || vocab > (width == 2 ? 65536u : (uint32_t)INT32_MAX))
+        return mw_fail(MW_ERR_ARG, "vocabulary size %u does not fit token width %d", vocab, width);
     if (!tok || !mw_tokenizer_name_valid(tok->name))
         return mw_fail(MW_ERR_ARG, "%s: a token file records its tokenizer's name (1 to %d of "
                                    "a-z 0-9 . _ -)", path, MW_TOKENIZER_NAME_MAX - 1);
