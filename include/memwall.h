@@ -50,6 +50,25 @@ const char *mw_category_name(mw_category c);
 
 /* ---- configuration ------------------------------------------------------------------------- */
 
+/* A tokenizer's identity: its name and a 64-bit hash of its vocabulary (the token bytes by id,
+ * then the BPE merges by rank; src/train/tokenizer.h defines the bytes hashed). The names are
+ * "bytes", "gpt2" (a byte-level BPE whose hash is GPT-2's, from encoder.json + vocab.bpe or a
+ * Hugging Face tokenizer.json alike) and "bpe" (any other byte-level BPE). An empty name means
+ * unknown: a version-1 token file, a checkpoint written before identities were recorded. */
+#define MW_TOKENIZER_NAME_MAX 16
+typedef struct mw_tokenizer_id {
+    char name[MW_TOKENIZER_NAME_MAX]; /* NUL-terminated; "" when unknown */
+    uint64_t hash;
+} mw_tokenizer_id;
+/* The hash of GPT-2's vocabulary (50257 tokens, 50000 merges). */
+#define MW_TOKENIZER_GPT2_HASH 0xfe1712a09e6b9e60ull
+/* 1 when a and b are both known and differ (in name or hash), else 0. */
+int mw_tokenizer_id_conflict(const mw_tokenizer_id *a, const mw_tokenizer_id *b);
+/* "gpt2 (vocabulary hash 0123456789abcdef)", or "unknown", into buf; returns buf. */
+const char *mw_tokenizer_id_str(const mw_tokenizer_id *id, char *buf, size_t n);
+/* Checks a name read from a file: 1 to 15 characters of [a-z0-9._-]. */
+int mw_tokenizer_name_valid(const char *name);
+
 #define MW_MAX_BLOCK_POLICIES 256 /* blocks that auto and blocks:... can give policies one by one */
 
 typedef struct mw_config {
@@ -80,6 +99,8 @@ typedef struct mw_config {
     int recompute_every; /* MW_RECOMPUTE_EVERY: blocks per segment; 0: round(sqrt(n_layer)) */
     char recompute_blocks[MW_MAX_BLOCK_POLICIES + 1]; /* MW_RECOMPUTE_BLOCKS: one letter per
                                                           block, n(one), s(elective) or f(ull) */
+    /* the tokenizer whose ids the model reads; recorded in checkpoints (name "" when unknown) */
+    mw_tokenizer_id tokenizer;
 } mw_config;
 #define MW_INFERENCE_EVAL 2 /* mw_config.inference: evaluation (the loss only) */
 
@@ -237,8 +258,12 @@ void mw_model_memory(const mw_model *m, uint64_t category[MW_CAT_COUNT], uint64_
 
 /* ---- token files --------------------------------------------------------------------------- */
 
-/* A token file: a 32-byte header (magic "MWTOKENS", u32 version 1, u32 token width 2 or 4,
- * u64 token count, u32 vocabulary size, u32 reserved 0; little-endian) then the tokens. */
+/* A token file: a little-endian header, then the tokens. Version 2 (written): 64 bytes, magic
+ * "MWTOKENS", u32 version 2, u32 token width 2 or 4, u64 token count, u32 vocabulary size,
+ * u32 header size 64, char[16] tokenizer name (NUL-padded), u64 tokenizer hash, u32 CRC-32C of
+ * the 56 bytes before it, u32 reserved 0. Version 1 (still read): 32 bytes, the same fields up
+ * to the vocabulary size, then u32 reserved 0; its tokenizer is unknown. README "Token file
+ * format" has the table. */
 typedef struct mw_data mw_data;
 
 /* Opens and checks a token file (header, sizes). MW_ERR_IO or MW_ERR_FORMAT with the path. */
@@ -246,11 +271,17 @@ mw_status mw_data_open(mw_data **out, const char *path);
 void mw_data_close(mw_data *d);
 uint64_t mw_data_count(const mw_data *d);
 uint32_t mw_data_vocab(const mw_data *d);
+int mw_data_version(const mw_data *d); /* 1 or 2 */
+/* The tokenizer that made the ids (name "" for a version-1 file). Owned by d. */
+const mw_tokenizer_id *mw_data_tokenizer(const mw_data *d);
+const char *mw_data_path(const mw_data *d); /* the path it was opened with */
 /* Reads tokens [start, start+n) into out (widened to int32). */
 mw_status mw_data_read(mw_data *d, uint64_t start, size_t n, int32_t *out);
-/* Writes a token file atomically (temporary name, fsync, rename). width is 2 or 4. */
+/* Writes a version-2 token file atomically (temporary name, fsync, rename, fsync of the
+ * directory). width is 2 or 4; tok names the tokenizer that made the ids (a valid name
+ * required: MW_ERR_ARG otherwise). */
 mw_status mw_data_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab,
-                        int width);
+                        int width, const mw_tokenizer_id *tok);
 
 /* Deterministic window sampler: B windows of T+1 tokens at uniformly random offsets. */
 typedef struct mw_loader {
@@ -309,7 +340,8 @@ void mw_model_set_progress(mw_model *m, mw_progress_fn fn, void *user);
  * state as text, then every tensor's parameters and AdamW moments, each block with its CRC-32C,
  * and a trailer that pins the file's length. Format in docs/checkpoint.md. */
 typedef struct mw_ckpt_info {
-    mw_config cfg;          /* the configuration the run was started with */
+    mw_config cfg;          /* the configuration the run was started with; cfg.tokenizer is
+                               the model's tokenizer (name "" when the file predates it) */
     mw_run_state state;     /* where it stood */
     uint64_t train_tokens;  /* size of the training token file it read */
     int has_run_keys;       /* 1: cfg's save_every, keep, budget and recompute come from the file;

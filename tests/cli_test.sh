@@ -48,8 +48,8 @@ else
   fail "prepare: $(cat "$T/out")"
 fi
 total=$(stat -c %s "$CORPUS")
-tr_tok=$(( ($(stat -c %s "$T/lic.train.bin") - 32) / 2 ))
-va_tok=$(( ($(stat -c %s "$T/lic.val.bin") - 32) / 2 ))
+tr_tok=$(( ($(stat -c %s "$T/lic.train.bin") - 64) / 2 ))
+va_tok=$(( ($(stat -c %s "$T/lic.val.bin") - 64) / 2 ))
 [ $((tr_tok + va_tok)) -eq "$total" ] && [ "$va_tok" -eq $((total * 5 / 100)) ] &&
   pass "every byte is a token, the last 5% is validation ($tr_tok + $va_tok)" ||
   fail "token counts $tr_tok + $va_tok for $total bytes"
@@ -255,7 +255,7 @@ REF=$(dirname "$(realpath "$0")")/ref/tokenizer_text.txt
   pass "gpt2: detokenize(tokenize(x)) == x on the tokenizer test text ($(wc -w <"$T/g.ids") ids)" || fail "gpt2 round trip"
 [ "$(echo "Hello world" | "$MW" tokenize --tokenizer gpt2)" = "15496 995 198" ] && pass "'Hello world\\n' -> 15496 995 198" ||
   fail "Hello world -> $(echo "Hello world" | "$MW" tokenize --tokenizer gpt2)"
-expect_error 1 "tokenize of an empty stdin" -- sh -c "'$MW' tokenize </dev/null"
+out=$("$MW" tokenize </dev/null) && [ -z "$out" ] && pass "tokenize of an empty stdin: empty output, exit 0" || fail "tokenize of empty stdin"
 mkdir -p "$T/docs" && cp /usr/share/common-licenses/{GPL-2,GPL-3,LGPL-2.1,Apache-2.0} "$T/docs/"
 "$MW" prepare --tokenizer gpt2 --in "$T/docs" --out "$T/g2" >"$T/out" 2>&1 &&
   grep -q "4 documents" "$T/out" && pass "prepare --tokenizer gpt2 of a directory: $(cut -c1-110 "$T/out")" ||

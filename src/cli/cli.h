@@ -60,6 +60,18 @@ void progress_init(progress_line *p, const char *what);
 void progress_update(progress_line *p, long done, long total);
 /* An mw_progress_fn: user is a progress_line. */
 void progress_fn(void *user, int done, int total);
+/* Tokenizer identities (tokid.c). hf_tokenizer: the tokenizer of the Hugging Face model at PATH
+ * with vocabulary vocab into *id: from tokenizer files beside the weights (returned, the caller
+ * frees it), else GPT-2's when vocab is 50257, else unknown (name ""); src (may be NULL) says
+ * which. warn_unrecorded: a warning on stderr when d (may be NULL) is a version-1 token file.
+ * check_data_tokenizer: exits 1 naming both when d's tokenizer and the model's (who) differ.
+ * train_tokenizer: train's check of the data against the resumed checkpoint (ckpt, info) or the
+ * --init weights; sets o->cfg.tokenizer, which checkpoints record. */
+typedef struct mw_tokenizer mw_tokenizer;
+mw_tokenizer *hf_tokenizer(const char *path, int vocab, mw_tokenizer_id *id, char *src, size_t n);
+void warn_unrecorded(const mw_data *d);
+void check_data_tokenizer(const mw_data *d, const mw_tokenizer_id *model, const char *who);
+void train_tokenizer(opts *o, const mw_data *train, const mw_data *val, const char *ckpt, const mw_ckpt_info *info);
 
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);

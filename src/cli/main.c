@@ -160,11 +160,15 @@ static void format_default(const opts *o, const opt_def *d, char *buf, size_t n)
 void die(int code, const char *fmt, ...) {
     va_list ap;
     fflush(stdout); /* what was printed comes before the error, in a file or a pipe too */
+    char msg[8192];
     va_start(ap, fmt);
-    fprintf(stderr, "memwall: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "memwall: ");
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) /* one line, always */
+        if (*p < 0x20 || *p == 0x7f) fprintf(stderr, "\\x%02x", *p);
+        else fputc(*p, stderr);
+    fprintf(stderr, "\n");
     exit(code);
 }
 

@@ -41,16 +41,37 @@ static const char *vocab_dir(const opts *o, char *buf, size_t n) {
     return "data/gpt2";
 }
 
-/* Opens the tokenizer --tokenizer names; "auto" picks by the model's vocabulary. */
-static mw_tokenizer *open_tokenizer(const opts *o, int model_vocab) {
+/* The tokenizer a loaded model reads: its identity (name "" when unknown), the model's name for
+ * messages, and for hf: weights the tokenizer found beside them (or NULL). */
+typedef struct model_tok {
+    mw_tokenizer_id id;
+    char who[4200];
+    mw_tokenizer *beside;
+} model_tok;
+
+/* Opens the tokenizer --tokenizer names; "auto" takes the model's (mt, may be NULL: the one beside
+ * hf: weights, or its recorded identity), else picks by the model's vocabulary. A tokenizer other
+ * than the model's known one is refused, naming both. */
+static mw_tokenizer *open_tokenizer(const opts *o, int model_vocab, model_tok *mt) {
     const char *name = o->tokenizer;
-    if (strcmp(name, "auto") == 0) {
+    int is_auto = strcmp(name, "auto") == 0;
+    mw_tokenizer *t = NULL;
+    if (is_auto && mt && mt->beside) { /* hf: weights with their own tokenizer files */
+        t = mt->beside;
+        mt->beside = NULL;
+        name = "beside the weights";
+    } else if (is_auto && mt && mt->id.name[0]) {
+        name = strcmp(mt->id.name, "bytes") == 0 ? "bytes" : "gpt2";
+    } else if (is_auto) {
         if (model_vocab == 256) name = "bytes";
         else if (model_vocab >= 50257) name = "gpt2";
         else die(1, "the model's vocabulary is %d: pass --tokenizer gpt2 or bytes", model_vocab);
     }
-    mw_tokenizer *t = NULL;
-    if (strcmp(name, "bytes") == 0) {
+    char label[4400]; /* the tokenizer for messages: bytes, or gpt2 and where it came from */
+    snprintf(label, sizeof label, "%s", name);
+    if (t) {
+        /* loaded with the model */
+    } else if (strcmp(name, "bytes") == 0) {
         if (mw_tokenizer_bytes(&t) != MW_OK) die(1, "%s", mw_last_error());
     } else if (strcmp(name, "gpt2") == 0) {
         char buf[4200];
@@ -64,11 +85,19 @@ static mw_tokenizer *open_tokenizer(const opts *o, int model_vocab) {
                    "--vocab-dir DIR holding encoder.json + vocab.bpe or tokenizer.json",
                 dir);
         if (mw_tokenizer_load_gpt2(&t, dir) != MW_OK) die(1, "%s", mw_last_error());
+        snprintf(label, sizeof label, "gpt2 from %s", dir);
     } else {
         die(1, "unknown --tokenizer '%s' (available: gpt2, bytes)", name);
     }
     if (model_vocab && mw_tokenizer_vocab(t) > model_vocab)
-        die(1, "--tokenizer %s has %d tokens, the model only %d", name, mw_tokenizer_vocab(t), model_vocab);
+        die(1, "the tokenizer %s has %d tokens, the model only %d", label, mw_tokenizer_vocab(t), model_vocab);
+    mw_tokenizer_id id;
+    mw_tokenizer_identity(t, &id);
+    char a[128], b[128];
+    if (mt && mw_tokenizer_id_conflict(&id, &mt->id))
+        die(1, "%s%s%s is %s, but the model (%s) reads tokenizer %s%s", is_auto ? "the tokenizer found (" : "--tokenizer ",
+            label, is_auto ? ")" : "", mw_tokenizer_id_str(&id, a, sizeof a), mt->who,
+            mw_tokenizer_id_str(&mt->id, b, sizeof b), is_auto ? ": pass --vocab-dir DIR holding its files" : "");
     return t;
 }
 
@@ -205,7 +234,7 @@ int cmd_prepare(int argc, char **argv) {
     if (!o.in || !o.out) die(1, "prepare: --in TEXT|DIR|- and --out PREFIX are required");
     if (!(o.val_fraction >= 0 && o.val_fraction < 1)) die(1, "--val-fraction must be in [0,1)");
     int threads = mw_set_threads(o.cfg.threads);
-    mw_tokenizer *tok = open_tokenizer(&o, 0);
+    mw_tokenizer *tok = open_tokenizer(&o, 0, NULL);
     double t0 = now_s();
     docs d = {0};
     char **owned;
@@ -247,18 +276,20 @@ int cmd_prepare(int argc, char **argv) {
     size_t n_val = (size_t)(n * o.val_fraction);
     if (o.val_fraction > 0 && n_val < 2) die(1, "prepare: %s is too short for a validation part", o.in);
     int vocab = mw_tokenizer_vocab(tok), width = vocab <= 65536 ? 2 : 4;
+    mw_tokenizer_id tid;
+    mw_tokenizer_identity(tok, &tid); /* recorded in both files */
     char path[4096];
     snprintf(path, sizeof path, "%s.train.bin", o.out);
-    if (mw_data_write(path, ids, n - n_val, (uint32_t)vocab, width) != MW_OK) die(1, "%s", mw_last_error());
+    if (mw_data_write(path, ids, n - n_val, (uint32_t)vocab, width, &tid) != MW_OK) die(1, "%s", mw_last_error());
     snprintf(path, sizeof path, "%s.val.bin", o.out);
     if (n_val == 0) /* no validation part: no file, and none left from an earlier prepare */
         unlink(path);
-    else if (mw_data_write(path, ids + (n - n_val), n_val, (uint32_t)vocab, width) != MW_OK)
+    else if (mw_data_write(path, ids + (n - n_val), n_val, (uint32_t)vocab, width, &tid) != MW_OK)
         die(1, "%s", mw_last_error());
     printf("prepare: %zu documents, %.2f MB, %zu tokens (%.2f bytes/token) -> %s.train.bin (%zu), %s.val.bin (%zu) | "
            "tokenizer %s (vocab %d) | encoded at %.1f MB/s on %d threads, %.1f s in all\n",
            d.n, d.bytes / 1e6, n, n ? (double)d.bytes / n : 0.0, o.out, n - n_val, o.out, n_val,
-           eot >= 0 ? "gpt2" : "bytes", vocab, enc_s > 0 ? d.bytes / 1e6 / enc_s : 0.0, threads, now_s() - t0);
+           tid.name, vocab, enc_s > 0 ? d.bytes / 1e6 / enc_s : 0.0, threads, now_s() - t0);
     for (size_t i = 0; i < nowned; i++) free(owned[i]);
     free(owned), free(ids), free(part), free(plen), free(d.text), free(d.len);
     mw_tokenizer_free(tok);
@@ -270,14 +301,13 @@ int cmd_prepare(int argc, char **argv) {
 int cmd_tokenize(int argc, char **argv) {
     opts o;
     parse(&o, CMD_TOKENIZE, "tokenize", argc, argv);
-    mw_tokenizer *tok = open_tokenizer(&o, 0);
+    mw_tokenizer *tok = open_tokenizer(&o, 0, NULL);
     size_t n, len = 0, cap = 0;
     char *text = read_all(stdin, "stdin", &n);
-    if (n == 0) die(1, "tokenize: stdin is empty");
     int32_t *ids = NULL;
     if (mw_tokenizer_encode(tok, text, n, &ids, &len, &cap) != MW_OK) die(1, "%s", mw_last_error());
     for (size_t i = 0; i < len; i++) printf("%s%d", i ? " " : "", ids[i]);
-    printf("\n");
+    if (len) printf("\n"); /* empty in, empty out */
     free(ids), free(text);
     mw_tokenizer_free(tok);
     return 0;
@@ -286,7 +316,7 @@ int cmd_tokenize(int argc, char **argv) {
 int cmd_detokenize(int argc, char **argv) {
     opts o;
     parse(&o, CMD_DETOKENIZE, "detokenize", argc, argv);
-    mw_tokenizer *tok = open_tokenizer(&o, 0);
+    mw_tokenizer *tok = open_tokenizer(&o, 0, NULL);
     size_t n;
     char *text = read_all(stdin, "stdin", &n);
     text = realloc(text, n + 1);
@@ -297,7 +327,10 @@ int cmd_detokenize(int argc, char **argv) {
         if (!*p) break;
         errno = 0;
         long id = strtol(p, &end, 10);
-        if (end == p || errno) die(1, "detokenize: '%.20s' is not a token id", p);
+        if (end == p || errno || (*end && !strchr(" \n\t\r,", *end))) {
+            size_t w = strcspn(p, " \n\t\r,"); /* the word alone: the message stays one line */
+            die(1, "detokenize: '%.*s' is not a token id", w > 20 ? 20 : (int)w, p);
+        }
         size_t pl;
         const char *piece = mw_tokenizer_piece(tok, (int32_t)id, &pl);
         if (!piece || id < 0 || id >= mw_tokenizer_vocab(tok))
@@ -313,8 +346,11 @@ int cmd_detokenize(int argc, char **argv) {
 /* ---- loading a trained model ---------------------------------------------------------------- */
 
 /* An inference model (mode 1, or MW_INFERENCE_EVAL: the loss only) from --ckpt (file, or the
- * newest valid one of a directory) or --init hf:, with forward activations for (batch, seq). */
-static mw_model *load_model(opts *o, int mode, int batch, int seq, int *trained_seq) {
+ * newest valid one of a directory) or --init hf:, with forward activations for (batch, seq). mt
+ * gets the tokenizer it reads (the checkpoint's record, or hf_tokenizer's); the caller frees
+ * mt->beside. */
+static mw_model *load_model(opts *o, int mode, int batch, int seq, int *trained_seq, model_tok *mt) {
+    memset(mt, 0, sizeof *mt);
     if (!!o->ckpt == !!o->init) die(1, "pass exactly one of --ckpt DIR|FILE and --init hf:PATH");
     char path[4096] = "";
     if (o->ckpt) {
@@ -326,8 +362,12 @@ static mw_model *load_model(opts *o, int mode, int batch, int seq, int *trained_
         if (!batch) batch = info.cfg.batch;
         if (!seq) seq = info.cfg.seq;
         if (trained_seq) *trained_seq = info.cfg.seq;
+        mt->id = info.cfg.tokenizer;
+        snprintf(mt->who, sizeof mt->who, "%s", path);
     } else {
         apply_init_shape(o);
+        mt->beside = hf_tokenizer(o->init + 3, o->cfg.vocab, &mt->id, NULL, 0);
+        snprintf(mt->who, sizeof mt->who, "%s", o->init);
         if (trained_seq) *trained_seq = o->cfg.ctx;
         if (!batch) batch = 1;
         if (!seq) seq = o->cfg.ctx < 1024 ? o->cfg.ctx : 1024;
@@ -395,9 +435,11 @@ int cmd_sample(int argc, char **argv) {
     if (o.gen_tokens < 0 || o.top_k < 0 || !(o.top_p > 0 && o.top_p <= 1) || o.temperature < 0)
         die(1, "sample: --tokens >= 0, --top-k >= 0, 0 < --top-p <= 1, --temperature >= 0");
     int window;
-    mw_model *m = load_model(&o, 1, 1, 1, &window);
+    model_tok mt;
+    mw_model *m = load_model(&o, 1, 1, 1, &window, &mt);
     const mw_config *c = mw_model_config(m);
-    mw_tokenizer *tok = open_tokenizer(&o, c->vocab);
+    mw_tokenizer *tok = open_tokenizer(&o, c->vocab, &mt);
+    mw_tokenizer_free(mt.beside);
     int32_t *ids = NULL;
     size_t n = 0, cap = 0;
     int32_t eot = mw_tokenizer_eot(tok);
@@ -464,7 +506,9 @@ int cmd_eval(int argc, char **argv) {
         given_t |= strncmp(argv[i], "--seq", 5) == 0;
     }
     /* the loss alone: logits of 256 positions at a time, as training computes them */
-    mw_model *m = load_model(&o, MW_INFERENCE_EVAL, given_b ? batch : 0, given_t ? seq : 0, NULL);
+    model_tok mt;
+    mw_model *m = load_model(&o, MW_INFERENCE_EVAL, given_b ? batch : 0, given_t ? seq : 0, NULL, &mt);
+    mw_tokenizer_free(mt.beside);
     const mw_config *c = mw_model_config(m);
     if (!o.json) print_plan(mw_model_plan(m));
     char path[4096];
@@ -475,6 +519,8 @@ int cmd_eval(int argc, char **argv) {
         snprintf(path, sizeof path, "%s.val.bin", o.data);
     mw_data *d;
     if (mw_data_open(&d, path) != MW_OK) die(1, "%s", mw_last_error());
+    warn_unrecorded(d);
+    check_data_tokenizer(d, &mt.id, mt.who);
     uint64_t windows = mw_data_count(d) > 0 ? (mw_data_count(d) - 1) / (uint64_t)c->seq : 0;
     uint64_t used = windows / (uint64_t)c->batch < (uint64_t)batches ? windows / (uint64_t)c->batch : (uint64_t)batches;
     float loss;

@@ -385,6 +385,7 @@ int cmd_train(int argc, char **argv) {
             (unsigned long long)info.train_tokens, o.data, (unsigned long long)mw_data_count(train));
     if (ckpt[0] && info.state.step > o.cfg.steps)
         die(1, "%s is at step %d, beyond --steps %d", ckpt, info.state.step, o.cfg.steps);
+    train_tokenizer(&o, train, val, ckpt, &info); /* the data's tokenizer must be the model's */
     mw_plan_summary plan;
     if (mw_plan(&o.cfg, &plan) != MW_OK) die(1, "%s", mw_last_error());
     print_plan(&plan);

@@ -22,9 +22,19 @@ const char *mw_status_str(mw_status s) {
 const char *mw_last_error(void) { return last_error[0] ? last_error : "no error"; }
 
 mw_status mw_fail(mw_status s, const char *fmt, ...) {
+    char raw[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    /* one line: a control character from a file or a name (a newline) is written as \xNN */
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)raw; *p && o + 5 < sizeof last_error; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            o += (size_t)snprintf(last_error + o, sizeof last_error - o, "\\x%02x", *p);
+        else
+            last_error[o++] = (char)*p;
+    }
+    last_error[o] = 0;
     return s;
 }

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/fsutil.h"
 #include "../core/json.h"
 #include "../core/status.h"
 #include "../train/checkpoint.h"

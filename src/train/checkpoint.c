@@ -115,10 +115,18 @@ static int meta_run_text(char *buf, size_t n, const mw_config *c) {
                     c->keep, c->budget, rc);
 }
 
+/* The model's tokenizer, when known: lines tokenizer=NAME and tokenizer_hash=16 hex digits. */
+static int meta_tokenizer(char *buf, size_t n, const mw_config *c) {
+    if (!c->tokenizer.name[0]) return 0;
+    return snprintf(buf, n, "tokenizer=%s\ntokenizer_hash=%016" PRIx64 "\n", c->tokenizer.name,
+                    c->tokenizer.hash);
+}
+
 static mw_status write_all(writer *w, const mw_model *m, const mw_run_state *st,
                            uint64_t train_tokens) {
     char meta[4096];
     int mlen = meta_text(meta, sizeof meta, m, st, train_tokens);
+    mlen += meta_tokenizer(meta + mlen, sizeof meta - (size_t)mlen, mw_model_config(m));
     mlen += meta_run_text(meta + mlen, sizeof meta - (size_t)mlen, mw_model_config(m));
     if (mlen >= (int)sizeof meta) return mw_fail(MW_ERR_ARG, "checkpoint configuration text too long");
     unsigned char h[HEADER] = {0};
@@ -514,6 +522,31 @@ static mw_status parse_meta(const char *path, const char *meta, mw_ckpt_info *in
     return MW_OK;
 }
 
+/* The optional tokenizer lines (a checkpoint without them: the tokenizer is unknown). */
+static mw_status parse_tokenizer(const char *path, const char *meta, mw_config *c) {
+    char name[64], hex[64];
+    int has_name = meta_get(meta, "tokenizer", name, sizeof name);
+    int has_hash = meta_get(meta, "tokenizer_hash", hex, sizeof hex);
+    memset(&c->tokenizer, 0, sizeof c->tokenizer);
+    if (!has_name && !has_hash) return MW_OK;
+    if (!has_name || !has_hash)
+        return mw_fail(MW_ERR_FORMAT, "%s: checkpoint has only one of 'tokenizer' and 'tokenizer_hash'", path);
+    if (!mw_tokenizer_name_valid(name))
+        return mw_fail(MW_ERR_FORMAT, "%s: bad value '%.20s' for 'tokenizer'", path, name);
+    uint64_t h = 0;
+    size_t k = 0;
+    for (; hex[k]; k++) {
+        int d = hex[k] >= '0' && hex[k] <= '9' ? hex[k] - '0' : hex[k] >= 'a' && hex[k] <= 'f' ? hex[k] - 'a' + 10 : -1;
+        if (d < 0) break;
+        h = h << 4 | (uint64_t)d;
+    }
+    if (k != 16 || hex[k])
+        return mw_fail(MW_ERR_FORMAT, "%s: bad value '%.20s' for 'tokenizer_hash' (16 hex digits)", path, hex);
+    memcpy(c->tokenizer.name, name, strlen(name) + 1); /* valid: at most 15 characters */
+    c->tokenizer.hash = h;
+    return MW_OK;
+}
+
 /* Walks the whole file. With m, checks each record against the model's table and loads it.
  * With idx, lists every tensor and where its parameters start. */
 static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt_index *idx) {
@@ -563,6 +596,7 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
         goto out;
     }
     if ((s = parse_meta(path, meta, info)) != MW_OK) goto out;
+    if ((s = parse_tokenizer(path, meta, &info->cfg)) != MW_OK) goto out;
     if (m) {
         const mw_config *c = mw_model_config(m);
         const mw_config *k = &info->cfg;

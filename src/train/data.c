@@ -7,16 +7,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/crc32c.h"
+#include "../core/fsutil.h"
 #include "../core/rng.h"
 #include "../core/status.h"
 
-#define HEADER_BYTES 32
+#define HEADER_V1 32
+#define HEADER_V2 64
 static const char MAGIC[8] = {'M', 'W', 'T', 'O', 'K', 'E', 'N', 'S'};
 
 struct mw_data {
     int fd;
-    uint32_t width, vocab;
+    int version;
+    uint32_t width, vocab, header; /* header: bytes before the first token */
     uint64_t count;
+    mw_tokenizer_id tok;
     char path[512];
     unsigned char buf[16384]; /* staging: reads go through it in pieces, no allocation */
 };
@@ -45,40 +50,64 @@ static mw_status read_full(int fd, void *buf, size_t n, uint64_t off, const char
     return MW_OK;
 }
 
+/* Checks a version-2 header's own fields (h holds HEADER_V2 bytes) into tok. */
+static mw_status check_v2(const unsigned char *h, const char *path, mw_tokenizer_id *tok) {
+    if (rd32(h + 28) != HEADER_V2 || rd32(h + 60) != 0 || rd32(h + 56) != mw_crc32c(0, h, 56))
+        return mw_fail(MW_ERR_FORMAT, "%s: corrupted token file header (checksum or size)", path);
+    memset(tok, 0, sizeof *tok);
+    size_t n = strnlen((const char *)h + 32, MW_TOKENIZER_NAME_MAX);
+    int padded = n < MW_TOKENIZER_NAME_MAX; /* NUL-terminated and NUL-padded */
+    for (size_t i = n; i < MW_TOKENIZER_NAME_MAX; i++) padded &= h[32 + i] == 0;
+    if (padded) memcpy(tok->name, h + 32, n);
+    if (!padded || !mw_tokenizer_name_valid(tok->name))
+        return mw_fail(MW_ERR_FORMAT, "%s: corrupted token file header (tokenizer name)", path);
+    tok->hash = rd64(h + 48);
+    return MW_OK;
+}
+
 mw_status mw_data_open(mw_data **out, const char *path) {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return mw_fail(MW_ERR_IO, "cannot open token file %s: %s", path, strerror(errno));
     struct stat st;
-    unsigned char h[HEADER_BYTES];
+    unsigned char h[HEADER_V2];
     mw_status s = MW_OK;
     if (fstat(fd, &st) != 0)
         s = mw_fail(MW_ERR_IO, "%s: %s", path, strerror(errno));
     else if (!S_ISREG(st.st_mode))
         s = mw_fail(MW_ERR_FORMAT, "%s: not a regular file", path);
-    else if ((uint64_t)st.st_size < HEADER_BYTES)
+    else if ((uint64_t)st.st_size < HEADER_V1)
         s = mw_fail(MW_ERR_FORMAT, "%s: too short for a token file header (%lld bytes)", path,
                     (long long)st.st_size);
     else
-        s = read_full(fd, h, HEADER_BYTES, 0, path);
+        s = read_full(fd, h, HEADER_V1, 0, path);
     if (s != MW_OK) {
         close(fd);
         return s;
     }
     uint32_t version = rd32(h + 8), width = rd32(h + 12), vocab = rd32(h + 24);
-    uint64_t count = rd64(h + 16);
+    uint64_t count = rd64(h + 16), header = version == 2 ? HEADER_V2 : HEADER_V1;
+    mw_tokenizer_id tok = {{0}, 0};
     if (memcmp(h, MAGIC, 8) != 0)
         s = mw_fail(MW_ERR_FORMAT, "%s: not a memwall token file (bad magic)", path);
-    else if (version != 1)
-        s = mw_fail(MW_ERR_FORMAT, "%s: token file version %u, this memwall reads version 1", path,
-                    version);
+    else if (version != 1 && version != 2)
+        s = mw_fail(MW_ERR_FORMAT, "%s: token file version %u, this memwall reads versions 1 and 2",
+                    path, version);
+    else if (version == 2 && (uint64_t)st.st_size < HEADER_V2)
+        s = mw_fail(MW_ERR_FORMAT, "%s: too short for a version-2 token file header (%lld bytes)",
+                    path, (long long)st.st_size);
+    else if (version == 2 && (s = read_full(fd, h + HEADER_V1, HEADER_V2 - HEADER_V1, HEADER_V1,
+                                            path)) != MW_OK)
+        ;
+    else if (version == 2 && (s = check_v2(h, path, &tok)) != MW_OK)
+        ;
     else if (width != 2 && width != 4)
         s = mw_fail(MW_ERR_FORMAT, "%s: token width %u (must be 2 or 4)", path, width);
-    else if (vocab < 1 || (width == 2 && vocab > 65536))
+    else if (vocab < 1 || (width == 2 && vocab > 65536) || vocab > INT32_MAX) /* ids are int32 */
         s = mw_fail(MW_ERR_FORMAT, "%s: vocabulary size %u does not fit token width %u", path,
                     vocab, width);
-    else if (count > ((uint64_t)st.st_size - HEADER_BYTES) / width ||
-             HEADER_BYTES + count * width != (uint64_t)st.st_size)
+    else if (count > ((uint64_t)st.st_size - header) / width ||
+             header + count * width != (uint64_t)st.st_size)
         s = mw_fail(MW_ERR_FORMAT, "%s: header says %llu tokens but the file holds %lld bytes",
                     path, (unsigned long long)count, (long long)st.st_size);
     mw_data *d = s == MW_OK ? calloc(1, sizeof *d) : NULL;
@@ -88,9 +117,12 @@ mw_status mw_data_open(mw_data **out, const char *path) {
         return s;
     }
     d->fd = fd;
+    d->version = (int)version;
+    d->header = (uint32_t)header;
     d->width = width;
     d->vocab = vocab;
     d->count = count;
+    d->tok = tok;
     snprintf(d->path, sizeof d->path, "%s", path);
     *out = d;
     return MW_OK;
@@ -104,6 +136,9 @@ void mw_data_close(mw_data *d) {
 
 uint64_t mw_data_count(const mw_data *d) { return d->count; }
 uint32_t mw_data_vocab(const mw_data *d) { return d->vocab; }
+int mw_data_version(const mw_data *d) { return d->version; }
+const mw_tokenizer_id *mw_data_tokenizer(const mw_data *d) { return &d->tok; }
+const char *mw_data_path(const mw_data *d) { return d->path; }
 
 mw_status mw_data_read(mw_data *d, uint64_t start, size_t n, int32_t *out) {
     if (start > d->count || n > d->count - start)
@@ -112,7 +147,7 @@ mw_status mw_data_read(mw_data *d, uint64_t start, size_t n, int32_t *out) {
     const size_t per = sizeof d->buf / d->width;
     for (size_t i0 = 0; i0 < n; i0 += per) {
         size_t k = n - i0 < per ? n - i0 : per;
-        MW_TRY(read_full(d->fd, d->buf, k * d->width, HEADER_BYTES + (start + i0) * d->width,
+        MW_TRY(read_full(d->fd, d->buf, k * d->width, d->header + (start + i0) * d->width,
                          d->path));
         for (size_t i = 0; i < k; i++) {
             const unsigned char *p = d->buf + i * d->width;
@@ -128,19 +163,28 @@ mw_status mw_data_read(mw_data *d, uint64_t start, size_t n, int32_t *out) {
 }
 
 mw_status mw_data_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab,
-                        int width) {
+                        int width, const mw_tokenizer_id *tok) {
     if (width != 2 && width != 4) return mw_fail(MW_ERR_ARG, "token width must be 2 or 4");
+    if (vocab < 1 || vocab > (width == 2 ? 65536u : (uint32_t)INT32_MAX))
+        return mw_fail(MW_ERR_ARG, "vocabulary size %u does not fit token width %d", vocab, width);
+    if (!tok || !mw_tokenizer_name_valid(tok->name))
+        return mw_fail(MW_ERR_ARG, "%s: a token file records its tokenizer's name (1 to %d of "
+                                   "a-z 0-9 . _ -)", path, MW_TOKENIZER_NAME_MAX - 1);
     char tmp[600];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) return mw_fail(MW_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
-    unsigned char h[HEADER_BYTES] = {0};
+    unsigned char h[HEADER_V2] = {0};
     memcpy(h, MAGIC, 8);
-    wr32(h + 8, 1);
+    wr32(h + 8, 2);
     wr32(h + 12, (uint32_t)width);
     wr64(h + 16, n);
     wr32(h + 24, vocab);
-    int ok = fwrite(h, 1, HEADER_BYTES, f) == HEADER_BYTES;
+    wr32(h + 28, HEADER_V2);
+    memcpy(h + 32, tok->name, strlen(tok->name));
+    wr64(h + 48, tok->hash);
+    wr32(h + 56, mw_crc32c(0, h, 56));
+    int ok = fwrite(h, 1, HEADER_V2, f) == HEADER_V2;
     unsigned char buf[8192];
     for (uint64_t i = 0; ok && i < n;) {
         size_t k = 0;
@@ -168,7 +212,7 @@ mw_status mw_data_write(const char *path, const int32_t *tokens, uint64_t n, uin
         unlink(tmp);
         return mw_fail(MW_ERR_IO, "cannot write %s: %s", path, strerror(err));
     }
-    return MW_OK;
+    return mw_sync_parent(path); /* the rename itself survives a crash */
 }
 
 void mw_loader_init(mw_loader *l, mw_data *d, uint64_t seed) {

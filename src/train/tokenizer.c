@@ -52,6 +52,7 @@ struct mw_tokenizer {
     uint64_t pair_mask;
     uint8_t *bmp_class;             /* the class of every code point below 0x10000 */
     _Atomic(cache_entry *) *cache;  /* CACHE_SLOTS slots, filled lock-free, freed with t */
+    mw_tokenizer_id id;             /* name and vocabulary hash */
 };
 
 /* ---- hashing ---------------------------------------------------------------------------- */
@@ -562,6 +563,59 @@ void mw_tokenizer_free(mw_tokenizer *t) {
     free(t);
 }
 
+/* ---- identity ---------------------------------------------------------------------------- */
+
+/* FNV-1a 64 of the canonical form (see tokenizer.h), fed piece by piece. */
+typedef struct fnv {
+    uint64_t h;
+} fnv;
+static void fnv_bytes(fnv *f, const void *p, size_t n) {
+    const unsigned char *u = p;
+    for (size_t i = 0; i < n; i++) f->h = (f->h ^ u[i]) * 0x100000001b3ull;
+}
+static void fnv_u32(fnv *f, uint64_t v) {
+    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 24)};
+    fnv_bytes(f, b, 4);
+}
+static void fnv_piece(fnv *f, const char *p, size_t n) {
+    fnv_u32(f, n);
+    fnv_bytes(f, p, n);
+}
+/* Starts the hash with the pieces of t by id. */
+static fnv hash_pieces(const mw_tokenizer *t) {
+    fnv f = {0xcbf29ce484222325ull};
+    fnv_bytes(&f, "memwall-tokenizer-1", 20); /* the name of the form, with its NUL */
+    fnv_u32(&f, (uint64_t)t->vocab);
+    for (int i = 0; i < t->vocab; i++) fnv_piece(&f, t->bytes + t->off[i], t->off[i + 1] - t->off[i]);
+    return f;
+}
+
+void mw_tokenizer_identity(const mw_tokenizer *t, mw_tokenizer_id *id) { *id = t->id; }
+
+int mw_tokenizer_id_conflict(const mw_tokenizer_id *a, const mw_tokenizer_id *b) {
+    if (!a->name[0] || !b->name[0]) return 0;
+    return strcmp(a->name, b->name) != 0 || a->hash != b->hash;
+}
+
+const char *mw_tokenizer_id_str(const mw_tokenizer_id *id, char *buf, size_t n) {
+    if (!id->name[0])
+        snprintf(buf, n, "unknown");
+    else
+        snprintf(buf, n, "%s (vocabulary hash %016llx)", id->name, (unsigned long long)id->hash);
+    return buf;
+}
+
+int mw_tokenizer_name_valid(const char *name) {
+    size_t n = strnlen(name, MW_TOKENIZER_NAME_MAX);
+    if (n == 0 || n >= MW_TOKENIZER_NAME_MAX) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9') ||
+              name[i] == '.' || name[i] == '_' || name[i] == '-'))
+            return 0;
+    return 1;
+}
+
 /* ---- the byte tokenizer ----------------------------------------------------------------- */
 
 mw_status mw_tokenizer_bytes(mw_tokenizer **out) {
@@ -584,6 +638,10 @@ mw_status mw_tokenizer_bytes(mw_tokenizer **out) {
         t->byte_id[i] = i;
     }
     t->off[256] = 256;
+    fnv f = hash_pieces(t);
+    fnv_u32(&f, 0); /* no merges */
+    snprintf(t->id.name, sizeof t->id.name, "bytes");
+    t->id.hash = f.h;
     *out = t;
     return MW_OK;
 }
@@ -846,6 +904,14 @@ static mw_status build(mw_tokenizer *t, const spec *sp, const char *what) {
         for (uint32_t cp = mw_uc_ranges[r].lo; cp <= mw_uc_ranges[r].hi && cp < 0x10000; cp++)
             t->bmp_class[cp] = (uint8_t)mw_uc_ranges[r].cls;
     t->kind = KIND_BPE;
+    fnv f = hash_pieces(t);
+    fnv_u32(&f, sp->nmer);
+    for (size_t m = 0; m < sp->nmer; m++) {
+        fnv_piece(&f, sp->buf + sp->mer[m].a, sp->mer[m].alen);
+        fnv_piece(&f, sp->buf + sp->mer[m].b, sp->mer[m].blen);
+    }
+    t->id.hash = f.h;
+    snprintf(t->id.name, sizeof t->id.name, "%s", f.h == MW_TOKENIZER_GPT2_HASH ? "gpt2" : "bpe");
     return MW_OK;
 }
 
@@ -1020,16 +1086,23 @@ mw_status mw_tokenizer_load_gpt2(mw_tokenizer **out, const char *path) {
     if (S_ISDIR(st.st_mode)) {
         snprintf(a, sizeof a, "%s/encoder.json", path);
         snprintf(b, sizeof b, "%s/vocab.bpe", path);
+        char a2[4096], b2[4096]; /* Hugging Face's names for the same two files */
+        snprintf(a2, sizeof a2, "%s/vocab.json", path);
+        snprintf(b2, sizeof b2, "%s/merges.txt", path);
         if (is_file(a) && is_file(b)) {
             s = read_openai(&sp, a, b);
+        } else if (is_file(a2) && is_file(b2)) {
+            snprintf(a, sizeof a, "%s", a2);
+            s = read_openai(&sp, a2, b2);
         } else {
             snprintf(a, sizeof a, "%s/tokenizer.json", path);
             if (is_file(a))
                 s = read_hf(&sp, a);
             else
-                s = mw_fail(MW_ERR_IO, "tokenizer %s: neither encoder.json + vocab.bpe nor "
-                                       "tokenizer.json is there (scripts/fetch-gpt2-vocab.sh puts "
-                                       "GPT-2's in data/gpt2)", path);
+                s = mw_fail(MW_ERR_IO, "tokenizer %s: neither encoder.json + vocab.bpe, vocab.json "
+                                       "+ merges.txt nor tokenizer.json is there "
+                                       "(scripts/fetch-gpt2-vocab.sh puts GPT-2's in data/gpt2)",
+                            path);
         }
     } else {
         snprintf(a, sizeof a, "%s", path);

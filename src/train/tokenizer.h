@@ -20,14 +20,21 @@
 
 typedef struct mw_tokenizer mw_tokenizer;
 
-/* GPT-2 BPE from path: a directory holding encoder.json + vocab.bpe (preferred) or
- * tokenizer.json, or the path of a Hugging Face tokenizer.json (model.vocab {token: id} and
+/* GPT-2 BPE from path: a directory holding encoder.json + vocab.bpe (preferred), vocab.json +
+ * merges.txt (the same files under Hugging Face's names) or tokenizer.json, or the path of a Hugging Face tokenizer.json (model.vocab {token: id} and
  * model.merges ["a b", ...] or [["a", "b"], ...]; added_tokens are added as raw pieces). Merges
  * are looked up the way gpt-3-encoder does, by the string "a,b", whichever file they come from.
  * On success *out is owned by the caller (mw_tokenizer_free). On failure *out is NULL and the
  * status is MW_ERR_IO (a file is missing: the message says how to fetch it), MW_ERR_FORMAT (a
  * malformed file, with its name and the reason) or MW_ERR_NOMEM. */
 mw_status mw_tokenizer_load_gpt2(mw_tokenizer **out, const char *path);
+/* The tokenizer's identity (memwall.h): "bytes", or for a BPE "gpt2" when the hash is
+ * MW_TOKENIZER_GPT2_HASH and "bpe" otherwise. The hash is FNV-1a 64 over
+ *     "memwall-tokenizer-1" and its NUL, u32 V, then for each id 0..V-1: u32 n, its n bytes,
+ *     then u32 M, then for each merge by rank: u32 n, the left part's bytes, u32 n, the right's
+ * (u32 little-endian; bytes as decoded, not GPT-2's byte-level spelling). So the same vocabulary
+ * hashes the same from encoder.json + vocab.bpe, vocab.json + merges.txt or tokenizer.json. */
+void mw_tokenizer_identity(const mw_tokenizer *t, mw_tokenizer_id *id);
 /* The plain byte tokenizer: id = byte value, vocab 256, no end-of-text token. */
 mw_status mw_tokenizer_bytes(mw_tokenizer **out);
 void mw_tokenizer_free(mw_tokenizer *t); /* NULL is a no-op */
