@@ -55,7 +55,7 @@ static void test_same_loss(void) {
     snprintf(path, sizeof path, "%s/val.bin", dir);
     int32_t toks[1000];
     for (int i = 0; i < 1000; i++) toks[i] = (i * 31 + i / 7) % 97;
-    CHECK_OK(mw_data_write(path, toks, 1000, 97, 2));
+    CHECK_OK(mw_data_write(path, toks, 1000, 97, 2, &(mw_tokenizer_id){"bpe", 1}));
     mw_data *d;
     CHECK_OK(mw_data_open(&d, path));
     float ve, vi;
