@@ -350,6 +350,19 @@ if [ -w /dev/full ]; then
   expect_error 1 "output to a full disk" -- sh -c "'$MW' tokenize --tokenizer bytes </usr/share/common-licenses/GPL-3 >/dev/full"
 fi
 
+echo "-- temporary files: each writer its own (a name another process uses is left alone)"
+echo other >"$T/tl.svg.tmp"
+"$MW" plan --timeline "$T/tl.svg" >"$T/out" 2>&1 && grep -q "<svg" "$T/tl.svg" && [ "$(cat "$T/tl.svg.tmp")" = other ] &&
+  [ -z "$(ls "$T" | grep '^tl.svg.tmp.')" ] && pass "plan --timeline leaves FILE.tmp alone and no temporary behind" ||
+  fail "timeline temporary: $(tail -1 "$T/out"); $(ls "$T" | grep tl.svg)"
+"$MW" train --data "$T/lic" --steps 4 --stop-at 2 --seq 32 --out "$T/tmpn" --json-log "$T/tmpn.jsonl" >"$T/out" 2>&1 ||
+  fail "train for the log test: $(tail -1 "$T/out")"
+echo other >"$T/tmpn.jsonl.tmp"
+"$MW" train --data "$T/lic" --out "$T/tmpn" --resume auto --json-log "$T/tmpn.jsonl" >"$T/out" 2>&1 &&
+  [ "$(cat "$T/tmpn.jsonl.tmp")" = other ] && [ "$(json_field "$T/tmpn.jsonl" step | tr '\n' ' ')" = "1 2 3 4 " ] &&
+  [ -z "$(ls "$T" | grep '^tmpn.jsonl.tmp.')" ] && pass "a resume rewrites --json-log through its own temporary" ||
+  fail "json-log temporary: $(tail -1 "$T/out"); steps $(json_field "$T/tmpn.jsonl" step | tr '\n' ' ')"
+
 echo "-- OpenMP's wait policy: passive unless the user set it"
 # libgomp prints its settings at load (OMP_DISPLAY_ENV=verbose); the last block is the one that
 # runs. Its spin count tells the policies apart: 0 passive, 300000 its default, 3e10 active.

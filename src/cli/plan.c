@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../core/arena.h"
+#include "../core/fsutil.h"
 #include "cli.h"
 
 static double now_s(void) {
@@ -284,9 +285,8 @@ int cmd_plan(int argc, char **argv) {
     if (o.timeline) {
         make_parents(o.timeline);
         char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s.tmp", o.timeline);
-        FILE *f = fopen(tmp, "w");
-        if (!f) die(1, "cannot create %s: %s", tmp, strerror(errno));
+        FILE *f;
+        if (mw_tmp_create(o.timeline, tmp, sizeof tmp, &f) != MW_OK) die(1, "--timeline: %s", mw_last_error());
         write_svg(f, ops, n, &p, c);
         if (fclose(f) != 0 || rename(tmp, o.timeline) != 0) {
             remove(tmp);

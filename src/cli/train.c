@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../core/arena.h"
+#include "../core/fsutil.h"
 #include "../core/rng.h"
 #include "../core/status.h"
 #include "../train/checkpoint.h"
@@ -327,9 +328,8 @@ static void trim_log(const char *path, int step) {
     FILE *in = fopen(path, "r");
     if (!in) return;
     char tmp[4200], line[1024];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *out = fopen(tmp, "w");
-    if (!out) die(1, "cannot write %s: %s", tmp, strerror(errno));
+    FILE *out;
+    if (mw_tmp_create(path, tmp, sizeof tmp, &out) != MW_OK) die(1, "--json-log: %s", mw_last_error());
     while (fgets(line, sizeof line, in)) {
         int s;
         size_t n = strlen(line);
@@ -339,7 +339,11 @@ static void trim_log(const char *path, int step) {
             fputs(line, out);
     }
     fclose(in);
-    if (fclose(out) != 0 || rename(tmp, path) != 0) die(1, "cannot rewrite --json-log %s: %s", path, strerror(errno));
+    if (fclose(out) != 0 || rename(tmp, path) != 0) {
+        int err = errno;
+        unlink(tmp);
+        die(1, "cannot rewrite --json-log %s: %s", path, strerror(err));
+    }
 }
 
 int cmd_train(int argc, char **argv) {
