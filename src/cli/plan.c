@@ -256,17 +256,6 @@ static void write_svg(FILE *f, const mw_plan_op *ops, int n, const mw_plan_summa
 }
 
 /* Creates the missing parent directories of path. */
-static void make_parents(const char *path) {
-    char p[4096];
-    snprintf(p, sizeof p, "%s", path);
-    for (char *s = p + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            if (mkdir(p, 0777) != 0 && errno != EEXIST) die(1, "cannot create %s: %s", p, strerror(errno));
-            *s = '/';
-        }
-}
-
 int cmd_plan(int argc, char **argv) {
     opts o;
     parse(&o, CMD_PLAN, "plan", argc, argv);
@@ -283,7 +272,7 @@ int cmd_plan(int argc, char **argv) {
     int n;
     if (mw_plan_timeline(c, &ops, &n) != MW_OK) die(1, "%s", mw_last_error());
     if (o.timeline) {
-        make_parents(o.timeline);
+        if (mw_mkdirs_parent(o.timeline) != MW_OK) die(1, "--timeline: %s", mw_last_error());
         char tmp[4200];
         FILE *f;
         if (mw_tmp_create(o.timeline, tmp, sizeof tmp, &f) != MW_OK) die(1, "--timeline: %s", mw_last_error());

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "status.h"
@@ -46,4 +47,46 @@ mw_status mw_tmp_create(const char *path, char *tmp, size_t n, FILE **f) {
         }
         return MW_OK;
     }
+}
+
+mw_status mw_mkdirs(const char *path) {
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) return mw_fail(MW_ERR_ARG, "path too long: %.64s...", path);
+    size_t len = strlen(p);
+    while (len > 1 && p[len - 1] == '/') p[--len] = 0;
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s != 0) continue;
+        char c = *s;
+        *s = 0;
+        if (mkdir(p, 0777) == 0) { /* a new entry: make it durable in its parent */
+            char *slash = strrchr(p, '/');
+            mw_status st;
+            if (!slash) st = mw_sync_dir(".");
+            else if (slash == p) st = mw_sync_dir("/");
+            else {
+                *slash = 0;
+                st = mw_sync_dir(p);
+                *slash = '/';
+            }
+            if (st != MW_OK) return st;
+        } else if (errno != EEXIST) {
+            return mw_fail(MW_ERR_IO, "cannot create %s: %s", p, strerror(errno));
+        } else {
+            struct stat sb;
+            if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode)) return mw_fail(MW_ERR_IO, "cannot create %s: it exists and is not a directory", p);
+        }
+        if (c == 0) break;
+        *s = c;
+    }
+    return MW_OK;
+}
+
+mw_status mw_mkdirs_parent(const char *path) {
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path) return MW_OK; /* "x" or "/x": the parent exists */
+    if ((size_t)(slash - path) >= sizeof dir) return mw_fail(MW_ERR_ARG, "path too long: %.64s...", path);
+    memcpy(dir, path, (size_t)(slash - path));
+    dir[slash - path] = 0;
+    return mw_mkdirs(dir);
 }

@@ -247,44 +247,6 @@ static int cmp_name(const void *a, const void *b) {
     return strcmp(((const src_tensor *)a)->name, ((const src_tensor *)b)->name);
 }
 
-static mw_status sync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return mw_fail(MW_ERR_IO, "cannot open directory %s: %s", dir, strerror(errno));
-    int rc = fsync(fd);
-    close(fd);
-    if (rc != 0) return mw_fail(MW_ERR_IO, "cannot sync directory %s: %s", dir, strerror(errno));
-    return MW_OK;
-}
-
-/* mkdir -p dir; each directory created is made durable by syncing its parent */
-static mw_status make_dirs(const char *dir) {
-    char p[1100];
-    snprintf(p, sizeof p, "%s", dir);
-    size_t n = strlen(p);
-    for (size_t i = 1; i <= n; i++) {
-        if (p[i] != '/' && p[i] != 0) continue;
-        if (p[i - 1] == '/') continue;
-        char c = p[i];
-        p[i] = 0;
-        if (mkdir(p, 0777) == 0) {
-            char parent[1100];
-            snprintf(parent, sizeof parent, "%s", p);
-            char *slash = strrchr(parent, '/');
-            if (slash == parent) slash[1] = 0;
-            else if (slash) *slash = 0;
-            else snprintf(parent, sizeof parent, ".");
-            MW_TRY(sync_dir(parent));
-        } else if (errno != EEXIST) {
-            return mw_fail(MW_ERR_IO, "cannot create directory %s: %s", p, strerror(errno));
-        }
-        p[i] = c;
-    }
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return mw_fail(MW_ERR_IO, "%s is not a directory", dir);
-    return MW_OK;
-}
-
 /* config.json as Hugging Face's GPT-2 has it (GPT2Config, keys sorted as save_pretrained writes
  * them), with this model's shape; memwall's GPT-2 is exactly that architecture (tanh GELU,
  * LayerNorm eps 1e-5, tied embeddings, MLP width 4C). */
@@ -342,7 +304,7 @@ static mw_status export_tensors(src_tensor *t, int n, const char *out_arg, int s
         resolve(out_arg, out, sizeof out, dir, sizeof dir);
         if (!dir[0]) snprintf(dir, sizeof dir, "/");
     }
-    MW_TRY(make_dirs(dir));
+    MW_TRY(mw_mkdirs(dir));
     qsort(t, (size_t)n, sizeof *t, cmp_name);
     size_t cap = 256 + (size_t)n * 400, len = 0;
     char *h = malloc(cap);
@@ -396,7 +358,7 @@ static mw_status export_tensors(src_tensor *t, int n, const char *out_arg, int s
             s = mw_fail(MW_ERR_IO, "cannot rename %s to %s: %s", tmp, out, strerror(errno));
         if (s == MW_OK && rename(ctmp, cpath) != 0)
             s = mw_fail(MW_ERR_IO, "cannot rename %s to %s: %s", ctmp, cpath, strerror(errno));
-        if (s == MW_OK) s = sync_dir(dir);
+        if (s == MW_OK) s = mw_sync_dir(dir);
         if (s != MW_OK) unlink(tmp), unlink(ctmp);
     }
     free(h);

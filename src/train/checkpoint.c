@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "../core/crc32c.h"
+#include "../core/fsutil.h"
 #include "../core/status.h"
 #include "checkpoint.h"
 
@@ -164,15 +165,6 @@ static mw_status write_all(writer *w, const mw_model *m, const mw_run_state *st,
     return wr(w, tr, TRAILER);
 }
 
-static mw_status sync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return mw_fail(MW_ERR_IO, "cannot open directory %s: %s", dir, strerror(errno));
-    int rc = fsync(fd);
-    close(fd);
-    if (rc != 0) return mw_fail(MW_ERR_IO, "cannot sync directory %s: %s", dir, strerror(errno));
-    return MW_OK;
-}
-
 mw_status mw_ckpt_save(const char *dir, const mw_model *m, const mw_run_state *st,
                        uint64_t train_tokens, char *path, size_t path_len) {
     if (mw_model_config(m)->inference)
@@ -195,7 +187,7 @@ mw_status mw_ckpt_save(const char *dir, const mw_model *m, const mw_run_state *s
         unlink(tmp);
         return s;
     }
-    MW_TRY(sync_dir(dir));
+    MW_TRY(mw_sync_dir(dir));
     if (path) snprintf(path, path_len, "%s", final);
     return MW_OK;
 }
@@ -299,37 +291,6 @@ mw_status mw_ckpt_prune(const char *dir, int keep, int keep_step) {
 
 /* ---- directories and the --out lock ------------------------------------------------------------ */
 
-mw_status mw_mkdirs(const char *path) {
-    char p[4096];
-    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) return mw_fail(MW_ERR_ARG, "path too long: %.64s...", path);
-    size_t len = strlen(p);
-    while (len > 1 && p[len - 1] == '/') p[--len] = 0;
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s != 0) continue;
-        char c = *s;
-        *s = 0;
-        if (mkdir(p, 0777) == 0) { /* a new entry: make it durable in its parent */
-            char *slash = strrchr(p, '/');
-            mw_status st;
-            if (!slash) st = sync_dir(".");
-            else if (slash == p) st = sync_dir("/");
-            else {
-                *slash = 0;
-                st = sync_dir(p);
-                *slash = '/';
-            }
-            if (st != MW_OK) return st;
-        } else if (errno != EEXIST) {
-            return mw_fail(MW_ERR_IO, "cannot create %s: %s", p, strerror(errno));
-        } else {
-            struct stat sb;
-            if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode)) return mw_fail(MW_ERR_IO, "cannot create %s: it exists and is not a directory", p);
-        }
-        if (c == 0) break;
-        *s = c;
-    }
-    return MW_OK;
-}
 
 /* Tries the lock of fd; MW_ERR_IO naming the holder (the pid the lock file records) if taken. */
 static mw_status take_lock(int fd, const char *lock, const char *dir) {

@@ -2,6 +2,7 @@
 #ifndef MW_CHECKPOINT_H
 #define MW_CHECKPOINT_H
 #include "memwall.h"
+#include "../core/fsutil.h" /* mw_mkdirs: --out and its parents */
 
 #define MW_CKPT_MAX_INDEX 65536
 typedef struct mw_ckpt_entry {
@@ -27,8 +28,6 @@ typedef struct mw_ckpt_file {
  * does not exist. *files is malloc'd (NULL when *n is 0). */
 mw_status mw_ckpt_list(const char *dir, mw_ckpt_file **files, int *n);
 
-/* Creates path and its missing parents, syncing each parent that got a new entry. */
-mw_status mw_mkdirs(const char *path);
 
 /* The lock file of a run directory, which records its holder's pid. */
 #define MW_LOCK_NAME ".memwall.lock"
