@@ -7,23 +7,7 @@ set -u
 MW=$(realpath "${1:-build/memwall}")
 T=$(mktemp -d /tmp/mw_cli_hf_XXXXXX)
 trap 'rm -rf "$T"' EXIT
-fails=0
-pass() { echo "  ok   $*"; }
-fail() { echo "  FAIL $*"; fails=$((fails + 1)); }
-# expect_error CODE WHAT -- CMD...: CMD must exit with CODE and print one line starting "memwall:"
-expect_error() {
-  local code=$1 what=$2
-  shift 3
-  "$@" >"$T/out" 2>"$T/err"
-  local rc=$?
-  local lines
-  lines=$(wc -l <"$T/err")
-  if [ $rc -eq "$code" ] && [ "$lines" -eq 1 ] && grep -q "^memwall: " "$T/err"; then
-    pass "$what -> exit $rc: $(cat "$T/err")"
-  else
-    fail "$what: exit $rc (want $code), stderr: $(cat "$T/err")"
-  fi
-}
+. "$(dirname "$0")/lib_cli.sh" # pass, fail, json_field, expect_error
 
 head -c 200000 /usr/share/common-licenses/GPL-3 >"$T/c.txt"
 "$MW" prepare --tokenizer bytes --in "$T/c.txt" --out "$T/d" >/dev/null 2>&1 || { echo "prepare failed"; exit 1; }

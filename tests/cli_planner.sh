@@ -6,23 +6,7 @@ set -u
 MW=$(realpath "${1:-build/memwall}")
 T=$(mktemp -d /tmp/mw_planner_XXXXXX)
 trap 'rm -rf "$T"' EXIT
-fails=0
-pass() { echo "  ok   $*"; }
-fail() { echo "  FAIL $*"; fails=$((fails + 1)); }
-# expect_error CODE WHAT -- CMD...: CMD must exit with CODE and print one line starting "memwall:"
-expect_error() {
-  local code=$1 what=$2
-  shift 3
-  "$@" >"$T/out" 2>"$T/err"
-  local rc=$?
-  local lines
-  lines=$(wc -l <"$T/err")
-  if [ $rc -eq "$code" ] && [ "$lines" -eq 1 ] && grep -q "^memwall: " "$T/err"; then
-    pass "$what -> exit $rc: $(cat "$T/err")"
-  else
-    fail "$what: exit $rc (want $code), stderr: $(cat "$T/err")"
-  fi
-}
+. "$(dirname "$0")/lib_cli.sh" # pass, fail, json_field, expect_error
 
 echo "-- a plan beyond the memory available: refused before mapping"
 # 1.2 TiB (GPT-2 XL, B=256, T=1024): more than any test machine holds; without the check the

@@ -6,23 +6,7 @@ MW=$(realpath "${1:-build/memwall}")
 T=$(mktemp -d /tmp/mw_resume_XXXXXX)
 bg=()
 trap 'for p in "${bg[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$T"' EXIT
-fails=0
-pass() { echo "  ok   $*"; }
-fail() { echo "  FAIL $*"; fails=$((fails + 1)); }
-# expect_error CODE WHAT -- CMD...: CMD must exit with CODE and print one line starting "memwall:"
-expect_error() {
-  local code=$1 what=$2
-  shift 3
-  "$@" >"$T/out" 2>"$T/err"
-  local rc=$?
-  local lines
-  lines=$(wc -l <"$T/err")
-  if [ $rc -eq "$code" ] && [ "$lines" -eq 1 ] && grep -q "^memwall: " "$T/err"; then
-    pass "$what -> exit $rc: $(cat "$T/err")"
-  else
-    fail "$what: exit $rc (want $code), stderr: $(cat "$T/err")"
-  fi
-}
+. "$(dirname "$0")/lib_cli.sh" # pass, fail, json_field, expect_error
 # has FILE TEXT WHAT: FILE contains TEXT (fixed string)
 has() { grep -qF -- "$2" "$1" && pass "$3" || fail "$3: '$2' not in $(cat "$1")"; }
 

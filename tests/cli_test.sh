@@ -6,11 +6,7 @@ set -u
 MW=$(realpath "${1:-build/memwall}")
 T=$(mktemp -d /tmp/mw_cli_XXXXXX)
 trap 'rm -rf "$T"' EXIT
-fails=0
-pass() { echo "  ok   $*"; }
-fail() { echo "  FAIL $*"; fails=$((fails + 1)); }
-# json_field FILE KEY: the values of KEY in every line of a JSON-lines file
-json_field() { grep -o "\"$2\": [-0-9.e+]*" "$1" | sed 's/.*: //'; }
+. "$(dirname "$0")/lib_cli.sh" # pass, fail, json_field, expect_error
 # ckpt_same A B: two checkpoints agree byte for byte (configuration, run state, every tensor and
 # moment with its CRC) except the settings that leave the numbers unchanged (save_every, keep,
 # budget, recompute: each run records its own)
@@ -20,20 +16,6 @@ ckpt_same() {
   ma=$(od -An -tu4 -j12 -N4 "$1" | tr -d ' ') mb=$(od -An -tu4 -j12 -N4 "$2" | tr -d ' ')
   cmp -s <(ckpt_meta "$1" "$ma") <(ckpt_meta "$2" "$mb") &&
     cmp -s <(tail -c +$((33 + ma)) "$1" | head -c -24) <(tail -c +$((33 + mb)) "$2" | head -c -24)
-}
-# expect_error CODE WHAT -- CMD...: CMD must exit with CODE and print one line starting "memwall:"
-expect_error() {
-  local code=$1 what=$2
-  shift 3
-  "$@" >"$T/out" 2>"$T/err"
-  local rc=$?
-  local lines
-  lines=$(wc -l <"$T/err")
-  if [ $rc -eq "$code" ] && [ "$lines" -eq 1 ] && grep -q "^memwall: " "$T/err"; then
-    pass "$what -> exit $rc: $(cat "$T/err")"
-  else
-    fail "$what: exit $rc (want $code), stderr: $(cat "$T/err")"
-  fi
 }
 
 CORPUS=$T/corpus.txt

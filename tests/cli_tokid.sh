@@ -8,23 +8,7 @@ VOCAB=$(realpath data/gpt2)
 [ -f "$VOCAB/encoder.json" ] || { echo "FAIL: $VOCAB/encoder.json missing (make gpt2-vocab)"; exit 1; }
 T=$(mktemp -d /tmp/mw_tokid_XXXXXX)
 trap 'rm -rf "$T"' EXIT
-fails=0
-pass() { echo "  ok   $*"; }
-fail() { echo "  FAIL $*"; fails=$((fails + 1)); }
-# expect_error CODE WHAT -- CMD...: CMD must exit with CODE and print one line starting "memwall:"
-expect_error() {
-  local code=$1 what=$2
-  shift 3
-  "$@" >"$T/out" 2>"$T/err"
-  local rc=$?
-  local lines
-  lines=$(wc -l <"$T/err")
-  if [ $rc -eq "$code" ] && [ "$lines" -eq 1 ] && grep -q "^memwall: " "$T/err"; then
-    pass "$what -> exit $rc: $(cat "$T/err")"
-  else
-    fail "$what: exit $rc (want $code), stderr: $(cat "$T/err")"
-  fi
-}
+. "$(dirname "$0")/lib_cli.sh" # pass, fail, json_field, expect_error
 # err_has WORDS...: the last expect_error's message holds every word
 err_has() {
   for w in "$@"; do grep -qF -- "$w" "$T/err" || { fail "the message lacks '$w': $(cat "$T/err")"; return; }; done

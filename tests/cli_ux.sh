@@ -9,23 +9,7 @@ MW=$(realpath "${1:-build/memwall}")
 REPO=$(dirname "$(dirname "$(realpath "$0")")")
 T=$(mktemp -d /tmp/mw_ux_XXXXXX)
 trap 'rm -rf "$T"' EXIT
-fails=0
-pass() { echo "  ok   $*"; }
-fail() { echo "  FAIL $*"; fails=$((fails + 1)); }
-# expect_error CODE WHAT -- CMD...: CMD must exit with CODE and print one line starting "memwall:"
-expect_error() {
-  local code=$1 what=$2
-  shift 3
-  "$@" >"$T/out" 2>"$T/err"
-  local rc=$?
-  local lines
-  lines=$(wc -l <"$T/err")
-  if [ $rc -eq "$code" ] && [ "$lines" -eq 1 ] && grep -q "^memwall: " "$T/err"; then
-    pass "$what -> exit $rc: $(cat "$T/err")"
-  else
-    fail "$what: exit $rc (want $code), stderr: $(head -c 300 "$T/err")"
-  fi
-}
+. "$(dirname "$0")/lib_cli.sh" # pass, fail, json_field, expect_error
 peak_of() { grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //'; }
 
 cat /usr/share/common-licenses/{GPL-3,Apache-2.0} >"$T/corpus.txt"

@@ -1,0 +1,22 @@
+# Helpers shared by the end-to-end CLI tests (tests/cli_*.sh), sourced after MW (the binary under
+# test) and T (the test's temporary folder) are set. A test counts failures in $fails and exits
+# non-zero when there is any.
+fails=0
+pass() { echo "  ok   $*"; }
+fail() { echo "  FAIL $*"; fails=$((fails + 1)); }
+# json_field FILE KEY: the values of KEY in every line of a JSON-lines file
+json_field() { grep -o "\"$2\": [-0-9.e+]*" "$1" | sed 's/.*: //'; }
+# expect_error CODE WHAT -- CMD...: CMD must exit with CODE and print one line starting "memwall:"
+expect_error() {
+  local code=$1 what=$2
+  shift 3
+  "$@" >"$T/out" 2>"$T/err"
+  local rc=$?
+  local lines
+  lines=$(wc -l <"$T/err")
+  if [ $rc -eq "$code" ] && [ "$lines" -eq 1 ] && grep -q "^memwall: " "$T/err"; then
+    pass "$what -> exit $rc: $(cat "$T/err")"
+  else
+    fail "$what: exit $rc (want $code), stderr: $(head -c 400 "$T/err")"
+  fi
+}
