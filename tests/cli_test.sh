@@ -332,6 +332,14 @@ if [ -w /dev/full ]; then
   expect_error 1 "output to a full disk" -- sh -c "'$MW' tokenize --tokenizer bytes </usr/share/common-licenses/GPL-3 >/dev/full"
 fi
 
+echo "-- --ckpt DIR says when it passes over a newer checkpoint that does not verify"
+"$MW" train --data "$T/lic" --steps 4 --save-every 2 --seq 32 --out "$T/older" >"$T/out" 2>&1 ||
+  fail "train for --ckpt: $(tail -1 "$T/out")"
+truncate -s -100 "$T/older/step-00000004.mwck"
+"$MW" export --ckpt "$T/older" --out "$T/older.safetensors" >"$T/out" 2>"$T/err" &&
+  grep -q "using $T/older/step-00000002.mwck; 1 newer checkpoint file(s) there do not verify" "$T/err" &&
+  pass "export --ckpt DIR: $(cat "$T/err")" || fail "--ckpt DIR over a corrupt newest: $(cat "$T/err")"
+
 echo "-- temporary files: each writer its own (a name another process uses is left alone)"
 echo other >"$T/tl.svg.tmp"
 "$MW" plan --timeline "$T/tl.svg" >"$T/out" 2>&1 && grep -q "<svg" "$T/tl.svg" && [ "$(cat "$T/tl.svg.tmp")" = other ] &&

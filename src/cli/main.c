@@ -398,8 +398,14 @@ void resolve_ckpt(const char *arg, char *path, size_t n, mw_ckpt_info *info) {
     struct stat st;
     if (stat(arg, &st) != 0) die(1, "--ckpt %s: %s", arg, strerror(errno));
     if (S_ISDIR(st.st_mode)) {
-        if (mw_ckpt_latest(arg, path, n, info, NULL) != MW_OK) die(1, "%s", mw_last_error());
+        int skipped = 0;
+        if (mw_ckpt_latest(arg, path, n, info, &skipped) != MW_OK) die(1, "%s", mw_last_error());
         if (!path[0]) die(1, "--ckpt %s: no valid checkpoint there", arg);
+        if (skipped) { /* never silently: the user may expect the newest */
+            fflush(stdout);
+            fprintf(stderr, "memwall: note: --ckpt %s: using %s; %d newer checkpoint file(s) there do not verify\n",
+                    arg, path, skipped);
+        }
     } else {
         snprintf(path, n, "%s", arg);
         if (mw_ckpt_verify(path, info) != MW_OK) die(1, "%s", mw_last_error());
