@@ -40,6 +40,26 @@ static inline double rel_err(const float *a, const float *b, size_t n) {
     return md / mb;
 }
 
+/* The whole file at path (malloc'd, one spare byte for a terminator; *n its size); exits 1 naming
+ * the file when it cannot be read. */
+static inline unsigned char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "FAIL: cannot open %s\n", path);
+        exit(1);
+    }
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(*n + 1);
+    if (!b || fread(b, 1, *n, f) != *n) {
+        fprintf(stderr, "FAIL: cannot read %s\n", path);
+        exit(1);
+    }
+    fclose(f);
+    return b;
+}
+
 static inline int test_summary(const char *name) {
     if (check_failures) {
         fprintf(stderr, "%s: %d check(s) failed\n", name, check_failures);

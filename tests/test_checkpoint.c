@@ -39,16 +39,6 @@ static int same_state(mw_model *a, mw_model *b) {
     return 1;
 }
 
-static unsigned char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(*n);
-    if (fread(b, 1, *n, f) != *n) exit(1);
-    fclose(f);
-    return b;
-}
 static void spit(const char *path, const unsigned char *b, size_t n) {
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(b, 1, n, f) != n) exit(1);

@@ -36,21 +36,6 @@ static void write_file(const char *path, const void *p, size_t n) {
     }
 }
 
-static unsigned char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "FAIL: cannot open %s\n", path);
-        exit(1);
-    }
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(*n + 1);
-    if (!b || fread(b, 1, *n, f) != *n) exit(1);
-    fclose(f);
-    return b;
-}
-
 static void copy_file(const char *from, const char *to) {
     size_t n;
     unsigned char *b = slurp(from, &n);

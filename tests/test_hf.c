@@ -9,21 +9,6 @@
 #include "check.h"
 #include "memwall.h"
 
-static unsigned char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "FAIL: cannot open %s\n", path);
-        exit(1);
-    }
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(*n + 1);
-    if (fread(b, 1, *n, f) != *n) exit(1);
-    fclose(f);
-    return b;
-}
-
 /* reads record `name` of a .mwfx fixture */
 static void *mwfx(const char *path, const char *name, size_t *count) {
     size_t n;
