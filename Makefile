@@ -4,7 +4,29 @@ CC       ?= gcc
 BLAS_INC := /usr/include/x86_64-linux-gnu/openblas-openmp
 BLAS_LIB := /usr/lib/x86_64-linux-gnu/openblas-openmp
 WARN     := -Wall -Wextra -Wshadow -Wno-unused-parameter -Werror
-CFLAGS   ?= -O3 -march=native
+# The instruction-set baseline the whole build assumes. x86-64-v3 (AVX2 + FMA + BMI2, every x86
+# CPU since Haswell, 2013, and AMD Excavator, 2015): memwall's arithmetic is fma chains, and
+# without hardware FMA each fmaf is a libm call. The GEMM micro-kernels for AVX2 and AVX-512 are
+# compiled for their own targets and chosen at run time (src/kernels/cpu/isa.c), so one binary
+# runs at full speed on either. BASELINE=x86-64-v2 (or x86-64) builds for older CPUs, same bits;
+# NATIVE=1 builds for this CPU only (-march=native: the binary may die of SIGILL on another,
+# which the library's start-up check turns into a one-line message).
+MACHINE  := $(shell $(CC) -dumpmachine)
+ifneq ($(filter x86_64-%,$(MACHINE)),)
+BASELINE ?= x86-64-v3
+else ifneq ($(filter aarch64-%,$(MACHINE)),)
+BASELINE ?= armv8-a
+endif
+ifeq ($(NATIVE),1)
+ARCHFLAGS := -march=native
+else
+ARCHFLAGS := $(if $(BASELINE),-march=$(BASELINE))
+endif
+CFLAGS   ?= -O3
+CFLAGS   += $(ARCHFLAGS)
+# no contraction of a*b+c into fma behind the source's back (clang contracts by default, gcc in
+# GNU mode): every fma is an explicit fmaf, so gcc and clang builds give the same bits
+CFLAGS   += -ffp-contract=off
 # no errno from libm: lets sqrtf vectorise; results are the same bits
 CFLAGS   += -fno-math-errno
 CFLAGS   += -std=c11 -D_GNU_SOURCE -fopenmp $(WARN) -Iinclude -MMD -MP
@@ -84,7 +106,7 @@ test-asan: $(ASAN_TESTS) build/asan/memwall gpt2-vocab
 # ---- fuzzing (clang's libFuzzer with ASan + UBSan) ------------------------------------------
 FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= $(shell command -v clang-14 || command -v clang)
-FUZZ_CFLAGS  := -g -O1 -march=native -std=c11 -D_GNU_SOURCE -fopenmp -Iinclude \
+FUZZ_CFLAGS  := -g -O1 $(ARCHFLAGS) -ffp-contract=off -std=c11 -D_GNU_SOURCE -fopenmp -Iinclude \
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -MMD -MP
 FUZZERS      := build/fuzz/fuzz_safetensors build/fuzz/fuzz_checkpoint build/fuzz/fuzz_json \
                 build/fuzz/fuzz_hf_config build/fuzz/fuzz_tokenizer build/fuzz/fuzz_tokens

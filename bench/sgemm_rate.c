@@ -60,6 +60,10 @@ static void measure(const shape *s, int threads, double *mw, double *ob, double 
 
 int main(int argc, char **argv) {
     int threads = mw_set_threads(argc > 1 ? atoi(argv[1]) : 0);
+    if (mw_kernel_set(NULL) != MW_OK) { /* MEMWALL_KERNEL picks the kernel, as for memwall */
+        fprintf(stderr, "sgemm_rate: %s\n", mw_last_error());
+        return 2;
+    }
     if (argc > 2 && strcmp(argv[2], "--gpt2") == 0) {
         const shape shapes[] = {
             {0, 1, 1024, 2304, 768, 0, "qkv forward"},     {0, 1, 1024, 3072, 768, 0, "fc forward"},

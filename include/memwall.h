@@ -142,6 +142,23 @@ double mw_config_flops_per_token(const mw_config *cfg);
 /* Applies cfg->threads to OpenMP and BLAS; returns the thread count in effect. */
 int mw_set_threads(int threads);
 
+/* ---- compute kernels ------------------------------------------------------------------------
+ * The library carries a GEMM micro-kernel per instruction set ("portable" C, "avx2" for AVX2 +
+ * FMA, "avx512" for AVX-512F, on x86-64) and runs one. Every kernel gives the same bits, so the
+ * choice changes speed only. Unless mw_kernel_set is called, the first product runs the kernel
+ * named by the environment variable MEMWALL_KERNEL, else the best one the CPU has. */
+
+/* name: "auto" (or NULL: MEMWALL_KERNEL, else auto), "portable", "avx2", "avx512". MW_ERR_ARG,
+ * changing nothing, for an unknown name or one this CPU cannot run (the message names those it
+ * can). Call it before any training step, not while one runs. */
+mw_status mw_kernel_set(const char *name);
+/* The kernel in use: "portable", "avx2", "avx512". */
+const char *mw_kernel_get(void);
+/* 1 when this build carries kernel name and this CPU can run it, else 0. */
+int mw_kernel_supported(const char *name);
+/* The kernels this CPU can run, best last: e.g. "portable, avx2, avx512". */
+const char *mw_kernels_available(void);
+
 /* ---- the memory plan ----------------------------------------------------------------------- */
 
 typedef struct mw_plan_summary {

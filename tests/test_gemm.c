@@ -2,8 +2,9 @@
  * arithmetic contract:
  *  - every transpose combination, sizes off the 12 x 32 tile and across the 256-deep block, with
  *    alpha, beta 0 and 1, leading dimensions larger than the matrix: relative error vs double;
- *  - the same bits on 1, 2 and 3 threads, with the smallest workspace and a large one, and from
- *    the portable kernel and the vector one;
+ *  - the same bits on 1, 2 and 3 threads, with the smallest workspace and a large one, from every
+ *    micro-kernel this CPU can run (portable, avx2, avx512), through the matrix-vector path for
+ *    M = 1 and through packing;
  *  - each element one fma chain in k order: a product over K computed as K1 rows then K - K1 rows
  *    with beta 1 equals the product in one call, bit for bit; and a 1 x 1 x K product equals a
  *    scalar fmaf loop;
@@ -15,9 +16,12 @@
 
 #include "../src/core/rng.h"
 #include "../src/kernels/cpu/gemm.h"
+#include "../src/kernels/cpu/isa.h"
+#include "memwall.h"
 #include "check.h"
 
 static uint64_t rng = 7;
+static long ncompared; /* bitwise comparisons made, printed at the end */
 static float *frand(size_t n) {
     float *x = malloc((n ? n : 1) * sizeof(float));
     for (size_t i = 0; i < n; i++) x[i] = (float)mw_rng_normal(&rng);
@@ -59,21 +63,31 @@ static void one_case(int ta, int tb, int M, int N, int K, float alpha, float bet
     for (int i = 0; i < M; i++)
         for (long j = N; j < ldc; j++)
             CHECK(C[i * ldc + j] == C0[i * ldc + j], "gemm wrote past column N");
-    /* the same bits on other thread counts, workspace sizes and kernels */
-    const struct { size_t ws; int nt, portable; } v[] = {{small, 1, 0}, {big, 3, 0}, {big, 1, 1},
-                                                         {mw_gemm_ws_floats(2, 40), 2, 1}};
-    for (size_t t = 0; t < sizeof v / sizeof v[0]; t++) {
-        memcpy(Cr, C0, sizeof(float) * M * ldc);
-        size_t need = v[t].ws;
-        if (v[t].nt > 1 && need < mw_gemm_ws_floats(v[t].nt, 1)) need = mw_gemm_ws_floats(v[t].nt, 1);
-        int rc = v[t].portable
-                     ? mw_gemm_portable(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cr, ldc, ws,
-                                        need, v[t].nt)
-                     : mw_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cr, ldc, ws, need,
-                               v[t].nt);
-        CHECK(rc == 0 && memcmp(Cr, C, sizeof(float) * M * ldc) == 0,
-              "%c%c %dx%dx%d: %s kernel, %d threads, %zu ws floats: bits differ", "NT"[ta],
-              "NT"[tb], M, N, K, v[t].portable ? "portable" : mw_gemm_kernel_name(), v[t].nt, need);
+    /* the same bits on other thread counts, workspace sizes, kernels and paths: mw_gemm as
+     * selected, then every kernel this CPU runs, through the M = 1 path and packed only */
+    const struct { size_t ws; int nt, kernel, packed_only; } v[] = {
+        {small, 1, -1, 0}, {big, 3, -1, 0}, {small, 1, 0, 0}, {big, 3, 0, 1},
+        {mw_gemm_ws_floats(2, 40), 2, 0, 1}, {big, 2, 0, 0}};
+    for (int kern = 0; kern < MW_KERNEL_COUNT; kern++) {
+        if (!mw_kernel_id_supported((mw_kernel_id)kern)) continue;
+        for (size_t t = 0; t < sizeof v / sizeof v[0]; t++) {
+            if (v[t].kernel < 0 && kern > 0) continue; /* mw_gemm's own rows: once */
+            memcpy(Cr, C0, sizeof(float) * M * ldc);
+            size_t need = v[t].ws;
+            if (v[t].nt > 1 && need < mw_gemm_ws_floats(v[t].nt, 1))
+                need = mw_gemm_ws_floats(v[t].nt, 1);
+            int rc = v[t].kernel < 0
+                         ? mw_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cr, ldc, ws, need,
+                                   v[t].nt)
+                         : mw_gemm_kernel(kern, v[t].packed_only, ta, tb, M, N, K, alpha, A, lda,
+                                          B, ldb, beta, Cr, ldc, ws, need, v[t].nt);
+            CHECK(rc == 0 && memcmp(Cr, C, sizeof(float) * M * ldc) == 0,
+                  "%c%c %dx%dx%d: %s kernel%s, %d threads, %zu ws floats: bits differ", "NT"[ta],
+                  "NT"[tb], M, N, K,
+                  v[t].kernel < 0 ? mw_gemm_kernel_name() : mw_kernel_id_name((mw_kernel_id)kern),
+                  v[t].packed_only ? " (packed only)" : "", v[t].nt, need);
+            ncompared++;
+        }
     }
     free(A), free(B), free(C0), free(C), free(Cr), free(ws);
 }
@@ -98,11 +112,12 @@ static void split_k(int M, int N, int K, int K1) {
 }
 
 int main(void) {
-    printf("gemm: %s kernel, tile %dx%d, depth block %d\n", mw_gemm_kernel_name(), MW_GEMM_MR,
-           MW_GEMM_NR, MW_GEMM_KC);
+    CHECK(mw_kernel_set(NULL) == MW_OK, "%s", mw_last_error());
+    printf("gemm: %s kernel in use; this CPU runs %s; depth block %d\n", mw_gemm_kernel_name(),
+           mw_kernels_available(), MW_GEMM_KC);
     const int sizes[][3] = {{1, 1, 1},   {1, 50, 300}, {5, 7, 3},    {12, 32, 256}, {13, 33, 257},
                             {37, 65, 600}, {130, 97, 64}, {250, 40, 513}, {3, 300, 17}, {64, 64, 0},
-                            {1, 1100, 700}};
+                            {1, 1100, 700}, {6, 16, 256}, {7, 17, 300}, {18, 48, 40}};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++) {
@@ -128,6 +143,24 @@ int main(void) {
           "a one-thread workspace accepted for two threads");
     CHECK(c[0] == 9 && c[3] == 9, "a refused call wrote C");
     free(w);
+
+    /* selection: by name, refusing unknown names and kernels this CPU lacks, changing nothing */
+    const char *before = mw_kernel_get();
+    CHECK(mw_kernel_set("sse9") == MW_ERR_ARG && strstr(mw_last_error(), "sse9"),
+          "an unknown kernel name was accepted");
+    CHECK(strcmp(mw_kernel_get(), before) == 0, "a refused mw_kernel_set changed the kernel");
+    for (int k = 0; k < MW_KERNEL_COUNT; k++) {
+        const char *name = mw_kernel_id_name((mw_kernel_id)k);
+        if (mw_kernel_id_supported((mw_kernel_id)k)) {
+            CHECK(mw_kernel_set(name) == MW_OK && strcmp(mw_kernel_get(), name) == 0,
+                  "kernel %s: supported but not selectable", name);
+        } else {
+            CHECK(mw_kernel_set(name) == MW_ERR_ARG && strstr(mw_last_error(), "cannot run"),
+                  "kernel %s: this CPU lacks it, yet selecting it did not fail clearly", name);
+        }
+    }
+    CHECK(mw_kernel_set("auto") == MW_OK, "auto refused");
+    printf("gemm: %ld bitwise comparisons across kernels, threads and paths\n", ncompared);
     if (check_failures) {
         fprintf(stderr, "test_gemm: %d failures\n", check_failures);
         return 1;

@@ -6,16 +6,17 @@
 #include <omp.h>
 #include <string.h>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#include "gemm_kernels.h"
+#include "isa.h"
 
-enum { MR = MW_GEMM_MR, NR = MW_GEMM_NR, KC = MW_GEMM_KC, MC = MW_GEMM_MC };
+/* PMR x PNR: the portable kernel's tile; PNR is also the widest of any kernel (workspace sizes
+ * use it). The packing and the blocked loops take the running kernel's MR and NR. */
+enum { PMR = MW_GEMM_MR, PNR = MW_GEMM_NR, KC = MW_GEMM_KC, MC = MW_GEMM_MC };
 
 size_t mw_gemm_ws_floats(int nthreads, int nc) {
     if (nthreads < 1) nthreads = 1;
     if (nc < 1) nc = 1;
-    size_t ncr = ((size_t)nc + NR - 1) / NR * NR;
+    size_t ncr = ((size_t)nc + PNR - 1) / PNR * PNR;
     return (size_t)nthreads * MC * KC + (size_t)KC * ncr;
 }
 
@@ -24,7 +25,8 @@ size_t mw_gemm_ws_floats(int nthreads, int nc) {
  * B block (depth p0.., columns j0..) becomes panels of NR columns: panel[k * NR + c].
  * Rows and columns past the matrix are zeros. */
 
-static void pack_a(float *dst, int ta, const float *A, long lda, int i0, int mc, int p0, int kc) {
+static void pack_a(float *dst, const int MR, int ta, const float *A, long lda, int i0, int mc,
+                   int p0, int kc) {
     for (int ip = 0; ip < mc; ip += MR) {
         const int mr = mc - ip < MR ? mc - ip : MR;
         float *d = dst + (long)ip * kc;
@@ -48,7 +50,8 @@ static void pack_a(float *dst, int ta, const float *A, long lda, int i0, int mc,
 }
 
 /* one panel of NR columns starting at column j */
-static void pack_b_panel(float *d, int tb, const float *B, long ldb, int j, int nr, int p0, int kc) {
+static void pack_b_panel(float *d, const int NR, int tb, const float *B, long ldb, int j, int nr,
+                         int p0, int kc) {
     if (!tb) {
         for (int k = 0; k < kc; k++) {
             const float *s = B + (long)(p0 + k) * ldb + j;
@@ -68,80 +71,29 @@ static void pack_b_panel(float *d, int tb, const float *B, long ldb, int j, int 
 }
 
 /* ---- micro-kernels ------------------------------------------------------------------------------
- * c (mr x nr of C) = chain(load ? c : 0; += a[k] * b[k] for k < kc), times alpha when scale. */
-
-typedef void (*kernel_fn)(int mr, int nr, int kc, const float *a, const float *b, float *c,
-                          long ldc, int load, int scale, float alpha);
+ * The portable one here; the vector ones in gemm_avx2.c and gemm_avx512.c (gemm_kernels.h). */
 
 static void kernel_portable(int mr, int nr, int kc, const float *a, const float *b, float *c,
                             long ldc, int load, int scale, float alpha) {
-    float acc[MR][NR];
-    for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) acc[r][j] = load && r < mr && j < nr ? c[r * ldc + j] : 0.0f;
-    for (int k = 0; k < kc; k++, a += MR, b += NR)
-        for (int r = 0; r < MR; r++)
-            for (int j = 0; j < NR; j++) acc[r][j] = fmaf(a[r], b[j], acc[r][j]);
+    float acc[PMR][PNR];
+    for (int r = 0; r < PMR; r++)
+        for (int j = 0; j < PNR; j++) acc[r][j] = load && r < mr && j < nr ? c[r * ldc + j] : 0.0f;
+    for (int k = 0; k < kc; k++, a += PMR, b += PNR)
+        for (int r = 0; r < PMR; r++)
+            for (int j = 0; j < PNR; j++) acc[r][j] = fmaf(a[r], b[j], acc[r][j]);
     for (int r = 0; r < mr; r++)
         for (int j = 0; j < nr; j++) c[r * ldc + j] = scale ? acc[r][j] * alpha : acc[r][j];
 }
 
-#if defined(__AVX512F__)
-/* MRV rows (a constant in each instance below), two 16-lane vectors per row: 24 accumulators,
- * 2 loads of b and MRV broadcasts of a per k. */
-static inline __attribute__((always_inline)) void
-kernel_avx512_rows(const int MRV, int nr, int kc, const float *a, const float *b, float *c,
-                   long ldc, int load, int scale, float alpha) {
-    const __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
-    const __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
-    __m512 c0[MR], c1[MR];
-    for (int r = 0; r < MRV; r++) {
-        if (load) {
-            c0[r] = _mm512_maskz_loadu_ps(m0, c + r * ldc);
-            c1[r] = _mm512_maskz_loadu_ps(m1, c + r * ldc + 16);
-        } else {
-            c0[r] = _mm512_setzero_ps();
-            c1[r] = _mm512_setzero_ps();
-        }
-    }
-    for (int k = 0; k < kc; k++, a += MR, b += NR) {
-        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-        for (int r = 0; r < MRV; r++) {
-            const __m512 ar = _mm512_set1_ps(a[r]);
-            c0[r] = _mm512_fmadd_ps(ar, b0, c0[r]);
-            c1[r] = _mm512_fmadd_ps(ar, b1, c1[r]);
-        }
-    }
-    const __m512 al = _mm512_set1_ps(alpha);
-    for (int r = 0; r < MRV; r++) {
-        if (scale) {
-            c0[r] = _mm512_mul_ps(c0[r], al);
-            c1[r] = _mm512_mul_ps(c1[r], al);
-        }
-        _mm512_mask_storeu_ps(c + r * ldc, m0, c0[r]);
-        _mm512_mask_storeu_ps(c + r * ldc + 16, m1, c1[r]);
-    }
-}
-
-#define KROWS(n)                                                                                   \
-    case n: kernel_avx512_rows(n, nr, kc, a, b, c, ldc, load, scale, alpha); break;
-
-static void kernel_avx512(int mr, int nr, int kc, const float *a, const float *b, float *c,
-                          long ldc, int load, int scale, float alpha) {
-    switch (mr) {
-        KROWS(1) KROWS(2) KROWS(3) KROWS(4) KROWS(5) KROWS(6)
-        KROWS(7) KROWS(8) KROWS(9) KROWS(10) KROWS(11) KROWS(12)
-    default: break;
-    }
-}
-#undef KROWS
-#define KERNEL_BEST kernel_avx512
-#define KERNEL_NAME "avx512"
-#else
-#define KERNEL_BEST kernel_portable
-#define KERNEL_NAME "portable"
+static const mw_ukernel kernels[MW_KERNEL_COUNT] = {
+    [MW_KERNEL_PORTABLE] = {PMR, PNR, kernel_portable},
+#if defined(__x86_64__)
+    [MW_KERNEL_AVX2] = {MW_AVX2_MR, MW_AVX2_NR, mw_ukernel_avx2},
+    [MW_KERNEL_AVX512] = {MW_AVX512_MR, MW_AVX512_NR, mw_ukernel_avx512},
 #endif
+};
 
-const char *mw_gemm_kernel_name(void) { return KERNEL_NAME; }
+const char *mw_gemm_kernel_name(void) { return mw_kernel_id_name(mw_kernel_current()); }
 
 /* ---- the blocked loops, run by each of nt threads -------------------------------------------- */
 
@@ -152,10 +104,12 @@ typedef struct {
     long lda, ldb, ldc;
     float *C, *ws;
     int ncmax;
-    kernel_fn kern;
+    mw_ukernel_fn kern;
+    int mr, nr;
 } job;
 
 static void run_thread(const job *j, int tid, int nt) {
+    const int MR = j->mr, NR = j->nr;
     /* threads form a tm x tn grid: rows split in MR panels, columns in NR panels */
     const int pm = (j->M + MR - 1) / MR;
     int tm = 1;
@@ -177,7 +131,7 @@ static void run_thread(const job *j, int tid, int nt) {
             const int load = pc > 0 || j->beta != 0.0f, last = pc + kc == j->K;
             for (int p = tid; p < pn; p += nt) {
                 const int col = jc + p * NR, nr = j->N - col < NR ? j->N - col : NR;
-                pack_b_panel(bp + (size_t)p * kc * NR, j->tb, j->B, j->ldb, col, nr, pc, kc);
+                pack_b_panel(bp + (size_t)p * kc * NR, NR, j->tb, j->B, j->ldb, col, nr, pc, kc);
             }
             if (nt > 1) {
 #pragma omp barrier
@@ -188,7 +142,7 @@ static void run_thread(const job *j, int tid, int nt) {
             const int mcb = nblk ? ((r1 - r0 + nblk - 1) / nblk + MR - 1) / MR * MR : MC;
             for (int i0 = r0; i0 < r1; i0 += mcb) {
                 const int mc = r1 - i0 < mcb ? r1 - i0 : mcb;
-                pack_a(ap, j->ta, j->A, j->lda, i0, mc, pc, kc);
+                pack_a(ap, MR, j->ta, j->A, j->lda, i0, mc, pc, kc);
                 for (int p = p0; p < p1; p++) {
                     const int col = jc + p * NR, nr = j->N - col < NR ? j->N - col : NR;
                     const float *bpp = bp + (size_t)p * kc * NR;
@@ -255,7 +209,7 @@ static void gemv(int ta, int tb, int N, int K, float alpha, const float *A, long
     }
 }
 
-static int gemm_with(kernel_fn kern, int allow_gemv, int ta, int tb, int M, int N, int K, float alpha,
+static int gemm_with(const mw_ukernel *uk, int allow_gemv, int ta, int tb, int M, int N, int K, float alpha,
                      const float *A, long lda, const float *B, long ldb, float beta, float *C,
                      long ldc, float *ws, size_t ws_floats, int nthreads) {
     if (nthreads < 1) nthreads = 1;
@@ -272,9 +226,9 @@ static int gemm_with(kernel_fn kern, int allow_gemv, int ta, int tb, int M, int 
         gemv(ta, tb, N, K, alpha, A, lda, B, ldb, beta, C, nthreads, ws);
         return 0;
     }
-    const size_t fb = (ws_floats - (size_t)nthreads * MC * KC) / KC / NR * NR;
+    const size_t fb = (ws_floats - (size_t)nthreads * MC * KC) / KC / uk->nr * uk->nr;
     job j = {ta, tb, M, N, K, alpha, beta, A, B, lda, ldb, ldc, C, ws,
-             fb > (size_t)N ? N : (int)fb, kern};
+             fb > (size_t)N ? N : (int)fb, uk->fn, uk->mr, uk->nr};
     if (nthreads == 1) {
         run_thread(&j, 0, 1);
         return 0;
@@ -287,15 +241,18 @@ static int gemm_with(kernel_fn kern, int allow_gemv, int ta, int tb, int M, int 
 int mw_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, long lda,
             const float *B, long ldb, float beta, float *C, long ldc, float *ws, size_t ws_floats,
             int nthreads) {
-    return gemm_with(KERNEL_BEST, 1, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ws,
-                     ws_floats, nthreads);
+    return gemm_with(&kernels[mw_kernel_current()], 1, ta, tb, M, N, K, alpha, A, lda, B, ldb,
+                     beta, C, ldc, ws, ws_floats, nthreads);
 }
 
-int mw_gemm_portable(int ta, int tb, int M, int N, int K, float alpha, const float *A, long lda,
-                     const float *B, long ldb, float beta, float *C, long ldc, float *ws,
-                     size_t ws_floats, int nthreads) {
-    return gemm_with(kernel_portable, 0, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ws,
-                     ws_floats, nthreads);
+int mw_gemm_kernel(int kernel, int packed_only, int ta, int tb, int M, int N, int K, float alpha,
+                   const float *A, long lda, const float *B, long ldb, float beta, float *C,
+                   long ldc, float *ws, size_t ws_floats, int nthreads) {
+    if (kernel < 0 || kernel >= MW_KERNEL_COUNT || !kernels[kernel].fn ||
+        !mw_kernel_id_supported((mw_kernel_id)kernel))
+        return -1;
+    return gemm_with(&kernels[kernel], !packed_only, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta,
+                     C, ldc, ws, ws_floats, nthreads);
 }
 
 int mw_gemm_ws_run(const mw_gemm_ws *ws, int ta, int tb, int M, int N, int K, float alpha,

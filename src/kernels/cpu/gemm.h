@@ -13,10 +13,10 @@
 #define MW_GEMM_H
 #include <stddef.h>
 
-#define MW_GEMM_MR 12  /* rows of the register tile */
-#define MW_GEMM_NR 32  /* columns of the register tile */
+#define MW_GEMM_MR 12  /* rows of the portable kernel's register tile */
+#define MW_GEMM_NR 32  /* its columns: the widest tile of any kernel (workspace sizes use it) */
 #define MW_GEMM_KC 256 /* depth of one packed block */
-#define MW_GEMM_MC 120 /* rows of one thread's packed block of A (a multiple of MR) */
+#define MW_GEMM_MC 120 /* rows of one thread's packed block of A (a multiple of every kernel's MR) */
 
 /* Workspace floats for nthreads threads and packed blocks of B up to nc columns wide (rounded up
  * to NR). Any size from mw_gemm_ws_floats(nthreads, 1) up works; wider blocks pack B less often. */
@@ -29,14 +29,15 @@ int mw_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, lo
             const float *B, long ldb, float beta, float *C, long ldc, float *ws, size_t ws_floats,
             int nthreads);
 
-/* The same, always through packing and the portable C micro-kernel, also for M = 1 (which
- * mw_gemm runs as a matrix-vector product without packing): the test's check that every path
- * gives the same bits. */
-int mw_gemm_portable(int ta, int tb, int M, int N, int K, float alpha, const float *A, long lda,
-                     const float *B, long ldb, float beta, float *C, long ldc, float *ws,
-                     size_t ws_floats, int nthreads);
+/* The same with micro-kernel `kernel` (an mw_kernel_id, isa.h) whatever is selected, and with
+ * packed_only also for M = 1 (which mw_gemm runs as a matrix-vector product without packing):
+ * the tests' check that every kernel and path gives the same bits. -1 as well for a kernel this
+ * build or CPU cannot run. */
+int mw_gemm_kernel(int kernel, int packed_only, int ta, int tb, int M, int N, int K, float alpha,
+                   const float *A, long lda, const float *B, long ldb, float beta, float *C,
+                   long ldc, float *ws, size_t ws_floats, int nthreads);
 
-/* "avx512" or "portable": the micro-kernel mw_gemm runs */
+/* the micro-kernel mw_gemm runs: "portable", "avx2", "avx512" (mw_kernel_get) */
 const char *mw_gemm_kernel_name(void);
 
 /* A caller's view of one workspace: the buffer, its size, and the threads that share it. */

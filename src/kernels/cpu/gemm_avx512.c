@@ -1,0 +1,62 @@
+/* The AVX-512F GEMM micro-kernel, 12 x 32 (see gemm_kernels.h for its contract): twenty-four
+ * 16-lane accumulators, two loads of b and twelve broadcasts of a per k, masked loads and stores
+ * at the edges. Compiled for AVX-512F whatever the build's baseline; gemm.c calls it only on a CPU
+ * that has it. */
+#include "gemm_kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define MR MW_AVX512_MR
+#define NR MW_AVX512_NR
+#define TARGET __attribute__((target("avx512f,avx2,fma")))
+
+/* MRV rows (a constant in each instance below), two 16-lane vectors per row: 24 accumulators,
+ * 2 loads of b and MRV broadcasts of a per k. */
+static inline __attribute__((always_inline)) TARGET void
+rows(const int MRV, int nr, int kc, const float *a, const float *b, float *c,
+                   long ldc, int load, int scale, float alpha) {
+    const __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+    const __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+    __m512 c0[MR], c1[MR];
+    for (int r = 0; r < MRV; r++) {
+        if (load) {
+            c0[r] = _mm512_maskz_loadu_ps(m0, c + r * ldc);
+            c1[r] = _mm512_maskz_loadu_ps(m1, c + r * ldc + 16);
+        } else {
+            c0[r] = _mm512_setzero_ps();
+            c1[r] = _mm512_setzero_ps();
+        }
+    }
+    for (int k = 0; k < kc; k++, a += MR, b += NR) {
+        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        for (int r = 0; r < MRV; r++) {
+            const __m512 ar = _mm512_set1_ps(a[r]);
+            c0[r] = _mm512_fmadd_ps(ar, b0, c0[r]);
+            c1[r] = _mm512_fmadd_ps(ar, b1, c1[r]);
+        }
+    }
+    const __m512 al = _mm512_set1_ps(alpha);
+    for (int r = 0; r < MRV; r++) {
+        if (scale) {
+            c0[r] = _mm512_mul_ps(c0[r], al);
+            c1[r] = _mm512_mul_ps(c1[r], al);
+        }
+        _mm512_mask_storeu_ps(c + r * ldc, m0, c0[r]);
+        _mm512_mask_storeu_ps(c + r * ldc + 16, m1, c1[r]);
+    }
+}
+
+#define ROWS(n)                                                                                   \
+    case n: rows(n, nr, kc, a, b, c, ldc, load, scale, alpha); break;
+
+TARGET void mw_ukernel_avx512(int mr, int nr, int kc, const float *a, const float *b, float *c,
+                              long ldc, int load, int scale, float alpha) {
+    switch (mr) {
+        ROWS(1) ROWS(2) ROWS(3) ROWS(4) ROWS(5) ROWS(6)
+        ROWS(7) ROWS(8) ROWS(9) ROWS(10) ROWS(11) ROWS(12)
+    default: break;
+    }
+}
+#undef ROWS
+#endif

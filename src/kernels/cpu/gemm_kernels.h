@@ -1,0 +1,31 @@
+/* GEMM micro-kernels (internal to gemm.c and its per-instruction-set files).
+ *
+ * A micro-kernel computes one tile of C, mr x nr of the kernel's MR x NR (mr <= MR, nr <= NR),
+ * from packed panels: a[k * MR + r], b[k * NR + j] for k < kc (rows and columns past mr, nr are
+ * zeros in the panels). Each element is
+ *     c = (load ? c : 0); for k in 0..kc-1: c = fma(a[k][r], b[k][j], c); if (scale) c *= alpha
+ * exactly: no other order, no other rounding. That is what makes every kernel the same bits. */
+#ifndef MW_GEMM_KERNELS_H
+#define MW_GEMM_KERNELS_H
+
+typedef void (*mw_ukernel_fn)(int mr, int nr, int kc, const float *a, const float *b, float *c,
+                              long ldc, int load, int scale, float alpha);
+
+typedef struct mw_ukernel {
+    int mr, nr; /* the tile, and the panels' row and column strides */
+    mw_ukernel_fn fn;
+} mw_ukernel;
+
+#if defined(__x86_64__)
+/* 6 x 16: twelve 8-lane accumulators (gemm_avx2.c) */
+#define MW_AVX2_MR 6
+#define MW_AVX2_NR 16
+void mw_ukernel_avx2(int mr, int nr, int kc, const float *a, const float *b, float *c, long ldc,
+                     int load, int scale, float alpha);
+/* 12 x 32: twenty-four 16-lane accumulators (gemm_avx512.c) */
+#define MW_AVX512_MR 12
+#define MW_AVX512_NR 32
+void mw_ukernel_avx512(int mr, int nr, int kc, const float *a, const float *b, float *c, long ldc,
+                       int load, int scale, float alpha);
+#endif
+#endif

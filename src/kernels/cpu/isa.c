@@ -1,0 +1,161 @@
+/* Kernel selection: CPUID (through the compiler's __builtin_cpu_supports) at first use, the
+ * MEMWALL_KERNEL environment variable, or mw_kernel_set. See isa.h. */
+#include "isa.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/status.h"
+
+static const char *const names[MW_KERNEL_COUNT] = {"portable", "avx2", "avx512", "neon"};
+
+const char *mw_kernel_id_name(mw_kernel_id k) {
+    return (unsigned)k < MW_KERNEL_COUNT ? names[k] : "?";
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#define MW_X86 1
+/* The build's baseline: a CPU without these features would die of SIGILL somewhere in the
+ * library, so the check runs before main, compiled for plain x86-64 itself, and says what to do. */
+__attribute__((constructor, target("arch=x86-64"))) static void mw_check_baseline(void) {
+    __builtin_cpu_init();
+    const char *missing = NULL;
+#ifdef __AVX512F__
+    if (!__builtin_cpu_supports("avx512f")) missing = "AVX-512F";
+#endif
+#ifdef __AVX2__
+    if (!__builtin_cpu_supports("avx2")) missing = "AVX2";
+#endif
+#ifdef __FMA__
+    if (!__builtin_cpu_supports("fma")) missing = "FMA";
+#endif
+#ifdef __AVX__
+    if (!__builtin_cpu_supports("avx")) missing = "AVX";
+#endif
+#ifdef __SSE4_2__
+    if (!__builtin_cpu_supports("sse4.2")) missing = "SSE4.2";
+#endif
+    if (missing) {
+        fprintf(stderr,
+                "memwall: this CPU lacks %s, which this build of memwall was compiled to require; "
+                "rebuild it for this CPU with `make clean && make BASELINE=x86-64-v2` (or "
+                "BASELINE=x86-64)\n",
+                missing);
+        exit(1); /* the one exit in the library: the alternative is SIGILL in the next call */
+    }
+}
+#endif
+
+int mw_kernel_id_supported(mw_kernel_id k) {
+    switch (k) {
+    case MW_KERNEL_PORTABLE: return 1;
+#ifdef MW_X86
+    case MW_KERNEL_AVX2:
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case MW_KERNEL_AVX512:
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") != 0;
+#endif
+#if defined(__aarch64__) && defined(MW_HAVE_NEON_KERNEL)
+    case MW_KERNEL_NEON: return 1; /* Advanced SIMD is part of the aarch64 base */
+#endif
+    default: return 0;
+    }
+}
+
+static mw_kernel_id best(void) {
+    for (int k = MW_KERNEL_COUNT - 1; k > 0; k--)
+        if (mw_kernel_id_supported((mw_kernel_id)k)) return (mw_kernel_id)k;
+    return MW_KERNEL_PORTABLE;
+}
+
+/* the kernel in use; -1 until resolved */
+static volatile int current = -1;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static mw_status resolve(const char *name, mw_kernel_id *out) {
+    if (!name || !*name || strcmp(name, "auto") == 0) {
+        *out = best();
+        return MW_OK;
+    }
+    for (int k = 0; k < MW_KERNEL_COUNT; k++)
+        if (strcmp(name, names[k]) == 0) {
+            if (!mw_kernel_id_supported((mw_kernel_id)k))
+                return mw_fail(MW_ERR_ARG,
+                               "kernel %s cannot run here: %s; this CPU and build run %s", name,
+#ifdef MW_X86
+                               k == MW_KERNEL_NEON ? "it is for aarch64 CPUs"
+                                                   : "this CPU lacks its instructions",
+#else
+                               k == MW_KERNEL_NEON ? "this build has no NEON kernel"
+                                                   : "it is for x86-64 CPUs",
+#endif
+                               mw_kernels_available());
+            *out = (mw_kernel_id)k;
+            return MW_OK;
+        }
+    return mw_fail(MW_ERR_ARG, "unknown kernel '%s': expected auto, %s", name,
+                   "portable, avx2, avx512 or neon");
+}
+
+mw_status mw_kernel_set(const char *name) {
+    const int from_env = name == NULL;
+    if (from_env) name = getenv("MEMWALL_KERNEL");
+    mw_kernel_id k;
+    mw_status s = resolve(name, &k);
+    if (s != MW_OK && from_env) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", mw_last_error());
+        return mw_fail(s, "MEMWALL_KERNEL=%s: %s", name, msg);
+    }
+    if (s != MW_OK) return s;
+    pthread_mutex_lock(&lock);
+    current = (int)k;
+    pthread_mutex_unlock(&lock);
+    return MW_OK;
+}
+
+mw_kernel_id mw_kernel_current(void) {
+    int k = current;
+    if (k >= 0) return (mw_kernel_id)k;
+    pthread_mutex_lock(&lock);
+    if (current < 0) {
+        mw_kernel_id r;
+        const char *env = getenv("MEMWALL_KERNEL");
+        if (resolve(env, &r) != MW_OK) {
+            /* nobody called mw_kernel_set to hear the error: say it, and run the best kernel */
+            fprintf(stderr, "memwall: MEMWALL_KERNEL=%s ignored: %s\n", env, mw_last_error());
+            r = best();
+        }
+        current = (int)r;
+    }
+    k = current;
+    pthread_mutex_unlock(&lock);
+    return (mw_kernel_id)k;
+}
+
+const char *mw_kernel_get(void) { return names[mw_kernel_current()]; }
+
+int mw_kernel_supported(const char *name) {
+    for (int k = 0; k < MW_KERNEL_COUNT; k++)
+        if (name && strcmp(name, names[k]) == 0) return mw_kernel_id_supported((mw_kernel_id)k);
+    return 0;
+}
+
+static char available[64];
+static void fill_available(void) {
+    size_t n = 0;
+    for (int k = 0; k < MW_KERNEL_COUNT; k++)
+        if (mw_kernel_id_supported((mw_kernel_id)k))
+            n += (size_t)snprintf(available + n, sizeof available - n, "%s%s", n ? ", " : "",
+                                  names[k]);
+}
+
+const char *mw_kernels_available(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, fill_available);
+    return available;
+}

@@ -1,0 +1,26 @@
+/* Which compute kernels this CPU and this build can run, and which one runs.
+ *
+ * The library is built for a baseline instruction set (BASELINE in the Makefile: x86-64-v3 by
+ * default, i.e. AVX2 + FMA) and carries the GEMM micro-kernels of every instruction set of its
+ * architecture, each compiled for its own target. The kernel in use is chosen once: by
+ * mw_kernel_set (the CLI's --kernel), else by MEMWALL_KERNEL, else the best one the CPU has
+ * (CPUID). Every kernel gives the same bits (each element of a product is one fma chain in k
+ * order), so the choice changes speed, never results. */
+#ifndef MW_ISA_H
+#define MW_ISA_H
+
+typedef enum mw_kernel_id {
+    MW_KERNEL_PORTABLE = 0, /* plain C, any CPU */
+    MW_KERNEL_AVX2,         /* x86-64 AVX2 + FMA (x86-64-v3) */
+    MW_KERNEL_AVX512,       /* x86-64 AVX-512F */
+    MW_KERNEL_NEON,         /* aarch64 Advanced SIMD */
+    MW_KERNEL_COUNT
+} mw_kernel_id;
+
+/* "portable", "avx2", "avx512", "neon" */
+const char *mw_kernel_id_name(mw_kernel_id k);
+/* 1 when this build carries kernel k and the running CPU can execute it */
+int mw_kernel_id_supported(mw_kernel_id k);
+/* the kernel in use (resolving the default on first use) */
+mw_kernel_id mw_kernel_current(void);
+#endif
