@@ -4,18 +4,24 @@
 # memwall runs its own GEMM; PyTorch runs OpenBLAS, with this environment's OPENBLAS_CORETYPE and
 # OPENBLAS_L2_SIZE removed so that OpenBLAS picks its best kernels for the CPU (AVX-512 here;
 # PEER_KEEP_ENV=1 keeps them).
+# --isa avx2 measures both sides as on a CPU without AVX-512: memwall with MEMWALL_KERNEL=avx2,
+# PyTorch with OpenBLAS's Haswell kernels (OPENBLAS_CORETYPE=Haswell) and ATen's AVX2 code
+# (ATEN_CPU_CAPABILITY=avx2). --isa avx512 forces the AVX-512 paths likewise; auto (default)
+# lets each pick.
 # Prints medians, the ratio, peak RSS, and memwall's model FLOP/s as a fraction of the rate of its
 # own GEMM on a 2048^3 product measured in the same run (OpenBLAS's rate printed beside it). Needs python3-torch (scripts/install-deps.sh --bench).
 #   bench/run.sh [--threads N] [--steps N] [--warmup N] [--configs "4x64 4x256 1x1024"]
+#                [--isa auto|avx2|avx512]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-THREADS=$(nproc) STEPS=6 WARMUP=2 CONFIGS="4x64 4x256 1x1024"
+THREADS=$(nproc) STEPS=6 WARMUP=2 CONFIGS="4x64 4x256 1x1024" ISA=auto
 while [ $# -gt 0 ]; do
   case $1 in
     --threads) THREADS=$2; shift 2 ;;
     --steps) STEPS=$2; shift 2 ;;
     --warmup) WARMUP=$2; shift 2 ;;
     --configs) CONFIGS=$2; shift 2 ;;
+    --isa) ISA=$2; shift 2 ;;
     *) echo "bench/run.sh: unknown option $1" >&2; exit 1 ;;
   esac
 done
@@ -30,19 +36,26 @@ make -s all build/sgemm_rate >/dev/null
 export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp
 PEER_ENV="-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE"
 [ "${PEER_KEEP_ENV:-0}" = 1 ] && PEER_ENV=""
+case $ISA in
+  auto) MW_ENV="" ;;
+  avx2) MW_ENV="MEMWALL_KERNEL=avx2" PEER_ENV="OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2" ;;
+  avx512) MW_ENV="MEMWALL_KERNEL=avx512" PEER_ENV="OPENBLAS_CORETYPE=SkylakeX ATEN_CPU_CAPABILITY=avx512" ;;
+  *) echo "bench/run.sh: --isa auto|avx2|avx512, not $ISA" >&2; exit 1 ;;
+esac
 field() { grep -o "\"$2\": [-0-9.e+]*" <<<"$1" | head -1 | sed 's/.*: //'; }
 
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; threads $THREADS;" \
-  "PyTorch's OpenBLAS: $([ -n "$PEER_ENV" ] && echo "its own kernel choice" || echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-auto}");" \
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores" \
+  "($(grep -o -w -E 'avx2|avx512f|avx512_bf16' /proc/cpuinfo | sort -u | xargs)); threads $THREADS;" \
   "$STEPS timed steps after $WARMUP warm-up, medians"
-SG=$(env $PEER_ENV build/sgemm_rate "$THREADS" 2048)
+echo "isa $ISA: memwall ${MW_ENV:-picks its kernel}; PyTorch $([ "$ISA" = auto ] && { [ -n "$PEER_ENV" ] && echo "and its OpenBLAS pick their kernels" || echo "with OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-auto}"; } || echo "$PEER_ENV")"
+SG=$(env $PEER_ENV $MW_ENV build/sgemm_rate "$THREADS" 2048)
 SGEMM=$(field "$SG" sgemm_gflops)
-echo "GEMM ceiling (2048^3, same threads): memwall's GEMM $SGEMM GFLOP/s; OpenBLAS $(field "$SG" openblas_gflops) GFLOP/s"
+echo "GEMM ceiling (2048^3, same threads): memwall's GEMM ($(grep -o '"kernel": "[a-z0-9]*"' <<<"$SG" | cut -d'"' -f4) kernel) $SGEMM GFLOP/s; OpenBLAS $(field "$SG" openblas_gflops) GFLOP/s"
 printf "\n%-10s | %12s %12s %7s | %12s %12s | %14s %8s\n" "B x T" "memwall tok/s" "torch tok/s" "ratio" \
   "memwall RSS" "torch RSS" "memwall GFLOP/s" "of GEMM"
 for cfg in $CONFIGS; do
   B=${cfg%x*} T=${cfg#*x}
-  M=$(build/memwall bench --preset gpt2 --batch "$B" --seq "$T" --steps "$STEPS" --warmup "$WARMUP" \
+  M=$(env $MW_ENV build/memwall bench --preset gpt2 --batch "$B" --seq "$T" --steps "$STEPS" --warmup "$WARMUP" \
     --threads "$THREADS" --json)
   P=$(env $PEER_ENV /usr/bin/python3 "$PEER" --preset gpt2 --batch "$B" --seq "$T" --steps "$STEPS" --warmup "$WARMUP" \
     --threads "$THREADS" --json | tail -1)

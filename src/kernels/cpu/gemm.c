@@ -9,6 +9,10 @@
 #include "gemm_kernels.h"
 #include "isa.h"
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 /* PMR x PNR: the portable kernel's tile; PNR is also the widest of any kernel (workspace sizes
  * use it). The packing and the blocked loops take the running kernel's MR and NR. */
 enum { PMR = MW_GEMM_MR, PNR = MW_GEMM_NR, KC = MW_GEMM_KC, MC = MW_GEMM_MC };
@@ -25,49 +29,89 @@ size_t mw_gemm_ws_floats(int nthreads, int nc) {
  * B block (depth p0.., columns j0..) becomes panels of NR columns: panel[k * NR + c].
  * Rows and columns past the matrix are zeros. */
 
+/* d[j * ldd + i] = s[i * lds + j] for i < n (<= 4), j < m (<= 8): a small transpose, the core of
+ * both packings that read across the panel (A not transposed, B transposed). */
+static inline void transpose_small(float *d, long ldd, const float *s, long lds, int n, int m) {
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < m; j++) d[(long)j * ldd + i] = s[(long)i * lds + j];
+}
+
+#if defined(__AVX2__)
+/* the full 4 x 8 case in eight shuffles (AVX is in the baseline whenever __AVX2__ is) */
+static inline void transpose_4x8(float *d, long ldd, const float *s, long lds) {
+    const __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + lds);
+    const __m256 r2 = _mm256_loadu_ps(s + 2 * lds), r3 = _mm256_loadu_ps(s + 3 * lds);
+    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    _mm_storeu_ps(d, _mm256_castps256_ps128(u0));
+    _mm_storeu_ps(d + ldd, _mm256_castps256_ps128(u1));
+    _mm_storeu_ps(d + 2 * ldd, _mm256_castps256_ps128(u2));
+    _mm_storeu_ps(d + 3 * ldd, _mm256_castps256_ps128(u3));
+    _mm_storeu_ps(d + 4 * ldd, _mm256_extractf128_ps(u0, 1));
+    _mm_storeu_ps(d + 5 * ldd, _mm256_extractf128_ps(u1, 1));
+    _mm_storeu_ps(d + 6 * ldd, _mm256_extractf128_ps(u2, 1));
+    _mm_storeu_ps(d + 7 * ldd, _mm256_extractf128_ps(u3, 1));
+}
+#else
+static inline void transpose_4x8(float *d, long ldd, const float *s, long lds) {
+    transpose_small(d, ldd, s, lds, 4, 8);
+}
+#endif
+
+/* d[k * ld + i] = row i of s (stride lds), element k, for i < n, k < kc: n rows across into a
+ * panel of width ld */
+static void pack_across(float *d, long ld, const float *s, long lds, int n, int kc) {
+    int k = 0;
+    for (; k + 8 <= kc; k += 8) {
+        int i = 0;
+        for (; i + 4 <= n; i += 4) transpose_4x8(d + (long)k * ld + i, ld, s + i * lds + k, lds);
+        if (i < n) transpose_small(d + (long)k * ld + i, ld, s + i * lds + k, lds, n - i, 8);
+    }
+    for (; k < kc; k++)
+        for (int i = 0; i < n; i++) d[(long)k * ld + i] = s[i * lds + k];
+}
+
+/* d[k * ld + i] = s[k * lds + i] for i < n, k < kc: rows copied along */
+static void pack_along(float *d, long ld, const float *s, long lds, int n, int kc) {
+    for (int k = 0; k < kc; k++, d += ld, s += lds) {
+        int i = 0;
+#if defined(__AVX2__)
+        /* rows of 6 to 32 floats: a library memcpy call per row cost more than the copy */
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, _mm256_loadu_ps(s + i));
+#endif
+        for (; i < n; i++) d[i] = s[i];
+    }
+}
+
+/* zeros in columns n..ld-1 of kc rows of a panel */
+static void pack_zero(float *d, long ld, int n, int kc) {
+    if (n < ld)
+        for (int k = 0; k < kc; k++) memset(d + (long)k * ld + n, 0, sizeof(float) * (ld - n));
+}
+
 static void pack_a(float *dst, const int MR, int ta, const float *A, long lda, int i0, int mc,
                    int p0, int kc) {
     for (int ip = 0; ip < mc; ip += MR) {
         const int mr = mc - ip < MR ? mc - ip : MR;
         float *d = dst + (long)ip * kc;
-        if (!ta) {
-            for (int r = 0; r < mr; r++) {
-                const float *s = A + (long)(i0 + ip + r) * lda + p0;
-                for (int k = 0; k < kc; k++) d[(long)k * MR + r] = s[k];
-            }
-            for (int r = mr; r < MR; r++)
-                for (int k = 0; k < kc; k++) d[(long)k * MR + r] = 0.0f;
-        } else {
-            for (int k = 0; k < kc; k++) {
-                const float *s = A + (long)(p0 + k) * lda + i0 + ip;
-                float *dk = d + (long)k * MR;
-                int r = 0;
-                for (; r < mr; r++) dk[r] = s[r];
-                for (; r < MR; r++) dk[r] = 0.0f;
-            }
-        }
+        if (!ta)
+            pack_across(d, MR, A + (long)(i0 + ip) * lda + p0, lda, mr, kc);
+        else
+            pack_along(d, MR, A + (long)p0 * lda + i0 + ip, lda, mr, kc);
+        pack_zero(d, MR, mr, kc);
     }
 }
 
 /* one panel of NR columns starting at column j */
 static void pack_b_panel(float *d, const int NR, int tb, const float *B, long ldb, int j, int nr,
                          int p0, int kc) {
-    if (!tb) {
-        for (int k = 0; k < kc; k++) {
-            const float *s = B + (long)(p0 + k) * ldb + j;
-            float *dk = d + (long)k * NR;
-            int c = 0;
-            for (; c < nr; c++) dk[c] = s[c];
-            for (; c < NR; c++) dk[c] = 0.0f;
-        }
-    } else {
-        for (int c = 0; c < nr; c++) {
-            const float *s = B + (long)(j + c) * ldb + p0;
-            for (int k = 0; k < kc; k++) d[(long)k * NR + c] = s[k];
-        }
-        for (int c = nr; c < NR; c++)
-            for (int k = 0; k < kc; k++) d[(long)k * NR + c] = 0.0f;
-    }
+    if (!tb)
+        pack_along(d, NR, B + (long)p0 * ldb + j, ldb, nr, kc);
+    else
+        pack_across(d, NR, B + (long)j * ldb + p0, ldb, nr, kc);
+    pack_zero(d, NR, nr, kc);
 }
 
 /* ---- micro-kernels ------------------------------------------------------------------------------

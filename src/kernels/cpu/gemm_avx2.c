@@ -29,6 +29,7 @@ full(int kc, const float *a, const float *b, float *c, long ldc, int load, int s
         EACH_ROW(ZERO)
 #undef ZERO
     }
+#pragma GCC unroll 4
     for (int k = 0; k < kc; k++, a += MR, b += NR) {
         const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
         __m256 ar;

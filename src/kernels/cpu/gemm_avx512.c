@@ -28,6 +28,7 @@ rows(const int MRV, int nr, int kc, const float *a, const float *b, float *c,
             c1[r] = _mm512_setzero_ps();
         }
     }
+#pragma GCC unroll 2
     for (int k = 0; k < kc; k++, a += MR, b += NR) {
         const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
         for (int r = 0; r < MRV; r++) {
