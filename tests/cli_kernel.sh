@@ -128,7 +128,7 @@ if [ "$(uname -m)" != x86_64 ]; then
 elif ! command -v qemu-x86_64 >/dev/null; then
   echo "  skip qemu tests: qemu-x86_64 is missing (Debian package qemu-user)"
 elif [[ "$MW" == *asan* ]]; then
-  echo "  skip qemu tests: $MW is a sanitizer build, which does not run under qemu-user"
+  echo "  skip qemu tests: $MW is a sanitizer build: ASan does not start under qemu-user (it hangs mapping its shadow memory)"
 else
   qerror Nehalem "a CPU without AVX (qemu Nehalem) is refused at start-up" "$MW" --help
   grep -q "this CPU lacks [A-Z0-9.-]*, which this build of memwall was compiled to require.*BASELINE=" "$T/err" &&
