@@ -15,6 +15,7 @@ typedef struct opts {
     mw_config cfg;
     const char *preset, *data, *json_log, *tokenizer, *in, *out, *ckpt_dir, *resume, *init, *ckpt, *format;
     const char *vocab_dir, *prompt, *timeline;
+    const char *kernel;     /* --kernel NAME (parse sets the library's kernel) */
     const char *override;   /* train --override KEY[,KEY...] */
     const char *given[128]; /* the names of the options on the command line (parse) */
     int n_given;

@@ -30,6 +30,7 @@ typedef struct opt_def {
 #define MODEL (CMD_TRAIN | CMD_BENCH | CMD_ESTIMATE | CMD_PLAN)
 #define TEXT (CMD_PREPARE | CMD_TOKENIZE | CMD_DETOKENIZE | CMD_SAMPLE | CMD_EVAL)
 #define LOADS (CMD_SAMPLE | CMD_EVAL) /* commands that load a trained model */
+#define EVERY (MODEL | TEXT | CMD_EXPORT) /* every command */
 static const opt_def OPTS[] = {
     {"preset", K_PRESET, O_(preset), MODEL, "model preset: gpt2-tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl"},
     {"layers", K_INT, C_(n_layer), MODEL, "number of transformer blocks (overrides the preset)"},
@@ -85,6 +86,7 @@ static const opt_def OPTS[] = {
     {"format", K_STR, O_(format), CMD_EXPORT, "output format: safetensors (Hugging Face GPT-2)"},
     {"out", K_STR, O_(out), CMD_EXPORT, "output file, or a directory (gets model.safetensors); config.json goes beside it, missing directories are created"},
     {"val-fraction", K_DBL, O_(val_fraction), CMD_PREPARE, "fraction of the text (its end) kept for validation"},
+    {"kernel", K_STR, O_(kernel), EVERY, "compute kernel: auto (the best this CPU runs), portable, avx2, avx512; all give the same bits; MEMWALL_KERNEL=NAME sets the default"},
 };
 #define NOPTS (sizeof OPTS / sizeof OPTS[0])
 
@@ -102,6 +104,7 @@ static void set_defaults(opts *o, int mask) {
     o->gen_tokens = 200;
     o->temperature = 1.0;
     o->top_p = 1.0;
+    o->kernel = "auto";
     if (mask & LOADS) o->tokenizer = "auto";
     if (mask & CMD_EVAL) o->cfg.eval_batches = 0, o->cfg.batch = 0, o->cfg.seq = 0;
 }
@@ -117,6 +120,7 @@ static const struct {
     {"resume", ~0, "FILE|DIR|auto"},    {"init", ~0, "hf:PATH"},           {"timeline", ~0, "FILE.svg"},
     {"tokenizer", ~0, "NAME"},          {"vocab-dir", ~0, "DIR"},          {"in", ~0, "FILE|DIR|-"},
     {"prompt", ~0, "TEXT"},             {"ckpt", ~0, "FILE|DIR"},          {"format", ~0, "NAME"},
+    {"kernel", ~0, "NAME"},
 };
 static const char *placeholder(const opt_def *d, int mask) {
     switch (d->kind) {
@@ -249,6 +253,16 @@ static void parse_value(opts *o, const opt_def *d, const char *v) {
     }
 }
 
+/* The compute kernel, before any compute: name (--kernel), or NULL for MEMWALL_KERNEL, else auto.
+ * A bad name or one this CPU cannot run is a usage error here, not the library's fallback to auto
+ * with a warning. The flag wins over the variable, with a note when they differ. */
+static void choose_kernel(const char *name) {
+    const char *env = getenv("MEMWALL_KERNEL");
+    if (mw_kernel_set(name) != MW_OK) die(1, "%s%s", name ? "--kernel: " : "", mw_last_error());
+    if (name && env && *env && strcmp(env, name) != 0)
+        fprintf(stderr, "memwall: note: --kernel %s overrides MEMWALL_KERNEL=%s\n", name, env);
+}
+
 /* the shape options that --init hf: checks against the weights */
 static const char *const SHAPE_OPTS[5] = {"layers", "heads", "dim", "vocab", "ctx"};
 static const size_t SHAPE_OFF[5] = {C_(n_layer), C_(n_head), C_(n_embd), C_(vocab), C_(ctx)};
@@ -308,6 +322,7 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
     if (o->cfg.threads < 0 || o->cfg.threads > MAX_THREADS)
         die(1, "--threads must be in 0..%d (0: all cores), got %d", MAX_THREADS, o->cfg.threads);
     if (ignored[0]) fprintf(stderr, "memwall: note: %s ignores %s (no effect on memory)\n", cmd, ignored);
+    choose_kernel(opt_given(o, "kernel") ? o->kernel : NULL);
 }
 
 int opt_given(const opts *o, const char *name) {
@@ -443,6 +458,7 @@ void print_config(const opts *o, const char *cmd) {
            c->n_head, c->n_embd, c->vocab, c->ctx, mw_config_num_params(c) / 1e6, c->batch, c->seq);
     if (run) printf(" accum=%d | %d steps", c->accum, c->steps);
     printf(" | threads %d", c->threads);
+    if (run) printf(" | kernel %s", mw_kernel_get());
     if (run) printf(" | seed %llu", (unsigned long long)c->seed);
     printf(" | budget %s\n", c->budget ? mw_fmt_bytes(c->budget, b, sizeof b) : "none");
     if (strcmp(cmd, "train") == 0)
@@ -498,7 +514,9 @@ int main(int argc, char **argv) {
         return argc < 2 ? 1 : 0;
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
-        printf("memwall %s\n", MW_VERSION);
+        choose_kernel(NULL);
+        printf("memwall %s\nkernel %s (this CPU runs %s; --kernel or MEMWALL_KERNEL chooses)\n", MW_VERSION,
+               mw_kernel_get(), mw_kernels_available());
         return 0;
     }
     const char *name = argv[1];
