@@ -98,7 +98,14 @@ static mw_status resolve(const char *name, mw_kernel_id *out) {
             return MW_OK;
         }
     return mw_fail(MW_ERR_ARG, "unknown kernel '%s': expected auto, %s", name,
-                   "portable, avx2, avx512 or neon");
+#ifdef MW_X86
+                   "portable, avx2 or avx512"
+#elif defined(__aarch64__)
+                   "portable or neon"
+#else
+                   "portable"
+#endif
+    );
 }
 
 mw_status mw_kernel_set(const char *name) {
