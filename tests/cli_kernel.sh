@@ -78,7 +78,7 @@ env MEMWALL_KERNEL=portable "$MW" "${tr[@]}" --steps 1 --kernel "$best" >"$T/out
 env MEMWALL_KERNEL="$best" "$MW" "${tr[@]}" --steps 1 --kernel "$best" >"$T/out" 2>"$T/err" && [ ! -s "$T/err" ] &&
   pass "no note when they agree" || fail "agreeing flag and variable: $(cat "$T/err")"
 expect_error 1 "--kernel bogus" -- "$MW" "${tr[@]}" --kernel bogus
-has "$T/err" "unknown kernel 'bogus': expected auto, portable, avx2, avx512" "the error lists the names"
+has "$T/err" "unknown kernel 'bogus': expected auto, portable, avx2 or avx512" "the error lists the names"
 expect_error 1 "MEMWALL_KERNEL=bogus (not the library's warning and fallback)" -- env MEMWALL_KERNEL=bogus "$MW" "${tr[@]}"
 has "$T/err" "MEMWALL_KERNEL=bogus: unknown kernel 'bogus'" "the error names the variable"
 expect_error 1 "--kernel without a value" -- "$MW" "${tr[@]}" --kernel
