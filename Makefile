@@ -130,9 +130,15 @@ aarch64: build/aarch64/memwall build/aarch64/libmemwall.a build/aarch64/attentio
 build/aarch64/attention_bench: build/aarch64/obj/bench/attention_bench.o build/aarch64/libmemwall.a
 	$(A64_CC) $(A64_CFLAGS) -o $@ $^ $(LDLIBS)
 
-# Every unit test and the GPT-2 reference test under qemu-aarch64, a CLI smoke test, and the
-# cross-machine check: a short training run gives the same checkpoint bytes here as on this CPU.
-test-aarch64: aarch64 build/memwall gpt2-vocab
+# The same libm results, every unit test and the GPT-2 reference test under qemu-aarch64, a CLI
+# smoke test, and the cross-machine check: a short training run gives the same checkpoint bytes
+# here as on this CPU.
+test-aarch64: aarch64 build/memwall gpt2-vocab build/tests/libm_digest build/aarch64/tests/libm_digest
+	@echo "== tests/libm_digest.c: libm here and under qemu-aarch64"
+	@build/tests/libm_digest 1009 >build/aarch64/libm.native && \
+	  $(A64_QEMU) build/aarch64/tests/libm_digest 1009 >build/aarch64/libm.aarch64 && \
+	  diff build/aarch64/libm.native build/aarch64/libm.aarch64 || \
+	  { echo "libm gives other bits on aarch64 (lines: function, inputs, digest)"; exit 1; }
 	@for t in $(A64_TESTS); do echo "== $$t (qemu-aarch64)"; $(A64_QEMU) $$t || exit 1; done
 	@echo "== build/aarch64/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx (qemu-aarch64)"
 	@$(A64_QEMU) build/aarch64/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx
