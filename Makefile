@@ -104,7 +104,7 @@ test-asan: $(ASAN_TESTS) build/asan/memwall gpt2-vocab
 
 # ---- aarch64: a cross build (Debian's gcc-aarch64-linux-gnu), its tests run under qemu-user ------
 # The library, the CLI and the unit tests for armv8-a in build/aarch64/; the x86 GEMM micro-kernels
-# compile to nothing there (the portable kernel runs), and sgemm_rate (OpenBLAS for x86) is not built.
+# compile to nothing there (gemm_neon.c runs), and sgemm_rate (OpenBLAS for x86) is not built.
 A64_CC     ?= aarch64-linux-gnu-gcc
 A64_QEMU   ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
 A64_CFLAGS := $(filter-out $(ARCHFLAGS),$(CFLAGS)) -march=armv8-a
