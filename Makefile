@@ -106,6 +106,49 @@ test-asan: $(ASAN_TESTS) build/asan/memwall gpt2-vocab
 	@for s in $(CLI_TESTS); do echo "== $$s (asan+ubsan)"; ASAN_OPTIONS=detect_leaks=1 $$s build/asan/memwall || exit 1; done
 	@echo "sanitizer tests passed"
 
+# ---- aarch64: a cross build (Debian's gcc-aarch64-linux-gnu), its tests run under qemu-user ------
+# The library, the CLI and the unit tests for armv8-a in build/aarch64/; the x86 GEMM micro-kernels
+# compile to nothing there (gemm_neon.c runs), and sgemm_rate (OpenBLAS for x86) is not built.
+A64_CC     ?= aarch64-linux-gnu-gcc
+A64_QEMU   ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
+A64_CFLAGS := $(filter-out $(ARCHFLAGS),$(CFLAGS)) -march=armv8-a
+A64_TESTS  := $(TEST_SRC:tests/%.c=build/aarch64/tests/%)
+
+build/aarch64/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "CC  $< (aarch64)"; $(A64_CC) $(A64_CFLAGS) -c $< -o $@
+
+build/aarch64/libmemwall.a: $(LIB_SRC:%.c=build/aarch64/obj/%.o)
+	@rm -f $@
+	aarch64-linux-gnu-ar rcs $@ $^
+
+build/aarch64/memwall: $(CLI_SRC:%.c=build/aarch64/obj/%.o) build/aarch64/libmemwall.a
+	$(A64_CC) $(A64_CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/aarch64/tests/%: build/aarch64/obj/tests/%.o build/aarch64/libmemwall.a
+	@mkdir -p $(dir $@)
+	$(A64_CC) $(A64_CFLAGS) -o $@ $^ $(LDLIBS)
+
+aarch64: build/aarch64/memwall build/aarch64/libmemwall.a build/aarch64/attention_bench $(A64_TESTS)
+
+build/aarch64/attention_bench: build/aarch64/obj/bench/attention_bench.o build/aarch64/libmemwall.a
+	$(A64_CC) $(A64_CFLAGS) -o $@ $^ $(LDLIBS)
+
+# The same libm results, every unit test and the GPT-2 reference test under qemu-aarch64, a CLI
+# smoke test, and the cross-machine check: a short training run gives the same checkpoint bytes
+# here as on this CPU.
+test-aarch64: aarch64 build/memwall gpt2-vocab build/tests/libm_digest build/aarch64/tests/libm_digest
+	@echo "== tests/libm_digest.c: libm here and under qemu-aarch64"
+	@build/tests/libm_digest 1009 >build/aarch64/libm.native && \
+	  $(A64_QEMU) build/aarch64/tests/libm_digest 1009 >build/aarch64/libm.aarch64 && \
+	  diff build/aarch64/libm.native build/aarch64/libm.aarch64 || \
+	  { echo "libm gives other bits on aarch64 (lines: function, inputs, digest)"; exit 1; }
+	@for t in $(A64_TESTS); do echo "== $$t (qemu-aarch64)"; $(A64_QEMU) $$t || exit 1; done
+	@echo "== build/aarch64/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx (qemu-aarch64)"
+	@$(A64_QEMU) build/aarch64/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx
+	@echo "== tests/aarch64_bits.sh"; tests/aarch64_bits.sh build/memwall "$(A64_QEMU) build/aarch64/memwall"
+	@echo "aarch64 tests passed"
+
 # Sets up (installs missing Debian packages), builds, and trains a small GPT end to end.
 # ---- fuzzing (clang's libFuzzer with ASan + UBSan) ------------------------------------------
 FUZZ_SECONDS ?= 30
@@ -154,6 +197,6 @@ bench: all build/sgemm_rate
 clean:
 	rm -rf build
 
-.PHONY: all test test-asan fuzz demo bench clean gpt2-vocab
+.PHONY: all test test-asan fuzz demo bench clean gpt2-vocab aarch64 test-aarch64
 .SECONDARY:
 -include $(shell find build -name '*.d' 2>/dev/null)

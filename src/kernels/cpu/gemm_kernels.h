@@ -28,4 +28,12 @@ void mw_ukernel_avx2(int mr, int nr, int kc, const float *a, const float *b, flo
 void mw_ukernel_avx512(int mr, int nr, int kc, const float *a, const float *b, float *c, long ldc,
                        int load, int scale, float alpha);
 #endif
+#if defined(__aarch64__)
+/* 8 x 12: twenty-four 4-lane accumulators (gemm_neon.c); isa.c offers "neon" when this is set */
+#define MW_HAVE_NEON_KERNEL 1
+#define MW_NEON_MR 8
+#define MW_NEON_NR 12
+void mw_ukernel_neon(int mr, int nr, int kc, const float *a, const float *b, float *c, long ldc,
+                     int load, int scale, float alpha);
+#endif
 #endif

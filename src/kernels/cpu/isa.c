@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../../core/status.h"
+#include "gemm_kernels.h" /* MW_HAVE_NEON_KERNEL */
 
 static const char *const names[MW_KERNEL_COUNT] = {"portable", "avx2", "avx512", "neon"};
 
@@ -111,7 +112,7 @@ static mw_status resolve(const char *name, mw_kernel_id *out) {
 mw_status mw_kernel_set(const char *name) {
     const int from_env = name == NULL;
     if (from_env) name = getenv("MEMWALL_KERNEL");
-    mw_kernel_id k;
+    mw_kernel_id k = MW_KERNEL_PORTABLE; /* (gcc 12 for aarch64 warns it may be unset) */
     mw_status s = resolve(name, &k);
     if (s != MW_OK && from_env) {
         char msg[512];
