@@ -21,7 +21,9 @@ size_t mw_gemm_ws_floats(int nthreads, int nc) {
     if (nthreads < 1) nthreads = 1;
     if (nc < 1) nc = 1;
     size_t ncr = ((size_t)nc + PNR - 1) / PNR * PNR;
-    return (size_t)nthreads * MC * KC + (size_t)KC * ncr;
+    /* threads share packed blocks of B: two of them, so that packing the next block overlaps the
+     * slowest thread's work on the current one (one barrier per block instead of two) */
+    return (size_t)nthreads * MC * KC + (size_t)KC * ncr * (nthreads > 1 ? 2 : 1);
 }
 
 /* ---- packing ----------------------------------------------------------------------------------
@@ -66,7 +68,12 @@ static void pack_across(float *d, long ld, const float *s, long lds, int n, int 
     int k = 0;
     for (; k + 8 <= kc; k += 8) {
         int i = 0;
-        for (; i + 4 <= n; i += 4) transpose_4x8(d + (long)k * ld + i, ld, s + i * lds + k, lds);
+        for (; i + 4 <= n; i += 4) {
+            /* 4 to 32 rows read side by side: more streams than the hardware prefetcher follows */
+            if (k + 40 <= kc)
+                for (int r = 0; r < 4; r++) __builtin_prefetch(s + (i + r) * lds + k + 32, 0, 3);
+            transpose_4x8(d + (long)k * ld + i, ld, s + i * lds + k, lds);
+        }
         if (i < n) transpose_small(d + (long)k * ld + i, ld, s + i * lds + k, lds, n - i, 8);
     }
     for (; k < kc; k++)
@@ -150,25 +157,29 @@ typedef struct {
     const float *A, *B;
     long lda, ldb, ldc;
     float *C, *ws;
-    int ncmax;
+    int ncmax, nbuf; /* columns of one packed block of B; blocks in turn (1 or 2) */
     mw_ukernel_fn kern;
     int mr, nr;
 } job;
 
 static void run_thread(const job *j, int tid, int nt) {
     const int MR = j->mr, NR = j->nr;
-    /* threads form a tm x tn grid: rows split in MR panels, columns in NR panels */
-    const int pm = (j->M + MR - 1) / MR;
+    /* threads form a tm x tn grid: rows split in MR panels, columns in NR panels. Rows are split
+     * while each thread keeps at least 192 of them (or the columns are too few to share): fewer
+     * rows per thread re-read every packed panel of B for too little work (the LM head's 256) */
+    const int pm = (j->M + MR - 1) / MR, pn_all = (j->N + NR - 1) / NR;
     int tm = 1;
     for (int d = nt; d >= 1; d--)
-        if (nt % d == 0 && pm >= 2 * d) {
+        if (nt % d == 0 && pm >= 2 * d && (j->M >= 192 * d || pn_all < 2 * (nt / d))) {
             tm = d;
             break;
         }
     const int tn = nt / tm, gr = tid / tn, gc = tid % tn;
     const int r0 = (int)((long)pm * gr / tm) * MR, r1p = (int)((long)pm * (gr + 1) / tm) * MR;
     const int r1 = r1p < j->M ? r1p : j->M;
-    float *ap = j->ws + (size_t)tid * MC * KC, *bp = j->ws + (size_t)nt * MC * KC;
+    float *ap = j->ws + (size_t)tid * MC * KC, *const b0 = j->ws + (size_t)nt * MC * KC;
+    const size_t bstride = (size_t)KC * ((j->ncmax + NR - 1) / NR * NR);
+    int blk = 0;
 
     for (int jc = 0; jc < j->N; jc += j->ncmax) {
         const int nc = j->N - jc < j->ncmax ? j->N - jc : j->ncmax, pn = (nc + NR - 1) / NR;
@@ -176,6 +187,9 @@ static void run_thread(const job *j, int tid, int nt) {
         for (int pc = 0; pc < j->K; pc += KC) {
             const int kc = j->K - pc < KC ? j->K - pc : KC;
             const int load = pc > 0 || j->beta != 0.0f, last = pc + kc == j->K;
+            /* with two buffers, the barrier after packing block b also means every thread is
+             * done with block b - 1, so block b + 1 may overwrite that one's buffer */
+            float *const bp = b0 + (size_t)(blk++ % j->nbuf) * bstride;
             for (int p = tid; p < pn; p += nt) {
                 const int col = jc + p * NR, nr = j->N - col < NR ? j->N - col : NR;
                 pack_b_panel(bp + (size_t)p * kc * NR, NR, j->tb, j->B, j->ldb, col, nr, pc, kc);
@@ -195,16 +209,29 @@ static void run_thread(const job *j, int tid, int nt) {
                     const float *bpp = bp + (size_t)p * kc * NR;
                     for (int ip = 0; ip < mc; ip += MR) {
                         const int mr = mc - ip < MR ? mc - ip : MR;
+                        /* the next tile's rows of C: when C outgrows the caches (the LM head's
+                         * logits), its loads would otherwise stall each call */
+                        if (ip + MR < mc) {
+                            const int mr2 = mc - ip - MR < MR ? mc - ip - MR : MR;
+                            const float *cn = j->C + (long)(i0 + ip + MR) * j->ldc + col;
+                            for (int r = 0; r < mr2; r++) {
+                                __builtin_prefetch(cn + r * j->ldc, 1, 3);
+                                __builtin_prefetch(cn + r * j->ldc + nr - 1, 1, 3);
+                            }
+                        }
                         j->kern(mr, nr, kc, ap + (size_t)ip * kc, bpp,
                                 j->C + (long)(i0 + ip) * j->ldc + col, j->ldc, load,
                                 last && j->alpha != 1.0f, j->alpha);
                     }
                 }
             }
-            if (nt > 1) {
+            if (nt > 1 && j->nbuf == 1) {
 #pragma omp barrier
             }
         }
+    }
+    if (nt > 1 && j->nbuf > 1) { /* the caller may reuse the workspace when this returns */
+#pragma omp barrier
     }
 }
 
@@ -273,9 +300,14 @@ static int gemm_with(const mw_ukernel *uk, int allow_gemv, int ta, int tb, int M
         gemv(ta, tb, N, K, alpha, A, lda, B, ldb, beta, C, nthreads, ws);
         return 0;
     }
-    const size_t fb = (ws_floats - (size_t)nthreads * MC * KC) / KC / uk->nr * uk->nr;
+    /* B's blocks: two in turn when threads share them and each half is still wide (256 columns,
+     * or all of N), else one as wide as the workspace allows */
+    const size_t area = ws_floats - (size_t)nthreads * MC * KC, nr = (size_t)uk->nr;
+    const size_t nfull = ((size_t)N + nr - 1) / nr * nr, half = area / KC / 2 / nr * nr;
+    const int nbuf = nthreads > 1 && (half >= 256 || half >= nfull) ? 2 : 1;
+    const size_t fb = nbuf == 2 ? half : area / KC / nr * nr;
     job j = {ta, tb, M, N, K, alpha, beta, A, B, lda, ldb, ldc, C, ws,
-             fb > (size_t)N ? N : (int)fb, uk->fn, uk->mr, uk->nr};
+             fb > (size_t)N ? N : (int)fb, nbuf, uk->fn, uk->mr, uk->nr};
     if (nthreads == 1) {
         run_thread(&j, 0, 1);
         return 0;
