@@ -21,9 +21,7 @@ size_t mw_gemm_ws_floats(int nthreads, int nc) {
     if (nthreads < 1) nthreads = 1;
     if (nc < 1) nc = 1;
     size_t ncr = ((size_t)nc + PNR - 1) / PNR * PNR;
-    /* threads share packed blocks of B: two of them, so that packing the next block overlaps the
-     * slowest thread's work on the current one (one barrier per block instead of two) */
-    return (size_t)nthreads * MC * KC + (size_t)KC * ncr * (nthreads > 1 ? 2 : 1);
+    return (size_t)nthreads * MC * KC + (size_t)KC * ncr;
 }
 
 /* ---- packing ----------------------------------------------------------------------------------
@@ -157,7 +155,7 @@ typedef struct {
     const float *A, *B;
     long lda, ldb, ldc;
     float *C, *ws;
-    int ncmax, nbuf; /* columns of one packed block of B; blocks in turn (1 or 2) */
+    int ncmax; /* columns of one packed block of B */
     mw_ukernel_fn kern;
     int mr, nr;
 } job;
@@ -177,9 +175,7 @@ static void run_thread(const job *j, int tid, int nt) {
     const int tn = nt / tm, gr = tid / tn, gc = tid % tn;
     const int r0 = (int)((long)pm * gr / tm) * MR, r1p = (int)((long)pm * (gr + 1) / tm) * MR;
     const int r1 = r1p < j->M ? r1p : j->M;
-    float *ap = j->ws + (size_t)tid * MC * KC, *const b0 = j->ws + (size_t)nt * MC * KC;
-    const size_t bstride = (size_t)KC * ((j->ncmax + NR - 1) / NR * NR);
-    int blk = 0;
+    float *ap = j->ws + (size_t)tid * MC * KC, *bp = j->ws + (size_t)nt * MC * KC;
 
     for (int jc = 0; jc < j->N; jc += j->ncmax) {
         const int nc = j->N - jc < j->ncmax ? j->N - jc : j->ncmax, pn = (nc + NR - 1) / NR;
@@ -187,9 +183,6 @@ static void run_thread(const job *j, int tid, int nt) {
         for (int pc = 0; pc < j->K; pc += KC) {
             const int kc = j->K - pc < KC ? j->K - pc : KC;
             const int load = pc > 0 || j->beta != 0.0f, last = pc + kc == j->K;
-            /* with two buffers, the barrier after packing block b also means every thread is
-             * done with block b - 1, so block b + 1 may overwrite that one's buffer */
-            float *const bp = b0 + (size_t)(blk++ % j->nbuf) * bstride;
             for (int p = tid; p < pn; p += nt) {
                 const int col = jc + p * NR, nr = j->N - col < NR ? j->N - col : NR;
                 pack_b_panel(bp + (size_t)p * kc * NR, NR, j->tb, j->B, j->ldb, col, nr, pc, kc);
@@ -225,13 +218,10 @@ static void run_thread(const job *j, int tid, int nt) {
                     }
                 }
             }
-            if (nt > 1 && j->nbuf == 1) {
+            if (nt > 1) {
 #pragma omp barrier
             }
         }
-    }
-    if (nt > 1 && j->nbuf > 1) { /* the caller may reuse the workspace when this returns */
-#pragma omp barrier
     }
 }
 
@@ -300,14 +290,9 @@ static int gemm_with(const mw_ukernel *uk, int allow_gemv, int ta, int tb, int M
         gemv(ta, tb, N, K, alpha, A, lda, B, ldb, beta, C, nthreads, ws);
         return 0;
     }
-    /* B's blocks: two in turn when threads share them and each half is still wide (256 columns,
-     * or all of N), else one as wide as the workspace allows */
-    const size_t area = ws_floats - (size_t)nthreads * MC * KC, nr = (size_t)uk->nr;
-    const size_t nfull = ((size_t)N + nr - 1) / nr * nr, half = area / KC / 2 / nr * nr;
-    const int nbuf = nthreads > 1 && (half >= 256 || half >= nfull) ? 2 : 1;
-    const size_t fb = nbuf == 2 ? half : area / KC / nr * nr;
+    const size_t fb = (ws_floats - (size_t)nthreads * MC * KC) / KC / uk->nr * uk->nr;
     job j = {ta, tb, M, N, K, alpha, beta, A, B, lda, ldb, ldc, C, ws,
-             fb > (size_t)N ? N : (int)fb, nbuf, uk->fn, uk->mr, uk->nr};
+             fb > (size_t)N ? N : (int)fb, uk->fn, uk->mr, uk->nr};
     if (nthreads == 1) {
         run_thread(&j, 0, 1);
         return 0;
