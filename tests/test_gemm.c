@@ -3,7 +3,7 @@
  *  - every transpose combination, sizes off the 12 x 32 tile and across the 256-deep block, with
  *    alpha, beta 0 and 1, leading dimensions larger than the matrix: relative error vs double;
  *  - the same bits on 1, 2 and 3 threads, with the smallest workspace and a large one, from every
- *    micro-kernel this CPU can run (portable, avx2, avx512), through the matrix-vector path for
+ *    micro-kernel this CPU can run (portable, avx2, avx512, neon), through the matrix-vector path for
  *    M = 1 and through packing;
  *  - each element one fma chain in k order: a product over K computed as K1 rows then K - K1 rows
  *    with beta 1 equals the product in one call, bit for bit; and a 1 x 1 x K product equals a
