@@ -135,13 +135,13 @@ static void kernel_portable(int mr, int nr, int kc, const float *a, const float 
 }
 
 static const mw_ukernel kernels[MW_KERNEL_COUNT] = {
-    [MW_KERNEL_PORTABLE] = {PMR, PNR, kernel_portable},
+    [MW_KERNEL_PORTABLE] = {PMR, PNR, kernel_portable, NULL},
 #if defined(__x86_64__)
-    [MW_KERNEL_AVX2] = {MW_AVX2_MR, MW_AVX2_NR, mw_ukernel_avx2},
-    [MW_KERNEL_AVX512] = {MW_AVX512_MR, MW_AVX512_NR, mw_ukernel_avx512},
+    [MW_KERNEL_AVX2] = {MW_AVX2_MR, MW_AVX2_NR, mw_ukernel_avx2, mw_ukernel_avx2_rows},
+    [MW_KERNEL_AVX512] = {MW_AVX512_MR, MW_AVX512_NR, mw_ukernel_avx512, NULL},
 #endif
 #if defined(MW_HAVE_NEON_KERNEL)
-    [MW_KERNEL_NEON] = {MW_NEON_MR, MW_NEON_NR, mw_ukernel_neon},
+    [MW_KERNEL_NEON] = {MW_NEON_MR, MW_NEON_NR, mw_ukernel_neon, NULL},
 #endif
 };
 
@@ -157,6 +157,7 @@ typedef struct {
     float *C, *ws;
     int ncmax; /* columns of one packed block of B */
     mw_ukernel_fn kern;
+    mw_ukernel_rows_fn rows; /* reads A in place (A not transposed), or NULL */
     int mr, nr;
 } job;
 
@@ -196,7 +197,7 @@ static void run_thread(const job *j, int tid, int nt) {
             const int mcb = nblk ? ((r1 - r0 + nblk - 1) / nblk + MR - 1) / MR * MR : MC;
             for (int i0 = r0; i0 < r1; i0 += mcb) {
                 const int mc = r1 - i0 < mcb ? r1 - i0 : mcb;
-                pack_a(ap, MR, j->ta, j->A, j->lda, i0, mc, pc, kc);
+                if (!j->rows) pack_a(ap, MR, j->ta, j->A, j->lda, i0, mc, pc, kc);
                 for (int p = p0; p < p1; p++) {
                     const int col = jc + p * NR, nr = j->N - col < NR ? j->N - col : NR;
                     const float *bpp = bp + (size_t)p * kc * NR;
@@ -212,9 +213,18 @@ static void run_thread(const job *j, int tid, int nt) {
                                 __builtin_prefetch(cn + r * j->ldc + nr - 1, 1, 3);
                             }
                         }
-                        j->kern(mr, nr, kc, ap + (size_t)ip * kc, bpp,
-                                j->C + (long)(i0 + ip) * j->ldc + col, j->ldc, load,
-                                last && j->alpha != 1.0f, j->alpha);
+                        float *ct = j->C + (long)(i0 + ip) * j->ldc + col;
+                        const int scale = last && j->alpha != 1.0f;
+                        if (!j->rows) {
+                            j->kern(mr, nr, kc, ap + (size_t)ip * kc, bpp, ct, j->ldc, load, scale,
+                                    j->alpha);
+                        } else if (mr == MR) {
+                            j->rows(nr, kc, j->A + (long)(i0 + ip) * j->lda + pc, j->lda, bpp, ct,
+                                    j->ldc, load, scale, j->alpha);
+                        } else { /* the last rows: packed, zeros past M */
+                            pack_a(ap, MR, 0, j->A, j->lda, i0 + ip, mr, pc, kc);
+                            j->kern(mr, nr, kc, ap, bpp, ct, j->ldc, load, scale, j->alpha);
+                        }
                     }
                 }
             }
@@ -291,8 +301,10 @@ static int gemm_with(const mw_ukernel *uk, int allow_gemv, int ta, int tb, int M
         return 0;
     }
     const size_t fb = (ws_floats - (size_t)nthreads * MC * KC) / KC / uk->nr * uk->nr;
+    /* A read in place when few columns share each packed row block (N <= 512: a small model's
+     * products), where packing it cost more than it saved; measured slower on GPT-2's wider ones */
     job j = {ta, tb, M, N, K, alpha, beta, A, B, lda, ldb, ldc, C, ws,
-             fb > (size_t)N ? N : (int)fb, uk->fn, uk->mr, uk->nr};
+             fb > (size_t)N ? N : (int)fb, uk->fn, ta || N > 512 ? NULL : uk->rows, uk->mr, uk->nr};
     if (nthreads == 1) {
         run_thread(&j, 0, 1);
         return 0;

@@ -51,6 +51,43 @@ full(int kc, const float *a, const float *b, float *c, long ldc, int load, int s
 #undef STORE
 }
 
+static inline __attribute__((always_inline)) TARGET void
+full_rows(int kc, const float *a, long lda, const float *b, float *c, long ldc, int load, int scale,
+          float alpha) {
+#define DECL(r) __m256 c##r##0, c##r##1;
+    EACH_ROW(DECL)
+#undef DECL
+    if (load) {
+#define LOAD(r) c##r##0 = _mm256_loadu_ps(c + r * ldc), c##r##1 = _mm256_loadu_ps(c + r * ldc + 8);
+        EACH_ROW(LOAD)
+#undef LOAD
+    } else {
+#define ZERO(r) c##r##0 = _mm256_setzero_ps(), c##r##1 = _mm256_setzero_ps();
+        EACH_ROW(ZERO)
+#undef ZERO
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < kc; k++, a++, b += NR) {
+        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        __m256 ar;
+#define FMA(r)                                                                                     \
+    ar = _mm256_broadcast_ss(a + r * lda);                                                               \
+    c##r##0 = _mm256_fmadd_ps(ar, b0, c##r##0);                                                    \
+    c##r##1 = _mm256_fmadd_ps(ar, b1, c##r##1);
+        EACH_ROW(FMA)
+#undef FMA
+    }
+    if (scale) {
+        const __m256 al = _mm256_set1_ps(alpha);
+#define SCALE(r) c##r##0 = _mm256_mul_ps(c##r##0, al), c##r##1 = _mm256_mul_ps(c##r##1, al);
+        EACH_ROW(SCALE)
+#undef SCALE
+    }
+#define STORE(r) _mm256_storeu_ps(c + r * ldc, c##r##0), _mm256_storeu_ps(c + r * ldc + 8, c##r##1);
+    EACH_ROW(STORE)
+#undef STORE
+}
+
 TARGET void mw_ukernel_avx2(int mr, int nr, int kc, const float *a, const float *b, float *c,
                             long ldc, int load, int scale, float alpha) {
     if (mr == MR && nr == NR) {
@@ -62,6 +99,20 @@ TARGET void mw_ukernel_avx2(int mr, int nr, int kc, const float *a, const float 
         for (int j = 0; j < NR; j++) t[r * NR + j] = load && r < mr && j < nr ? c[r * ldc + j] : 0.0f;
     full(kc, a, b, t, NR, load, scale, alpha);
     for (int r = 0; r < mr; r++)
+        for (int j = 0; j < nr; j++) c[r * ldc + j] = t[r * NR + j];
+}
+
+TARGET void mw_ukernel_avx2_rows(int nr, int kc, const float *a, long lda, const float *b, float *c,
+                                 long ldc, int load, int scale, float alpha) {
+    if (nr == NR) {
+        full_rows(kc, a, lda, b, c, ldc, load, scale, alpha);
+        return;
+    }
+    float t[MR * NR];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) t[r * NR + j] = load && j < nr ? c[r * ldc + j] : 0.0f;
+    full_rows(kc, a, lda, b, t, NR, load, scale, alpha);
+    for (int r = 0; r < MR; r++)
         for (int j = 0; j < nr; j++) c[r * ldc + j] = t[r * NR + j];
 }
 #endif

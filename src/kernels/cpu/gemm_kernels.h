@@ -11,9 +11,16 @@
 typedef void (*mw_ukernel_fn)(int mr, int nr, int kc, const float *a, const float *b, float *c,
                               long ldc, int load, int scale, float alpha);
 
+/* The same contract for a full MR-row tile whose a is read in place from A (not transposed):
+ * row r, element k at a[r * lda + k]. Skips packing A, which for short depths (a small model's
+ * 128) cost as much as a tenth of the products. NULL where a kernel has none. */
+typedef void (*mw_ukernel_rows_fn)(int nr, int kc, const float *a, long lda, const float *b,
+                                   float *c, long ldc, int load, int scale, float alpha);
+
 typedef struct mw_ukernel {
     int mr, nr; /* the tile, and the panels' row and column strides */
     mw_ukernel_fn fn;
+    mw_ukernel_rows_fn rows; /* or NULL */
 } mw_ukernel;
 
 #if defined(__x86_64__)
@@ -22,6 +29,8 @@ typedef struct mw_ukernel {
 #define MW_AVX2_NR 16
 void mw_ukernel_avx2(int mr, int nr, int kc, const float *a, const float *b, float *c, long ldc,
                      int load, int scale, float alpha);
+void mw_ukernel_avx2_rows(int nr, int kc, const float *a, long lda, const float *b, float *c,
+                          long ldc, int load, int scale, float alpha);
 /* 12 x 32: twenty-four 16-lane accumulators (gemm_avx512.c) */
 #define MW_AVX512_MR 12
 #define MW_AVX512_NR 32
