@@ -146,8 +146,37 @@ test-aarch64: aarch64 build/memwall gpt2-vocab build/tests/libm_digest build/aar
 	@for t in $(A64_TESTS); do echo "== $$t (qemu-aarch64)"; $(A64_QEMU) $$t || exit 1; done
 	@echo "== build/aarch64/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx (qemu-aarch64)"
 	@$(A64_QEMU) build/aarch64/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx
-	@echo "== tests/aarch64_bits.sh"; tests/aarch64_bits.sh build/memwall "$(A64_QEMU) build/aarch64/memwall"
+	@echo "== tests/cross_bits.sh"; tests/cross_bits.sh build/memwall "$(A64_QEMU) build/aarch64/memwall" aarch64
 	@echo "aarch64 tests passed"
+
+# ---- x86-64-v2: the build for x86 CPUs without AVX2 (BASELINE=x86-64-v2), in build/v2/ -----------
+# Run on an emulated CPU of that level (qemu-x86_64 -cpu Nehalem: SSE4.2, no AVX): test_gemm, which
+# runs the portable kernel there (all that CPU has), and tests/cross_bits.sh: the same token files
+# and checkpoint bytes as this machine's build. OMP_WAIT_POLICY is set so that the CLI does not
+# re-execute itself, which under qemu-user would run natively.
+V2_CFLAGS := $(filter-out $(ARCHFLAGS),$(CFLAGS)) -march=x86-64-v2
+V2_QEMU   ?= qemu-x86_64 -cpu Nehalem
+
+build/v2/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "CC  $< (x86-64-v2)"; $(CC) $(V2_CFLAGS) -c $< -o $@
+
+build/v2/libmemwall.a: $(LIB_SRC:%.c=build/v2/obj/%.o)
+	@rm -f $@
+	ar rcs $@ $^
+
+build/v2/memwall: $(CLI_SRC:%.c=build/v2/obj/%.o) build/v2/libmemwall.a
+	$(CC) $(V2_CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/v2/tests/%: build/v2/obj/tests/%.o build/v2/libmemwall.a
+	@mkdir -p $(dir $@)
+	$(CC) $(V2_CFLAGS) -o $@ $^ $(LDLIBS)
+
+test-v2: build/v2/memwall build/v2/tests/test_gemm build/memwall
+	@echo "== build/v2/tests/test_gemm ($(V2_QEMU))"; $(V2_QEMU) build/v2/tests/test_gemm
+	@echo "== tests/cross_bits.sh (x86-64-v2 on Nehalem)"; OMP_WAIT_POLICY=passive \
+	  tests/cross_bits.sh build/memwall "$(V2_QEMU) build/v2/memwall" x86-64-v2
+	@echo "x86-64-v2 tests passed"
 
 # Sets up (installs missing Debian packages), builds, and trains a small GPT end to end.
 # ---- fuzzing (clang's libFuzzer with ASan + UBSan) ------------------------------------------
@@ -197,6 +226,6 @@ bench: all build/sgemm_rate
 clean:
 	rm -rf build
 
-.PHONY: all test test-asan fuzz demo bench clean gpt2-vocab aarch64 test-aarch64
+.PHONY: all test test-asan fuzz demo bench clean gpt2-vocab aarch64 test-aarch64 test-v2
 .SECONDARY:
 -include $(shell find build -name '*.d' 2>/dev/null)
