@@ -39,11 +39,16 @@ __attribute__((constructor, target("arch=x86-64"))) static void mw_check_baselin
     if (!__builtin_cpu_supports("sse4.2")) missing = "SSE4.2";
 #endif
     if (missing) {
+        /* the highest level this CPU has: the default v3, else v2, else the x86-64 base */
+        const char *fix = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+                              ? "`make clean && make` (the default baseline, x86-64-v3)"
+                          : __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("popcnt")
+                              ? "`make clean && make BASELINE=x86-64-v2`"
+                              : "`make clean && make BASELINE=x86-64`";
         fprintf(stderr,
                 "memwall: this CPU lacks %s, which this build of memwall was compiled to require; "
-                "rebuild it for this CPU with `make clean && make BASELINE=x86-64-v2` (or "
-                "BASELINE=x86-64)\n",
-                missing);
+                "rebuild it for this CPU with %s\n",
+                missing, fix);
         exit(1); /* the one exit in the library: the alternative is SIGILL in the next call */
     }
 }
