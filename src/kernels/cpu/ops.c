@@ -455,3 +455,118 @@ void mw_crossentropy(float *logits, float *losses, const int32_t *targets, float
         }
     }
 }
+
+/* ---- the Llama family's ops: RMSNorm, rotary position embedding, SwiGLU ------------------------ */
+
+void mw_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C,
+                        float eps) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (long)n * C;
+        float *o = out + (long)n * C;
+        float sq[8] = {0};
+        int c = 0;
+        for (; c + 8 <= C; c += 8)
+            for (int u = 0; u < 8; u++) sq[u] += x[c + u] * x[c + u];
+        for (int u = 0; c < C; c++, u++) sq[u] += x[c] * x[c];
+        const float ss = ((sq[0] + sq[1]) + (sq[2] + sq[3])) + ((sq[4] + sq[5]) + (sq[6] + sq[7]));
+        const float s = 1.0f / sqrtf(ss / (float)C + eps);
+        rstd[n] = s;
+        for (c = 0; c < C; c++) o[c] = w[c] * (x[c] * s);
+    }
+}
+
+void mw_rmsnorm_backward_acc(float *dinp, float *dw, const float *dout, const float *inp,
+                             const float *w, const float *rstd, int N, int C) {
+#pragma omp parallel
+    {
+#pragma omp for schedule(static) nowait
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (long)n * C, *d = dout + (long)n * C;
+            float *di = dinp + (long)n * C;
+            const float s = rstd[n];
+            float acc[8] = {0}; /* sum of w * d * x in 8 fixed lanes */
+            int c = 0;
+            for (; c + 8 <= C; c += 8)
+                for (int u = 0; u < 8; u++) acc[u] += w[c + u] * d[c + u] * x[c + u];
+            for (int u = 0; c < C; c++, u++) acc[u] += w[c] * d[c] * x[c];
+            const float dot = ((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+                              ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+            const float k = dot * s * s * s / (float)C;
+            for (c = 0; c < C; c++) di[c] += w[c] * d[c] * s - x[c] * k;
+        }
+        /* the weight's gradient: threads own channel ranges, rows in order */
+#pragma omp for schedule(static)
+        for (int c0 = 0; c0 < C; c0 += 64) {
+            const int c1 = c0 + 64 < C ? c0 + 64 : C;
+            for (int n = 0; n < N; n++) {
+                const float *x = inp + (long)n * C, *d = dout + (long)n * C;
+                const float s = rstd[n];
+                for (int c = c0; c < c1; c++) dw[c] += d[c] * (x[c] * s);
+            }
+        }
+    }
+}
+
+void mw_rope_table(float *cos_t, float *sin_t, int T, int D, float theta) {
+    const int h = D / 2;
+    for (int i = 0; i < h; i++) {
+        /* Hugging Face's inv_freq, in float as it computes it: 1 / theta^(2i / D) */
+        const float inv = 1.0f / powf(theta, (float)(2 * i) / (float)D);
+        for (int t = 0; t < T; t++) {
+            const float a = (float)t * inv; /* the angle rounded to float, as torch's outer product */
+            cos_t[(long)t * h + i] = (float)cos((double)a);
+            sin_t[(long)t * h + i] = (float)sin((double)a);
+        }
+    }
+}
+
+/* sign +1 rotates forward, -1 applies the transpose (backward) */
+static void rope_apply(float *x, long row_stride, const float *cos_t, const float *sin_t, int B,
+                       int T, int H, int D, float sign) {
+    const int h = D / 2;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *cs = cos_t + (long)t * h, *sn = sin_t + (long)t * h;
+            float *row = x + ((long)b * T + t) * row_stride;
+            for (int hd = 0; hd < H; hd++) {
+                float *v = row + (long)hd * D;
+                for (int i = 0; i < h; i++) {
+                    const float x1 = v[i], x2 = v[i + h], s = sign * sn[i];
+                    v[i] = x1 * cs[i] - x2 * s;
+                    v[i + h] = x2 * cs[i] + x1 * s;
+                }
+            }
+        }
+}
+
+void mw_rope_forward_inplace(float *x, long row_stride, const float *cos_t, const float *sin_t,
+                             int B, int T, int H, int D) {
+    rope_apply(x, row_stride, cos_t, sin_t, B, T, H, D, 1.0f);
+}
+
+void mw_rope_backward_inplace(float *dx, long row_stride, const float *cos_t, const float *sin_t,
+                              int B, int T, int H, int D) {
+    rope_apply(dx, row_stride, cos_t, sin_t, B, T, H, D, -1.0f);
+}
+
+static inline float sigmoid_fast(float g) { return 1.0f / (1.0f + exp_fast(-g)); }
+
+void mw_swiglu_forward(float *out, const float *gate, const float *up, long n) {
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i++) {
+        const float g = gate[i];
+        out[i] = g * sigmoid_fast(g) * up[i];
+    }
+}
+
+void mw_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                        const float *up, long n) {
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i++) {
+        const float g = gate[i], s = sigmoid_fast(g), silu = g * s, d = dout[i];
+        dup[i] = d * silu;
+        dgate[i] = d * up[i] * (s + silu * (1.0f - s));
+    }
+}

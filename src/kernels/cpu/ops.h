@@ -73,4 +73,30 @@ void mw_crossentropy(float *logits, float *losses, const int32_t *targets, float
 /* Scalar matmul forward in double, the oracle for tests. */
 void mw_matmul_forward_ref(float *out, const float *inp, const float *w, const float *bias, int N,
                            int C, int OC);
+
+/* ---- the Llama family (RMSNorm, rotary position embedding, SwiGLU), as Hugging Face's
+ * modeling_llama computes them ---------------------------------------------------------------- */
+
+/* out (N,C) = w * (x / sqrt(mean(x^2) + eps)); keeps rstd (N) for backward. */
+void mw_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C,
+                        float eps);
+/* dinp (N,C) += ...; dw (C) += ... */
+void mw_rmsnorm_backward_acc(float *dinp, float *dw, const float *dout, const float *inp,
+                             const float *w, const float *rstd, int N, int C);
+/* cos and sin (T, D/2) of position t times 1/theta^(2i/D), the angle in float as Hugging Face
+ * rounds it; D even. */
+void mw_rope_table(float *cos_t, float *sin_t, int T, int D, float theta);
+/* Rotates x (B,T rows of H heads of D, rows row_stride floats apart) in place, rotate_half's
+ * convention: pairs (i, i + D/2), x_i' = x_i cos - x_{i+D/2} sin, x_{i+D/2}' = x_{i+D/2} cos + x_i
+ * sin. Backward applies the transpose to the gradient, in place. */
+void mw_rope_forward_inplace(float *x, long row_stride, const float *cos_t, const float *sin_t,
+                             int B, int T, int H, int D);
+void mw_rope_backward_inplace(float *dx, long row_stride, const float *cos_t, const float *sin_t,
+                              int B, int T, int H, int D);
+/* out (n) = silu(gate) * up, silu(g) = g * sigmoid(g) */
+void mw_swiglu_forward(float *out, const float *gate, const float *up, long n);
+/* dgate, dup (n) = the gradients of that, overwritten */
+void mw_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                        const float *up, long n);
+
 #endif
