@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
         };
         printf("kernel %s, %d threads (attention tiles: 1 thread), medians of %d interleaved "
                "rounds\n%-16s %-22s %9s %9s %7s %9s\n",
-               mw_gemm_kernel_name(), threads, ROUNDS, "op", "shape (MxNxK)", "memwall", "OpenBLAS",
+               mw_kernel_get(), threads, ROUNDS, "op", "shape (MxNxK)", "memwall", "OpenBLAS",
                "ratio", "max diff");
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
             double a, b, d;
@@ -92,6 +92,6 @@ int main(int argc, char **argv) {
     measure(&sq, threads, &a, &b, &d);
     printf("{\"sgemm_gflops\": %.1f, \"openblas_gflops\": %.1f, \"kernel\": \"%s\", \"n\": %d, "
            "\"threads\": %d}\n",
-           a, b, mw_gemm_kernel_name(), n, threads);
+           a, b, mw_kernel_get(), n, threads);
     return 0;
 }

@@ -84,7 +84,7 @@ static void one_case(int ta, int tb, int M, int N, int K, float alpha, float bet
             CHECK(rc == 0 && memcmp(Cr, C, sizeof(float) * M * ldc) == 0,
                   "%c%c %dx%dx%d: %s kernel%s, %d threads, %zu ws floats: bits differ", "NT"[ta],
                   "NT"[tb], M, N, K,
-                  v[t].kernel < 0 ? mw_gemm_kernel_name() : mw_kernel_id_name((mw_kernel_id)kern),
+                  v[t].kernel < 0 ? mw_kernel_get() : mw_kernel_id_name((mw_kernel_id)kern),
                   v[t].packed_only ? " (packed only)" : "", v[t].nt, need);
             ncompared++;
         }
@@ -113,7 +113,7 @@ static void split_k(int M, int N, int K, int K1) {
 
 int main(void) {
     CHECK(mw_kernel_set(NULL) == MW_OK, "%s", mw_last_error());
-    printf("gemm: %s kernel in use; this CPU runs %s; depth block %d\n", mw_gemm_kernel_name(),
+    printf("gemm: %s kernel in use; this CPU runs %s; depth block %d\n", mw_kernel_get(),
            mw_kernels_available(), MW_GEMM_KC);
     const int sizes[][3] = {{1, 1, 1},   {1, 50, 300}, {5, 7, 3},    {12, 32, 256}, {13, 33, 257},
                             {37, 65, 600}, {130, 97, 64}, {250, 40, 513}, {3, 300, 17}, {64, 64, 0},

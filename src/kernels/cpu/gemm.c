@@ -1,5 +1,5 @@
-/* memwall's GEMM: packed blocks (Goto/BLIS loop order), a 12 x 32 register tile, OpenMP over
- * row and column panels. See gemm.h for the arithmetic it guarantees. */
+/* memwall's GEMM: packed blocks (Goto/BLIS loop order), a register tile per instruction set,
+ * OpenMP over row and column panels. See gemm.h for the arithmetic it guarantees. */
 #include "gemm.h"
 
 #include <math.h>
@@ -144,8 +144,6 @@ static const mw_ukernel kernels[MW_KERNEL_COUNT] = {
     [MW_KERNEL_NEON] = {MW_NEON_MR, MW_NEON_NR, mw_ukernel_neon, NULL},
 #endif
 };
-
-const char *mw_gemm_kernel_name(void) { return mw_kernel_id_name(mw_kernel_current()); }
 
 /* ---- the blocked loops, run by each of nt threads -------------------------------------------- */
 

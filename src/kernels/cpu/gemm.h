@@ -37,9 +37,6 @@ int mw_gemm_kernel(int kernel, int packed_only, int ta, int tb, int M, int N, in
                    const float *A, long lda, const float *B, long ldb, float beta, float *C,
                    long ldc, float *ws, size_t ws_floats, int nthreads);
 
-/* the micro-kernel mw_gemm runs: "portable", "avx2", "avx512" (mw_kernel_get) */
-const char *mw_gemm_kernel_name(void);
-
 /* A caller's view of one workspace: the buffer, its size, and the threads that share it. */
 typedef struct mw_gemm_ws {
     float *buf;

@@ -3,6 +3,7 @@
 #include "isa.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,9 +79,8 @@ static mw_kernel_id best(void) {
     return MW_KERNEL_PORTABLE;
 }
 
-/* the kernel in use; -1 until resolved */
-static volatile int current = -1;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* the kernel in use; -1 until resolved. Atomic: every product reads it, from any thread. */
+static _Atomic int current = -1;
 
 static mw_status resolve(const char *name, mw_kernel_id *out) {
     if (!name || !*name || strcmp(name, "auto") == 0) {
@@ -125,29 +125,24 @@ mw_status mw_kernel_set(const char *name) {
         return mw_fail(s, "MEMWALL_KERNEL=%s: %s", name, msg);
     }
     if (s != MW_OK) return s;
-    pthread_mutex_lock(&lock);
-    current = (int)k;
-    pthread_mutex_unlock(&lock);
+    atomic_store(&current, (int)k);
     return MW_OK;
 }
 
 mw_kernel_id mw_kernel_current(void) {
-    int k = current;
+    int k = atomic_load(&current);
     if (k >= 0) return (mw_kernel_id)k;
-    pthread_mutex_lock(&lock);
-    if (current < 0) {
-        mw_kernel_id r;
-        const char *env = getenv("MEMWALL_KERNEL");
-        if (resolve(env, &r) != MW_OK) {
-            /* nobody called mw_kernel_set to hear the error: say it, and run the best kernel */
-            fprintf(stderr, "memwall: MEMWALL_KERNEL=%s ignored: %s\n", env, mw_last_error());
-            r = best();
-        }
-        current = (int)r;
+    mw_kernel_id r = MW_KERNEL_PORTABLE;
+    const char *env = getenv("MEMWALL_KERNEL");
+    if (resolve(env, &r) != MW_OK) {
+        /* nobody called mw_kernel_set to hear the error: say it, and run the best kernel */
+        fprintf(stderr, "memwall: MEMWALL_KERNEL=%s ignored: %s\n", env, mw_last_error());
+        r = best();
     }
-    k = current;
-    pthread_mutex_unlock(&lock);
-    return (mw_kernel_id)k;
+    /* the first to resolve wins; an mw_kernel_set meanwhile wins over this default */
+    int expected = -1;
+    atomic_compare_exchange_strong(&current, &expected, (int)r);
+    return (mw_kernel_id)atomic_load(&current);
 }
 
 const char *mw_kernel_get(void) { return names[mw_kernel_current()]; }
