@@ -71,9 +71,25 @@ int mw_tokenizer_name_valid(const char *name);
 
 #define MW_MAX_BLOCK_POLICIES 256 /* blocks that auto and blocks:... can give policies one by one */
 
+/* Model families (mw_config.arch). */
+typedef enum mw_arch {
+    MW_ARCH_GPT2 = 0, /* LayerNorm, learned positions, GELU MLP of 4 x n_embd, biases, tied head */
+    MW_ARCH_LLAMA,    /* RMSNorm, rotary positions, SwiGLU MLP of ffn, grouped-query attention,
+                         no biases, tied or untied head */
+    MW_ARCH_COUNT
+} mw_arch;
+/* "gpt2", "llama" */
+const char *mw_arch_name(int arch);
+
 typedef struct mw_config {
-    /* model (GPT-2 family) */
+    /* model */
+    int arch; /* mw_arch */
     int n_layer, n_head, n_embd, vocab, ctx;
+    /* Llama family (0 for GPT-2): key/value heads (grouped-query attention; n_head divides by it),
+     * the SwiGLU MLP's hidden width, 1 when the LM head is the embedding (tied), RoPE's base and
+     * RMSNorm's epsilon */
+    int n_kv_head, ffn, tied;
+    double rope_theta, norm_eps;
     /* batch */
     int batch, seq, accum;
     /* schedule and optimizer */
@@ -130,9 +146,13 @@ mw_status mw_recompute_parse(mw_config *cfg, const char *s);
 
 /* Fills the defaults (the gpt2-tiny preset, AdamW 3e-4, betas 0.9/0.95, wd 0.1, clip 1.0). */
 void mw_config_default(mw_config *cfg);
-/* Sets the model shape of a named preset: gpt2-tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl.
- * Returns MW_ERR_ARG for an unknown name. */
+/* Sets the model shape (arch included) of a named preset: gpt2-tiny, gpt2, gpt2-medium,
+ * gpt2-large, gpt2-xl; llama-tiny, smollm-135m, smollm-360m, smollm-1.7b, tinyllama-1.1b,
+ * llama2-7b, llama3-8b, llama2-70b. Returns MW_ERR_ARG for an unknown name. */
 mw_status mw_config_preset(mw_config *cfg, const char *name);
+/* Fills the Llama fields cfg's overrides left at 0 (kv heads = heads, ffn by Llama's rule,
+ * theta 10000, eps 1e-5); for GPT-2 clears them. */
+void mw_config_arch_defaults(mw_config *cfg);
 /* Checks every field; MW_ERR_ARG with a message naming the bad one. */
 mw_status mw_config_validate(const mw_config *cfg);
 /* Number of trainable parameters of the configured model. */

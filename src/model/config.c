@@ -28,33 +28,87 @@ void mw_config_default(mw_config *c) {
     c->keep = 3;
 }
 
+const char *mw_arch_name(int arch) {
+    return arch == MW_ARCH_GPT2 ? "gpt2" : arch == MW_ARCH_LLAMA ? "llama" : "?";
+}
+
+/* Published shapes: GPT-2 (OpenAI), SmolLM (HuggingFaceTB/SmolLM-*), TinyLlama-1.1B, Llama 2
+ * 7B/70B and Llama 3 8B (their config.json files). */
 static const struct {
     const char *name;
-    int L, H, C, V, ctx;
+    int arch, L, H, KV, C, F, V, ctx, tied;
+    double theta;
 } presets[] = {
-    {"gpt2-tiny", 4, 4, 128, 256, 256},     {"gpt2", 12, 12, 768, 50257, 1024},
-    {"gpt2-medium", 24, 16, 1024, 50257, 1024}, {"gpt2-large", 36, 20, 1280, 50257, 1024},
-    {"gpt2-xl", 48, 25, 1600, 50257, 1024},
+    {"gpt2-tiny", MW_ARCH_GPT2, 4, 4, 0, 128, 0, 256, 256, 1, 0},
+    {"gpt2", MW_ARCH_GPT2, 12, 12, 0, 768, 0, 50257, 1024, 1, 0},
+    {"gpt2-medium", MW_ARCH_GPT2, 24, 16, 0, 1024, 0, 50257, 1024, 1, 0},
+    {"gpt2-large", MW_ARCH_GPT2, 36, 20, 0, 1280, 0, 50257, 1024, 1, 0},
+    {"gpt2-xl", MW_ARCH_GPT2, 48, 25, 0, 1600, 0, 50257, 1024, 1, 0},
+    {"llama-tiny", MW_ARCH_LLAMA, 4, 4, 2, 128, 352, 256, 256, 0, 10000.0},
+    {"smollm-135m", MW_ARCH_LLAMA, 30, 9, 3, 576, 1536, 49152, 2048, 1, 10000.0},
+    {"smollm-360m", MW_ARCH_LLAMA, 32, 15, 5, 960, 2560, 49152, 2048, 1, 10000.0},
+    {"smollm-1.7b", MW_ARCH_LLAMA, 24, 32, 32, 2048, 8192, 49152, 2048, 1, 10000.0},
+    {"tinyllama-1.1b", MW_ARCH_LLAMA, 22, 32, 4, 2048, 5632, 32000, 2048, 0, 10000.0},
+    {"llama2-7b", MW_ARCH_LLAMA, 32, 32, 32, 4096, 11008, 32000, 4096, 0, 10000.0},
+    {"llama3-8b", MW_ARCH_LLAMA, 32, 32, 8, 4096, 14336, 128256, 8192, 0, 500000.0},
+    {"llama2-70b", MW_ARCH_LLAMA, 80, 64, 8, 8192, 28672, 32000, 4096, 0, 10000.0},
 };
+
+/* The Llama family's defaults for what --arch llama leaves unset: kv heads = heads, the MLP
+ * width Llama's rule gives (2/3 of 4C, rounded up to a multiple of 256), theta 10000, eps 1e-5. */
+void mw_config_arch_defaults(mw_config *c) {
+    if (c->arch != MW_ARCH_LLAMA) {
+        c->n_kv_head = c->ffn = 0;
+        c->tied = 1;
+        c->rope_theta = c->norm_eps = 0.0;
+        return;
+    }
+    if (c->n_kv_head <= 0) c->n_kv_head = c->n_head;
+    if (c->ffn <= 0) c->ffn = (int)((8LL * c->n_embd / 3 + 255) / 256 * 256);
+    if (c->rope_theta <= 0) c->rope_theta = 10000.0;
+    if (c->norm_eps <= 0) c->norm_eps = 1e-5;
+}
 
 mw_status mw_config_preset(mw_config *c, const char *name) {
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (strcmp(presets[i].name, name) == 0) {
+            c->arch = presets[i].arch;
             c->n_layer = presets[i].L;
             c->n_head = presets[i].H;
+            c->n_kv_head = presets[i].KV;
             c->n_embd = presets[i].C;
+            c->ffn = presets[i].F;
             c->vocab = presets[i].V;
             c->ctx = presets[i].ctx;
+            c->tied = presets[i].tied;
+            c->rope_theta = presets[i].theta;
+            c->norm_eps = presets[i].arch == MW_ARCH_LLAMA ? 1e-5 : 0.0;
             return MW_OK;
         }
     return mw_fail(MW_ERR_ARG,
-                   "unknown preset '%s' (known: gpt2-tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl)",
+                   "unknown preset '%s' (known: gpt2-tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl, "
+                   "llama-tiny, smollm-135m, smollm-360m, smollm-1.7b, tinyllama-1.1b, llama2-7b, "
+                   "llama3-8b, llama2-70b)",
                    name);
 }
 
 mw_status mw_config_validate(const mw_config *c) {
 #define NEED(cond, ...)                                                                            \
     if (!(cond)) return mw_fail(MW_ERR_ARG, __VA_ARGS__)
+    NEED(c->arch >= 0 && c->arch < MW_ARCH_COUNT, "unknown model family %d", c->arch);
+    if (c->arch == MW_ARCH_GPT2) {
+        NEED(c->n_kv_head == 0 && c->ffn == 0,
+             "--kv-heads and --ffn are for --arch llama (GPT-2's MLP is 4 x --dim)");
+    } else {
+        NEED(c->n_head >= 1 && c->n_kv_head >= 1 && c->n_head % c->n_kv_head == 0,
+             "--heads (%d) must be a multiple of --kv-heads (%d)", c->n_head, c->n_kv_head);
+        NEED(c->ffn >= 1 && c->ffn <= 1 << 20, "--ffn must be in 1..1048576 (got %d)", c->ffn);
+        NEED(c->tied == 0 || c->tied == 1, "tied must be 0 or 1");
+        NEED(c->rope_theta > 1 && isfinite(c->rope_theta), "--rope-theta must be > 1");
+        NEED(c->norm_eps > 0 && c->norm_eps < 1, "the RMSNorm epsilon must be in (0,1)");
+        NEED(c->n_head >= 1 && c->n_embd % c->n_head == 0 && c->n_embd / c->n_head % 2 == 0,
+             "--dim / --heads (the head size) must be even for rotary embeddings");
+    }
     NEED(c->n_layer >= 1 && c->n_layer <= 4096, "--layers must be in 1..4096 (got %d)", c->n_layer);
     NEED(c->n_head >= 1, "--heads must be >= 1 (got %d)", c->n_head);
     NEED(c->n_embd >= 1 && c->n_embd <= 65536, "--dim must be in 1..65536 (got %d)", c->n_embd);
@@ -100,12 +154,21 @@ mw_status mw_config_validate(const mw_config *c) {
 
 size_t mw_config_num_params(const mw_config *c) {
     size_t C = c->n_embd;
+    if (c->arch == MW_ARCH_LLAMA) {
+        const size_t hs = C / c->n_head, KV = (size_t)c->n_kv_head * hs, F = c->ffn;
+        return (size_t)c->vocab * C * (c->tied ? 1 : 2) + C +
+               (size_t)c->n_layer * (2 * C + C * C * 2 + 2 * KV * C + 3 * F * C);
+    }
     return (size_t)c->vocab * C + (size_t)c->ctx * C + (size_t)c->n_layer * (12 * C * C + 13 * C) +
            2 * C;
 }
 
 double mw_config_flops_per_token(const mw_config *c) {
     double C = c->n_embd, n_mm = c->n_layer * 12.0 * C * C + (double)c->vocab * C;
+    if (c->arch == MW_ARCH_LLAMA) {
+        const double KV = (double)c->n_kv_head * (C / c->n_head), F = c->ffn;
+        n_mm = c->n_layer * (2.0 * C * C + 2.0 * KV * C + 3.0 * F * C) + (double)c->vocab * C;
+    }
     return 6.0 * n_mm + 12.0 * c->n_layer * C * c->seq;
 }
 

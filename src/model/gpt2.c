@@ -497,6 +497,8 @@ static mw_status resolve_policy(mw_model *m);
 
 static mw_status model_skeleton(mw_model **out, const mw_config *cfg) {
     MW_TRY(mw_config_validate(cfg));
+    if (cfg->arch != MW_ARCH_GPT2)
+        return mw_fail(MW_ERR_ARG, "the %s family has no model yet", mw_arch_name(cfg->arch));
     mw_model *m = calloc(1, sizeof *m);
     if (!m) return mw_fail(MW_ERR_NOMEM, "cannot allocate the model");
     m->cfg = *cfg;
