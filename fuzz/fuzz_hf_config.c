@@ -1,16 +1,38 @@
-/* libFuzzer target: a Hugging Face config.json as mw_hf_inspect parses it (mw_hf_config_parse on
- * the file's bytes). Must never crash, leak or read out of bounds; an accepted config's shape
- * fields are 0 (not given) or positive and below 2^30. */
+/* libFuzzer target: the Hugging Face JSON readers, each on the same bytes: config.json as
+ * mw_hf_inspect parses it (mw_hf_config_parse: GPT-2 and the Llama family) and
+ * model.safetensors.index.json (mw_hf_index_parse). Must never crash, leak or read out of bounds.
+ * An accepted config's shape fields are 0 (not given) or positive and below 2^30, a Llama one's
+ * RoPE theta and RMSNorm epsilon positive and finite; an accepted index's names are sorted and
+ * distinct, each with a shard among at most MW_HF_MAX_SHARDS plain file names. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../src/model/hf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     mw_hf_config c;
-    if (mw_hf_config_parse((const char *)data, size, "config.json", &c) != MW_OK) return 0;
-    const int v[5] = {c.n_layer, c.n_head, c.n_embd, c.vocab, c.ctx};
-    for (int k = 0; k < 5; k++)
-        if (v[k] < 0 || v[k] >= (1 << 30)) abort();
+    if (mw_hf_config_parse((const char *)data, size, "config.json", &c) == MW_OK) {
+        const int v[9] = {c.n_layer, c.n_head, c.n_embd, c.vocab, c.ctx, c.n_kv_head, c.ffn, c.head_dim, 0};
+        for (int k = 0; k < 8; k++)
+            if (v[k] < 0 || v[k] >= (1 << 30)) abort();
+        if (c.arch == MW_ARCH_LLAMA && (!(c.rope_theta > 0) || !isfinite(c.rope_theta) || !(c.norm_eps > 0) ||
+                                        !isfinite(c.norm_eps) || c.ctx < 1 || c.n_kv_head < 0 ||
+                                        (c.n_head && c.n_kv_head && c.n_head % c.n_kv_head)))
+            abort();
+        if (c.arch != MW_ARCH_LLAMA && c.arch != MW_ARCH_GPT2) abort();
+    }
+    mw_hf_index ix;
+    if (mw_hf_index_parse((const char *)data, size, "index.json", &ix) == MW_OK) {
+        if (ix.n < 1 || ix.nshards < 1 || ix.nshards > MW_HF_MAX_SHARDS) abort();
+        for (int i = 0; i < ix.n; i++) {
+            if (ix.shard[i] < 0 || ix.shard[i] >= ix.nshards) abort();
+            if (i && strcmp(ix.name[i - 1], ix.name[i]) >= 0) abort();
+        }
+        for (int i = 0; i < ix.nshards; i++)
+            if (!ix.shards[i][0] || strchr(ix.shards[i], '/')) abort();
+        mw_hf_index_free(&ix);
+    }
     return 0;
 }

@@ -404,24 +404,40 @@ mw_status mw_ckpt_load(const char *path, mw_model *m, mw_ckpt_info *info);
 mw_status mw_ckpt_latest(const char *dir, char *path, size_t path_len, mw_ckpt_info *info,
                          int *skipped);
 
-/* ---- Hugging Face GPT-2 weights (safetensors) --------------------------------------------- */
+/* ---- Hugging Face weights (safetensors): GPT-2 and the Llama family ---------------------- */
 
-/* The shape of a GPT-2 model.safetensors (PATH is the file or its directory): n_layer, n_embd,
- * vocab and ctx from its tensors' shapes. config is 1 when a config.json lies beside it (read
- * whole, at most 16 MiB); n_head comes from it, 0 when there is none or it gives no n_head. A
- * config.json that is malformed, not model_type "gpt2", or whose n_layer, n_embd, vocab_size or
- * n_positions differ from the weights is MW_ERR_FORMAT. Names may carry a "transformer." prefix. */
+/* The shape of a Hugging Face checkpoint. PATH is a directory (its model.safetensors, else its
+ * model.safetensors.index.json and the shards that names), a .safetensors file or an index.json.
+ * The family by the tensors: model.embed_tokens.weight is Llama, wte.weight GPT-2.
+ * GPT-2: n_layer, n_embd, vocab and ctx from its tensors' shapes. config is 1 when a config.json
+ * lies beside it (read whole, at most 16 MiB); n_head comes from it, 0 when there is none or it
+ * gives no n_head. A config.json that is malformed, not model_type "gpt2", or whose n_layer,
+ * n_embd, vocab_size or n_positions differ from the weights is MW_ERR_FORMAT. Names may carry a
+ * "transformer." prefix.
+ * Llama (model_type "llama", or "mistral" without a sliding window): config.json is required; it
+ * gives the heads, key/value heads, ctx (max_position_embeddings), rope_theta, rms_norm_eps and
+ * tied (tie_word_embeddings), with transformers' defaults; every tensor the configuration implies
+ * must be there with its shape, and options memwall's Llama does not compute are refused
+ * (rope_scaling, biases, another hidden_act or head_dim), each MW_ERR_FORMAT in one line naming
+ * the key or the tensor. */
 typedef struct mw_hf_shape {
     int n_layer, n_head, n_embd, vocab, ctx;
     int config;
+    int arch;                   /* MW_ARCH_GPT2 or MW_ARCH_LLAMA */
+    int n_kv_head, ffn, tied;   /* Llama (GPT-2: 0, 0, 1) */
+    double rope_theta, norm_eps; /* Llama (GPT-2: 0) */
 } mw_hf_shape;
 mw_status mw_hf_inspect(const char *path, mw_hf_shape *shape);
-/* Loads the weights into m's parameters (Conv1D (in,out) weights transposed to (out,in); F32,
- * F16, BF16 and F64 accepted). The moments are left as they are. Extra tensors (attention masks,
- * a tied lm_head) are ignored; a missing or misshapen one is MW_ERR_FORMAT naming it. */
+/* Loads the weights (PATH as for mw_hf_inspect) into m's parameters, each read from its file
+ * straight into the parameter through a fixed buffer (GPT-2's Conv1D (in,out) weights transposed
+ * to (out,in); F32, F16, BF16 and F64 converted exactly). The moments are left as they are. Extra
+ * tensors (attention masks, a tied lm_head) are ignored; a missing or misshapen one is
+ * MW_ERR_FORMAT naming it. A Llama model also needs config.json to be its configuration (all but
+ * ctx). */
 mw_status mw_hf_load(const char *path, mw_model *m);
-/* Writes m's parameters as a Hugging Face GPT-2 model.safetensors (F32, Conv1D layout, names
- * sorted, {"format": "pt"} metadata), atomically. Streams with a fixed 1 MiB buffer. */
+/* Writes m's parameters as a Hugging Face model.safetensors (F32, names sorted, {"format": "pt"}
+ * metadata; GPT-2 in Conv1D layout) and config.json beside it (GPT2Config, or LlamaConfig for
+ * LlamaForCausalLM), atomically. Streams with a fixed 1 MiB buffer. */
 mw_status mw_hf_export(const mw_model *m, const char *out);
 /* The same from a checkpoint file, after verifying it, without building a model. */
 mw_status mw_hf_export_ckpt(const char *ckpt, const char *out);

@@ -1,7 +1,12 @@
-/* Hugging Face GPT-2 weights in and out. memwall's tensor names are Hugging Face's; its 2-D
- * weights inside blocks are (out, in) like nn.Linear, where GPT-2's Conv1D stores (in, out). */
+/* Hugging Face weights in and out: GPT-2 and the Llama family, one model.safetensors or a sharded
+ * checkpoint (model.safetensors.index.json and its shards), F32/F16/BF16/F64 converted to float32
+ * on load, straight into the model's parameters (never a second copy of the model).
+ * memwall's tensor names are Hugging Face's. GPT-2's 2-D weights inside blocks are (out, in) like
+ * nn.Linear in memwall, where GPT-2's Conv1D stores (in, out); Llama's are nn.Linear's on both
+ * sides, so nothing is transposed. */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +20,7 @@
 #include "hf.h"
 #include "safetensors.h"
 
-/* Conv1D weights: the 2-D tensors inside the blocks */
+/* Conv1D weights: the 2-D tensors inside GPT-2's blocks */
 static int is_conv1d(const char *name, int ndim) { return ndim == 2 && strncmp(name, "h.", 2) == 0; }
 
 static void resolve(const char *path, char *file, size_t n, char *dir, size_t dn) {
@@ -30,14 +35,102 @@ static void resolve(const char *path, char *file, size_t n, char *dir, size_t dn
     }
 }
 
-static const char *prefix_of(const mw_st_file *f) {
-    return mw_st_find(f, "wte.weight") ? "" : mw_st_find(f, "transformer.wte.weight") ? "transformer." : NULL;
+/* ---- config.json ----------------------------------------------------------------------------- */
+
+/* key of object 0: absent or null leaves *dst; otherwise a positive integer below 2^30 */
+static mw_status get_int(const mw_json *j, const char *what, const char *key, int *dst) {
+    int v = mw_json_get(j, 0, key);
+    if (v < 0 || j->nodes[v].type == MW_JSON_NULL) return MW_OK;
+    const mw_json_node *x = &j->nodes[v];
+    if (x->type != MW_JSON_NUM || !x->is_int || x->i < 1 || x->i >= (1 << 30))
+        return mw_fail(MW_ERR_FORMAT, "%s: %s is not a positive integer below 2^30", what, key);
+    *dst = (int)x->i;
+    return MW_OK;
 }
 
-static const mw_st_tensor *find(const mw_st_file *f, const char *prefix, const char *name) {
-    char b[300];
-    snprintf(b, sizeof b, "%s%s", prefix, name);
-    return mw_st_find(f, b);
+static mw_status get_num(const mw_json *j, const char *what, const char *key, double *dst) {
+    int v = mw_json_get(j, 0, key);
+    if (v < 0 || j->nodes[v].type == MW_JSON_NULL) return MW_OK;
+    const mw_json_node *x = &j->nodes[v];
+    if (x->type != MW_JSON_NUM || !(x->num > 0) || !isfinite(x->num))
+        return mw_fail(MW_ERR_FORMAT, "%s: %s is not a positive number", what, key);
+    *dst = x->num;
+    return MW_OK;
+}
+
+/* absent or null leaves *dst (the default) */
+static mw_status get_bool(const mw_json *j, const char *what, const char *key, int *dst) {
+    int v = mw_json_get(j, 0, key);
+    if (v < 0 || j->nodes[v].type == MW_JSON_NULL) return MW_OK;
+    if (j->nodes[v].type != MW_JSON_BOOL) return mw_fail(MW_ERR_FORMAT, "%s: %s is not true or false", what, key);
+    *dst = j->nodes[v].i != 0;
+    return MW_OK;
+}
+
+static mw_status parse_gpt2(const mw_json *j, const char *what, mw_hf_config *c) {
+    static const char *const keys[] = {"n_layer", "n_head", "n_embd", "vocab_size", "n_positions"};
+    int *dst[] = {&c->n_layer, &c->n_head, &c->n_embd, &c->vocab, &c->ctx};
+    for (int k = 0; k < 5; k++) MW_TRY(get_int(j, what, keys[k], dst[k]));
+    c->arch = MW_ARCH_GPT2;
+    c->tied = 1;
+    return MW_OK;
+}
+
+/* LlamaConfig (and MistralConfig): the shape, the defaults transformers applies, and a refusal of
+ * every option whose math memwall's Llama does not compute. */
+static mw_status parse_llama(const mw_json *j, const char *what, mw_hf_config *c, int mistral) {
+    static const char *const keys[] = {"num_hidden_layers", "num_attention_heads", "hidden_size", "vocab_size",
+                                       "max_position_embeddings", "num_key_value_heads", "intermediate_size",
+                                       "head_dim"};
+    int *dst[] = {&c->n_layer, &c->n_head, &c->n_embd, &c->vocab, &c->ctx, &c->n_kv_head, &c->ffn, &c->head_dim};
+    for (int k = 0; k < 8; k++) MW_TRY(get_int(j, what, keys[k], dst[k]));
+    c->arch = MW_ARCH_LLAMA;
+    c->rope_theta = 10000.0;
+    c->norm_eps = 1e-6;
+    if (!c->ctx) c->ctx = mistral ? 131072 : 2048;
+    if (!c->n_kv_head) c->n_kv_head = mistral ? 8 : c->n_head;
+    MW_TRY(get_num(j, what, "rope_theta", &c->rope_theta));
+    MW_TRY(get_num(j, what, "rms_norm_eps", &c->norm_eps));
+    MW_TRY(get_bool(j, what, "tie_word_embeddings", &c->tied));
+    int attn_bias = 0, mlp_bias = 0;
+    MW_TRY(get_bool(j, what, "attention_bias", &attn_bias));
+    MW_TRY(get_bool(j, what, "mlp_bias", &mlp_bias));
+    if (attn_bias || mlp_bias)
+        return mw_fail(MW_ERR_FORMAT, "%s: %s is true: memwall's Llama has no biases", what,
+                       attn_bias ? "attention_bias" : "mlp_bias");
+    int v = mw_json_get(j, 0, "hidden_act");
+    if (v >= 0 && j->nodes[v].type != MW_JSON_NULL &&
+        (j->nodes[v].type != MW_JSON_STR || strcmp(j->nodes[v].str, "silu") != 0))
+        return mw_fail(MW_ERR_FORMAT, "%s: hidden_act is %s%.40s%s: memwall's Llama MLP is SwiGLU (\"silu\")", what,
+                       j->nodes[v].type == MW_JSON_STR ? "\"" : "",
+                       j->nodes[v].type == MW_JSON_STR ? j->nodes[v].str : "not a string",
+                       j->nodes[v].type == MW_JSON_STR ? "\"" : "");
+    v = mw_json_get(j, 0, "rope_scaling");
+    if (v >= 0 && j->nodes[v].type != MW_JSON_NULL) {
+        int t = j->nodes[v].type == MW_JSON_OBJ ? mw_json_get(j, v, "rope_type") : -1;
+        if (t < 0 && j->nodes[v].type == MW_JSON_OBJ) t = mw_json_get(j, v, "type");
+        int named = t >= 0 && j->nodes[t].type == MW_JSON_STR;
+        return mw_fail(MW_ERR_FORMAT, "%s: rope_scaling is not null%s%.40s%s: memwall's RoPE has no scaling", what,
+                       named ? " (\"" : "", named ? j->nodes[t].str : "", named ? "\")" : "");
+    }
+    if (c->head_dim && c->n_head && c->n_embd && c->head_dim * c->n_head != c->n_embd)
+        return mw_fail(MW_ERR_FORMAT, "%s: head_dim is %d, not hidden_size / num_attention_heads = %d / %d", what,
+                       c->head_dim, c->n_embd, c->n_head);
+    if (c->n_head && c->n_kv_head && c->n_head % c->n_kv_head)
+        return mw_fail(MW_ERR_FORMAT, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", what,
+                       c->n_head, c->n_kv_head);
+    if (mistral) { /* MistralConfig's sliding_window defaults to 4096; null means none */
+        int sw = 4096;
+        v = mw_json_get(j, 0, "sliding_window");
+        if (v >= 0 && j->nodes[v].type == MW_JSON_NULL) sw = 0;
+        else MW_TRY(get_int(j, what, "sliding_window", &sw));
+        if (sw && sw < c->ctx)
+            return mw_fail(MW_ERR_FORMAT,
+                           "%s: sliding_window %d is below max_position_embeddings %d: sliding-window attention "
+                           "is not supported",
+                           what, sw, c->ctx);
+    }
+    return MW_OK;
 }
 
 mw_status mw_hf_config_parse(const char *text, size_t len, const char *what, mw_hf_config *c) {
@@ -46,126 +139,498 @@ mw_status mw_hf_config_parse(const char *text, size_t len, const char *what, mw_
     MW_TRY(mw_json_parse(&j, text, len, what, MW_JSON_MAX_CONFIG));
     mw_status s = MW_OK;
     int type = mw_json_get(&j, 0, "model_type");
-    static const char *const keys[] = {"n_layer", "n_head", "n_embd", "vocab_size", "n_positions"};
-    int *dst[] = {&c->n_layer, &c->n_head, &c->n_embd, &c->vocab, &c->ctx};
-    if (j.nodes[0].type != MW_JSON_OBJ)
+    const mw_json_node *t = type >= 0 ? &j.nodes[type] : NULL;
+    if (j.nodes[0].type != MW_JSON_OBJ) {
         s = mw_fail(MW_ERR_FORMAT, "%s: not a JSON object", what);
-    else if (type >= 0 && (j.nodes[type].type != MW_JSON_STR || strcmp(j.nodes[type].str, "gpt2") != 0))
-        s = mw_fail(MW_ERR_FORMAT, "%s: model_type is %s%.40s%s, not \"gpt2\"", what,
-                    j.nodes[type].type == MW_JSON_STR ? "\"" : "",
-                    j.nodes[type].type == MW_JSON_STR ? j.nodes[type].str : "not a string",
-                    j.nodes[type].type == MW_JSON_STR ? "\"" : "");
-    for (int k = 0; s == MW_OK && k < 5; k++) {
-        int v = mw_json_get(&j, 0, keys[k]);
-        if (v < 0 || j.nodes[v].type == MW_JSON_NULL) continue;
-        const mw_json_node *x = &j.nodes[v];
-        if (x->type != MW_JSON_NUM || !x->is_int || x->i < 1 || x->i >= (1 << 30))
-            s = mw_fail(MW_ERR_FORMAT, "%s: %s is not a positive integer below 2^30", what, keys[k]);
-        else
-            *dst[k] = (int)x->i;
+    } else if (t && t->type != MW_JSON_STR) {
+        s = mw_fail(MW_ERR_FORMAT, "%s: model_type is not a string", what);
+    } else if (!t || strcmp(t->str, "gpt2") == 0) {
+        s = parse_gpt2(&j, what, c);
+    } else if (strcmp(t->str, "llama") == 0 || strcmp(t->str, "mistral") == 0) {
+        s = parse_llama(&j, what, c, t->str[0] == 'm');
+    } else if (strncmp(t->str, "qwen", 4) == 0) {
+        s = mw_fail(MW_ERR_FORMAT,
+                    "%s: model_type \"%.40s\" is not supported: Qwen's attention has q/k/v biases, which memwall's "
+                    "Llama has not",
+                    what, t->str);
+    } else {
+        s = mw_fail(MW_ERR_FORMAT, "%s: model_type is \"%.40s\", not \"gpt2\", \"llama\" or \"mistral\"", what,
+                    t->str);
     }
+    if (s == MW_OK && t) snprintf(c->model_type, sizeof c->model_type, "%s", t->str);
     mw_json_free(&j);
     return s;
 }
 
-/* dir/config.json into *c; *found = 0 (and MW_OK) when there is none. Read whole, bounded. */
-static mw_status read_config(const char *dir, mw_hf_config *c, int *found) {
-    char p[1200];
-    snprintf(p, sizeof p, "%s/config.json", dir);
-    memset(c, 0, sizeof *c);
+/* path read whole, at most MW_HF_MAX_CONFIG_FILE bytes, into *buf (NUL-terminated; the caller
+ * frees it); *found = 0 (and MW_OK) when it does not exist */
+static mw_status read_small(const char *p, char **buf, size_t *len, int *found) {
+    *buf = NULL;
+    *len = 0;
     *found = 0;
     int fd = open(p, O_RDONLY | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT) return MW_OK;
     if (fd < 0) return mw_fail(MW_ERR_IO, "cannot open %s: %s", p, strerror(errno));
     struct stat st;
     mw_status s = MW_OK;
-    char *buf = NULL;
+    char *b = NULL;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         s = mw_fail(MW_ERR_FORMAT, "%s: not a regular file", p);
     else if ((uint64_t)st.st_size > MW_HF_MAX_CONFIG_FILE)
-        s = mw_fail(MW_ERR_FORMAT, "%s: %lld bytes, more than the %zu MiB a config.json may have", p,
-                    (long long)st.st_size, MW_HF_MAX_CONFIG_FILE >> 20);
-    else if (!(buf = malloc((size_t)st.st_size + 1)))
+        s = mw_fail(MW_ERR_FORMAT, "%s: %lld bytes, more than the %zu MiB a %s may have", p, (long long)st.st_size,
+                    MW_HF_MAX_CONFIG_FILE >> 20, strstr(p, "index.json") ? "weight index" : "config.json");
+    else if (!(b = malloc((size_t)st.st_size + 1)))
         s = mw_fail(MW_ERR_NOMEM, "%s: out of memory", p);
     size_t n = s == MW_OK ? (size_t)st.st_size : 0;
     for (size_t got = 0; s == MW_OK && got < n;) {
-        ssize_t k = pread(fd, buf + got, n - got, (off_t)got);
+        ssize_t k = pread(fd, b + got, n - got, (off_t)got);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) s = mw_fail(MW_ERR_IO, "cannot read %s: %s", p, k ? strerror(errno) : "unexpected end");
         else got += (size_t)k;
     }
     close(fd);
-    if (s == MW_OK) s = mw_hf_config_parse(buf, n, p, c);
+    if (s != MW_OK) {
+        free(b);
+        return s;
+    }
+    b[n] = 0;
+    *buf = b;
+    *len = n;
+    *found = 1;
+    return MW_OK;
+}
+
+/* dir/config.json into *c; *found = 0 (and MW_OK) when there is none. */
+static mw_status read_config(const char *dir, mw_hf_config *c, int *found) {
+    char p[1200], *buf;
+    size_t n;
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    memset(c, 0, sizeof *c);
+    MW_TRY(read_small(p, &buf, &n, found));
+    mw_status s = *found ? mw_hf_config_parse(buf, n, p, c) : MW_OK;
     free(buf);
-    if (s == MW_OK) *found = 1;
+    if (s != MW_OK) *found = 0;
     return s;
 }
 
-mw_status mw_hf_inspect(const char *path, mw_hf_shape *shape) {
-    char file[1100], dir[1100];
-    resolve(path, file, sizeof file, dir, sizeof dir);
-    mw_st_file f;
-    MW_TRY(mw_st_open(&f, file));
-    const char *pre = prefix_of(&f);
+/* ---- model.safetensors.index.json ------------------------------------------------------------ */
+
+void mw_hf_index_free(mw_hf_index *ix) {
+    for (int i = 0; ix->name && i < ix->n; i++) free(ix->name[i]);
+    for (int i = 0; ix->shards && i < ix->nshards; i++) free(ix->shards[i]);
+    free(ix->name);
+    free(ix->shard);
+    free(ix->shards);
+    memset(ix, 0, sizeof *ix);
+}
+
+typedef struct ix_ent {
+    const char *name, *shard;
+    int id;
+} ix_ent;
+
+static int cmp_ent_shard(const void *a, const void *b) {
+    return strcmp(((const ix_ent *)a)->shard, ((const ix_ent *)b)->shard);
+}
+static int cmp_ent_name(const void *a, const void *b) {
+    return strcmp(((const ix_ent *)a)->name, ((const ix_ent *)b)->name);
+}
+
+mw_status mw_hf_index_parse(const char *text, size_t len, const char *what, mw_hf_index *ix) {
+    memset(ix, 0, sizeof *ix);
+    mw_json j;
+    MW_TRY(mw_json_parse(&j, text, len, what, MW_JSON_MAX_CONFIG));
     mw_status s = MW_OK;
-    const mw_st_tensor *wte = pre ? find(&f, pre, "wte.weight") : NULL,
-                       *wpe = pre ? find(&f, pre, "wpe.weight") : NULL;
-    if (!wte || !wpe || wte->ndim != 2 || wpe->ndim != 2 || wte->shape[1] != wpe->shape[1] ||
-        wte->shape[0] >= (1 << 30) || wte->shape[1] >= (1 << 30) || wpe->shape[0] >= (1 << 30)) {
-        s = mw_fail(MW_ERR_FORMAT, "%s: not GPT-2 weights (no 2-D wte.weight and wpe.weight of one width)",
-                    file);
-    } else {
-        memset(shape, 0, sizeof *shape);
-        shape->vocab = (int)wte->shape[0];
-        shape->n_embd = (int)wte->shape[1];
-        shape->ctx = (int)wpe->shape[0];
-        char name[64];
-        for (;; shape->n_layer++) {
-            snprintf(name, sizeof name, "h.%d.ln_1.weight", shape->n_layer);
-            if (!find(&f, pre, name)) break;
+    ix_ent *e = NULL;
+    int wm = j.nodes[0].type == MW_JSON_OBJ ? mw_json_get(&j, 0, "weight_map") : -1, n = 0;
+    if (j.nodes[0].type != MW_JSON_OBJ) {
+        s = mw_fail(MW_ERR_FORMAT, "%s: not a JSON object", what);
+        goto out;
+    }
+    if (wm < 0 || j.nodes[wm].type != MW_JSON_OBJ) {
+        s = mw_fail(MW_ERR_FORMAT, "%s: no weight_map object", what);
+        goto out;
+    }
+    for (int c = j.nodes[wm].first; c >= 0; c = j.nodes[c].next) n++;
+    if (n == 0) {
+        s = mw_fail(MW_ERR_FORMAT, "%s: weight_map is empty", what);
+        goto out;
+    }
+    if (!(e = calloc((size_t)n, sizeof *e))) {
+        s = mw_fail(MW_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    n = 0;
+    for (int c = j.nodes[wm].first; c >= 0; c = j.nodes[c].next, n++) {
+        const mw_json_node *x = &j.nodes[c];
+        size_t sl = x->type == MW_JSON_STR ? strlen(x->str) : 0;
+        if (x->type != MW_JSON_STR || sl == 0 || sl > 255 || strchr(x->str, '/') || strcmp(x->str, ".") == 0 ||
+            strcmp(x->str, "..") == 0) {
+            s = mw_fail(MW_ERR_FORMAT, "%s: weight_map's entry for '%.200s' is not a shard file name in the index's "
+                                       "directory",
+                        what, x->key);
+            goto out;
+        }
+        e[n] = (ix_ent){x->key, x->str, 0};
+    }
+    qsort(e, (size_t)n, sizeof *e, cmp_ent_shard);
+    int ns = 0;
+    for (int i = 0; i < n; i++) {
+        if (i == 0 || strcmp(e[i].shard, e[i - 1].shard) != 0) ns++;
+        e[i].id = ns - 1;
+    }
+    if (ns > MW_HF_MAX_SHARDS) {
+        s = mw_fail(MW_ERR_FORMAT, "%s: %d shards, more than the %d memwall opens", what, ns, MW_HF_MAX_SHARDS);
+        goto out;
+    }
+    ix->shards = calloc((size_t)ns, sizeof *ix->shards);
+    ix->name = calloc((size_t)n, sizeof *ix->name);
+    ix->shard = calloc((size_t)n, sizeof *ix->shard);
+    if (!ix->shards || !ix->name || !ix->shard) {
+        s = mw_fail(MW_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        if ((i == 0 || e[i].id != e[i - 1].id) && !(ix->shards[ix->nshards++] = strdup(e[i].shard))) {
+            s = mw_fail(MW_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+    qsort(e, (size_t)n, sizeof *e, cmp_ent_name);
+    for (int i = 0; i < n; i++) {
+        if (i > 0 && strcmp(e[i].name, e[i - 1].name) == 0) {
+            s = mw_fail(MW_ERR_FORMAT, "%s: tensor '%.200s' appears twice in weight_map", what, e[i].name);
+            goto out;
+        }
+        if (!(ix->name[ix->n] = strdup(e[i].name))) {
+            s = mw_fail(MW_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        ix->shard[ix->n++] = e[i].id;
+    }
+out:
+    free(e);
+    mw_json_free(&j);
+    if (s != MW_OK) mw_hf_index_free(ix);
+    return s;
+}
+
+/* ---- a checkpoint: one file or the shards of an index ------------------------------------------ */
+
+void mw_hf_files_close(mw_hf_files *h) {
+    for (int i = 0; h->f && i < h->n; i++) mw_st_close(&h->f[i]);
+    free(h->f);
+    h->f = NULL;
+    h->n = 0;
+    mw_hf_index_free(&h->ix);
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+mw_status mw_hf_files_open(mw_hf_files *h, const char *path) {
+    memset(h, 0, sizeof *h);
+    char file[1100], index[1200];
+    resolve(path, file, sizeof file, h->dir, sizeof h->dir);
+    struct stat st;
+    /* a directory: model.safetensors as transformers prefers it, else the index */
+    snprintf(index, sizeof index, "%s/model.safetensors.index.json", h->dir);
+    h->sharded = ends_with(path, ".index.json") ||
+                 (stat(path, &st) == 0 && S_ISDIR(st.st_mode) && access(file, F_OK) != 0 && access(index, F_OK) == 0);
+    if (!h->sharded) {
+        snprintf(h->what, sizeof h->what, "%s", file);
+        if (!(h->f = calloc(1, sizeof *h->f))) return mw_fail(MW_ERR_NOMEM, "out of memory");
+        mw_status s = mw_st_open(&h->f[0], file);
+        if (s != MW_OK) {
+            free(h->f);
+            h->f = NULL;
+            return s;
+        }
+        h->n = 1;
+        return MW_OK;
+    }
+    if (ends_with(path, ".index.json")) snprintf(index, sizeof index, "%s", path);
+    snprintf(h->what, sizeof h->what, "%s", index);
+    char *buf;
+    size_t len;
+    int found;
+    MW_TRY(read_small(index, &buf, &len, &found));
+    if (!found) return mw_fail(MW_ERR_IO, "cannot open %s: %s", index, strerror(ENOENT));
+    mw_status s = mw_hf_index_parse(buf, len, index, &h->ix);
+    free(buf);
+    MW_TRY(s);
+    if (!(h->f = calloc((size_t)h->ix.nshards, sizeof *h->f))) {
+        mw_hf_index_free(&h->ix);
+        return mw_fail(MW_ERR_NOMEM, "out of memory");
+    }
+    for (; s == MW_OK && h->n < h->ix.nshards; h->n++) {
+        char sp[1400];
+        snprintf(sp, sizeof sp, "%s/%s", h->dir, h->ix.shards[h->n]);
+        if ((s = mw_st_open(&h->f[h->n], sp)) != MW_OK) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", mw_last_error());
+            s = mw_fail(s, "%s names shard %s: %s", index, h->ix.shards[h->n], why);
+            break;
         }
     }
-    mw_st_close(&f);
-    MW_TRY(s);
+    for (int i = 0; s == MW_OK && i < h->ix.n; i++)
+        if (!mw_st_find(&h->f[h->ix.shard[i]], h->ix.name[i]))
+            s = mw_fail(MW_ERR_FORMAT, "%s: weight_map puts %s in %s, which has no such tensor", index,
+                        h->ix.name[i], h->ix.shards[h->ix.shard[i]]);
+    if (s != MW_OK) mw_hf_files_close(h);
+    return s;
+}
+
+static int cmp_str(const void *key, const void *elem) { return strcmp(key, *(char *const *)elem); }
+
+const mw_st_tensor *mw_hf_files_find(const mw_hf_files *h, const char *name, const mw_st_file **file) {
+    const mw_st_file *f = h->n == 1 && !h->sharded ? &h->f[0] : NULL;
+    if (h->sharded) {
+        char **p = bsearch(name, h->ix.name, (size_t)h->ix.n, sizeof *h->ix.name, cmp_str);
+        if (p) f = &h->f[h->ix.shard[p - h->ix.name]];
+    }
+    const mw_st_tensor *t = f ? mw_st_find(f, name) : NULL;
+    if (file) *file = t ? f : NULL;
+    return t;
+}
+
+/* every tensor name of the checkpoint, one at a time: i from 0 while it returns non-NULL */
+static const char *files_name(const mw_hf_files *h, int i) {
+    if (h->sharded) return i < h->ix.n ? h->ix.name[i] : NULL;
+    return i < h->f[0].n ? h->f[0].t[i].name : NULL;
+}
+
+static const mw_st_tensor *find2(const mw_hf_files *h, const char *prefix, const char *name) {
+    char b[300];
+    snprintf(b, sizeof b, "%s%s", prefix, name);
+    return mw_hf_files_find(h, b, NULL);
+}
+
+static const char *prefix_of(const mw_hf_files *h) {
+    return find2(h, "", "wte.weight") ? "" : find2(h, "transformer.", "wte.weight") ? "transformer." : NULL;
+}
+
+/* "[97, 48]" */
+static const char *dims_str(char *b, size_t n, int ndim, const int64_t *d) {
+    if (ndim == 1) snprintf(b, n, "[%lld]", (long long)d[0]);
+    else if (ndim == 2) snprintf(b, n, "[%lld, %lld]", (long long)d[0], (long long)d[1]);
+    else snprintf(b, n, "(%d dimensions)", ndim);
+    return b;
+}
+
+/* ---- inspect --------------------------------------------------------------------------------- */
+
+static mw_status inspect_gpt2(const mw_hf_files *h, mw_hf_shape *shape) {
+    const char *pre = prefix_of(h);
+    const mw_st_tensor *wte = pre ? find2(h, pre, "wte.weight") : NULL, *wpe = pre ? find2(h, pre, "wpe.weight") : NULL;
+    if (!wte || !wpe || wte->ndim != 2 || wpe->ndim != 2 || wte->shape[1] != wpe->shape[1] ||
+        wte->shape[0] >= (1 << 30) || wte->shape[1] >= (1 << 30) || wpe->shape[0] >= (1 << 30))
+        return mw_fail(MW_ERR_FORMAT,
+                       "%s: neither GPT-2 weights (no 2-D wte.weight and wpe.weight of one width) nor Llama "
+                       "weights (no model.embed_tokens.weight)",
+                       h->what);
+    shape->arch = MW_ARCH_GPT2;
+    shape->tied = 1;
+    shape->vocab = (int)wte->shape[0];
+    shape->n_embd = (int)wte->shape[1];
+    shape->ctx = (int)wpe->shape[0];
+    char name[64];
+    for (;; shape->n_layer++) {
+        snprintf(name, sizeof name, "h.%d.ln_1.weight", shape->n_layer);
+        if (!find2(h, pre, name)) break;
+    }
     /* config.json beside the weights: the head count, and its shape must be the weights' */
     mw_hf_config c;
-    MW_TRY(read_config(dir, &c, &shape->config));
+    MW_TRY(read_config(h->dir, &c, &shape->config));
+    if (shape->config && c.arch != MW_ARCH_GPT2)
+        return mw_fail(MW_ERR_FORMAT, "%s/config.json: model_type is \"%s\", but the weights in %s are GPT-2's",
+                       h->dir, c.model_type, h->what);
     static const char *const keys[] = {"n_layer", "n_embd", "vocab_size", "n_positions"};
     const int cv[] = {c.n_layer, c.n_embd, c.vocab, c.ctx},
               wv[] = {shape->n_layer, shape->n_embd, shape->vocab, shape->ctx};
     for (int k = 0; k < 4; k++)
         if (cv[k] && cv[k] != wv[k])
-            return mw_fail(MW_ERR_FORMAT, "%s/config.json: %s is %d, but the weights in %s have %d", dir,
-                           keys[k], cv[k], file, wv[k]);
+            return mw_fail(MW_ERR_FORMAT, "%s/config.json: %s is %d, but the weights in %s have %d", h->dir, keys[k],
+                           cv[k], h->what, wv[k]);
     shape->n_head = c.n_head;
     return MW_OK;
 }
 
+/* Tensor i of a Llama of this shape (the COMMON contract: HF's state_dict order and layout);
+ * 0 past the last. */
+static int llama_tensor(const mw_hf_shape *s, int i, char *name, size_t n, int *ndim, int64_t dims[2]) {
+    const int64_t C = s->n_embd, hs = s->n_embd / s->n_head;
+    const int per = 9;
+    if (i == 0) {
+        snprintf(name, n, "model.embed_tokens.weight");
+        *ndim = 2, dims[0] = s->vocab, dims[1] = C;
+        return 1;
+    }
+    i--;
+    if (i < s->n_layer * per) {
+        static const char *const part[] = {"input_layernorm",    "self_attn.q_proj", "self_attn.k_proj",
+                                           "self_attn.v_proj",   "self_attn.o_proj", "post_attention_layernorm",
+                                           "mlp.gate_proj",      "mlp.up_proj",      "mlp.down_proj"};
+        const int64_t out[] = {C, s->n_head * hs, s->n_kv_head * hs, s->n_kv_head * hs, C, C, s->ffn, s->ffn, C};
+        const int64_t in[] = {0, C, C, C, s->n_head * hs, 0, C, C, s->ffn};
+        int k = i % per;
+        snprintf(name, n, "model.layers.%d.%s.weight", i / per, part[k]);
+        *ndim = in[k] ? 2 : 1, dims[0] = out[k], dims[1] = in[k];
+        return 1;
+    }
+    i -= s->n_layer * per;
+    if (i == 0) {
+        snprintf(name, n, "model.norm.weight");
+        *ndim = 1, dims[0] = C, dims[1] = 0;
+        return 1;
+    }
+    if (i == 1 && !s->tied) {
+        snprintf(name, n, "lm_head.weight");
+        *ndim = 2, dims[0] = s->vocab, dims[1] = C;
+        return 1;
+    }
+    return 0;
+}
+
+static mw_status inspect_llama(const mw_hf_files *h, mw_hf_shape *shape) {
+    mw_hf_config c;
+    const mw_st_file *ef;
+    const mw_st_tensor *emb = mw_hf_files_find(h, "model.embed_tokens.weight", &ef);
+    char cj[1200], b1[64], b2[64];
+    snprintf(cj, sizeof cj, "%s/config.json", h->dir);
+    MW_TRY(read_config(h->dir, &c, &shape->config));
+    if (!shape->config)
+        return mw_fail(MW_ERR_FORMAT, "%s: Llama weights need their config.json (heads, key/value heads, rope_theta): "
+                                      "there is none in %s",
+                       h->what, h->dir);
+    if (c.arch != MW_ARCH_LLAMA)
+        return mw_fail(MW_ERR_FORMAT, "%s: model_type is %s%s%s, but the weights in %s are Llama's", cj,
+                       c.model_type[0] ? "\"" : "", c.model_type[0] ? c.model_type : "absent",
+                       c.model_type[0] ? "\"" : "", h->what);
+    if (emb->ndim != 2 || emb->shape[0] < 1 || emb->shape[1] < 1 || emb->shape[0] >= (1 << 30) ||
+        emb->shape[1] >= (1 << 30))
+        return mw_fail(MW_ERR_FORMAT, "%s: tensor model.embed_tokens.weight has shape %s, not [vocab, hidden]",
+                       ef->path, dims_str(b1, sizeof b1, emb->ndim, emb->shape));
+    /* the layers the weights have, and no biases */
+    long layers = 0;
+    const char *name;
+    for (int i = 0; (name = files_name(h, i)); i++) {
+        if (strncmp(name, "model.", 6) == 0 && ends_with(name, ".bias"))
+            return mw_fail(MW_ERR_FORMAT, "%s: tensor %s: memwall's Llama has no biases", h->what, name);
+        char *end;
+        if (strncmp(name, "model.layers.", 13) == 0 && name[13] >= '0' && name[13] <= '9') {
+            long l = strtol(name + 13, &end, 10);
+            if (*end == '.' && l < (1 << 20) && l + 1 > layers) layers = l + 1;
+        }
+    }
+    if (!c.n_head) return mw_fail(MW_ERR_FORMAT, "%s: no num_attention_heads", cj);
+    const int C = (int)emb->shape[1], V = (int)emb->shape[0];
+    if (c.n_embd && c.n_embd != C)
+        return mw_fail(MW_ERR_FORMAT, "%s: hidden_size is %d, but model.embed_tokens.weight in %s has shape %s", cj,
+                       c.n_embd, ef->path, dims_str(b1, sizeof b1, 2, emb->shape));
+    if (c.vocab && c.vocab != V)
+        return mw_fail(MW_ERR_FORMAT, "%s: vocab_size is %d, but model.embed_tokens.weight in %s has shape %s", cj,
+                       c.vocab, ef->path, dims_str(b1, sizeof b1, 2, emb->shape));
+    if (layers == 0) return mw_fail(MW_ERR_FORMAT, "%s: no tensor model.layers.0.*", h->what);
+    if (c.n_layer && c.n_layer != layers)
+        return mw_fail(MW_ERR_FORMAT, "%s: num_hidden_layers is %d, but %s has %ld layers (model.layers.0 to %ld)", cj,
+                       c.n_layer, h->what, layers, layers - 1);
+    if (C % c.n_head)
+        return mw_fail(MW_ERR_FORMAT, "%s: hidden_size %d is not a multiple of num_attention_heads %d", cj, C,
+                       c.n_head);
+    if (c.head_dim && c.head_dim * c.n_head != C)
+        return mw_fail(MW_ERR_FORMAT, "%s: head_dim is %d, not hidden_size / num_attention_heads = %d / %d", cj,
+                       c.head_dim, C, c.n_head);
+    const mw_st_tensor *gate = mw_hf_files_find(h, "model.layers.0.mlp.gate_proj.weight", NULL);
+    shape->arch = MW_ARCH_LLAMA;
+    shape->n_layer = (int)layers, shape->n_head = c.n_head, shape->n_embd = C, shape->vocab = V, shape->ctx = c.ctx;
+    shape->n_kv_head = c.n_kv_head, shape->tied = c.tied;
+    shape->ffn = c.ffn ? c.ffn : gate && gate->ndim == 2 && gate->shape[0] < (1 << 30) ? (int)gate->shape[0] : 0;
+    shape->rope_theta = c.rope_theta, shape->norm_eps = c.norm_eps;
+    if (!shape->ffn) return mw_fail(MW_ERR_FORMAT, "%s: no intermediate_size, and no 2-D model.layers.0.mlp.gate_proj.weight", cj);
+    /* every tensor the configuration implies, with its shape */
+    char tn[128];
+    int nd;
+    int64_t want[2];
+    for (int i = 0; llama_tensor(shape, i, tn, sizeof tn, &nd, want); i++) {
+        const mw_st_file *f;
+        const mw_st_tensor *t = mw_hf_files_find(h, tn, &f);
+        if (!t)
+            return mw_fail(MW_ERR_FORMAT, "%s: tensor %s is missing%s", h->what, tn,
+                           strcmp(tn, "lm_head.weight") == 0 ? " (config.json: tie_word_embeddings is false)" : "");
+        if (t->ndim != nd || t->shape[0] != want[0] || (nd == 2 && t->shape[1] != want[1]))
+            return mw_fail(MW_ERR_FORMAT, "%s: tensor %s has shape %s, but config.json implies %s", f->path, tn,
+                           dims_str(b1, sizeof b1, t->ndim, t->shape), dims_str(b2, sizeof b2, nd, want));
+        if (t->dtype == MW_ST_OTHER)
+            return mw_fail(MW_ERR_FORMAT, "%s: tensor %s is not a float tensor", f->path, tn);
+    }
+    return MW_OK;
+}
+
+mw_status mw_hf_inspect(const char *path, mw_hf_shape *shape) {
+    memset(shape, 0, sizeof *shape);
+    mw_hf_files h;
+    MW_TRY(mw_hf_files_open(&h, path));
+    mw_status s = mw_hf_files_find(&h, "model.embed_tokens.weight", NULL) ? inspect_llama(&h, shape)
+                                                                          : inspect_gpt2(&h, shape);
+    mw_hf_files_close(&h);
+    if (s != MW_OK) memset(shape, 0, sizeof *shape);
+    return s;
+}
+
+/* ---- load ------------------------------------------------------------------------------------ */
+
+/* A Llama model: the checkpoint must be the model's configuration (config.json included: heads,
+ * key/value heads, RoPE's theta, RMSNorm's epsilon, the tied head; ctx may differ). */
+static mw_status check_llama(const mw_hf_files *h, const mw_config *mc) {
+    mw_hf_shape sh;
+    memset(&sh, 0, sizeof sh);
+    MW_TRY(inspect_llama(h, &sh));
+    const struct {
+        const char *key;
+        double file, model;
+    } f[] = {{"num_hidden_layers", sh.n_layer, mc->n_layer}, {"num_attention_heads", sh.n_head, mc->n_head},
+             {"num_key_value_heads", sh.n_kv_head, mc->n_kv_head}, {"hidden_size", sh.n_embd, mc->n_embd},
+             {"intermediate_size", sh.ffn, mc->ffn},           {"vocab_size", sh.vocab, mc->vocab},
+             {"tie_word_embeddings", sh.tied, mc->tied},       {"rope_theta", sh.rope_theta, mc->rope_theta},
+             {"rms_norm_eps", sh.norm_eps, mc->norm_eps}};
+    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++)
+        if (f[k].file != f[k].model)
+            return mw_fail(MW_ERR_FORMAT, "%s/config.json: %s is %.17g, the model's is %.17g", h->dir, f[k].key,
+                           f[k].file, f[k].model);
+    return MW_OK;
+}
+
 mw_status mw_hf_load(const char *path, mw_model *m) {
-    char file[1100], dir[1100];
-    resolve(path, file, sizeof file, dir, sizeof dir);
-    mw_st_file f;
-    MW_TRY(mw_st_open(&f, file));
-    const char *pre = prefix_of(&f);
-    mw_status s = pre ? MW_OK : mw_fail(MW_ERR_FORMAT, "%s: no wte.weight: not GPT-2 weights", file);
+    mw_hf_files h;
+    MW_TRY(mw_hf_files_open(&h, path));
+    const int llama = mw_model_config(m)->arch == MW_ARCH_LLAMA;
+    const char *pre = llama ? "" : prefix_of(&h);
+    mw_status s = llama ? check_llama(&h, mw_model_config(m))
+                  : pre ? MW_OK
+                        : mw_fail(MW_ERR_FORMAT, "%s: no wte.weight: not GPT-2 weights", h.what);
     for (int i = 0; s == MW_OK && i < mw_model_num_tensors(m); i++) {
         mw_param_info p;
         mw_model_tensor(m, i, &p);
-        const mw_st_tensor *t = find(&f, pre, p.name);
-        int tr = is_conv1d(p.name, p.ndim);
+        const mw_st_file *f;
+        char full[300];
+        snprintf(full, sizeof full, "%s%s", pre, p.name);
+        const mw_st_tensor *t = mw_hf_files_find(&h, full, &f);
+        int tr = !llama && is_conv1d(p.name, p.ndim);
         int64_t want0 = tr ? p.dims[1] : p.dims[0], want1 = tr ? p.dims[0] : p.dims[1];
         if (!t) {
-            s = mw_fail(MW_ERR_FORMAT, "%s: tensor %s%s is missing", file, pre, p.name);
+            s = mw_fail(MW_ERR_FORMAT, "%s: tensor %s is missing", h.what, full);
         } else if (t->ndim != p.ndim || t->shape[0] != want0 || (p.ndim == 2 && t->shape[1] != want1)) {
-            s = mw_fail(MW_ERR_FORMAT, "%s: tensor %s has shape [%lld%s%lld], the model needs [%lld%s%lld]",
-                        file, t->name, (long long)t->shape[0], t->ndim == 2 ? ", " : "",
-                        t->ndim == 2 ? (long long)t->shape[1] : 0LL, (long long)want0,
-                        p.ndim == 2 ? ", " : "", p.ndim == 2 ? (long long)want1 : 0LL);
+            char b1[64], b2[64];
+            const int64_t w[2] = {want0, want1};
+            s = mw_fail(MW_ERR_FORMAT, "%s: tensor %s has shape %s, the model needs %s", f->path, t->name,
+                        dims_str(b1, sizeof b1, t->ndim, t->shape), dims_str(b2, sizeof b2, p.ndim, w));
         } else {
-            s = mw_st_read_f32(&f, t, p.data, tr);
+            s = mw_st_read_f32(f, t, p.data, tr);
         }
     }
-    mw_st_close(&f);
+    mw_hf_files_close(&h);
     return s;
 }
 
@@ -247,10 +712,58 @@ static int cmp_name(const void *a, const void *b) {
     return strcmp(((const src_tensor *)a)->name, ((const src_tensor *)b)->name);
 }
 
+/* a double as Python's json writes it: the shortest text that reads back, "10000.0" not "10000" */
+static const char *py_float(double v, char *b, size_t n) {
+    for (int p = 1; p <= 17; p++) {
+        snprintf(b, n, "%.*g", p, v);
+        if (strtod(b, NULL) == v) break;
+    }
+    if (!strpbrk(b, ".eni")) snprintf(b + strlen(b), n - strlen(b), ".0");
+    return b;
+}
+
+/* config.json as transformers' LlamaConfig writes it (keys sorted as save_pretrained writes
+ * them) for LlamaForCausalLM, with this model's shape; memwall's Llama is exactly that
+ * architecture (no biases, silu, no RoPE scaling). */
+static int llama_config_text(const mw_config *c, char *b, size_t n) {
+    char theta[32], eps[32];
+    return snprintf(b, n,
+                    "{\n"
+                    "  \"architectures\": [\n    \"LlamaForCausalLM\"\n  ],\n"
+                    "  \"attention_bias\": false,\n"
+                    "  \"attention_dropout\": 0.0,\n"
+                    "  \"bos_token_id\": null,\n"
+                    "  \"eos_token_id\": null,\n"
+                    "  \"head_dim\": %d,\n"
+                    "  \"hidden_act\": \"silu\",\n"
+                    "  \"hidden_size\": %d,\n"
+                    "  \"initializer_range\": 0.02,\n"
+                    "  \"intermediate_size\": %d,\n"
+                    "  \"max_position_embeddings\": %d,\n"
+                    "  \"mlp_bias\": false,\n"
+                    "  \"model_type\": \"llama\",\n"
+                    "  \"num_attention_heads\": %d,\n"
+                    "  \"num_hidden_layers\": %d,\n"
+                    "  \"num_key_value_heads\": %d,\n"
+                    "  \"pretraining_tp\": 1,\n"
+                    "  \"rms_norm_eps\": %s,\n"
+                    "  \"rope_scaling\": null,\n"
+                    "  \"rope_theta\": %s,\n"
+                    "  \"tie_word_embeddings\": %s,\n"
+                    "  \"torch_dtype\": \"float32\",\n"
+                    "  \"use_cache\": true,\n"
+                    "  \"vocab_size\": %d\n"
+                    "}\n",
+                    c->n_embd / c->n_head, c->n_embd, c->ffn, c->ctx, c->n_head, c->n_layer, c->n_kv_head,
+                    py_float(c->norm_eps, eps, sizeof eps), py_float(c->rope_theta, theta, sizeof theta),
+                    c->tied ? "true" : "false", c->vocab);
+}
+
 /* config.json as Hugging Face's GPT-2 has it (GPT2Config, keys sorted as save_pretrained writes
  * them), with this model's shape; memwall's GPT-2 is exactly that architecture (tanh GELU,
  * LayerNorm eps 1e-5, tied embeddings, MLP width 4C). */
 static int config_text(const mw_config *c, char *b, size_t n) {
+    if (c->arch == MW_ARCH_LLAMA) return llama_config_text(c, b, n);
     char eot[16];
     if (c->vocab > 50256) snprintf(eot, sizeof eot, "50256");
     else snprintf(eot, sizeof eot, "null"); /* no GPT-2 end-of-text token (a byte vocabulary) */
@@ -398,8 +911,9 @@ mw_status mw_hf_export_ckpt(const char *ckpt, const char *out) {
             s = mw_fail(MW_ERR_FORMAT, "%s: tensor record %d (%s) does not match its configuration", ckpt, i,
                         idx.e[i].name);
     }
-    if (s == MW_OK && idx.n != 4 + 12 * info.cfg.n_layer)
-        s = mw_fail(MW_ERR_FORMAT, "%s: %d tensors, its configuration has %d", ckpt, idx.n, 4 + 12 * info.cfg.n_layer);
+    const int want = info.cfg.arch == MW_ARCH_LLAMA ? 2 + 9 * info.cfg.n_layer + !info.cfg.tied : 4 + 12 * info.cfg.n_layer;
+    if (s == MW_OK && idx.n != want)
+        s = mw_fail(MW_ERR_FORMAT, "%s: %d tensors, its configuration has %d", ckpt, idx.n, want);
     if (s == MW_OK) {
         for (int i = 0; i < idx.n; i++)
             t[i] = (src_tensor){idx.e[i].name, idx.e[i].ndim, {idx.e[i].dims[0], idx.e[i].dims[1]}, NULL,
