@@ -68,7 +68,7 @@ static const opt_def OPTS[] = {
     {"keep", K_INT, C_(keep), CMD_TRAIN, "keep the newest K checkpoints in --out"},
     {"resume", K_STR, O_(resume), CMD_TRAIN, "continue from a checkpoint file or directory, or 'auto' (newest valid in --out)"},
     {"override", K_STR, O_(override), CMD_TRAIN, "with --resume: let these flags differ from the checkpoint (KEY[,KEY...], names without dashes, e.g. steps)"},
-    {"init", K_STR, O_(init), CMD_TRAIN | LOADS, "start from hf:PATH (Hugging Face GPT-2 model.safetensors or its directory)"},
+    {"init", K_STR, O_(init), CMD_TRAIN | LOADS, "start from hf:PATH (Hugging Face GPT-2 or Llama weights: model.safetensors, a sharded index.json, or their directory)"},
     {"stop-at", K_INT, O_(stop_at), CMD_TRAIN, "stop (and save) after this step; --steps still sets the schedule"},
     {"json", K_FLAG, O_(json), CMD_BENCH | CMD_EVAL | CMD_ESTIMATE | CMD_PLAN, "print one JSON line with the results"},
     {"timeline", K_STR, O_(timeline), CMD_PLAN, "draw memory over one step, stacked by category, as FILE.svg"},
@@ -186,7 +186,7 @@ static void usage(FILE *f, const char *cmd, int mask) {
                    "  estimate  the memory a training step needs, per category, before it runs\n"
                    "  plan      memory over one step, op by op (--timeline FILE.svg)\n"
                    "  prepare   turn a text file into token files\n"
-                   "  export    write a checkpoint as Hugging Face GPT-2 safetensors\n"
+                   "  export    write a checkpoint as Hugging Face safetensors and config.json (GPT-2, Llama)\n"
                    "  sample    generate text from a trained model (KV cache, streamed)\n"
                    "  eval      validation loss and perplexity of a model on a token file\n"
                    "  tokenize  print the token ids of stdin\n"
@@ -338,18 +338,24 @@ void finish_config(opts *o) {
 }
 
 /* --init hf:PATH: the shape comes from the weights' tensors, the head count from config.json or
- * --heads. A shape flag that disagrees with them is refused, and so is an unknown head count. */
+ * --heads. A shape flag that disagrees with them is refused, and so is an unknown head count.
+ * Llama weights: config.json gives the whole configuration (the family, key/value heads, MLP
+ * width, RoPE theta, RMSNorm epsilon, the tied head), and --ctx may shorten (or lengthen) the
+ * context, which no tensor fixes. */
 void apply_init_shape(opts *o) {
     if (!o->init) return;
-    if (strncmp(o->init, "hf:", 3) != 0) die(1, "--init expects hf:PATH (a Hugging Face GPT-2 model.safetensors or its directory)");
+    if (strncmp(o->init, "hf:", 3) != 0)
+        die(1, "--init expects hf:PATH (a Hugging Face model.safetensors, model.safetensors.index.json or their directory)");
     const char *path = o->init + 3;
     mw_hf_shape sh;
     if (mw_hf_inspect(path, &sh) != MW_OK) die(1, "%s", mw_last_error());
+    const int llama = sh.arch == MW_ARCH_LLAMA, ctx_given = !!(o->shape_given & 16u);
     int heads_given = !!(o->shape_given & 2u);
     if (!sh.n_head && !heads_given)
         die(1, "--init %s: the head count is unknown (%s): pass --heads N", o->init,
             sh.config ? "its config.json has no n_head" : "no config.json beside the weights");
-    int weights[5] = {sh.n_layer, sh.n_head ? sh.n_head : o->cfg.n_head, sh.n_embd, sh.vocab, sh.ctx};
+    int weights[5] = {sh.n_layer, sh.n_head ? sh.n_head : o->cfg.n_head, sh.n_embd, sh.vocab,
+                      llama && ctx_given ? o->cfg.ctx : sh.ctx};
     int *mine[5] = {&o->cfg.n_layer, &o->cfg.n_head, &o->cfg.n_embd, &o->cfg.vocab, &o->cfg.ctx};
     for (int k = 0; k < 5; k++) {
         if ((o->shape_given >> k & 1u) && *mine[k] != weights[k])
@@ -357,11 +363,36 @@ void apply_init_shape(opts *o) {
                 o->init, k == 1 ? "config.json gives" : "weights give", weights[k], SHAPE_OPTS[k]);
         *mine[k] = weights[k];
     }
+    o->preset = "hf";
+    if (opt_given(o, "arch") && o->cfg.arch != sh.arch)
+        die(1, "--arch %s disagrees with --init %s, whose weights are %s's (drop --arch)", mw_arch_name(o->cfg.arch),
+            o->init, llama ? "Llama" : "GPT-2");
+    o->cfg.arch = sh.arch;
+    if (!llama) o->cfg.n_kv_head = o->cfg.ffn = 0, o->cfg.tied = 1, o->cfg.rope_theta = o->cfg.norm_eps = 0.0;
+    if (llama) { /* the Llama fields: config.json's, and a flag that says otherwise is refused */
+        const struct {
+            const char *flag;
+            double mine, file;
+        } f[] = {{"kv-heads", o->cfg.n_kv_head, sh.n_kv_head},
+                 {"ffn", o->cfg.ffn, sh.ffn},
+                 {"rope-theta", o->cfg.rope_theta, sh.rope_theta}};
+        for (size_t k = 0; k < sizeof f / sizeof f[0]; k++)
+            if (opt_given(o, f[k].flag) && f[k].mine != f[k].file)
+                die(1, "--%s %.17g disagrees with --init %s, whose config.json gives %.17g (drop --%s)", f[k].flag,
+                    f[k].mine, o->init, f[k].file, f[k].flag);
+        o->cfg.n_kv_head = sh.n_kv_head, o->cfg.ffn = sh.ffn, o->cfg.tied = sh.tied;
+        o->cfg.rope_theta = sh.rope_theta, o->cfg.norm_eps = sh.norm_eps;
+        fprintf(o->json ? stderr : stdout,
+                "  init: %s: llama L=%d C=%d F=%d V=%d (safetensors shapes; config.json agrees), heads %d, kv heads "
+                "%d, rope_theta %g, rms_norm_eps %g, %s head (config.json), ctx %d (%s)\n",
+                path, sh.n_layer, sh.n_embd, sh.ffn, sh.vocab, sh.n_head, sh.n_kv_head, sh.rope_theta, sh.norm_eps,
+                sh.tied ? "tied" : "untied", o->cfg.ctx, ctx_given ? "--ctx" : "config.json");
+        return;
+    }
     fprintf(o->json ? stderr : stdout, /* stdout holds only the JSON line then */
             "  init: %s: L=%d C=%d V=%d ctx=%d (safetensors shapes%s), heads %d (%s)\n", path, sh.n_layer,
            sh.n_embd, sh.vocab, sh.ctx, sh.config ? "; config.json agrees" : "", o->cfg.n_head,
            sh.n_head ? "config.json" : "--heads");
-    o->preset = "hf";
 }
 
 static double mono_s(void) {

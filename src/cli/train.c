@@ -539,7 +539,8 @@ int cmd_export(int argc, char **argv) {
     mw_ckpt_info info;
     resolve_ckpt(o.ckpt, path, sizeof path, &info);
     if (mw_hf_export_ckpt(path, o.out) != MW_OK) die(1, "%s", mw_last_error());
-    printf("export: %s -> %s (Hugging Face GPT-2 safetensors, F32, and config.json beside it)\n", path, o.out);
+    printf("export: %s -> %s (Hugging Face %s safetensors, F32, and config.json beside it)\n", path, o.out,
+           info.cfg.arch == MW_ARCH_LLAMA ? "Llama (LlamaForCausalLM)" : "GPT-2");
     return 0;
 }
 
