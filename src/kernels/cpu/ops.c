@@ -565,8 +565,27 @@ void mw_swiglu_backward(float *dgate, float *dup, const float *dout, const float
                         const float *up, long n) {
 #pragma omp parallel for schedule(static)
     for (long i = 0; i < n; i++) {
-        const float g = gate[i], s = sigmoid_fast(g), silu = g * s, d = dout[i];
+        /* every input read before an output is written: in place (dgate = gate, dup = up) works */
+        const float g = gate[i], u = up[i], s = sigmoid_fast(g), silu = g * s, d = dout[i];
+        dgate[i] = d * u * (s + silu * (1.0f - s));
         dup[i] = d * silu;
-        dgate[i] = d * up[i] * (s + silu * (1.0f - s));
+    }
+}
+
+void mw_embedding_forward(float *out, const int32_t *inp, const float *table, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) memcpy(out + (long)n * C, table + (long)inp[n] * C, sizeof(float) * C);
+}
+
+void mw_embedding_backward(float *dtable, const float *dout, const int32_t *inp, int N, int C) {
+    /* threads own channel ranges, rows run in order: no races, thread-independent sums */
+#pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += 64) {
+        int c1 = c0 + 64 < C ? c0 + 64 : C;
+        for (int n = 0; n < N; n++) {
+            const float *d = dout + (long)n * C;
+            float *e = dtable + (long)inp[n] * C;
+            for (int c = c0; c < c1; c++) e[c] += d[c];
+        }
     }
 }

@@ -95,8 +95,12 @@ void mw_rope_backward_inplace(float *dx, long row_stride, const float *cos_t, co
                               int B, int T, int H, int D);
 /* out (n) = silu(gate) * up, silu(g) = g * sigmoid(g) */
 void mw_swiglu_forward(float *out, const float *gate, const float *up, long n);
-/* dgate, dup (n) = the gradients of that, overwritten */
+/* dgate, dup (n) = the gradients of that, overwritten; in place (dgate = gate, dup = up) works */
 void mw_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                         const float *up, long n);
+/* out (N,C) = table[inp] (no positions: the Llama family's embedding) */
+void mw_embedding_forward(float *out, const int32_t *inp, const float *table, int N, int C);
+/* dtable += scatter of dout (N,C), in row order */
+void mw_embedding_backward(float *dtable, const float *dout, const int32_t *inp, int N, int C);
 
 #endif
