@@ -14,32 +14,6 @@
 #include "../graph/graph.h"
 #include "../kernels/cpu/ops.h"
 
-/* TEMPORARY until the GQA kernels land: multi-head only */
-#define mw_attention_forward_gqa(o, lse, s, nt, qkv, B, T, H, KV, hs) mw_attention_forward(o, lse, s, nt, qkv, B, T, (H) * (hs), H)
-#define mw_attention_backward_gqa(d, s, nt, dout, qkv, o, lse, B, T, H, KV, hs) mw_attention_backward(d, s, nt, dout, qkv, o, lse, B, T, (H) * (hs), H)
-static void mw_attention_decode(float *y, const float *qkv, const float *K, const float *Vc, long C, int pos, int H, int KV, int hs, float *att) {
-    const float scale = 1.0f / sqrtf((float)hs);
-    for (int hd = 0; hd < H; hd++) {
-        const float *q = qkv + hd * hs;
-        float mx = -INFINITY, sum = 0.0f;
-        for (int j = 0; j <= pos; j++) {
-            const float *k = K + (size_t)j * C + hd * hs;
-            float d = 0.0f;
-            for (int e = 0; e < hs; e++) d += q[e] * k[e];
-            att[j] = d * scale;
-            mx = att[j] > mx ? att[j] : mx;
-        }
-        for (int j = 0; j <= pos; j++) sum += (att[j] = expf(att[j] - mx));
-        float inv = 1.0f / sum, *o = y + hd * hs;
-        for (int e = 0; e < hs; e++) o[e] = 0.0f;
-        for (int j = 0; j <= pos; j++) {
-            const float *v = Vc + (size_t)j * C + hd * hs;
-            float a = att[j] * inv;
-            for (int e = 0; e < hs; e++) o[e] += a * v[e];
-        }
-    }
-}
-
 /* ---- parameters --------------------------------------------------------------------------------
  * embed, then per layer the nine below, then the final norm, then the LM head when untied. q, k
  * and v follow each other without padding, so that they are one ((H + 2 KV) hs, C) matrix and one
@@ -53,8 +27,6 @@ static const char *const layer_names[NLAYERT] = {
 static mw_status build_table(mw_model *m) {
     const mw_config *c = &m->cfg;
     const int C = c->n_embd, hs = C / c->n_head, Q = c->n_head * hs, KV = c->n_kv_head * hs, F = c->ffn;
-    if (c->n_kv_head != c->n_head) /* TEMPORARY until the GQA kernels land */
-        return mw_fail(MW_ERR_ARG, "grouped-query attention (--kv-heads < --heads) is not built yet");
     m->tensors = calloc((size_t)c->n_layer * NLAYERT + 4, sizeof(mw_tensor));
     if (!m->tensors) return mw_fail(MW_ERR_NOMEM, "cannot allocate the parameter table");
     mw_graph_add_tensor(m, "model.embed_tokens.weight", c->vocab, C, 1, 1);
