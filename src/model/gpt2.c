@@ -292,7 +292,6 @@ static const float *decode(mw_model *m, int32_t token, int pos) {
     float *logits = att + CTX, *stats = logits + V; /* mean, rstd */
     const float *wte = WTE(m->params), *wpe = WPE(m->params);
     for (int i = 0; i < C; i++) x[i] = wte[(size_t)token * C + i] + wpe[(size_t)pos * C + i];
-    const float scale = 1.0f / sqrtf((float)hs);
     for (int l = 0; l < c->n_layer; l++) {
         float *p[NLAYERT];
         layer_ptrs(m, m->params, l, p);
@@ -301,25 +300,7 @@ static const float *decode(mw_model *m, int32_t token, int pos) {
         mw_matmul_forward(qkv, h, p[QKVW], p[QKVB], 1, C, 3 * C, 0, WS);
         memcpy(K + (size_t)pos * C, qkv + C, sizeof(float) * C);
         memcpy(Vc + (size_t)pos * C, qkv + 2 * C, sizeof(float) * C);
-        for (int hd = 0; hd < H; hd++) {
-            const float *q = qkv + hd * hs;
-            float mx = -INFINITY, sum = 0.0f;
-            for (int j = 0; j <= pos; j++) {
-                const float *k = K + (size_t)j * C + hd * hs;
-                float d = 0.0f;
-                for (int e = 0; e < hs; e++) d += q[e] * k[e];
-                att[j] = d * scale;
-                mx = att[j] > mx ? att[j] : mx;
-            }
-            for (int j = 0; j <= pos; j++) sum += (att[j] = expf(att[j] - mx));
-            float inv = 1.0f / sum, *o = y + hd * hs;
-            for (int e = 0; e < hs; e++) o[e] = 0.0f;
-            for (int j = 0; j <= pos; j++) {
-                const float *v = Vc + (size_t)j * C + hd * hs;
-                float a = att[j] * inv;
-                for (int e = 0; e < hs; e++) o[e] += a * v[e];
-            }
-        }
+        mw_attention_decode(y, qkv, K, Vc, C, pos, H, H, hs, att);
         mw_matmul_forward(x, y, p[PROJW], p[PROJB], 1, C, C, 1, WS);
         mw_layernorm_forward(h, stats, stats + 1, x, p[LN2W], p[LN2B], 1, C);
         mw_matmul_forward(fc, h, p[FCW], p[FCB], 1, C, 4 * C, 0, WS);
