@@ -82,7 +82,7 @@ static const mw_kind KINDS[NKINDS] = {
                    {GS(G_LOSSES), W}}, 0, 0},
     /* d(act) in place of act, then d(gate|up) in place of gate|up */
     [K_BDOWN] = {"down proj bwd", 3, {{FCH, U}, {ACT, U}, {GS(G_DRES), U}}, 0, 0},
-    [K_BFC] = {"norm+gate+up bwd", 6,
+    [K_BFC] = {"gate+up bwd", 6,
                {{LN2, R}, {LN2S, R}, {RES2, R}, {FCH, R}, {GS(G_DTMP), W}, {GS(G_DRES), U}}, 0, 0},
     [K_BPROJ] = {"o proj bwd", 3, {{ATTY, R}, {GS(G_DRES), U}, {GS(G_DTMP), W}}, 0, 0},
     [K_BATTN] = {"attention bwd", 6,
