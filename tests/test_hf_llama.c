@@ -399,6 +399,187 @@ static void test_config(const char *dir) {
            nbad);
 }
 
+
+/* reads record `name` of a .mwfx fixture */
+static void *mwfx(const char *path, const char *name, size_t *count) {
+    size_t n;
+    unsigned char *b = slurp(path, &n), *p = b + 12;
+    uint32_t recs;
+    memcpy(&recs, b + 8, 4);
+    for (uint32_t r = 0; r < recs; r++) {
+        uint32_t nl, dt, nd, d;
+        memcpy(&nl, p, 4);
+        int match = strlen(name) == nl && memcmp(p + 4, name, nl) == 0;
+        p += 4 + nl;
+        memcpy(&dt, p, 4);
+        memcpy(&nd, p + 4, 4);
+        p += 8;
+        size_t cnt = 1;
+        for (uint32_t k = 0; k < nd; k++, p += 4) memcpy(&d, p, 4), cnt *= d;
+        if (match) {
+            void *out = malloc(cnt * 4);
+            memcpy(out, p, cnt * 4);
+            *count = cnt;
+            free(b);
+            return out;
+        }
+        p += cnt * 4;
+    }
+    fprintf(stderr, "FAIL: no record %s\n", name);
+    exit(1);
+}
+
+static int files_equal(const char *a, const char *b) {
+    size_t na, nb;
+    unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
+    int eq = na == nb && memcmp(x, y, na) == 0;
+    free(x), free(y);
+    return eq;
+}
+
+/* the fixture's configuration */
+static mw_config fixture_config(int inference) {
+    mw_config c;
+    mw_config_default(&c);
+    c.arch = MW_ARCH_LLAMA;
+    c.n_layer = 2, c.n_head = 4, c.n_kv_head = 2, c.n_embd = 48, c.ffn = 128, c.vocab = 97, c.ctx = 32;
+    c.tied = 0, c.rope_theta = 50000.0, c.norm_eps = 1e-6;
+    c.batch = 2, c.seq = 9, c.inference = inference;
+    return c;
+}
+
+/* logits of PATH's weights under configuration c (an inference model) into out (a copy) */
+static mw_status logits_of(const char *path, mw_config c, const int32_t *tok, float *out, size_t n) {
+    mw_model *m;
+    float loss;
+    c.inference = 1;
+    mw_status s = mw_model_create(&m, &c);
+    if (s != MW_OK) return s;
+    s = mw_hf_load(path, m);
+    if (s == MW_OK) s = mw_model_forward(m, tok, NULL, &loss);
+    if (s == MW_OK) memcpy(out, mw_model_logits(m), n * 4);
+    mw_model_destroy(m);
+    return s;
+}
+
+/* the Llama model: the sharded fixture gives PyTorch's logits; export (from the model and from a
+ * checkpoint) is the canonical file byte for byte with LlamaConfig's config.json; export -> import
+ * gives identical logits, tied and untied; a model of another configuration is refused */
+static void test_model(const char *dir) {
+    size_t nt, nl;
+    int32_t *tok = mwfx("tests/ref/hf_llama_logits.mwfx", "tokens", &nt);
+    float *ref = mwfx("tests/ref/hf_llama_logits.mwfx", "logits", &nl);
+    float *a = malloc(nl * 4), *b = malloc(nl * 4);
+    mw_config c = fixture_config(0);
+    CHECK(nt == 18 && nl == 18 * 97, "fixture sizes %zu %zu", nt, nl);
+    CHECK_OK(logits_of(FIX, c, tok, a, nl));
+    double e = rel_err(a, ref, nl);
+    CHECK(e < 1e-5, "sharded BF16/F16 import: logits vs PyTorch rel err %.3g", e);
+    printf("import of the sharded fixture: logits vs PyTorch (modeling_llama's equations) rel err %.2e\n", e);
+
+    /* export from a (training) model and from its checkpoint: the canonical file */
+    mw_model *m;
+    CHECK_OK(mw_model_create(&m, &c));
+    CHECK_OK(mw_hf_load(FIX, m));
+    char out[700], p[800], ck[4096];
+    snprintf(out, sizeof out, "%s/exp/", dir);
+    CHECK_OK(mw_hf_export(m, out));
+    snprintf(p, sizeof p, "%s/model.safetensors", out);
+    CHECK(files_equal(p, "tests/ref/hf_llama_canonical.safetensors"),
+          "the export differs from the canonical file torch's side wrote");
+    snprintf(p, sizeof p, "%s/config.json", out);
+    char *text = slurp_text(p);
+    mw_hf_config hc;
+    CHECK_OK(mw_hf_config_parse(text, strlen(text), p, &hc));
+    CHECK(hc.arch == MW_ARCH_LLAMA && hc.n_layer == 2 && hc.n_head == 4 && hc.n_kv_head == 2 && hc.n_embd == 48 &&
+              hc.ffn == 128 && hc.vocab == 97 && hc.ctx == 32 && hc.tied == 0 && hc.rope_theta == 50000.0 &&
+              hc.norm_eps == 1e-6 && hc.head_dim == 12,
+          "exported config.json reads back: L%d H%d KV%d C%d F%d V%d ctx%d", hc.n_layer, hc.n_head, hc.n_kv_head,
+          hc.n_embd, hc.ffn, hc.vocab, hc.ctx);
+    CHECK(strstr(text, "\"architectures\": [\n    \"LlamaForCausalLM\"\n  ]") &&
+              strstr(text, "\"model_type\": \"llama\"") && strstr(text, "\"torch_dtype\": \"float32\"") &&
+              strstr(text, "\"rope_theta\": 50000.0") && strstr(text, "\"rms_norm_eps\": 1e-06") &&
+              strstr(text, "\"tie_word_embeddings\": false") && strstr(text, "\"hidden_act\": \"silu\"") &&
+              strstr(text, "\"rope_scaling\": null") && strstr(text, "\"attention_bias\": false"),
+          "config.json as LlamaConfig writes it:\n%s", text);
+    free(text);
+    mw_run_state st = {0, 1};
+    CHECK_OK(mw_ckpt_save(dir, m, &st, 1, ck, sizeof ck));
+    snprintf(p, sizeof p, "%s/exp_ckpt/", dir);
+    CHECK_OK(mw_hf_export_ckpt(ck, p));
+    snprintf(p, sizeof p, "%s/exp_ckpt/model.safetensors", dir);
+    CHECK(files_equal(p, "tests/ref/hf_llama_canonical.safetensors"), "export from a checkpoint differs");
+    snprintf(p, sizeof p, "%s/exp_ckpt/config.json", dir);
+    char q[800];
+    snprintf(q, sizeof q, "%s/config.json", out);
+    CHECK(files_equal(p, q), "config.json from a checkpoint differs from the model's");
+    /* export -> import: the same logits, bit for bit */
+    CHECK_OK(logits_of(out, c, tok, b, nl));
+    CHECK(memcmp(a, b, nl * 4) == 0, "export -> import changes the logits (rel err %.3g)", rel_err(a, b, nl));
+    printf("export (model and checkpoint) == the canonical file byte for byte, LlamaConfig's config.json; "
+           "export -> import: identical logits\n");
+
+    /* tied: no lm_head.weight, tie_word_embeddings true, and back */
+    mw_config ct = c;
+    ct.tied = 1;
+    mw_model *mt;
+    CHECK_OK(mw_model_create(&mt, &ct));
+    mw_model_init(mt, 5);
+    snprintf(out, sizeof out, "%s/tied/", dir);
+    CHECK_OK(mw_hf_export(mt, out));
+    snprintf(p, sizeof p, "%s/model.safetensors", out);
+    mw_st_file f;
+    CHECK_OK(mw_st_open(&f, p));
+    CHECK(f.n == 2 + 9 * 2 && !mw_st_find(&f, "lm_head.weight"), "tied export: %d tensors, lm_head %s", f.n,
+          mw_st_find(&f, "lm_head.weight") ? "present" : "absent");
+    mw_st_close(&f);
+    snprintf(p, sizeof p, "%s/config.json", out);
+    text = slurp_text(p);
+    CHECK(strstr(text, "\"tie_word_embeddings\": true") != NULL, "tied config.json");
+    free(text);
+    mw_hf_shape sh;
+    CHECK_OK(mw_hf_inspect(out, &sh));
+    CHECK(sh.tied == 1 && sh.n_kv_head == 2, "tied export inspects as tied");
+    ct.inference = 1;
+    mw_model *mi;
+    CHECK_OK(mw_model_create(&mi, &ct));
+    mw_model_init(mi, 5);
+    float loss;
+    CHECK_OK(mw_model_forward(mi, tok, NULL, &loss));
+    memcpy(a, mw_model_logits(mi), nl * 4);
+    mw_model_destroy(mi);
+    CHECK_OK(logits_of(out, ct, tok, b, nl));
+    CHECK(memcmp(a, b, nl * 4) == 0, "tied export -> import changes the logits");
+    printf("tied: exported without lm_head.weight, tie_word_embeddings true; import gives identical logits\n");
+
+    /* a model of another configuration is refused, naming the key */
+    mw_config cx = c;
+    cx.rope_theta = 10000.0;
+    CHECK(logits_of(FIX, cx, tok, b, nl) == MW_ERR_FORMAT && strstr(mw_last_error(), "rope_theta is 50000, the model's is 10000"),
+          "another theta: %s", mw_last_error());
+    cx = c;
+    cx.norm_eps = 1e-5;
+    CHECK(logits_of(FIX, cx, tok, b, nl) == MW_ERR_FORMAT && strstr(mw_last_error(), "rms_norm_eps is"),
+          "another eps: %s", mw_last_error());
+    CHECK(logits_of(FIX, ct, tok, b, nl) == MW_ERR_FORMAT &&
+              strstr(mw_last_error(), "tie_word_embeddings is 0, the model's is 1"),
+          "a tied model from untied weights: %s", mw_last_error());
+    cx = c;
+    cx.ctx = 16; /* the context is the model's to choose */
+    CHECK_OK(logits_of(FIX, cx, tok, b, nl));
+    /* GPT-2 weights into a Llama model, and Llama weights into GPT-2 */
+    CHECK(logits_of("tests/ref/hf_tiny", c, tok, b, nl) == MW_ERR_FORMAT, "GPT-2 weights into a Llama: %s",
+          mw_last_error());
+    mw_config g;
+    mw_config_default(&g);
+    g.n_layer = 2, g.n_head = 4, g.n_embd = 48, g.vocab = 97, g.ctx = 24, g.batch = 2, g.seq = 9;
+    CHECK(logits_of(FIX, g, tok, b, nl) == MW_ERR_FORMAT && strstr(mw_last_error(), "not GPT-2 weights"),
+          "Llama weights into GPT-2: %s", mw_last_error());
+    printf("a model of another rope_theta, rms_norm_eps or head tying, or family, is refused\n");
+    mw_model_destroy(m), mw_model_destroy(mt);
+    free(tok), free(ref), free(a), free(b);
+}
+
 int main(void) {
     char dir[] = "/tmp/mw_test_hf_llama_XXXXXX";
     if (!mkdtemp(dir)) return 1;
@@ -408,6 +589,7 @@ int main(void) {
     test_index_parse();
     test_shards(dir);
     test_config(dir);
+    test_model(dir);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);

@@ -409,6 +409,7 @@ void apply_init_shape(opts *o) {
             double mine, file;
         } f[] = {{"kv-heads", o->cfg.n_kv_head, sh.n_kv_head},
                  {"ffn", o->cfg.ffn, sh.ffn},
+                 {"tied", o->cfg.tied, sh.tied},
                  {"rope-theta", o->cfg.rope_theta, sh.rope_theta}};
         for (size_t k = 0; k < sizeof f / sizeof f[0]; k++)
             if (opt_given(o, f[k].flag) && f[k].mine != f[k].file)

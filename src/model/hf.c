@@ -712,13 +712,20 @@ static int cmp_name(const void *a, const void *b) {
     return strcmp(((const src_tensor *)a)->name, ((const src_tensor *)b)->name);
 }
 
-/* a double as Python's json writes it: the shortest text that reads back, "10000.0" not "10000" */
+/* a finite double as Python's json writes it (repr): the fewest significant digits that read back,
+ * positional from 1e-4 to below 1e16 ("50000.0", "0.0001"), else an exponent ("1e-06") */
 static const char *py_float(double v, char *b, size_t n) {
-    for (int p = 1; p <= 17; p++) {
-        snprintf(b, n, "%.*g", p, v);
+    int p = 1;
+    for (; p < 17; p++) {
+        snprintf(b, n, "%.*e", p - 1, v);
         if (strtod(b, NULL) == v) break;
     }
-    if (!strpbrk(b, ".eni")) snprintf(b + strlen(b), n - strlen(b), ".0");
+    snprintf(b, n, "%.*e", p - 1, v);
+    int e = atoi(strchr(b, 'e') + 1);
+    if (v == 0 || (e >= -4 && e < 16)) {
+        snprintf(b, n, "%.*f", p - 1 - e > 0 ? p - 1 - e : 0, v);
+        if (!strchr(b, '.')) snprintf(b + strlen(b), n - strlen(b), ".0");
+    }
     return b;
 }
 
