@@ -572,6 +572,16 @@ static void test_model(const char *dir) {
     /* GPT-2 weights into a Llama model, and Llama weights into GPT-2 */
     CHECK(logits_of("tests/ref/hf_tiny", c, tok, b, nl) == MW_ERR_FORMAT, "GPT-2 weights into a Llama: %s",
           mw_last_error());
+    char gd[600], gp[700]; /* GPT-2 tensors beside a Llama config.json */
+    snprintf(gd, sizeof gd, "%s/gpt2_llamacfg", dir);
+    mkdir(gd, 0777);
+    snprintf(gp, sizeof gp, "%s/model.safetensors", gd);
+    copy_file("tests/ref/hf_tiny/model.safetensors", gp);
+    snprintf(gp, sizeof gp, "%s/config.json", gd);
+    copy_file(FIX "/config.json", gp);
+    CHECK(logits_of(gd, c, tok, b, nl) == MW_ERR_FORMAT &&
+              strstr(mw_last_error(), "tensor model.embed_tokens.weight is missing"),
+          "GPT-2 tensors with a Llama config.json into a Llama: %s", mw_last_error());
     mw_config g;
     mw_config_default(&g);
     g.n_layer = 2, g.n_head = 4, g.n_embd = 48, g.vocab = 97, g.ctx = 24, g.batch = 2, g.seq = 9;

@@ -508,6 +508,7 @@ static mw_status inspect_llama(const mw_hf_files *h, mw_hf_shape *shape) {
         return mw_fail(MW_ERR_FORMAT, "%s: model_type is %s%s%s, but the weights in %s are Llama's", cj,
                        c.model_type[0] ? "\"" : "", c.model_type[0] ? c.model_type : "absent",
                        c.model_type[0] ? "\"" : "", h->what);
+    if (!emb) return mw_fail(MW_ERR_FORMAT, "%s: tensor model.embed_tokens.weight is missing", h->what);
     if (emb->ndim != 2 || emb->shape[0] < 1 || emb->shape[1] < 1 || emb->shape[0] >= (1 << 30) ||
         emb->shape[1] >= (1 << 30))
         return mw_fail(MW_ERR_FORMAT, "%s: tensor model.embed_tokens.weight has shape %s, not [vocab, hidden]",
