@@ -78,6 +78,7 @@ PY
   pass "fine-tuning from the export: $(grep 'memwall train' "$T/out" | cut -c1-80)" || fail "fine-tune: $(tail -3 "$T/out")"
 expect_error 1 "--kv-heads 4 against config.json's 2" -- "$MW" train --data "$T/d" --init "hf:$T/x" --arch llama --kv-heads 4 --steps 1
 expect_error 1 "--rope-theta 10000 against config.json's 500000" -- "$MW" train --data "$T/d" --init "hf:$T/x" --arch llama --rope-theta 10000 --steps 1
+expect_error 1 "--tied 1 against config.json's untied head" -- "$MW" train --data "$T/d" --init "hf:$T/x" --arch llama --tied 1 --steps 1
 expect_error 1 "--arch gpt2 against Llama weights" -- "$MW" train --data "$T/d" --init "hf:$T/x" --arch gpt2 --steps 1
 "$MW" train --data "$T/d" --preset llama-tiny --layers 1 --tied 1 --ctx 64 --batch 2 --seq 32 --steps 1 --out "$T/ckt" >"$T/out" 2>&1 ||
   fail "tied train: $(tail -3 "$T/out")"

@@ -343,6 +343,7 @@ static void test_config(const char *dir) {
     for (size_t i = 0; i < nbad; i++) {
         char *t = config_with(bad[i].from, bad[i].to);
         write_text(p, t);
+        free(t);
         mw_status s = mw_hf_inspect(d, &sh);
         CHECK(s == MW_ERR_FORMAT && strstr(mw_last_error(), bad[i].msg) && !strchr(mw_last_error(), '\n'),
               "config.json with %s: %s (%s)", bad[i].to, mw_status_str(s), mw_last_error());

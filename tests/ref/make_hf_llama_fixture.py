@@ -13,7 +13,7 @@ A tiny Llama (L2 H4 KV2 C48 F128 V97, max_position_embeddings 32, rope_theta 500
       bytes): torch's own bf16/fp16 -> fp32 conversion, which the loader must match bit for bit;
   tests/ref/hf_llama_logits.mwfx  tokens (2, 9) and the logits (2, 9, 97) of those weights under
       Hugging Face modeling_llama's equations (written out below: Debian has no transformers).
-Names and (out, in) layouts are HF's state_dict's, which are memwall's (docs: COMMON contract).
+Names and (out, in) layouts are HF's state_dict's, which are memwall's (docs/checkpoint.md).
 
 Run:  LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp /usr/bin/python3 tests/ref/make_hf_llama_fixture.py
 Check an export:  ... make_hf_llama_fixture.py --check-export DIR  (DIR/config.json and
