@@ -4,7 +4,10 @@
  *    (1e-5) and against central finite differences of the twin (1e-4 of the largest gradient);
  *  - the tiled and plain forward bitwise equal to MHA on K/V heads copied out per query head
  *    (a shared head is read in place, with the same arithmetic);
- *  - 1, 2 and 3 threads give the same bits, forward and backward, tiled and plain;
+ *  - 1, 2 and 3 threads give the same bits, forward and backward, tiled and plain; the tiled
+ *    backward's two schedules too (one pass or two, by the number of (batch, kv head) pairs per
+ *    thread: B=1 KV=1 runs one pass on 1 thread, two on 2 and 3; B=2 KV in {1, 2} and B=1 KV in
+ *    {2, 4} one on 1 and 2, two on 3; likewise MHA at B=1 H=2);
  *  - GPT-2's entry points are the _gqa ones with KV = H, bit for bit;
  *  - mw_attention_decode against the tiled forward's rows (1e-6) for GQA, and bit for bit against
  *    GPT-2's decode loop (copied here) for KV = H.
@@ -257,6 +260,7 @@ int main(void) {
     const int H = 4;
     for (int KV = 1; KV <= H; KV *= 2) test_gqa(2, 7, H, KV, 8, 100000); /* every entry */
     test_gqa(1, 5, 6, 3, 4, 100000);
+    test_gqa(1, 130, 2, 2, 8, 200);
     for (int KV = 1; KV <= H; KV *= 2) test_gqa(1, 130, H, KV, 8, 300);
     for (int KV = 1; KV <= H; KV *= 2) test_gqa(2, 257, H, KV, 16, 60);
     test_wrappers(2, 11, 12, 3);
