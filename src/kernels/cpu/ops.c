@@ -461,8 +461,8 @@ void mw_attention_backward_gqa(float *dqkv, float *scratch, int nthreads, const 
      * strips first */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
     for (int u = 0; u < B * KV * (split ? nkt : 1); u++) {
-        const int bg = split ? u / nkt : u, b = bg / KV, g = bg % KV;
-        const int kt0 = split ? u % nkt : 0, kt1 = split ? kt0 + 1 : nkt;
+        const int bg = split ? u % (B * KV) : u, b = bg / KV, g = bg % KV;
+        const int kt0 = split ? u / (B * KV) : 0, kt1 = split ? kt0 + 1 : nkt;
         const float *row = qkv + (long)b * T * RS, *k = row + OS + g * hs, *v = k + (long)KV * hs;
         float *drow = dqkv + (long)b * T * RS, *dk = drow + OS + g * hs, *dv = dk + (long)KV * hs;
         float *S = scratch + (size_t)omp_get_thread_num() * per, *dP = S + (size_t)T * ATT_T;
@@ -494,7 +494,7 @@ void mw_attention_backward_gqa(float *dqkv, float *scratch, int nthreads, const 
     /* pass 2: a unit is (b, h, query tile), the tiles with the most key tiles first */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
     for (int u = 0; u < B * H * nkt; u++) {
-        const int bh = u / nkt, b = bh / H, h = bh % H, q0 = (nkt - 1 - u % nkt) * ATT_T;
+        const int bh = u % (B * H), b = bh / H, h = bh % H, q0 = (nkt - 1 - u / (B * H)) * ATT_T;
         const int q1 = q0 + ATT_T < T ? q0 + ATT_T : T, rows = q1 - q0;
         const float *row = qkv + (long)b * T * RS, *q = row + h * hs;
         const float *k = row + OS + (h / grp) * hs, *v = k + (long)KV * hs;
