@@ -233,11 +233,14 @@ typedef struct mw_model mw_model;
 
 /* Plans, checks the budget and allocates every buffer of the training step. Returns
  * MW_ERR_BUDGET (nothing allocated) when the plan's peak exceeds cfg->budget; the message names
- * each category and its size. Parameters are zero: call mw_model_init_gpt2 or load them. */
+ * each category and its size. Parameters are zero: call mw_model_init or load them. */
 mw_status mw_model_create(mw_model **out, const mw_config *cfg);
 void mw_model_destroy(mw_model *m);
-/* GPT-2 initialisation from seed: N(0, 0.02) weights, residual projections scaled by
- * 1/sqrt(2L), zero biases, unit LayerNorm gains. Deterministic for a seed. */
+/* Initialisation from seed, deterministic for a seed and any thread count. GPT-2: N(0, 0.02)
+ * weights, residual projections scaled by 1/sqrt(2L), zero biases, unit LayerNorm gains. Llama
+ * (as Hugging Face's): N(0, 0.02) for every matrix, unit RMSNorm gains. */
+void mw_model_init(mw_model *m, uint64_t seed);
+/* The same (the name from before the Llama family). */
 void mw_model_init_gpt2(mw_model *m, uint64_t seed);
 const mw_config *mw_model_config(const mw_model *m);
 const mw_plan_summary *mw_model_plan(const mw_model *m);

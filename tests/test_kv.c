@@ -1,20 +1,18 @@
 #include <string.h>
 /* The KV cache is exact: decoding token by token gives the logits of a full forward pass at every
- * position (same weights), to 1e-5 of the largest logit. Also: an inference model allocates no
- * gradients or optimizer state, and loads a training checkpoint. */
+ * position (same weights), to 1e-5 of the largest logit, for GPT-2 and for Llama with grouped-query
+ * attention (a cache of kv heads, RoPE at the cached position). Also: an inference model
+ * allocates no gradients or optimizer state, and loads a training checkpoint. */
 #include <unistd.h>
 
 #include "check.h"
 #include "memwall.h"
 
-int main(void) {
-    mw_set_threads(2);
-    mw_config c;
-    mw_config_default(&c);
-    c.n_layer = 3, c.n_head = 4, c.n_embd = 32, c.vocab = 61, c.ctx = 40, c.batch = 1, c.seq = 37;
+static void check_family(const mw_config *base, const char *what) {
+    mw_config c = *base;
     mw_model *full;
     CHECK_OK(mw_model_create(&full, &c));
-    mw_model_init_gpt2(full, 11);
+    mw_model_init(full, 11);
     for (int i = 0; i < mw_model_num_tensors(full); i++) { /* non-trivial LayerNorms and biases */
         mw_param_info p;
         mw_model_tensor(full, i, &p);
@@ -40,7 +38,7 @@ int main(void) {
     const float *ref = mw_model_logits(fwd);
 
     char dir[] = "/tmp/mw_test_kv_XXXXXX", path[4096];
-    if (!mkdtemp(dir)) return 1;
+    if (!mkdtemp(dir)) exit(1);
     mw_run_state st = {0, 0};
     CHECK_OK(mw_ckpt_save(dir, full, &st, 1, path, sizeof path));
 
@@ -62,8 +60,8 @@ int main(void) {
             worst = e > worst ? e : worst;
         }
     }
-    CHECK(worst < 1e-5, "KV-cache logits vs full forward: rel err %.3g", worst);
-    printf("KV-cache decoding vs full forward, 37 positions: worst rel err %.2e\n", worst);
+    CHECK(worst < 1e-5, "%s: KV-cache logits vs full forward: rel err %.3g", what, worst);
+    printf("%s: KV-cache decoding vs full forward, 37 positions: worst rel err %.2e\n", what, worst);
     CHECK(mw_model_decode(inf, 61, 0) == NULL && mw_model_decode(inf, 0, 40) == NULL, "bad token/pos");
     CHECK(mw_model_decode(full, 0, 0) == NULL, "decode needs an inference model");
     CHECK(mw_ckpt_save(dir, inf, &st, 1, NULL, 0) == MW_ERR_ARG, "no checkpoint of an inference model");
@@ -73,5 +71,18 @@ int main(void) {
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+}
+
+int main(void) {
+    mw_set_threads(2);
+    mw_config c;
+    mw_config_default(&c);
+    c.n_layer = 3, c.n_head = 4, c.n_embd = 32, c.vocab = 61, c.ctx = 40, c.batch = 1, c.seq = 37;
+    check_family(&c, "gpt2");
+    mw_config l = c;
+    l.arch = MW_ARCH_LLAMA, l.n_kv_head = 2, l.ffn = 88, l.tied = 0, l.rope_theta = 500000, l.norm_eps = 1e-5;
+    check_family(&l, "llama, 4 heads on 2 kv heads, untied");
+    l.n_kv_head = 1, l.tied = 1, l.rope_theta = 10000;
+    check_family(&l, "llama, multi-query (1 kv head), tied");
     return test_summary("test_kv");
 }

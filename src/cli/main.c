@@ -32,12 +32,17 @@ typedef struct opt_def {
 #define LOADS (CMD_SAMPLE | CMD_EVAL) /* commands that load a trained model */
 #define EVERY (MODEL | TEXT | CMD_EXPORT) /* every command */
 static const opt_def OPTS[] = {
-    {"preset", K_PRESET, O_(preset), MODEL, "model preset: gpt2-tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl"},
+    {"preset", K_PRESET, O_(preset), MODEL, "model preset: gpt2-tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl; llama-tiny, smollm-135m, smollm-360m, smollm-1.7b, tinyllama-1.1b, llama2-7b, llama3-8b, llama2-70b"},
+    {"arch", K_ARCH, C_(arch), MODEL, "model family: gpt2 or llama (overrides the preset's; the shape flags then apply)"},
     {"layers", K_INT, C_(n_layer), MODEL, "number of transformer blocks (overrides the preset)"},
     {"heads", K_INT, C_(n_head), MODEL | LOADS, "attention heads (with --init: needed when no config.json gives n_head)"},
     {"dim", K_INT, C_(n_embd), MODEL, "embedding width C"},
     {"vocab", K_INT, C_(vocab), MODEL, "vocabulary size"},
     {"ctx", K_INT, C_(ctx), MODEL, "position-table rows (maximum sequence length)"},
+    {"kv-heads", K_INT, C_(n_kv_head), MODEL, "llama: key/value heads (grouped-query attention; default --heads)"},
+    {"ffn", K_INT, C_(ffn), MODEL, "llama: SwiGLU hidden width (default 8/3 x --dim rounded up to 256)"},
+    {"rope-theta", K_DBL, C_(rope_theta), MODEL, "llama: rotary embedding base (10000; Llama 3: 500000)"},
+    {"tied", K_INT, C_(tied), MODEL, "llama: 1 when the LM head is the embedding matrix, 0 for its own"},
     {"batch", K_INT, C_(batch), MODEL, "sequences per micro-batch B"},
     {"batch", K_INT, C_(batch), CMD_EVAL, "sequences per batch (0: the checkpoint's --batch; 1 with --init)"},
     {"seq", K_INT, C_(seq), MODEL, "tokens per sequence T"},
@@ -129,6 +134,7 @@ static const char *placeholder(const opt_def *d, int mask) {
     case K_DBL: return "X";
     case K_SIZE: return "SIZE";
     case K_PRESET: return "NAME";
+    case K_ARCH: return "NAME";
     case K_RECOMPUTE: return "POLICY";
     case K_FLAG: return "";
     case K_STR: break;
@@ -157,6 +163,7 @@ static void format_default(const opts *o, const opt_def *d, char *buf, size_t n)
         if (o->cfg.recompute >= 0 && o->cfg.recompute < (int)(sizeof RECOMPUTE / sizeof RECOMPUTE[0]))
             snprintf(buf, n, "%s", RECOMPUTE[o->cfg.recompute]);
         break;
+    case K_ARCH: snprintf(buf, n, "%s", mw_arch_name(o->cfg.arch)); break;
     case K_FLAG: break;
     }
 }
@@ -246,7 +253,8 @@ static void parse_value(opts *o, const opt_def *d, const char *v) {
         break;
     case K_STR:
     case K_PRESET: *(const char **)p = v; break;
-    case K_FLAG: break;
+    case K_FLAG:
+    case K_ARCH: break; /* parse() applies --arch between the preset and the shape flags */
     case K_RECOMPUTE:
         if (mw_recompute_parse(&o->cfg, v) != MW_OK) die(1, "%s", mw_last_error());
         break;
@@ -272,8 +280,18 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
     /* estimate and plan take a train command line as it stands (see usage) */
     const int accept = mask & (CMD_ESTIMATE | CMD_PLAN) ? mask | CMD_TRAIN : mask;
     char ignored[512] = "";
+    const char *arch = NULL;
     /* the preset first, so that the shape flags override it wherever they stand */
     for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && arch) { /* --arch switches the preset's family: its own defaults */
+            const int a = strcmp(arch, "llama") == 0 ? MW_ARCH_LLAMA : MW_ARCH_GPT2;
+            if (o->cfg.arch != a) {
+                o->cfg.arch = a;
+                o->cfg.n_kv_head = o->cfg.ffn = 0;
+                o->cfg.rope_theta = o->cfg.norm_eps = 0.0;
+                o->cfg.tied = a == MW_ARCH_GPT2; /* Hugging Face's LlamaConfig: untied */
+            }
+        }
         for (int i = 0; i < argc; i++) {
             const char *a = argv[i];
             if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -311,12 +329,28 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
                 v = argv[++i];
             else
                 die(1, "--%s needs a value", d->name);
+            if (d->kind == K_ARCH) { /* after every --preset (pass 0 ends), before the shape flags */
+                if (pass == 1) continue;
+                if (strcmp(v, "gpt2") != 0 && strcmp(v, "llama") != 0)
+                    die(1, "--arch must be gpt2 or llama (got '%s')", v);
+                arch = v;
+                continue;
+            }
             if ((pass == 0) != (d->kind == K_PRESET)) continue;
             parse_value(o, d, v);
             for (int k = 0; k < 5; k++) o->shape_given |= (unsigned)(d->off == SHAPE_OFF[k]) << k;
             if (d->kind == K_PRESET && mw_config_preset(&o->cfg, v) != MW_OK)
                 die(1, "%s", mw_last_error());
         }
+    }
+    /* the Llama fields belong to the Llama family; what its flags left unset gets the defaults */
+    if (o->cfg.arch == MW_ARCH_GPT2) {
+        const char *ll[] = {"kv-heads", "ffn", "rope-theta", "tied"};
+        for (int k = 0; k < 4; k++)
+            if (opt_given(o, ll[k]))
+                die(1, "--%s is for the Llama family (--arch llama or a Llama preset)", ll[k]);
+    } else {
+        mw_config_arch_defaults(&o->cfg);
     }
     /* one rule for every command: OpenMP is never asked for an absurd team (libgomp crashes) */
     if (o->cfg.threads < 0 || o->cfg.threads > MAX_THREADS)
@@ -438,12 +472,17 @@ static void model_label(const opts *o, char *buf, size_t n) {
     }
     const struct { const char *flag; int want, got; } f[] = {
         {"layers", p.n_layer, c->n_layer}, {"heads", p.n_head, c->n_head}, {"dim", p.n_embd, c->n_embd},
-        {"vocab", p.vocab, c->vocab},      {"ctx", p.ctx, c->ctx}};
+        {"vocab", p.vocab, c->vocab},      {"ctx", p.ctx, c->ctx},         {"kv-heads", p.n_kv_head, c->n_kv_head},
+        {"ffn", p.ffn, c->ffn},            {"tied", p.tied, c->tied}};
     char with[160] = "";
     size_t u = 0;
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].want != f[i].got && u < sizeof with)
             u += (size_t)snprintf(with + u, sizeof with - u, " --%s %d", f[i].flag, f[i].got);
+    if (p.arch != c->arch && u < sizeof with)
+        u += (size_t)snprintf(with + u, sizeof with - u, " --arch %s", mw_arch_name(c->arch));
+    if (p.rope_theta != c->rope_theta && c->arch == MW_ARCH_LLAMA && u < sizeof with)
+        u += (size_t)snprintf(with + u, sizeof with - u, " --rope-theta %g", c->rope_theta);
     if (u) snprintf(buf, n, "custom (%s with%s)", o->preset, with);
     else snprintf(buf, n, "%s", o->preset);
 }
@@ -454,8 +493,11 @@ void print_config(const opts *o, const char *cmd) {
     model_label(o, label, sizeof label);
     /* estimate and plan show only what changes memory: no steps, seed or accumulation */
     int run = strcmp(cmd, "estimate") != 0 && strcmp(cmd, "plan") != 0;
-    printf("memwall %s | %s L=%d H=%d C=%d V=%d ctx=%d (%.2fM params) | B=%d T=%d", cmd, label, c->n_layer,
-           c->n_head, c->n_embd, c->vocab, c->ctx, mw_config_num_params(c) / 1e6, c->batch, c->seq);
+    char llama[96] = "";
+    if (c->arch == MW_ARCH_LLAMA)
+        snprintf(llama, sizeof llama, " KV=%d F=%d%s", c->n_kv_head, c->ffn, c->tied ? " tied" : "");
+    printf("memwall %s | %s L=%d H=%d%s C=%d V=%d ctx=%d (%.2fM params) | B=%d T=%d", cmd, label, c->n_layer,
+           c->n_head, llama, c->n_embd, c->vocab, c->ctx, mw_config_num_params(c) / 1e6, c->batch, c->seq);
     if (run) printf(" accum=%d | %d steps", c->accum, c->steps);
     printf(" | threads %d", c->threads);
     if (run) printf(" | kernel %s", mw_kernel_get());

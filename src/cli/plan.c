@@ -118,6 +118,8 @@ int cmd_estimate(int argc, char **argv) {
     /* Korthikanti's per-layer figures: selective drops the 5as/h attention term, full keeps the
      * 2sbh-byte input */
     double korth_sel = L * B * T * C * 34.0, korth_full = L * B * T * C * 2.0;
+    /* the formula counts GPT blocks (LayerNorm, a 4h GELU MLP, dropout masks): not Llama's */
+    const int korth = c->arch == MW_ARCH_GPT2;
     mw_plan_summary pp[NPOLICIES];
     int npp = policy_plans(c, &p, pp);
     if (o.json) {
@@ -129,16 +131,22 @@ int cmd_estimate(int argc, char **argv) {
                (unsigned long long)c->budget);
         if (mb < 0) printf("null");
         else printf("%d", mb);
-        printf(", \"params\": %.0f, \"textbook\": {\"model_states_16B_per_param\": %.0f, "
-               "\"korthikanti_activations_16bit\": %.0f, \"korthikanti_activations_fp32\": %.0f}, "
-               "\"plan_seconds\": %.6f, \"recompute\": \"%s\", \"recompute_pin\": \"%s\", \"policies\": {",
-               P, 16 * P, korth16, korth32, plan_s, p.policy, p.pin);
+        printf(", \"arch\": \"%s\", \"params\": %.0f, \"textbook\": {\"model_states_16B_per_param\": %.0f, "
+               "\"korthikanti_activations_16bit\": ", mw_arch_name(c->arch), P, 16 * P);
+        json_num(stdout, "%.0f", korth ? korth16 : NAN);
+        printf(", \"korthikanti_activations_fp32\": ");
+        json_num(stdout, "%.0f", korth ? korth32 : NAN);
+        printf("}, \"plan_seconds\": %.6f, \"recompute\": \"%s\", \"recompute_pin\": \"%s\", \"policies\": {",
+               plan_s, p.policy, p.pin);
         for (int i = 0; i < npp; i++)
             printf("%s\"%s\": {\"activations\": %llu, \"peak_bytes\": %llu, \"fits\": %s, \"plan\": \"%s\"}",
                    i ? ", " : "", POLICIES[i], (unsigned long long)pp[i].category[MW_CAT_ACTS],
                    (unsigned long long)pp[i].peak, pp[i].fits ? "true" : "false", pp[i].policy);
-        printf("}, \"korthikanti_16bit_by_policy\": {\"none\": %.0f, \"selective\": %.0f, \"full\": %.0f}}\n",
-               korth16, korth_sel, korth_full);
+        if (korth)
+            printf("}, \"korthikanti_16bit_by_policy\": {\"none\": %.0f, \"selective\": %.0f, \"full\": %.0f}}\n",
+                   korth16, korth_sel, korth_full);
+        else
+            printf("}, \"korthikanti_16bit_by_policy\": null}\n");
         return p.fits ? 0 : 2;
     }
     print_config(&o, "estimate");
@@ -162,17 +170,21 @@ int cmd_estimate(int argc, char **argv) {
     printf("    model states at 16 B/param (fp32 AdamW)      %12s   memwall: %s\n",
            mw_fmt_bytes((uint64_t)(16 * P), b1, sizeof b1),
            mw_fmt_bytes(p.category[MW_CAT_PARAMS] + p.category[MW_CAT_GRADS] + p.category[MW_CAT_OPTIM], b2, sizeof b2));
-    printf("    activations, Korthikanti et al. 16-bit      %12s   (x2 for fp32: %s)\n",
-           mw_fmt_bytes((uint64_t)korth16, b1, sizeof b1), mw_fmt_bytes((uint64_t)korth32, b2, sizeof b2));
+    if (korth)
+        printf("    activations, Korthikanti et al. 16-bit      %12s   (x2 for fp32: %s)\n",
+               mw_fmt_bytes((uint64_t)korth16, b1, sizeof b1), mw_fmt_bytes((uint64_t)korth32, b2, sizeof b2));
+    else
+        printf("    activations, Korthikanti et al.: not for the %s family (the formula counts GPT blocks:\n"
+               "      LayerNorm, a 4h GELU MLP, dropout masks)\n", mw_arch_name(c->arch));
     printf("\n  activations by recomputation policy (this plan: %s):\n", p.policy);
     if (c->recompute == MW_RECOMPUTE_AUTO)
         printf("    (auto's choice rests on op times measured now; to run exactly this plan: "
                "--recompute %s)\n", p.pin);
     printf("    %-11s %14s %14s %6s   %s\n", "policy", "activations", "peak", "fits",
-           "Korthikanti et al., x2 for fp32");
+           korth ? "Korthikanti et al., x2 for fp32" : "");
     for (int i = 0; i < npp; i++) {
         char b3[32], b4[32];
-        double k = 2 * (i == 0 ? korth16 : i == 1 ? korth_sel : i == 2 ? korth_full : -0.5);
+        double k = korth ? 2 * (i == 0 ? korth16 : i == 1 ? korth_sel : i == 2 ? korth_full : -0.5) : -1;
         printf("    %-11s %14s %14s %6s   %s%s%s", POLICIES[i],
                mw_fmt_bytes(pp[i].category[MW_CAT_ACTS], b1, sizeof b1), mw_fmt_bytes(pp[i].peak, b3, sizeof b3),
                c->budget ? (pp[i].fits ? "yes" : "no") : "-", k >= 0 ? mw_fmt_bytes((uint64_t)k, b4, sizeof b4) : "",

@@ -359,6 +359,8 @@ static mw_model *load_model(opts *o, int mode, int batch, int seq, int *trained_
         mw_config *c = &o->cfg;
         c->n_layer = info.cfg.n_layer, c->n_head = info.cfg.n_head, c->n_embd = info.cfg.n_embd;
         c->vocab = info.cfg.vocab, c->ctx = info.cfg.ctx;
+        c->arch = info.cfg.arch, c->n_kv_head = info.cfg.n_kv_head, c->ffn = info.cfg.ffn;
+        c->tied = info.cfg.tied, c->rope_theta = info.cfg.rope_theta, c->norm_eps = info.cfg.norm_eps;
         if (!batch) batch = info.cfg.batch;
         if (!seq) seq = info.cfg.seq;
         if (trained_seq) *trained_seq = info.cfg.seq;

@@ -157,7 +157,10 @@ typedef struct run_key {
 static const run_key KEYS[] = {
     {"layers", K_INT, CF(n_layer), SHAPE, 0},       {"heads", K_INT, CF(n_head), SHAPE, 0},
     {"dim", K_INT, CF(n_embd), SHAPE, 0},           {"vocab", K_INT, CF(vocab), SHAPE, 0},
-    {"ctx", K_INT, CF(ctx), SHAPE, 0},              {"batch", K_INT, CF(batch), MATH, 0},
+    {"ctx", K_INT, CF(ctx), SHAPE, 0},              {"arch", K_INT, CF(arch), SHAPE, 0},
+    {"kv-heads", K_INT, CF(n_kv_head), SHAPE, 0},   {"ffn", K_INT, CF(ffn), SHAPE, 0},
+    {"tied", K_INT, CF(tied), SHAPE, 0},            {"rope-theta", K_DBL, CF(rope_theta), SHAPE, 0},
+    {"batch", K_INT, CF(batch), MATH, 0},
     {"seq", K_INT, CF(seq), MATH, 0},               {"accum", K_INT, CF(accum), MATH, 0},
     {"steps", K_INT, CF(steps), MATH, 0},           {"warmup", K_INT, CF(warmup), MATH, 0},
     {"lr", K_DBL, CF(lr), MATH, 0},                 {"min-lr-frac", K_DBL, CF(min_lr_frac), MATH, 0},
@@ -172,7 +175,9 @@ static const run_key KEYS[] = {
 
 static void key_text(const run_key *k, const mw_config *c, char *buf, size_t n) {
     const char *p = (const char *)c + k->off;
-    if (k->kind == K_INT) {
+    if (k->off == CF(arch)) {
+        snprintf(buf, n, "%s", mw_arch_name(c->arch));
+    } else if (k->kind == K_INT) {
         snprintf(buf, n, "%d", *(const int *)p);
     } else if (k->kind == K_DBL) { /* the shortest text that reads back as the same double */
         double v = *(const double *)p;
@@ -227,12 +232,17 @@ static void append(char *buf, size_t n, const char *fmt, ...) {
 
 /* The preset whose shape c has, or "custom". */
 static const char *shape_name(const mw_config *c) {
-    static const char *names[] = {"gpt2-tiny", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"};
+    static const char *names[] = {"gpt2-tiny",   "gpt2",        "gpt2-medium",    "gpt2-large",
+                                  "gpt2-xl",     "llama-tiny",  "smollm-135m",    "smollm-360m",
+                                  "smollm-1.7b", "tinyllama-1.1b", "llama2-7b",   "llama3-8b",
+                                  "llama2-70b"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         mw_config p = *c;
         mw_config_preset(&p, names[i]);
         if (p.n_layer == c->n_layer && p.n_head == c->n_head && p.n_embd == c->n_embd && p.vocab == c->vocab &&
-            p.ctx == c->ctx)
+            p.ctx == c->ctx && p.arch == c->arch &&
+            (c->arch != MW_ARCH_LLAMA || (p.n_kv_head == c->n_kv_head && p.ffn == c->ffn && p.tied == c->tied &&
+                                          p.rope_theta == c->rope_theta && p.norm_eps == c->norm_eps)))
             return names[i];
     }
     return "custom";
@@ -286,6 +296,7 @@ static void adopt_checkpoint(opts *o, const mw_ckpt_info *info, const char *ckpt
             append(names, sizeof names, "%s%s", names[0] ? "," : "", rk->flag);
         }
     }
+    c->norm_eps = k->norm_eps; /* no flag sets it: the checkpoint's (the model checks it) */
     if (shape_was[0])
         die(1, "--resume: %s is from another model shape: it has%s, the command line says%s (the shape cannot be "
                "overridden; drop these flags)", ckpt, shape_was, shape_now);

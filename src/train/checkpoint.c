@@ -11,6 +11,7 @@
  * Writing streams straight from the model's memory; reading verifies with one 1 MiB buffer. */
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -81,16 +82,21 @@ static mw_status wr_crc(writer *w, uint32_t crc) {
 static int meta_text(char *buf, size_t n, const mw_model *m, const mw_run_state *st,
                      uint64_t train_tokens) {
     const mw_config *c = mw_model_config(m);
-    return snprintf(buf, n,
-                    "format=memwall-checkpoint\nmodel=gpt2\nn_layer=%d\nn_head=%d\nn_embd=%d\n"
-                    "vocab=%d\nctx=%d\nbatch=%d\nseq=%d\naccum=%d\nsteps=%d\nwarmup=%d\n"
-                    "lr=%.17g\nmin_lr_frac=%.17g\nbeta1=%.17g\nbeta2=%.17g\neps=%.17g\n"
-                    "weight_decay=%.17g\ngrad_clip=%.17g\nseed=%" PRIu64 "\neval_every=%d\n"
-                    "eval_batches=%d\nstep=%d\nloader_rng=%" PRIu64 "\ntrain_tokens=%" PRIu64 "\n",
-                    c->n_layer, c->n_head, c->n_embd, c->vocab, c->ctx, c->batch, c->seq, c->accum,
-                    c->steps, c->warmup, c->lr, c->min_lr_frac, c->beta1, c->beta2, c->eps,
-                    c->weight_decay, c->grad_clip, c->seed, c->eval_every, c->eval_batches,
-                    st->step, st->loader_rng, train_tokens);
+    int k = snprintf(buf, n,
+                     "format=memwall-checkpoint\nmodel=%s\nn_layer=%d\nn_head=%d\nn_embd=%d\n"
+                     "vocab=%d\nctx=%d\nbatch=%d\nseq=%d\naccum=%d\nsteps=%d\nwarmup=%d\n"
+                     "lr=%.17g\nmin_lr_frac=%.17g\nbeta1=%.17g\nbeta2=%.17g\neps=%.17g\n"
+                     "weight_decay=%.17g\ngrad_clip=%.17g\nseed=%" PRIu64 "\neval_every=%d\n"
+                     "eval_batches=%d\nstep=%d\nloader_rng=%" PRIu64 "\ntrain_tokens=%" PRIu64 "\n",
+                     mw_arch_name(c->arch), c->n_layer, c->n_head, c->n_embd, c->vocab, c->ctx, c->batch,
+                     c->seq, c->accum, c->steps, c->warmup, c->lr, c->min_lr_frac, c->beta1, c->beta2,
+                     c->eps, c->weight_decay, c->grad_clip, c->seed, c->eval_every, c->eval_batches,
+                     st->step, st->loader_rng, train_tokens);
+    if (c->arch == MW_ARCH_LLAMA && k >= 0 && (size_t)k < n) /* the Llama family's own shape */
+        k += snprintf(buf + k, n - (size_t)k,
+                      "n_kv_head=%d\nffn=%d\ntied=%d\nrope_theta=%.17g\nnorm_eps=%.17g\n", c->n_kv_head,
+                      c->ffn, c->tied, c->rope_theta, c->norm_eps);
+    return k;
 }
 
 /* The --recompute value that gives c's policy ("every:sqrt", "blocks:ffsn"). */
@@ -407,6 +413,37 @@ static mw_status parse_meta(const char *path, const char *meta, mw_ckpt_info *in
     memset(info, 0, sizeof *info);
     if (!meta_get(meta, "format", v, sizeof v) || strcmp(v, "memwall-checkpoint") != 0)
         return mw_fail(MW_ERR_FORMAT, "%s: not a memwall checkpoint (format key)", path);
+    if (!meta_get(meta, "model", v, sizeof v))
+        return mw_fail(MW_ERR_FORMAT, "%s: checkpoint lacks 'model'", path);
+    c->arch = -1;
+    for (int a = 0; a < MW_ARCH_COUNT; a++)
+        if (strcmp(v, mw_arch_name(a)) == 0) c->arch = a;
+    if (c->arch < 0)
+        return mw_fail(MW_ERR_FORMAT, "%s: model family '%s' is unknown to this memwall", path, v);
+    c->tied = 1;
+    if (c->arch == MW_ARCH_LLAMA) { /* its own shape keys, all required */
+        struct {
+            const char *key;
+            int *i;
+            double *d;
+        } lk[] = {{"n_kv_head", &c->n_kv_head, 0}, {"ffn", &c->ffn, 0}, {"tied", &c->tied, 0},
+                  {"rope_theta", 0, &c->rope_theta}, {"norm_eps", 0, &c->norm_eps}};
+        for (size_t k = 0; k < sizeof lk / sizeof lk[0]; k++) {
+            if (!meta_get(meta, lk[k].key, v, sizeof v))
+                return mw_fail(MW_ERR_FORMAT, "%s: checkpoint lacks '%s'", path, lk[k].key);
+            errno = 0;
+            int ok = v[0] >= '0' && v[0] <= '9';
+            if (ok && lk[k].i) {
+                long x = strtol(v, &end, 10);
+                ok = !*end && !errno && x <= 2147483647L;
+                *lk[k].i = (int)x;
+            } else if (ok) {
+                *lk[k].d = strtod(v, &end);
+                ok = !*end && !errno && isfinite(*lk[k].d);
+            }
+            if (!ok) return mw_fail(MW_ERR_FORMAT, "%s: bad value '%s' for '%s'", path, v, lk[k].key);
+        }
+    }
     struct {
         const char *key;
         int *i;
@@ -561,6 +598,17 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
     if (m) {
         const mw_config *c = mw_model_config(m);
         const mw_config *k = &info->cfg;
+        if (c->arch != k->arch ||
+            (c->arch == MW_ARCH_LLAMA && (c->n_kv_head != k->n_kv_head || c->ffn != k->ffn || c->tied != k->tied ||
+                                          c->rope_theta != k->rope_theta || c->norm_eps != k->norm_eps))) {
+            s = mw_fail(MW_ERR_ARG,
+                        "%s is from another model: checkpoint %s (kv heads %d, ffn %d, tied %d, rope "
+                        "theta %g, eps %g), this run %s (kv heads %d, ffn %d, tied %d, rope theta %g, eps %g)",
+                        path, mw_arch_name(k->arch), k->n_kv_head, k->ffn, k->tied, k->rope_theta,
+                        k->norm_eps, mw_arch_name(c->arch), c->n_kv_head, c->ffn, c->tied, c->rope_theta,
+                        c->norm_eps);
+            goto out;
+        }
         if (c->n_layer != k->n_layer || c->n_head != k->n_head || c->n_embd != k->n_embd ||
             c->vocab != k->vocab || c->ctx != k->ctx) {
             s = mw_fail(MW_ERR_ARG,

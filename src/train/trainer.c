@@ -4,7 +4,7 @@
 #include <time.h>
 
 #include "../core/status.h"
-#include "../model/gpt2.h"
+#include "../graph/model.h"
 
 static double now_ms(void) {
     struct timespec ts;

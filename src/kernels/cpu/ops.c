@@ -163,9 +163,13 @@ void mw_matmul_forward_ref(float *out, const float *inp, const float *w, const f
 }
 
 /* ---- attention, plain (the T x T probabilities stored): the oracle and the baseline ------------------------------------------------------------------------------- */
+/* The fused row layout of both versions (ops.h): row n of qkv holds q (H*hs), k (KV*hs), v (KV*hs);
+ * query head h reads kv head h / (H/KV) in place. GPT-2's entry points are this with KV = H. */
 
-void mw_attention_forward_plain(float *out, float *att, const float *qkv, int B, int T, int C, int H) {
-    const int C3 = 3 * C, hs = C / H;
+void mw_attention_forward_plain_gqa(float *out, float *att, const float *qkv, int B, int T, int H,
+                                    int KV, int hs) {
+    const long RS = (long)(H + 2 * KV) * hs, OS = (long)H * hs;
+    const int grp = H / KV;
     const float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel
     {
@@ -173,11 +177,12 @@ void mw_attention_forward_plain(float *out, float *att, const float *qkv, int B,
 #pragma omp for schedule(static)
     for (int bh = 0; bh < B * H; bh++) {
         int b = bh / H, h = bh % H;
-        const float *q = qkv + (long)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
-        float *A = att + (long)bh * T * T, *o = out + (long)b * T * C + h * hs;
+        const float *row = qkv + (long)b * T * RS, *q = row + h * hs;
+        const float *k = row + OS + (h / grp) * hs, *v = k + (long)KV * hs;
+        float *A = att + (long)bh * T * T, *o = out + (long)b * T * OS + h * hs;
         for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
             int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, rows = r1 - r0;
-            gemm1(G, 0, 1, rows, r1, hs, scale, q + (long)r0 * C3, C3, k, C3, 0.0f, A + (long)r0 * T, T);
+            gemm1(G, 0, 1, rows, r1, hs, scale, q + (long)r0 * RS, RS, k, RS, 0.0f, A + (long)r0 * T, T);
             for (int i = r0; i < r1; i++) {
                 float *a = A + (long)i * T, mx = -INFINITY;
                 for (int j = 0; j <= i; j++) mx = a[j] > mx ? a[j] : mx;
@@ -190,7 +195,59 @@ void mw_attention_forward_plain(float *out, float *att, const float *qkv, int B,
                 for (int j = 0; j <= i; j++) a[j] *= inv;
                 for (int j = i + 1; j < r1; j++) a[j] = 0.0f;
             }
-            gemm1(G, 0, 0, rows, hs, r1, 1.0f, A + (long)r0 * T, T, v, C3, 0.0f, o + (long)r0 * C, C);
+            gemm1(G, 0, 0, rows, hs, r1, 1.0f, A + (long)r0 * T, T, v, RS, 0.0f, o + (long)r0 * OS, OS);
+        }
+    }
+    free(G);
+    }
+}
+
+void mw_attention_forward_plain(float *out, float *att, const float *qkv, int B, int T, int C, int H) {
+    mw_attention_forward_plain_gqa(out, att, qkv, B, T, H, H, C / H);
+}
+
+/* One (batch, kv head) at a time: the heads of its group in order, dk and dv of the shared head
+ * the sum of theirs (the first head's GEMM writes, the others' accumulate: one fma chain). */
+void mw_attention_backward_plain_gqa(float *dqkv, float *scratch, int nthreads, const float *dout,
+                                     const float *qkv, const float *att, int B, int T, int H,
+                                     int KV, int hs) {
+    const long RS = (long)(H + 2 * KV) * hs, OS = (long)H * hs;
+    const int grp = H / KV;
+    const float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel num_threads(nthreads)
+    {
+    float *G = malloc(sizeof(float) * G1_FLOATS); /* the oracle's GEMM packing, outside any plan */
+#pragma omp for schedule(static)
+    for (int bg = 0; bg < B * KV; bg++) {
+        const int b = bg / KV, g = bg % KV;
+        const float *row = qkv + (long)b * T * RS, *k = row + OS + g * hs, *v = k + (long)KV * hs;
+        float *drow = dqkv + (long)b * T * RS, *dk = drow + OS + g * hs, *dv = dk + (long)KV * hs;
+        float *S = scratch + (long)omp_get_thread_num() * T * T;
+        for (int h = g * grp; h < (g + 1) * grp; h++) {
+            const float beta = h == g * grp ? 0.0f : 1.0f, *q = row + h * hs;
+            const float *A = att + ((long)b * H + h) * T * T, *d = dout + (long)b * T * OS + h * hs;
+            float *dq = drow + h * hs;
+            for (int j0 = 0; j0 < T; j0 += ATT_BLOCK) { /* dv = A^T d, lower triangle only */
+                int j1 = j0 + ATT_BLOCK < T ? j0 + ATT_BLOCK : T;
+                gemm1(G, 1, 0, j1 - j0, hs, T - j0, 1.0f, A + (long)j0 * T + j0, T, d + (long)j0 * OS, OS, beta, dv + (long)j0 * RS, RS);
+            }
+            for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+                int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, rows = r1 - r0;
+                gemm1(G, 0, 1, rows, r1, hs, 1.0f, d + (long)r0 * OS, OS, v, RS, 0.0f, S + (long)r0 * T, T);
+                for (int i = r0; i < r1; i++) { /* softmax backward, scale folded in */
+                    const float *a = A + (long)i * T;
+                    float *s = S + (long)i * T, dot = 0.0f;
+                    for (int j = 0; j <= i; j++) dot += a[j] * s[j];
+                    for (int j = 0; j <= i; j++) s[j] = scale * a[j] * (s[j] - dot);
+                    for (int j = i + 1; j < r1; j++) s[j] = 0.0f;
+                }
+                gemm1(G, 0, 0, rows, hs, r1, 1.0f, S + (long)r0 * T, T, k, RS, 0.0f, dq + (long)r0 * RS, RS);
+            }
+            for (int j0 = 0; j0 < T; j0 += ATT_BLOCK) { /* dk = S^T q */
+                int j1 = j0 + ATT_BLOCK < T ? j0 + ATT_BLOCK : T;
+                gemm1(G, 1, 0, j1 - j0, hs, T - j0, 1.0f, S + (long)j0 * T + j0, T, q + (long)j0 * RS, RS,
+                      beta, dk + (long)j0 * RS, RS);
+            }
         }
     }
     free(G);
@@ -199,42 +256,7 @@ void mw_attention_forward_plain(float *out, float *att, const float *qkv, int B,
 
 void mw_attention_backward_plain(float *dqkv, float *scratch, int nthreads, const float *dout,
                            const float *qkv, const float *att, int B, int T, int C, int H) {
-    const int C3 = 3 * C, hs = C / H;
-    const float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel num_threads(nthreads)
-    {
-    float *G = malloc(sizeof(float) * G1_FLOATS); /* the oracle's GEMM packing, outside any plan */
-#pragma omp for schedule(static)
-    for (int bh = 0; bh < B * H; bh++) {
-        int b = bh / H, h = bh % H;
-        const float *q = qkv + (long)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
-        const float *A = att + (long)bh * T * T, *d = dout + (long)b * T * C + h * hs;
-        float *dq = dqkv + (long)b * T * C3 + h * hs, *dk = dq + C, *dv = dq + 2 * C;
-        float *S = scratch + (long)omp_get_thread_num() * T * T;
-        for (int j0 = 0; j0 < T; j0 += ATT_BLOCK) { /* dv = A^T d, lower triangle only */
-            int j1 = j0 + ATT_BLOCK < T ? j0 + ATT_BLOCK : T;
-            gemm1(G, 1, 0, j1 - j0, hs, T - j0, 1.0f, A + (long)j0 * T + j0, T, d + (long)j0 * C, C, 0.0f, dv + (long)j0 * C3, C3);
-        }
-        for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-            int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, rows = r1 - r0;
-            gemm1(G, 0, 1, rows, r1, hs, 1.0f, d + (long)r0 * C, C, v, C3, 0.0f, S + (long)r0 * T, T);
-            for (int i = r0; i < r1; i++) { /* softmax backward, scale folded in */
-                const float *a = A + (long)i * T;
-                float *s = S + (long)i * T, dot = 0.0f;
-                for (int j = 0; j <= i; j++) dot += a[j] * s[j];
-                for (int j = 0; j <= i; j++) s[j] = scale * a[j] * (s[j] - dot);
-                for (int j = i + 1; j < r1; j++) s[j] = 0.0f;
-            }
-            gemm1(G, 0, 0, rows, hs, r1, 1.0f, S + (long)r0 * T, T, k, C3, 0.0f, dq + (long)r0 * C3, C3);
-        }
-        for (int j0 = 0; j0 < T; j0 += ATT_BLOCK) { /* dk = S^T q */
-            int j1 = j0 + ATT_BLOCK < T ? j0 + ATT_BLOCK : T;
-            gemm1(G, 1, 0, j1 - j0, hs, T - j0, 1.0f, S + (long)j0 * T + j0, T, q + (long)j0 * C3, C3,
-                  0.0f, dk + (long)j0 * C3, C3);
-        }
-    }
-    free(G);
-    }
+    mw_attention_backward_plain_gqa(dqkv, scratch, nthreads, dout, qkv, att, B, T, H, H, C / H);
 }
 
 /* ---- exp ------------------------------------------------------------------------------------- */
@@ -334,16 +356,20 @@ static size_t gemm_ws_offset(int T) {
 
 size_t mw_attention_scratch_floats(int T) { return gemm_ws_offset(T) + G1_FLOATS; }
 
-void mw_attention_forward(float *out, float *lse, float *scratch, int nthreads, const float *qkv,
-                          int B, int T, int C, int H) {
-    const int C3 = 3 * C, hs = C / H;
+void mw_attention_forward_gqa(float *out, float *lse, float *scratch, int nthreads,
+                              const float *qkv, int B, int T, int H, int KV, int hs) {
+    const long RS = (long)(H + 2 * KV) * hs, OS = (long)H * hs;
+    const int grp = H / KV;
     const float scale = 1.0f / sqrtf((float)hs);
     const size_t per = mw_attention_scratch_floats(T);
+    /* one (batch, query head) at a time, in head order: the heads of a group run side by side on
+     * the threads and read their shared K and V tiles while the cache holds them */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
     for (int bh = 0; bh < B * H; bh++) {
         const int b = bh / H, h = bh % H;
-        const float *q = qkv + (long)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
-        float *o = out + (long)b * T * C + h * hs, *ls = lse + (long)bh * T;
+        const float *row = qkv + (long)b * T * RS, *q = row + h * hs;
+        const float *k = row + OS + (h / grp) * hs, *v = k + (long)KV * hs;
+        float *o = out + (long)b * T * OS + h * hs, *ls = lse + (long)bh * T;
         float *S = scratch + (size_t)omp_get_thread_num() * per, *G = S + gemm_ws_offset(T);
         float mrow[ATT_T], lrow[ATT_T];
         for (int q0 = 0; q0 < T; q0 += ATT_T) {
@@ -351,11 +377,11 @@ void mw_attention_forward(float *out, float *lse, float *scratch, int nthreads, 
             for (int i = 0; i < rows; i++) {
                 mrow[i] = -INFINITY;
                 lrow[i] = 0.0f;
-                memset(o + (long)(q0 + i) * C, 0, sizeof(float) * hs);
+                memset(o + (long)(q0 + i) * OS, 0, sizeof(float) * hs);
             }
             for (int k0 = 0; k0 < q1; k0 += ATT_T) { /* key tiles up to the diagonal */
                 const int k1 = k0 + ATT_T < q1 ? k0 + ATT_T : q1, cols = k1 - k0;
-                gemm1(G, 0, 1, rows, cols, hs, scale, q + (long)q0 * C3, C3, k + (long)k0 * C3, C3, 0.0f, S, ATT_T);
+                gemm1(G, 0, 1, rows, cols, hs, scale, q + (long)q0 * RS, RS, k + (long)k0 * RS, RS, 0.0f, S, ATT_T);
                 for (int i = 0; i < rows; i++) {
                     const int qi = q0 + i, nv = (qi + 1 < k1 ? qi + 1 : k1) - k0;
                     float *s = S + (long)i * ATT_T, mx = mrow[i];
@@ -365,15 +391,74 @@ void mw_attention_forward(float *out, float *lse, float *scratch, int nthreads, 
                     const float a = exp_fast(mrow[i] - mx); /* rescales what came before */
                     lrow[i] = lrow[i] * a + sum8(s, nv);
                     mrow[i] = mx;
-                    float *orow = o + (long)qi * C;
+                    float *orow = o + (long)qi * OS;
                     for (int e = 0; e < hs; e++) orow[e] *= a;
                 }
-                gemm1(G, 0, 0, rows, hs, cols, 1.0f, S, ATT_T, v + (long)k0 * C3, C3, 1.0f, o + (long)q0 * C, C);
+                gemm1(G, 0, 0, rows, hs, cols, 1.0f, S, ATT_T, v + (long)k0 * RS, RS, 1.0f, o + (long)q0 * OS, OS);
             }
             for (int i = 0; i < rows; i++) {
-                float *orow = o + (long)(q0 + i) * C, inv = 1.0f / lrow[i];
+                float *orow = o + (long)(q0 + i) * OS, inv = 1.0f / lrow[i];
                 for (int e = 0; e < hs; e++) orow[e] *= inv;
                 ls[q0 + i] = mrow[i] + logf(lrow[i]);
+            }
+        }
+    }
+}
+
+void mw_attention_forward(float *out, float *lse, float *scratch, int nthreads, const float *qkv,
+                          int B, int T, int C, int H) {
+    mw_attention_forward_gqa(out, lse, scratch, nthreads, qkv, B, T, H, H, C / H);
+}
+
+/* One (batch, kv head) at a time, the heads of its group in order: the first head's GEMMs write
+ * dk and dv of the shared head, the others' accumulate into them (beta 1), so each element is one
+ * fma chain over the group's heads in order, whatever the thread count. */
+void mw_attention_backward_gqa(float *dqkv, float *scratch, int nthreads, const float *dout,
+                               const float *qkv, const float *out, const float *lse, int B, int T,
+                               int H, int KV, int hs) {
+    const long RS = (long)(H + 2 * KV) * hs, OS = (long)H * hs;
+    const int grp = H / KV;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const size_t per = mw_attention_scratch_floats(T);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
+    for (int bg = 0; bg < B * KV; bg++) {
+        const int b = bg / KV, g = bg % KV;
+        const float *row = qkv + (long)b * T * RS, *k = row + OS + g * hs, *v = k + (long)KV * hs;
+        float *drow = dqkv + (long)b * T * RS, *dk = drow + OS + g * hs, *dv = dk + (long)KV * hs;
+        float *S = scratch + (size_t)omp_get_thread_num() * per, *dP = S + (size_t)T * ATT_T;
+        float *D = dP + (size_t)T * ATT_T, *G = S + gemm_ws_offset(T);
+        for (int h = g * grp; h < (g + 1) * grp; h++) {
+            const float beta = h == g * grp ? 0.0f : 1.0f, *q = row + h * hs;
+            const float *o = out + (long)b * T * OS + h * hs, *d = dout + (long)b * T * OS + h * hs;
+            const float *ls = lse + ((long)b * H + h) * T;
+            float *dq = drow + h * hs;
+            for (int i = 0; i < T; i++) { /* D_i = dO_i . O_i; dq starts at 0 */
+                const float *oi = o + (long)i * OS, *di = d + (long)i * OS;
+                float s = 0.0f;
+                for (int e = 0; e < hs; e++) s += di[e] * oi[e];
+                D[i] = s;
+                memset(dq + (long)i * RS, 0, sizeof(float) * hs);
+            }
+            /* one key tile at a time against every query at or below it: the probabilities of
+             * that strip (rows x ATT_T) are the most this ever holds */
+            for (int k0 = 0; k0 < T; k0 += ATT_T) {
+                const int k1 = k0 + ATT_T < T ? k0 + ATT_T : T, cols = k1 - k0, rows = T - k0;
+                gemm1(G, 0, 1, rows, cols, hs, scale, q + (long)k0 * RS, RS, k + (long)k0 * RS, RS, 0.0f, S, ATT_T);
+                for (int i = 0; i < rows; i++) { /* P = exp(S - lse), causal mask */
+                    const int qi = k0 + i, nv = (qi + 1 < k1 ? qi + 1 : k1) - k0;
+                    float *s = S + (long)i * ATT_T, l = ls[qi];
+                    for (int j = 0; j < nv; j++) s[j] = exp_fast(s[j] - l);
+                    for (int j = nv; j < cols; j++) s[j] = 0.0f;
+                }
+                gemm1(G, 1, 0, cols, hs, rows, 1.0f, S, ATT_T, d + (long)k0 * OS, OS, beta, dv + (long)k0 * RS, RS);
+                gemm1(G, 0, 1, rows, cols, hs, 1.0f, d + (long)k0 * OS, OS, v + (long)k0 * RS, RS, 0.0f, dP, ATT_T);
+                for (int i = 0; i < rows; i++) { /* dS = P (dP - D) scale */
+                    const float *s = S + (long)i * ATT_T;
+                    float *gr = dP + (long)i * ATT_T, Di = D[k0 + i];
+                    for (int j = 0; j < cols; j++) gr[j] = s[j] * (gr[j] - Di) * scale;
+                }
+                gemm1(G, 0, 0, rows, hs, cols, 1.0f, dP, ATT_T, k + (long)k0 * RS, RS, 1.0f, dq + (long)k0 * RS, RS);
+                gemm1(G, 1, 0, cols, hs, rows, 1.0f, dP, ATT_T, q + (long)k0 * RS, RS, beta, dk + (long)k0 * RS, RS);
             }
         }
     }
@@ -382,45 +467,33 @@ void mw_attention_forward(float *out, float *lse, float *scratch, int nthreads, 
 void mw_attention_backward(float *dqkv, float *scratch, int nthreads, const float *dout,
                            const float *qkv, const float *out, const float *lse, int B, int T,
                            int C, int H) {
-    const int C3 = 3 * C, hs = C / H;
+    mw_attention_backward_gqa(dqkv, scratch, nthreads, dout, qkv, out, lse, B, T, H, H, C / H);
+}
+
+/* One decode step against the KV cache, in the arithmetic of GPT-2's decode loop (plain float
+ * products and sums in position order, expf, one division): its bits are that loop's. */
+void mw_attention_decode(float *out, const float *q, const float *kcache, const float *vcache,
+                         long kv_row_stride, int pos, int H, int KV, int hs, float *att) {
+    const int grp = H / KV;
     const float scale = 1.0f / sqrtf((float)hs);
-    const size_t per = mw_attention_scratch_floats(T);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
-    for (int bh = 0; bh < B * H; bh++) {
-        const int b = bh / H, h = bh % H;
-        const float *q = qkv + (long)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
-        const float *o = out + (long)b * T * C + h * hs, *d = dout + (long)b * T * C + h * hs;
-        const float *ls = lse + (long)bh * T;
-        float *dq = dqkv + (long)b * T * C3 + h * hs, *dk = dq + C, *dv = dq + 2 * C;
-        float *S = scratch + (size_t)omp_get_thread_num() * per, *dP = S + (size_t)T * ATT_T;
-        float *D = dP + (size_t)T * ATT_T, *G = S + gemm_ws_offset(T);
-        for (int i = 0; i < T; i++) { /* D_i = dO_i . O_i; dq starts at 0 */
-            const float *oi = o + (long)i * C, *di = d + (long)i * C;
-            float s = 0.0f;
-            for (int e = 0; e < hs; e++) s += di[e] * oi[e];
-            D[i] = s;
-            memset(dq + (long)i * C3, 0, sizeof(float) * hs);
+    for (int hd = 0; hd < H; hd++) {
+        const float *qh = q + (long)hd * hs;
+        const long koff = (long)(hd / grp) * hs;
+        float mx = -INFINITY, sum = 0.0f;
+        for (int j = 0; j <= pos; j++) {
+            const float *k = kcache + (size_t)j * kv_row_stride + koff;
+            float d = 0.0f;
+            for (int e = 0; e < hs; e++) d += qh[e] * k[e];
+            att[j] = d * scale;
+            mx = att[j] > mx ? att[j] : mx;
         }
-        /* one key tile at a time against every query at or below it: the probabilities of that
-         * strip (rows x ATT_T) are the most this ever holds */
-        for (int k0 = 0; k0 < T; k0 += ATT_T) {
-            const int k1 = k0 + ATT_T < T ? k0 + ATT_T : T, cols = k1 - k0, rows = T - k0;
-            gemm1(G, 0, 1, rows, cols, hs, scale, q + (long)k0 * C3, C3, k + (long)k0 * C3, C3, 0.0f, S, ATT_T);
-            for (int i = 0; i < rows; i++) { /* P = exp(S - lse), causal mask */
-                const int qi = k0 + i, nv = (qi + 1 < k1 ? qi + 1 : k1) - k0;
-                float *s = S + (long)i * ATT_T, l = ls[qi];
-                for (int j = 0; j < nv; j++) s[j] = exp_fast(s[j] - l);
-                for (int j = nv; j < cols; j++) s[j] = 0.0f;
-            }
-            gemm1(G, 1, 0, cols, hs, rows, 1.0f, S, ATT_T, d + (long)k0 * C, C, 0.0f, dv + (long)k0 * C3, C3);
-            gemm1(G, 0, 1, rows, cols, hs, 1.0f, d + (long)k0 * C, C, v + (long)k0 * C3, C3, 0.0f, dP, ATT_T);
-            for (int i = 0; i < rows; i++) { /* dS = P (dP - D) scale */
-                const float *s = S + (long)i * ATT_T;
-                float *g = dP + (long)i * ATT_T, Di = D[k0 + i];
-                for (int j = 0; j < cols; j++) g[j] = s[j] * (g[j] - Di) * scale;
-            }
-            gemm1(G, 0, 0, rows, hs, cols, 1.0f, dP, ATT_T, k + (long)k0 * C3, C3, 1.0f, dq + (long)k0 * C3, C3);
-            gemm1(G, 1, 0, cols, hs, rows, 1.0f, dP, ATT_T, q + (long)k0 * C3, C3, 0.0f, dk + (long)k0 * C3, C3);
+        for (int j = 0; j <= pos; j++) sum += (att[j] = expf(att[j] - mx));
+        float inv = 1.0f / sum, *o = out + (long)hd * hs;
+        for (int e = 0; e < hs; e++) o[e] = 0.0f;
+        for (int j = 0; j <= pos; j++) {
+            const float *v = vcache + (size_t)j * kv_row_stride + koff;
+            float a = att[j] * inv;
+            for (int e = 0; e < hs; e++) o[e] += a * v[e];
         }
     }
 }
@@ -565,8 +638,27 @@ void mw_swiglu_backward(float *dgate, float *dup, const float *dout, const float
                         const float *up, long n) {
 #pragma omp parallel for schedule(static)
     for (long i = 0; i < n; i++) {
-        const float g = gate[i], s = sigmoid_fast(g), silu = g * s, d = dout[i];
+        /* every input read before an output is written: in place (dgate = gate, dup = up) works */
+        const float g = gate[i], u = up[i], s = sigmoid_fast(g), silu = g * s, d = dout[i];
+        dgate[i] = d * u * (s + silu * (1.0f - s));
         dup[i] = d * silu;
-        dgate[i] = d * up[i] * (s + silu * (1.0f - s));
+    }
+}
+
+void mw_embedding_forward(float *out, const int32_t *inp, const float *table, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) memcpy(out + (long)n * C, table + (long)inp[n] * C, sizeof(float) * C);
+}
+
+void mw_embedding_backward(float *dtable, const float *dout, const int32_t *inp, int N, int C) {
+    /* threads own channel ranges, rows run in order: no races, thread-independent sums */
+#pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += 64) {
+        int c1 = c0 + 64 < C ? c0 + 64 : C;
+        for (int n = 0; n < N; n++) {
+            const float *d = dout + (long)n * C;
+            float *e = dtable + (long)inp[n] * C;
+            for (int c = c0; c < c1; c++) e[c] += d[c];
+        }
     }
 }

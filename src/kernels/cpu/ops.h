@@ -38,21 +38,44 @@ void mw_matmul_backward(float *dinp, float *dw, float *db, const float *dout, co
 void mw_matmul_backward_dinp(float *dinp, const float *dout, const float *w, int N, int C, int OC,
                              const mw_gemm_ws *ws);
 
-/* Causal self-attention, IO-aware (FlashAttention's schedule): qkv (B,T,3C) with q,k,v in that
- * order; out (B,T,C); lse (B,H,T) the log-sum-exp of each row's scores, all backward needs. No
- * T x T matrix exists: scratch holds nthreads * mw_attention_scratch_floats(T) floats. */
+/* Causal self-attention, IO-aware (FlashAttention's schedule), with grouped-query attention: H
+ * query heads share KV key/value heads (H % KV == 0; query head h reads kv head h / (H/KV)), head
+ * size hs. Fused row layout: each of the B*T rows of qkv holds q (H*hs), then k (KV*hs), then v
+ * (KV*hs), row stride (H + 2*KV)*hs; a shared head is read in place, never copied per query head.
+ * out (B,T,H*hs); lse (B,H,T) the log-sum-exp of each row's scores, all backward needs. No T x T
+ * matrix exists: scratch holds nthreads * mw_attention_scratch_floats(T) floats. */
 size_t mw_attention_scratch_floats(int T);
+void mw_attention_forward_gqa(float *out, float *lse, float *scratch, int nthreads,
+                              const float *qkv, int B, int T, int H, int KV, int hs);
+/* dqkv in qkv's fused layout, overwrite, recomputing the probabilities tile by tile from qkv and
+ * lse; dk and dv of a shared head are the sums over its group's heads, in head order (the same
+ * bits for any thread count). */
+void mw_attention_backward_gqa(float *dqkv, float *scratch, int nthreads, const float *dout,
+                               const float *qkv, const float *out, const float *lse, int B, int T,
+                               int H, int KV, int hs);
+/* GPT-2's: qkv (B,T,3C) with q,k,v in that order, out (B,T,C); exactly the _gqa versions with
+ * KV = H and hs = C/H. */
 void mw_attention_forward(float *out, float *lse, float *scratch, int nthreads, const float *qkv,
                           int B, int T, int C, int H);
-/* dqkv (B,T,3C) overwrite, recomputing the probabilities tile by tile from qkv and lse. */
 void mw_attention_backward(float *dqkv, float *scratch, int nthreads, const float *dout,
                            const float *qkv, const float *out, const float *lse, int B, int T,
                            int C, int H);
 /* The plain version, which stores the (B,H,T,T) probabilities in att: the oracle of the tests
- * and the baseline of bench/attention_bench. scratch holds nthreads*T*T floats. */
+ * and the baseline of bench/attention_bench. scratch holds nthreads*T*T floats. Same layouts. */
+void mw_attention_forward_plain_gqa(float *out, float *att, const float *qkv, int B, int T, int H,
+                                    int KV, int hs);
+void mw_attention_backward_plain_gqa(float *dqkv, float *scratch, int nthreads, const float *dout,
+                                     const float *qkv, const float *att, int B, int T, int H,
+                                     int KV, int hs);
 void mw_attention_forward_plain(float *out, float *att, const float *qkv, int B, int T, int C, int H);
 void mw_attention_backward_plain(float *dqkv, float *scratch, int nthreads, const float *dout,
                                  const float *qkv, const float *att, int B, int T, int C, int H);
+/* One decode step against a KV cache: out (H*hs) = softmax(q k^T / sqrt(hs)) v per query head,
+ * over the cached positions 0..pos of its kv head h / (H/KV); cache row j of kv head g starts at
+ * kcache (vcache) + j*kv_row_stride + g*hs. att: pos+1 floats of scratch. Plain float arithmetic
+ * in position order with expf: the bits of GPT-2's decode loop (KV = H, kv_row_stride = C). */
+void mw_attention_decode(float *out, const float *q, const float *kcache, const float *vcache,
+                         long kv_row_stride, int pos, int H, int KV, int hs, float *att);
 
 /* exp with relative error about 2 ulp, vectorisable; the kernel softmaxes use. 0 below -87. */
 float mw_exp_fast(float x);
@@ -95,8 +118,12 @@ void mw_rope_backward_inplace(float *dx, long row_stride, const float *cos_t, co
                               int B, int T, int H, int D);
 /* out (n) = silu(gate) * up, silu(g) = g * sigmoid(g) */
 void mw_swiglu_forward(float *out, const float *gate, const float *up, long n);
-/* dgate, dup (n) = the gradients of that, overwritten */
+/* dgate, dup (n) = the gradients of that, overwritten; in place (dgate = gate, dup = up) works */
 void mw_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                         const float *up, long n);
+/* out (N,C) = table[inp] (no positions: the Llama family's embedding) */
+void mw_embedding_forward(float *out, const int32_t *inp, const float *table, int N, int C);
+/* dtable += scatter of dout (N,C), in row order */
+void mw_embedding_backward(float *dtable, const float *dout, const int32_t *inp, int N, int C);
 
 #endif

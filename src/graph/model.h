@@ -1,6 +1,6 @@
-/* Internal GPT-2 model functions beyond the public API. */
-#ifndef MW_GPT2_H
-#define MW_GPT2_H
+/* Internal model functions beyond the public API (src/graph/graph.c). */
+#ifndef MW_GRAPH_MODEL_H
+#define MW_GRAPH_MODEL_H
 #include "memwall.h"
 
 /* Arena-backed token staging of the trainer: 2*B*T + B*(T+1) int32. */

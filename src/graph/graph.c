@@ -1,0 +1,934 @@
+/* The step graph (graph.h): schedule, lifetimes, placement, binding, execution, recomputation
+ * policies with auto's calibration and dynamic program. Model-agnostic: every model-specific
+ * fact comes through m->arch. */
+#include "graph.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../core/rng.h"
+#include "../core/status.h"
+#include "../memory/planner.h"
+#include "../optim/adamw.h"
+#include "model.h"
+
+static void policy_text(const mw_model *m, char *out, size_t len);
+static const char *policy_name(int p);
+static void budget_message(const mw_plan_summary *p);
+
+void mw_graph_add_tensor(mw_model *m, const char *name, int r, int c, int decay, int pad) {
+    mw_tensor *t = &m->tensors[m->ntensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = c ? 2 : 1;
+    t->dims[0] = r;
+    t->dims[1] = c;
+    t->numel = (size_t)r * (c ? c : 1);
+    t->offset = m->nfloats;
+    t->decay = decay;
+    m->nfloats += pad ? (t->numel + 15) / 16 * 16 : t->numel; /* 64-byte aligned when padded */
+}
+
+void mw_graph_copy(float *dst, const float *src, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
+void mw_graph_push(mw_model *m, int kind, int layer) {
+    if (m->nops >= m->ops_cap) { /* build_schedule sizes ops generously; this is a model's bug */
+        fprintf(stderr, "memwall: internal: schedule overflow\n");
+        abort();
+    }
+    m->ops[m->nops].kind = (unsigned char)kind;
+    m->ops[m->nops].layer = layer;
+    m->nops++;
+}
+
+static int kind_is_forward_a(const mw_model_def *a, int k) { return (a->kinds[k].flags & MW_KF_FWD) != 0; }
+static int kind_is_forward(const mw_model *m, int k) { return kind_is_forward_a(m->arch, k); }
+static int kind_is_step(const mw_model *m, int k) {
+    const mw_model_def *a = m->arch;
+    return k == a->k_embed || k == a->k_head || k == a->k_logits || k == a->k_embed_bwd || k == a->k_opt;
+}
+
+/* ---- the schedule ----------------------------------------------------------------------------- */
+
+static mw_status build_schedule(mw_model *m) {
+    const mw_model_def *a = m->arch;
+    const int L = m->cfg.n_layer;
+    m->ops_cap = 64 * L + 64;
+    m->ops = malloc(sizeof *m->ops * (size_t)m->ops_cap);
+    if (!m->ops) return mw_fail(MW_ERR_NOMEM, "cannot allocate the schedule");
+    m->nops = 0;
+    mw_graph_push(m, a->k_embed, 0);
+    for (int l = 0; l < L; l++) a->block_forward(m, l, 1);
+    m->head_op = m->nops;
+    if (m->cfg.inference) {
+        mw_graph_push(m, a->k_logits, L);
+        m->opt_op = -1;
+        return MW_OK;
+    }
+    mw_graph_push(m, a->k_head, L);
+    if (m->seg > 0) { /* segments [s, e] of seg blocks from the top: keep x_s, redo the rest */
+        for (int e = L - 1; e >= 0;) {
+            const int s = e / m->seg * m->seg;
+            for (int l = s; l <= e; l++) a->block_forward(m, l, l < e);
+            for (int l = e; l >= s; l--) a->block_backward(m, l, MW_P_NONE);
+            e = s - 1;
+        }
+    } else {
+        for (int l = L - 1; l >= 0; l--) a->block_backward(m, l, m->pol[l]);
+    }
+    mw_graph_push(m, a->k_embed_bwd, 0);
+    m->opt_op = m->nops;
+    mw_graph_push(m, a->k_opt, 0);
+    return MW_OK;
+}
+
+/* Size, category and name of slot (global, or ngs + l*nls + value). */
+static void slot_info(const mw_model *m, int slot, uint64_t *bytes, mw_category *cat, const char **name,
+                      int *layer) {
+    const mw_model_def *a = m->arch;
+    if (slot < a->ngs) {
+        a->gslot(m, slot, bytes, cat);
+        *name = a->gslot_names[slot];
+        *layer = -1;
+        return;
+    }
+    const int v = (slot - a->ngs) % a->nls;
+    *bytes = a->lslot(m, v);
+    *cat = MW_CAT_ACTS;
+    *name = a->lslot_names[v];
+    *layer = (slot - a->ngs) / a->nls;
+}
+
+static int resolve_slot(const mw_model_def *a, int s, int layer) {
+    if (s < 0) return -1 - s;
+    if (s == MW_XN) return a->ngs + (layer + 1) * a->nls;
+    return a->ngs + layer * a->nls + s;
+}
+
+/* Adds every buffer of the step to pl (planning), or binds m's pointers to placed (offsets from
+ * the planner, same order) inside base. The two modes make the same walk. */
+static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *base) {
+    const mw_config *c = &m->cfg;
+    const mw_model_def *a = m->arch;
+    const int L = c->n_layer, last = m->nops - 1, nslots = a->ngs + (L + 1) * a->nls;
+    const uint64_t F = sizeof(float), N = (uint64_t)c->batch * c->seq;
+    int idx = 0;
+#define PERSIST(ptr, bytes, cat, nm)                                                               \
+    do {                                                                                           \
+        if (placed)                                                                                \
+            (ptr) = (void *)(base + placed[idx++].offset);                                         \
+        else                                                                                       \
+            MW_TRY(mw_planner_add(pl, (nm), -1, (bytes), (cat), 0, last));                         \
+    } while (0)
+    PERSIST(m->params, m->nfloats * F, MW_CAT_PARAMS, "params");
+    if (!c->inference) {
+        PERSIST(m->grads, m->nfloats * F, MW_CAT_GRADS, "grads");
+        PERSIST(m->m, m->nfloats * F, MW_CAT_OPTIM, "adam_m");
+        PERSIST(m->v, m->nfloats * F, MW_CAT_OPTIM, "adam_v");
+    }
+    PERSIST(m->gw.buf, m->gw.floats * F, MW_CAT_WORK, "gemm_pack");
+    PERSIST(m->staging, (2 * N + (uint64_t)c->batch * (c->seq + 1)) * sizeof(int32_t), MW_CAT_WORK,
+            "token_staging");
+    mw_ext ext[MW_MAX_EXT];
+    const int next = a->ext(m, ext);
+    for (int e = 0; e < next; e++) PERSIST(m->ext[e], ext[e].bytes, ext[e].cat, ext[e].name);
+#undef PERSIST
+    int *cur = malloc(sizeof(int) * (size_t)nslots);
+    if (!cur) return mw_fail(MW_ERR_NOMEM, "out of memory planning");
+    for (int i = 0; i < nslots; i++) cur[i] = -1;
+    mw_status st = MW_OK;
+    for (int i = 0; i < m->nops && st == MW_OK; i++) {
+        const mw_kind *k = &a->kinds[m->ops[i].kind];
+        const int layer = m->ops[i].layer;
+        for (int j = 0; j < k->n && st == MW_OK; j++) {
+            const int slot = resolve_slot(a, k->a[j].slot, layer);
+            if (k->a[j].mode == MW_W) {
+                if (placed) {
+                    cur[slot] = idx++;
+                } else {
+                    uint64_t bytes;
+                    mw_category cat;
+                    int lay;
+                    const char *name;
+                    slot_info(m, slot, &bytes, &cat, &name, &lay);
+                    st = mw_planner_add(pl, name, lay, bytes, cat, i, i);
+                    if (st == MW_OK) {
+                        pl->b[pl->n - 1].tag = i > m->head_op && kind_is_forward(m, m->ops[i].kind);
+                        cur[slot] = pl->n - 1;
+                    }
+                }
+            } else if (cur[slot] < 0) {
+                st = mw_fail(MW_ERR_ARG, "internal: op %s of layer %d reads a value never written",
+                             k->name, layer);
+            } else if (!placed) {
+                pl->b[cur[slot]].last = i;
+            }
+            if (st == MW_OK && placed) m->opp[(size_t)i * MW_MAXACC + j] = base + placed[cur[slot]].offset;
+        }
+    }
+    free(cur);
+    return st;
+}
+
+/* Plans the model's buffers: fills pl (placed) and s. */
+static mw_status plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
+    mw_planner_init(pl, m->nops);
+    mw_status st = walk(m, pl, NULL, NULL);
+    if (st == MW_OK) st = mw_planner_place(pl);
+    if (st != MW_OK) {
+        mw_planner_free(pl);
+        return st;
+    }
+    memset(s, 0, sizeof *s);
+    uint64_t *live = calloc((size_t)m->nops * MW_CAT_COUNT, sizeof(uint64_t));
+    if (!live) {
+        mw_planner_free(pl);
+        return mw_fail(MW_ERR_NOMEM, "out of memory planning");
+    }
+    mw_planner_live_all(pl, live);
+    for (int op = 0; op < m->nops; op++) {
+        uint64_t total = 0;
+        for (int k = 0; k < MW_CAT_COUNT; k++) {
+            uint64_t v = live[(size_t)op * MW_CAT_COUNT + k];
+            total += v;
+            if (v > s->category[k]) s->category[k] = v;
+        }
+        if (total > s->live_peak) s->live_peak = total;
+    }
+    free(live);
+    s->peak = pl->peak;
+    s->budget = m->cfg.budget;
+    s->fits = s->budget == 0 || s->peak <= s->budget;
+    policy_text(m, s->policy, sizeof s->policy);
+    if (!m->cfg.inference && m->seg > 0) {
+        snprintf(s->pin, sizeof s->pin, "every:%d", m->seg);
+    } else if (!m->cfg.inference && m->cfg.n_layer <= MW_MAX_BLOCK_POLICIES) {
+        memcpy(s->pin, "blocks:", 7);
+        for (int l = 0; l < m->cfg.n_layer; l++) s->pin[7 + l] = "nsf"[m->pol[l]];
+    } else if (!m->cfg.inference) { /* more blocks than a blocks: string holds: one policy */
+        snprintf(s->pin, sizeof s->pin, "%s", policy_name(m->pol[0]));
+    }
+    return MW_OK;
+}
+
+const char *mw_tier_name(mw_tier t) { return t == MW_TIER_DEVICE ? "device" : "?"; }
+
+static const char *policy_name(int p) {
+    return p == MW_P_NONE ? "none" : p == MW_P_SEL ? "selective" : "full";
+}
+
+/* "full", "every:3", or runs of layers: "full 0-3, selective 4-11" */
+static void policy_text(const mw_model *m, char *out, size_t len) {
+    const int L = m->cfg.n_layer;
+    out[0] = 0;
+    if (m->cfg.inference) {
+        snprintf(out, len, "%s", mw_graph_keeps_logits(&m->cfg) ? "inference" : "eval");
+        return;
+    }
+    if (m->seg > 0) {
+        snprintf(out, len, "every:%d", m->seg);
+        return;
+    }
+    size_t n = 0;
+    for (int l = 0; l < L && n < len;) {
+        int e = l;
+        while (e + 1 < L && m->pol[e + 1] == m->pol[l]) e++;
+        if (l == 0 && e == L - 1)
+            n += (size_t)snprintf(out + n, len - n, "%s", policy_name(m->pol[l]));
+        else if (l == e)
+            n += (size_t)snprintf(out + n, len - n, "%s%s %d", n ? ", " : "", policy_name(m->pol[l]), l);
+        else
+            n += (size_t)snprintf(out + n, len - n, "%s%s %d-%d", n ? ", " : "", policy_name(m->pol[l]), l, e);
+        l = e + 1;
+    }
+}
+
+static mw_status model_skeleton(mw_model **out, const mw_config *cfg);
+
+/* A dry run for cfg: a model without memory and its placed plan. On success the caller frees
+ * both (mw_planner_free, mw_model_destroy); on failure nothing is left. */
+static mw_status plan_dry(const mw_config *cfg, mw_model **m, mw_planner *pl, mw_plan_summary *s) {
+    MW_TRY(model_skeleton(m, cfg));
+    mw_status st = plan_model(*m, pl, s);
+    if (st != MW_OK) mw_model_destroy(*m);
+    return st;
+}
+
+mw_status mw_plan_buffers(const mw_config *cfg, mw_plan_buffer **out, int *n) {
+    *out = NULL;
+    *n = 0;
+    mw_model *m;
+    mw_planner pl;
+    mw_plan_summary s;
+    MW_TRY(plan_dry(cfg, &m, &pl, &s));
+    mw_status st = MW_OK;
+    mw_plan_buffer *b = calloc((size_t)pl.n + 1, sizeof *b);
+    if (!b) st = mw_fail(MW_ERR_NOMEM, "out of memory");
+    for (int i = 0; st == MW_OK && i < pl.n; i++) {
+        const mw_pbuf *p = &pl.b[i];
+        const char *suffix = p->tag ? " (recomputed)" : "";
+        if (p->layer >= 0)
+            snprintf(b[i].name, sizeof b[i].name, "h.%d.%s%s", p->layer, p->name, suffix);
+        else
+            snprintf(b[i].name, sizeof b[i].name, "%s", p->name);
+        b[i].category = (mw_category)p->cat;
+        b[i].tier = MW_TIER_DEVICE;
+        b[i].bytes = p->bytes;
+        b[i].offset = p->offset;
+        b[i].first = p->first;
+        b[i].last = p->last;
+    }
+    if (st == MW_OK) *n = pl.n;
+    mw_planner_free(&pl);
+    mw_model_destroy(m);
+    *out = b;
+    return st;
+}
+
+mw_status mw_plan_timeline(const mw_config *cfg, mw_plan_op **ops, int *nops) {
+    *ops = NULL;
+    *nops = 0;
+    mw_model *m;
+    mw_planner pl;
+    mw_plan_summary s;
+    MW_TRY(plan_dry(cfg, &m, &pl, &s));
+    mw_status st = MW_OK;
+    mw_plan_op *o = calloc((size_t)m->nops, sizeof *o);
+    uint64_t *live = calloc((size_t)m->nops * MW_CAT_COUNT, sizeof(uint64_t));
+    if (!o || !live) st = mw_fail(MW_ERR_NOMEM, "out of memory");
+    if (st == MW_OK) mw_planner_live_all(&pl, live);
+    for (int i = 0; st == MW_OK && i < m->nops; i++) {
+        const int k = m->ops[i].kind, l = m->ops[i].layer;
+        const char *kn = m->arch->kinds[k].name;
+        memcpy(o[i].live, live + (size_t)i * MW_CAT_COUNT, sizeof o[i].live);
+        snprintf(o[i].op, sizeof o[i].op, "%s", kn);
+        if (kind_is_step(m, k))
+            snprintf(o[i].name, sizeof o[i].name, "%s", kn);
+        else if (kind_is_forward(m, k))
+            snprintf(o[i].name, sizeof o[i].name, "%s %d", i < m->head_op ? "fwd" : "recompute", l);
+        else
+            snprintf(o[i].name, sizeof o[i].name, "bwd %d", l);
+    }
+    free(live);
+    const int n = m->nops;
+    mw_planner_free(&pl);
+    mw_model_destroy(m);
+    if (st != MW_OK) {
+        free(o);
+        return st;
+    }
+    *ops = o;
+    *nops = n;
+    return MW_OK;
+}
+
+static mw_status resolve_policy(mw_model *m);
+
+static mw_status model_skeleton(mw_model **out, const mw_config *cfg) {
+    MW_TRY(mw_config_validate(cfg));
+    const mw_model_def *arch = mw_arch_get(cfg->arch);
+    if (!arch) return mw_fail(MW_ERR_ARG, "unknown model family %d", cfg->arch);
+    mw_model *m = calloc(1, sizeof *m);
+    if (!m) return mw_fail(MW_ERR_NOMEM, "cannot allocate the model");
+    m->cfg = *cfg;
+    m->arch = arch;
+    m->nthreads = omp_get_max_threads();
+    m->gw.nthreads = m->nthreads;
+    m->gw.floats = mw_gemm_ws_floats(m->nthreads, MW_GEMM_NC);
+    m->pol = calloc((size_t)cfg->n_layer, 1);
+    mw_status s = m->pol ? arch->build_table(m) : mw_fail(MW_ERR_NOMEM, "cannot allocate the layer table");
+    if (s == MW_OK) s = resolve_policy(m);
+    if (s == MW_OK) s = build_schedule(m);
+    if (s != MW_OK) {
+        mw_model_destroy(m);
+        return s;
+    }
+    *out = m;
+    return MW_OK;
+}
+
+mw_status mw_config_tensor(const mw_config *cfg, int i, char *name, size_t name_len, int *ndim, int dims[2]) {
+    mw_model *m;
+    MW_TRY(model_skeleton(&m, cfg));
+    mw_status s = MW_OK;
+    if (i < 0 || i >= m->ntensors) {
+        s = mw_fail(MW_ERR_ARG, "tensor index %d out of range", i);
+    } else {
+        snprintf(name, name_len, "%s", m->tensors[i].name);
+        *ndim = m->tensors[i].ndim;
+        dims[0] = m->tensors[i].dims[0];
+        dims[1] = m->tensors[i].dims[1];
+    }
+    mw_model_destroy(m);
+    return s;
+}
+
+mw_status mw_plan(const mw_config *cfg, mw_plan_summary *out) {
+    mw_model *m;
+    mw_planner pl;
+    MW_TRY(plan_dry(cfg, &m, &pl, out));
+    mw_planner_free(&pl);
+    mw_model_destroy(m);
+    return MW_OK;
+}
+
+mw_status mw_model_create(mw_model **out, const mw_config *cfg) {
+    *out = NULL;
+    mw_model *m;
+    MW_TRY(model_skeleton(&m, cfg));
+    mw_planner pl;
+    mw_status s = plan_model(m, &pl, &m->plan);
+    if (s != MW_OK) {
+        mw_model_destroy(m);
+        return s;
+    }
+    if (!m->plan.fits) {
+        budget_message(&m->plan);
+        s = MW_ERR_BUDGET;
+    }
+    if (s == MW_OK) {
+        m->opp = calloc((size_t)m->nops * MW_MAXACC, sizeof *m->opp);
+        if (!m->opp) s = mw_fail(MW_ERR_NOMEM, "cannot allocate the schedule's pointers");
+    }
+    if (s == MW_OK) s = mw_arena_init(&m->arena, m->plan.peak);
+    if (s == MW_OK) s = walk(m, NULL, pl.b, m->arena.base);
+    mw_planner_free(&pl);
+    if (s != MW_OK) {
+        mw_model_destroy(m);
+        return s;
+    }
+    if (m->arch->bound) m->arch->bound(m);
+    *out = m;
+    return MW_OK;
+}
+
+void mw_model_destroy(mw_model *m) {
+    if (!m) return;
+    mw_arena_release(&m->arena);
+    free(m->tensors);
+    free(m->pol);
+    free(m->ops);
+    free(m->opp);
+    free(m);
+}
+
+static void budget_message(const mw_plan_summary *p) {
+    char b[MW_CAT_COUNT][32], pk[32], bu[32], msg[400];
+    int n = 0;
+    for (int k = 0; k < MW_CAT_COUNT; k++)
+        n += snprintf(msg + n, sizeof msg - n, "%s%s %s", k ? ", " : "", mw_category_name(k),
+                      mw_fmt_bytes(p->category[k], b[k], sizeof b[k]));
+    mw_fail(MW_ERR_BUDGET, "the plan needs %llu bytes (%s) but --budget is %llu bytes (%s): %s",
+            (unsigned long long)p->peak, mw_fmt_bytes(p->peak, pk, sizeof pk),
+            (unsigned long long)p->budget, mw_fmt_bytes(p->budget, bu, sizeof bu), msg);
+}
+
+const mw_config *mw_model_config(const mw_model *m) { return &m->cfg; }
+const mw_plan_summary *mw_model_plan(const mw_model *m) { return &m->plan; }
+int mw_model_num_tensors(const mw_model *m) { return m->ntensors; }
+
+mw_status mw_model_tensor(const mw_model *m, int i, mw_param_info *info) {
+    if (i < 0 || i >= m->ntensors) return mw_fail(MW_ERR_ARG, "tensor index %d out of range", i);
+    const mw_tensor *t = &m->tensors[i];
+    info->name = t->name;
+    info->ndim = t->ndim;
+    info->dims[0] = t->dims[0];
+    info->dims[1] = t->dims[1];
+    info->numel = t->numel;
+    info->decay = t->decay;
+    info->data = m->params + t->offset;
+    info->grad = m->grads ? m->grads + t->offset : NULL;
+    info->m = m->m ? m->m + t->offset : NULL;
+    info->v = m->v ? m->v + t->offset : NULL;
+    return MW_OK;
+}
+
+void mw_model_memory(const mw_model *m, uint64_t category[MW_CAT_COUNT], uint64_t *peak) {
+    for (int k = 0; k < MW_CAT_COUNT; k++) category[k] = m->plan.category[k];
+    *peak = m->plan.peak;
+}
+
+void mw_graph_fill_normal(mw_model *m, int i, uint64_t seed, double std) {
+    const mw_tensor *t = &m->tensors[i];
+    float *p = m->params + t->offset;
+    size_t nblk = (t->numel + MW_NORM_QUANTUM - 1) / MW_NORM_QUANTUM;
+    /* blocks draw from their own stream: the same values for any thread count */
+#pragma omp parallel for schedule(static)
+    for (size_t b = 0; b < nblk; b++) {
+        uint64_t s = seed ^ ((uint64_t)(i + 1) << 40) ^ (b * 0x9E3779B97F4A7C15ull);
+        mw_rng_next(&s);
+        size_t j1 = (b + 1) * MW_NORM_QUANTUM < t->numel ? (b + 1) * MW_NORM_QUANTUM : t->numel;
+        for (size_t j = b * MW_NORM_QUANTUM; j < j1; j += 2) { /* Box-Muller gives a pair */
+            double r = sqrt(-2.0 * log(mw_rng_unit(&s))), th = 6.283185307179586 * mw_rng_unit(&s);
+            p[j] = (float)(std * r * cos(th));
+            if (j + 1 < j1) p[j + 1] = (float)(std * r * sin(th));
+        }
+    }
+}
+
+void mw_model_init(mw_model *m, uint64_t seed) { m->arch->init(m, seed); }
+void mw_model_init_gpt2(mw_model *m, uint64_t seed) { mw_model_init(m, seed); }
+
+/* ---- the executor ------------------------------------------------------------------------------ */
+
+static mw_status load_tokens(mw_model *m, const int32_t *inputs, const int32_t *targets) {
+    const mw_config *c = &m->cfg;
+    const int V = c->vocab, N = c->batch * c->seq;
+    for (int i = 0; i < N; i++) {
+        if (inputs[i] < 0 || inputs[i] >= V || (targets && (targets[i] < 0 || targets[i] >= V)))
+            return mw_fail(MW_ERR_ARG, "token id %d at position %d is outside the vocabulary (%d)",
+                           inputs[i] < 0 || inputs[i] >= V ? inputs[i] : targets[i], i, V);
+    }
+    void **P = m->opp; /* op 0 is the embedding: inputs and targets are its first two values */
+    memcpy(P[0], inputs, sizeof(int32_t) * N);
+    if (targets) memcpy(P[1], targets, sizeof(int32_t) * N);
+    m->has_targets = targets != NULL;
+    return MW_OK;
+}
+
+mw_status mw_model_forward(mw_model *m, const int32_t *inputs, const int32_t *targets, float *loss) {
+    if (!mw_graph_keeps_logits(&m->cfg) && !targets)
+        return mw_fail(MW_ERR_ARG, "a training or evaluation model keeps no logits: give targets (for "
+                                   "the loss) or build an inference model");
+    MW_TRY(load_tokens(m, inputs, targets));
+    double s = 0.0;
+    for (int i = 0; i <= m->head_op; i++) m->arch->run_op(m, i, 0, 0.0f, &s);
+    if (targets) *loss = (float)(s / ((double)m->cfg.batch * m->cfg.seq));
+    return MW_OK;
+}
+
+mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const int32_t *targets,
+                                    float grad_scale, float *loss) {
+    const mw_config *c = &m->cfg;
+    if (c->inference) return mw_fail(MW_ERR_ARG, "an inference model has no gradients");
+    if (!targets) return mw_fail(MW_ERR_ARG, "training needs targets");
+    MW_TRY(load_tokens(m, inputs, targets));
+    const int N = c->batch * c->seq;
+    double s = 0.0;
+    for (int i = 0; i < m->opt_op; i++) m->arch->run_op(m, i, 1, grad_scale / N, &s);
+    *loss = (float)(s / N);
+    return MW_OK;
+}
+
+int32_t *mw_model_staging(mw_model *m) { return m->staging; }
+
+void mw_model_set_progress(mw_model *m, mw_progress_fn fn, void *user) {
+    m->progress = fn;
+    m->progress_user = user;
+}
+
+void mw_model_progress(const mw_model *m, int done, int total) {
+    if (m->progress) m->progress(m->progress_user, done, total);
+}
+
+const float *mw_model_logits(const mw_model *m) {
+    return mw_graph_keeps_logits(&m->cfg)
+               ? (const float *)m->opp[(size_t)m->head_op * MW_MAXACC + m->arch->logits_acc]
+               : NULL;
+}
+
+const float *mw_model_decode(mw_model *m, int32_t token, int pos) {
+    const mw_config *c = &m->cfg;
+    if (!mw_graph_keeps_logits(c) || token < 0 || token >= c->vocab || pos < 0 || pos >= c->ctx)
+        return NULL;
+    return m->arch->decode(m, token, pos);
+}
+
+void mw_model_zero_grad(mw_model *m) {
+    if (m->grads) memset(m->grads, 0, sizeof(float) * m->nfloats);
+}
+
+double mw_model_grad_norm(const mw_model *m) {
+    if (!m->grads) return 0.0;
+    const size_t n = m->nfloats, nb = (n + MW_NORM_QUANTUM - 1) / MW_NORM_QUANTUM;
+    const float *g = m->grads;
+    double *parts = (double *)m->opp[(size_t)m->opt_op * MW_MAXACC];
+#pragma omp parallel for schedule(static)
+    for (size_t b = 0; b < nb; b++) {
+        size_t j1 = (b + 1) * MW_NORM_QUANTUM < n ? (b + 1) * MW_NORM_QUANTUM : n;
+        double s = 0.0;
+        for (size_t j = b * MW_NORM_QUANTUM; j < j1; j++) s += (double)g[j] * g[j];
+        parts[b] = s;
+    }
+    double s = 0.0;
+    for (size_t b = 0; b < nb; b++) s += parts[b];
+    return sqrt(s);
+}
+
+void mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
+    const mw_config *c = &m->cfg;
+    if (c->inference) return;
+    float coef = 1.0f;
+    if (c->grad_clip > 0) { /* PyTorch's clip_grad_norm_: max_norm / (norm + 1e-6), at most 1 */
+        float cc = (float)c->grad_clip / (float)(grad_norm + 1e-6);
+        coef = cc < 1.0f ? cc : 1.0f;
+    }
+    for (int i = 0; i < m->ntensors; i++) {
+        const mw_tensor *ts = &m->tensors[i];
+        mw_adamw_hp hp = {lr, c->beta1, c->beta2, c->eps, ts->decay ? c->weight_decay : 0.0, coef, t};
+        mw_adamw_update(m->params + ts->offset, m->grads + ts->offset, m->m + ts->offset,
+                        m->v + ts->offset, ts->numel, &hp);
+    }
+}
+
+/* ---- recomputation policies ---------------------------------------------------------------- */
+
+static mw_status auto_policy(mw_model *m);
+
+static mw_status resolve_policy(mw_model *m) {
+    const mw_config *c = &m->cfg;
+    const int L = c->n_layer;
+    m->seg = 0;
+    int p = MW_P_NONE;
+    if (c->inference) return MW_OK;
+    switch (c->recompute) {
+    case MW_RECOMPUTE_NONE: p = MW_P_NONE; break;
+    case MW_RECOMPUTE_SELECTIVE: p = MW_P_SEL; break;
+    case MW_RECOMPUTE_FULL: p = MW_P_FULL; break;
+    case MW_RECOMPUTE_EVERY: {
+        int k = c->recompute_every > 0 ? c->recompute_every : (int)lround(sqrt((double)L));
+        m->seg = k < 1 ? 1 : k > L ? L : k;
+        return MW_OK;
+    }
+    case MW_RECOMPUTE_AUTO: return auto_policy(m);
+    case MW_RECOMPUTE_BLOCKS:
+        for (int l = 0; l < L; l++)
+            m->pol[l] = c->recompute_blocks[l] == 'f' ? MW_P_FULL : c->recompute_blocks[l] == 's' ? MW_P_SEL : MW_P_NONE;
+        return MW_OK;
+    default: return mw_fail(MW_ERR_ARG, "unknown recompute policy %d", c->recompute);
+    }
+    memset(m->pol, p, (size_t)L);
+    return MW_OK;
+}
+
+/* ---- auto: the fastest per-block policies that fit the budget ------------------------------- */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The calibration model of cfg: two blocks (the first selective, the second full, so that every
+ * forward kind a policy recomputes is in its schedule), one sequence of T' = min(T, 256)
+ * positions, C' = min(C, 512) channels in heads of cfg's size, the MLP and the key/value heads
+ * scaled with C', a small vocabulary. */
+static void calib_config(const mw_config *c, mw_config *k) {
+    const int hs = c->n_embd / c->n_head;
+    const int T = c->seq < 256 ? c->seq : 256, Cc = c->n_embd < 512 ? c->n_embd : 512;
+    const int H = Cc / hs > 0 ? Cc / hs : 1, C = hs <= Cc ? H * hs : Cc; /* wide heads: one of Cc */
+    *k = *c;
+    k->n_layer = 2;
+    k->n_head = H;
+    k->n_embd = C;
+    k->vocab = 64;
+    k->batch = 1;
+    k->seq = k->ctx = T;
+    k->inference = 0;
+    k->budget = 0;
+    k->recompute = MW_RECOMPUTE_BLOCKS;
+    snprintf(k->recompute_blocks, sizeof k->recompute_blocks, "sf");
+    if (c->arch != MW_ARCH_GPT2) {
+        const int group = c->n_head / c->n_kv_head;
+        k->n_kv_head = H % group == 0 ? H / group : H;
+        k->ffn = (int)((double)c->ffn * C / c->n_embd);
+        if (k->ffn < 1) k->ffn = 1;
+        if (C != H * hs) k->n_head = k->n_kv_head = 1; /* one wide head */
+    }
+}
+
+/* Seconds per op kind at cfg's shape, measured on this machine: each forward kind runs in the
+ * calibration model (calib_config), best of 3 after a warm-up, then scales with its work: N C^2
+ * for the matmuls, N C for the elementwise ops, B T^2 C for attention. */
+static mw_status measure_costs(const mw_config *c, const mw_model_def *a, double *cost) {
+    mw_config k;
+    calib_config(c, &k);
+    const int nt = omp_get_max_threads();
+    /* the calibration of the last shape is kept (per thread): max_batch plans many batch sizes */
+    static _Thread_local mw_config cached_k;
+    static _Thread_local int cached_nt;
+    static _Thread_local double cached[64];
+    if (a->nkinds > 64) return mw_fail(MW_ERR_ARG, "internal: too many op kinds");
+    if (!(cached_nt == nt && memcmp(&cached_k, &k, sizeof k) == 0)) {
+        mw_model *m;
+        MW_TRY(mw_model_create(&m, &k));
+        mw_model_init(m, 1);
+        const int N = k.batch * k.seq;
+        int32_t *tok = m->staging;
+        for (int i = 0; i < 2 * N; i++) tok[i] = i % k.vocab;
+        mw_status st = load_tokens(m, tok, tok + N);
+        double best[64];
+        for (int i = 0; i < 64; i++) best[i] = INFINITY;
+        for (int rep = 0; st == MW_OK && rep < 4; rep++) { /* the forward ops in schedule order */
+            double s = 0;
+            for (int i = 0; i < m->nops; i++) {
+                const int kd = m->ops[i].kind;
+                if (!(i < m->head_op || kind_is_forward(m, kd))) continue;
+                const double t0 = now_s();
+                a->run_op(m, i, 0, 0.0f, &s);
+                const double t = now_s() - t0;
+                if (rep > 0 && t < best[kd]) best[kd] = t; /* the first run warms up */
+            }
+        }
+        mw_model_destroy(m);
+        MW_TRY(st);
+        for (int i = 0; i < a->nkinds; i++) cached[i] = kind_is_forward_a(a, i) ? best[i] : 0.0;
+        cached_k = k;
+        cached_nt = nt;
+    }
+    const double Nr = (double)c->batch * c->seq, Cr = c->n_embd, N = k.seq, C = k.n_embd;
+    for (int i = 0; i < a->nkinds; i++) {
+        double scale = (Nr / N) * (Cr / C); /* elementwise */
+        if (a->kinds[i].cost == MW_COST_MATMUL) scale *= Cr / C;
+        if (a->kinds[i].cost == MW_COST_ATTN)
+            scale = (double)c->batch * ((double)c->seq / N) * ((double)c->seq / N) * (Cr / C);
+        cost[i] = isfinite(cached[i]) ? cached[i] * scale : 0.0;
+    }
+    return MW_OK;
+}
+
+/* The recomputation seconds of ops[from..nops) of m (the forward kinds among them). */
+static double ops_cost(const mw_model *m, int from, const double *kc) {
+    double c = 0.0;
+    for (int i = from; i < m->nops; i++)
+        if (kind_is_forward(m, m->ops[i].kind)) c += kc[m->ops[i].kind];
+    return c;
+}
+
+/* Predicted recomputation seconds of one block under each policy, and of one block's forward
+ * with and without its output (every:K), read off what the model pushes for them. */
+static void policy_costs(mw_model *m, const double *kc, double out[3], double *fwd_out, double *fwd_no) {
+    const int n0 = m->nops;
+    for (int p = 0; p < 3; p++) {
+        m->arch->block_backward(m, 0, p);
+        out[p] = ops_cost(m, n0, kc);
+        m->nops = n0;
+    }
+    m->arch->block_forward(m, 0, 1);
+    *fwd_out = ops_cost(m, n0, kc);
+    m->nops = n0;
+    m->arch->block_forward(m, 0, 0);
+    *fwd_no = ops_cost(m, n0, kc);
+    m->nops = n0;
+}
+
+/* Live bytes per op of m's schedule, summed over categories (no placement); kept0 (may be NULL):
+ * the bytes of block 0's instances that cross the head, what a block keeps from forward to
+ * backward. */
+static mw_status live_totals(mw_model *m, uint64_t **out, uint64_t *kept0) {
+    mw_planner pl;
+    mw_planner_init(&pl, m->nops);
+    mw_status st = walk(m, &pl, NULL, NULL);
+    if (kept0) *kept0 = 0;
+    for (int i = 0; kept0 && st == MW_OK && i < pl.n; i++)
+        if (pl.b[i].layer == 0 && pl.b[i].first < m->head_op && pl.b[i].last > m->head_op)
+            *kept0 += pl.b[i].bytes;
+    uint64_t *live = st == MW_OK ? calloc((size_t)m->nops * MW_CAT_COUNT, sizeof(uint64_t)) : NULL;
+    uint64_t *tot = st == MW_OK ? calloc((size_t)m->nops, sizeof(uint64_t)) : NULL;
+    if (st == MW_OK && (!live || !tot)) st = mw_fail(MW_ERR_NOMEM, "out of memory planning");
+    if (st == MW_OK) {
+        mw_planner_live_all(&pl, live);
+        for (int i = 0; i < m->nops; i++)
+            for (int k = 0; k < MW_CAT_COUNT; k++) tot[i] += live[(size_t)i * MW_CAT_COUNT + k];
+    }
+    free(live);
+    mw_planner_free(&pl);
+    if (st != MW_OK) free(tot);
+    else *out = tot;
+    return st;
+}
+
+/* Sets m's policy (uniform p, or every:seg when seg > 0) and rebuilds its schedule. */
+static mw_status set_policy(mw_model *m, int p, int seg) {
+    memset(m->pol, p, (size_t)m->cfg.n_layer);
+    m->seg = seg;
+    free(m->ops);
+    m->ops = NULL;
+    return build_schedule(m);
+}
+
+/* The per-block memory model of one policy, read off a uniform plan's live bytes: what a block
+ * keeps from forward to backward, the most bytes alive (everything but the blocks below it)
+ * during its forward and during its backward, and during the head. */
+typedef struct pmodel {
+    uint64_t kept, fwd, bwd, head, tail;
+} pmodel;
+
+static mw_status probe(mw_model *m, int p, pmodel *pm) {
+    const int L = m->cfg.n_layer;
+    const mw_model_def *a = m->arch;
+    MW_TRY(set_policy(m, p, 0));
+    uint64_t *live;
+    memset(pm, 0, sizeof *pm);
+    MW_TRY(live_totals(m, &live, &pm->kept));
+    const uint64_t below = (uint64_t)(L - 1) * pm->kept;
+    for (int i = 0; i < m->nops; i++) {
+        const mw_op *o = &m->ops[i];
+        if (i == m->head_op) {
+            pm->head = live[i] - (uint64_t)L * pm->kept;
+        } else if (o->kind == a->k_embed || o->kind == a->k_embed_bwd || o->kind == a->k_opt) {
+            if (live[i] > pm->tail) pm->tail = live[i];
+        } else if (o->layer == L - 1) {
+            uint64_t v = live[i] > below ? live[i] - below : 0;
+            uint64_t *dst = i < m->head_op ? &pm->fwd : &pm->bwd;
+            if (v > *dst) *dst = v;
+        }
+    }
+    free(live);
+    return MW_OK;
+}
+
+/* Dynamic programming over the blocks, bottom up. State: how many blocks below keep "none" and
+ * how many "selective" (the rest "full"), which fixes the bytes they keep. A block with policy p
+ * fits when the bytes kept below it plus its own forward and backward peaks fit in M; the value
+ * is the predicted recomputation time. Fills pol with the cheapest assignment and returns 1; 0 if
+ * none fits; -1 out of memory. */
+static int dp_policies(int L, const pmodel pm[3], const double cost[3], uint64_t M, unsigned char *pol) {
+    const int S = L + 1;
+    double *best = malloc(sizeof(double) * (size_t)S * S), *next = malloc(sizeof(double) * (size_t)S * S);
+    unsigned char *choice = malloc((size_t)L * S * S);
+    int ok = 0;
+    if (!best || !next || !choice) {
+        ok = -1;
+        goto out;
+    }
+    for (int i = 0; i < S * S; i++) best[i] = INFINITY;
+    best[0] = 0.0;
+    for (int l = 0; l < L; l++) {
+        for (int i = 0; i < S * S; i++) next[i] = INFINITY;
+        for (int a = 0; a <= l; a++)
+            for (int b = 0; a + b <= l; b++) {
+                if (best[a * S + b] == INFINITY) continue;
+                const uint64_t below = (uint64_t)a * pm[MW_P_NONE].kept + (uint64_t)b * pm[MW_P_SEL].kept +
+                                       (uint64_t)(l - a - b) * pm[MW_P_FULL].kept;
+                for (int p = 0; p < 3; p++) {
+                    uint64_t own = pm[p].fwd > pm[p].bwd ? pm[p].fwd : pm[p].bwd;
+                    if (below + own > M) continue;
+                    const int a2 = a + (p == MW_P_NONE), b2 = b + (p == MW_P_SEL);
+                    const double v = best[a * S + b] + cost[p];
+                    if (v < next[a2 * S + b2]) {
+                        next[a2 * S + b2] = v;
+                        choice[((size_t)l * S + a2) * S + b2] = (unsigned char)p;
+                    }
+                }
+            }
+        double *t = best;
+        best = next;
+        next = t;
+    }
+    double bv = INFINITY;
+    int ba = -1, bb = -1;
+    for (int a = 0; a <= L; a++)
+        for (int b = 0; a + b <= L; b++) {
+            const uint64_t all = (uint64_t)a * pm[MW_P_NONE].kept + (uint64_t)b * pm[MW_P_SEL].kept +
+                                 (uint64_t)(L - a - b) * pm[MW_P_FULL].kept;
+            uint64_t head = pm[MW_P_NONE].head > pm[MW_P_FULL].head ? pm[MW_P_NONE].head : pm[MW_P_FULL].head;
+            if (best[a * S + b] < bv && all + head <= M && pm[MW_P_NONE].tail <= M) {
+                bv = best[a * S + b];
+                ba = a, bb = b;
+            }
+        }
+    if (ba >= 0) { /* walk the choices back down */
+        for (int l = L - 1; l >= 0; l--) {
+            const int p = choice[((size_t)l * S + ba) * S + bb];
+            pol[l] = (unsigned char)p;
+            ba -= p == MW_P_NONE;
+            bb -= p == MW_P_SEL;
+        }
+        ok = 1;
+    }
+out:
+    free(best), free(next), free(choice);
+    return ok;
+}
+
+static mw_status plan_peak(mw_model *m, uint64_t *peak) {
+    mw_planner pl;
+    mw_plan_summary s;
+    MW_TRY(plan_model(m, &pl, &s));
+    mw_planner_free(&pl);
+    *peak = s.peak;
+    return MW_OK;
+}
+
+static mw_status auto_policy(mw_model *m) {
+    const int L = m->cfg.n_layer;
+    const uint64_t budget = m->cfg.budget;
+    if (L > 256) return mw_fail(MW_ERR_ARG, "--recompute auto handles up to 256 blocks; choose a policy");
+    double kc[64], cost[3], fwd_out, fwd_no;
+    MW_TRY(measure_costs(&m->cfg, m->arch, kc));
+    pmodel pm[3];
+    for (int p = 0; p < 3; p++) MW_TRY(probe(m, p, &pm[p]));
+    policy_costs(m, kc, cost, &fwd_out, &fwd_no); /* after probe: the schedule has room */
+    unsigned char *best = malloc((size_t)L), *cand = malloc((size_t)L);
+    if (!best || !cand) {
+        free(best), free(cand);
+        return mw_fail(MW_ERR_NOMEM, "out of memory planning");
+    }
+    double best_cost = INFINITY;
+    int best_seg = -1;
+    mw_status st = MW_OK;
+    /* the DP's choice, checked against the placed plan; the model's margin shrinks until it fits */
+    uint64_t M = budget;
+    for (int tries = 0; st == MW_OK && tries < 8; tries++) {
+        const int found = dp_policies(L, pm, cost, M, cand);
+        if (found < 0) st = mw_fail(MW_ERR_NOMEM, "out of memory planning");
+        if (found <= 0) break;
+        memcpy(m->pol, cand, (size_t)L);
+        m->seg = 0;
+        free(m->ops);
+        m->ops = NULL;
+        uint64_t peak = 0;
+        st = build_schedule(m);
+        if (st == MW_OK) st = plan_peak(m, &peak);
+        if (st != MW_OK) break;
+        if (peak <= budget) {
+            double c = 0;
+            for (int l = 0; l < L; l++) c += cost[cand[l]];
+            best_cost = c;
+            best_seg = 0;
+            memcpy(best, cand, (size_t)L);
+            break;
+        }
+        M -= peak - budget < M ? peak - budget : M;
+    }
+    /* every:K, whose recomputation is one block forward per block (the last of each segment
+     * needs no output): taken when it is predicted faster */
+    for (int K = 1; st == MW_OK && K <= L; K++) {
+        const int nseg = (L + K - 1) / K;
+        const double c = (double)(L - nseg) * fwd_out + (double)nseg * fwd_no;
+        if (c >= best_cost) continue;
+        uint64_t peak = 0, *live = NULL;
+        st = set_policy(m, MW_P_NONE, K);
+        if (st == MW_OK) st = live_totals(m, &live, NULL);
+        for (int i = 0; st == MW_OK && i < m->nops; i++) peak = live[i] > peak ? live[i] : peak;
+        free(live);
+        if (st == MW_OK && peak <= budget) st = plan_peak(m, &peak); /* placed: at least the live peak */
+        if (st == MW_OK && peak <= budget) {
+            best_cost = c;
+            best_seg = K;
+        }
+    }
+    if (st == MW_OK) {
+        if (best_seg > 0) {
+            memset(m->pol, MW_P_NONE, (size_t)L);
+            m->seg = best_seg;
+        } else if (best_seg == 0) {
+            memcpy(m->pol, best, (size_t)L);
+            m->seg = 0;
+        } else { /* nothing fits: the smallest plan, which the budget check then refuses */
+            memset(m->pol, MW_P_FULL, (size_t)L);
+            m->seg = 0;
+        }
+        free(m->ops);
+        m->ops = NULL;
+    }
+    free(best), free(cand);
+    return st;
+}

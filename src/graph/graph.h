@@ -1,0 +1,145 @@
+/* The step graph: what every model shares. A model (src/model/gpt2.c, src/model/llama.c) declares
+ * its parameter table, the op kinds of one block and of its head with the values each reads and
+ * writes, the sizes of those values, and the kernels each kind runs (mw_model_def). This module builds
+ * the schedule of one step under a recomputation policy, walks it to derive every buffer and its
+ * lifetime, places them (src/memory/planner.c), binds each op's pointers in one arena, runs the
+ * schedule, and chooses per-block policies for `auto`. It knows no model.
+ *
+ * The walk: a write starts a new instance of a value, which lives until its last read before the
+ * next write. A value the schedule recomputes before backward therefore dies during forward by
+ * itself, and the same walk that plans the memory binds the pointers the executor uses: the
+ * estimate is the allocation, byte for byte, for every policy and every model. */
+#ifndef MW_GRAPH_H
+#define MW_GRAPH_H
+#include <stdint.h>
+
+#include "memwall.h"
+#include "../core/arena.h"
+#include "../kernels/cpu/gemm.h"
+
+#define MW_MAXACC 8          /* values one op kind may access */
+#define MW_LOSS_ROWS 256     /* the head and the loss run over this many positions at a time */
+#define MW_GEMM_NC 512       /* columns of B the GEMMs pack at a time (the packing buffer's size) */
+#define MW_NORM_QUANTUM 65536 /* grad-norm partial sums and init streams over fixed blocks */
+#define MW_MAX_EXT 8         /* a model's own persistent buffers (KV cache, position tables) */
+
+/* An access's slot: a value of the op's block (0 .. nls-1), the next block's input MW_XN, or a
+ * value of the step MW_GS(g) (0 <= g < ngs). */
+#define MW_XN 100
+#define MW_GS(g) (-1 - (g))
+enum { MW_R, MW_W, MW_U }; /* read; write (a new instance); update in place */
+
+/* Per-block recomputation policies */
+enum { MW_P_NONE, MW_P_SEL, MW_P_FULL };
+
+/* Kind flags. FWD: a forward op of a block (recomputable, timed by auto's calibration). */
+enum { MW_KF_FWD = 1 };
+/* How a forward kind's time scales with the shape: N*C elementwise, N*C^2 matmul, B*T^2*C
+ * attention */
+enum { MW_COST_ELEM, MW_COST_MATMUL, MW_COST_ATTN };
+
+typedef struct mw_access {
+    signed char slot, mode;
+} mw_access;
+
+typedef struct mw_kind {
+    const char *name;
+    int n;
+    mw_access a[MW_MAXACC];
+    unsigned char flags, cost;
+} mw_kind;
+
+typedef struct mw_tensor {
+    char name[64];
+    int ndim, dims[2];
+    size_t numel, offset; /* offset in floats inside the flat parameter buffer */
+    int decay;
+} mw_tensor;
+
+typedef struct mw_op {
+    unsigned char kind;
+    int layer;
+} mw_op;
+
+/* A model's own persistent buffer (beyond parameters, gradients, moments, GEMM workspace and
+ * token staging), bound to m->ext[i]. */
+typedef struct mw_ext {
+    const char *name;
+    uint64_t bytes;
+    mw_category cat;
+} mw_ext;
+
+typedef struct mw_model_def mw_model_def;
+
+struct mw_model {
+    mw_config cfg;
+    const mw_model_def *arch;
+    mw_plan_summary plan;
+    mw_arena arena;
+    int ntensors, nthreads;
+    mw_tensor *tensors;
+    size_t nfloats; /* flat parameter buffer length, padding included */
+    float *params, *grads, *m, *v;
+    int32_t *staging;       /* the trainer's token windows: inputs (N), targets (N), window (B*(T+1)) */
+    float *ext[MW_MAX_EXT]; /* the model's own persistent buffers (mw_model_def.ext) */
+    mw_gemm_ws gw;          /* the GEMMs' packing buffer (workspace in the plan) and threads */
+    unsigned char *pol;     /* per block: MW_P_NONE, MW_P_SEL or MW_P_FULL */
+    int seg;                /* every:K: blocks per recomputed segment (0: per-block policies) */
+    mw_op *ops;             /* the schedule of one micro-batch and the optimizer */
+    int nops, ops_cap, head_op, opt_op;
+    void **opp; /* MW_MAXACC pointers per op: its values, in the order of its kind's access list */
+    int has_targets;
+    mw_progress_fn progress; /* mw_model_set_progress: told of mw_evaluate's batches */
+    void *progress_user;
+};
+
+/* What a model declares. Op 0 of every schedule is k_embed, whose first two values are the
+ * step's inputs and targets (int32, N each); the head kinds' value logits_acc is the logits. */
+struct mw_model_def {
+    const char *name;
+    const mw_kind *kinds;
+    int nkinds;
+    const char *const *lslot_names; /* values of a block; value 0 is the block's input */
+    int nls;
+    const char *const *gslot_names; /* values of the step */
+    int ngs;
+    int k_embed, k_head, k_logits, k_embed_bwd, k_opt; /* head: loss and gradient; logits: inference */
+    int logits_acc;
+    /* adds the parameter tensors (mw_graph_add_tensor) */
+    mw_status (*build_table)(mw_model *m);
+    /* pushes block l's forward ops (with_output 0: all but the one writing the next block's input) */
+    void (*block_forward)(mw_model *m, int l, int with_output);
+    /* pushes block l's backward under policy p, with the recomputations p needs */
+    void (*block_backward)(mw_model *m, int l, int p);
+    /* bytes and category of step value g, and bytes of block value v (activations) */
+    void (*gslot)(const mw_model *m, int g, uint64_t *bytes, mw_category *cat);
+    uint64_t (*lslot)(const mw_model *m, int v);
+    /* the model's own persistent buffers, in binding order; returns how many (<= MW_MAX_EXT) */
+    int (*ext)(const mw_model *m, mw_ext out[MW_MAX_EXT]);
+    /* after the arena is bound (position tables); may be NULL */
+    void (*bound)(mw_model *m);
+    /* runs op i on its bound pointers; train: the head computes gradients scaled by dloss */
+    void (*run_op)(mw_model *m, int i, int train, float dloss, double *loss_sum);
+    /* one position of incremental decoding (inference models); NULL on bad input */
+    const float *(*decode)(mw_model *m, int32_t token, int pos);
+    /* fills the parameters from seed */
+    void (*init)(mw_model *m, uint64_t seed);
+};
+
+/* The model families (src/model/models.c). NULL for an unknown arch. */
+const mw_model_def *mw_arch_get(int arch);
+
+/* For models: */
+void mw_graph_push(mw_model *m, int kind, int layer);
+/* Adds a tensor of r x c (c = 0: a vector of r) to the table. pad: the next tensor starts 64-byte
+ * aligned; without, it follows at once (fused matrices such as q, k, v). */
+void mw_graph_add_tensor(mw_model *m, const char *name, int r, int c, int decay, int pad);
+/* Tensor i drawn from N(0, std^2), in blocks of MW_NORM_QUANTUM with their own streams: the same
+ * values for any thread count. */
+void mw_graph_fill_normal(mw_model *m, int i, uint64_t seed, double std);
+/* An inference model keeps all (B,T,V) logits and a KV cache; training and evaluation models
+ * (MW_INFERENCE_EVAL) only one MW_LOSS_ROWS chunk's logits, and no cache. */
+static inline int mw_graph_keeps_logits(const mw_config *c) { return c->inference == 1; }
+/* dst = src, n floats, threaded */
+void mw_graph_copy(float *dst, const float *src, size_t n);
+#endif

@@ -1,0 +1,372 @@
+/* The Llama family (Llama 2/3, TinyLlama, SmolLM, ...), as Hugging Face's modeling_llama computes
+ * it: RMSNorm, rotary position embedding (rotate_half), grouped-query attention, a SwiGLU MLP, no
+ * biases, a tied or untied LM head. The model declares its tensors (Hugging Face's names and
+ * (out, in) layout), the op kinds of one block and of the head with the values they access, the
+ * values' sizes, its own buffers (the rotary table, the KV cache), the kernels each kind runs,
+ * decoding and init; the step graph (src/graph/graph.c) does the rest. docs/adding-a-model.md
+ * walks through this file. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/status.h"
+#include "../graph/graph.h"
+#include "../kernels/cpu/ops.h"
+
+/* ---- parameters --------------------------------------------------------------------------------
+ * embed, then per layer the nine below, then the final norm, then the LM head when untied. q, k
+ * and v follow each other without padding, so that they are one ((H + 2 KV) hs, C) matrix and one
+ * GEMM computes the three; gate and up likewise. */
+enum { ATTN_NORM, WQ, WK, WV, WO, MLP_NORM, WGATE, WUP, WDOWN, NLAYERT };
+static const char *const layer_names[NLAYERT] = {
+    "input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+    "self_attn.v_proj.weight", "self_attn.o_proj.weight", "post_attention_layernorm.weight",
+    "mlp.gate_proj.weight",   "mlp.up_proj.weight",     "mlp.down_proj.weight"};
+
+static mw_status build_table(mw_model *m) {
+    const mw_config *c = &m->cfg;
+    const int C = c->n_embd, hs = C / c->n_head, Q = c->n_head * hs, KV = c->n_kv_head * hs, F = c->ffn;
+    m->tensors = calloc((size_t)c->n_layer * NLAYERT + 4, sizeof(mw_tensor));
+    if (!m->tensors) return mw_fail(MW_ERR_NOMEM, "cannot allocate the parameter table");
+    mw_graph_add_tensor(m, "model.embed_tokens.weight", c->vocab, C, 1, 1);
+    const int rows[NLAYERT] = {C, Q, KV, KV, C, C, F, F, C};
+    const int cols[NLAYERT] = {0, C, C, C, Q, 0, C, C, F};
+    const int pad[NLAYERT] = {1, 0, 0, 1, 1, 1, 0, 1, 1}; /* q|k|v and gate|up: fused */
+    for (int l = 0; l < c->n_layer; l++)
+        for (int k = 0; k < NLAYERT; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "model.layers.%d.%s", l, layer_names[k]);
+            mw_graph_add_tensor(m, name, rows[k], cols[k], cols[k] != 0, pad[k]);
+        }
+    mw_graph_add_tensor(m, "model.norm.weight", C, 0, 0, 1);
+    if (!c->tied) mw_graph_add_tensor(m, "lm_head.weight", c->vocab, C, 1, 1);
+    return MW_OK;
+}
+
+/* ---- values and op kinds ---------------------------------------------------------------------- */
+
+/* values of block l (X is its input) */
+enum { X, LN1, LN1S, QKV, ATTY, LSE, RES2, LN2, LN2S, FCH, ACT, NLS };
+static const char *const lslot_names[NLS] = {"x",    "ln1", "ln1_rstd", "qkv",     "atty", "lse",
+                                             "res2", "ln2", "ln2_rstd", "gate_up", "act"};
+/* values of the step */
+enum { G_IN, G_TGT, G_LNF, G_LNFS, G_LOGITS, G_LOSSES, G_DRES, G_DTMP, G_DQKV, G_ATTS, G_NORM, NGS };
+static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf",  "lnf_rstd", "logits", "losses",
+                                             "dres",   "dtmp",    "dqkv", "att_scratch", "norm_parts"};
+#define XN MW_XN
+#define GS MW_GS
+enum { R = MW_R, W = MW_W, U = MW_U };
+enum { P_NONE = MW_P_NONE, P_SEL = MW_P_SEL, P_FULL = MW_P_FULL };
+
+enum {
+    K_EMB, K_LN1QKV, K_ATTN, K_PROJ, K_LN2FC, K_SWIGLU, K_DOWN, K_LN1, K_LN2, K_HEAD, K_LOGITS,
+    K_BDOWN, K_BFC, K_BPROJ, K_BATTN, K_BQKV, K_EMBB, K_OPT, NKINDS
+};
+#define FWD MW_KF_FWD
+static const mw_kind KINDS[NKINDS] = {
+    [K_EMB] = {"embed", 3, {{GS(G_IN), W}, {GS(G_TGT), W}, {X, W}}, 0, 0},
+    [K_LN1QKV] = {"norm+qkv+rope", 4, {{X, R}, {LN1, W}, {LN1S, W}, {QKV, W}}, FWD, MW_COST_MATMUL},
+    [K_ATTN] = {"attention", 4, {{QKV, R}, {ATTY, W}, {LSE, W}, {GS(G_ATTS), W}}, FWD, MW_COST_ATTN},
+    [K_PROJ] = {"o proj", 3, {{X, R}, {ATTY, R}, {RES2, W}}, FWD, MW_COST_MATMUL},
+    [K_LN2FC] = {"norm+gate+up", 4, {{RES2, R}, {LN2, W}, {LN2S, W}, {FCH, W}}, FWD, MW_COST_MATMUL},
+    [K_SWIGLU] = {"swiglu", 2, {{FCH, R}, {ACT, W}}, FWD, MW_COST_ELEM},
+    [K_DOWN] = {"down proj", 3, {{RES2, R}, {ACT, R}, {XN, W}}, FWD, MW_COST_MATMUL},
+    [K_LN1] = {"attn norm", 3, {{X, R}, {LN1, W}, {LN1S, W}}, FWD, MW_COST_ELEM},
+    [K_LN2] = {"mlp norm", 3, {{RES2, R}, {LN2, W}, {LN2S, W}}, FWD, MW_COST_ELEM},
+    [K_HEAD] = {"head+loss", 8,
+                {{X, R}, {GS(G_TGT), R}, {GS(G_LNF), W}, {GS(G_LNFS), W}, {GS(G_LOGITS), W},
+                 {GS(G_LOSSES), W}, {GS(G_DTMP), W}, {GS(G_DRES), W}}, 0, 0},
+    [K_LOGITS] = {"head", 6,
+                  {{X, R}, {GS(G_TGT), R}, {GS(G_LNF), W}, {GS(G_LNFS), W}, {GS(G_LOGITS), W},
+                   {GS(G_LOSSES), W}}, 0, 0},
+    /* d(act) in place of act, then d(gate|up) in place of gate|up */
+    [K_BDOWN] = {"down proj bwd", 3, {{FCH, U}, {ACT, U}, {GS(G_DRES), U}}, 0, 0},
+    [K_BFC] = {"gate+up bwd", 6,
+               {{LN2, R}, {LN2S, R}, {RES2, R}, {FCH, R}, {GS(G_DTMP), W}, {GS(G_DRES), U}}, 0, 0},
+    [K_BPROJ] = {"o proj bwd", 3, {{ATTY, R}, {GS(G_DRES), U}, {GS(G_DTMP), W}}, 0, 0},
+    [K_BATTN] = {"attention bwd", 6,
+                 {{GS(G_DTMP), R}, {QKV, R}, {ATTY, R}, {LSE, R}, {GS(G_DQKV), W}, {GS(G_ATTS), W}}, 0, 0},
+    [K_BQKV] = {"norm+qkv bwd", 6,
+                {{GS(G_DQKV), R}, {LN1, R}, {LN1S, R}, {X, R}, {GS(G_DTMP), W}, {GS(G_DRES), U}}, 0, 0},
+    [K_EMBB] = {"embed bwd", 2, {{GS(G_DRES), U}, {GS(G_IN), R}}, 0, 0},
+    [K_OPT] = {"optimizer", 1, {{GS(G_NORM), W}}, 0, 0},
+};
+
+static void push_block_forward(mw_model *m, int l, int with_output) {
+    mw_graph_push(m, K_LN1QKV, l);
+    mw_graph_push(m, K_ATTN, l);
+    mw_graph_push(m, K_PROJ, l);
+    mw_graph_push(m, K_LN2FC, l);
+    mw_graph_push(m, K_SWIGLU, l);
+    if (with_output) mw_graph_push(m, K_DOWN, l);
+}
+
+/* The backward of block l under policy p, recomputing what p did not keep (as GPT-2's: selective
+ * redoes both norms and the activation, full the whole block). */
+static void push_block_backward(mw_model *m, int l, int p) {
+    if (p == P_FULL) {
+        mw_graph_push(m, K_LN1QKV, l);
+        mw_graph_push(m, K_ATTN, l);
+        mw_graph_push(m, K_PROJ, l);
+        mw_graph_push(m, K_LN2FC, l);
+    }
+    if (p != P_NONE) mw_graph_push(m, K_SWIGLU, l);
+    mw_graph_push(m, K_BDOWN, l);
+    if (p != P_NONE) mw_graph_push(m, K_LN2, l);
+    mw_graph_push(m, K_BFC, l);
+    mw_graph_push(m, K_BPROJ, l);
+    if (p == P_FULL) mw_graph_push(m, K_LN1QKV, l);
+    mw_graph_push(m, K_BATTN, l);
+    if (p == P_SEL) mw_graph_push(m, K_LN1, l);
+    mw_graph_push(m, K_BQKV, l);
+}
+
+/* ---- sizes ------------------------------------------------------------------------------------- */
+
+#define F32 ((uint64_t)sizeof(float))
+static uint64_t qkv_width(const mw_config *c) {
+    return (uint64_t)(c->n_head + 2 * c->n_kv_head) * (c->n_embd / c->n_head);
+}
+
+static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
+    const mw_config *c = &m->cfg;
+    const uint64_t B = c->batch, T = c->seq, C = c->n_embd, V = c->vocab, N = B * T;
+    const uint64_t rows = N < MW_LOSS_ROWS ? N : MW_LOSS_ROWS;
+    const int keep = mw_graph_keeps_logits(c);
+    static const mw_category gcat[NGS] = {MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS,
+                                          MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK,
+                                          MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK};
+    const uint64_t gbytes[NGS] = {
+        N * sizeof(int32_t), N * sizeof(int32_t), N * C * F32, N * F32, (keep ? N : rows) * V * F32,
+        N * F32, N * C * F32, N * C * F32, N * qkv_width(c) * F32,
+        (uint64_t)m->nthreads * mw_attention_scratch_floats(c->seq) * F32,
+        (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double)};
+    *bytes = gbytes[g];
+    *cat = g == G_LOGITS && keep ? MW_CAT_ACTS : gcat[g];
+}
+
+static uint64_t lslot(const mw_model *m, int v) {
+    const mw_config *c = &m->cfg;
+    const uint64_t B = c->batch, T = c->seq, C = c->n_embd, H = c->n_head, N = B * T, F = c->ffn;
+    const uint64_t lbytes[NLS] = {N * C * F32, N * C * F32, N * F32,         N * qkv_width(c) * F32,
+                                  N * C * F32, B * H * T * F32, N * C * F32, N * C * F32,
+                                  N * F32,     2 * N * F * F32, N * F * F32};
+    return lbytes[v];
+}
+
+/* the model's own buffers: the rotary table (cos then sin, rows x hs/2 each: seq positions, or
+ * ctx for decoding), and for inference the KV cache of kv heads and decoding's scratch */
+enum { E_ROPE, E_KCACHE, E_VCACHE, E_DEC };
+static uint64_t rope_rows(const mw_config *c) { return mw_graph_keeps_logits(c) ? c->ctx : c->seq; }
+
+static int ext(const mw_model *m, mw_ext out[MW_MAX_EXT]) {
+    const mw_config *c = &m->cfg;
+    const uint64_t hs = c->n_embd / c->n_head, L = c->n_layer, CTX = c->ctx, C = c->n_embd;
+    out[E_ROPE] = (mw_ext){"rope_table", rope_rows(c) * hs * F32, MW_CAT_WORK};
+    if (!mw_graph_keeps_logits(c)) return 1;
+    const uint64_t kv = (uint64_t)c->n_kv_head * hs;
+    out[E_KCACHE] = (mw_ext){"kcache", L * CTX * kv * F32, MW_CAT_ACTS};
+    out[E_VCACHE] = (mw_ext){"vcache", L * CTX * kv * F32, MW_CAT_ACTS};
+    out[E_DEC] = (mw_ext){"decode", (4 * C + qkv_width(c) + 3 * (uint64_t)c->ffn + CTX + c->vocab + 8) * F32,
+                          MW_CAT_WORK};
+    return 4;
+}
+
+static void bound(mw_model *m) {
+    const mw_config *c = &m->cfg;
+    const int hs = c->n_embd / c->n_head, rows = (int)rope_rows(c);
+    mw_rope_table(m->ext[E_ROPE], m->ext[E_ROPE] + (size_t)rows * hs / 2, rows, hs, (float)c->rope_theta);
+}
+
+static void init(mw_model *m, uint64_t seed) {
+    for (int i = 0; i < m->ntensors; i++) {
+        const mw_tensor *t = &m->tensors[i];
+        if (t->ndim == 1) { /* RMSNorm gains */
+            float *p = m->params + t->offset;
+            for (size_t j = 0; j < t->numel; j++) p[j] = 1.0f;
+        } else {
+            mw_graph_fill_normal(m, i, seed, 0.02);
+        }
+    }
+}
+
+/* ---- the kernels of each op kind -------------------------------------------------------------- */
+
+static void layer_ptrs(const mw_model *m, float *base, int l, float *p[NLAYERT]) {
+    for (int k = 0; k < NLAYERT; k++) p[k] = base + m->tensors[1 + l * NLAYERT + k].offset;
+}
+#define EMBED(base) ((base) + m->tensors[0].offset)
+#define NORMF(base) ((base) + m->tensors[1 + m->cfg.n_layer * NLAYERT].offset)
+#define LMHEAD(base) ((base) + m->tensors[m->cfg.tied ? 0 : 2 + m->cfg.n_layer * NLAYERT].offset)
+#define WS (&m->gw)
+
+static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum) {
+    const mw_config *c = &m->cfg;
+    const int B = c->batch, T = c->seq, C = c->n_embd, V = c->vocab, N = B * T, F = c->ffn;
+    const int H = c->n_head, KV = c->n_kv_head, hs = C / H, QW = (int)qkv_width(c);
+    const float eps = (float)c->norm_eps;
+    const int L = c->n_layer, l = m->ops[i].layer;
+    const float *cos_t = m->ext[E_ROPE], *sin_t = cos_t + (size_t)rope_rows(c) * hs / 2;
+    void **P = m->opp + (size_t)i * MW_MAXACC;
+#define A(k) ((float *)P[k])
+    float *p[NLAYERT], *g[NLAYERT];
+    if (l < L) {
+        layer_ptrs(m, m->params, l, p);
+        if (m->grads) layer_ptrs(m, m->grads, l, g);
+    }
+    float *G = m->grads;
+    const size_t NF = (size_t)N * F;
+    switch (m->ops[i].kind) {
+    case K_EMB:
+        mw_embedding_forward(A(2), (const int32_t *)P[0], EMBED(m->params), N, C);
+        break;
+    case K_LN1QKV:
+    case K_LN1:
+        mw_rmsnorm_forward(A(1), A(2), A(0), p[ATTN_NORM], N, C, eps);
+        if (m->ops[i].kind == K_LN1) break;
+        mw_matmul_forward(A(3), A(1), p[WQ], NULL, N, C, QW, 0, WS); /* q|k|v: one matrix */
+        mw_rope_forward_inplace(A(3), QW, cos_t, sin_t, B, T, H, hs);
+        mw_rope_forward_inplace(A(3) + (size_t)H * hs, QW, cos_t, sin_t, B, T, KV, hs);
+        break;
+    case K_ATTN:
+        mw_attention_forward_gqa(A(1), A(2), A(3), m->nthreads, A(0), B, T, H, KV, hs);
+        break;
+    case K_PROJ:
+        mw_graph_copy(A(2), A(0), (size_t)N * C);
+        mw_matmul_forward(A(2), A(1), p[WO], NULL, N, C, C, 1, WS);
+        break;
+    case K_LN2FC:
+    case K_LN2:
+        mw_rmsnorm_forward(A(1), A(2), A(0), p[MLP_NORM], N, C, eps);
+        if (m->ops[i].kind == K_LN2) break;
+        mw_matmul_forward(A(3), A(1), p[WGATE], NULL, N, C, F, 0, WS);
+        mw_matmul_forward(A(3) + NF, A(1), p[WUP], NULL, N, C, F, 0, WS);
+        break;
+    case K_SWIGLU:
+        mw_swiglu_forward(A(1), A(0), A(0) + NF, (long)NF);
+        break;
+    case K_DOWN:
+        mw_graph_copy(A(2), A(0), (size_t)N * C);
+        mw_matmul_forward(A(2), A(1), p[WDOWN], NULL, N, F, C, 1, WS);
+        break;
+    case K_HEAD:
+    case K_LOGITS: {
+        const int kind = m->ops[i].kind, has_tg = m->has_targets, keep = mw_graph_keeps_logits(c);
+        const int32_t *tg = (const int32_t *)P[1];
+        float *lnf = A(2), *rstd = A(3), *logits = A(4), *losses = A(5);
+        const float *x = A(0), *wl = LMHEAD(m->params);
+        mw_rmsnorm_forward(lnf, rstd, x, NORMF(m->params), N, C, eps);
+        const int grad = kind == K_HEAD && train;
+        for (int n0 = 0; n0 < N; n0 += MW_LOSS_ROWS) { /* positions in fixed quanta */
+            const int rows = n0 + MW_LOSS_ROWS < N ? MW_LOSS_ROWS : N - n0;
+            float *z = keep ? logits + (size_t)n0 * V : logits; /* or one chunk's */
+            mw_matmul_forward(z, lnf + (size_t)n0 * C, wl, NULL, rows, C, V, 0, WS);
+            if (!has_tg) continue;
+            mw_crossentropy(z, losses + n0, tg + n0, dloss, grad, rows, V);
+            if (grad)
+                mw_matmul_backward(A(6) + (size_t)n0 * C, LMHEAD(G), NULL, z, lnf + (size_t)n0 * C, wl,
+                                   rows, C, V, 0, WS);
+        }
+        if (has_tg) {
+            double s = 0.0;
+            for (int n = 0; n < N; n++) s += losses[n];
+            *loss_sum = s;
+        }
+        if (grad) {
+            memset(A(7), 0, sizeof(float) * (size_t)N * C);
+            mw_rmsnorm_backward_acc(A(7), NORMF(G), A(6), x, NORMF(m->params), rstd, N, C);
+        }
+        break;
+    }
+    case K_BDOWN: /* dW from act; d(act) over act; d(gate|up) over gate|up */
+        mw_matmul_backward(NULL, g[WDOWN], NULL, A(2), A(1), p[WDOWN], N, F, C, 0, WS);
+        mw_matmul_backward_dinp(A(1), A(2), p[WDOWN], N, F, C, WS);
+        mw_swiglu_backward(A(0), A(0) + NF, A(1), A(0), A(0) + NF, (long)NF);
+        break;
+    case K_BFC:
+        mw_matmul_backward(A(4), g[WGATE], NULL, A(3), A(0), p[WGATE], N, C, F, 0, WS);
+        mw_matmul_backward(A(4), g[WUP], NULL, A(3) + NF, A(0), p[WUP], N, C, F, 1, WS);
+        mw_rmsnorm_backward_acc(A(5), g[MLP_NORM], A(4), A(2), p[MLP_NORM], A(1), N, C);
+        break;
+    case K_BPROJ:
+        mw_matmul_backward(A(2), g[WO], NULL, A(1), A(0), p[WO], N, C, C, 0, WS);
+        break;
+    case K_BATTN:
+        mw_attention_backward_gqa(A(4), A(5), m->nthreads, A(0), A(1), A(2), A(3), B, T, H, KV, hs);
+        mw_rope_backward_inplace(A(4), QW, cos_t, sin_t, B, T, H, hs);
+        mw_rope_backward_inplace(A(4) + (size_t)H * hs, QW, cos_t, sin_t, B, T, KV, hs);
+        break;
+    case K_BQKV:
+        mw_matmul_backward(A(4), g[WQ], NULL, A(0), A(1), p[WQ], N, C, QW, 0, WS);
+        mw_rmsnorm_backward_acc(A(5), g[ATTN_NORM], A(4), A(3), p[ATTN_NORM], A(2), N, C);
+        break;
+    case K_EMBB:
+        mw_embedding_backward(EMBED(G), A(0), (const int32_t *)P[1], N, C);
+        break;
+    default:
+        break;
+    }
+#undef A
+}
+
+/* ---- incremental decoding: one position through every block, the KV cache of kv heads -------- */
+
+static const float *decode(mw_model *m, int32_t token, int pos) {
+    const mw_config *c = &m->cfg;
+    const int C = c->n_embd, H = c->n_head, KV = c->n_kv_head, hs = C / H, V = c->vocab, F = c->ffn;
+    const int CTX = c->ctx, QW = (int)qkv_width(c), KW = KV * hs;
+    const float eps = (float)c->norm_eps;
+    float *x = m->ext[E_DEC], *h = x + C, *qkv = h + C, *y = qkv + QW, *fc = y + C, *act = fc + 2 * F;
+    float *att = act + F, *logits = att + CTX, *rstd = logits + V;
+    const float *cos_t = m->ext[E_ROPE], *sin_t = cos_t + (size_t)CTX * hs / 2;
+    const float *cp = cos_t + (size_t)pos * hs / 2, *sp = sin_t + (size_t)pos * hs / 2;
+    memcpy(x, EMBED(m->params) + (size_t)token * C, sizeof(float) * C);
+    for (int l = 0; l < c->n_layer; l++) {
+        float *p[NLAYERT];
+        layer_ptrs(m, m->params, l, p);
+        float *K = m->ext[E_KCACHE] + (size_t)l * CTX * KW, *Vc = m->ext[E_VCACHE] + (size_t)l * CTX * KW;
+        mw_rmsnorm_forward(h, rstd, x, p[ATTN_NORM], 1, C, eps);
+        mw_matmul_forward(qkv, h, p[WQ], NULL, 1, C, QW, 0, WS);
+        mw_rope_forward_inplace(qkv, QW, cp, sp, 1, 1, H, hs);
+        mw_rope_forward_inplace(qkv + (size_t)H * hs, QW, cp, sp, 1, 1, KV, hs);
+        memcpy(K + (size_t)pos * KW, qkv + (size_t)H * hs, sizeof(float) * KW);
+        memcpy(Vc + (size_t)pos * KW, qkv + (size_t)(H + KV) * hs, sizeof(float) * KW);
+        mw_attention_decode(y, qkv, K, Vc, KW, pos, H, KV, hs, att);
+        mw_matmul_forward(x, y, p[WO], NULL, 1, C, C, 1, WS);
+        mw_rmsnorm_forward(h, rstd, x, p[MLP_NORM], 1, C, eps);
+        mw_matmul_forward(fc, h, p[WGATE], NULL, 1, C, F, 0, WS);
+        mw_matmul_forward(fc + F, h, p[WUP], NULL, 1, C, F, 0, WS);
+        mw_swiglu_forward(act, fc, fc + F, F);
+        mw_matmul_forward(x, act, p[WDOWN], NULL, 1, F, C, 1, WS);
+    }
+    mw_rmsnorm_forward(h, rstd, x, NORMF(m->params), 1, C, eps);
+    mw_matmul_forward(logits, h, LMHEAD(m->params), NULL, 1, C, V, 0, WS);
+    return logits;
+}
+
+const mw_model_def mw_arch_llama = {
+    .name = "llama",
+    .kinds = KINDS,
+    .nkinds = NKINDS,
+    .lslot_names = lslot_names,
+    .nls = NLS,
+    .gslot_names = gslot_names,
+    .ngs = NGS,
+    .k_embed = K_EMB,
+    .k_head = K_HEAD,
+    .k_logits = K_LOGITS,
+    .k_embed_bwd = K_EMBB,
+    .k_opt = K_OPT,
+    .logits_acc = 4,
+    .build_table = build_table,
+    .block_forward = push_block_forward,
+    .block_backward = push_block_backward,
+    .gslot = gslot,
+    .lslot = lslot,
+    .ext = ext,
+    .bound = bound,
+    .run_op = run_op,
+    .decode = decode,
+    .init = init,
+};
