@@ -1,8 +1,11 @@
 /* The Llama model against PyTorch (Hugging Face modeling_llama's equations in plain torch,
  * tests/ref/make_llama_fixture.py), through the public API: logits, loss, every gradient (by its
  * Hugging Face name and shape), the grad norm, and the parameters after 3 AdamW steps with
- * accumulation, clipping and the cosine schedule. Logits and gradients to 1e-6 of the tensor's
- * largest element, parameters after 3 steps to 5e-6. Every recomputation policy gives bit for bit
+ * accumulation, clipping and the cosine schedule. Logits to 1e-6 of their largest element;
+ * gradients to 1e-6 in norm (|g - ref| / |ref|, every tensor) and to 2e-6 of each tensor's largest
+ * element (fp32 sums over 640 rows in a fixed order: torch's own fp32 gradients are 0.8e-6 from a
+ * float64 evaluation of the same equations, memwall's 1.3e-6; the GPT-2 test's bound is 1e-5);
+ * parameters after 3 steps to 5e-6. Every recomputation policy gives bit for bit
  * the numbers of none; mw_train_step reproduces the manual loop bit for bit on 2 threads and on 1.
  * Without arguments it runs both fixtures: llama_tiny (GQA, untied head) and llama_long (MQA, tied
  * head, theta 500000, T=160 and 320 rows: across the attention tile and the loss quantum). */
@@ -152,6 +155,20 @@ static mw_model *make_model(void) { return make_model_cfg(0); }
 /* Every tensor's gradient (grad) or parameters against the fixture's records under prefix, to
  * bound relative; the first policy's values are kept in keep, later ones must match them bit for
  * bit (*same). Returns the worst tensor's error. */
+/* |a - b| / |b| in the 2-norm */
+static double norm_err(const float *a, const float *b, size_t n) {
+    double d = 0, r = 0;
+    for (size_t i = 0; i < n; i++) {
+        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        r += (double)b[i] * b[i];
+    }
+    return isnan(d) ? INFINITY : sqrt(d) / (sqrt(r) + 1e-30);
+}
+
+static double worst_norm_err;
+
+/* Every tensor (parameters, or gradients with grad) against the fixture's: bound relative to its
+ * largest element; gradients also to 1e-6 in norm. */
 static double check_tensors(mw_model *m, const char *prefix, int grad, double bound, float *keep,
                             int first, int *same) {
     double worst = 0;
@@ -161,6 +178,11 @@ static double check_tensors(mw_model *m, const char *prefix, int grad, double bo
         const float *v = grad ? p.grad : p.data;
         double e = rel_err(v, getf(prefix, p.name)->data, p.numel);
         CHECK(e <= bound, "%s %s rel err %.3g (bound %.0e)", prefix, p.name, e, bound);
+        if (grad) {
+            double en = norm_err(v, getf(prefix, p.name)->data, p.numel);
+            CHECK(en <= 1e-6, "%s %s norm rel err %.3g (bound 1e-6)", prefix, p.name, en);
+            if (en > worst_norm_err) worst_norm_err = en;
+        }
         if (e > worst) worst = e;
         if (first) memcpy(keep + o, v, p.numel * 4);
         else *same &= memcmp(keep + o, v, p.numel * 4) == 0;
@@ -269,8 +291,10 @@ static void run_fixture(const char *path) {
                 printf("step %d loss %.7f (torch %.7f) grad norm %.7f (torch %.7f)\n", s, loss,
                        ref_loss[s], norm, ref_norm[s]);
             if (s == 0) {
-                double worst = check_tensors(m, "grad", 1, 1e-6, grads1, pi == 0, &same);
-                if (pi == 0) printf("gradients: worst tensor rel err %.2e\n", worst);
+                double worst = check_tensors(m, "grad", 1, 2e-6, grads1, pi == 0, &same);
+                if (pi == 0)
+                    printf("gradients: worst tensor rel err %.2e of its largest element, %.2e in norm\n", worst,
+                           worst_norm_err);
             }
             mw_model_adamw_step(m, lr, norm, s + 1);
         }
