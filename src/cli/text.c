@@ -61,7 +61,10 @@ static mw_tokenizer *open_tokenizer(const opts *o, int model_vocab, model_tok *m
         mt->beside = NULL;
         name = "beside the weights";
     } else if (is_auto && mt && mt->id.name[0]) {
-        name = strcmp(mt->id.name, "bytes") == 0 ? "bytes" : "gpt2";
+        if (strcmp(mt->id.name, "bytes") && strcmp(mt->id.name, "gpt2"))
+            die(1, "the model (%s) reads tokenizer %s: pass --tokenizer PATH of its tokenizer.json", mt->who,
+                mt->id.name);
+        name = mt->id.name;
     } else if (is_auto) {
         if (model_vocab == 256) name = "bytes";
         else if (model_vocab >= 50257) name = "gpt2";
@@ -87,7 +90,12 @@ static mw_tokenizer *open_tokenizer(const opts *o, int model_vocab, model_tok *m
         if (mw_tokenizer_load_gpt2(&t, dir) != MW_OK) die(1, "%s", mw_last_error());
         snprintf(label, sizeof label, "gpt2 from %s", dir);
     } else {
-        die(1, "unknown --tokenizer '%s' (available: gpt2, bytes)", name);
+        struct stat st;
+        if (stat(name, &st) != 0)
+            die(1, "unknown --tokenizer '%s' (available: gpt2, bytes, or the path of a tokenizer.json or of a "
+                   "directory holding one; scripts/fetch-llama-tokenizers.sh puts Llama's in data/llama2 and "
+                   "data/llama3)", name);
+        if (mw_tokenizer_load(&t, name) != MW_OK) die(1, "%s", mw_last_error());
     }
     if (model_vocab && mw_tokenizer_vocab(t) > model_vocab)
         die(1, "the tokenizer %s has %d tokens, the model only %d", label, mw_tokenizer_vocab(t), model_vocab);
