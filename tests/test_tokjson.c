@@ -426,6 +426,50 @@ static char *whatwg_decode(const unsigned char *s, size_t n, size_t *outn) {
     return o;
 }
 
+/* Llama 2's text is merged word by word (before each ▁ after another character) because no
+ * token holds such a ▁: the ids must be those of merging the text whole, which the same file
+ * with one more token "x▁y" (made by no merge) forces. */
+static void test_word_split(const mw_tokenizer *t, const char *dir, const char *text, size_t tn) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    size_t n;
+    char *js = read_all(path, &n);
+    char *v = js ? strstr(js, "\"vocab\": {") : NULL;
+    CHECK(v != NULL, "%s: no vocab", path);
+    if (!v) {
+        free(js);
+        return;
+    }
+    v += 10;
+    const char *add = "\"x\u2581y\": 32000, ";
+    char *js2 = malloc(n + strlen(add) + 1);
+    size_t head = (size_t)(v - js);
+    memcpy(js2, js, head);
+    memcpy(js2 + head, add, strlen(add));
+    memcpy(js2 + head + strlen(add), v, n - head);
+    js2[n + strlen(add)] = 0;
+    char p2[256];
+    snprintf(p2, sizeof p2, "%s/tokenizer.json", tmpdir);
+    write_all(p2, js2);
+    mw_tokenizer *whole;
+    CHECK_OK(mw_tokenizer_load(&whole, p2));
+    unlink(p2);
+    size_t gpl_n;
+    char *gpl = read_all("/usr/share/common-licenses/GPL-3", &gpl_n);
+    const char *texts[] = {text, gpl ? gpl : "", " a  b\n\n  c \xE2\x96\x81\xE2\x96\x81x"};
+    size_t lens[] = {tn, gpl ? gpl_n : 0, 17};
+    for (int k = 0; k < 3; k++) {
+        size_t na, nb;
+        int32_t *a = enc(t, texts[k], lens[k], &na), *b = enc(whole, texts[k], lens[k], &nb);
+        CHECK(na == nb && memcmp(a, b, na * sizeof *a) == 0, "llama2: word by word != whole (text %d: %zu vs %zu ids)",
+              k, na, nb);
+        free(a), free(b);
+    }
+    printf("  llama2: merging word by word gives the ids of merging whole texts (%zu bytes)\n", tn + (gpl ? gpl_n : 0));
+    free(gpl), free(js), free(js2);
+    mw_tokenizer_free(whole);
+}
+
 static void test_llama(const char *name, const char *dir, const char *text, size_t tn) {
     char path[600], ref[64];
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
@@ -492,6 +536,7 @@ static void test_llama(const char *name, const char *dir, const char *text, size
               "llama2: document ids");
     }
     free(bos), free(eos);
+    if (!is3) test_word_split(t, dir, text, tn);
     printf("  %s: %zu bytes of mixed text, its lines, invalid UTF-8, long words and %d short texts: transformers.js's ids\n",
            name, tn, nextra);
     mw_tokenizer_free(t);

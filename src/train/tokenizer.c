@@ -84,6 +84,12 @@ struct mw_tokenizer {
     int32_t *imap;                  /* spelling -> id of the model's vocabulary, imask + 1 slots */
     uint64_t imask;
     int32_t *bmp_id;                /* spbpe: the token of each character below 0x10000, or -1 */
+    int sp_split;                   /* spbpe without a pre-tokenizer whose tokens never hold the
+                                       decoder's replaced string (▁) after another character: the
+                                       text is merged word by word (before each such ▁), which
+                                       gives the ids of merging it whole, faster */
+    char sp_r[32];
+    size_t sp_rlen;
     int32_t doc_pre[MAX_AFFIX], doc_post[MAX_AFFIX]; /* ids around each document */
     int ndoc_pre, ndoc_post, doc_own;
 };
@@ -721,7 +727,16 @@ mw_status mw_tokenizer_encode(const mw_tokenizer *t, const char *text, size_t n,
             }
             s = (const unsigned char *)norm;
         }
-        if (t->no_pretok) encode_word(t, &o, s, n);
+        if (t->no_pretok && t->sp_split) { /* words start at a ▁ after another character */
+            const char *r = t->sp_r;
+            size_t rl = t->sp_rlen, w = 0;
+            for (size_t i = 1; i + rl <= n && o.st == MW_OK; i++)
+                if (s[i] == (unsigned char)r[0] && !memcmp(s + i, r, rl) && (i < rl || memcmp(s + i - rl, r, rl))) {
+                    encode_word(t, &o, s + w, i - w);
+                    w = i;
+                }
+            encode_word(t, &o, s + w, n - w);
+        } else if (t->no_pretok) encode_word(t, &o, s, n);
         else split_encode(t, &o, 0, s, n);
         free(norm);
     }
@@ -1374,6 +1389,18 @@ static mw_status build(mw_tokenizer *t, spec *sp, const char *what) {
                 u[0] = (unsigned char)(0xE0 | cp >> 12), u[1] = (unsigned char)(0x80 | (cp >> 6 & 63)),
                 u[2] = (unsigned char)(0x80 | (cp & 63)), un = 3;
             t->bmp_id[cp] = cp >= 0xD800 && cp <= 0xDFFF ? -1 : spelling_id(t, (const char *)u, un);
+        }
+    }
+    if (sp->raw && sp->no_pretok && sp->rep_alen && !sp->ignore_merges) { /* see sp_split */
+        t->sp_split = 1;
+        memcpy(t->sp_r, sp->rep_a, sp->rep_alen);
+        t->sp_rlen = sp->rep_alen;
+        size_t rl = sp->rep_alen;
+        for (size_t id = 0; id < V && t->sp_split; id++) {
+            const char *k = t->key + t->koff[id];
+            size_t kn = t->koff[id + 1] - t->koff[id];
+            for (size_t q = 1; q + rl <= kn && t->sp_split; q++)
+                if (!memcmp(k + q, sp->rep_a, rl) && (q < rl || memcmp(k + q - rl, sp->rep_a, rl))) t->sp_split = 0;
         }
     }
     t->kind = sp->raw ? KIND_SPBPE : KIND_BPE;
