@@ -63,7 +63,7 @@ typedef struct mw_tokenizer_id {
 } mw_tokenizer_id;
 /* The hash of GPT-2's vocabulary (50257 tokens, 50000 merges). */
 #define MW_TOKENIZER_GPT2_HASH 0xfe1712a09e6b9e60ull
-/* The hashes of Llama 2's (32000 tokens, SentencePiece BPE; TinyLlama's too) and Llama 3's
+/* The hashes of Llama 2's (32000 tokens, SentencePiece BPE) and Llama 3's
  * (128256 tokens, byte-level BPE) tokenizer.json, pipeline included: names "llama2", "llama3". */
 #define MW_TOKENIZER_LLAMA2_HASH 0xfc45e868b7d696f0ull
 #define MW_TOKENIZER_LLAMA3_HASH 0xdf474bfae843d19cull
