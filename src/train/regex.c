@@ -586,9 +586,12 @@ typedef struct memo {
     size_t mask, n;
 } memo;
 
+#define MEMO_MAX ((size_t)1 << 24) /* slots: 128 MiB */
+
 static int memo_visit(memo *m, uint64_t key) { /* 1: seen before; 0: new; -1: out of memory */
     if (2 * (m->n + 1) > m->mask + 1 || !m->keys) {
         size_t cap = m->keys ? 2 * (m->mask + 1) : 4096;
+        if (cap > MEMO_MAX) return -1; /* a pattern that backtracks over this much text: refused */
         uint64_t *k = calloc(cap, sizeof *k);
         if (!k) return -1;
         for (size_t i = 0; m->keys && i <= m->mask; i++) {

@@ -34,7 +34,8 @@ mw_status mw_regex_compile(mw_regex **out, const char *pat, size_t n, const char
 void mw_regex_free(mw_regex *re); /* NULL is a no-op */
 
 /* The first match in s[from..n) that starts at a character boundary at or after from: 1 and
- * [*ms, *me) (non-empty), or 0 when there is none; -1 when out of memory (a memo was needed).
+ * [*ms, *me) (non-empty), or 0 when there is none; -1 when out of memory (a memo was needed, and
+ * it would pass 2^24 slots: a pattern that backtracks that much is not run).
  * bmp: the MW_UC_* class of every code point below 0x10000, or NULL (a binary search). */
 int mw_regex_find(const mw_regex *re, const uint8_t *bmp, const unsigned char *s, size_t n,
                   size_t from, size_t *ms, size_t *me);

@@ -588,7 +588,7 @@ typedef struct enc_out {
 } enc_out;
 
 /* Appends the ids of word s[0..wn) (wn >= 1). */
-static void encode_word(const mw_tokenizer *t, enc_out *o, const unsigned char *s, size_t wn) {
+static inline void encode_word(const mw_tokenizer *t, enc_out *o, const unsigned char *s, size_t wn) {
     if (o->st != MW_OK) return;
     if (wn > INT32_MAX / 4) { /* positions are int32 */
         o->st = mw_fail(MW_ERR_ARG, "tokenizer: a single word of %zu bytes is too long", wn);
@@ -636,9 +636,11 @@ static void split_encode(const mw_tokenizer *t, enc_out *o, int level, const uns
     }
     const mw_regex *re = t->pre[level].re;
     if (!re) { /* GPT-2's pattern */
+        int last = level + 1 == t->npre;
         for (size_t i = 0; i < n && o->st == MW_OK;) {
             size_t e = pretoken_end(t, s, n, i);
-            split_encode(t, o, level + 1, s + i, e - i);
+            if (last) encode_word(t, o, s + i, e - i);
+            else split_encode(t, o, level + 1, s + i, e - i);
             i = e;
         }
         return;
@@ -648,7 +650,8 @@ static void split_encode(const mw_tokenizer *t, enc_out *o, int level, const uns
     for (;;) {
         int r = mw_regex_find(re, t->bmp_class, s, n, at, &ms, &me);
         if (r < 0) {
-            o->st = mw_fail(MW_ERR_NOMEM, "tokenizer: out of memory matching the pre-tokenizer regex");
+            o->st = mw_fail(MW_ERR_NOMEM, "tokenizer: out of memory matching the pre-tokenizer regex (it "
+                                          "backtracks over more than 8M states on this text)");
             return;
         }
         if (r == 0) break;
