@@ -357,7 +357,7 @@ int cmd_detokenize(int argc, char **argv) {
     char *out = NULL;
     size_t on = 0, ocap = 0;
     if (mw_tokenizer_decode(tok, ids, nids, &out, &on, &ocap) != MW_OK) die(1, "%s", mw_last_error());
-    fwrite(out, 1, on, stdout);
+    if (on) fwrite(out, 1, on, stdout);
     fflush(stdout);
     free(out), free(ids), free(text);
     mw_tokenizer_free(tok);

@@ -1,8 +1,11 @@
-/* GPT-2 byte-level BPE (gpt-3-encoder's ids) and the byte tokenizer. See tokenizer.h.
+/* BPE tokenizers (GPT-2's with gpt-3-encoder's ids; Hugging Face tokenizer.json ones) and the
+ * byte tokenizer. See tokenizer.h.
  *
- * Encoding a text: a hand-written matcher of GPT-2's pattern cuts it into words (pre-tokens);
- * each word is looked up in a lock-free cache of merged words, or BPE-merged with a heap of
- * adjacent pairs and cached. Three details of gpt-3-encoder's JavaScript are reproduced:
+ * Encoding a text: the normalizer's steps (tokenizer.json), then the pre-tokenizer's: a
+ * hand-written matcher of GPT-2's pattern, or Split regexes (regex.c), cut it into words; each
+ * word is looked up in a lock-free cache of merged words, or BPE-merged and cached. Hugging
+ * Face's merge order (bpe_hf) takes the least rank, the leftmost first, one merge at a time;
+ * for GPT-2's vocabulary three details of gpt-3-encoder's JavaScript are reproduced (bpe_word):
  *  - merge ranks are keyed by the string first + "," + second, so a pair that is no merge can
  *    take the rank of one that spells the same key ('",' + '"' is looked up as '"' + ',"');
  *  - in each round the pair of least rank is merged at every non-overlapping occurrence, left to
@@ -1028,7 +1031,9 @@ static int spec_add_bytes(spec *sp, const char *s, size_t n) {
     return 1;
 }
 
-/* Adds token (s[0..n), id); byte-level says whether s is GPT-2's byte-level spelling or raw. */
+/* Adds token (s[0..n), id). byte_level 1: a model token in GPT-2's byte-level spelling; 0: a raw
+ * one (an added token of a byte-level BPE, or a SentencePiece BPE's model token); -1: an added
+ * token of a SentencePiece BPE (raw). */
 static mw_status spec_token(spec *sp, const char *s, size_t n, int64_t id, int byte_level,
                             const char *what) {
     int added = !byte_level && !sp->raw;

@@ -33,19 +33,20 @@
 
 typedef struct mw_tokenizer mw_tokenizer;
 
-/* A BPE tokenizer from path: a directory holding encoder.json + vocab.bpe, vocab.json +
- * merges.txt or tokenizer.json (in that order of preference), or the path of a tokenizer.json.
- * tokenizer_config.json beside a tokenizer.json names the document's special tokens (bos_token
- * unless add_bos_token is false, eos_token when add_eos_token is true) when its post_processor
- * has no template. Failures as mw_tokenizer_load_gpt2's. */
-mw_status mw_tokenizer_load(mw_tokenizer **out, const char *path);
-/* GPT-2 BPE (and now any tokenizer mw_tokenizer_load reads) from path: a directory holding encoder.json + vocab.bpe (preferred), vocab.json +
- * merges.txt (the same files under Hugging Face's names) or tokenizer.json, or the path of a Hugging Face tokenizer.json (model.vocab {token: id} and
- * model.merges ["a b", ...] or [["a", "b"], ...]; added_tokens are added as raw pieces). Merges
- * are looked up the way gpt-3-encoder does, by the string "a,b", whichever file they come from.
+/* A BPE tokenizer from path: a directory holding encoder.json + vocab.bpe (preferred), vocab.json
+ * + merges.txt (the same files under Hugging Face's names) or tokenizer.json, or the path of a
+ * Hugging Face tokenizer.json (model.vocab {token: id}, model.merges ["a b", ...] or [["a", "b"],
+ * ...], its pipeline as above; added_tokens that model.vocab lacks are added as raw pieces, and
+ * one that is not special is refused). GPT-2's vocabulary, from any of these files, merges the way
+ * gpt-3-encoder does (ranks looked up by the string "a,b"); any other tokenizer.json, the way
+ * Hugging Face does. tokenizer_config.json beside a tokenizer.json names the document's special
+ * tokens (bos_token unless add_bos_token is false, eos_token when add_eos_token is true) when the
+ * post_processor has no template.
  * On success *out is owned by the caller (mw_tokenizer_free). On failure *out is NULL and the
  * status is MW_ERR_IO (a file is missing: the message says how to fetch it), MW_ERR_FORMAT (a
- * malformed file, with its name and the reason) or MW_ERR_NOMEM. */
+ * malformed or unsupported file, with its name and the reason) or MW_ERR_NOMEM. */
+mw_status mw_tokenizer_load(mw_tokenizer **out, const char *path);
+/* The same (its older name). */
 mw_status mw_tokenizer_load_gpt2(mw_tokenizer **out, const char *path);
 /* The tokenizer's identity (memwall.h): "bytes", or for a BPE "gpt2", "llama2" or "llama3" when
  * the hash is MW_TOKENIZER_GPT2_HASH, _LLAMA2_HASH or _LLAMA3_HASH, else "bpe" (byte-level) or
