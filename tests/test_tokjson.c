@@ -277,6 +277,26 @@ static void test_tiny_sp(void) {
     CHECK(strcmp(id.name, "spbpe") == 0, "tiny sp is \"%s\"", id.name);
     mw_tokenizer_free(t);
 
+    /* the same with a Metaspace pre-tokenizer (newer files) instead of the normalizer: ▁ first
+     * only when the text does not start with one */
+    sp_json(js, ", \"\\u2581\": 259, \"a\": 260, \"b\": 261, \"\\u2581a\": 262, \"ab\": 263, \"\\u2581ab\": 264",
+            "\"\\u2581 a\", \"a b\", \"\\u2581a b\"", "null");
+    char *nb = strstr(js, "\"normalizer\": "), *ne = strstr(js, "\"pre_tokenizer\": null, ");
+    const char *meta = "\"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"\\u2581\", "
+                       "\"prepend_scheme\": \"first\", \"split\": false}, ";
+    if (nb && ne) { /* the normalizer and the null pre-tokenizer become the Metaspace one */
+        const char *after = ne + strlen("\"pre_tokenizer\": null, ");
+        memmove(nb + strlen(meta), after, strlen(after) + 1);
+        memcpy(nb, meta, strlen(meta));
+    }
+    t = load_text(js, MW_OK);
+    if (t) {
+        expect_ids(t, "metaspace ab", "ab", (int32_t[]){264}, 1);
+        expect_ids(t, "metaspace ' ab'", " ab", (int32_t[]){264}, 1);
+        expect_ids(t, "metaspace 'a b'", "a b", (int32_t[]){262, 259, 261}, 3);
+    }
+    mw_tokenizer_free(t);
+
     /* a missing byte token, a merge of unknown tokens, a decoder without ByteFallback: refused */
     sp_json(js, ", \"a\": 259", "\"a x\"", "null");
     CHECK(!load_text(js, MW_ERR_FORMAT) && strstr(mw_last_error(), "merge 1"), "%s", mw_last_error());
