@@ -10,13 +10,19 @@
 # lets each pick.
 # Prints medians, the ratio, peak RSS, and memwall's model FLOP/s as a fraction of the rate of its
 # own GEMM on a 2048^3 product measured in the same run (OpenBLAS's rate printed beside it). Needs python3-torch (scripts/install-deps.sh --bench).
-#   bench/run.sh [--threads N] [--steps N] [--warmup N] [--configs "4x64 4x256 1x1024"]
+# --arch llama measures the Llama family instead: smollm-135m at B=4,T=256 and tinyllama-1.1b at
+# B=1,T=512 against the workplace's peer ../shared/peers/torch_llama_bench.py (PEER= overrides),
+# and prints each side's parameter count (a check that both build the same model).
+#   bench/run.sh [--arch gpt2|llama] [--threads N] [--steps N] [--warmup N]
+#                [--configs "4x64 4x256 1x1024" | "smollm-135m:4x256 tinyllama-1.1b:1x512"]
 #                [--isa auto|avx2|avx512]
+# A configuration is [PRESET:]BxT; the preset defaults to gpt2 (--arch gpt2) or smollm-135m.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-THREADS=$(nproc) STEPS=6 WARMUP=2 CONFIGS="4x64 4x256 1x1024" ISA=auto
+THREADS=$(nproc) STEPS=6 WARMUP=2 CONFIGS="" ISA=auto ARCH=gpt2
 while [ $# -gt 0 ]; do
   case $1 in
+    --arch) ARCH=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
     --steps) STEPS=$2; shift 2 ;;
     --warmup) WARMUP=$2; shift 2 ;;
@@ -28,9 +34,16 @@ done
 # The peer is bench/torch_gpt2.py (PEER= overrides). Where the workplace's shared peer
 # (../shared/peers/torch_gpt2_bench.py, SHARED_PEER= overrides) exists, it runs beside it on the
 # first configuration, as a check that the two measure the same model at the same speed.
-PEER=${PEER:-bench/torch_gpt2.py}
+# For --arch llama the peer is the shared ../shared/peers/torch_llama_bench.py (no copy here).
+case $ARCH in
+  gpt2) PEER=${PEER:-bench/torch_gpt2.py} DEF_PRESET=gpt2 CONFIGS=${CONFIGS:-"4x64 4x256 1x1024"} LABELW=10 ;;
+  llama) PEER=${PEER:-../shared/peers/torch_llama_bench.py} DEF_PRESET=smollm-135m LABELW=26
+    CONFIGS=${CONFIGS:-"smollm-135m:4x256 tinyllama-1.1b:1x512"} ;;
+  *) echo "bench/run.sh: --arch gpt2|llama, not $ARCH" >&2; exit 1 ;;
+esac
 SHARED_PEER=${SHARED_PEER:-../shared/peers/torch_gpt2_bench.py}
-[ -f "$PEER" ] || { echo "bench/run.sh: peer benchmark $PEER not found" >&2; exit 1; }
+[ "$ARCH" = gpt2 ] || SHARED_PEER=/nonexistent # the llama peer is the shared one already
+[ -f "$PEER" ] || { echo "bench/run.sh: peer benchmark $PEER not found (PEER= names it)" >&2; exit 1; }
 /usr/bin/python3 -c "import torch" 2>/dev/null || { echo "bench/run.sh: needs python3-torch: scripts/install-deps.sh --bench" >&2; exit 1; }
 make -s all build/sgemm_rate >/dev/null
 export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp
@@ -51,21 +64,31 @@ echo "isa $ISA: memwall ${MW_ENV:-picks its kernel}; PyTorch $([ "$ISA" = auto ]
 SG=$(env $PEER_ENV $MW_ENV build/sgemm_rate "$THREADS" 2048)
 SGEMM=$(field "$SG" sgemm_gflops)
 echo "GEMM ceiling (2048^3, same threads): memwall's GEMM ($(grep -o '"kernel": "[a-z0-9]*"' <<<"$SG" | cut -d'"' -f4) kernel) $SGEMM GFLOP/s; OpenBLAS $(field "$SG" openblas_gflops) GFLOP/s"
-printf "\n%-10s | %12s %12s %7s | %12s %12s | %14s %8s\n" "B x T" "memwall tok/s" "torch tok/s" "ratio" \
+printf "\n%-${LABELW}s | %12s %12s %7s | %12s %12s | %14s %8s\n" "$([ "$ARCH" = gpt2 ] && echo "B x T" || echo "model, B x T")" "memwall tok/s" "torch tok/s" "ratio" \
   "memwall RSS" "torch RSS" "memwall GFLOP/s" "of GEMM"
 for cfg in $CONFIGS; do
-  B=${cfg%x*} T=${cfg#*x}
-  M=$(env $MW_ENV build/memwall bench --preset gpt2 --batch "$B" --seq "$T" --steps "$STEPS" --warmup "$WARMUP" \
+  PRESET=$DEF_PRESET bt=$cfg
+  case $cfg in *:*) PRESET=${cfg%%:*} bt=${cfg#*:} ;; esac
+  B=${bt%x*} T=${bt#*x}
+  label="$B x $T"
+  [ "$ARCH" = gpt2 ] || label="$PRESET $B x $T"
+  M=$(env $MW_ENV build/memwall bench --preset "$PRESET" --batch "$B" --seq "$T" --steps "$STEPS" --warmup "$WARMUP" \
     --threads "$THREADS" --json)
-  P=$(env $PEER_ENV /usr/bin/python3 "$PEER" --preset gpt2 --batch "$B" --seq "$T" --steps "$STEPS" --warmup "$WARMUP" \
+  P=$(env $PEER_ENV /usr/bin/python3 "$PEER" --preset "$PRESET" --batch "$B" --seq "$T" --steps "$STEPS" --warmup "$WARMUP" \
     --threads "$THREADS" --json | tail -1)
   mt=$(field "$M" tokens_per_s) pt=$(field "$P" tokens_per_s)
   mr=$(field "$M" peak_rss_bytes) pr=$(field "$P" peak_rss_mib) mg=$(field "$M" model_gflops)
-  printf "%-10s | %12.1f %12.1f %6.2fx | %8.0f MiB %8.0f MiB | %14.1f %7.0f%%\n" "$B x $T" "$mt" "$pt" \
+  [ -n "$mt" ] && [ -n "$pt" ] || { echo "bench/run.sh: $label: no tokens/s from memwall or the peer:" \
+    "$M | $P" >&2; exit 1; }
+  printf "%-${LABELW}s | %12.1f %12.1f %6.2fx | %8.0f MiB %8.0f MiB | %14.1f %7.0f%%\n" "$label" "$mt" "$pt" \
     "$(awk -v a="$mt" -v b="$pt" 'BEGIN{print a/b}')" "$(awk -v a="$mr" 'BEGIN{print a/1048576}')" "$pr" \
     "$mg" "$(awk -v a="$mg" -v b="$SGEMM" 'BEGIN{print 100*a/b}')"
   echo "  memwall: $M" >>"${BENCH_LOG:-/dev/null}"
   echo "  torch:   $P" >>"${BENCH_LOG:-/dev/null}"
+  if [ "$ARCH" != gpt2 ]; then
+    mp=$(field "$M" params) pp=$(field "$P" params)
+    printf "%-${LABELW}s   parameters: memwall %s, torch %s: %s\n" "" "$mp" "$pp" "$([ "$mp" = "$pp" ] && echo same || echo DIFFERENT)"
+  fi
   if [ -f "$SHARED_PEER" ] && [ -z "${checked:-}" ]; then
     checked=1
     S=$(env $PEER_ENV /usr/bin/python3 "$SHARED_PEER" --preset gpt2 --batch "$B" --seq "$T" --steps "$STEPS" \

