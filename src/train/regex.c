@@ -39,20 +39,6 @@ static int cls_add(cclass *c, uint32_t lo, uint32_t hi) {
     return 1;
 }
 
-/* JavaScript's \s as the table has it: ASCII white space is in the ASCII table below. */
-static const uint8_t ascii_cat[128] = {
-    ['\t'] = MW_UC_SPACE, ['\n'] = MW_UC_SPACE, ['\v'] = MW_UC_SPACE, ['\f'] = MW_UC_SPACE,
-    ['\r'] = MW_UC_SPACE, [' '] = MW_UC_SPACE,
-    ['0'] = MW_UC_NUMBER, ['1'] = MW_UC_NUMBER, ['2'] = MW_UC_NUMBER, ['3'] = MW_UC_NUMBER,
-    ['4'] = MW_UC_NUMBER, ['5'] = MW_UC_NUMBER, ['6'] = MW_UC_NUMBER, ['7'] = MW_UC_NUMBER,
-    ['8'] = MW_UC_NUMBER, ['9'] = MW_UC_NUMBER,
-    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1, ['I'] = 1,
-    ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1, ['Q'] = 1, ['R'] = 1,
-    ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1, ['Y'] = 1, ['Z'] = 1,
-    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1,
-    ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1,
-    ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
-};
 
 /* Decodes the character at s[i] (i < n): its code point (U+FFFD for a byte that starts no
  * well-formed sequence) and byte length. */
@@ -87,7 +73,7 @@ static inline size_t decode(const unsigned char *s, size_t n, size_t i, uint32_t
 }
 
 static inline int category(const uint8_t *bmp, uint32_t cp) {
-    if (cp < 0x80) return ascii_cat[cp];
+    if (cp < 0x80) return mw_uc_ascii[cp];
     if (cp < 0x10000 && bmp) return bmp[cp];
     return mw_uc_class(cp);
 }

@@ -146,8 +146,8 @@ static void pair_put(mw_tokenizer *t, int32_t l, int32_t r, int32_t rank, int32_
 
 /* ---- UTF-8 and character classes -------------------------------------------------------- */
 
-/* The class of ASCII characters: JavaScript's \s is \t \n \v \f \r and space here. */
-static const uint8_t ascii_class[128] = {
+/* The class of ASCII characters (unicode_tables.h): JavaScript's \s is \t \n \v \f \r and space here. */
+const uint8_t mw_uc_ascii[128] = {
     ['\t'] = MW_UC_SPACE, ['\n'] = MW_UC_SPACE, ['\v'] = MW_UC_SPACE, ['\f'] = MW_UC_SPACE,
     ['\r'] = MW_UC_SPACE, [' '] = MW_UC_SPACE,
     ['0'] = MW_UC_NUMBER, ['1'] = MW_UC_NUMBER, ['2'] = MW_UC_NUMBER, ['3'] = MW_UC_NUMBER,
@@ -198,7 +198,7 @@ static inline int char_class(const mw_tokenizer *t, const unsigned char *s, size
                              size_t *len) {
     if (s[i] < 0x80) {
         *len = 1;
-        return ascii_class[s[i]];
+        return mw_uc_ascii[s[i]];
     }
     uint32_t cp;
     int l = utf8_decode(s + i, n - i, &cp);

@@ -15,6 +15,8 @@ typedef struct mw_uc_range {
 extern const mw_uc_range mw_uc_ranges[]; /* sorted, disjoint */
 extern const int mw_uc_nranges;
 extern const char mw_unicode_version[]; /* of the Python unicodedata that generated the table */
+/* The class of each ASCII character (defined in tokenizer.c; regex.c shares it) */
+extern const uint8_t mw_uc_ascii[128];
 
 /* The class of code point cp: a binary search of the ranges. */
 static inline int mw_uc_class(uint32_t cp) {
