@@ -3,76 +3,12 @@
  * from tests/ref/make_gpt2_fixture.py. Also: mw_train_step reproduces the manual loop bit for
  * bit, and the same run on 1 and 2 threads gives the same losses. */
 #include "check.h"
+#include "fixture.h"
 #include "memwall.h"
-
-#define MAXREC 256
-typedef struct rec {
-    char name[96];
-    int dtype, ndim, dims[4];
-    size_t n;
-    void *data;
-} rec;
-static rec recs[MAXREC];
-static int nrec;
-
-static void load_fixture(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "FAIL: cannot open fixture %s\n", path);
-        exit(1);
-    }
-    char magic[8];
-    uint32_t n;
-    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, "MWFX0001", 8) || fread(&n, 4, 1, f) != 1 ||
-        n > MAXREC) {
-        fprintf(stderr, "FAIL: %s is not a fixture\n", path);
-        exit(1);
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        rec *r = &recs[nrec++];
-        uint32_t len, dt, nd, d;
-        int ok = fread(&len, 4, 1, f) == 1 && len < sizeof r->name &&
-                 fread(r->name, 1, len, f) == len && fread(&dt, 4, 1, f) == 1 &&
-                 fread(&nd, 4, 1, f) == 1 && nd <= 4;
-        r->n = 1;
-        for (uint32_t k = 0; ok && k < nd; k++) {
-            ok = fread(&d, 4, 1, f) == 1;
-            r->dims[k] = (int)d;
-            r->n *= d;
-        }
-        r->dtype = (int)dt;
-        r->ndim = (int)nd;
-        r->data = ok ? malloc(r->n * 4) : NULL;
-        if (!ok || !r->data || fread(r->data, 4, r->n, f) != r->n) {
-            fprintf(stderr, "FAIL: truncated fixture %s\n", path);
-            exit(1);
-        }
-    }
-    fclose(f);
-}
-
-static rec *get(const char *name) {
-    for (int i = 0; i < nrec; i++)
-        if (strcmp(recs[i].name, name) == 0) return &recs[i];
-    fprintf(stderr, "FAIL: fixture has no record %s\n", name);
-    exit(1);
-}
-static rec *getf(const char *prefix, const char *name) {
-    char b[128];
-    snprintf(b, sizeof b, "%s/%s", prefix, name);
-    return get(b);
-}
 
 static int L, H, C, V, CTX, B, T, ACCUM, STEPS;
 static const float *hp;
 static const int32_t *tokens;
-
-/* the generator's hyper-parameters were Python doubles, stored as float32: recover them */
-static double dbl(float f) {
-    char b[32];
-    snprintf(b, sizeof b, "%.6g", f);
-    return strtod(b, NULL);
-}
 
 static void fill_config(mw_config *c) {
     mw_config_default(c);
