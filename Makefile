@@ -34,7 +34,15 @@ CFLAGS   += -fno-trapping-math
 # no errno from libm: lets sqrtf vectorise; results are the same bits
 CFLAGS   += -fno-math-errno
 CFLAGS   += -std=c11 -D_GNU_SOURCE -fopenmp $(WARN) -Iinclude -MMD -MP
-LDLIBS   := -fopenmp -lm
+LDLIBS   := -fopenmp -lm -lpthread
+# io_uring for the disk tier (src/memory/aio.c) where liburing-dev is installed
+# (scripts/install-deps.sh installs it); without it the I/O thread pool alone, same results
+URING    := $(shell test -f /usr/include/liburing.h && echo 1)
+ifeq ($(URING),1)
+URING_CFLAGS := -DMW_HAVE_URING
+LDLIBS   += -luring
+endif
+CFLAGS   += $(URING_CFLAGS)
 BLAS_LDLIBS := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
@@ -111,7 +119,8 @@ test-asan: $(ASAN_TESTS) build/asan/memwall gpt2-vocab
 # compile to nothing there (gemm_neon.c runs), and sgemm_rate (OpenBLAS for x86) is not built.
 A64_CC     ?= aarch64-linux-gnu-gcc
 A64_QEMU   ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
-A64_CFLAGS := $(filter-out $(ARCHFLAGS),$(CFLAGS)) -march=armv8-a
+A64_CFLAGS := $(filter-out $(ARCHFLAGS) $(URING_CFLAGS),$(CFLAGS)) -march=armv8-a
+A64_LDLIBS := -fopenmp -lm -lpthread
 A64_TESTS  := $(TEST_SRC:tests/%.c=build/aarch64/tests/%)
 
 build/aarch64/obj/%.o: %.c
@@ -123,16 +132,16 @@ build/aarch64/libmemwall.a: $(LIB_SRC:%.c=build/aarch64/obj/%.o)
 	aarch64-linux-gnu-ar rcs $@ $^
 
 build/aarch64/memwall: $(CLI_SRC:%.c=build/aarch64/obj/%.o) build/aarch64/libmemwall.a
-	$(A64_CC) $(A64_CFLAGS) -o $@ $^ $(LDLIBS)
+	$(A64_CC) $(A64_CFLAGS) -o $@ $^ $(A64_LDLIBS)
 
 build/aarch64/tests/%: build/aarch64/obj/tests/%.o build/aarch64/libmemwall.a
 	@mkdir -p $(dir $@)
-	$(A64_CC) $(A64_CFLAGS) -o $@ $^ $(LDLIBS)
+	$(A64_CC) $(A64_CFLAGS) -o $@ $^ $(A64_LDLIBS)
 
 aarch64: build/aarch64/memwall build/aarch64/libmemwall.a build/aarch64/attention_bench $(A64_TESTS)
 
 build/aarch64/attention_bench: build/aarch64/obj/bench/attention_bench.o build/aarch64/libmemwall.a
-	$(A64_CC) $(A64_CFLAGS) -o $@ $^ $(LDLIBS)
+	$(A64_CC) $(A64_CFLAGS) -o $@ $^ $(A64_LDLIBS)
 
 # The same libm results, every unit test and the GPT-2 reference test under qemu-aarch64, a CLI
 # smoke test, and the cross-machine check: a short training run gives the same checkpoint bytes
@@ -182,7 +191,7 @@ test-v2: build/v2/memwall build/v2/tests/test_gemm build/memwall
 # ---- fuzzing (clang's libFuzzer with ASan + UBSan) ------------------------------------------
 FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= $(shell command -v clang-14 || command -v clang)
-FUZZ_CFLAGS  := -g -O1 $(ARCHFLAGS) -ffp-contract=off -fno-trapping-math -std=c11 -D_GNU_SOURCE -fopenmp -Iinclude \
+FUZZ_CFLAGS  := -g -O1 $(ARCHFLAGS) $(URING_CFLAGS) -ffp-contract=off -fno-trapping-math -std=c11 -D_GNU_SOURCE -fopenmp -Iinclude \
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -MMD -MP
 FUZZERS      := build/fuzz/fuzz_safetensors build/fuzz/fuzz_checkpoint build/fuzz/fuzz_json \
                 build/fuzz/fuzz_hf_config build/fuzz/fuzz_tokenizer build/fuzz/fuzz_tokens

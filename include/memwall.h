@@ -122,6 +122,9 @@ typedef struct mw_config {
                                                           block, n(one), s(elective) or f(ull) */
     /* the tokenizer whose ids the model reads; recorded in checkpoints (name "" when unknown) */
     mw_tokenizer_id tokenizer;
+    /* where model states live (mw_offload_mode); never changes the numbers, only memory and time */
+    int offload;
+    char offload_dir[1024]; /* the disk tier's folder (MW_OFFLOAD_NONE: unused) */
 } mw_config;
 #define MW_INFERENCE_EVAL 2 /* mw_config.inference: evaluation (the loss only) */
 
@@ -148,6 +151,33 @@ typedef enum mw_recompute {
 /* Parses "none", "selective", "full", "every:K", "every:sqrt", "auto" or "blocks:LETTERS" (one
  * of n, s, f per block) into cfg. MW_ERR_ARG with a message otherwise. */
 mw_status mw_recompute_parse(mw_config *cfg, const char *s);
+
+/* Which model states live on the disk tier (a scratch file under cfg->offload_dir, preallocated
+ * before step 1 and removed at exit, read and written with asynchronous I/O while the step runs)
+ * instead of in memory:
+ *  NONE             every state in memory;
+ *  OPTIMIZER        AdamW's m and v on disk (8 bytes per parameter): the optimizer streams them
+ *                   through a staging buffer of the plan in chunks, reading ahead and writing
+ *                   behind, so the disk works while the update computes;
+ *  OPTIMIZER_GRADS  also the gradients; ALL  also the parameters, streamed layer by layer: both
+ *                   parse, and mw_config_validate refuses them (not built yet);
+ *  AUTO             NONE when the plan in memory fits cfg->budget (with cfg's recomputation
+ *                   policy, auto included), else OPTIMIZER: memory first, the disk only when
+ *                   memory cannot hold the states.
+ * Every mode gives the same bits as NONE; checkpoints do not record it (like threads, it is where
+ * the run keeps its states, not what it computes). */
+typedef enum mw_offload_mode {
+    MW_OFFLOAD_NONE = 0,
+    MW_OFFLOAD_OPTIMIZER,
+    MW_OFFLOAD_OPTIMIZER_GRADS,
+    MW_OFFLOAD_ALL,
+    MW_OFFLOAD_AUTO,
+    MW_OFFLOAD_COUNT
+} mw_offload_mode;
+/* "none", "optimizer", "optimizer+grads", "all", "auto" ("?" when out of range) */
+const char *mw_offload_name(int offload);
+/* Parses an --offload value into cfg->offload; MW_ERR_ARG naming the choices otherwise. */
+mw_status mw_offload_parse(mw_config *cfg, const char *s);
 
 /* Fills the defaults (the gpt2-tiny preset, AdamW 3e-4, betas 0.9/0.95, wd 0.1, clip 1.0). */
 void mw_config_default(mw_config *cfg);
@@ -197,6 +227,12 @@ typedef struct mw_plan_summary {
     char pin[MW_MAX_BLOCK_POLICIES + 16]; /* the --recompute value that gives exactly this plan:
                                              "blocks:ssssnnnnnnnn", "every:3"; pins auto's
                                              choice. "" for inference plans. */
+    /* the disk tier: the placement planned (cfg->offload, auto resolved), bytes per category held
+     * on disk, the scratch file's size (with its alignment padding), bytes read and written per
+     * optimizer step, and the staging buffer in memory they pass through (counted in category) */
+    int offload;
+    uint64_t disk[MW_CAT_COUNT];
+    uint64_t disk_file, disk_read, disk_write, disk_staging;
 } mw_plan_summary;
 
 /* Plans the training step of cfg under its recomputation policy: every buffer with its category
@@ -218,9 +254,10 @@ mw_status mw_plan_timeline(const mw_config *cfg, mw_plan_op **ops, int *nops);
  * lifetime in ops (indices into mw_plan_timeline's list). *out is malloc'd. */
 typedef enum mw_tier {
     MW_TIER_DEVICE = 0, /* the compute device's memory: host RAM on the CPU backend */
-    MW_TIER_COUNT       /* host and disk tiers come with offloading */
+    MW_TIER_DISK,       /* a scratch file under --offload-dir */
+    MW_TIER_COUNT
 } mw_tier;
-/* "device" */
+/* "device", "disk" */
 const char *mw_tier_name(mw_tier t);
 
 typedef struct mw_plan_buffer {
@@ -259,7 +296,8 @@ typedef struct mw_param_info {
     int decay;        /* 1 when weight decay applies (2-D weights) */
     float *data;      /* borrowed: the parameter */
     float *grad;      /* borrowed: its gradient */
-    float *m, *v;     /* borrowed: AdamW's first and second moments */
+    float *m, *v;     /* borrowed: AdamW's first and second moments; NULL when they live on the
+                         disk tier (mw_model_offload_info; checkpoints stream them) */
 } mw_param_info;
 int mw_model_num_tensors(const mw_model *m);
 /* Fills info for tensor i (0 <= i < mw_model_num_tensors). Returns MW_ERR_ARG when out of range. */
@@ -287,8 +325,11 @@ void mw_model_zero_grad(mw_model *m);
 /* Global L2 norm of the gradients, summed in fixed quanta so it does not depend on threads. */
 double mw_model_grad_norm(const mw_model *m);
 /* One AdamW step at learning rate lr: clips to cfg->grad_clip (if > 0) using grad_norm, applies
- * decoupled weight decay to 2-D weights only, then zeroes the gradients. t is the 1-based step. */
-void mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t);
+ * decoupled weight decay to 2-D weights only, then zeroes the gradients. t is the 1-based step.
+ * With the moments on the disk tier it streams them; MW_ERR_IO (naming the file, offset, length
+ * and errno) when a transfer fails, and then the parameters and moments are partly updated: the
+ * model must be reloaded from a checkpoint. MW_OK otherwise. */
+mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t);
 
 /* Name and shape of tensor i of cfg's parameter table, without building a model. */
 mw_status mw_config_tensor(const mw_config *cfg, int i, char *name, size_t name_len, int *ndim, int dims[2]);
@@ -449,6 +490,17 @@ mw_status mw_hf_load(const char *path, mw_model *m);
 mw_status mw_hf_export(const mw_model *m, const char *out);
 /* The same from a checkpoint file, after verifying it, without building a model. */
 mw_status mw_hf_export_ckpt(const char *ckpt, const char *out);
+
+/* The disk tier of a model (cfg->offload resolved to other than none): its scratch file, the I/O
+ * engine ("io_uring" or "threads", and why not io_uring), whether O_DIRECT took, the stale files
+ * of killed runs removed when it was created, and the bytes moved so far. Returns 0 (info zeroed)
+ * when the model keeps every state in memory, else 1. */
+typedef struct mw_offload_report {
+    char path[4096], engine[16], note[256];
+    int direct, stale;
+    uint64_t stale_bytes, file_bytes, bytes_read, bytes_written;
+} mw_offload_report;
+int mw_model_offload_info(const mw_model *m, mw_offload_report *info);
 
 /* Process peak resident set size in bytes (getrusage). */
 uint64_t mw_peak_rss(void);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs memwall's build dependencies from Debian's packages; idempotent and quiet when all is
 # there.  Usage: scripts/install-deps.sh [--bench]
-#   (default)  gcc, make, OpenBLAS (OpenMP build), OpenMP runtime: enough to build and test;
+#   (default)  gcc, make, OpenBLAS (OpenMP build), OpenMP runtime, liburing: enough to build and test;
 #              clang with its libFuzzer/sanitizer runtime and libomp, for `make fuzz`;
 #              qemu-user, whose qemu-x86_64 runs the tests on other x86 CPUs (tests/cli_kernel.sh);
 #              the aarch64 cross gcc and its libc, for `make test-aarch64` (under qemu-aarch64);
@@ -12,6 +12,8 @@
 #   --bench    also python3-torch, for the PyTorch peer benchmark and the fixture generator.
 set -euo pipefail
 pkgs=(gcc make libopenblas-openmp-dev libopenblas0-openmp libgomp1 clang-14 libclang-rt-14-dev libomp-14-dev qemu-user)
+# io_uring for the disk tier (--offload); without it the build uses its I/O thread pool alone
+pkgs+=(liburing-dev)
 # the aarch64 cross build and its tests (make test-aarch64): the cross gcc brings libgomp for arm64,
 # but the arm64 libc headers are only its Recommends
 pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)

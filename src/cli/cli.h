@@ -9,12 +9,12 @@ enum {
     CMD_TRAIN = 1, CMD_BENCH = 2, CMD_PREPARE = 4, CMD_EXPORT = 8, CMD_TOKENIZE = 16,
     CMD_DETOKENIZE = 32, CMD_SAMPLE = 64, CMD_EVAL = 128, CMD_ESTIMATE = 256, CMD_PLAN = 512
 };
-enum kind { K_INT, K_DBL, K_SIZE, K_U64, K_STR, K_FLAG, K_PRESET, K_RECOMPUTE, K_ARCH };
+enum kind { K_INT, K_DBL, K_SIZE, K_U64, K_STR, K_FLAG, K_PRESET, K_RECOMPUTE, K_ARCH, K_OFFLOAD };
 
 typedef struct opts {
     mw_config cfg;
     const char *preset, *data, *json_log, *tokenizer, *in, *out, *ckpt_dir, *resume, *init, *ckpt, *format;
-    const char *vocab_dir, *prompt, *timeline;
+    const char *vocab_dir, *prompt, *timeline, *offload_dir;
     const char *kernel;     /* --kernel NAME (parse sets the library's kernel) */
     const char *override;   /* train --override KEY[,KEY...] */
     const char *given[128]; /* the names of the options on the command line (parse) */
@@ -42,6 +42,8 @@ void apply_init_shape(opts *o);
 void resolve_ckpt(const char *arg, char *path, size_t n, mw_ckpt_info *info);
 void print_config(const opts *o, const char *cmd);
 void print_plan(const mw_plan_summary *p);
+/* The disk tier of a created model, when it has one: its file, engine and what it removed. */
+void print_offload(const mw_model *m);
 /* Creates the model or exits: 2 when the plan does not fit the budget. */
 mw_model *create_model(const opts *o);
 void json_categories(FILE *f, const mw_model *m);

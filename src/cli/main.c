@@ -62,6 +62,8 @@ static const opt_def OPTS[] = {
     {"threads", K_INT, C_(threads), MODEL | TEXT, "OpenMP threads (0: all cores; at most 1024)"},
     {"budget", K_SIZE, C_(budget), MODEL, "memory budget, e.g. 512MiB, 2GiB (0: none)"},
     {"recompute", K_RECOMPUTE, 0, MODEL, "activation recomputation: none, selective, full, every:K, every:sqrt, auto (needs --budget), or blocks:LETTERS (n/s/f per block)"},
+    {"offload", K_OFFLOAD, 0, MODEL, "where AdamW's moments live: none (memory), optimizer (a scratch file in --offload-dir, streamed by asynchronous I/O; the same bits), auto (optimizer only when the plan in memory does not fit --budget); optimizer+grads and all are not built yet"},
+    {"offload-dir", K_STR, O_(offload_dir), MODEL, "folder of the disk tier's scratch file (preallocated before step 1, removed at exit)"},
     {"data", K_STR, O_(data), CMD_TRAIN, "token files PREFIX.train.bin and PREFIX.val.bin"},
     {"data", K_STR, O_(data), CMD_EVAL, "token file FILE.bin, or PREFIX (reads PREFIX.val.bin)"},
     {"eval-every", K_INT, C_(eval_every), CMD_TRAIN, "validation loss every N steps (and at the end)"},
@@ -125,7 +127,7 @@ static const struct {
     {"resume", ~0, "FILE|DIR|auto"},    {"init", ~0, "hf:PATH"},           {"timeline", ~0, "FILE.svg"},
     {"tokenizer", ~0, "NAME"},          {"vocab-dir", ~0, "DIR"},          {"in", ~0, "FILE|DIR|-"},
     {"prompt", ~0, "TEXT"},             {"ckpt", ~0, "FILE|DIR"},          {"format", ~0, "NAME"},
-    {"kernel", ~0, "NAME"},
+    {"kernel", ~0, "NAME"},             {"offload-dir", ~0, "DIR"},
 };
 static const char *placeholder(const opt_def *d, int mask) {
     switch (d->kind) {
@@ -136,6 +138,7 @@ static const char *placeholder(const opt_def *d, int mask) {
     case K_PRESET: return "NAME";
     case K_ARCH: return "NAME";
     case K_RECOMPUTE: return "POLICY";
+    case K_OFFLOAD: return "MODE";
     case K_FLAG: return "";
     case K_STR: break;
     }
@@ -164,6 +167,7 @@ static void format_default(const opts *o, const opt_def *d, char *buf, size_t n)
             snprintf(buf, n, "%s", RECOMPUTE[o->cfg.recompute]);
         break;
     case K_ARCH: snprintf(buf, n, "%s", mw_arch_name(o->cfg.arch)); break;
+    case K_OFFLOAD: snprintf(buf, n, "%s", mw_offload_name(o->cfg.offload)); break;
     case K_FLAG: break;
     }
 }
@@ -257,6 +261,9 @@ static void parse_value(opts *o, const opt_def *d, const char *v) {
     case K_ARCH: break; /* parse() applies --arch between the preset and the shape flags */
     case K_RECOMPUTE:
         if (mw_recompute_parse(&o->cfg, v) != MW_OK) die(1, "%s", mw_last_error());
+        break;
+    case K_OFFLOAD:
+        if (mw_offload_parse(&o->cfg, v) != MW_OK) die(1, "%s", mw_last_error());
         break;
     }
 }
@@ -367,7 +374,13 @@ int opt_given(const opts *o, const char *name) {
 
 /* Validates the model configuration and applies --threads. */
 void finish_config(opts *o) {
-    if (mw_config_validate(&o->cfg) != MW_OK) die(1, "%s", mw_last_error());
+    if (o->offload_dir) {
+        if (!*o->offload_dir || strlen(o->offload_dir) >= sizeof o->cfg.offload_dir)
+            die(1, "--offload-dir: a folder path of 1 to %zu bytes", sizeof o->cfg.offload_dir - 1);
+        snprintf(o->cfg.offload_dir, sizeof o->cfg.offload_dir, "%s", o->offload_dir);
+        if (o->cfg.offload == MW_OFFLOAD_NONE)
+            die(1, "--offload-dir %s without --offload: say what goes there (--offload optimizer or auto)", o->offload_dir);
+    }
     o->cfg.threads = mw_set_threads(o->cfg.threads);
 }
 
@@ -550,6 +563,25 @@ void print_plan(const mw_plan_summary *p) {
     printf(" | peak %s", mw_fmt_bytes(p->peak, b, sizeof b));
     if (p->budget) printf(" of budget %s", mw_fmt_bytes(p->budget, b, sizeof b));
     printf(" | recompute %s\n", p->policy);
+    if (p->disk_file) {
+        char f[32], s[32];
+        printf("  disk tier (--offload %s): optimizer %s in a scratch file of %s, read and written once per step "
+               "through %s of staging in memory\n",
+               mw_offload_name(p->offload), mw_fmt_bytes(p->disk[MW_CAT_OPTIM], b, sizeof b),
+               mw_fmt_bytes(p->disk_file, f, sizeof f), mw_fmt_bytes(p->disk_staging, s, sizeof s));
+    }
+}
+
+void print_offload(const mw_model *m) {
+    mw_offload_report r;
+    if (!mw_model_offload_info(m, &r)) return;
+    char b[32];
+    printf("  disk tier: %s (%s, %s, %s)\n", r.path, mw_fmt_bytes(r.file_bytes, b, sizeof b), r.engine,
+           r.direct ? "O_DIRECT" : "through the page cache: this file system refuses O_DIRECT");
+    if (r.note[0]) printf("  disk tier: %s\n", r.note);
+    if (r.stale)
+        printf("  disk tier: removed %d stale scratch file(s) of killed runs (%s)\n", r.stale,
+               mw_fmt_bytes(r.stale_bytes, b, sizeof b));
 }
 
 /* Creates the model or exits: 2 when the plan does not fit the budget. */
@@ -570,6 +602,14 @@ void json_categories(FILE *f, const mw_model *m) {
         fprintf(f, "%s\"%s\": %llu", k ? ", " : "", mw_category_name(k), (unsigned long long)cat[k]);
     fprintf(f, "}, \"recompute\": \"%s\", \"recompute_pin\": \"%s\"", mw_model_plan(m)->policy,
             mw_model_plan(m)->pin);
+    const mw_plan_summary *p = mw_model_plan(m);
+    mw_offload_report r;
+    const int has = mw_model_offload_info(m, &r);
+    fprintf(f, ", \"offload\": \"%s\", \"disk\": {\"file_bytes\": %llu, \"read_bytes_per_step\": %llu, "
+               "\"write_bytes_per_step\": %llu, \"bytes_read\": %llu, \"bytes_written\": %llu, \"engine\": \"%s\"}",
+            mw_offload_name(p->offload), (unsigned long long)p->disk_file, (unsigned long long)p->disk_read,
+            (unsigned long long)p->disk_write, (unsigned long long)r.bytes_read, (unsigned long long)r.bytes_written,
+            has ? r.engine : "");
 }
 
 int main(int argc, char **argv) {

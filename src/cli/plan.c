@@ -123,8 +123,16 @@ int cmd_estimate(int argc, char **argv) {
     mw_plan_summary pp[NPOLICIES];
     int npp = policy_plans(c, &p, pp);
     if (o.json) {
-        printf("{\"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"tiers\": {\"device\": %llu}, \"categories\": {",
-               (unsigned long long)p.peak, (unsigned long long)p.live_peak, (unsigned long long)p.peak);
+        printf("{\"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"tiers\": {\"device\": %llu, \"disk\": %llu}, "
+               "\"offload\": \"%s\", \"disk\": {\"categories\": {",
+               (unsigned long long)p.peak, (unsigned long long)p.live_peak, (unsigned long long)p.peak,
+               (unsigned long long)p.disk_file, mw_offload_name(p.offload));
+        for (int k = 0; k < MW_CAT_COUNT; k++)
+            printf("%s\"%s\": %llu", k ? ", " : "", mw_category_name(k), (unsigned long long)p.disk[k]);
+        printf("}, \"file_bytes\": %llu, \"read_bytes_per_step\": %llu, \"write_bytes_per_step\": %llu, "
+               "\"staging_bytes\": %llu}, \"categories\": {",
+               (unsigned long long)p.disk_file, (unsigned long long)p.disk_read, (unsigned long long)p.disk_write,
+               (unsigned long long)p.disk_staging);
         for (int k = 0; k < MW_CAT_COUNT; k++)
             printf("%s\"%s\": %llu", k ? ", " : "", mw_category_name(k), (unsigned long long)p.category[k]);
         printf("}, \"fits\": %s, \"budget_bytes\": %llu, \"max_batch\": ", p.fits ? "true" : "false",
@@ -159,6 +167,21 @@ int cmd_estimate(int argc, char **argv) {
            (unsigned long long)p.peak, mw_fmt_bytes(p.peak, b1, sizeof b1));
     printf("  %-12s %16llu %12s  (most bytes alive at one op)\n", "live peak", (unsigned long long)p.live_peak,
            mw_fmt_bytes(p.live_peak, b2, sizeof b2));
+    if (p.disk_file) {
+        printf("\n  disk tier (--offload %s%s):\n", mw_offload_name(p.offload),
+               c->offload == MW_OFFLOAD_AUTO ? ", auto's choice" : "");
+        for (int k = 0; k < MW_CAT_COUNT; k++)
+            if (p.disk[k])
+                printf("  %-12s %16llu %12s  (on disk; %s of staging in memory, counted above)\n", mw_category_name(k),
+                       (unsigned long long)p.disk[k], mw_fmt_bytes(p.disk[k], b1, sizeof b1),
+                       mw_fmt_bytes(p.disk_staging, b2, sizeof b2));
+        printf("  %-12s %16llu %12s  (preallocated in --offload-dir before step 1)\n", "file", (unsigned long long)p.disk_file,
+               mw_fmt_bytes(p.disk_file, b1, sizeof b1));
+        printf("  %-12s %16llu %12s  read and the same written per optimizer step\n", "per step",
+               (unsigned long long)p.disk_read, mw_fmt_bytes(p.disk_read, b1, sizeof b1));
+    } else if (c->offload == MW_OFFLOAD_AUTO) {
+        printf("\n  --offload auto: every state stays in memory (the plan fits %s)\n", c->budget ? "the budget" : "without a budget");
+    }
     if (c->budget) {
         char fit[96];
         printf("\n  budget %s: %s; ", mw_fmt_bytes(c->budget, b1, sizeof b1), fit_text(p.peak, c->budget, fit, sizeof fit));
@@ -295,9 +318,10 @@ int cmd_plan(int argc, char **argv) {
         }
     }
     if (o.json) {
-        printf("{\"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"budget_bytes\": %llu, \"fits\": %s, \"ops\": [",
+        printf("{\"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"budget_bytes\": %llu, \"fits\": %s, "
+               "\"offload\": \"%s\", \"disk_file_bytes\": %llu, \"ops\": [",
                (unsigned long long)p.peak, (unsigned long long)p.live_peak, (unsigned long long)c->budget,
-               p.fits ? "true" : "false");
+               p.fits ? "true" : "false", mw_offload_name(p.offload), (unsigned long long)p.disk_file);
         for (int i = 0; i < n; i++) {
             printf("%s{\"phase\": \"%s\", \"op\": \"%s\"", i ? ", " : "", ops[i].name, ops[i].op);
             for (int k = 0; k < MW_CAT_COUNT; k++)

@@ -405,6 +405,7 @@ int cmd_train(int argc, char **argv) {
     if (mw_plan(&o.cfg, &plan) != MW_OK) die(1, "%s", mw_last_error());
     print_plan(&plan);
     mw_model *m = create_model(&o); /* exits 2 when the plan does not fit --budget */
+    print_offload(m);
     if (o.ckpt_dir) {                /* the plan is accepted: now --out may be created and locked */
         if (mw_mkdirs(o.ckpt_dir) != MW_OK) die(1, "--out: %s", mw_last_error());
         if (access(o.ckpt_dir, W_OK) != 0) die(1, "--out %s is not writable: %s", o.ckpt_dir, strerror(errno));
@@ -452,6 +453,11 @@ int cmd_train(int argc, char **argv) {
     for (int k = 0; k < MW_CAT_COUNT; k++)
         printf(" %s %s%s", mw_category_name(k), mw_fmt_bytes(cat[k], b1, sizeof b1),
                k + 1 < MW_CAT_COUNT ? "," : "\n");
+    mw_offload_report dr;
+    if (mw_model_offload_info(m, &dr))
+        printf("  disk tier: %s read, %s written (%s per step each way, as planned)\n",
+               mw_fmt_bytes(dr.bytes_read, b1, sizeof b1), mw_fmt_bytes(dr.bytes_written, b2, sizeof b2),
+               mw_fmt_bytes(plan.disk_read, b3, sizeof b3));
     if (t.jlog) {
         fprintf(t.jlog, "{\"event\": \"end\", \"steps\": %d, \"plan_peak_bytes\": %llu, ", st.step,
                 (unsigned long long)plan.peak);
@@ -495,6 +501,7 @@ int cmd_bench(int argc, char **argv) {
     if (!o.json) print_config(&o, "bench");
     mw_model *m = create_model(&o);
     if (!o.json) print_plan(mw_model_plan(m));
+    if (!o.json) print_offload(m);
     mw_model_init_gpt2(m, o.cfg.seed);
     const mw_config *c = &o.cfg;
     rand_ctx rc = {.rng = o.cfg.seed, .N = c->batch * c->seq, .V = c->vocab};

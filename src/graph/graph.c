@@ -12,6 +12,7 @@
 
 #include "../core/rng.h"
 #include "../core/status.h"
+#include "../memory/offload.h"
 #include "../memory/planner.h"
 #include "../optim/adamw.h"
 #include "model.h"
@@ -129,8 +130,10 @@ static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *
     PERSIST(m->params, m->nfloats * F, MW_CAT_PARAMS, "params");
     if (!c->inference) {
         PERSIST(m->grads, m->nfloats * F, MW_CAT_GRADS, "grads");
-        PERSIST(m->m, m->nfloats * F, MW_CAT_OPTIM, "adam_m");
-        PERSIST(m->v, m->nfloats * F, MW_CAT_OPTIM, "adam_v");
+        if (m->offload == MW_OFFLOAD_NONE) {
+            PERSIST(m->m, m->nfloats * F, MW_CAT_OPTIM, "adam_m");
+            PERSIST(m->v, m->nfloats * F, MW_CAT_OPTIM, "adam_v");
+        }
     }
     PERSIST(m->gw.buf, m->gw.floats * F, MW_CAT_WORK, "gemm_pack");
     PERSIST(m->staging, (2 * N + (uint64_t)c->batch * (c->seq + 1)) * sizeof(int32_t), MW_CAT_WORK,
@@ -139,6 +142,15 @@ static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *
     const int next = a->ext(m, ext);
     for (int e = 0; e < next; e++) PERSIST(m->ext[e], ext[e].bytes, ext[e].cat, ext[e].name);
 #undef PERSIST
+    if (m->offload == MW_OFFLOAD_OPTIMIZER) { /* the moments pass through it during the optimizer op
+                                                 only: it shares memory with the activations */
+        mw_offload_layout lay;
+        mw_offload_layout_of(m->nfloats, &lay);
+        if (placed)
+            m->off_stage = base + placed[idx++].offset;
+        else
+            MW_TRY(mw_planner_add(pl, "adam_stage", -1, lay.staging_bytes, MW_CAT_OPTIM, m->opt_op, m->opt_op));
+    }
     int *cur = malloc(sizeof(int) * (size_t)nslots);
     if (!cur) return mw_fail(MW_ERR_NOMEM, "out of memory planning");
     for (int i = 0; i < nslots; i++) cur[i] = -1;
@@ -204,6 +216,14 @@ static mw_status plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
     free(live);
     s->peak = pl->peak;
     s->budget = m->cfg.budget;
+    s->offload = m->offload;
+    if (m->offload == MW_OFFLOAD_OPTIMIZER) {
+        mw_offload_layout lay;
+        mw_offload_layout_of(m->nfloats, &lay);
+        s->disk[MW_CAT_OPTIM] = 2 * (uint64_t)m->nfloats * sizeof(float);
+        s->disk_file = s->disk_read = s->disk_write = lay.file_bytes;
+        s->disk_staging = lay.staging_bytes;
+    }
     s->fits = s->budget == 0 || s->peak <= s->budget;
     policy_text(m, s->policy, sizeof s->policy);
     if (!m->cfg.inference && m->seg > 0) {
@@ -217,7 +237,7 @@ static mw_status plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
     return MW_OK;
 }
 
-const char *mw_tier_name(mw_tier t) { return t == MW_TIER_DEVICE ? "device" : "?"; }
+const char *mw_tier_name(mw_tier t) { return t == MW_TIER_DEVICE ? "device" : t == MW_TIER_DISK ? "disk" : "?"; }
 
 static const char *policy_name(int p) {
     return p == MW_P_NONE ? "none" : p == MW_P_SEL ? "selective" : "full";
@@ -268,7 +288,7 @@ mw_status mw_plan_buffers(const mw_config *cfg, mw_plan_buffer **out, int *n) {
     mw_plan_summary s;
     MW_TRY(plan_dry(cfg, &m, &pl, &s));
     mw_status st = MW_OK;
-    mw_plan_buffer *b = calloc((size_t)pl.n + 1, sizeof *b);
+    mw_plan_buffer *b = calloc((size_t)pl.n + 2, sizeof *b);
     if (!b) st = mw_fail(MW_ERR_NOMEM, "out of memory");
     for (int i = 0; st == MW_OK && i < pl.n; i++) {
         const mw_pbuf *p = &pl.b[i];
@@ -285,6 +305,15 @@ mw_status mw_plan_buffers(const mw_config *cfg, mw_plan_buffer **out, int *n) {
         b[i].last = p->last;
     }
     if (st == MW_OK) *n = pl.n;
+    if (st == MW_OK && s.disk_file) { /* the disk tier's one file: m and v, chunk by chunk */
+        snprintf(b[pl.n].name, sizeof b[pl.n].name, "adam_m+v");
+        b[pl.n].category = MW_CAT_OPTIM;
+        b[pl.n].tier = MW_TIER_DISK;
+        b[pl.n].bytes = s.disk_file;
+        b[pl.n].first = 0;
+        b[pl.n].last = m->nops - 1;
+        *n = pl.n + 1;
+    }
     mw_planner_free(&pl);
     mw_model_destroy(m);
     *out = b;
@@ -330,6 +359,22 @@ mw_status mw_plan_timeline(const mw_config *cfg, mw_plan_op **ops, int *nops) {
 
 static mw_status resolve_policy(mw_model *m);
 
+/* The placement of cfg.offload: auto keeps the states in memory when that plan fits the budget
+ * (under cfg's recomputation policy, auto's choice included), else puts the moments on disk. */
+static mw_status resolve_offload(mw_model *m) {
+    const mw_config *c = &m->cfg;
+    m->offload = c->inference ? MW_OFFLOAD_NONE : c->offload;
+    if (m->offload != MW_OFFLOAD_AUTO) return MW_OK;
+    m->offload = MW_OFFLOAD_NONE;
+    if (!c->budget) return MW_OK;
+    mw_config k = *c;
+    k.offload = MW_OFFLOAD_NONE;
+    mw_plan_summary s;
+    MW_TRY(mw_plan(&k, &s));
+    if (!s.fits) m->offload = MW_OFFLOAD_OPTIMIZER;
+    return MW_OK;
+}
+
 static mw_status model_skeleton(mw_model **out, const mw_config *cfg) {
     MW_TRY(mw_config_validate(cfg));
     const mw_model_def *arch = mw_arch_get(cfg->arch);
@@ -343,6 +388,7 @@ static mw_status model_skeleton(mw_model **out, const mw_config *cfg) {
     m->gw.floats = mw_gemm_ws_floats(m->nthreads, MW_GEMM_NC);
     m->pol = calloc((size_t)cfg->n_layer, 1);
     mw_status s = m->pol ? arch->build_table(m) : mw_fail(MW_ERR_NOMEM, "cannot allocate the layer table");
+    if (s == MW_OK) s = resolve_offload(m);
     if (s == MW_OK) s = resolve_policy(m);
     if (s == MW_OK) s = build_schedule(m);
     if (s != MW_OK) {
@@ -399,6 +445,9 @@ mw_status mw_model_create(mw_model **out, const mw_config *cfg) {
     if (s == MW_OK) s = mw_arena_init(&m->arena, m->plan.peak);
     if (s == MW_OK) s = walk(m, NULL, pl.b, m->arena.base);
     mw_planner_free(&pl);
+    /* the disk tier is created (its file preallocated) before step 1, after the plan fits */
+    if (s == MW_OK && m->offload == MW_OFFLOAD_OPTIMIZER)
+        s = mw_offload_create(&m->off, m->cfg.offload_dir, m->nfloats, m->off_stage);
     if (s != MW_OK) {
         mw_model_destroy(m);
         return s;
@@ -410,6 +459,7 @@ mw_status mw_model_create(mw_model **out, const mw_config *cfg) {
 
 void mw_model_destroy(mw_model *m) {
     if (!m) return;
+    mw_offload_destroy(m->off);
     mw_arena_release(&m->arena);
     free(m->tensors);
     free(m->pol);
@@ -424,9 +474,13 @@ static void budget_message(const mw_plan_summary *p) {
     for (int k = 0; k < MW_CAT_COUNT; k++)
         n += snprintf(msg + n, sizeof msg - n, "%s%s %s", k ? ", " : "", mw_category_name(k),
                       mw_fmt_bytes(p->category[k], b[k], sizeof b[k]));
-    mw_fail(MW_ERR_BUDGET, "the plan needs %llu bytes (%s) but --budget is %llu bytes (%s): %s",
+    char hint[160] = "";
+    if (p->offload == MW_OFFLOAD_NONE && p->category[MW_CAT_OPTIM] > 0)
+        snprintf(hint, sizeof hint, " (--offload optimizer --offload-dir DIR moves the optimizer state, %s, to disk)",
+                 mw_fmt_bytes(p->category[MW_CAT_OPTIM], b[0], sizeof b[0]));
+    mw_fail(MW_ERR_BUDGET, "the plan needs %llu bytes (%s) but --budget is %llu bytes (%s): %s%s",
             (unsigned long long)p->peak, mw_fmt_bytes(p->peak, pk, sizeof pk),
-            (unsigned long long)p->budget, mw_fmt_bytes(p->budget, bu, sizeof bu), msg);
+            (unsigned long long)p->budget, mw_fmt_bytes(p->budget, bu, sizeof bu), msg, hint);
 }
 
 const mw_config *mw_model_config(const mw_model *m) { return &m->cfg; }
@@ -561,13 +615,44 @@ double mw_model_grad_norm(const mw_model *m) {
     return sqrt(s);
 }
 
-void mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
+/* The AdamW step over one streamed chunk [lo, hi) of the flat buffer: each tensor's part of it,
+ * with that tensor's weight decay; the same elementwise update as in memory, so the same bits. */
+typedef struct adamw_chunk {
+    const mw_model *m;
+    mw_adamw_hp hp;
+    double wd;
+    int next; /* the first tensor not yet finished (chunks come in order) */
+} adamw_chunk;
+
+static void adamw_chunk_fn(void *ctx, size_t lo, size_t hi, float *mc, float *vc) {
+    adamw_chunk *a = ctx;
+    const mw_model *m = a->m;
+    for (int i = a->next; i < m->ntensors; i++) {
+        const mw_tensor *ts = &m->tensors[i];
+        const size_t t0 = ts->offset, t1 = ts->offset + ts->numel;
+        if (t0 >= hi) break;
+        const size_t x = t0 > lo ? t0 : lo, y = t1 < hi ? t1 : hi;
+        if (x < y) {
+            mw_adamw_hp hp = a->hp;
+            hp.weight_decay = ts->decay ? a->wd : 0.0;
+            mw_adamw_update(m->params + x, m->grads + x, mc + (x - lo), vc + (x - lo), y - x, &hp);
+        }
+        if (t1 <= hi) a->next = i + 1;
+        if (t1 > hi) break;
+    }
+}
+
+mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
     const mw_config *c = &m->cfg;
-    if (c->inference) return;
+    if (c->inference) return MW_OK;
     float coef = 1.0f;
     if (c->grad_clip > 0) { /* PyTorch's clip_grad_norm_: max_norm / (norm + 1e-6), at most 1 */
         float cc = (float)c->grad_clip / (float)(grad_norm + 1e-6);
         coef = cc < 1.0f ? cc : 1.0f;
+    }
+    if (m->off) {
+        adamw_chunk a = {m, {lr, c->beta1, c->beta2, c->eps, 0.0, coef, t}, c->weight_decay, 0};
+        return mw_offload_stream(m->off, adamw_chunk_fn, &a);
     }
     for (int i = 0; i < m->ntensors; i++) {
         const mw_tensor *ts = &m->tensors[i];
@@ -575,6 +660,56 @@ void mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
         mw_adamw_update(m->params + ts->offset, m->grads + ts->offset, m->m + ts->offset,
                         m->v + ts->offset, ts->numel, &hp);
     }
+    return MW_OK;
+}
+
+/* ---- the moments, for checkpoints ------------------------------------------------------------ */
+
+static mw_status moment_window(const mw_model *m, int which, int i, size_t off, int write, float **p, size_t *n) {
+    if (i < 0 || i >= m->ntensors || which < 0 || which > 1 || off >= m->tensors[i].numel || m->cfg.inference)
+        return mw_fail(MW_ERR_ARG, "internal: moment %d of tensor %d at %zu", which, i, off);
+    const mw_tensor *ts = &m->tensors[i];
+    if (!m->off) {
+        *p = (which ? m->v : m->m) + ts->offset + off;
+        *n = ts->numel - off;
+        return MW_OK;
+    }
+    const size_t lim = ts->offset + ts->numel;
+    if (write) return mw_offload_map(m->off, which, ts->offset + off, lim, p, n);
+    const float *q;
+    MW_TRY(mw_offload_view(m->off, which, ts->offset + off, lim, &q, n));
+    *p = (float *)q;
+    return MW_OK;
+}
+
+mw_status mw_model_moment_view(const mw_model *m, int which, int i, size_t off, const float **p, size_t *n) {
+    float *q = NULL;
+    MW_TRY(moment_window(m, which, i, off, 0, &q, n));
+    *p = q;
+    return MW_OK;
+}
+
+mw_status mw_model_moment_map(mw_model *m, int which, int i, size_t off, float **p, size_t *n) {
+    return moment_window(m, which, i, off, 1, p, n);
+}
+
+mw_status mw_model_moments_done(const mw_model *m) { return m->off ? mw_offload_commit(m->off) : MW_OK; }
+
+int mw_model_offload_info(const mw_model *m, mw_offload_report *r) {
+    memset(r, 0, sizeof *r);
+    if (!m->off) return 0;
+    mw_offload_info in;
+    mw_offload_get_info(m->off, &in);
+    snprintf(r->path, sizeof r->path, "%s", in.path);
+    snprintf(r->engine, sizeof r->engine, "%s", in.engine);
+    snprintf(r->note, sizeof r->note, "%s", in.note);
+    r->direct = in.direct;
+    r->stale = in.stale;
+    r->stale_bytes = in.stale_bytes;
+    r->file_bytes = in.file_bytes;
+    r->bytes_read = in.bytes_read;
+    r->bytes_written = in.bytes_written;
+    return 1;
 }
 
 /* ---- recomputation policies ---------------------------------------------------------------- */

@@ -91,6 +91,9 @@ struct mw_model {
     int has_targets;
     mw_progress_fn progress; /* mw_model_set_progress: told of mw_evaluate's batches */
     void *progress_user;
+    int offload;             /* the placement planned: cfg.offload with auto resolved */
+    void *off_stage;         /* MW_OFFLOAD_OPTIMIZER: the moments' staging buffer (optimizer op) */
+    struct mw_offload *off;  /* ... and the disk tier holding them (src/memory/offload.c) */
 };
 
 /* What a model declares. Op 0 of every schedule is k_embed, whose first two values are the

@@ -7,4 +7,13 @@
 int32_t *mw_model_staging(mw_model *m);
 /* Tells the progress function of mw_model_set_progress, if any, that done of total units ran. */
 void mw_model_progress(const mw_model *m, int done, int total);
+/* AdamW's moment which (0: m, 1: v) of tensor i, from element off (< numel) on: *p points at *n
+ * >= 1 consecutive elements, valid until the next call. In memory, the rest of the tensor; on
+ * the disk tier, at most to the end of a staging chunk, read in first. view is for reading; map
+ * for writing, and mw_model_moments_done writes the last mapped chunk back. Call done after a
+ * run of either, before the next step (the staging memory is the step's). MW_ERR_IO from the disk
+ * tier, MW_ERR_ARG out of range. */
+mw_status mw_model_moment_view(const mw_model *m, int which, int i, size_t off, const float **p, size_t *n);
+mw_status mw_model_moment_map(mw_model *m, int which, int i, size_t off, float **p, size_t *n);
+mw_status mw_model_moments_done(const mw_model *m);
 #endif

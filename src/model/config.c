@@ -146,6 +146,11 @@ mw_status mw_config_validate(const mw_config *c) {
     NEED(c->recompute_every >= 0 && c->recompute_every <= c->n_layer,
          "--recompute every:K needs K in 1..--layers=%d (got %d)", c->n_layer, c->recompute_every);
     NEED(c->inference >= 0 && c->inference <= MW_INFERENCE_EVAL, "unknown inference mode %d", c->inference);
+    NEED(c->offload >= MW_OFFLOAD_NONE && c->offload < MW_OFFLOAD_COUNT, "unknown --offload mode %d", c->offload);
+    NEED(c->offload != MW_OFFLOAD_OPTIMIZER_GRADS && c->offload != MW_OFFLOAD_ALL,
+         "--offload %s is not built yet (gradients and parameters stay in memory): use --offload optimizer, "
+         "which puts AdamW's moments (8 bytes per parameter) on disk", mw_offload_name(c->offload));
+    NEED(strnlen(c->offload_dir, sizeof c->offload_dir) < sizeof c->offload_dir, "--offload-dir is not terminated");
     NEED(c->recompute != MW_RECOMPUTE_AUTO || c->budget > 0 || c->inference,
          "--recompute auto chooses per block what fits --budget: give a --budget");
 #undef NEED
@@ -184,6 +189,21 @@ double mw_lr_at(const mw_config *c, int s) {
     double p = c->steps > c->warmup ? (double)(s - c->warmup) / (c->steps - c->warmup) : 0.0;
     if (p > 1.0) p = 1.0;
     return min_lr + 0.5 * (max_lr - min_lr) * (1.0 + cos(3.14159265358979323846 * p));
+}
+
+static const char *const OFFLOAD_NAMES[MW_OFFLOAD_COUNT] = {"none", "optimizer", "optimizer+grads", "all", "auto"};
+
+const char *mw_offload_name(int offload) {
+    return offload >= 0 && offload < MW_OFFLOAD_COUNT ? OFFLOAD_NAMES[offload] : "?";
+}
+
+mw_status mw_offload_parse(mw_config *c, const char *s) {
+    for (int i = 0; i < MW_OFFLOAD_COUNT; i++)
+        if (strcmp(s, OFFLOAD_NAMES[i]) == 0) {
+            c->offload = i;
+            return MW_OK;
+        }
+    return mw_fail(MW_ERR_ARG, "--offload must be none, optimizer, optimizer+grads, all or auto (got '%s')", s);
 }
 
 mw_status mw_recompute_parse(mw_config *c, const char *s) {

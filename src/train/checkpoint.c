@@ -26,6 +26,7 @@
 #include "../core/crc32c.h"
 #include "../core/fsutil.h"
 #include "../core/status.h"
+#include "../graph/model.h"
 #include "checkpoint.h"
 
 #define VERSION 1
@@ -158,10 +159,17 @@ static mw_status write_all(writer *w, const mw_model *m, const mw_run_state *st,
         memcpy(r + REC, t.name, nl);
         MW_TRY(wr(w, r, REC + nl));
         MW_TRY(wr_crc(w, mw_crc32c(0, r, REC + nl)));
-        const float *blocks[3] = {t.data, t.m, t.v};
-        for (int b = 0; b < 3; b++) {
-            MW_TRY(wr(w, blocks[b], t.numel * 4));
-            MW_TRY(wr_crc(w, mw_crc32c(0, blocks[b], t.numel * 4)));
+        MW_TRY(wr(w, t.data, t.numel * 4));
+        MW_TRY(wr_crc(w, mw_crc32c(0, t.data, t.numel * 4)));
+        for (int b = 0; b < 2; b++) { /* the moments, a window at a time (from the disk tier) */
+            uint32_t crc = 0;
+            for (size_t off = 0, n; off < t.numel; off += n) {
+                const float *p;
+                MW_TRY(mw_model_moment_view(m, b, i, off, &p, &n));
+                MW_TRY(wr(w, p, n * 4));
+                crc = mw_crc32c(crc, p, n * 4);
+            }
+            MW_TRY(wr_crc(w, crc));
         }
     }
     unsigned char tr[TRAILER] = {0};
@@ -183,6 +191,8 @@ mw_status mw_ckpt_save(const char *dir, const mw_model *m, const mw_run_state *s
     if (fd < 0) return mw_fail(MW_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
     writer w = {fd, tmp, 0, 0};
     mw_status s = write_all(&w, m, st, train_tokens);
+    mw_status d = mw_model_moments_done(m);
+    if (s == MW_OK) s = d;
     if (s == MW_OK && fsync(fd) != 0)
         s = mw_fail(MW_ERR_IO, "cannot sync %s: %s", tmp, strerror(errno));
     if (close(fd) != 0 && s == MW_OK)
@@ -644,6 +654,7 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
         snprintf(what, sizeof what, "tensor %.*s", (int)nl, (char *)rec + REC);
         if ((s = rd_crc(&r, mw_crc32c(0, rec, REC + nl), what)) != MW_OK) goto out;
         float *dst[3] = {NULL, NULL, NULL};
+        uint32_t crc0 = 0;
         if (m) {
             mw_param_info t;
             mw_model_tensor(m, (int)i, &t);
@@ -662,6 +673,25 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
             e->numel = numel;
             e->offset = r.off;
         }
+        if (m && !dst[1] && !mw_model_config(m)->inference) { /* the moments are on the disk tier: by windows */
+            if ((s = rd_block(&r, dst[0], numel * 4, &crc0, what)) != MW_OK || (s = rd_crc(&r, crc0, what)) != MW_OK)
+                goto out;
+            for (int b = 0; b < 2; b++) {
+                uint32_t crc = 0;
+                if (numel * 4 > r.size - r.off) {
+                    s = mw_fail(MW_ERR_FORMAT, "%s: truncated (ends inside %s)", path, what);
+                    goto out;
+                }
+                for (size_t off = 0, n; off < numel; off += n) {
+                    float *p;
+                    if ((s = mw_model_moment_map(m, b, (int)i, off, &p, &n)) != MW_OK) goto out;
+                    if ((s = rd(&r, p, n * 4, what)) != MW_OK) goto out;
+                    crc = mw_crc32c(crc, p, n * 4);
+                }
+                if ((s = rd_crc(&r, crc, what)) != MW_OK) goto out;
+            }
+            continue;
+        }
         for (int b = 0; b < 3; b++) {
             uint32_t crc = 0;
             if ((s = rd_block(&r, dst[b], numel * 4, &crc, what)) != MW_OK) goto out;
@@ -676,6 +706,10 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
     }
     if (r.off != r.size) s = mw_fail(MW_ERR_FORMAT, "%s: trailing bytes after the trailer", path);
 out:
+    if (m) { /* the last mapped chunk of the disk tier goes back to its file */
+        mw_status d = mw_model_moments_done(m);
+        if (s == MW_OK) s = d;
+    }
     free(meta);
     free(r.buf);
     close(r.fd);

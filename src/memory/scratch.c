@@ -1,0 +1,166 @@
+#include "scratch.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "../core/arena.h"
+#include "../core/fsutil.h"
+#include "../core/status.h"
+#include "aio.h"
+
+#define PREFIX "memwall-offload-"
+#define SUFFIX ".scratch"
+
+/* The scratch files this process holds, removed at exit (a CLI error exits without destroying the
+ * model). Guarded by mu; at most MAXLIVE at once. */
+#define MAXLIVE 16
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static char *live[MAXLIVE];
+static int atexit_set;
+
+static void remove_live(void) {
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < MAXLIVE; i++)
+        if (live[i]) {
+            unlink(live[i]);
+            free(live[i]);
+            live[i] = NULL;
+        }
+    pthread_mutex_unlock(&mu);
+}
+
+static void track(const char *path, int add) {
+    pthread_mutex_lock(&mu);
+    if (add && !atexit_set) atexit_set = atexit(remove_live) == 0;
+    for (int i = 0; i < MAXLIVE; i++) {
+        if (add && !live[i]) {
+            live[i] = strdup(path);
+            break;
+        }
+        if (!add && live[i] && strcmp(live[i], path) == 0) {
+            free(live[i]);
+            live[i] = NULL;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+uint64_t mw_scratch_free_bytes(const char *dir) {
+    struct statvfs v;
+    if (statvfs(dir, &v) != 0) return 0;
+    return (uint64_t)v.f_bavail * v.f_frsize;
+}
+
+static int is_scratch_name(const char *n) {
+    const size_t l = strlen(n), pl = strlen(PREFIX), sl = strlen(SUFFIX);
+    return l > pl + sl && strncmp(n, PREFIX, pl) == 0 && strcmp(n + l - sl, SUFFIX) == 0;
+}
+
+/* Removes every scratch file in dir that no live run holds locked. */
+static mw_status remove_stale(const char *dir, int *count, uint64_t *bytes) {
+    DIR *d = opendir(dir);
+    if (!d) return mw_fail(MW_ERR_IO, "--offload-dir %s: %s", dir, strerror(errno));
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!is_scratch_name(e->d_name)) continue;
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        int fd = open(p, O_RDWR | O_CLOEXEC);
+        if (fd < 0) continue; /* gone already, or not ours to touch */
+        struct stat st;
+        /* stale: nobody holds its lock, or the run its name gives is gone (a killed run's io_uring
+         * can keep the file, and so its lock, alive for a moment after the process has died) */
+        const long pid = strtol(e->d_name + strlen(PREFIX), NULL, 10);
+        const int gone = pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+        if ((flock(fd, LOCK_EX | LOCK_NB) == 0 || gone) && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+            if (unlink(p) == 0) {
+                (*count)++;
+                *bytes += (uint64_t)st.st_blocks * 512;
+            }
+        }
+        close(fd);
+    }
+    closedir(d);
+    return MW_OK;
+}
+
+mw_status mw_scratch_create(mw_scratch *s, const char *dir, uint64_t bytes, int *stale, uint64_t *stale_bytes) {
+    memset(s, 0, sizeof *s);
+    s->fd = -1;
+    *stale = 0;
+    *stale_bytes = 0;
+    if (mw_mkdirs(dir) != MW_OK) return mw_fail(MW_ERR_IO, "--offload-dir: %s", mw_last_error());
+    char lockp[4400];
+    snprintf(lockp, sizeof lockp, "%s/.memwall-offload.lock", dir);
+    int lk = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lk < 0) return mw_fail(MW_ERR_IO, "--offload-dir %s is not writable: %s", dir, strerror(errno));
+    while (flock(lk, LOCK_EX) != 0 && errno == EINTR) {
+    }
+    mw_status st = remove_stale(dir, stale, stale_bytes);
+    int fd = -1;
+    char b1[32], b2[32];
+    if (st == MW_OK) {
+        const uint64_t avail = mw_scratch_free_bytes(dir);
+        if (avail && avail < bytes)
+            st = mw_fail(MW_ERR_IO, "the disk tier needs %llu bytes (%s) in --offload-dir %s, which has %llu bytes (%s) "
+                         "free: free some space, choose another folder, or offload less",
+                         (unsigned long long)bytes, mw_fmt_bytes(bytes, b1, sizeof b1), dir,
+                         (unsigned long long)avail, mw_fmt_bytes(avail, b2, sizeof b2));
+    }
+    if (st == MW_OK) {
+        snprintf(s->path, sizeof s->path, "%s/" PREFIX "%d" SUFFIX, dir, (int)getpid());
+        unlink(s->path); /* this pid's own leftover: a killed run whose pid came back */
+        fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_DIRECT, 0600);
+        s->direct = fd >= 0;
+        if (fd < 0 && errno == EINVAL) fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) st = mw_fail(MW_ERR_IO, "cannot create the scratch file %s: %s", s->path, strerror(errno));
+    }
+    if (st == MW_OK && flock(fd, LOCK_EX | LOCK_NB) != 0)
+        st = mw_fail(MW_ERR_IO, "cannot lock the scratch file %s: %s", s->path, strerror(errno));
+    if (st == MW_OK) {
+        track(s->path, 1);
+        int e = mw_aio_fault_take(MW_AIO_OP_ALLOC) != MW_AIO_FAULT_NONE ? ENOSPC : posix_fallocate(fd, 0, (off_t)bytes);
+        if (e != 0) {
+            const uint64_t avail = mw_scratch_free_bytes(dir);
+            if (e == ENOSPC)
+                st = mw_fail(MW_ERR_IO, "the disk tier needs %llu bytes (%s) in --offload-dir %s, which has %llu bytes (%s) "
+                             "free (preallocating %s: No space left on device)",
+                             (unsigned long long)bytes, mw_fmt_bytes(bytes, b1, sizeof b1), dir,
+                             (unsigned long long)avail, mw_fmt_bytes(avail, b2, sizeof b2), s->path);
+            else
+                st = mw_fail(MW_ERR_IO, "cannot preallocate %llu bytes for the scratch file %s: %s",
+                             (unsigned long long)bytes, s->path, strerror(e));
+        }
+    }
+    if (st != MW_OK && fd >= 0) {
+        unlink(s->path);
+        track(s->path, 0);
+        close(fd);
+        fd = -1;
+    }
+    flock(lk, LOCK_UN);
+    close(lk);
+    if (st != MW_OK) return st;
+    s->fd = fd;
+    s->bytes = bytes;
+    return MW_OK;
+}
+
+void mw_scratch_close(mw_scratch *s) {
+    if (s->fd < 0) return;
+    unlink(s->path);
+    track(s->path, 0);
+    close(s->fd);
+    s->fd = -1;
+}

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# End-to-end tests of the disk tier (issue 14): --offload optimizer gives the in-memory run's bits
+# (losses and checkpoint bytes) under recomputation, accumulation, 1 and 2 threads, both engines
+# and both model families; the plan's estimate is the arena; resume and SIGKILL in offloaded runs;
+# injected I/O faults (EIO, a short read, ENOSPC) each give one error, exit 1, and leave the last
+# checkpoint good to resume from; --offload auto; the refusals. Usage: tests/cli_offload.sh
+# build/memwall. Exits non-zero on any failure.
+set -u
+MW=$(realpath "${1:-build/memwall}")
+T=$(mktemp -d /tmp/mw_offload_XXXXXX)
+bg=()
+trap 'for p in "${bg[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib_cli.sh"
+has() { grep -qF -- "$2" "$1" && pass "$3" || fail "$3: '$2' not in $(head -c 600 "$1")"; }
+# scratch_count DIR: scratch files in DIR
+scratch_count() { ls "$1" 2>/dev/null | grep -c '^memwall-offload-.*\.scratch$'; }
+
+cat /usr/share/common-licenses/{GPL-2,GPL-3} >"$T/corpus.txt"
+"$MW" prepare --tokenizer bytes --in "$T/corpus.txt" --out "$T/d" >/dev/null || { echo "prepare failed"; exit 1; }
+tr=(train --data "$T/d" --batch 2 --seq 32 --lr 1e-3 --warmup 2)
+
+# run NAME ARGS...: trains into $T/NAME (checkpoint dir) with a JSON log $T/NAME.jsonl
+run() {
+  local n=$1
+  shift
+  "$MW" "${tr[@]}" --out "$T/$n" --json-log "$T/$n.jsonl" "$@" >"$T/$n.out" 2>&1 ||
+    fail "run $n ($*): $(tail -2 "$T/$n.out")"
+}
+# same_weights A B WHAT: runs with other run keys in their checkpoints (--budget): the same losses,
+# and the exported weights (which the moments of every step shaped) byte for byte
+same_weights() {
+  "$MW" export --ckpt "$T/$1" --out "$T/$1.st" >/dev/null && "$MW" export --ckpt "$T/$2" --out "$T/$2.st" >/dev/null &&
+    cmp -s "$T/$1.st" "$T/$2.st" &&
+    [ "$(json_field "$T/$1.jsonl" loss)" = "$(json_field "$T/$2.jsonl" loss)" ] &&
+    pass "$3: weights and losses identical" || fail "$3: weights or losses differ"
+}
+# same A B WHAT: the final checkpoints and the logged losses of runs A and B are identical
+same() {
+  local fa fb
+  fa=$(ls "$T/$1"/step-*.mwck | tail -1)
+  fb=$(ls "$T/$2"/step-*.mwck | tail -1)
+  if cmp -s "$fa" "$fb" && [ "$(json_field "$T/$1.jsonl" loss)" = "$(json_field "$T/$2.jsonl" loss)" ]; then
+    pass "$3: checkpoint bytes and losses identical"
+  else
+    fail "$3: $fa and $fb (or their losses) differ"
+  fi
+}
+
+echo "-- the same bits as the in-memory run"
+run mem --steps 6 --threads 2
+run off --steps 6 --threads 2 --offload optimizer --offload-dir "$T/scr"
+same mem off "--offload optimizer"
+has "$T/off.out" "disk tier (--offload optimizer): optimizer" "the plan prints the disk tier"
+grep -qE "disk tier: .*memwall-offload-[0-9]+\.scratch \(.*(io_uring|threads)" "$T/off.out" &&
+  pass "the run names its scratch file and engine" || fail "no disk tier line: $(grep disk "$T/off.out")"
+grep -qE "arena peak ([0-9.]+ [KMG]iB) \(plan \1\)" "$T/off.out" && pass "arena peak == plan peak, offloaded" ||
+  fail "arena vs plan: $(grep 'arena peak' "$T/off.out")"
+[ "$(scratch_count "$T/scr")" = 0 ] && pass "the scratch file is removed at exit" || fail "scratch left: $(ls "$T/scr")"
+mp=$(grep -o "arena peak [0-9.]* [KMG]iB" "$T/mem.out"); op=$(grep -o "arena peak [0-9.]* [KMG]iB" "$T/off.out")
+[ "$mp" != "$op" ] && pass "the offloaded arena is smaller ($op vs $mp)" || fail "same arena: $op"
+MEMWALL_AIO=threads run offth --steps 6 --threads 2 --offload optimizer --offload-dir "$T/scr"
+same mem offth "the thread-pool engine"
+has "$T/offth.out" "threads" "MEMWALL_AIO=threads picks the thread pool"
+run mem1 --steps 5 --threads 1 --accum 3 --recompute full
+run off1 --steps 5 --threads 1 --accum 3 --recompute full --offload optimizer --offload-dir "$T/scr"
+same mem1 off1 "1 thread, --accum 3, --recompute full"
+run off2 --steps 5 --threads 2 --accum 3 --recompute full --offload optimizer --offload-dir "$T/scr"
+same mem1 off2 "offloaded on 2 threads against 1 thread in memory"
+run mems --steps 5 --threads 2 --recompute selective
+run offs --steps 5 --threads 2 --recompute selective --offload optimizer --offload-dir "$T/scr"
+same mems offs "--recompute selective"
+ll=(--preset llama-tiny --vocab 256)
+run lmem --steps 4 "${ll[@]}"
+run loff --steps 4 "${ll[@]}" --offload optimizer --offload-dir "$T/scr"
+same lmem loff "the Llama family"
+
+echo "-- resume in offloaded runs"
+run full --steps 8 --threads 2
+run part --steps 8 --threads 2 --stop-at 3 --offload optimizer --offload-dir "$T/scr"
+"$MW" "${tr[@]}" --out "$T/part" --json-log "$T/part.jsonl" --resume auto --threads 2 --offload optimizer \
+  --offload-dir "$T/scr" >"$T/part2.out" 2>&1 || fail "offloaded resume: $(tail -2 "$T/part2.out")"
+same full part "stop at 3, resume offloaded"
+run mix --steps 8 --threads 2 --stop-at 4 --offload optimizer --offload-dir "$T/scr"
+"$MW" "${tr[@]}" --out "$T/mix" --json-log "$T/mix.jsonl" --resume auto --threads 2 >"$T/mix2.out" 2>&1 ||
+  fail "in-memory resume of an offloaded checkpoint: $(tail -2 "$T/mix2.out")"
+same full mix "offloaded checkpoint resumed in memory"
+run mix3 --steps 8 --threads 2 --stop-at 5
+"$MW" "${tr[@]}" --out "$T/mix3" --json-log "$T/mix3.jsonl" --resume auto --threads 2 --offload optimizer \
+  --offload-dir "$T/scr" >"$T/mix3b.out" 2>&1 || fail "offloaded resume of an in-memory checkpoint"
+same full mix3 "in-memory checkpoint resumed offloaded"
+
+echo "-- SIGKILL: the next run removes the stale scratch file and continues exactly"
+run long --steps 40 --threads 2 --save-every 2
+"$MW" "${tr[@]}" --steps 40 --threads 2 --save-every 2 --out "$T/kill" --json-log "$T/kill.jsonl" \
+  --offload optimizer --offload-dir "$T/kscr" --log-every 1 >"$T/kill.out" 2>&1 &
+pid=$!
+bg+=("$pid")
+for _ in $(seq 1 200); do # until a checkpoint exists and training goes on
+  [ -n "$(ls "$T/kill" 2>/dev/null | grep 'step-0000000[4-9]')" ] && break
+  sleep 0.05
+done
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+[ "$(scratch_count "$T/kscr")" = 1 ] && pass "the killed run left its scratch file" ||
+  fail "killed run: $(ls "$T/kscr" 2>&1) (did it finish before the kill? $(tail -1 "$T/kill.out"))"
+"$MW" "${tr[@]}" --steps 40 --threads 2 --save-every 2 --out "$T/kill" --json-log "$T/kill.jsonl" --resume auto \
+  --offload optimizer --offload-dir "$T/kscr" >"$T/kill2.out" 2>&1 || fail "resume after SIGKILL: $(tail -2 "$T/kill2.out")"
+has "$T/kill2.out" "removed 1 stale scratch file(s) of killed runs" "the stale file is recognised and removed"
+[ "$(scratch_count "$T/kscr")" = 0 ] && pass "and no scratch file remains" || fail "left: $(ls "$T/kscr")"
+same long kill "SIGKILL, then resume"
+
+echo "-- I/O faults: one error, exit 1, the last checkpoint stays good"
+# 16 chunks: 16 reads and 16 writes a step, and 32 reads (each moment half of each chunk) a
+# checkpoint, every 2 steps: read 100 fails the save at step 4, which must leave step 2 good
+run fref --steps 8 --threads 2 --save-every 2
+for f in eio:read:70 short:read:70 enospc:write:40 eio:write:70 eio:read:100; do
+  rm -rf "$T/f" "$T/f.jsonl"
+  MEMWALL_IO_FAULT=$f "$MW" "${tr[@]}" --steps 8 --threads 2 --save-every 2 --out "$T/f" --json-log "$T/f.jsonl" \
+    --offload optimizer --offload-dir "$T/fscr" >"$T/out" 2>"$T/err"
+  rc=$?
+  if [ $rc -eq 1 ] && [ "$(wc -l <"$T/err")" -eq 1 ] && grep -q "^memwall: disk tier: .*memwall-offload-.*errno\|^memwall: disk tier: short read" "$T/err"; then
+    pass "$f -> exit 1: $(cut -c1-150 "$T/err")"
+  else
+    fail "$f: exit $rc, stderr $(cat "$T/err")"
+  fi
+  [ "$(scratch_count "$T/fscr")" = 0 ] && pass "$f: the scratch file is removed on the way out" || fail "$f: scratch left"
+  last=$(ls "$T/f"/step-*.mwck 2>/dev/null | tail -1)
+  [ -n "$last" ] && "$MW" export --ckpt "$last" --out "$T/fx" >/dev/null 2>&1 && pass "$f: $(basename "$last") verifies" ||
+    fail "$f: no valid checkpoint left ($last)"
+  "$MW" "${tr[@]}" --steps 8 --threads 2 --save-every 2 --out "$T/f" --json-log "$T/f.jsonl" --resume auto \
+    --offload optimizer --offload-dir "$T/fscr" >"$T/out" 2>&1 || fail "$f: resume: $(tail -2 "$T/out")"
+  cmp -s "$T/f/step-00000008.mwck" "$T/fref/step-00000008.mwck" && pass "$f: the resumed run ends as the unbroken one" ||
+    fail "$f: the resumed run differs"
+done
+expect_error 1 "ENOSPC while preallocating, before step 1" -- env MEMWALL_IO_FAULT=enospc:alloc:1 "$MW" "${tr[@]}" \
+  --steps 2 --out "$T/nospace" --offload optimizer --offload-dir "$T/nscr"
+grep -q "needs [0-9]* bytes .* which has [0-9]* bytes .* free" "$T/err" && pass "the refusal names the bytes needed and free" ||
+  fail "ENOSPC message: $(cat "$T/err")"
+[ ! -e "$T/nospace" ] && pass "nothing was created in --out" || fail "--out created: $(ls "$T/nospace")"
+
+echo "-- --offload auto and the budget"
+"$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 --json >"$T/e_none.json"
+peak=$(grep -o '"peak_bytes": [0-9]*' "$T/e_none.json" | head -1 | sed 's/.*: //')
+"$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 --offload optimizer --json >"$T/e_off.json"
+opeak=$(grep -o '"peak_bytes": [0-9]*' "$T/e_off.json" | head -1 | sed 's/.*: //')
+grep -q '"offload": "optimizer"' "$T/e_off.json" && grep -q '"read_bytes_per_step": [1-9]' "$T/e_off.json" &&
+  pass "estimate --json gives the disk tier" || fail "estimate json: $(head -c 400 "$T/e_off.json")"
+mid=$(( (peak + opeak) / 2 ))
+"$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 --budget "$mid" --offload auto --json >"$T/e_auto.json"
+grep -q '"offload": "optimizer"' "$T/e_auto.json" && grep -q '"fits": true' "$T/e_auto.json" &&
+  pass "auto offloads when memory alone does not fit the budget" || fail "auto: $(head -c 300 "$T/e_auto.json")"
+"$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 --budget "$peak" --offload auto --json >"$T/e_auto2.json"
+grep -q '"offload": "none"' "$T/e_auto2.json" && pass "auto stays in memory when that fits" ||
+  fail "auto in memory: $(head -c 300 "$T/e_auto2.json")"
+run auto --steps 6 --threads 2 --budget "$mid" --offload auto --offload-dir "$T/scr"
+same_weights mem auto "--offload auto under a budget"
+expect_error 2 "the in-memory plan over the budget" -- "$MW" "${tr[@]}" --steps 2 --budget "$mid"
+has "$T/err" "--offload optimizer --offload-dir DIR moves the optimizer state" "the refusal suggests offloading"
+
+echo "-- refusals"
+expect_error 1 "--offload optimizer without --offload-dir" -- "$MW" "${tr[@]}" --steps 2 --offload optimizer
+expect_error 1 "--offload all (not built yet)" -- "$MW" "${tr[@]}" --steps 2 --offload all --offload-dir "$T/scr"
+expect_error 1 "--offload optimizer+grads (not built yet)" -- "$MW" "${tr[@]}" --steps 2 --offload optimizer+grads --offload-dir "$T/scr"
+expect_error 1 "an unknown --offload" -- "$MW" "${tr[@]}" --steps 2 --offload disk
+expect_error 1 "--offload-dir without --offload" -- "$MW" "${tr[@]}" --steps 2 --offload-dir "$T/scr"
+: >"$T/afile"
+expect_error 1 "--offload-dir under a file" -- "$MW" "${tr[@]}" --steps 2 --offload optimizer --offload-dir "$T/afile/x"
+
+[ "$fails" -eq 0 ] && echo "cli_offload: all passed" || { echo "cli_offload: $fails failure(s)"; exit 1; }

@@ -1,0 +1,258 @@
+/* The disk tier's parts: the asynchronous I/O engine (io_uring and the thread pool, each checked
+ * against plain pread), its fault injection (EIO, a short read, a partial transfer that must be
+ * finished, ENOSPC on a write and on the preallocation), scratch files (preallocation, the
+ * free-space refusal, stale files of killed runs removed and live ones left alone, removal on
+ * close) and the offload stream over chunks (read ahead, write behind, view/map for checkpoints).
+ * Tiny blocks and queue depths, so every refill path runs on small files. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../src/memory/aio.h"
+#include "../src/memory/offload.h"
+#include "../src/memory/scratch.h"
+#include "check.h"
+#include "memwall.h"
+
+static char dir[64];
+
+static int exists(const char *p) { return access(p, F_OK) == 0; }
+
+/* count files of the scratch pattern in dir */
+static int count_scratch(void) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "ls %s | grep -c '^memwall-offload-.*\\.scratch$' >%s/count 2>/dev/null", dir, dir);
+    if (system(cmd) < 0) return -1;
+    char p[400];
+    snprintf(p, sizeof p, "%s/count", dir);
+    FILE *f = fopen(p, "r");
+    int n = -1;
+    if (f && fscanf(f, "%d", &n) != 1) n = -1;
+    if (f) fclose(f);
+    return n;
+}
+
+static void fill(unsigned char *b, size_t n, unsigned seed) {
+    for (size_t i = 0; i < n; i++) b[i] = (unsigned char)((i * 131 + seed * 7 + (i >> 9)) & 0xff);
+}
+
+/* Writes and reads a 257-block file through engine kind with depth 3: every request checked
+ * against the file's bytes read back by plain pread. */
+static void engine_roundtrip(int kind) {
+    const size_t BLK = 8192, NB = 257, N = BLK * NB;
+    mw_scratch s;
+    int stale;
+    uint64_t sb;
+    CHECK_OK(mw_scratch_create(&s, dir, N, &stale, &sb));
+    mw_aio *io;
+    CHECK_OK(mw_aio_create(&io, s.fd, s.path, 3, kind));
+    printf("  engine %s%s%s, O_DIRECT %s\n", mw_aio_kind_name(io), mw_aio_note(io)[0] ? ": " : "", mw_aio_note(io),
+           s.direct ? "yes" : "no");
+    CHECK(kind == MW_AIO_AUTO || strcmp(mw_aio_kind_name(io), kind == MW_AIO_URING ? "io_uring" : "threads") == 0,
+          "asked for engine %d, got %s", kind, mw_aio_kind_name(io));
+    unsigned char *src, *dst;
+    CHECK(posix_memalign((void **)&src, MW_AIO_ALIGN, N) == 0 && posix_memalign((void **)&dst, MW_AIO_ALIGN, N) == 0,
+          "memalign");
+    fill(src, N, (unsigned)kind);
+    int id[3];
+    /* writes in a shuffled block order, three in flight, waited oldest first */
+    for (size_t k = 0; k < NB; k++) {
+        const size_t b = (k * 97) % NB;
+        if (k >= 3) CHECK_OK(mw_aio_wait(io, id[k % 3]));
+        CHECK_OK(mw_aio_write(io, src + b * BLK, BLK, b * BLK, &id[k % 3]));
+    }
+    int extra;
+    CHECK(mw_aio_write(io, src, BLK, 0, &extra) == MW_ERR_ARG, "a fourth request beyond depth 3 must be refused");
+    CHECK_OK(mw_aio_wait_all(io));
+    int fd = open(s.path, O_RDONLY);
+    CHECK(fd >= 0 && pread(fd, dst, N, 0) == (ssize_t)N, "plain pread of %s", s.path);
+    close(fd);
+    CHECK(memcmp(src, dst, N) == 0, "%s: the file's bytes are not what was written", mw_aio_kind_name(io));
+    memset(dst, 0, N);
+    for (size_t b = 0; b < NB; b += 3) { /* reads of up to three blocks each */
+        const size_t nb = b + 3 <= NB ? 3 : NB - b;
+        CHECK_OK(mw_aio_read(io, dst + b * BLK, nb * BLK, b * BLK, &id[0]));
+        CHECK_OK(mw_aio_wait(io, id[0]));
+    }
+    CHECK(memcmp(src, dst, N) == 0, "%s: reads differ from the file", mw_aio_kind_name(io));
+    uint64_t r, w;
+    mw_aio_stats(io, &r, &w);
+    CHECK(r == N && w == N, "stats: read %llu written %llu, want %zu each", (unsigned long long)r,
+          (unsigned long long)w, N);
+
+    /* faults: each one request, one clear error naming the file, offset, length and errno */
+    mw_aio_fault_set(MW_AIO_OP_READ, MW_AIO_FAULT_EIO, 2);
+    CHECK_OK(mw_aio_read(io, dst, BLK, 0, &id[0]));
+    CHECK_OK(mw_aio_wait(io, id[0]));
+    CHECK_OK(mw_aio_read(io, dst, BLK, 5 * BLK, &id[0]));
+    CHECK(mw_aio_wait(io, id[0]) == MW_ERR_IO, "injected EIO must fail the read");
+    CHECK(strstr(mw_last_error(), "read of 8192 bytes at offset 40960") && strstr(mw_last_error(), s.path) &&
+              strstr(mw_last_error(), "errno 5"),
+          "EIO message: %s", mw_last_error());
+    mw_aio_fault_set(MW_AIO_OP_READ, MW_AIO_FAULT_SHORT, 1);
+    CHECK_OK(mw_aio_read(io, dst, 4 * BLK, 8 * BLK, &id[0]));
+    CHECK(mw_aio_wait(io, id[0]) == MW_ERR_IO, "a short read that cannot be finished must fail");
+    CHECK(strstr(mw_last_error(), "short read at offset 65536") && strstr(mw_last_error(), "16384 of 32768"),
+          "short read message: %s", mw_last_error());
+    memset(dst, 0, N);
+    mw_aio_fault_set(MW_AIO_OP_READ, MW_AIO_FAULT_PARTIAL, 1);
+    CHECK_OK(mw_aio_read(io, dst, 4 * BLK, 8 * BLK, &id[0]));
+    CHECK_OK(mw_aio_wait(io, id[0]));
+    CHECK(memcmp(dst, src + 8 * BLK, 4 * BLK) == 0, "a partial read must be finished with the right bytes");
+    mw_aio_fault_set(MW_AIO_OP_WRITE, MW_AIO_FAULT_PARTIAL, 1);
+    CHECK_OK(mw_aio_write(io, src, 4 * BLK, 0, &id[0]));
+    CHECK_OK(mw_aio_wait(io, id[0]));
+    mw_aio_fault_set(MW_AIO_OP_WRITE, MW_AIO_FAULT_ENOSPC, 1);
+    CHECK_OK(mw_aio_write(io, src, BLK, 0, &id[0]));
+    CHECK_OK(mw_aio_write(io, src + BLK, BLK, BLK, &id[1]));
+    CHECK(mw_aio_wait_all(io) == MW_ERR_IO && strstr(mw_last_error(), "No space left on device"),
+          "ENOSPC on a write: %s", mw_last_error());
+    mw_aio_destroy(io);
+    mw_scratch_close(&s);
+    CHECK(!exists(s.path), "a closed scratch file is removed: %s", s.path);
+    free(src);
+    free(dst);
+}
+
+static void scratch_files(void) {
+    int stale;
+    uint64_t sb;
+    mw_scratch s;
+    /* a killed run's file (nobody holds its lock, its pid is gone) goes; a live run's (locked, its
+     * pid alive) stays */
+    char dead[300], alive[300];
+    snprintf(dead, sizeof dead, "%s/memwall-offload-999999.scratch", dir);
+    snprintf(alive, sizeof alive, "%s/memwall-offload-%d.scratch", dir, (int)getppid()); /* a live process */
+    int fd = open(dead, O_CREAT | O_WRONLY, 0600);
+    CHECK(fd >= 0 && write(fd, "stale data", 10) == 10, "make a stale file");
+    close(fd);
+    int live = open(alive, O_CREAT | O_RDWR, 0600);
+    CHECK(live >= 0 && flock(live, LOCK_EX | LOCK_NB) == 0, "make a live file");
+    CHECK_OK(mw_scratch_create(&s, dir, 1 << 16, &stale, &sb));
+    CHECK(stale == 1 && !exists(dead), "the stale file is removed and counted (stale %d)", stale);
+    CHECK(exists(alive), "a file another run holds locked is left alone");
+    struct stat st;
+    CHECK(stat(s.path, &st) == 0 && st.st_size == 1 << 16 && st.st_blocks * 512 >= 1 << 16,
+          "preallocated: size %lld, %lld blocks", (long long)st.st_size, (long long)st.st_blocks);
+    mw_scratch_close(&s);
+    close(live);
+    unlink(alive);
+    /* more than the disk has: refused before anything is written, naming need and free bytes */
+    CHECK(mw_scratch_create(&s, dir, (uint64_t)1 << 60, &stale, &sb) == MW_ERR_IO, "a file larger than the disk");
+    CHECK(strstr(mw_last_error(), "needs 1152921504606846976 bytes") && strstr(mw_last_error(), "free"),
+          "full-disk message: %s", mw_last_error());
+    CHECK(count_scratch() == 0, "nothing is left behind by the refusal");
+    /* ENOSPC from the preallocation itself */
+    mw_aio_fault_set(MW_AIO_OP_ALLOC, MW_AIO_FAULT_ENOSPC, 1);
+    CHECK(mw_scratch_create(&s, dir, 1 << 16, &stale, &sb) == MW_ERR_IO && strstr(mw_last_error(), "No space left"),
+          "ENOSPC while preallocating: %s", mw_last_error());
+    CHECK(count_scratch() == 0, "nothing is left behind by a failed preallocation");
+    /* a folder that cannot be made */
+    char bad[300];
+    snprintf(bad, sizeof bad, "%s/file", dir);
+    fd = open(bad, O_CREAT | O_WRONLY, 0600);
+    close(fd);
+    snprintf(bad, sizeof bad, "%s/file/sub", dir);
+    CHECK(mw_scratch_create(&s, bad, 1 << 16, &stale, &sb) == MW_ERR_IO && strstr(mw_last_error(), "--offload-dir"),
+          "an impossible folder: %s", mw_last_error());
+}
+
+/* The stream: n floats (not a multiple of anything), fn adds lo-relative values; the result must
+ * equal the same updates done in memory, chunk boundaries included. */
+typedef struct sctx {
+    size_t calls, next;
+    int bad;
+} sctx;
+
+static void add_fn(void *ctx, size_t lo, size_t hi, float *m, float *v) {
+    sctx *c = ctx;
+    if (lo != c->next) c->bad = 1; /* chunks in order, each once, none skipped */
+    c->next = hi;
+    c->calls++;
+    for (size_t i = lo; i < hi; i++) {
+        m[i - lo] += (float)i;
+        v[i - lo] = v[i - lo] * 2.0f + 1.0f;
+    }
+}
+
+static void offload_stream(int kind_env) {
+    setenv("MEMWALL_AIO", kind_env ? "threads" : "auto", 1);
+    const size_t n = 100003;
+    mw_offload_layout lay;
+    mw_offload_layout_of(n, &lay);
+    CHECK(lay.nchunks >= 8 && lay.slots == MW_OFFLOAD_SLOTS && lay.chunk % (MW_AIO_ALIGN / 4) == 0,
+          "layout: %zu chunks of %zu, %d slots", lay.nchunks, lay.chunk, lay.slots);
+    void *stage = malloc(lay.staging_bytes);
+    mw_offload *o;
+    CHECK_OK(mw_offload_create(&o, dir, n, stage));
+    mw_offload_info in;
+    mw_offload_get_info(o, &in);
+    CHECK(strcmp(in.engine, kind_env ? "threads" : in.engine) == 0, "engine %s", in.engine);
+    float *em = calloc(n, 4), *ev = calloc(n, 4);
+    /* map writes known moments (as a checkpoint load does) */
+    for (int w = 0; w < 2; w++)
+        for (size_t off = 0, k; off < n; off += k) {
+            float *p;
+            CHECK_OK(mw_offload_map(o, w, off, n, &p, &k));
+            for (size_t i = 0; i < k; i++) p[i] = (w ? ev : em)[off + i] = (float)((off + i) % 977) * (w ? 0.5f : -1.0f);
+        }
+    CHECK_OK(mw_offload_commit(o));
+    for (int step = 0; step < 3; step++) {
+        sctx c = {0, 0, 0};
+        CHECK_OK(mw_offload_stream(o, add_fn, &c));
+        CHECK(!c.bad && c.calls == lay.nchunks && c.next == n, "stream: %zu calls, ended at %zu", c.calls, c.next);
+        for (size_t i = 0; i < n; i++) em[i] += (float)i, ev[i] = ev[i] * 2.0f + 1.0f;
+    }
+    size_t bad = 0;
+    for (int w = 0; w < 2; w++)
+        for (size_t off = 0, k; off < n; off += k) {
+            const float *p;
+            CHECK_OK(mw_offload_view(o, w, off, n, &p, &k));
+            for (size_t i = 0; i < k; i++) bad += memcmp(&p[i], &(w ? ev : em)[off + i], 4) != 0;
+        }
+    CHECK_OK(mw_offload_commit(o));
+    CHECK(bad == 0, "%zu moments differ from the in-memory updates", bad);
+    /* a fault in the middle of a stream: one error, the rest waited for */
+    mw_aio_fault_set(MW_AIO_OP_READ, MW_AIO_FAULT_EIO, 4);
+    sctx c = {0, 0, 0};
+    CHECK(mw_offload_stream(o, add_fn, &c) == MW_ERR_IO && strstr(mw_last_error(), "Input/output error"),
+          "EIO during a stream: %s", mw_last_error());
+    mw_aio_fault_set(MW_AIO_OP_WRITE, MW_AIO_FAULT_ENOSPC, 2);
+    CHECK(mw_offload_stream(o, add_fn, &c) == MW_ERR_IO && strstr(mw_last_error(), "No space left"),
+          "ENOSPC during a stream: %s", mw_last_error());
+    mw_offload_destroy(o);
+    CHECK(count_scratch() == 0, "destroy removes the scratch file");
+    free(em), free(ev), free(stage);
+    unsetenv("MEMWALL_AIO");
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/mw_aio_XXXXXX");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    engine_roundtrip(MW_AIO_THREADS);
+    mw_aio *probe = NULL;
+    int fd = open("/dev/null", O_RDONLY);
+    if (mw_aio_create(&probe, fd, "/dev/null", 2, MW_AIO_URING) == MW_OK) {
+        mw_aio_destroy(probe);
+        engine_roundtrip(MW_AIO_URING);
+    } else {
+        printf("  io_uring is not available here (%s): its round trip is skipped, the thread pool's ran\n",
+               mw_last_error());
+    }
+    close(fd);
+    engine_roundtrip(MW_AIO_AUTO);
+    scratch_files();
+    offload_stream(0);
+    offload_stream(1);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return test_summary("test_aio");
+}
