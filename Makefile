@@ -50,7 +50,7 @@ LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' | sort)
 CLI_SRC  := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 
-all: build/memwall build/libmemwall.a build/attention_bench build/sgemm_rate
+all: build/memwall build/libmemwall.a build/attention_bench build/sgemm_rate build/adamw_bench
 
 # ---- release build --------------------------------------------------------------------------
 build/obj/%.o: %.c
@@ -227,6 +227,9 @@ build/sgemm_rate: build/obj/bench/sgemm_rate.o build/libmemwall.a
 	$(CC) $(CFLAGS) -o $@ $^ $(BLAS_LDLIBS) $(LDLIBS)
 
 build/attention_bench: build/obj/bench/attention_bench.o build/libmemwall.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/adamw_bench: build/obj/bench/adamw_bench.o build/libmemwall.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 bench: all build/sgemm_rate
