@@ -247,6 +247,7 @@ typedef struct mw_plan_op {
     char name[32]; /* phase: "fwd 3", "recompute 3", "bwd 0", "head+loss", "optimizer", ... */
     char op[16];   /* the op within it: "ln1+qkv", "attention", "gelu", "fc proj bwd", ... */
     uint64_t live[MW_CAT_COUNT];
+    uint64_t disk_read, disk_write; /* bytes this op moves from and to the disk tier */
 } mw_plan_op;
 mw_status mw_plan_timeline(const mw_config *cfg, mw_plan_op **ops, int *nops);
 

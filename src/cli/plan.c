@@ -91,6 +91,31 @@ static void train_line(opts *o) {
     }
 }
 
+/* The largest preset of cfg's family whose plan, at cfg's batch, sequence and recomputation,
+ * fits cfg's budget with the states placed as offload says: its name into name ("" when none
+ * does), its parameter count returned (0: none). */
+static size_t largest_fit(const mw_config *cfg, int offload, char *name, size_t n) {
+    static const char *const PRESETS[] = {"gpt2-tiny", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl",
+                                          "llama-tiny", "smollm-135m", "smollm-360m", "tinyllama-1.1b",
+                                          "smollm-1.7b", "llama2-7b", "llama3-8b", "llama2-70b"};
+    size_t best = 0;
+    name[0] = 0;
+    for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++) {
+        mw_config k = *cfg;
+        if (mw_config_preset(&k, PRESETS[i]) != MW_OK || k.arch != cfg->arch) continue;
+        if (k.ctx < k.seq) k.ctx = k.seq;
+        if (k.recompute == MW_RECOMPUTE_BLOCKS) k.recompute = MW_RECOMPUTE_NONE; /* one letter per block of cfg */
+        if (k.recompute == MW_RECOMPUTE_EVERY && k.recompute_every > k.n_layer) k.recompute_every = k.n_layer;
+        k.offload = offload;
+        const size_t np = mw_config_num_params(&k);
+        mw_plan_summary s;
+        if (np <= best || mw_plan(&k, &s) != MW_OK || !s.fits) continue;
+        best = np;
+        snprintf(name, n, "%s", PRESETS[i]);
+    }
+    return best;
+}
+
 /* "fits (12 MiB to spare)" or "DOES NOT FIT (3 MiB over)" */
 static const char *fit_text(uint64_t peak, uint64_t budget, char *buf, size_t n) {
     char b[32];
@@ -122,6 +147,12 @@ int cmd_estimate(int argc, char **argv) {
     const int korth = c->arch == MW_ARCH_GPT2;
     mw_plan_summary pp[NPOLICIES];
     int npp = policy_plans(c, &p, pp);
+    char fit_none[32] = "", fit_off[32] = "";
+    size_t np_none = 0, np_off = 0;
+    if (c->budget) {
+        np_none = largest_fit(c, MW_OFFLOAD_NONE, fit_none, sizeof fit_none);
+        np_off = largest_fit(c, MW_OFFLOAD_OPTIMIZER, fit_off, sizeof fit_off);
+    }
     if (o.json) {
         printf("{\"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"tiers\": {\"device\": %llu, \"disk\": %llu}, "
                "\"offload\": \"%s\", \"disk\": {\"categories\": {",
@@ -139,6 +170,11 @@ int cmd_estimate(int argc, char **argv) {
                (unsigned long long)c->budget);
         if (mb < 0) printf("null");
         else printf("%d", mb);
+        if (c->budget)
+            printf(", \"largest_fit\": {\"none\": {\"preset\": \"%s\", \"params\": %zu}, \"optimizer\": {\"preset\": \"%s\", "
+                   "\"params\": %zu}}", fit_none, np_none, fit_off, np_off);
+        else
+            printf(", \"largest_fit\": null");
         printf(", \"arch\": \"%s\", \"params\": %.0f, \"textbook\": {\"model_states_16B_per_param\": %.0f, "
                "\"korthikanti_activations_16bit\": ", mw_arch_name(c->arch), P, 16 * P);
         json_num(stdout, "%.0f", korth ? korth16 : NAN);
@@ -188,6 +224,11 @@ int cmd_estimate(int argc, char **argv) {
         if (mb > 0) printf("the largest micro-batch that fits is %d\n", mb);
         else printf("even B=1 does not fit: it needs %s, %s more than the budget\n", mw_fmt_bytes(one_peak, b1, sizeof b1),
                     mw_fmt_bytes(one_peak - c->budget, b2, sizeof b2));
+        printf("  the largest %s preset that fits it at B=%d T=%d, recompute %s: in memory %s%s%.0fM%s, "
+               "with --offload optimizer %s%s%.0fM%s\n", mw_arch_name(c->arch), c->batch, c->seq,
+               c->recompute == MW_RECOMPUTE_BLOCKS ? "none" : p.policy, fit_none[0] ? fit_none : "none",
+               fit_none[0] ? " (" : "", np_none / 1e6 * !!fit_none[0], fit_none[0] ? ")" : "", fit_off[0] ? fit_off : "none",
+               fit_off[0] ? " (" : "", np_off / 1e6 * !!fit_off[0], fit_off[0] ? ")" : "");
     }
     printf("\n  textbook, for comparison:\n");
     printf("    model states at 16 B/param (fp32 AdamW)      %12s   memwall: %s\n",
@@ -223,7 +264,9 @@ int cmd_estimate(int argc, char **argv) {
 static const char *COLORS[MW_CAT_COUNT] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f"};
 
 static void write_svg(FILE *f, const mw_plan_op *ops, int n, const mw_plan_summary *p, const mw_config *c) {
-    const double W = 1000, Hh = 420, left = 80, right = 170, top = 50, bottom = 110;
+    const double lanes = p->disk_file ? 2 : 0, lane_h = 18; /* the disk tier's transfers: read, write */
+    const double W = 1000, Hh = 420 + lanes * lane_h + (lanes ? 10 : 0), left = 80, right = 170, top = 50,
+                 bottom = 110 + lanes * lane_h + (lanes ? 10 : 0);
     const double pw = W - left - right, ph = Hh - top - bottom;
     double ymax = (double)p->peak;
     if (c->budget && (double)c->budget > ymax) ymax = (double)c->budget;
@@ -287,6 +330,22 @@ static void write_svg(FILE *f, const mw_plan_op *ops, int n, const mw_plan_summa
                 x + 4, top + ph + 12, ops[i].name);
         last_x = x;
     }
+    for (int lane = 0; lane < lanes; lane++) { /* one lane per transfer direction, below the labels */
+        const double y = Hh - lanes * lane_h - 4 + lane * lane_h;
+        fprintf(f, "<g id=\"lane-disk-%s\" fill=\"%s\">\n", lane ? "write" : "read", lane ? "#b07aa1" : "#9c755f");
+        fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\" fill=\"black\">disk %s</text>\n", left - 5,
+                y + 12, lane ? "write" : "read");
+        for (int i = 0; i < n; i++) {
+            const uint64_t bytes = lane ? ops[i].disk_write : ops[i].disk_read;
+            if (!bytes) continue;
+            fprintf(f, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%.0f\"><title>%s: %s %s %s</title></rect>\n",
+                    left + i * bw, y, bw * 0.92 > 3 ? bw * 0.92 : 3, lane_h - 4, ops[i].name, lane ? "writes" : "reads",
+                    mw_fmt_bytes(bytes, b1, sizeof b1), lane ? "to the disk tier" : "from the disk tier");
+            fprintf(f, "<text x=\"%.2f\" y=\"%.0f\" text-anchor=\"end\" fill=\"black\">%s</text>\n", left + i * bw - 4,
+                    y + 12, mw_fmt_bytes(bytes, b1, sizeof b1));
+        }
+        fprintf(f, "</g>\n");
+    }
     fprintf(f, "</svg>\n");
 }
 
@@ -326,7 +385,8 @@ int cmd_plan(int argc, char **argv) {
             printf("%s{\"phase\": \"%s\", \"op\": \"%s\"", i ? ", " : "", ops[i].name, ops[i].op);
             for (int k = 0; k < MW_CAT_COUNT; k++)
                 printf(", \"%s\": %llu", mw_category_name(k), (unsigned long long)ops[i].live[k]);
-            printf("}");
+            printf(", \"disk_read\": %llu, \"disk_write\": %llu}", (unsigned long long)ops[i].disk_read,
+                   (unsigned long long)ops[i].disk_write);
         }
         mw_plan_buffer *bufs;
         int nb;
@@ -352,7 +412,7 @@ int cmd_plan(int argc, char **argv) {
         print_config(&o, "plan");
         printf("%-24s", "op");
         for (int k = 0; k < MW_CAT_COUNT; k++) printf(" %12s", mw_category_name(k));
-        printf(" %12s\n", "live");
+        printf(" %12s%s\n", "live", p.disk_file ? "   disk tier" : "");
         for (int i = 0; i < n; i++) {
             uint64_t tot = 0;
             char label[64]; /* the phase and the op in it: "fwd 0 ln1+qkv"; "embed", not "embed embed" */
@@ -363,7 +423,11 @@ int cmd_plan(int argc, char **argv) {
                 printf(" %12s", mw_fmt_bytes(ops[i].live[k], b[k], sizeof b[k]));
                 tot += ops[i].live[k];
             }
-            printf(" %12s\n", mw_fmt_bytes(tot, t, sizeof t));
+            printf(" %12s", mw_fmt_bytes(tot, t, sizeof t));
+            if (ops[i].disk_read || ops[i].disk_write)
+                printf("   reads %s, writes %s", mw_fmt_bytes(ops[i].disk_read, b[0], sizeof b[0]),
+                       mw_fmt_bytes(ops[i].disk_write, b[1], sizeof b[1]));
+            printf("\n");
         }
         printf("arena peak %s (recompute %s; exactly this plan: --recompute %s)%s%s\n",
                mw_fmt_bytes(p.peak, t, sizeof t), p.policy, p.pin, o.timeline ? ", timeline in " : "",

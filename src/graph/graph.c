@@ -336,6 +336,7 @@ mw_status mw_plan_timeline(const mw_config *cfg, mw_plan_op **ops, int *nops) {
         const int k = m->ops[i].kind, l = m->ops[i].layer;
         const char *kn = m->arch->kinds[k].name;
         memcpy(o[i].live, live + (size_t)i * MW_CAT_COUNT, sizeof o[i].live);
+        if (i == m->opt_op && s.disk_file) o[i].disk_read = s.disk_read, o[i].disk_write = s.disk_write;
         snprintf(o[i].op, sizeof o[i].op, "%s", kn);
         if (kind_is_step(m, k))
             snprintf(o[i].name, sizeof o[i].name, "%s", kn);
