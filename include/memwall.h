@@ -161,9 +161,11 @@ mw_status mw_recompute_parse(mw_config *cfg, const char *s);
  *                   behind, so the disk works while the update computes;
  *  OPTIMIZER_GRADS  also the gradients; ALL  also the parameters, streamed layer by layer: both
  *                   parse, and mw_config_validate refuses them (not built yet);
- *  AUTO             NONE when the plan in memory fits cfg->budget (with cfg's recomputation
- *                   policy, auto included), else OPTIMIZER: memory first, the disk only when
- *                   memory cannot hold the states.
+ *  AUTO             the faster of NONE and OPTIMIZER among those whose plan fits cfg->budget
+ *                   (each under cfg's recomputation policy, auto included): predicted time is
+ *                   the recomputation (op costs measured here) plus, for OPTIMIZER, the disk's
+ *                   transfers at the bandwidth measured in cfg->offload_dir. Without a folder
+ *                   to measure, or without a budget, memory first: NONE when it fits.
  * Every mode gives the same bits as NONE; checkpoints do not record it (like threads, it is where
  * the run keeps its states, not what it computes). */
 typedef enum mw_offload_mode {
@@ -233,6 +235,13 @@ typedef struct mw_plan_summary {
     int offload;
     uint64_t disk[MW_CAT_COUNT];
     uint64_t disk_file, disk_read, disk_write, disk_staging;
+    /* predictions, in seconds per optimizer step, from this machine's measurements: the
+     * recomputation the policy adds (op costs timed as --recompute auto does), and the disk
+     * tier's transfers at the bandwidth measured in cfg->offload_dir (bytes/s; 0 when no folder
+     * was given or it could not be measured). Filled when cfg->offload is AUTO, and the disk part
+     * whenever the plan has a disk tier and a folder; -1 when not predicted. */
+    double pred_recompute_s, pred_disk_s, disk_read_bw, disk_write_bw;
+    char offload_why[200]; /* --offload auto: why it chose as it did ("" otherwise) */
 } mw_plan_summary;
 
 /* Plans the training step of cfg under its recomputation policy: every buffer with its category

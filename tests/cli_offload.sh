@@ -152,10 +152,20 @@ grep -q '"offload": "optimizer"' "$T/e_auto.json" && grep -q '"fits": true' "$T/
 "$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 --budget "$peak" --offload auto --json >"$T/e_auto2.json"
 grep -q '"offload": "none"' "$T/e_auto2.json" && pass "auto stays in memory when that fits" ||
   fail "auto in memory: $(head -c 300 "$T/e_auto2.json")"
+"$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 --budget 1GiB --offload auto --offload-dir "$T/escr" --json >"$T/e_auto3.json"
+grep -q '"offload_why": "both fit; predicted [0-9.]* s/step in memory' "$T/e_auto3.json" && grep -q '"predicted_seconds": [0-9]' "$T/e_auto3.json" &&
+  pass "auto with a folder compares predicted times (the disk measured there)" || fail "auto why: $(grep -o '"offload_why": "[^"]*"' "$T/e_auto3.json")"
+[ "$(scratch_count "$T/escr")" = 0 ] && pass "the measurement leaves no scratch file" || fail "measurement left $(ls "$T/escr")"
 run auto --steps 6 --threads 2 --budget "$mid" --offload auto --offload-dir "$T/scr"
 same_weights mem auto "--offload auto under a budget"
 expect_error 2 "the in-memory plan over the budget" -- "$MW" "${tr[@]}" --steps 2 --budget "$mid"
 has "$T/err" "--offload optimizer --offload-dir DIR moves the optimizer state" "the refusal suggests offloading"
+
+"$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 --budget "$mid" --recompute auto --offload optimizer --json >"$T/e_ra.json" 2>&1 &&
+  grep -q '"fits": true' "$T/e_ra.json" && pass "--recompute auto with --offload optimizer plans (its calibration runs in memory)" ||
+  fail "recompute auto + offload: $(head -c 300 "$T/e_ra.json")"
+run rauto --steps 2 --threads 2 --budget "$mid" --recompute auto --offload optimizer --offload-dir "$T/rscr"
+[ "$(scratch_count "$T/rscr")" = 0 ] && pass "and trains, leaving no scratch file" || fail "scratch left: $(ls "$T/rscr")"
 
 echo "-- refusals"
 expect_error 1 "--offload optimizer without --offload-dir" -- "$MW" "${tr[@]}" --steps 2 --offload optimizer

@@ -570,6 +570,10 @@ void print_plan(const mw_plan_summary *p) {
                mw_offload_name(p->offload), mw_fmt_bytes(p->disk[MW_CAT_OPTIM], b, sizeof b),
                mw_fmt_bytes(p->disk_file, f, sizeof f), mw_fmt_bytes(p->disk_staging, s, sizeof s));
     }
+    if (p->pred_disk_s >= 0)
+        printf("  disk tier: predicted %.2f s per step for its transfers (measured here: %.2f GB/s read, %.2f GB/s write)\n",
+               p->pred_disk_s, p->disk_read_bw / 1e9, p->disk_write_bw / 1e9);
+    if (p->offload_why[0]) printf("  --offload auto: %s -> %s\n", p->offload_why, mw_offload_name(p->offload));
 }
 
 void print_offload(const mw_model *m) {

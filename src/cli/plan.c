@@ -161,9 +161,14 @@ int cmd_estimate(int argc, char **argv) {
         for (int k = 0; k < MW_CAT_COUNT; k++)
             printf("%s\"%s\": %llu", k ? ", " : "", mw_category_name(k), (unsigned long long)p.disk[k]);
         printf("}, \"file_bytes\": %llu, \"read_bytes_per_step\": %llu, \"write_bytes_per_step\": %llu, "
-               "\"staging_bytes\": %llu}, \"categories\": {",
+               "\"staging_bytes\": %llu, \"predicted_seconds\": ",
                (unsigned long long)p.disk_file, (unsigned long long)p.disk_read, (unsigned long long)p.disk_write,
                (unsigned long long)p.disk_staging);
+        json_num(stdout, "%.6f", p.pred_disk_s >= 0 ? p.pred_disk_s : NAN);
+        printf(", \"read_bytes_per_s\": %.0f, \"write_bytes_per_s\": %.0f}, \"offload_why\": \"%s\", "
+               "\"predicted_recompute_seconds\": ", p.disk_read_bw, p.disk_write_bw, p.offload_why);
+        json_num(stdout, "%.6f", p.pred_recompute_s >= 0 ? p.pred_recompute_s : NAN);
+        printf(", \"categories\": {");
         for (int k = 0; k < MW_CAT_COUNT; k++)
             printf("%s\"%s\": %llu", k ? ", " : "", mw_category_name(k), (unsigned long long)p.category[k]);
         printf("}, \"fits\": %s, \"budget_bytes\": %llu, \"max_batch\": ", p.fits ? "true" : "false",
@@ -215,9 +220,13 @@ int cmd_estimate(int argc, char **argv) {
                mw_fmt_bytes(p.disk_file, b1, sizeof b1));
         printf("  %-12s %16llu %12s  read and the same written per optimizer step\n", "per step",
                (unsigned long long)p.disk_read, mw_fmt_bytes(p.disk_read, b1, sizeof b1));
-    } else if (c->offload == MW_OFFLOAD_AUTO) {
-        printf("\n  --offload auto: every state stays in memory (the plan fits %s)\n", c->budget ? "the budget" : "without a budget");
+        if (p.pred_disk_s >= 0)
+            printf("  predicted    %.2f s per step for the transfers (measured in %s: %.2f GB/s read, %.2f GB/s write)\n",
+                   p.pred_disk_s, c->offload_dir, p.disk_read_bw / 1e9, p.disk_write_bw / 1e9);
+        else
+            printf("  (give --offload-dir DIR to measure the disk there and predict the transfers' time)\n");
     }
+    if (p.offload_why[0]) printf("\n  --offload auto: %s -> %s\n", p.offload_why, mw_offload_name(p.offload));
     if (c->budget) {
         char fit[96];
         printf("\n  budget %s: %s; ", mw_fmt_bytes(c->budget, b1, sizeof b1), fit_text(p.peak, c->budget, fit, sizeof fit));

@@ -270,13 +270,53 @@ static void policy_text(const mw_model *m, char *out, size_t len) {
 }
 
 static mw_status model_skeleton(mw_model **out, const mw_config *cfg);
+static mw_status measure_costs(const mw_config *c, const mw_model_def *a, double *cost);
+static double ops_cost(const mw_model *m, int from, const double *kc);
+
+/* The predictions of s (mw_plan_summary.pred_*): the recomputation's seconds when force or
+ * cfg.offload is auto, the disk tier's when the plan has one and a folder to measure. */
+static mw_status predict(mw_model *m, mw_plan_summary *s, int force) {
+    const mw_config *c = &m->cfg;
+    s->pred_recompute_s = s->pred_disk_s = -1;
+    s->disk_read_bw = s->disk_write_bw = 0;
+    snprintf(s->offload_why, sizeof s->offload_why, "%s", m->offload_why);
+    if (c->inference) return MW_OK;
+    if (force || c->offload == MW_OFFLOAD_AUTO) {
+        double kc[64];
+        MW_TRY(measure_costs(c, m->arch, kc));
+        s->pred_recompute_s = ops_cost(m, m->head_op + 1, kc); /* the forward ops after the head */
+    }
+    if (s->disk_file && c->offload_dir[0]) {
+        MW_TRY(mw_offload_measure(c->offload_dir, &s->disk_read_bw, &s->disk_write_bw));
+        s->pred_disk_s = (double)s->disk_read / s->disk_read_bw + (double)s->disk_write / s->disk_write_bw;
+    }
+    return MW_OK;
+}
 
 /* A dry run for cfg: a model without memory and its placed plan. On success the caller frees
  * both (mw_planner_free, mw_model_destroy); on failure nothing is left. */
 static mw_status plan_dry(const mw_config *cfg, mw_model **m, mw_planner *pl, mw_plan_summary *s) {
     MW_TRY(model_skeleton(m, cfg));
     mw_status st = plan_model(*m, pl, s);
+    if (st == MW_OK) {
+        st = predict(*m, s, 0);
+        if (st != MW_OK) mw_planner_free(pl);
+    }
     if (st != MW_OK) mw_model_destroy(*m);
+    return st;
+}
+
+/* mw_plan with the recomputation's predicted seconds, whatever cfg's offload. */
+static mw_status plan_predicted(const mw_config *cfg, mw_plan_summary *s) {
+    mw_model *m;
+    mw_planner pl;
+    MW_TRY(model_skeleton(&m, cfg));
+    mw_status st = plan_model(m, &pl, s);
+    if (st == MW_OK) {
+        mw_planner_free(&pl);
+        st = predict(m, s, 1);
+    }
+    mw_model_destroy(m);
     return st;
 }
 
@@ -360,19 +400,45 @@ mw_status mw_plan_timeline(const mw_config *cfg, mw_plan_op **ops, int *nops) {
 
 static mw_status resolve_policy(mw_model *m);
 
-/* The placement of cfg.offload: auto keeps the states in memory when that plan fits the budget
- * (under cfg's recomputation policy, auto's choice included), else puts the moments on disk. */
+/* The placement of cfg.offload. Auto plans both placements under cfg's recomputation policy and
+ * takes the one that fits the budget; when both do, the faster by predicted time (recomputation,
+ * plus the disk's transfers at the bandwidth measured in the offload folder), or memory when there
+ * is no folder to measure. */
 static mw_status resolve_offload(mw_model *m) {
     const mw_config *c = &m->cfg;
     m->offload = c->inference ? MW_OFFLOAD_NONE : c->offload;
+    m->offload_why[0] = 0;
     if (m->offload != MW_OFFLOAD_AUTO) return MW_OK;
     m->offload = MW_OFFLOAD_NONE;
-    if (!c->budget) return MW_OK;
+    if (!c->budget) {
+        snprintf(m->offload_why, sizeof m->offload_why, "no --budget: every state in memory");
+        return MW_OK;
+    }
     mw_config k = *c;
+    mw_plan_summary sn, so;
     k.offload = MW_OFFLOAD_NONE;
-    mw_plan_summary s;
-    MW_TRY(mw_plan(&k, &s));
-    if (!s.fits) m->offload = MW_OFFLOAD_OPTIMIZER;
+    MW_TRY(plan_predicted(&k, &sn));
+    k.offload = MW_OFFLOAD_OPTIMIZER;
+    MW_TRY(plan_predicted(&k, &so));
+    char *w = m->offload_why;
+    const size_t wn = sizeof m->offload_why;
+    if (!sn.fits && !so.fits) {
+        m->offload = MW_OFFLOAD_OPTIMIZER; /* the smaller plan, which the budget check refuses */
+        snprintf(w, wn, "neither placement fits the budget");
+    } else if (!sn.fits) {
+        m->offload = MW_OFFLOAD_OPTIMIZER;
+        snprintf(w, wn, "only the moments on disk fit the budget");
+    } else if (!so.fits) {
+        snprintf(w, wn, "only memory fits the budget");
+    } else if (so.pred_disk_s < 0) {
+        snprintf(w, wn, "both fit; memory first (no --offload-dir to measure the disk)");
+    } else {
+        const double tn = sn.pred_recompute_s, to = so.pred_recompute_s + so.pred_disk_s;
+        if (to < tn) m->offload = MW_OFFLOAD_OPTIMIZER;
+        snprintf(w, wn, "both fit; predicted %.2f s/step in memory (recomputation) vs %.2f s with the moments on "
+                 "disk (recomputation %.2f + disk %.2f at %.2f/%.2f GB/s read/write)", tn, to, so.pred_recompute_s,
+                 so.pred_disk_s, so.disk_read_bw / 1e9, so.disk_write_bw / 1e9);
+    }
     return MW_OK;
 }
 
@@ -432,6 +498,12 @@ mw_status mw_model_create(mw_model **out, const mw_config *cfg) {
     mw_planner pl;
     mw_status s = plan_model(m, &pl, &m->plan);
     if (s != MW_OK) {
+        mw_model_destroy(m);
+        return s;
+    }
+    s = predict(m, &m->plan, 0);
+    if (s != MW_OK) {
+        mw_planner_free(&pl);
         mw_model_destroy(m);
         return s;
     }
@@ -769,6 +841,7 @@ static void calib_config(const mw_config *c, mw_config *k) {
     k->inference = 0;
     k->budget = 0;
     k->recompute = MW_RECOMPUTE_BLOCKS;
+    k->offload = MW_OFFLOAD_NONE; /* the calibration runs in memory: no scratch file */
     snprintf(k->recompute_blocks, sizeof k->recompute_blocks, "sf");
     if (c->arch != MW_ARCH_GPT2) {
         const int group = c->n_head / c->n_kv_head;

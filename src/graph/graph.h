@@ -92,6 +92,7 @@ struct mw_model {
     mw_progress_fn progress; /* mw_model_set_progress: told of mw_evaluate's batches */
     void *progress_user;
     int offload;             /* the placement planned: cfg.offload with auto resolved */
+    char offload_why[200];   /* auto's reasons ("" otherwise) */
     void *off_stage;         /* MW_OFFLOAD_OPTIMIZER: the moments' staging buffer (optimizer op) */
     struct mw_offload *off;  /* ... and the disk tier holding them (src/memory/offload.c) */
 };

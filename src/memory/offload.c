@@ -1,7 +1,9 @@
 #include "offload.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../core/status.h"
 #include "aio.h"
@@ -34,6 +36,52 @@ void mw_offload_layout_of(size_t n, mw_offload_layout *out) {
     out->region = 2 * (uint64_t)ch * sizeof(float);
     out->file_bytes = out->region * out->nchunks;
     out->staging_bytes = out->region * (uint64_t)out->slots + MW_AIO_ALIGN;
+}
+
+mw_status mw_offload_measure(const char *dir, double *read_bw, double *write_bw) {
+    static _Thread_local char last[1024];
+    static _Thread_local double last_r, last_w;
+    if (last[0] && strcmp(last, dir) == 0) {
+        *read_bw = last_r, *write_bw = last_w;
+        return MW_OK;
+    }
+    const uint64_t R = 8u << 20, F = 64u << 20;
+    mw_scratch sc;
+    int stale;
+    uint64_t sb;
+    MW_TRY(mw_scratch_create(&sc, dir, F, &stale, &sb));
+    mw_aio *io = NULL;
+    char *buf = NULL;
+    mw_status st = mw_aio_create(&io, sc.fd, sc.path, 4, MW_AIO_AUTO);
+    if (st == MW_OK && posix_memalign((void **)&buf, MW_AIO_ALIGN, 4 * R) != 0)
+        st = mw_fail(MW_ERR_NOMEM, "out of memory measuring the disk");
+    double t[2] = {0, 0};
+    if (buf) memset(buf, 0x5a, 4 * R);
+    for (int op = 0; op < 2 && st == MW_OK; op++) {
+        int id[4] = {-1, -1, -1, -1};
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        for (uint64_t off = 0, k = 0; off < F && st == MW_OK; off += R, k++) {
+            if (id[k % 4] >= 0) st = mw_aio_wait(io, id[k % 4]);
+            if (st == MW_OK)
+                st = op == 0 ? mw_aio_write(io, buf + (k % 4) * R, R, off, &id[k % 4])
+                             : mw_aio_read(io, buf + (k % 4) * R, R, off, &id[k % 4]);
+            if (st != MW_OK) id[k % 4] = -1;
+        }
+        mw_status w = mw_aio_wait_all(io);
+        if (st == MW_OK) st = w;
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        t[op] = (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9;
+    }
+    mw_aio_destroy(io);
+    mw_scratch_close(&sc);
+    free(buf);
+    MW_TRY(st);
+    *write_bw = F / (t[0] > 1e-9 ? t[0] : 1e-9);
+    *read_bw = F / (t[1] > 1e-9 ? t[1] : 1e-9);
+    snprintf(last, sizeof last, "%s", dir);
+    last_r = *read_bw, last_w = *write_bw;
+    return MW_OK;
 }
 
 mw_status mw_offload_create(mw_offload **out, const char *dir, size_t n, void *staging) {
