@@ -43,11 +43,14 @@ typedef struct chunk_ctx {
     mw_adamw_hp hp;
 } chunk_ctx;
 
-static void noop_fn(void *ctx, size_t lo, size_t hi, float *m, float *v) { (void)ctx, (void)lo, (void)hi, (void)m, (void)v; }
+static void noop_fn(void *ctx, size_t lo, size_t hi, int seg, float *const arr[MW_ARR_COUNT]) {
+    (void)ctx, (void)lo, (void)hi, (void)seg, (void)arr;
+}
 
-static void chunk_fn(void *ctx, size_t lo, size_t hi, float *m, float *v) {
+static void chunk_fn(void *ctx, size_t lo, size_t hi, int seg, float *const arr[MW_ARR_COUNT]) {
     chunk_ctx *c = ctx;
-    mw_adamw_update(c->p + lo, c->g + lo, m, v, hi - lo, &c->hp);
+    (void)seg;
+    mw_adamw_update(c->p + lo, c->g + lo, arr[MW_ARR_M], arr[MW_ARR_V], hi - lo, &c->hp);
 }
 
 int main(int argc, char **argv) {
@@ -109,7 +112,9 @@ int main(int argc, char **argv) {
     char engine[16] = "", skip[256] = "";
     int direct = 0;
     mw_offload_layout lay;
-    mw_offload_layout_of(n, &lay);
+    const size_t seg_lo[2] = {0, n};
+    const unsigned mask[1] = {MW_ARR_MV};
+    mw_offload_layout_of(1, seg_lo, mask, &lay);
     if (dir) {
         const uint64_t need = 2 * lay.file_bytes + (4u << 20), fr = (mw_mkdirs(dir), mw_scratch_free_bytes(dir));
         if (fr < need) {
@@ -145,7 +150,7 @@ int main(int argc, char **argv) {
          * disk's rate drifts; round 0 warms up */
         void *stage = malloc(lay.staging_bytes);
         mw_offload *o;
-        if (!stage || mw_offload_create(&o, dir, n, stage) != MW_OK) {
+        if (!stage || mw_offload_create(&o, dir, 1, seg_lo, mask, stage) != MW_OK) {
             fprintf(stderr, "adamw_bench: %s\n", mw_last_error());
             return 1;
         }
@@ -167,12 +172,12 @@ int main(int argc, char **argv) {
             }
             cc.hp.t = r + 1;
             double t0 = bench_now();
-            if (mw_offload_stream(o, chunk_fn, &cc) != MW_OK) goto ioerr;
+            if (mw_offload_stream(o, MW_ARR_MV, MW_ARR_MV, chunk_fn, &cc) != MW_OK) goto ioerr;
             t[r] = bench_now() - t0;
 #pragma omp parallel for schedule(static)
             for (size_t i = 0; i < n; i++) g[i] = 1e-3f; /* zeroed by the step: new gradients */
             t0 = bench_now();
-            if (mw_offload_stream(o, noop_fn, NULL) != MW_OK) goto ioerr;
+            if (mw_offload_stream(o, MW_ARR_MV, MW_ARR_MV, noop_fn, NULL) != MW_OK) goto ioerr;
             tio[r] = bench_now() - t0;
         }
         const double wr_s = bench_median(tw + 1, reps), rd_s = bench_median(trd + 1, reps);

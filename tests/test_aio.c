@@ -161,72 +161,101 @@ static void scratch_files(void) {
           "an impossible folder: %s", mw_last_error());
 }
 
-/* The stream: n floats (not a multiple of anything), fn adds lo-relative values; the result must
- * equal the same updates done in memory, chunk boundaries included. */
+/* The stream over segments (n floats, not a multiple of anything; a middle segment that also holds
+ * gradients and parameters): fn adds lo-relative values; the result must equal the same updates
+ * done in memory, chunk and segment boundaries included; whole-segment reads and writes land where
+ * the stream finds them. */
 typedef struct sctx {
     size_t calls, next;
     int bad;
 } sctx;
 
-static void add_fn(void *ctx, size_t lo, size_t hi, float *m, float *v) {
+static void add_fn(void *ctx, size_t lo, size_t hi, int seg, float *const arr[MW_ARR_COUNT]) {
     sctx *c = ctx;
     if (lo != c->next) c->bad = 1; /* chunks in order, each once, none skipped */
+    if (!arr[MW_ARR_M] || !arr[MW_ARR_V] || (seg == 1) != (arr[MW_ARR_P] != NULL)) c->bad = 1;
     c->next = hi;
     c->calls++;
     for (size_t i = lo; i < hi; i++) {
-        m[i - lo] += (float)i;
-        v[i - lo] = v[i - lo] * 2.0f + 1.0f;
+        arr[MW_ARR_M][i - lo] += (float)i;
+        arr[MW_ARR_V][i - lo] = arr[MW_ARR_V][i - lo] * 2.0f + 1.0f;
+        if (arr[MW_ARR_P]) arr[MW_ARR_P][i - lo] += arr[MW_ARR_G][i - lo];
     }
 }
 
 static void offload_stream(int kind_env) {
     setenv("MEMWALL_AIO", kind_env ? "threads" : "auto", 1);
-    const size_t n = 100003;
+    const size_t n = 100003, s1 = 30011, s2 = 71111;
+    const size_t seg_lo[4] = {0, s1, s2, n};
+    const unsigned PGMV = MW_ARR_MV | MW_ARR_BIT(MW_ARR_P) | MW_ARR_BIT(MW_ARR_G);
+    const unsigned mask[3] = {MW_ARR_MV, PGMV, MW_ARR_MV};
     mw_offload_layout lay;
-    mw_offload_layout_of(n, &lay);
-    CHECK(lay.nchunks >= 8 && lay.slots == MW_OFFLOAD_SLOTS && lay.chunk % (MW_AIO_ALIGN / 4) == 0,
-          "layout: %zu chunks of %zu, %d slots", lay.nchunks, lay.chunk, lay.slots);
+    mw_offload_layout_of(3, seg_lo, mask, &lay);
+    CHECK(lay.nchunks >= 8 && lay.slots == MW_OFFLOAD_SLOTS && lay.chunk % MW_OFFLOAD_Q == 0 && lay.arrays == 4,
+          "layout: %zu chunks of %zu, %d slots, %d arrays", lay.nchunks, lay.chunk, lay.slots, lay.arrays);
+    CHECK(lay.arr_bytes[MW_ARR_P] == mw_offload_pad(s2 - s1) * 4 &&
+              lay.arr_bytes[MW_ARR_M] == (mw_offload_pad(s1) + mw_offload_pad(s2 - s1) + mw_offload_pad(n - s2)) * 4,
+          "array bytes");
     void *stage = malloc(lay.staging_bytes);
     mw_offload *o;
-    CHECK_OK(mw_offload_create(&o, dir, n, stage));
+    CHECK_OK(mw_offload_create(&o, dir, 3, seg_lo, mask, stage));
     mw_offload_info in;
     mw_offload_get_info(o, &in);
     CHECK(strcmp(in.engine, kind_env ? "threads" : in.engine) == 0, "engine %s", in.engine);
-    float *em = calloc(n, 4), *ev = calloc(n, 4);
+    float *em = calloc(n, 4), *ev = calloc(n, 4), *ep = calloc(n, 4), *eg = calloc(n, 4);
     /* map writes known moments (as a checkpoint load does) */
     for (int w = 0; w < 2; w++)
         for (size_t off = 0, k; off < n; off += k) {
             float *p;
-            CHECK_OK(mw_offload_map(o, w, off, n, &p, &k));
+            CHECK_OK(mw_offload_map(o, w ? MW_ARR_V : MW_ARR_M, off, n, &p, &k));
             for (size_t i = 0; i < k; i++) p[i] = (w ? ev : em)[off + i] = (float)((off + i) % 977) * (w ? 0.5f : -1.0f);
         }
     CHECK_OK(mw_offload_commit(o));
+    /* the middle segment's parameters and gradients, written whole */
+    float *buf;
+    const size_t pl = mw_offload_pad(s2 - s1);
+    CHECK(posix_memalign((void **)&buf, MW_AIO_ALIGN, pl * 4) == 0, "memalign");
+    for (int a = 0; a < 2; a++) {
+        for (size_t i = 0; i < pl; i++) buf[i] = a ? (float)i * 0.25f : 1.0f + (float)(i % 7);
+        for (size_t i = s1; i < s2; i++) (a ? ep : eg)[i] = buf[i - s1];
+        int id;
+        CHECK_OK(mw_offload_seg_start(o, 1, 1, a ? MW_ARR_P : MW_ARR_G, buf, &id));
+        CHECK_OK(mw_offload_wait(o, id));
+    }
     for (int step = 0; step < 3; step++) {
         sctx c = {0, 0, 0};
-        CHECK_OK(mw_offload_stream(o, add_fn, &c));
+        CHECK_OK(mw_offload_stream(o, PGMV, MW_ARR_MV | MW_ARR_BIT(MW_ARR_P), add_fn, &c));
         CHECK(!c.bad && c.calls == lay.nchunks && c.next == n, "stream: %zu calls, ended at %zu", c.calls, c.next);
-        for (size_t i = 0; i < n; i++) em[i] += (float)i, ev[i] = ev[i] * 2.0f + 1.0f;
+        for (size_t i = 0; i < n; i++) {
+            em[i] += (float)i, ev[i] = ev[i] * 2.0f + 1.0f;
+            if (i >= s1 && i < s2) ep[i] += eg[i];
+        }
     }
     size_t bad = 0;
     for (int w = 0; w < 2; w++)
         for (size_t off = 0, k; off < n; off += k) {
             const float *p;
-            CHECK_OK(mw_offload_view(o, w, off, n, &p, &k));
+            CHECK_OK(mw_offload_view(o, w ? MW_ARR_V : MW_ARR_M, off, n, &p, &k));
             for (size_t i = 0; i < k; i++) bad += memcmp(&p[i], &(w ? ev : em)[off + i], 4) != 0;
         }
     CHECK_OK(mw_offload_commit(o));
     CHECK(bad == 0, "%zu moments differ from the in-memory updates", bad);
+    int id;
+    CHECK_OK(mw_offload_seg_start(o, 0, 1, MW_ARR_P, buf, &id));
+    CHECK_OK(mw_offload_wait(o, id));
+    CHECK(memcmp(buf, ep + s1, (s2 - s1) * 4) == 0, "the parameters the stream wrote, read whole");
+    CHECK(mw_offload_seg_start(o, 0, 0, MW_ARR_P, buf, &id) == MW_ERR_ARG, "a segment without that array");
     /* a fault in the middle of a stream: one error, the rest waited for */
     mw_aio_fault_set(MW_AIO_OP_READ, MW_AIO_FAULT_EIO, 4);
     sctx c = {0, 0, 0};
-    CHECK(mw_offload_stream(o, add_fn, &c) == MW_ERR_IO && strstr(mw_last_error(), "Input/output error"),
+    CHECK(mw_offload_stream(o, MW_ARR_MV, MW_ARR_MV, add_fn, &c) == MW_ERR_IO && strstr(mw_last_error(), "Input/output error"),
           "EIO during a stream: %s", mw_last_error());
     mw_aio_fault_set(MW_AIO_OP_WRITE, MW_AIO_FAULT_ENOSPC, 2);
-    CHECK(mw_offload_stream(o, add_fn, &c) == MW_ERR_IO && strstr(mw_last_error(), "No space left"),
+    CHECK(mw_offload_stream(o, MW_ARR_MV, MW_ARR_MV, add_fn, &c) == MW_ERR_IO && strstr(mw_last_error(), "No space left"),
           "ENOSPC during a stream: %s", mw_last_error());
     mw_offload_destroy(o);
     CHECK(count_scratch() == 0, "destroy removes the scratch file");
-    free(em), free(ev), free(stage);
+    free(em), free(ev), free(ep), free(eg), free(stage), free(buf);
     unsetenv("MEMWALL_AIO");
 }
 

@@ -565,10 +565,17 @@ void print_plan(const mw_plan_summary *p) {
     printf(" | recompute %s\n", p->policy);
     if (p->disk_file) {
         char f[32], s[32];
-        printf("  disk tier (--offload %s): optimizer %s in a scratch file of %s, read and written once per step "
+        char on[160] = "", r[32], w[32];
+        size_t u = 0;
+        for (int k = 0; k < MW_CAT_COUNT; k++)
+            if (p->disk[k] && u < sizeof on)
+                u += (size_t)snprintf(on + u, sizeof on - u, "%s%s %s", u ? ", " : "", mw_category_name(k),
+                                      mw_fmt_bytes(p->disk[k], b, sizeof b));
+        printf("  disk tier (--offload %s): %s in a scratch file of %s; per step %s read, %s written, streamed "
                "through %s of staging in memory\n",
-               mw_offload_name(p->offload), mw_fmt_bytes(p->disk[MW_CAT_OPTIM], b, sizeof b),
-               mw_fmt_bytes(p->disk_file, f, sizeof f), mw_fmt_bytes(p->disk_staging, s, sizeof s));
+               mw_offload_name(p->offload), on, mw_fmt_bytes(p->disk_file, f, sizeof f),
+               mw_fmt_bytes(p->disk_read, r, sizeof r), mw_fmt_bytes(p->disk_write, w, sizeof w),
+               mw_fmt_bytes(p->disk_staging, s, sizeof s));
     }
     if (p->pred_disk_s >= 0)
         printf("  disk tier: predicted %.2f s per step for its transfers (measured here: %.2f GB/s read, %.2f GB/s write)\n",

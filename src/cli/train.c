@@ -455,9 +455,12 @@ int cmd_train(int argc, char **argv) {
                k + 1 < MW_CAT_COUNT ? "," : "\n");
     mw_offload_report dr;
     if (mw_model_offload_info(m, &dr))
-        printf("  disk tier: %s read, %s written (%s per step each way, as planned)\n",
+    {
+        char b4[32];
+        printf("  disk tier: %s read, %s written (planned per step: %s read, %s written)\n",
                mw_fmt_bytes(dr.bytes_read, b1, sizeof b1), mw_fmt_bytes(dr.bytes_written, b2, sizeof b2),
-               mw_fmt_bytes(plan.disk_read, b3, sizeof b3));
+               mw_fmt_bytes(plan.disk_read, b3, sizeof b3), mw_fmt_bytes(plan.disk_write, b4, sizeof b4));
+    }
     if (t.jlog) {
         fprintf(t.jlog, "{\"event\": \"end\", \"steps\": %d, \"plan_peak_bytes\": %llu, ", st.step,
                 (unsigned long long)plan.peak);

@@ -12,12 +12,14 @@
 
 #include "../core/rng.h"
 #include "../core/status.h"
+#include "../memory/aio.h"
 #include "../memory/offload.h"
 #include "../memory/planner.h"
 #include "../optim/adamw.h"
 #include "model.h"
 
 static void policy_text(const mw_model *m, char *out, size_t len);
+static mw_status io_check(const mw_model *m);
 static const char *policy_name(int p);
 static void budget_message(const mw_plan_summary *p);
 
@@ -30,6 +32,8 @@ void mw_graph_add_tensor(mw_model *m, const char *name, int r, int c, int decay,
     t->numel = (size_t)r * (c ? c : 1);
     t->offset = m->nfloats;
     t->decay = decay;
+    t->layer = m->building_layer;
+    t->seg = 0;
     m->nfloats += pad ? (t->numel + 15) / 16 * 16 : t->numel; /* 64-byte aligned when padded */
 }
 
@@ -112,6 +116,23 @@ static int resolve_slot(const mw_model_def *a, int s, int layer) {
     return a->ngs + layer * a->nls + s;
 }
 
+static uint64_t seg_len(const mw_model *m, int s) { return m->seg_lo[s + 1] - m->seg_lo[s]; }
+
+/* The floats of the largest block's staging slot (its segment, padded). */
+static uint64_t block_slot_floats(const mw_model *m) {
+    uint64_t mx = 0;
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        const uint64_t n = mw_offload_pad(seg_len(m, 1 + l));
+        if (n > mx) mx = n;
+    }
+    return mx;
+}
+
+static float *align_io(float *p) {
+    const uintptr_t u = (uintptr_t)p;
+    return (float *)((u + MW_AIO_ALIGN - 1) / MW_AIO_ALIGN * MW_AIO_ALIGN);
+}
+
 /* Adds every buffer of the step to pl (planning), or binds m's pointers to placed (offsets from
  * the planner, same order) inside base. The two modes make the same walk. */
 static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *base) {
@@ -127,14 +148,34 @@ static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *
         else                                                                                       \
             MW_TRY(mw_planner_add(pl, (nm), -1, (bytes), (cat), 0, last));                         \
     } while (0)
-    PERSIST(m->params, m->nfloats * F, MW_CAT_PARAMS, "params");
+    const int pdisk = m->offload == MW_OFFLOAD_ALL, gdisk = pdisk || m->offload == MW_OFFLOAD_OPTIMIZER_GRADS;
+    /* a block's staging slot: its padded length, O_DIRECT-aligned inside the arena */
+    const uint64_t slot_bytes = (pdisk || gdisk) ? block_slot_floats(m) * F + MW_AIO_ALIGN : 0;
+    if (pdisk) {
+        PERSIST(m->pres[0], seg_len(m, 0) * F, MW_CAT_PARAMS, "params_pre");
+        PERSIST(m->pres[1], seg_len(m, L + 1) * F, MW_CAT_PARAMS, "params_post");
+        for (int k = 0; k < 3; k++) PERSIST(m->pslot[k], slot_bytes, MW_CAT_PARAMS, "param_slot");
+    } else {
+        PERSIST(m->params, m->nfloats * F, MW_CAT_PARAMS, "params");
+    }
     if (!c->inference) {
-        PERSIST(m->grads, m->nfloats * F, MW_CAT_GRADS, "grads");
+        if (gdisk) {
+            PERSIST(m->gres[0], seg_len(m, 0) * F, MW_CAT_GRADS, "grads_pre");
+            PERSIST(m->gres[1], seg_len(m, L + 1) * F, MW_CAT_GRADS, "grads_post");
+            for (int k = 0; k < 3; k++) PERSIST(m->gslot[k], slot_bytes, MW_CAT_GRADS, "grad_slot");
+        } else {
+            PERSIST(m->grads, m->nfloats * F, MW_CAT_GRADS, "grads");
+        }
         if (m->offload == MW_OFFLOAD_NONE) {
             PERSIST(m->m, m->nfloats * F, MW_CAT_OPTIM, "adam_m");
             PERSIST(m->v, m->nfloats * F, MW_CAT_OPTIM, "adam_v");
         }
     }
+    if (placed && slot_bytes) /* the slots' I/O is O_DIRECT: align them */
+        for (int k = 0; k < 3; k++) {
+            if (pdisk) m->pslot[k] = align_io(m->pslot[k]);
+            if (gdisk && !c->inference) m->gslot[k] = align_io(m->gslot[k]);
+        }
     PERSIST(m->gw.buf, m->gw.floats * F, MW_CAT_WORK, "gemm_pack");
     PERSIST(m->staging, (2 * N + (uint64_t)c->batch * (c->seq + 1)) * sizeof(int32_t), MW_CAT_WORK,
             "token_staging");
@@ -142,14 +183,14 @@ static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *
     const int next = a->ext(m, ext);
     for (int e = 0; e < next; e++) PERSIST(m->ext[e], ext[e].bytes, ext[e].cat, ext[e].name);
 #undef PERSIST
-    if (m->offload == MW_OFFLOAD_OPTIMIZER) { /* the moments pass through it during the optimizer op
-                                                 only: it shares memory with the activations */
+    if (m->offload != MW_OFFLOAD_NONE) { /* the streamed chunks pass through it during the optimizer
+                                            op only: it shares memory with the activations */
         mw_offload_layout lay;
-        mw_offload_layout_of(m->nfloats, &lay);
+        mw_offload_layout_of(m->nseg, m->seg_lo, m->seg_mask, &lay);
         if (placed)
             m->off_stage = base + placed[idx++].offset;
         else
-            MW_TRY(mw_planner_add(pl, "adam_stage", -1, lay.staging_bytes, MW_CAT_OPTIM, m->opt_op, m->opt_op));
+            MW_TRY(mw_planner_add(pl, "offload_stage", -1, lay.staging_bytes, MW_CAT_OPTIM, m->opt_op, m->opt_op));
     }
     int *cur = malloc(sizeof(int) * (size_t)nslots);
     if (!cur) return mw_fail(MW_ERR_NOMEM, "out of memory planning");
@@ -217,12 +258,23 @@ static mw_status plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
     s->peak = pl->peak;
     s->budget = m->cfg.budget;
     s->offload = m->offload;
-    if (m->offload == MW_OFFLOAD_OPTIMIZER) {
+    if (m->offload != MW_OFFLOAD_NONE) {
         mw_offload_layout lay;
-        mw_offload_layout_of(m->nfloats, &lay);
-        s->disk[MW_CAT_OPTIM] = 2 * (uint64_t)m->nfloats * sizeof(float);
-        s->disk_file = s->disk_read = s->disk_write = lay.file_bytes;
+        mw_offload_layout_of(m->nseg, m->seg_lo, m->seg_mask, &lay);
+        const uint64_t *ab = lay.arr_bytes, acc = (uint64_t)m->cfg.accum;
+        s->disk[MW_CAT_PARAMS] = ab[MW_ARR_P];
+        s->disk[MW_CAT_GRADS] = ab[MW_ARR_G];
+        s->disk[MW_CAT_OPTIM] = ab[MW_ARR_M] + ab[MW_ARR_V];
+        s->disk_file = lay.file_bytes;
         s->disk_staging = lay.staging_bytes;
+        /* the optimizer's pass reads every array and writes all but the gradients; the norm's
+         * pass reads the gradients; each micro-batch writes them, and all but the first read
+         * them back; the parameters' reads of the blocks' visits, each micro-batch */
+        s->disk_read = lay.file_bytes + ab[MW_ARR_G] + (acc - 1) * ab[MW_ARR_G];
+        s->disk_write = lay.file_bytes - ab[MW_ARR_G] + acc * ab[MW_ARR_G];
+        if (m->offload == MW_OFFLOAD_ALL)
+            for (int j = 0; j < 3 * m->nvisit; j++)
+                if (m->visit_rd[j] >= 0) s->disk_read += acc * mw_offload_pad(seg_len(m, m->visit_rd[j] / 4)) * sizeof(float);
     }
     s->fits = s->budget == 0 || s->peak <= s->budget;
     policy_text(m, s->policy, sizeof s->policy);
@@ -286,10 +338,11 @@ static mw_status predict(mw_model *m, mw_plan_summary *s, int force) {
         MW_TRY(measure_costs(c, m->arch, kc));
         s->pred_recompute_s = ops_cost(m, m->head_op + 1, kc); /* the forward ops after the head */
     }
-    if (s->disk_file && c->offload_dir[0]) {
-        MW_TRY(mw_offload_measure(c->offload_dir, &s->disk_read_bw, &s->disk_write_bw));
+    /* a folder that cannot be measured (too full for the 64 MiB, not writable) leaves the prediction
+     * unknown; the run itself then says what is wrong when it makes its own file */
+    if (s->disk_file && c->offload_dir[0] &&
+        mw_offload_measure(c->offload_dir, &s->disk_read_bw, &s->disk_write_bw) == MW_OK)
         s->pred_disk_s = (double)s->disk_read / s->disk_read_bw + (double)s->disk_write / s->disk_write_bw;
-    }
     return MW_OK;
 }
 
@@ -346,8 +399,8 @@ mw_status mw_plan_buffers(const mw_config *cfg, mw_plan_buffer **out, int *n) {
     }
     if (st == MW_OK) *n = pl.n;
     if (st == MW_OK && s.disk_file) { /* the disk tier's one file: m and v, chunk by chunk */
-        snprintf(b[pl.n].name, sizeof b[pl.n].name, "adam_m+v");
-        b[pl.n].category = MW_CAT_OPTIM;
+        snprintf(b[pl.n].name, sizeof b[pl.n].name, "disk_state (%s)", mw_offload_name(s.offload));
+        b[pl.n].category = s.disk[MW_CAT_PARAMS] ? MW_CAT_PARAMS : s.disk[MW_CAT_GRADS] ? MW_CAT_GRADS : MW_CAT_OPTIM;
         b[pl.n].tier = MW_TIER_DISK;
         b[pl.n].bytes = s.disk_file;
         b[pl.n].first = 0;
@@ -442,6 +495,116 @@ static mw_status resolve_offload(mw_model *m) {
     return MW_OK;
 }
 
+/* The disk tier's segments: one for --offload optimizer; with gradients or parameters on disk the
+ * tensors before the first block, each block, and those after the last (the table must be in that
+ * order, as every model's is). */
+static mw_status build_segments(mw_model *m) {
+    if (m->offload == MW_OFFLOAD_NONE) return MW_OK;
+    const int L = m->cfg.n_layer, blocks = m->offload != MW_OFFLOAD_OPTIMIZER;
+    m->nseg = blocks ? L + 2 : 1;
+    m->seg_lo = calloc((size_t)m->nseg + 1, sizeof(size_t));
+    m->seg_mask = calloc((size_t)m->nseg, sizeof(unsigned));
+    m->pbase = calloc((size_t)m->nseg, sizeof(float *));
+    m->gbase = calloc((size_t)m->nseg, sizeof(float *));
+    m->gfresh = calloc((size_t)L + 1, 1);
+    if (!m->seg_lo || !m->seg_mask || !m->pbase || !m->gbase || !m->gfresh)
+        return mw_fail(MW_ERR_NOMEM, "out of memory planning");
+    m->seg_lo[m->nseg] = m->nfloats;
+    for (int k = 0; k < m->nseg; k++) m->seg_mask[k] = MW_ARR_MV;
+    if (!blocks) return MW_OK;
+    for (int k = 0; k < m->nseg; k++) m->seg_lo[k] = (size_t)-1;
+    m->seg_lo[0] = 0;
+    m->seg_lo[m->nseg] = m->nfloats;
+    int phase = 0; /* 0 before the blocks, 1 in them, 2 after */
+    for (int i = 0; i < m->ntensors; i++) {
+        mw_tensor *t = &m->tensors[i];
+        const int l = t->layer, want = l >= 0 ? 1 + l : phase == 0 ? 0 : L + 1;
+        if (l >= 0 && m->seg_lo[1 + l] == (size_t)-1) m->seg_lo[1 + l] = t->offset;
+        if (l < 0 && phase == 1) phase = 2, m->seg_lo[L + 1] = t->offset;
+        if (l >= 0) phase = 1;
+        t->seg = want;
+    }
+    if (m->seg_lo[L + 1] == (size_t)-1) m->seg_lo[L + 1] = m->nfloats;
+    for (int k = 1; k <= m->nseg; k++)
+        if (m->seg_lo[k] == (size_t)-1 || m->seg_lo[k] < m->seg_lo[k - 1])
+            return mw_fail(MW_ERR_ARG, "--offload %s: this model's tensors are not in block order", mw_offload_name(m->offload));
+    for (int i = 0; i < m->ntensors; i++) {
+        const mw_tensor *t = &m->tensors[i];
+        if (t->offset < m->seg_lo[t->seg] || t->offset + t->numel > m->seg_lo[t->seg + 1])
+            return mw_fail(MW_ERR_ARG, "--offload %s: tensor %s lies outside its block", mw_offload_name(m->offload), t->name);
+    }
+    for (int l = 0; l < L; l++)
+        m->seg_mask[1 + l] = MW_ARR_MV | MW_ARR_BIT(MW_ARR_G) | (m->offload == MW_OFFLOAD_ALL ? MW_ARR_BIT(MW_ARR_P) : 0);
+    return MW_OK;
+}
+
+/* One micro-batch's transfers, read off the schedule: the visits of the blocks' parameters (a
+ * block's consecutive ops, the head between them not counting) with the slot each uses and the
+ * reads each starts (its own when not prefetched, and the next two visits'), and per block the
+ * first and the last op of its backward, where its gradients are bound and written behind. */
+static mw_status build_transfers(mw_model *m) {
+    if (m->offload != MW_OFFLOAD_OPTIMIZER_GRADS && m->offload != MW_OFFLOAD_ALL) return MW_OK;
+    const int L = m->cfg.n_layer, n = m->nops;
+    free(m->op_pv), free(m->op_gb), free(m->op_ge), free(m->visit_seg), free(m->visit_slot), free(m->visit_rd);
+    m->op_pv = malloc(sizeof(int) * (size_t)n);
+    m->op_gb = calloc((size_t)n, sizeof(int));
+    m->op_ge = calloc((size_t)n, sizeof(int));
+    m->visit_seg = malloc(sizeof(int) * (size_t)n);
+    m->visit_slot = malloc(sizeof(int) * (size_t)n);
+    m->visit_rd = malloc(sizeof(int) * 3 * (size_t)n);
+    if (!m->op_pv || !m->op_gb || !m->op_ge || !m->visit_seg || !m->visit_slot || !m->visit_rd)
+        return mw_fail(MW_ERR_NOMEM, "out of memory planning");
+    m->nvisit = 0;
+    int cur = -1;
+    for (int i = 0; i < n; i++) {
+        m->op_pv[i] = -1;
+        const int k = m->ops[i].kind, l = m->ops[i].layer;
+        if (kind_is_step(m, k) || l >= L) continue;
+        if (l != cur) m->op_pv[i] = m->nvisit, m->visit_seg[m->nvisit++] = 1 + l;
+        cur = l;
+    }
+    for (int l = 0; l < L; l++) { /* the backward ops of block l: those after the head, not forward */
+        int first = -1, last = -1;
+        for (int i = m->head_op + 1; i < m->opt_op; i++) {
+            const int k = m->ops[i].kind;
+            if (m->ops[i].layer != l || kind_is_step(m, k) || (m->arch->kinds[k].flags & MW_KF_FWD)) continue;
+            if (first < 0) first = i;
+            last = i;
+        }
+        if (first < 0) return mw_fail(MW_ERR_ARG, "internal: block %d has no backward op", l);
+        m->op_gb[first] = 1;
+        m->op_ge[last] = 1;
+    }
+    int holds[3] = {-1, -1, -1};
+    for (int j = 0; j < m->nvisit; j++) {
+        const int seg = m->visit_seg[j];
+        const int n1 = j + 1 < m->nvisit ? m->visit_seg[j + 1] : -2, n2 = j + 2 < m->nvisit ? m->visit_seg[j + 2] : -2;
+        int *rd = m->visit_rd + 3 * j, nr = 0;
+        rd[0] = rd[1] = rd[2] = -1;
+        int s = -1;
+        for (int k = 0; k < 3; k++)
+            if (holds[k] == seg) s = k;
+        if (s < 0) { /* not prefetched: read now, into a slot the next two visits do not need */
+            for (int k = 0; k < 3 && s < 0; k++)
+                if (holds[k] != n1 && holds[k] != n2) s = k;
+            holds[s] = seg;
+            rd[nr++] = seg * 4 + s;
+        }
+        m->visit_slot[j] = s;
+        for (int d = 1; d <= 2; d++) {
+            const int want = d == 1 ? n1 : n2;
+            if (want < 0 || holds[0] == want || holds[1] == want || holds[2] == want) continue;
+            int t = -1;
+            for (int k = 0; k < 3 && t < 0; k++)
+                if (k != s && holds[k] != n1 && holds[k] != n2) t = k;
+            if (t < 0) continue;
+            holds[t] = want;
+            rd[nr++] = want * 4 + t;
+        }
+    }
+    return MW_OK;
+}
+
 static mw_status model_skeleton(mw_model **out, const mw_config *cfg) {
     MW_TRY(mw_config_validate(cfg));
     const mw_model_def *arch = mw_arch_get(cfg->arch);
@@ -454,10 +617,14 @@ static mw_status model_skeleton(mw_model **out, const mw_config *cfg) {
     m->gw.nthreads = m->nthreads;
     m->gw.floats = mw_gemm_ws_floats(m->nthreads, MW_GEMM_NC);
     m->pol = calloc((size_t)cfg->n_layer, 1);
+    m->building_layer = -1;
+    for (int k = 0; k < 3; k++) m->pslot_seg[k] = m->pslot_id[k] = m->gslot_seg[k] = m->gslot_id[k] = -1;
     mw_status s = m->pol ? arch->build_table(m) : mw_fail(MW_ERR_NOMEM, "cannot allocate the layer table");
     if (s == MW_OK) s = resolve_offload(m);
+    if (s == MW_OK) s = build_segments(m);
     if (s == MW_OK) s = resolve_policy(m);
     if (s == MW_OK) s = build_schedule(m);
+    if (s == MW_OK) s = build_transfers(m);
     if (s != MW_OK) {
         mw_model_destroy(m);
         return s;
@@ -519,8 +686,14 @@ mw_status mw_model_create(mw_model **out, const mw_config *cfg) {
     if (s == MW_OK) s = walk(m, NULL, pl.b, m->arena.base);
     mw_planner_free(&pl);
     /* the disk tier is created (its file preallocated) before step 1, after the plan fits */
-    if (s == MW_OK && m->offload == MW_OFFLOAD_OPTIMIZER)
-        s = mw_offload_create(&m->off, m->cfg.offload_dir, m->nfloats, m->off_stage);
+    if (s == MW_OK && m->nseg > 1) { /* the resident segments are bound; the blocks come and go */
+        const int L = m->cfg.n_layer;
+        if (!m->params) m->pbase[0] = m->pres[0], m->pbase[L + 1] = m->pres[1];
+        m->gbase[0] = m->gres[0], m->gbase[L + 1] = m->gres[1];
+        memset(m->gfresh, 1, (size_t)L);
+    }
+    if (s == MW_OK && m->offload != MW_OFFLOAD_NONE)
+        s = mw_offload_create(&m->off, m->cfg.offload_dir, m->nseg, m->seg_lo, m->seg_mask, m->off_stage);
     if (s != MW_OK) {
         mw_model_destroy(m);
         return s;
@@ -538,6 +711,8 @@ void mw_model_destroy(mw_model *m) {
     free(m->pol);
     free(m->ops);
     free(m->opp);
+    free(m->seg_lo), free(m->seg_mask), free(m->pbase), free(m->gbase), free(m->gfresh);
+    free(m->op_pv), free(m->op_gb), free(m->op_ge), free(m->visit_seg), free(m->visit_slot), free(m->visit_rd);
     free(m);
 }
 
@@ -560,7 +735,7 @@ const mw_config *mw_model_config(const mw_model *m) { return &m->cfg; }
 const mw_plan_summary *mw_model_plan(const mw_model *m) { return &m->plan; }
 int mw_model_num_tensors(const mw_model *m) { return m->ntensors; }
 
-mw_status mw_model_tensor(const mw_model *m, int i, mw_param_info *info) {
+mw_status mw_model_tensor_info(const mw_model *m, int i, mw_param_info *info, int access) {
     if (i < 0 || i >= m->ntensors) return mw_fail(MW_ERR_ARG, "tensor index %d out of range", i);
     const mw_tensor *t = &m->tensors[i];
     info->name = t->name;
@@ -569,12 +744,17 @@ mw_status mw_model_tensor(const mw_model *m, int i, mw_param_info *info) {
     info->dims[1] = t->dims[1];
     info->numel = t->numel;
     info->decay = t->decay;
-    info->data = m->params + t->offset;
-    info->grad = m->grads ? m->grads + t->offset : NULL;
+    /* on the disk tier, the block comes in (and is written back once another is asked for, or
+     * before the next step): the caller may write the parameters */
+    info->data = access ? mw_graph_param_access((mw_model *)m, i, 1) : mw_graph_tensor(m, 0, i);
+    if (access && !info->data) return io_check(m);
+    info->grad = m->cfg.inference ? NULL : mw_graph_tensor(m, 1, i);
     info->m = m->m ? m->m + t->offset : NULL;
     info->v = m->v ? m->v + t->offset : NULL;
     return MW_OK;
 }
+
+mw_status mw_model_tensor(const mw_model *m, int i, mw_param_info *info) { return mw_model_tensor_info(m, i, info, 1); }
 
 void mw_model_memory(const mw_model *m, uint64_t category[MW_CAT_COUNT], uint64_t *peak) {
     for (int k = 0; k < MW_CAT_COUNT; k++) category[k] = m->plan.category[k];
@@ -583,7 +763,8 @@ void mw_model_memory(const mw_model *m, uint64_t category[MW_CAT_COUNT], uint64_
 
 void mw_graph_fill_normal(mw_model *m, int i, uint64_t seed, double std) {
     const mw_tensor *t = &m->tensors[i];
-    float *p = m->params + t->offset;
+    float *p = mw_graph_param_access(m, i, 1);
+    if (!p) return; /* m->io_error says why */
     size_t nblk = (t->numel + MW_NORM_QUANTUM - 1) / MW_NORM_QUANTUM;
     /* blocks draw from their own stream: the same values for any thread count */
 #pragma omp parallel for schedule(static)
@@ -603,6 +784,133 @@ void mw_model_init(mw_model *m, uint64_t seed) { m->arch->init(m, seed); }
 void mw_model_init_gpt2(mw_model *m, uint64_t seed) { mw_model_init(m, seed); }
 
 /* ---- the executor ------------------------------------------------------------------------------ */
+
+/* ---- the disk tier's transfers around the ops (--offload optimizer+grads, all) ---------------- */
+
+/* Records a failed transfer of a call that returns no status; the next one that does returns it. */
+static void io_failed(mw_model *m, mw_status st) {
+    if (st != MW_OK && m->io_error == MW_OK) {
+        m->io_error = st;
+        snprintf(m->io_msg, sizeof m->io_msg, "%s", mw_last_error());
+    }
+}
+
+static mw_status io_check(const mw_model *m) {
+    return m->io_error == MW_OK ? MW_OK : mw_fail(m->io_error, "%s", m->io_msg);
+}
+
+static mw_status wait_id(mw_model *m, int *id) {
+    if (*id < 0) return MW_OK;
+    const int k = *id;
+    *id = -1;
+    return mw_offload_wait(m->off, k);
+}
+
+/* Writes back parameters written outside a step (pslot[0]: init, checkpoint and weight loads) and
+ * forgets every slot's block: a new micro-batch starts from its plan, and the optimizer changes
+ * what they would hold. */
+static mw_status params_settle(mw_model *m) {
+    if (m->offload != MW_OFFLOAD_ALL || !m->off) return MW_OK;
+    mw_status st = MW_OK;
+    for (int k = 0; k < 3; k++) {
+        mw_status w = wait_id(m, &m->pslot_id[k]);
+        if (st == MW_OK) st = w;
+    }
+    if (st == MW_OK && m->access_dirty && m->pslot_seg[0] >= 0) {
+        int id;
+        st = mw_offload_seg_start(m->off, 1, m->pslot_seg[0], MW_ARR_P, m->pslot[0], &id);
+        if (st == MW_OK) st = mw_offload_wait(m->off, id);
+    }
+    m->access_dirty = 0;
+    for (int k = 0; k < 3; k++) {
+        if (m->pslot_seg[k] >= 0) m->pbase[m->pslot_seg[k]] = NULL;
+        m->pslot_seg[k] = -1;
+    }
+    return st;
+}
+
+/* Waits for the gradients' writes in flight. */
+static mw_status grads_settle(mw_model *m) {
+    mw_status st = MW_OK;
+    for (int k = 0; k < 3; k++) {
+        mw_status w = wait_id(m, &m->gslot_id[k]);
+        if (st == MW_OK) st = w;
+    }
+    return st;
+}
+
+/* Before a micro-batch's ops (or the optimizer): a failure outside a call comes out now. */
+static mw_status step_begin(mw_model *m) {
+    MW_TRY(io_check(m));
+    m->gvisit = 0;
+    return params_settle(m);
+}
+
+/* Visit j of the plan: starts its reads (its own when not prefetched, the next visits'), waits for
+ * its block's and binds it. */
+static mw_status param_visit(mw_model *m, int j) {
+    const int *rd = m->visit_rd + 3 * j;
+    for (int e = 0; e < 3 && rd[e] >= 0; e++) {
+        const int seg = rd[e] / 4, k = rd[e] % 4;
+        MW_TRY(wait_id(m, &m->pslot_id[k]));
+        if (m->pslot_seg[k] >= 0) m->pbase[m->pslot_seg[k]] = NULL;
+        m->pslot_seg[k] = seg;
+        MW_TRY(mw_offload_seg_start(m->off, 0, seg, MW_ARR_P, m->pslot[k], &m->pslot_id[k]));
+    }
+    const int k = m->visit_slot[j];
+    MW_TRY(wait_id(m, &m->pslot_id[k]));
+    m->pbase[m->visit_seg[j]] = m->pslot[k];
+    return MW_OK;
+}
+
+/* Block l's backward starts: its gradients come into a slot (zeros when the disk holds none of this
+ * step yet, else read back to accumulate into). */
+static mw_status grad_bind(mw_model *m, int l) {
+    const int q = m->gvisit++, k = q % 3, seg = 1 + l;
+    MW_TRY(q == 0 ? grads_settle(m) : wait_id(m, &m->gslot_id[k]));
+    m->gslot_seg[k] = seg;
+    if (m->gfresh[l]) {
+        memset(m->gslot[k], 0, mw_offload_pad(seg_len(m, seg)) * sizeof(float));
+    } else {
+        int id;
+        MW_TRY(mw_offload_seg_start(m->off, 0, seg, MW_ARR_G, m->gslot[k], &id));
+        MW_TRY(mw_offload_wait(m->off, id));
+    }
+    m->gbase[seg] = m->gslot[k];
+    return MW_OK;
+}
+
+/* Block l's backward is done: its gradients are written behind. */
+static mw_status grad_done(mw_model *m, int l) {
+    const int seg = 1 + l, k = (m->gvisit - 1) % 3;
+    if (m->gslot_seg[k] != seg) return mw_fail(MW_ERR_ARG, "internal: block %d's gradients are not in slot %d", l, k);
+    m->gbase[seg] = NULL;
+    m->gfresh[l] = 0;
+    return mw_offload_seg_start(m->off, 1, seg, MW_ARR_G, m->gslot[k], &m->gslot_id[k]);
+}
+
+float *mw_graph_param_access(mw_model *m, int i, int write) {
+    const mw_tensor *t = &m->tensors[i];
+    if (m->params) return m->params + t->offset;
+    const int seg = t->seg;
+    float *p = mw_graph_tensor(m, 0, i);
+    if (seg == 0 || seg == m->nseg - 1) return p; /* resident */
+    if (m->pslot_seg[0] != seg) {
+        mw_status st = params_settle(m); /* writes a dirty block back, forgets the slots */
+        int id = -1;
+        if (st == MW_OK) st = mw_offload_seg_start(m->off, 0, seg, MW_ARR_P, m->pslot[0], &id);
+        if (st == MW_OK) st = mw_offload_wait(m->off, id);
+        if (st != MW_OK) {
+            io_failed(m, st);
+            return NULL;
+        }
+        m->pslot_seg[0] = seg;
+        m->pbase[seg] = m->pslot[0];
+        p = mw_graph_tensor(m, 0, i);
+    }
+    if (write) m->access_dirty = 1;
+    return p;
+}
 
 static mw_status load_tokens(mw_model *m, const int32_t *inputs, const int32_t *targets) {
     const mw_config *c = &m->cfg;
@@ -624,8 +932,12 @@ mw_status mw_model_forward(mw_model *m, const int32_t *inputs, const int32_t *ta
         return mw_fail(MW_ERR_ARG, "a training or evaluation model keeps no logits: give targets (for "
                                    "the loss) or build an inference model");
     MW_TRY(load_tokens(m, inputs, targets));
+    MW_TRY(step_begin(m));
     double s = 0.0;
-    for (int i = 0; i <= m->head_op; i++) m->arch->run_op(m, i, 0, 0.0f, &s);
+    for (int i = 0; i <= m->head_op; i++) {
+        if (m->offload == MW_OFFLOAD_ALL && m->op_pv[i] >= 0) MW_TRY(param_visit(m, m->op_pv[i]));
+        m->arch->run_op(m, i, 0, 0.0f, &s);
+    }
     if (targets) *loss = (float)(s / ((double)m->cfg.batch * m->cfg.seq));
     return MW_OK;
 }
@@ -636,9 +948,16 @@ mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const in
     if (c->inference) return mw_fail(MW_ERR_ARG, "an inference model has no gradients");
     if (!targets) return mw_fail(MW_ERR_ARG, "training needs targets");
     MW_TRY(load_tokens(m, inputs, targets));
-    const int N = c->batch * c->seq;
+    const int N = c->batch * c->seq, gdisk = m->offload == MW_OFFLOAD_OPTIMIZER_GRADS || m->offload == MW_OFFLOAD_ALL;
+    MW_TRY(step_begin(m));
     double s = 0.0;
-    for (int i = 0; i < m->opt_op; i++) m->arch->run_op(m, i, 1, grad_scale / N, &s);
+    for (int i = 0; i < m->opt_op; i++) {
+        const int l = m->ops[i].layer;
+        if (m->offload == MW_OFFLOAD_ALL && m->op_pv[i] >= 0) MW_TRY(param_visit(m, m->op_pv[i]));
+        if (gdisk && m->op_gb[i]) MW_TRY(grad_bind(m, l));
+        m->arch->run_op(m, i, 1, grad_scale / N, &s);
+        if (gdisk && m->op_ge[i]) MW_TRY(grad_done(m, l));
+    }
     *loss = (float)(s / N);
     return MW_OK;
 }
@@ -667,25 +986,88 @@ const float *mw_model_decode(mw_model *m, int32_t token, int pos) {
     return m->arch->decode(m, token, pos);
 }
 
-void mw_model_zero_grad(mw_model *m) {
-    if (m->grads) memset(m->grads, 0, sizeof(float) * m->nfloats);
+static int grads_on_disk(const mw_model *m) {
+    return m->offload == MW_OFFLOAD_OPTIMIZER_GRADS || m->offload == MW_OFFLOAD_ALL;
 }
 
-double mw_model_grad_norm(const mw_model *m) {
-    if (!m->grads) return 0.0;
-    const size_t n = m->nfloats, nb = (n + MW_NORM_QUANTUM - 1) / MW_NORM_QUANTUM;
-    const float *g = m->grads;
-    double *parts = (double *)m->opp[(size_t)m->opt_op * MW_MAXACC];
+/* Where the resident parameters (which 0) or gradients (1) of flat element lo of segment seg are. */
+static float *resident(const mw_model *m, int which, int seg, size_t lo) {
+    float *flat = which ? m->grads : m->params;
+    if (flat) return flat + lo;
+    float *const *res = which ? m->gres : m->pres;
+    return seg == 0 ? res[0] + (lo - m->seg_lo[0]) : res[1] + (lo - m->seg_lo[m->nseg - 1]);
+}
+
+/* 1 when chunk [lo, hi) of seg is a block's whose gradients on disk are stale (none this step). */
+static int grads_fresh(const mw_model *m, int seg) { return seg > 0 && seg < m->nseg - 1 && m->gfresh[seg - 1]; }
+
+void mw_model_zero_grad(mw_model *m) {
+    if (m->grads) memset(m->grads, 0, sizeof(float) * m->nfloats);
+    if (grads_on_disk(m) && m->gres[0]) {
+        memset(m->gres[0], 0, seg_len(m, 0) * sizeof(float));
+        memset(m->gres[1], 0, seg_len(m, m->nseg - 1) * sizeof(float));
+        memset(m->gfresh, 1, (size_t)m->cfg.n_layer);
+    }
+}
+
+/* The norm's partial sums over one streamed chunk, continuing each quantum's sum where the previous
+ * chunk left it: the same additions in the same order as over the flat buffer. */
+typedef struct norm_chunk {
+    const mw_model *m;
+    double *parts;
+} norm_chunk;
+
+static void norm_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, float *const arr[MW_ARR_COUNT]) {
+    norm_chunk *nc = ctx;
+    const float *g = arr[MW_ARR_G] ? arr[MW_ARR_G] : resident(nc->m, 1, seg, lo);
+    if (arr[MW_ARR_G] && grads_fresh(nc->m, seg)) memset(arr[MW_ARR_G], 0, (hi - lo) * sizeof(float));
+    const size_t b0 = lo / MW_NORM_QUANTUM, b1 = (hi - 1) / MW_NORM_QUANTUM;
+    double *parts = nc->parts;
 #pragma omp parallel for schedule(static)
-    for (size_t b = 0; b < nb; b++) {
-        size_t j1 = (b + 1) * MW_NORM_QUANTUM < n ? (b + 1) * MW_NORM_QUANTUM : n;
-        double s = 0.0;
-        for (size_t j = b * MW_NORM_QUANTUM; j < j1; j++) s += (double)g[j] * g[j];
-        parts[b] = s;
+    for (size_t b = b0; b <= b1; b++) {
+        const size_t j0 = b * MW_NORM_QUANTUM > lo ? b * MW_NORM_QUANTUM : lo;
+        const size_t j1 = (b + 1) * MW_NORM_QUANTUM < hi ? (b + 1) * MW_NORM_QUANTUM : hi;
+        double t = parts[b];
+        for (size_t j = j0; j < j1; j++) t += (double)g[j - lo] * g[j - lo];
+        parts[b] = t;
+    }
+}
+
+mw_status mw_graph_grad_norm(mw_model *m, double *norm) {
+    *norm = 0.0;
+    if (m->cfg.inference) return MW_OK;
+    const size_t n = m->nfloats, nb = (n + MW_NORM_QUANTUM - 1) / MW_NORM_QUANTUM;
+    double *parts = (double *)m->opp[(size_t)m->opt_op * MW_MAXACC];
+    if (grads_on_disk(m)) {
+        MW_TRY(io_check(m));
+        MW_TRY(grads_settle(m));
+        for (size_t b = 0; b < nb; b++) parts[b] = 0.0;
+        norm_chunk nc = {m, parts};
+        MW_TRY(mw_offload_stream(m->off, MW_ARR_BIT(MW_ARR_G), 0, norm_chunk_fn, &nc));
+    } else {
+        const float *g = m->grads;
+#pragma omp parallel for schedule(static)
+        for (size_t b = 0; b < nb; b++) {
+            size_t j1 = (b + 1) * MW_NORM_QUANTUM < n ? (b + 1) * MW_NORM_QUANTUM : n;
+            double s = 0.0;
+            for (size_t j = b * MW_NORM_QUANTUM; j < j1; j++) s += (double)g[j] * g[j];
+            parts[b] = s;
+        }
     }
     double s = 0.0;
     for (size_t b = 0; b < nb; b++) s += parts[b];
-    return sqrt(s);
+    *norm = sqrt(s);
+    return MW_OK;
+}
+
+double mw_model_grad_norm(const mw_model *m) {
+    double norm;
+    mw_status st = mw_graph_grad_norm((mw_model *)m, &norm);
+    if (st != MW_OK) {
+        io_failed((mw_model *)m, st);
+        return NAN;
+    }
+    return norm;
 }
 
 /* The AdamW step over one streamed chunk [lo, hi) of the flat buffer: each tensor's part of it,
@@ -697,9 +1079,13 @@ typedef struct adamw_chunk {
     int next; /* the first tensor not yet finished (chunks come in order) */
 } adamw_chunk;
 
-static void adamw_chunk_fn(void *ctx, size_t lo, size_t hi, float *mc, float *vc) {
+static void adamw_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, float *const arr[MW_ARR_COUNT]) {
     adamw_chunk *a = ctx;
     const mw_model *m = a->m;
+    float *pc = arr[MW_ARR_P] ? arr[MW_ARR_P] : resident(m, 0, seg, lo);
+    float *gc = arr[MW_ARR_G] ? arr[MW_ARR_G] : resident(m, 1, seg, lo);
+    float *mc = arr[MW_ARR_M], *vc = arr[MW_ARR_V];
+    if (arr[MW_ARR_G] && grads_fresh(m, seg)) memset(gc, 0, (hi - lo) * sizeof(float));
     for (int i = a->next; i < m->ntensors; i++) {
         const mw_tensor *ts = &m->tensors[i];
         const size_t t0 = ts->offset, t1 = ts->offset + ts->numel;
@@ -708,7 +1094,7 @@ static void adamw_chunk_fn(void *ctx, size_t lo, size_t hi, float *mc, float *vc
         if (x < y) {
             mw_adamw_hp hp = a->hp;
             hp.weight_decay = ts->decay ? a->wd : 0.0;
-            mw_adamw_update(m->params + x, m->grads + x, mc + (x - lo), vc + (x - lo), y - x, &hp);
+            mw_adamw_update(pc + (x - lo), gc + (x - lo), mc + (x - lo), vc + (x - lo), y - x, &hp);
         }
         if (t1 <= hi) a->next = i + 1;
         if (t1 > hi) break;
@@ -725,7 +1111,14 @@ mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
     }
     if (m->off) {
         adamw_chunk a = {m, {lr, c->beta1, c->beta2, c->eps, 0.0, coef, t}, c->weight_decay, 0};
-        return mw_offload_stream(m->off, adamw_chunk_fn, &a);
+        const unsigned pg = (grads_on_disk(m) ? MW_ARR_BIT(MW_ARR_G) : 0) |
+                            (m->offload == MW_OFFLOAD_ALL ? MW_ARR_BIT(MW_ARR_P) : 0);
+        MW_TRY(io_check(m));
+        MW_TRY(grads_settle(m));
+        MW_TRY(params_settle(m));
+        MW_TRY(mw_offload_stream(m->off, MW_ARR_MV | pg, MW_ARR_MV | (pg & MW_ARR_BIT(MW_ARR_P)), adamw_chunk_fn, &a));
+        if (grads_on_disk(m)) memset(m->gfresh, 1, (size_t)c->n_layer); /* zero, as the update left them */
+        return params_settle(m);
     }
     for (int i = 0; i < m->ntensors; i++) {
         const mw_tensor *ts = &m->tensors[i];
@@ -748,9 +1141,10 @@ static mw_status moment_window(const mw_model *m, int which, int i, size_t off, 
         return MW_OK;
     }
     const size_t lim = ts->offset + ts->numel;
-    if (write) return mw_offload_map(m->off, which, ts->offset + off, lim, p, n);
-    const float *q;
-    MW_TRY(mw_offload_view(m->off, which, ts->offset + off, lim, &q, n));
+    const int a = which ? MW_ARR_V : MW_ARR_M;
+    if (write) return mw_offload_map(m->off, a, ts->offset + off, lim, p, n);
+    const float *q = NULL;
+    MW_TRY(mw_offload_view(m->off, a, ts->offset + off, lim, &q, n));
     *p = (float *)q;
     return MW_OK;
 }
@@ -766,7 +1160,17 @@ mw_status mw_model_moment_map(mw_model *m, int which, int i, size_t off, float *
     return moment_window(m, which, i, off, 1, p, n);
 }
 
-mw_status mw_model_moments_done(const mw_model *m) { return m->off ? mw_offload_commit(m->off) : MW_OK; }
+mw_status mw_model_moments_done(const mw_model *m) {
+    if (!m->off) return MW_OK;
+    mw_status a = mw_offload_commit(m->off), b = params_settle((mw_model *)m);
+    return a != MW_OK ? a : b != MW_OK ? b : io_check(m);
+}
+
+mw_status mw_model_param_view(const mw_model *m, int i, const float **p) {
+    if (i < 0 || i >= m->ntensors) return mw_fail(MW_ERR_ARG, "tensor index %d out of range", i);
+    *p = mw_graph_param_access((mw_model *)m, i, 0);
+    return *p ? MW_OK : io_check(m);
+}
 
 int mw_model_offload_info(const mw_model *m, mw_offload_report *r) {
     memset(r, 0, sizeof *r);

@@ -54,6 +54,9 @@ typedef struct mw_tensor {
     int ndim, dims[2];
     size_t numel, offset; /* offset in floats inside the flat parameter buffer */
     int decay;
+    int layer; /* the block it belongs to (mw_graph_block), -1 for the embedding and the head */
+    int seg;   /* its segment of the disk tier (MW_OFFLOAD_OPTIMIZER_GRADS, ALL): 0 before the
+                  blocks, 1 + layer, L + 1 after */
 } mw_tensor;
 
 typedef struct mw_op {
@@ -92,6 +95,26 @@ struct mw_model {
     mw_progress_fn progress; /* mw_model_set_progress: told of mw_evaluate's batches */
     void *progress_user;
     int offload;             /* the placement planned: cfg.offload with auto resolved */
+    int building_layer;      /* mw_graph_block's block for the tensors added next (-1: none) */
+    /* the disk tier's segments (src/memory/offload.h): flat bounds, the arrays each holds on disk,
+     * and where each segment's parameters and gradients are in memory now (NULL: not bound; all
+     * bound when the flat buffers m->params, m->grads hold them) */
+    int nseg;
+    size_t *seg_lo;
+    unsigned *seg_mask;
+    float **pbase, **gbase;
+    float *pres[2], *gres[2];          /* the resident segments before and after the blocks */
+    float *pslot[3], *gslot[3];        /* block staging: parameters (ALL), gradients (+GRADS) */
+    int pslot_seg[3], pslot_id[3];     /* segment a slot holds (-1 none), its read in flight (-1) */
+    int gslot_seg[3], gslot_id[3];     /* ..., its write in flight */
+    int access_dirty;                  /* pslot[0] holds parameters written outside a step */
+    unsigned char *gfresh;             /* per block: its gradients on disk are stale (zeros) */
+    int *op_pv, *op_gb, *op_ge;        /* per op: param visit index (-1), grads bound / done here */
+    int nvisit, *visit_seg, *visit_slot; /* param visits of one micro-batch: segment, slot */
+    int *visit_rd;                     /* per visit, 3 entries: prefetches (segment*4+slot, -1) */
+    int gvisit;                        /* grad visits bound so far in this micro-batch */
+    mw_status io_error;                /* a failed transfer outside a status-returning call */
+    char io_msg[512];                  /* ... and its message */
     char offload_why[200];   /* auto's reasons ("" otherwise) */
     void *off_stage;         /* MW_OFFLOAD_OPTIMIZER: the moments' staging buffer (optimizer op) */
     struct mw_offload *off;  /* ... and the disk tier holding them (src/memory/offload.c) */
@@ -135,6 +158,23 @@ const mw_model_def *mw_arch_get(int arch);
 
 /* For models: */
 void mw_graph_push(mw_model *m, int kind, int layer);
+/* The tensors added next belong to block l (-1: to none). */
+static inline void mw_graph_block(mw_model *m, int l) { m->building_layer = l; }
+/* Tensor i's parameters (which 0) or gradients (1) where they are now: in the flat buffer, or in
+ * its segment's memory; NULL when on the disk tier and not bound (the executor binds a block's
+ * before its ops run; mw_graph_param_access outside steps). */
+static inline float *mw_graph_tensor(const mw_model *m, int which, int i) {
+    const mw_tensor *t = &m->tensors[i];
+    float *flat = which ? m->grads : m->params;
+    if (flat) return flat + t->offset;
+    float *const *base = which ? m->gbase : m->pbase;
+    float *b = base ? base[t->seg] : NULL;
+    return b ? b + (t->offset - m->seg_lo[t->seg]) : NULL;
+}
+/* Tensor i's parameters for reading (write 0) or writing (1) outside a step, bringing its block in
+ * from the disk tier when it lives there: valid until the next call for another block. NULL (and
+ * m->io_error set) when the transfer fails. */
+float *mw_graph_param_access(mw_model *m, int i, int write);
 /* Adds a tensor of r x c (c = 0: a vector of r) to the table. pad: the next tensor starts 64-byte
  * aligned; without, it follows at once (fused matrices such as q, k, v). */
 void mw_graph_add_tensor(mw_model *m, const char *name, int r, int c, int decay, int pad);

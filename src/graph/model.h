@@ -16,4 +16,12 @@ void mw_model_progress(const mw_model *m, int done, int total);
 mw_status mw_model_moment_view(const mw_model *m, int which, int i, size_t off, const float **p, size_t *n);
 mw_status mw_model_moment_map(mw_model *m, int which, int i, size_t off, float **p, size_t *n);
 mw_status mw_model_moments_done(const mw_model *m);
+/* Tensor i's parameters for reading (from the disk tier when they live there), valid until the
+ * next access to another block; mw_model_moments_done ends a run of them too. */
+mw_status mw_model_param_view(const mw_model *m, int i, const float **p);
+/* mw_model_tensor; access 0: without bringing a block's parameters in from the disk tier (data and
+ * grad NULL where they are not in memory now), for the shape alone. */
+mw_status mw_model_tensor_info(const mw_model *m, int i, mw_param_info *info, int access);
+/* The gradients' global norm (mw_model_grad_norm) with the disk tier's failures as a status. */
+mw_status mw_graph_grad_norm(mw_model *m, double *norm);
 #endif

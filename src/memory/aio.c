@@ -85,8 +85,12 @@ void mw_aio_fault_set(int op, int kind, long n) {
     pthread_mutex_unlock(&fault_mu);
 }
 
+static _Thread_local int faults_paused;
+void mw_aio_faults_pause(int paused) { faults_paused = paused; }
+
 int mw_aio_fault_take(int op) {
     int k = MW_AIO_FAULT_NONE;
+    if (faults_paused) return k;
     pthread_mutex_lock(&fault_mu);
     fault_env();
     if (fault_kind[op] != MW_AIO_FAULT_NONE && --fault_at[op] == 0) {

@@ -60,6 +60,9 @@ void mw_aio_stats(const mw_aio *io, uint64_t *read, uint64_t *written);
 /* Fault injection: the n-th request of op from now on (n >= 1) fails as kind says (kind NONE
  * clears op's fault). Reads MEMWALL_IO_FAULT the first time any engine or scratch file needs it. */
 void mw_aio_fault_set(int op, int kind, long n);
+/* paused 1: this thread's requests neither count nor take faults (the disk's measurement, which is
+ * not the run's I/O) until called with 0. */
+void mw_aio_faults_pause(int paused);
 /* Counts one request of op and returns the fault it must take (MW_AIO_FAULT_NONE mostly). */
 int mw_aio_fault_take(int op);
 #endif

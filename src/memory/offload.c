@@ -9,33 +9,62 @@
 #include "aio.h"
 #include "scratch.h"
 
+#define DEPTH 48 /* requests in flight at most: 4 slots x 4 arrays x (reads + writes), and segments */
+
 struct mw_offload {
     mw_offload_layout lay;
-    size_t n;
+    int nseg;
+    size_t *seg_lo;              /* nseg + 1 */
+    unsigned *mask;              /* per segment */
+    uint64_t *seg_off;           /* per segment: its first array's file offset */
+    size_t *clo;                 /* chunk c is [clo[c], clo[c + 1]) ... */
+    int *cseg;                   /* ... of segment cseg[c] */
+    int pos[MW_ARR_COUNT];       /* an array's place in a staging slot (-1: never staged) */
     mw_scratch file;
     mw_aio *io;
-    char *stage;         /* MW_AIO_ALIGN-aligned, lay.slots regions */
-    long cached[2];      /* view/map: the chunk whose m (v) half is in slot 0's m (v) part; -1: none */
-    int dirty[2];        /* ... and was mapped: commit writes it back */
+    char *stage;                 /* MW_AIO_ALIGN-aligned, lay.slots slots of lay.arrays chunk arrays */
+    long cached[MW_ARR_COUNT];   /* view/map: the chunk whose array a is in slot 0's place for a */
+    int dirty[MW_ARR_COUNT];
     int stale;
     uint64_t stale_bytes;
 };
 
-void mw_offload_layout_of(size_t n, mw_offload_layout *out) {
-    const size_t q = MW_AIO_ALIGN / sizeof(float); /* a chunk is whole aligned blocks */
-    /* at least MW_OFFLOAD_MIN_CHUNKS chunks where the state allows, so that small models pipeline
-     * (and keep their staging small) too */
-    size_t ch = (n + MW_OFFLOAD_MIN_CHUNKS - 1) / MW_OFFLOAD_MIN_CHUNKS;
-    ch = (ch + q - 1) / q * q;
+/* The chunk size for n floats: at least MW_OFFLOAD_MIN_CHUNKS chunks where n allows, so that small
+ * models pipeline (and keep their staging small) too. */
+static size_t chunk_of(size_t n) {
+    size_t ch = mw_offload_pad((n + MW_OFFLOAD_MIN_CHUNKS - 1) / MW_OFFLOAD_MIN_CHUNKS);
     if (ch > MW_OFFLOAD_CHUNK) ch = MW_OFFLOAD_CHUNK;
-    if (ch == 0) ch = q;
-    out->chunk = ch;
-    out->nchunks = (n + ch - 1) / ch;
+    return ch ? ch : MW_OFFLOAD_Q;
+}
+
+static int popcount(unsigned x) {
+    int k = 0;
+    for (; x; x &= x - 1) k++;
+    return k;
+}
+
+/* Array a's index among the arrays of mask (its place in the segment's file area). */
+static int arr_index(unsigned mask, int a) { return popcount(mask & (MW_ARR_BIT(a) - 1)); }
+
+void mw_offload_layout_of(int nseg, const size_t *seg_lo, const unsigned *mask, mw_offload_layout *out) {
+    memset(out, 0, sizeof *out);
+    out->n = seg_lo[nseg];
+    out->chunk = chunk_of(out->n);
+    unsigned all = 0;
+    for (int s = 0; s < nseg; s++) {
+        const size_t len = seg_lo[s + 1] - seg_lo[s];
+        if (!len || !mask[s]) continue;
+        all |= mask[s];
+        out->nchunks += (len + out->chunk - 1) / out->chunk;
+        for (int a = 0; a < MW_ARR_COUNT; a++)
+            if (mask[s] & MW_ARR_BIT(a)) out->arr_bytes[a] += mw_offload_pad(len) * sizeof(float);
+    }
+    for (int a = 0; a < MW_ARR_COUNT; a++) out->file_bytes += out->arr_bytes[a];
+    out->arrays = popcount(all);
     out->slots = out->nchunks < MW_OFFLOAD_SLOTS ? (int)out->nchunks : MW_OFFLOAD_SLOTS;
     if (out->slots < 1) out->slots = 1;
-    out->region = 2 * (uint64_t)ch * sizeof(float);
-    out->file_bytes = out->region * out->nchunks;
-    out->staging_bytes = out->region * (uint64_t)out->slots + MW_AIO_ALIGN;
+    out->staging_bytes = (uint64_t)out->slots * (uint64_t)(out->arrays ? out->arrays : 1) * out->chunk * sizeof(float) +
+                         MW_AIO_ALIGN;
 }
 
 mw_status mw_offload_measure(const char *dir, double *read_bw, double *write_bw) {
@@ -49,7 +78,12 @@ mw_status mw_offload_measure(const char *dir, double *read_bw, double *write_bw)
     mw_scratch sc;
     int stale;
     uint64_t sb;
-    MW_TRY(mw_scratch_create(&sc, dir, F, &stale, &sb));
+    mw_aio_faults_pause(1); /* not the run's I/O: injected faults are for the run's */
+    mw_status cs = mw_scratch_create(&sc, dir, F, &stale, &sb);
+    if (cs != MW_OK) {
+        mw_aio_faults_pause(0);
+        return cs;
+    }
     mw_aio *io = NULL;
     char *buf = NULL;
     mw_status st = mw_aio_create(&io, sc.fd, sc.path, 4, MW_AIO_AUTO);
@@ -76,6 +110,7 @@ mw_status mw_offload_measure(const char *dir, double *read_bw, double *write_bw)
     mw_aio_destroy(io);
     mw_scratch_close(&sc);
     free(buf);
+    mw_aio_faults_pause(0);
     MW_TRY(st);
     *write_bw = F / (t[0] > 1e-9 ? t[0] : 1e-9);
     *read_bw = F / (t[1] > 1e-9 ? t[1] : 1e-9);
@@ -84,19 +119,45 @@ mw_status mw_offload_measure(const char *dir, double *read_bw, double *write_bw)
     return MW_OK;
 }
 
-mw_status mw_offload_create(mw_offload **out, const char *dir, size_t n, void *staging) {
+mw_status mw_offload_create(mw_offload **out, const char *dir, int nseg, const size_t *seg_lo, const unsigned *mask,
+                            void *staging) {
     *out = NULL;
     if (!dir || !*dir) return mw_fail(MW_ERR_ARG, "offloading needs a folder for its scratch file (--offload-dir)");
     mw_offload *o = calloc(1, sizeof *o);
     if (!o) return mw_fail(MW_ERR_NOMEM, "out of memory");
-    mw_offload_layout_of(n, &o->lay);
-    o->n = n;
+    mw_offload_layout_of(nseg, seg_lo, mask, &o->lay);
+    o->nseg = nseg;
     o->file.fd = -1;
-    o->cached[0] = o->cached[1] = -1;
-    uintptr_t s = (uintptr_t)staging;
-    o->stage = (char *)((s + MW_AIO_ALIGN - 1) / MW_AIO_ALIGN * MW_AIO_ALIGN);
-    mw_status st = mw_scratch_create(&o->file, dir, o->lay.file_bytes, &o->stale, &o->stale_bytes);
-    if (st == MW_OK) st = mw_aio_create(&o->io, o->file.fd, o->file.path, 2 * MW_OFFLOAD_SLOTS, MW_AIO_AUTO);
+    o->seg_lo = malloc(sizeof(size_t) * (size_t)(nseg + 1));
+    o->mask = malloc(sizeof(unsigned) * (size_t)nseg);
+    o->seg_off = malloc(sizeof(uint64_t) * (size_t)nseg);
+    o->clo = malloc(sizeof(size_t) * (o->lay.nchunks + 1));
+    o->cseg = malloc(sizeof(int) * (o->lay.nchunks + 1));
+    if (!o->seg_lo || !o->mask || !o->seg_off || !o->clo || !o->cseg) {
+        mw_offload_destroy(o);
+        return mw_fail(MW_ERR_NOMEM, "out of memory");
+    }
+    memcpy(o->seg_lo, seg_lo, sizeof(size_t) * (size_t)(nseg + 1));
+    memcpy(o->mask, mask, sizeof(unsigned) * (size_t)nseg);
+    unsigned all = 0;
+    uint64_t off = 0;
+    size_t c = 0;
+    for (int s = 0; s < nseg; s++) {
+        const size_t len = seg_lo[s + 1] - seg_lo[s];
+        o->seg_off[s] = off;
+        if (!len || !mask[s]) continue;
+        all |= mask[s];
+        off += (uint64_t)popcount(mask[s]) * mw_offload_pad(len) * sizeof(float);
+        for (size_t lo = seg_lo[s]; lo < seg_lo[s + 1]; lo += o->lay.chunk) o->clo[c] = lo, o->cseg[c++] = s;
+    }
+    o->clo[c] = o->lay.n;
+    for (int a = 0; a < MW_ARR_COUNT; a++) o->pos[a] = all & MW_ARR_BIT(a) ? arr_index(all, a) : -1;
+    for (int a = 0; a < MW_ARR_COUNT; a++) o->cached[a] = -1;
+    uintptr_t st0 = (uintptr_t)staging;
+    o->stage = (char *)((st0 + MW_AIO_ALIGN - 1) / MW_AIO_ALIGN * MW_AIO_ALIGN);
+    mw_status st = mw_scratch_create(&o->file, dir, o->lay.file_bytes ? o->lay.file_bytes : MW_AIO_ALIGN, &o->stale,
+                                     &o->stale_bytes);
+    if (st == MW_OK) st = mw_aio_create(&o->io, o->file.fd, o->file.path, DEPTH, MW_AIO_AUTO);
     if (st != MW_OK) {
         mw_offload_destroy(o);
         return st;
@@ -109,6 +170,7 @@ void mw_offload_destroy(mw_offload *o) {
     if (!o) return;
     mw_aio_destroy(o->io);
     mw_scratch_close(&o->file);
+    free(o->seg_lo), free(o->mask), free(o->seg_off), free(o->clo), free(o->cseg);
     free(o);
 }
 
@@ -118,103 +180,155 @@ void mw_offload_get_info(const mw_offload *o, mw_offload_info *info) {
     info->engine = mw_aio_kind_name(o->io);
     info->note = mw_aio_note(o->io);
     info->direct = o->file.direct;
-    info->stale = o->stale;
-    info->stale_bytes = o->stale_bytes;
+    mw_scratch_stale_removed(&info->stale, &info->stale_bytes); /* by this process, measurements included */
     info->file_bytes = o->lay.file_bytes;
     mw_aio_stats(o->io, &info->bytes_read, &info->bytes_written);
 }
 
-static char *slot_at(const mw_offload *o, int s) { return o->stage + (uint64_t)s * o->lay.region; }
+/* Array a of slot s in staging (chunk floats). */
+static float *slot_arr(const mw_offload *o, int s, int a) {
+    return (float *)o->stage + ((size_t)s * (size_t)o->lay.arrays + (size_t)o->pos[a]) * o->lay.chunk;
+}
 
-mw_status mw_offload_stream(mw_offload *o, mw_offload_chunk_fn fn, void *ctx) {
-    const size_t nch = o->lay.nchunks, ch = o->lay.chunk;
+/* Where array a of chunk c lies in the file, and how many bytes (padded) it takes. */
+static uint64_t chunk_off(const mw_offload *o, size_t c, int a, uint64_t *bytes) {
+    const int s = o->cseg[c];
+    const size_t seg_len = o->seg_lo[s + 1] - o->seg_lo[s];
+    *bytes = mw_offload_pad(o->clo[c + 1] - o->clo[c]) * sizeof(float);
+    return o->seg_off[s] + ((uint64_t)arr_index(o->mask[s], a) * mw_offload_pad(seg_len) + (o->clo[c] - o->seg_lo[s])) *
+                               sizeof(float);
+}
+
+/* Starts the transfers of chunk c's arrays in set into (from) slot s; ids[a] gets each request. */
+static mw_status chunk_io(mw_offload *o, int write, size_t c, unsigned set, int s, int ids[MW_ARR_COUNT]) {
+    set &= o->mask[o->cseg[c]];
+    for (int a = 0; a < MW_ARR_COUNT; a++) {
+        if (!(set & MW_ARR_BIT(a))) continue;
+        uint64_t bytes;
+        const uint64_t off = chunk_off(o, c, a, &bytes);
+        MW_TRY(write ? mw_aio_write(o->io, slot_arr(o, s, a), bytes, off, &ids[a])
+                     : mw_aio_read(o->io, slot_arr(o, s, a), bytes, off, &ids[a]));
+    }
+    return MW_OK;
+}
+
+static mw_status wait_ids(mw_offload *o, int ids[MW_ARR_COUNT]) {
+    mw_status st = MW_OK;
+    for (int a = 0; a < MW_ARR_COUNT; a++) {
+        if (ids[a] < 0) continue;
+        mw_status w = mw_aio_wait(o->io, ids[a]);
+        ids[a] = -1;
+        if (st == MW_OK) st = w;
+    }
+    return st;
+}
+
+mw_status mw_offload_stream(mw_offload *o, unsigned rd, unsigned wr, mw_offload_chunk_fn fn, void *ctx) {
+    const size_t nch = o->lay.nchunks;
     const size_t S = (size_t)o->lay.slots;
     /* reads ahead A chunks; the slot a read goes into held chunk c - (S - A), whose write was
      * started one update earlier (S >= 3: a whole update to land) */
     const size_t A = S >= 3 ? S - 2 : S - 1;
-    const uint64_t R = o->lay.region;
-    int rd[MW_OFFLOAD_SLOTS], wr[MW_OFFLOAD_SLOTS];
-    for (size_t s = 0; s < S; s++) rd[s] = wr[s] = -1;
+    int rid[MW_OFFLOAD_SLOTS][MW_ARR_COUNT], wid[MW_OFFLOAD_SLOTS][MW_ARR_COUNT];
+    for (size_t s = 0; s < S; s++)
+        for (int a = 0; a < MW_ARR_COUNT; a++) rid[s][a] = wid[s][a] = -1;
+    wr &= rd;
     MW_TRY(mw_offload_commit(o)); /* the slots are about to change */
     mw_status st = MW_OK;
-    for (size_t c = 0; c < A && c < nch && st == MW_OK; c++) st = mw_aio_read(o->io, slot_at(o, (int)c), R, c * R, &rd[c]);
+    for (size_t c = 0; c < A && c < nch && st == MW_OK; c++) st = chunk_io(o, 0, c, rd, (int)c, rid[c]);
     for (size_t c = 0; c < nch && st == MW_OK; c++) {
         const int s = (int)(c % S);
         const size_t ahead = c + A;
         if (ahead < nch) {
             const int sa = (int)(ahead % S);
-            if (wr[sa] >= 0 && (st = mw_aio_wait(o->io, wr[sa])) != MW_OK) break;
-            wr[sa] = -1;
-            if ((st = mw_aio_read(o->io, slot_at(o, sa), R, ahead * R, &rd[sa])) != MW_OK) break;
+            if ((st = wait_ids(o, wid[sa])) != MW_OK) break;
+            if ((st = chunk_io(o, 0, ahead, rd, sa, rid[sa])) != MW_OK) break;
         }
-        if ((st = mw_aio_wait(o->io, rd[s])) != MW_OK) break;
-        rd[s] = -1;
-        const size_t lo = c * ch, hi = lo + ch < o->n ? lo + ch : o->n;
-        float *m = (float *)slot_at(o, s), *v = m + ch;
-        fn(ctx, lo, hi, m, v);
-        if (wr[s] >= 0 && (st = mw_aio_wait(o->io, wr[s])) != MW_OK) break; /* S == 1: the last one */
-        st = mw_aio_write(o->io, slot_at(o, s), R, c * R, &wr[s]);
+        if ((st = wait_ids(o, rid[s])) != MW_OK) break;
+        float *arr[MW_ARR_COUNT];
+        const unsigned has = rd & o->mask[o->cseg[c]];
+        for (int a = 0; a < MW_ARR_COUNT; a++) arr[a] = has & MW_ARR_BIT(a) ? slot_arr(o, s, a) : NULL;
+        fn(ctx, o->clo[c], o->clo[c + 1], o->cseg[c], arr);
+        if ((st = wait_ids(o, wid[s])) != MW_OK) break; /* S == 1: the last one */
+        st = chunk_io(o, 1, c, wr, s, wid[s]);
     }
     mw_status w = mw_aio_wait_all(o->io);
     return st != MW_OK ? st : w;
 }
 
-/* The half of staging that caches moment which for view/map: the m part of slot 0, or its v part. */
-static float *half_at(const mw_offload *o, int which) { return (float *)o->stage + (size_t)which * o->lay.chunk; }
-static uint64_t half_off(const mw_offload *o, int which, size_t c) {
-    return (uint64_t)c * o->lay.region + (uint64_t)which * o->lay.chunk * sizeof(float);
+mw_status mw_offload_seg_start(mw_offload *o, int write, int seg, int a, float *buf, int *id) {
+    if (seg < 0 || seg >= o->nseg || !(o->mask[seg] & MW_ARR_BIT(a)))
+        return mw_fail(MW_ERR_ARG, "internal: segment %d has no array %d on disk", seg, a);
+    const size_t len = mw_offload_pad(o->seg_lo[seg + 1] - o->seg_lo[seg]);
+    const uint64_t off = o->seg_off[seg] + (uint64_t)arr_index(o->mask[seg], a) * len * sizeof(float);
+    return write ? mw_aio_write(o->io, buf, len * sizeof(float), off, id) : mw_aio_read(o->io, buf, len * sizeof(float), off, id);
 }
 
-/* Writes moment which's cached half back when it was mapped; forgets it. */
-static mw_status flush_half(mw_offload *o, int which) {
-    const long c = o->cached[which];
-    const int dirty = o->dirty[which];
-    o->cached[which] = -1;
-    o->dirty[which] = 0;
+mw_status mw_offload_wait(mw_offload *o, int id) { return mw_aio_wait(o->io, id); }
+
+/* ---- windows for checkpoints ----------------------------------------------------------------- */
+
+/* Writes array a's cached chunk back when it was mapped; forgets it. */
+static mw_status flush_arr(mw_offload *o, int a) {
+    const long c = o->cached[a];
+    const int dirty = o->dirty[a];
+    o->cached[a] = -1;
+    o->dirty[a] = 0;
     if (!dirty || c < 0) return MW_OK;
-    int id;
-    MW_TRY(mw_aio_write(o->io, half_at(o, which), o->lay.chunk * sizeof(float), half_off(o, which, (size_t)c), &id));
-    return mw_aio_wait(o->io, id);
+    int ids[MW_ARR_COUNT] = {-1, -1, -1, -1};
+    MW_TRY(chunk_io(o, 1, (size_t)c, MW_ARR_BIT(a), 0, ids));
+    return wait_ids(o, ids);
 }
 
-/* Brings moment which of chunk c into its half (each half read once per pass over a tensor). */
-static mw_status load_half(mw_offload *o, int which, size_t c) {
-    if (o->cached[which] == (long)c) return MW_OK;
-    MW_TRY(flush_half(o, which));
-    int id;
-    MW_TRY(mw_aio_read(o->io, half_at(o, which), o->lay.chunk * sizeof(float), half_off(o, which, c), &id));
-    MW_TRY(mw_aio_wait(o->io, id));
-    o->cached[which] = (long)c;
-    return MW_OK;
+/* The chunk holding element off (binary search over the chunk bounds). */
+static size_t chunk_at(const mw_offload *o, size_t off) {
+    size_t lo = 0, hi = o->lay.nchunks;
+    while (hi - lo > 1) {
+        const size_t mid = (lo + hi) / 2;
+        if (o->clo[mid] <= off) lo = mid;
+        else hi = mid;
+    }
+    return lo;
 }
 
-static mw_status window(mw_offload *o, int which, size_t off, size_t limit, float **p, size_t *n) {
-    if (off >= o->n || off >= limit || which < 0 || which > 1)
-        return mw_fail(MW_ERR_ARG, "internal: offload window at %zu of %zu", off, o->n);
-    const size_t ch = o->lay.chunk, c = off / ch;
-    MW_TRY(load_half(o, which, c));
-    size_t end = (c + 1) * ch;
-    if (end > o->n) end = o->n;
+static mw_status window(mw_offload *o, int a, size_t off, size_t limit, float **p, size_t *n) {
+    if (off >= o->lay.n || off >= limit || a < 0 || a >= MW_ARR_COUNT || o->pos[a] < 0)
+        return mw_fail(MW_ERR_ARG, "internal: offload window of array %d at %zu of %zu", a, off, o->lay.n);
+    const size_t c = chunk_at(o, off);
+    if (!(o->mask[o->cseg[c]] & MW_ARR_BIT(a)))
+        return mw_fail(MW_ERR_ARG, "internal: array %d of element %zu is not on disk", a, off);
+    if (o->cached[a] != (long)c) {
+        MW_TRY(flush_arr(o, a));
+        int ids[MW_ARR_COUNT] = {-1, -1, -1, -1};
+        MW_TRY(chunk_io(o, 0, c, MW_ARR_BIT(a), 0, ids));
+        MW_TRY(wait_ids(o, ids));
+        o->cached[a] = (long)c;
+    }
+    size_t end = o->clo[c + 1];
     if (end > limit) end = limit;
-    *p = half_at(o, which) + (off - c * ch);
+    *p = slot_arr(o, 0, a) + (off - o->clo[c]);
     *n = end - off;
     return MW_OK;
 }
 
-mw_status mw_offload_view(mw_offload *o, int which, size_t off, size_t limit, const float **p, size_t *n) {
-    float *q;
-    MW_TRY(window(o, which, off, limit, &q, n));
+mw_status mw_offload_view(mw_offload *o, int a, size_t off, size_t limit, const float **p, size_t *n) {
+    float *q = NULL;
+    MW_TRY(window(o, a, off, limit, &q, n));
     *p = q;
     return MW_OK;
 }
 
-mw_status mw_offload_map(mw_offload *o, int which, size_t off, size_t limit, float **p, size_t *n) {
-    MW_TRY(window(o, which, off, limit, p, n));
-    o->dirty[which] = 1;
+mw_status mw_offload_map(mw_offload *o, int a, size_t off, size_t limit, float **p, size_t *n) {
+    MW_TRY(window(o, a, off, limit, p, n));
+    o->dirty[a] = 1;
     return MW_OK;
 }
 
 mw_status mw_offload_commit(mw_offload *o) {
-    mw_status a = flush_half(o, 0), b = flush_half(o, 1);
-    return a != MW_OK ? a : b;
+    mw_status st = MW_OK;
+    for (int a = 0; a < MW_ARR_COUNT; a++) {
+        mw_status s = flush_arr(o, a);
+        if (st == MW_OK) st = s;
+    }
+    return st;
 }

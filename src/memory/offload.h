@@ -1,14 +1,19 @@
-/* The disk tier of a model's optimizer state (--offload optimizer): AdamW's m and v live in one
- * scratch file (src/memory/scratch.c) and pass through memory a chunk at a time, by asynchronous
- * I/O (src/memory/aio.c).
+/* The disk tier of a model's states (--offload): one scratch file (src/memory/scratch.c) read and
+ * written by asynchronous I/O (src/memory/aio.c).
  *
- * The flat state of n floats is cut into chunks of `chunk` floats (the last one shorter). Chunk c
- * owns the file region [c * region, (c + 1) * region), region = 2 * chunk * 4 bytes: its m, then
- * its v, each a multiple of MW_AIO_ALIGN so that every transfer suits O_DIRECT. A step streams the
- * chunks through `slots` staging regions in planned memory (src/graph/graph.c places them): while
- * chunk c is updated, chunks c+1 and c+2 are being read and chunk c-1 written, so the disk works
- * while the update computes. The staging buffer lives only during the optimizer op of the plan
- * (it shares memory with the activations), and between steps for checkpoints (view and map). */
+ * The flat state of n floats (the parameter table's layout) is cut into segments seg_lo[0] = 0 <=
+ * seg_lo[1] <= ... <= seg_lo[nseg] = n: for --offload optimizer one segment; with gradients or
+ * parameters on disk, the tensors before the first block, each block, and those after the last.
+ * Segment s holds the arrays mask[s] says (MW_ARR_G gradients, P parameters, M and V AdamW's
+ * moments), each contiguous in the file and padded to 1024 floats, so that a block's parameters or
+ * gradients move in one request and every transfer suits O_DIRECT. Segments are cut into chunks of
+ * at most `chunk` floats (a multiple of 1024; the last chunk of a segment shorter).
+ *
+ * A pass (mw_offload_stream) takes the chunks in order through `slots` staging slots in planned
+ * memory: while chunk c is being updated, chunks c+1 and c+2 are read and chunk c-1 written, so
+ * the disk works while the update computes. The staging buffer lives during the optimizer op of the
+ * plan (it shares memory with the activations), and between steps for checkpoints (view and map).
+ * A segment's whole array moves with mw_offload_seg_start (the blocks' parameters and gradients). */
 #ifndef MW_OFFLOAD_H
 #define MW_OFFLOAD_H
 #include <stddef.h>
@@ -16,25 +21,35 @@
 
 #include "memwall.h"
 
-#define MW_OFFLOAD_CHUNK (1u << 20) /* floats of m (and of v) per chunk at most: 4 MiB each */
+#define MW_OFFLOAD_CHUNK (1u << 20) /* floats of one array per chunk at most: 4 MiB */
 #define MW_OFFLOAD_MIN_CHUNKS 16     /* a state is cut into this many chunks at least, when large enough */
-#define MW_OFFLOAD_SLOTS 4          /* staging regions: update one, read two ahead, write one behind */
+#define MW_OFFLOAD_SLOTS 4           /* staging slots: update one, read two ahead, write one behind */
+#define MW_OFFLOAD_Q 1024            /* floats of one 4096-byte block: the padding quantum */
+
+enum { MW_ARR_G = 0, MW_ARR_P, MW_ARR_M, MW_ARR_V, MW_ARR_COUNT };
+#define MW_ARR_BIT(a) (1u << (a))
+#define MW_ARR_MV (MW_ARR_BIT(MW_ARR_M) | MW_ARR_BIT(MW_ARR_V))
+
+/* n rounded up to the padding quantum */
+static inline size_t mw_offload_pad(size_t n) { return (n + MW_OFFLOAD_Q - 1) / MW_OFFLOAD_Q * MW_OFFLOAD_Q; }
 
 typedef struct mw_offload mw_offload;
 
-/* The layout for a state of n floats: floats per chunk, chunks, staging slots, bytes of one
- * region, of the file and of the staging buffer (MW_AIO_ALIGN bytes of slack included, for
- * aligning it inside the arena). */
+/* The layout of segments (see above): floats per chunk, chunks, staging slots, the most arrays a
+ * segment holds (each slot has room for that many chunk arrays), the bytes of the file, of the
+ * staging buffer (MW_AIO_ALIGN bytes of slack included, for aligning it inside the arena), and of
+ * each array over the whole file (arr_bytes[a]). */
 typedef struct mw_offload_layout {
-    size_t chunk, nchunks;
-    int slots;
-    uint64_t region, file_bytes, staging_bytes;
+    size_t n, chunk, nchunks;
+    int slots, arrays;
+    uint64_t file_bytes, staging_bytes, arr_bytes[MW_ARR_COUNT];
 } mw_offload_layout;
-void mw_offload_layout_of(size_t n, mw_offload_layout *out);
+void mw_offload_layout_of(int nseg, const size_t *seg_lo, const unsigned *mask, mw_offload_layout *out);
 
-/* Creates the scratch file under dir for a state of n floats (zeros: fresh moments) and its I/O
- * engine; staging is the planned buffer of layout.staging_bytes. */
-mw_status mw_offload_create(mw_offload **out, const char *dir, size_t n, void *staging);
+/* Creates the scratch file under dir (zeros: fresh moments) and its I/O engine; staging is the
+ * planned buffer of layout.staging_bytes. seg_lo and mask are copied. */
+mw_status mw_offload_create(mw_offload **out, const char *dir, int nseg, const size_t *seg_lo, const unsigned *mask,
+                            void *staging);
 void mw_offload_destroy(mw_offload *o);
 
 /* The sequential write and read bandwidth (bytes/s) of a scratch file of 64 MiB in dir, through the
@@ -50,19 +65,23 @@ typedef struct mw_offload_info {
 } mw_offload_info;
 void mw_offload_get_info(const mw_offload *o, mw_offload_info *info);
 
-/* One pass over the whole state: fn(ctx, lo, hi, m, v) for each chunk in order, m and v holding
- * elements [lo, hi) of the moments (fn updates them in place); each chunk is written back. */
-typedef void (*mw_offload_chunk_fn)(void *ctx, size_t lo, size_t hi, float *m, float *v);
-mw_status mw_offload_stream(mw_offload *o, mw_offload_chunk_fn fn, void *ctx);
+/* One pass over every chunk in order: the arrays of rd (MW_ARR_BIT bits) that the chunk's segment
+ * holds are read into a staging slot, fn(ctx, lo, hi, seg, arr) runs with arr[a] pointing at
+ * elements [lo, hi) of array a (NULL where not read), and the arrays of wr it holds are written
+ * back. wr must be within rd. */
+typedef void (*mw_offload_chunk_fn)(void *ctx, size_t lo, size_t hi, int seg, float *const arr[MW_ARR_COUNT]);
+mw_status mw_offload_stream(mw_offload *o, unsigned rd, unsigned wr, mw_offload_chunk_fn fn, void *ctx);
 
-/* Random access for checkpoints, outside steps. view: *p points at elements [off, off + *n) of
- * moment which (0: m, 1: v), *n >= 1 and at most to the end of off's chunk and of `limit` (an
- * element bound, exclusive); valid until the next call. map: the same for writing, committed to
- * the file by mw_offload_commit. */
-mw_status mw_offload_view(mw_offload *o, int which, size_t off, size_t limit, const float **p, size_t *n);
-mw_status mw_offload_map(mw_offload *o, int which, size_t off, size_t limit, float **p, size_t *n);
+/* Starts reading (write 0) or writing (1) the whole array a of segment seg from buf, which holds
+ * mw_offload_pad(segment length) floats and is MW_AIO_ALIGN-aligned; *id for mw_offload_wait. */
+mw_status mw_offload_seg_start(mw_offload *o, int write, int seg, int a, float *buf, int *id);
+mw_status mw_offload_wait(mw_offload *o, int id);
+
+/* Random access to arrays M and V for checkpoints, outside steps. view: *p points at elements
+ * [off, off + *n) of array a, *n >= 1 and at most to the end of off's chunk and of `limit` (an
+ * element bound, exclusive); valid until the next call. map: the same for writing, written back by
+ * mw_offload_commit, which ends a run of view/map calls (the staging memory is the step's again). */
+mw_status mw_offload_view(mw_offload *o, int a, size_t off, size_t limit, const float **p, size_t *n);
+mw_status mw_offload_map(mw_offload *o, int a, size_t off, size_t limit, float **p, size_t *n);
 mw_status mw_offload_commit(mw_offload *o);
-/* mw_offload_commit ends a run of view/map calls: it writes a mapped chunk back and gives the
- * staging memory back to the step (which shares it with activations), so a later view reads
- * the file again. */
 #endif

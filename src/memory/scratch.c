@@ -27,6 +27,15 @@
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static char *live[MAXLIVE];
 static int atexit_set;
+static int stale_total;
+static uint64_t stale_total_bytes;
+
+void mw_scratch_stale_removed(int *count, uint64_t *bytes) {
+    pthread_mutex_lock(&mu);
+    *count = stale_total;
+    *bytes = stale_total_bytes;
+    pthread_mutex_unlock(&mu);
+}
 
 static void remove_live(void) {
     pthread_mutex_lock(&mu);
@@ -108,6 +117,10 @@ mw_status mw_scratch_create(mw_scratch *s, const char *dir, uint64_t bytes, int 
     while (flock(lk, LOCK_EX) != 0 && errno == EINTR) {
     }
     mw_status st = remove_stale(dir, stale, stale_bytes);
+    pthread_mutex_lock(&mu);
+    stale_total += *stale;
+    stale_total_bytes += *stale_bytes;
+    pthread_mutex_unlock(&mu);
     int fd = -1;
     char b1[32], b2[32];
     if (st == MW_OK) {

@@ -25,6 +25,8 @@ typedef struct mw_scratch {
  * bytes needed and the bytes free when the disk cannot hold it (checked with statvfs, then by the
  * preallocation itself), or naming the call and errno; nothing is left behind on failure. */
 mw_status mw_scratch_create(mw_scratch *s, const char *dir, uint64_t bytes, int *stale, uint64_t *stale_bytes);
+/* The stale files this process has removed so far, and their bytes. */
+void mw_scratch_stale_removed(int *count, uint64_t *bytes);
 /* Closes and removes the file; a closed (fd -1) scratch is left alone. */
 void mw_scratch_close(mw_scratch *s);
 /* Free bytes for an unprivileged user in dir's file system (statvfs); 0 when unknown. */

@@ -147,9 +147,6 @@ mw_status mw_config_validate(const mw_config *c) {
          "--recompute every:K needs K in 1..--layers=%d (got %d)", c->n_layer, c->recompute_every);
     NEED(c->inference >= 0 && c->inference <= MW_INFERENCE_EVAL, "unknown inference mode %d", c->inference);
     NEED(c->offload >= MW_OFFLOAD_NONE && c->offload < MW_OFFLOAD_COUNT, "unknown --offload mode %d", c->offload);
-    NEED(c->offload != MW_OFFLOAD_OPTIMIZER_GRADS && c->offload != MW_OFFLOAD_ALL,
-         "--offload %s is not built yet (gradients and parameters stay in memory): use --offload optimizer, "
-         "which puts AdamW's moments (8 bytes per parameter) on disk", mw_offload_name(c->offload));
     NEED(strnlen(c->offload_dir, sizeof c->offload_dir) < sizeof c->offload_dir, "--offload-dir is not terminated");
     NEED(c->recompute != MW_RECOMPUTE_AUTO || c->budget > 0 || c->inference,
          "--recompute auto chooses per block what fits --budget: give a --budget");

@@ -31,8 +31,10 @@ static mw_status build_table(mw_model *m) {
         for (int k = 0; k < NLAYERT; k++) {
             char name[64];
             snprintf(name, sizeof name, "h.%d.%s", l, layer_names[k]);
+            mw_graph_block(m, l);
             mw_graph_add_tensor(m, name, rows[k], cols[k], cols[k] != 0, 1);
         }
+    mw_graph_block(m, -1);
     mw_graph_add_tensor(m, "ln_f.weight", C, 0, 0, 1);
     mw_graph_add_tensor(m, "ln_f.bias", C, 0, 0, 1);
     return MW_OK;
@@ -160,7 +162,8 @@ static void init(mw_model *m, uint64_t seed) {
     const double resid_std = 0.02 / sqrt(2.0 * m->cfg.n_layer);
     for (int i = 0; i < m->ntensors; i++) {
         const mw_tensor *t = &m->tensors[i];
-        float *p = m->params + t->offset;
+        float *p = mw_graph_param_access(m, i, 1);
+        if (!p) return; /* m->io_error says why */
         size_t len = strlen(t->name);
         int is_weight = len > 7 && strcmp(t->name + len - 7, ".weight") == 0;
         if (t->ndim == 1) { /* LayerNorm gains 1, every bias 0 */
@@ -174,13 +177,13 @@ static void init(mw_model *m, uint64_t seed) {
 }
 
 /* Pointers of layer l's tensors inside a flat buffer (params or grads). */
-static void layer_ptrs(const mw_model *m, float *base, int l, float *p[NLAYERT]) {
-    for (int k = 0; k < NLAYERT; k++) p[k] = base + m->tensors[2 + l * NLAYERT + k].offset;
+static void layer_ptrs(const mw_model *m, int which, int l, float *p[NLAYERT]) {
+    for (int k = 0; k < NLAYERT; k++) p[k] = mw_graph_tensor(m, which, 2 + l * NLAYERT + k);
 }
-#define WTE(base) ((base) + m->tensors[0].offset)
-#define WPE(base) ((base) + m->tensors[1].offset)
-#define LNFW(base) ((base) + m->tensors[m->ntensors - 2].offset)
-#define LNFB(base) ((base) + m->tensors[m->ntensors - 1].offset)
+#define WTE(w) mw_graph_tensor(m, (w), 0)
+#define WPE(w) mw_graph_tensor(m, (w), 1)
+#define LNFW(w) mw_graph_tensor(m, (w), m->ntensors - 2)
+#define LNFB(w) mw_graph_tensor(m, (w), m->ntensors - 1)
 
 /* ---- the kernels of each op kind ------------------------------------------------------------- */
 
@@ -193,13 +196,12 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
 #define F(k) ((float *)P[k])
     float *p[NLAYERT], *g[NLAYERT];
     if (l < L) {
-        layer_ptrs(m, m->params, l, p);
-        if (m->grads) layer_ptrs(m, m->grads, l, g);
+        layer_ptrs(m, 0, l, p);
+        if (!m->cfg.inference) layer_ptrs(m, 1, l, g);
     }
-    float *G = m->grads;
     switch (m->ops[i].kind) {
     case K_EMB:
-        mw_encoder_forward(F(2), (const int32_t *)P[0], WTE(m->params), WPE(m->params), B, T, C);
+        mw_encoder_forward(F(2), (const int32_t *)P[0], WTE(0), WPE(0), B, T, C);
         break;
     case K_LN1QKV:
     case K_LN1:
@@ -231,17 +233,17 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         const int32_t *tg = (const int32_t *)P[1];
         float *lnf = F(2), *stats = F(3), *logits = F(4), *losses = F(5);
         const float *x = F(0);
-        mw_layernorm_forward(lnf, stats, stats + N, x, LNFW(m->params), LNFB(m->params), N, C);
+        mw_layernorm_forward(lnf, stats, stats + N, x, LNFW(0), LNFB(0), N, C);
         const int grad = kind == K_HEAD && train;
         for (int n0 = 0; n0 < N; n0 += LOSS_ROWS) { /* positions in fixed quanta */
             const int rows = n0 + LOSS_ROWS < N ? LOSS_ROWS : N - n0;
             float *z = keeps_logits(c) ? logits + (size_t)n0 * V : logits; /* or one chunk's */
-            mw_matmul_forward(z, lnf + (size_t)n0 * C, WTE(m->params), NULL, rows, C, V, 0, WS);
+            mw_matmul_forward(z, lnf + (size_t)n0 * C, WTE(0), NULL, rows, C, V, 0, WS);
             if (!has_tg) continue;
             mw_crossentropy(z, losses + n0, tg + n0, dloss, grad, rows, V);
             if (grad)
-                mw_matmul_backward(F(6) + (size_t)n0 * C, WTE(G), NULL, z, lnf + (size_t)n0 * C,
-                                   WTE(m->params), rows, C, V, 0, WS);
+                mw_matmul_backward(F(6) + (size_t)n0 * C, WTE(1), NULL, z, lnf + (size_t)n0 * C,
+                                   WTE(0), rows, C, V, 0, WS);
         }
         if (has_tg) {
             double s = 0.0;
@@ -250,7 +252,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         }
         if (grad) {
             memset(F(7), 0, sizeof(float) * (size_t)N * C);
-            mw_layernorm_backward_acc(F(7), LNFW(G), LNFB(G), F(6), x, LNFW(m->params), stats,
+            mw_layernorm_backward_acc(F(7), LNFW(1), LNFB(1), F(6), x, LNFW(0), stats,
                                       stats + N, N, C);
         }
         break;
@@ -275,7 +277,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         mw_layernorm_backward_acc(F(5), g[LN1W], g[LN1B], F(4), F(3), p[LN1W], F(2), F(2) + N, N, C);
         break;
     case K_EMBB:
-        mw_encoder_backward(WTE(G), WPE(G), F(0), (const int32_t *)P[1], B, T, C);
+        mw_encoder_backward(WTE(1), WPE(1), F(0), (const int32_t *)P[1], B, T, C);
         break;
     default:
         break;
@@ -290,11 +292,11 @@ static const float *decode(mw_model *m, int32_t token, int pos) {
     const int C = c->n_embd, H = c->n_head, V = c->vocab, CTX = c->ctx, hs = C / H;
     float *x = m->ext[E_DEC], *h = x + C, *qkv = h + C, *y = qkv + 3 * C, *fc = y + C, *att = fc + 4 * C;
     float *logits = att + CTX, *stats = logits + V; /* mean, rstd */
-    const float *wte = WTE(m->params), *wpe = WPE(m->params);
+    const float *wte = WTE(0), *wpe = WPE(0);
     for (int i = 0; i < C; i++) x[i] = wte[(size_t)token * C + i] + wpe[(size_t)pos * C + i];
     for (int l = 0; l < c->n_layer; l++) {
         float *p[NLAYERT];
-        layer_ptrs(m, m->params, l, p);
+        layer_ptrs(m, 0, l, p);
         float *K = m->ext[E_KCACHE] + (size_t)l * CTX * C, *Vc = m->ext[E_VCACHE] + (size_t)l * CTX * C;
         mw_layernorm_forward(h, stats, stats + 1, x, p[LN1W], p[LN1B], 1, C);
         mw_matmul_forward(qkv, h, p[QKVW], p[QKVB], 1, C, 3 * C, 0, WS);
@@ -307,7 +309,7 @@ static const float *decode(mw_model *m, int32_t token, int pos) {
         mw_gelu_forward(fc, fc, 4 * C);
         mw_matmul_forward(x, fc, p[FCPW], p[FCPB], 1, 4 * C, C, 1, WS);
     }
-    mw_layernorm_forward(h, stats, stats + 1, x, LNFW(m->params), LNFB(m->params), 1, C);
+    mw_layernorm_forward(h, stats, stats + 1, x, LNFW(0), LNFB(0), 1, C);
     mw_matmul_forward(logits, h, wte, NULL, 1, C, V, 0, WS);
     return logits;
 }

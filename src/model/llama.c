@@ -37,8 +37,10 @@ static mw_status build_table(mw_model *m) {
         for (int k = 0; k < NLAYERT; k++) {
             char name[64];
             snprintf(name, sizeof name, "model.layers.%d.%s", l, layer_names[k]);
+            mw_graph_block(m, l);
             mw_graph_add_tensor(m, name, rows[k], cols[k], cols[k] != 0, pad[k]);
         }
+    mw_graph_block(m, -1);
     mw_graph_add_tensor(m, "model.norm.weight", C, 0, 0, 1);
     if (!c->tied) mw_graph_add_tensor(m, "lm_head.weight", c->vocab, C, 1, 1);
     return MW_OK;
@@ -183,7 +185,8 @@ static void init(mw_model *m, uint64_t seed) {
     for (int i = 0; i < m->ntensors; i++) {
         const mw_tensor *t = &m->tensors[i];
         if (t->ndim == 1) { /* RMSNorm gains */
-            float *p = m->params + t->offset;
+            float *p = mw_graph_param_access(m, i, 1);
+            if (!p) return; /* m->io_error says why */
             for (size_t j = 0; j < t->numel; j++) p[j] = 1.0f;
         } else {
             mw_graph_fill_normal(m, i, seed, 0.02);
@@ -193,12 +196,12 @@ static void init(mw_model *m, uint64_t seed) {
 
 /* ---- the kernels of each op kind -------------------------------------------------------------- */
 
-static void layer_ptrs(const mw_model *m, float *base, int l, float *p[NLAYERT]) {
-    for (int k = 0; k < NLAYERT; k++) p[k] = base + m->tensors[1 + l * NLAYERT + k].offset;
+static void layer_ptrs(const mw_model *m, int which, int l, float *p[NLAYERT]) {
+    for (int k = 0; k < NLAYERT; k++) p[k] = mw_graph_tensor(m, which, 1 + l * NLAYERT + k);
 }
-#define EMBED(base) ((base) + m->tensors[0].offset)
-#define NORMF(base) ((base) + m->tensors[1 + m->cfg.n_layer * NLAYERT].offset)
-#define LMHEAD(base) ((base) + m->tensors[m->cfg.tied ? 0 : 2 + m->cfg.n_layer * NLAYERT].offset)
+#define EMBED(w) mw_graph_tensor(m, (w), 0)
+#define NORMF(w) mw_graph_tensor(m, (w), 1 + m->cfg.n_layer * NLAYERT)
+#define LMHEAD(w) mw_graph_tensor(m, (w), m->cfg.tied ? 0 : 2 + m->cfg.n_layer * NLAYERT)
 #define WS (&m->gw)
 
 static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum) {
@@ -212,14 +215,13 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
 #define A(k) ((float *)P[k])
     float *p[NLAYERT], *g[NLAYERT];
     if (l < L) {
-        layer_ptrs(m, m->params, l, p);
-        if (m->grads) layer_ptrs(m, m->grads, l, g);
+        layer_ptrs(m, 0, l, p);
+        if (!m->cfg.inference) layer_ptrs(m, 1, l, g);
     }
-    float *G = m->grads;
     const size_t NF = (size_t)N * F;
     switch (m->ops[i].kind) {
     case K_EMB:
-        mw_embedding_forward(A(2), (const int32_t *)P[0], EMBED(m->params), N, C);
+        mw_embedding_forward(A(2), (const int32_t *)P[0], EMBED(0), N, C);
         break;
     case K_LN1QKV:
     case K_LN1:
@@ -255,8 +257,8 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         const int kind = m->ops[i].kind, has_tg = m->has_targets, keep = mw_graph_keeps_logits(c);
         const int32_t *tg = (const int32_t *)P[1];
         float *lnf = A(2), *rstd = A(3), *logits = A(4), *losses = A(5);
-        const float *x = A(0), *wl = LMHEAD(m->params);
-        mw_rmsnorm_forward(lnf, rstd, x, NORMF(m->params), N, C, eps);
+        const float *x = A(0), *wl = LMHEAD(0);
+        mw_rmsnorm_forward(lnf, rstd, x, NORMF(0), N, C, eps);
         const int grad = kind == K_HEAD && train;
         for (int n0 = 0; n0 < N; n0 += MW_LOSS_ROWS) { /* positions in fixed quanta */
             const int rows = n0 + MW_LOSS_ROWS < N ? MW_LOSS_ROWS : N - n0;
@@ -265,7 +267,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
             if (!has_tg) continue;
             mw_crossentropy(z, losses + n0, tg + n0, dloss, grad, rows, V);
             if (grad)
-                mw_matmul_backward(A(6) + (size_t)n0 * C, LMHEAD(G), NULL, z, lnf + (size_t)n0 * C, wl,
+                mw_matmul_backward(A(6) + (size_t)n0 * C, LMHEAD(1), NULL, z, lnf + (size_t)n0 * C, wl,
                                    rows, C, V, 0, WS);
         }
         if (has_tg) {
@@ -275,7 +277,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         }
         if (grad) {
             memset(A(7), 0, sizeof(float) * (size_t)N * C);
-            mw_rmsnorm_backward_acc(A(7), NORMF(G), A(6), x, NORMF(m->params), rstd, N, C);
+            mw_rmsnorm_backward_acc(A(7), NORMF(1), A(6), x, NORMF(0), rstd, N, C);
         }
         break;
     }
@@ -302,7 +304,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         mw_rmsnorm_backward_acc(A(5), g[ATTN_NORM], A(4), A(3), p[ATTN_NORM], A(2), N, C);
         break;
     case K_EMBB:
-        mw_embedding_backward(EMBED(G), A(0), (const int32_t *)P[1], N, C);
+        mw_embedding_backward(EMBED(1), A(0), (const int32_t *)P[1], N, C);
         break;
     default:
         break;
@@ -321,10 +323,10 @@ static const float *decode(mw_model *m, int32_t token, int pos) {
     float *att = act + F, *logits = att + CTX, *rstd = logits + V;
     const float *cos_t = m->ext[E_ROPE], *sin_t = cos_t + (size_t)CTX * hs / 2;
     const float *cp = cos_t + (size_t)pos * hs / 2, *sp = sin_t + (size_t)pos * hs / 2;
-    memcpy(x, EMBED(m->params) + (size_t)token * C, sizeof(float) * C);
+    memcpy(x, EMBED(0) + (size_t)token * C, sizeof(float) * C);
     for (int l = 0; l < c->n_layer; l++) {
         float *p[NLAYERT];
-        layer_ptrs(m, m->params, l, p);
+        layer_ptrs(m, 0, l, p);
         float *K = m->ext[E_KCACHE] + (size_t)l * CTX * KW, *Vc = m->ext[E_VCACHE] + (size_t)l * CTX * KW;
         mw_rmsnorm_forward(h, rstd, x, p[ATTN_NORM], 1, C, eps);
         mw_matmul_forward(qkv, h, p[WQ], NULL, 1, C, QW, 0, WS);
@@ -340,8 +342,8 @@ static const float *decode(mw_model *m, int32_t token, int pos) {
         mw_swiglu_forward(act, fc, fc + F, F);
         mw_matmul_forward(x, act, p[WDOWN], NULL, 1, F, C, 1, WS);
     }
-    mw_rmsnorm_forward(h, rstd, x, NORMF(m->params), 1, C, eps);
-    mw_matmul_forward(logits, h, LMHEAD(m->params), NULL, 1, C, V, 0, WS);
+    mw_rmsnorm_forward(h, rstd, x, NORMF(0), 1, C, eps);
+    mw_matmul_forward(logits, h, LMHEAD(0), NULL, 1, C, V, 0, WS);
     return logits;
 }
 

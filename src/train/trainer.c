@@ -70,7 +70,7 @@ mw_status mw_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step
     r->step = s + 1;
     r->loss = (float)(loss / c->accum);
     r->lr = mw_lr_at(c, s);
-    r->grad_norm = mw_model_grad_norm(m);
+    MW_TRY(mw_graph_grad_norm(m, &r->grad_norm));
     MW_TRY(mw_model_adamw_step(m, r->lr, r->grad_norm, s + 1));
     r->ms = now_ms() - t0;
     r->tokens_per_s = (double)N * c->accum / (r->ms / 1e3);
