@@ -159,8 +159,12 @@ mw_status mw_recompute_parse(mw_config *cfg, const char *s);
  *  OPTIMIZER        AdamW's m and v on disk (8 bytes per parameter): the optimizer streams them
  *                   through a staging buffer of the plan in chunks, reading ahead and writing
  *                   behind, so the disk works while the update computes;
- *  OPTIMIZER_GRADS  also the gradients; ALL  also the parameters, streamed layer by layer: both
- *                   parse, and mw_config_validate refuses them (not built yet);
+ *  OPTIMIZER_GRADS  also the blocks' gradients: each block's are bound in a slot at its first
+ *                   backward op (zeros, or read back to accumulate into) and written behind after
+ *                   its last; the norm and the optimizer stream them;
+ *  ALL              also the blocks' parameters, streamed layer by layer: each run of a block's
+ *                   ops binds them in one of three slots, and the next two blocks the schedule
+ *                   visits are read ahead. The embedding's and the head's stay in memory.
  *  AUTO             the faster of NONE and OPTIMIZER among those whose plan fits cfg->budget
  *                   (each under cfg's recomputation policy, auto included): predicted time is
  *                   the recomputation (op costs measured here) plus, for OPTIMIZER, the disk's
@@ -288,7 +292,8 @@ typedef struct mw_model mw_model;
  * each category and its size. Parameters are zero: call mw_model_init or load them. */
 mw_status mw_model_create(mw_model **out, const mw_config *cfg);
 void mw_model_destroy(mw_model *m);
-/* Initialisation from seed, deterministic for a seed and any thread count. GPT-2: N(0, 0.02)
+/* Initialisation from seed, deterministic for a seed and any thread count (with the parameters on
+ * the disk tier a failed write is returned by the next training call). GPT-2: N(0, 0.02)
  * weights, residual projections scaled by 1/sqrt(2L), zero biases, unit LayerNorm gains. Llama
  * (as Hugging Face's): N(0, 0.02) for every matrix, unit RMSNorm gains. */
 void mw_model_init(mw_model *m, uint64_t seed);
@@ -310,7 +315,11 @@ typedef struct mw_param_info {
                          disk tier (mw_model_offload_info; checkpoints stream them) */
 } mw_param_info;
 int mw_model_num_tensors(const mw_model *m);
-/* Fills info for tensor i (0 <= i < mw_model_num_tensors). Returns MW_ERR_ARG when out of range. */
+/* Fills info for tensor i (0 <= i < mw_model_num_tensors). Returns MW_ERR_ARG when out of range.
+ * With the parameters on the disk tier (--offload all) the tensor's block is read in first: data
+ * stays valid until a tensor of another block is asked for (the block is then written back, as
+ * the caller may have changed it) or the next step; MW_ERR_IO when the transfer fails. grad is
+ * NULL where the gradients are on disk, m and v where the moments are. */
 mw_status mw_model_tensor(const mw_model *m, int i, mw_param_info *info);
 
 /* Forward of one micro-batch without gradients. inputs and targets are (B,T) token ids, copied
@@ -332,7 +341,9 @@ const float *mw_model_decode(mw_model *m, int32_t token, int pos);
 mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const int32_t *targets,
                                     float grad_scale, float *loss);
 void mw_model_zero_grad(mw_model *m);
-/* Global L2 norm of the gradients, summed in fixed quanta so it does not depend on threads. */
+/* Global L2 norm of the gradients, summed in fixed quanta so it does not depend on threads. With
+ * the gradients on the disk tier it streams them; NaN when a transfer fails (the next call that
+ * returns a status returns the failure). */
 double mw_model_grad_norm(const mw_model *m);
 /* One AdamW step at learning rate lr: clips to cfg->grad_clip (if > 0) using grad_norm, applies
  * decoupled weight decay to 2-D weights only, then zeroes the gradients. t is the 1-based step.

@@ -87,7 +87,7 @@ plan=$(tail -1 "$T/a.jsonl" | grep -o '"plan_peak_bytes": [0-9]*' | sed 's/.*: /
 [ -n "$peak" ] && [ "$peak" = "$plan" ] && pass "measured arena peak = plan ($peak bytes)" ||
   fail "arena peak $peak != plan $plan"
 # documented in README.md: the arena's pages are all touched when it is mapped, so peak RSS is
-# the plan plus the process's fixed overhead (code, libc, libgomp, stacks: about 2.5 MiB here),
+# the plan plus the process's fixed overhead (code, libc, libgomp, stacks: 2.5-3.1 MiB here),
 # which the test bounds by 4 MiB. A sanitizer build carries its shadow memory: only RSS >= plan.
 OVERHEAD=$((4 * 1024 * 1024))
 SANITIZED=$(ldd "$MW" 2>/dev/null | grep -c -E 'libasan|libubsan' || true)
@@ -101,11 +101,12 @@ else
   [ -n "$rss" ] && [ "$rss" -ge "$peak" ] && [ "$rss" -le $((peak + OVERHEAD)) ] &&
     pass "arena peak $peak <= peak RSS $rss <= arena peak + 4 MiB (overhead $(( (rss - peak) / 1024 )) KiB)" ||
     fail "peak RSS $rss outside [arena peak $peak, + 4 MiB]"
-  # the issue's form of it: within 2% of the estimate + the documented fixed overhead (2.5 MiB)
-  dev=$(awk -v r="$rss" -v e="$peak" 'BEGIN{x=e+2.5*1048576; d=(r-x)/x; printf "%.4f", d < 0 ? -d : d}')
+  # the issue's form of it: within 2% of the estimate + the documented fixed overhead (3 MiB: this
+  # run measured 2.6-3.1 MiB here, the commit before the disk tier's as much, 2.7-2.96 MiB)
+  dev=$(awk -v r="$rss" -v e="$peak" 'BEGIN{x=e+3*1048576; d=(r-x)/x; printf "%.4f", d < 0 ? -d : d}')
   awk -v d="$dev" 'BEGIN{exit !(d <= 0.02)}' &&
-    pass "peak RSS within 2% of estimate + 2.5 MiB (off by $(awk -v d="$dev" 'BEGIN{printf "%.2f", 100*d}')%)" ||
-    fail "peak RSS $rss is $(awk -v d="$dev" 'BEGIN{printf "%.2f", 100*d}')% away from estimate $peak + 2.5 MiB"
+    pass "peak RSS within 2% of estimate + 3 MiB (off by $(awk -v d="$dev" 'BEGIN{printf "%.2f", 100*d}')%)" ||
+    fail "peak RSS $rss is $(awk -v d="$dev" 'BEGIN{printf "%.2f", 100*d}')% away from estimate $peak + 3 MiB"
 fi
 expect_error 2 "--budget one byte short" -- "$MW" "${run_args[@]}" --budget $((peak - 1)) --json-log "$T/nofit.jsonl"
 grep -q "activations" "$T/err" && grep -q "optimizer" "$T/err" && pass "refusal names the categories" ||

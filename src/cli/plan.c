@@ -213,13 +213,15 @@ int cmd_estimate(int argc, char **argv) {
                c->offload == MW_OFFLOAD_AUTO ? ", auto's choice" : "");
         for (int k = 0; k < MW_CAT_COUNT; k++)
             if (p.disk[k])
-                printf("  %-12s %16llu %12s  (on disk; %s of staging in memory, counted above)\n", mw_category_name(k),
-                       (unsigned long long)p.disk[k], mw_fmt_bytes(p.disk[k], b1, sizeof b1),
-                       mw_fmt_bytes(p.disk_staging, b2, sizeof b2));
-        printf("  %-12s %16llu %12s  (preallocated in --offload-dir before step 1)\n", "file", (unsigned long long)p.disk_file,
-               mw_fmt_bytes(p.disk_file, b1, sizeof b1));
-        printf("  %-12s %16llu %12s  read and the same written per optimizer step\n", "per step",
-               (unsigned long long)p.disk_read, mw_fmt_bytes(p.disk_read, b1, sizeof b1));
+                printf("  %-12s %16llu %12s  on disk\n", mw_category_name(k), (unsigned long long)p.disk[k],
+                       mw_fmt_bytes(p.disk[k], b1, sizeof b1));
+        printf("  %-12s %16llu %12s  (preallocated in --offload-dir before step 1; streamed through %s of\n"
+               "  %-12s %16s %12s   staging in memory, counted above)\n", "file", (unsigned long long)p.disk_file,
+               mw_fmt_bytes(p.disk_file, b1, sizeof b1), mw_fmt_bytes(p.disk_staging, b2, sizeof b2), "", "", "");
+        printf("  %-12s %16llu %12s  read per optimizer step\n", "per step", (unsigned long long)p.disk_read,
+               mw_fmt_bytes(p.disk_read, b1, sizeof b1));
+        printf("  %-12s %16llu %12s  written per optimizer step\n", "", (unsigned long long)p.disk_write,
+               mw_fmt_bytes(p.disk_write, b1, sizeof b1));
         if (p.pred_disk_s >= 0)
             printf("  predicted    %.2f s per step for the transfers (measured in %s: %.2f GB/s read, %.2f GB/s write)\n",
                    p.pred_disk_s, c->offload_dir, p.disk_read_bw / 1e9, p.disk_write_bw / 1e9);
