@@ -242,8 +242,8 @@ typedef struct mw_plan_summary {
     /* predictions, in seconds per optimizer step, from this machine's measurements: the
      * recomputation the policy adds (op costs timed as --recompute auto does), and the disk
      * tier's transfers at the bandwidth measured in cfg->offload_dir (bytes/s; 0 when no folder
-     * was given or it could not be measured). Filled when cfg->offload is AUTO, and the disk part
-     * whenever the plan has a disk tier and a folder; -1 when not predicted. */
+     * was given or it could not be measured). Filled when cfg->offload is AUTO; -1 when not
+     * predicted. */
     double pred_recompute_s, pred_disk_s, disk_read_bw, disk_write_bw;
     char offload_why[200]; /* --offload auto: why it chose as it did ("" otherwise) */
 } mw_plan_summary;

@@ -11,6 +11,8 @@
 
 #include "../core/arena.h"
 #include "../core/fsutil.h"
+#include "../memory/offload.h"
+#include "../memory/scratch.h"
 #include "cli.h"
 
 static double now_s(void) {
@@ -92,8 +94,9 @@ static void train_line(opts *o) {
 }
 
 /* The largest preset of cfg's family whose plan, at cfg's batch, sequence and recomputation,
- * fits cfg's budget with the states placed as offload says: its name into name ("" when none
- * does), its parameter count returned (0: none). */
+ * fits cfg's budget with the states placed as offload says (and, when cfg names an offload
+ * folder, whose disk tier fits the folder's free space): its name into name ("" when none does),
+ * its parameter count returned (0: none). */
 static size_t largest_fit(const mw_config *cfg, int offload, char *name, size_t n) {
     static const char *const PRESETS[] = {"gpt2-tiny", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl",
                                           "llama-tiny", "smollm-135m", "smollm-360m", "tinyllama-1.1b",
@@ -110,6 +113,8 @@ static size_t largest_fit(const mw_config *cfg, int offload, char *name, size_t 
         const size_t np = mw_config_num_params(&k);
         mw_plan_summary s;
         if (np <= best || mw_plan(&k, &s) != MW_OK || !s.fits) continue;
+        /* with a folder given, the disk tier must fit its free space too */
+        if (s.disk_file && cfg->offload_dir[0] && s.disk_file > mw_scratch_free_bytes(cfg->offload_dir)) continue;
         best = np;
         snprintf(name, n, "%s", PRESETS[i]);
     }
@@ -133,6 +138,9 @@ int cmd_estimate(int argc, char **argv) {
     mw_plan_summary p;
     plan_or_die(c, &p);
     double plan_s = now_s() - t0;
+    if (p.disk_file && c->offload_dir[0] && p.pred_disk_s < 0 &&
+        mw_offload_measure(c->offload_dir, &p.disk_read_bw, &p.disk_write_bw) == MW_OK) /* the disk, measured */
+        p.pred_disk_s = (double)p.disk_read / p.disk_read_bw + (double)p.disk_write / p.disk_write_bw;
     uint64_t one_peak = 0;
     int mb = max_batch(c, &one_peak);
     double P = (double)mw_config_num_params(c);
@@ -147,12 +155,10 @@ int cmd_estimate(int argc, char **argv) {
     const int korth = c->arch == MW_ARCH_GPT2;
     mw_plan_summary pp[NPOLICIES];
     int npp = policy_plans(c, &p, pp);
-    char fit_none[32] = "", fit_off[32] = "";
-    size_t np_none = 0, np_off = 0;
-    if (c->budget) {
-        np_none = largest_fit(c, MW_OFFLOAD_NONE, fit_none, sizeof fit_none);
-        np_off = largest_fit(c, MW_OFFLOAD_OPTIMIZER, fit_off, sizeof fit_off);
-    }
+    static const int FIT_MODES[4] = {MW_OFFLOAD_NONE, MW_OFFLOAD_OPTIMIZER, MW_OFFLOAD_OPTIMIZER_GRADS, MW_OFFLOAD_ALL};
+    char fitp[4][32] = {"", "", "", ""};
+    size_t np_fit[4] = {0, 0, 0, 0};
+    for (int f = 0; c->budget && f < 4; f++) np_fit[f] = largest_fit(c, FIT_MODES[f], fitp[f], sizeof fitp[f]);
     if (o.json) {
         printf("{\"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"tiers\": {\"device\": %llu, \"disk\": %llu}, "
                "\"offload\": \"%s\", \"disk\": {\"categories\": {",
@@ -175,11 +181,15 @@ int cmd_estimate(int argc, char **argv) {
                (unsigned long long)c->budget);
         if (mb < 0) printf("null");
         else printf("%d", mb);
-        if (c->budget)
-            printf(", \"largest_fit\": {\"none\": {\"preset\": \"%s\", \"params\": %zu}, \"optimizer\": {\"preset\": \"%s\", "
-                   "\"params\": %zu}}", fit_none, np_none, fit_off, np_off);
-        else
+        if (c->budget) {
+            printf(", \"largest_fit\": {");
+            for (int f = 0; f < 4; f++)
+                printf("%s\"%s\": {\"preset\": \"%s\", \"params\": %zu}", f ? ", " : "", mw_offload_name(FIT_MODES[f]), fitp[f],
+                       np_fit[f]);
+            printf("}");
+        } else {
             printf(", \"largest_fit\": null");
+        }
         printf(", \"arch\": \"%s\", \"params\": %.0f, \"textbook\": {\"model_states_16B_per_param\": %.0f, "
                "\"korthikanti_activations_16bit\": ", mw_arch_name(c->arch), P, 16 * P);
         json_num(stdout, "%.0f", korth ? korth16 : NAN);
@@ -235,11 +245,14 @@ int cmd_estimate(int argc, char **argv) {
         if (mb > 0) printf("the largest micro-batch that fits is %d\n", mb);
         else printf("even B=1 does not fit: it needs %s, %s more than the budget\n", mw_fmt_bytes(one_peak, b1, sizeof b1),
                     mw_fmt_bytes(one_peak - c->budget, b2, sizeof b2));
-        printf("  the largest %s preset that fits it at B=%d T=%d, recompute %s: in memory %s%s%.0fM%s, "
-               "with --offload optimizer %s%s%.0fM%s\n", mw_arch_name(c->arch), c->batch, c->seq,
-               c->recompute == MW_RECOMPUTE_BLOCKS ? "none" : p.policy, fit_none[0] ? fit_none : "none",
-               fit_none[0] ? " (" : "", np_none / 1e6 * !!fit_none[0], fit_none[0] ? ")" : "", fit_off[0] ? fit_off : "none",
-               fit_off[0] ? " (" : "", np_off / 1e6 * !!fit_off[0], fit_off[0] ? ")" : "");
+        printf("  the largest %s preset that fits it at B=%d T=%d, recompute %s%s:\n", mw_arch_name(c->arch), c->batch,
+               c->seq, c->recompute == MW_RECOMPUTE_BLOCKS ? "none" : p.policy,
+               c->offload_dir[0] ? ", with the disk tier in --offload-dir's free space" : "");
+        for (int f = 0; f < 4; f++)
+            if (fitp[f][0])
+                printf("    --offload %-16s %s (%.0fM parameters)\n", mw_offload_name(FIT_MODES[f]), fitp[f], np_fit[f] / 1e6);
+            else
+                printf("    --offload %-16s none\n", mw_offload_name(FIT_MODES[f]));
     }
     printf("\n  textbook, for comparison:\n");
     printf("    model states at 16 B/param (fp32 AdamW)      %12s   memwall: %s\n",

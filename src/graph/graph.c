@@ -325,8 +325,9 @@ static mw_status model_skeleton(mw_model **out, const mw_config *cfg);
 static mw_status measure_costs(const mw_config *c, const mw_model_def *a, double *cost);
 static double ops_cost(const mw_model *m, int from, const double *kc);
 
-/* The predictions of s (mw_plan_summary.pred_*): the recomputation's seconds when force or
- * cfg.offload is auto, the disk tier's when the plan has one and a folder to measure. */
+/* The predictions of s (mw_plan_summary.pred_*) for --offload auto: the recomputation's seconds
+ * (also when force), the disk tier's when the plan has one and a folder to measure (4 MiB of
+ * buffers outside the plan, once per process: only auto pays it; estimate measures on its own). */
 static mw_status predict(mw_model *m, mw_plan_summary *s, int force) {
     const mw_config *c = &m->cfg;
     s->pred_recompute_s = s->pred_disk_s = -1;
@@ -340,7 +341,7 @@ static mw_status predict(mw_model *m, mw_plan_summary *s, int force) {
     }
     /* a folder that cannot be measured (too full for the 64 MiB, not writable) leaves the prediction
      * unknown; the run itself then says what is wrong when it makes its own file */
-    if (s->disk_file && c->offload_dir[0] &&
+    if (s->disk_file && c->offload_dir[0] && c->offload == MW_OFFLOAD_AUTO &&
         mw_offload_measure(c->offload_dir, &s->disk_read_bw, &s->disk_write_bw) == MW_OK)
         s->pred_disk_s = (double)s->disk_read / s->disk_read_bw + (double)s->disk_write / s->disk_write_bw;
     return MW_OK;

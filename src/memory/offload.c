@@ -74,7 +74,7 @@ mw_status mw_offload_measure(const char *dir, double *read_bw, double *write_bw)
         *read_bw = last_r, *write_bw = last_w;
         return MW_OK;
     }
-    const uint64_t R = 8u << 20, F = 64u << 20;
+    const uint64_t R = 1u << 20, F = 32u << 20; /* 4 MiB of buffers: a small mark on the peak RSS */
     mw_scratch sc;
     int stale;
     uint64_t sb;

@@ -52,9 +52,10 @@ mw_status mw_offload_create(mw_offload **out, const char *dir, int nseg, const s
                             void *staging);
 void mw_offload_destroy(mw_offload *o);
 
-/* The sequential write and read bandwidth (bytes/s) of a scratch file of 64 MiB in dir, through the
- * I/O engine with 8 MiB requests, 4 in flight, as the stream moves them; the file is removed. The
- * last dir's figures are kept, so a process measures a folder once. MW_ERR_IO as mw_offload_create. */
+/* The sequential write and read bandwidth (bytes/s) of a scratch file of 32 MiB in dir, through the
+ * I/O engine with 1 MiB requests, 4 in flight (4 MiB of buffers, outside any plan); the file is
+ * removed. The last dir's figures are kept, so a process measures a folder once. MW_ERR_IO as
+ * mw_offload_create. */
 mw_status mw_offload_measure(const char *dir, double *read_bw, double *write_bw);
 
 /* What a run should be told: the file, the I/O engine, whether O_DIRECT took, stale files removed. */
