@@ -122,7 +122,7 @@ run long --steps 40 --threads 2 --save-every 2
   --offload all --offload-dir "$T/kscr" --log-every 1 >"$T/kill.out" 2>&1 &
 pid=$!
 bg+=("$pid")
-for _ in $(seq 1 200); do # until a checkpoint exists and training goes on
+for _ in $(seq 1 1200); do # until a checkpoint exists and training goes on (a sanitizer build is slow)
   [ -n "$(ls "$T/kill" 2>/dev/null | grep 'step-0000000[4-9]')" ] && break
   sleep 0.05
 done

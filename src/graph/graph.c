@@ -341,7 +341,7 @@ static mw_status predict(mw_model *m, mw_plan_summary *s, int force) {
     }
     /* a folder that cannot be measured (too full for the 64 MiB, not writable) leaves the prediction
      * unknown; the run itself then says what is wrong when it makes its own file */
-    if (s->disk_file && c->offload_dir[0] && c->offload == MW_OFFLOAD_AUTO &&
+    if (s->disk_file && c->offload_dir[0] && (force || c->offload == MW_OFFLOAD_AUTO) &&
         mw_offload_measure(c->offload_dir, &s->disk_read_bw, &s->disk_write_bw) == MW_OK)
         s->pred_disk_s = (double)s->disk_read / s->disk_read_bw + (double)s->disk_write / s->disk_write_bw;
     return MW_OK;
