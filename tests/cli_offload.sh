@@ -198,6 +198,17 @@ has "$T/err" "--offload optimizer --offload-dir DIR moves the optimizer state" "
 run rauto --steps 2 --threads 2 --budget "$mid" --recompute auto --offload optimizer --offload-dir "$T/rscr"
 [ "$(scratch_count "$T/rscr")" = 0 ] && pass "and trains, leaving no scratch file" || fail "scratch left: $(ls "$T/rscr")"
 
+echo "-- plan: the transfers in the timeline"
+"$MW" plan --preset gpt2-tiny --batch 2 --seq 32 --offload all --timeline "$T/tl.svg" --json >"$T/plan.json" ||
+  fail "plan --offload all: $(head -c 300 "$T/plan.json")"
+grep -q 'id="lane-disk-read"' "$T/tl.svg" && grep -q 'id="lane-disk-write"' "$T/tl.svg" &&
+  pass "the SVG timeline has a disk read and a disk write lane" || fail "no transfer lanes in the timeline"
+nr=$(grep -o '"disk_read": [1-9][0-9]*' "$T/plan.json" | wc -l)
+nw=$(grep -o '"disk_write": [1-9][0-9]*' "$T/plan.json" | wc -l)
+# gpt2-tiny's 4 blocks: reads at the visits that start them, writes after each block's backward
+[ "$nr" -ge 3 ] && [ "$nw" -eq 5 ] && pass "transfers sit on their ops: $nr ops read, $nw write (4 blocks' gradients, the optimizer)" ||
+  fail "ops with transfers: $nr reading, $nw writing"
+
 echo "-- refusals"
 expect_error 1 "--offload optimizer without --offload-dir" -- "$MW" "${tr[@]}" --steps 2 --offload optimizer
 expect_error 1 "an unknown --offload" -- "$MW" "${tr[@]}" --steps 2 --offload disk

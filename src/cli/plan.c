@@ -359,14 +359,20 @@ static void write_svg(FILE *f, const mw_plan_op *ops, int n, const mw_plan_summa
         fprintf(f, "<g id=\"lane-disk-%s\" fill=\"%s\">\n", lane ? "write" : "read", lane ? "#b07aa1" : "#9c755f");
         fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\" fill=\"black\">disk %s</text>\n", left - 5,
                 y + 12, lane ? "write" : "read");
+        uint64_t most = 0; /* labels only on the lane's larger transfers, so they do not overlap */
+        for (int i = 0; i < n; i++) {
+            const uint64_t bytes = lane ? ops[i].disk_write : ops[i].disk_read;
+            if (bytes > most) most = bytes;
+        }
         for (int i = 0; i < n; i++) {
             const uint64_t bytes = lane ? ops[i].disk_write : ops[i].disk_read;
             if (!bytes) continue;
             fprintf(f, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%.0f\"><title>%s: %s %s %s</title></rect>\n",
                     left + i * bw, y, bw * 0.92 > 3 ? bw * 0.92 : 3, lane_h - 4, ops[i].name, lane ? "writes" : "reads",
                     mw_fmt_bytes(bytes, b1, sizeof b1), lane ? "to the disk tier" : "from the disk tier");
-            fprintf(f, "<text x=\"%.2f\" y=\"%.0f\" text-anchor=\"end\" fill=\"black\">%s</text>\n", left + i * bw - 4,
-                    y + 12, mw_fmt_bytes(bytes, b1, sizeof b1));
+            if (bytes * 4 >= most)
+                fprintf(f, "<text x=\"%.2f\" y=\"%.0f\" text-anchor=\"end\" fill=\"black\">%s</text>\n",
+                        left + i * bw - 4, y + 12, mw_fmt_bytes(bytes, b1, sizeof b1));
         }
         fprintf(f, "</g>\n");
     }

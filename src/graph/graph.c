@@ -414,6 +414,27 @@ mw_status mw_plan_buffers(const mw_config *cfg, mw_plan_buffer **out, int *n) {
     return st;
 }
 
+/* The disk tier's bytes op i moves in the first micro-batch of a step (the one a timeline draws):
+ * a visit's parameter reads, a block's gradients written behind after its backward, and at the
+ * optimizer the norm's and the update's passes over the file. */
+static void timeline_transfers(const mw_model *m, int i, mw_plan_op *o) {
+    const uint64_t F = sizeof(float);
+    if (i == m->opt_op) {
+        mw_offload_layout lay;
+        mw_offload_layout_of(m->nseg, m->seg_lo, m->seg_mask, &lay);
+        const uint64_t g = lay.arr_bytes[MW_ARR_G];
+        o->disk_read = lay.file_bytes + g; /* the norm reads the gradients, the update everything */
+        o->disk_write = lay.file_bytes - g;
+        return;
+    }
+    if (m->offload == MW_OFFLOAD_ALL && m->op_pv && m->op_pv[i] >= 0)
+        for (int e = 0; e < 3; e++) {
+            const int r = m->visit_rd[3 * m->op_pv[i] + e];
+            if (r >= 0) o->disk_read += mw_offload_pad(seg_len(m, r / 4)) * F;
+        }
+    if (m->op_ge && m->op_ge[i]) o->disk_write += mw_offload_pad(seg_len(m, 1 + m->ops[i].layer)) * F;
+}
+
 mw_status mw_plan_timeline(const mw_config *cfg, mw_plan_op **ops, int *nops) {
     *ops = NULL;
     *nops = 0;
@@ -430,7 +451,7 @@ mw_status mw_plan_timeline(const mw_config *cfg, mw_plan_op **ops, int *nops) {
         const int k = m->ops[i].kind, l = m->ops[i].layer;
         const char *kn = m->arch->kinds[k].name;
         memcpy(o[i].live, live + (size_t)i * MW_CAT_COUNT, sizeof o[i].live);
-        if (i == m->opt_op && s.disk_file) o[i].disk_read = s.disk_read, o[i].disk_write = s.disk_write;
+        if (s.disk_file) timeline_transfers(m, i, &o[i]);
         snprintf(o[i].op, sizeof o[i].op, "%s", kn);
         if (kind_is_step(m, k))
             snprintf(o[i].name, sizeof o[i].name, "%s", kn);
