@@ -165,11 +165,12 @@ mw_status mw_recompute_parse(mw_config *cfg, const char *s);
  *  ALL              also the blocks' parameters, streamed layer by layer: each run of a block's
  *                   ops binds them in one of three slots, and the next two blocks the schedule
  *                   visits are read ahead. The embedding's and the head's stay in memory.
- *  AUTO             the faster of NONE and OPTIMIZER among those whose plan fits cfg->budget
- *                   (each under cfg's recomputation policy, auto included): predicted time is
- *                   the recomputation (op costs measured here) plus, for OPTIMIZER, the disk's
- *                   transfers at the bandwidth measured in cfg->offload_dir. Without a folder
- *                   to measure, or without a budget, memory first: NONE when it fits.
+ *  AUTO             the fastest of the modes above whose plan fits cfg->budget (each under
+ *                   cfg's recomputation policy, auto included): predicted time is the
+ *                   recomputation (op costs measured here) plus the disk's transfers at the
+ *                   bandwidth measured in cfg->offload_dir, as if none overlapped compute.
+ *                   Without a folder to measure, the least on disk that fits; without a budget,
+ *                   NONE.
  * Every mode gives the same bits as NONE; checkpoints do not record it (like threads, it is where
  * the run keeps its states, not what it computes). */
 typedef enum mw_offload_mode {

@@ -184,8 +184,8 @@ grep -q '"offload": "optimizer"' "$T/e_auto.json" && grep -q '"fits": true' "$T/
 grep -q '"offload": "none"' "$T/e_auto2.json" && pass "auto stays in memory when that fits" ||
   fail "auto in memory: $(head -c 300 "$T/e_auto2.json")"
 "$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 --budget 1GiB --offload auto --offload-dir "$T/escr" --json >"$T/e_auto3.json"
-grep -q '"offload_why": "both fit; predicted [0-9.]* s/step in memory' "$T/e_auto3.json" &&
-  pass "auto with a folder compares predicted times (the disk measured there)" || fail "auto why: $(grep -o '"offload_why": "[^"]*"' "$T/e_auto3.json")"
+grep -q '"offload_why": "predicted s/step (recomputation + transfers): none [0-9.]* optimizer [0-9.]* optimizer+grads [0-9.]* all [0-9.]*"' "$T/e_auto3.json" &&
+  pass "auto with a folder compares every placement's predicted time (the disk measured there)" || fail "auto why: $(grep -o '"offload_why": "[^"]*"' "$T/e_auto3.json")"
 [ "$(scratch_count "$T/escr")" = 0 ] && pass "the measurement leaves no scratch file" || fail "measurement left $(ls "$T/escr")"
 run auto --steps 6 --threads 2 --budget "$mid" --offload auto --offload-dir "$T/scr"
 same_weights mem auto "--offload auto under a budget"

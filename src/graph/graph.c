@@ -475,10 +475,10 @@ mw_status mw_plan_timeline(const mw_config *cfg, mw_plan_op **ops, int *nops) {
 
 static mw_status resolve_policy(mw_model *m);
 
-/* The placement of cfg.offload. Auto plans both placements under cfg's recomputation policy and
- * takes the one that fits the budget; when both do, the faster by predicted time (recomputation,
- * plus the disk's transfers at the bandwidth measured in the offload folder), or memory when there
- * is no folder to measure. */
+/* The placement of cfg.offload. Auto plans every placement under cfg's recomputation policy and
+ * takes, among those that fit the budget, the fastest by predicted time: recomputation plus the
+ * disk's transfers at the bandwidth measured in the offload folder, counted as if none overlapped
+ * compute (which favours memory); without a folder to measure, the least on disk that fits. */
 static mw_status resolve_offload(mw_model *m) {
     const mw_config *c = &m->cfg;
     m->offload = c->inference ? MW_OFFLOAD_NONE : c->offload;
@@ -489,31 +489,38 @@ static mw_status resolve_offload(mw_model *m) {
         snprintf(m->offload_why, sizeof m->offload_why, "no --budget: every state in memory");
         return MW_OK;
     }
-    mw_config k = *c;
-    mw_plan_summary sn, so;
-    k.offload = MW_OFFLOAD_NONE;
-    MW_TRY(plan_predicted(&k, &sn));
-    k.offload = MW_OFFLOAD_OPTIMIZER;
-    MW_TRY(plan_predicted(&k, &so));
+    /* the placements from least to most on disk */
+    static const int MODES[4] = {MW_OFFLOAD_NONE, MW_OFFLOAD_OPTIMIZER, MW_OFFLOAD_OPTIMIZER_GRADS, MW_OFFLOAD_ALL};
+    double t[4];
+    int fits[4], measured = 1, best = -1;
+    for (int i = 0; i < 4; i++) {
+        mw_config k = *c;
+        k.offload = MODES[i];
+        mw_plan_summary ps;
+        MW_TRY(plan_predicted(&k, &ps));
+        fits[i] = ps.fits;
+        t[i] = ps.pred_recompute_s + (i ? ps.pred_disk_s : 0.0);
+        if (i && ps.pred_disk_s < 0) measured = 0;
+    }
+    for (int i = 0; i < 4; i++)
+        if (fits[i] && (best < 0 || (measured && t[i] < t[best]))) best = i;
     char *w = m->offload_why;
     const size_t wn = sizeof m->offload_why;
-    if (!sn.fits && !so.fits) {
-        m->offload = MW_OFFLOAD_OPTIMIZER; /* the smaller plan, which the budget check refuses */
-        snprintf(w, wn, "neither placement fits the budget");
-    } else if (!sn.fits) {
-        m->offload = MW_OFFLOAD_OPTIMIZER;
-        snprintf(w, wn, "only the moments on disk fit the budget");
-    } else if (!so.fits) {
-        snprintf(w, wn, "only memory fits the budget");
-    } else if (so.pred_disk_s < 0) {
-        snprintf(w, wn, "both fit; memory first (no --offload-dir to measure the disk)");
-    } else {
-        const double tn = sn.pred_recompute_s, to = so.pred_recompute_s + so.pred_disk_s;
-        if (to < tn) m->offload = MW_OFFLOAD_OPTIMIZER;
-        snprintf(w, wn, "both fit; predicted %.2f s/step in memory (recomputation) vs %.2f s with the moments on "
-                 "disk (recomputation %.2f + disk %.2f at %.2f/%.2f GB/s read/write)", tn, to, so.pred_recompute_s,
-                 so.pred_disk_s, so.disk_read_bw / 1e9, so.disk_write_bw / 1e9);
+    size_t u = 0;
+    if (best < 0) {
+        m->offload = MW_OFFLOAD_ALL; /* the smallest plan, which the budget check then refuses */
+        snprintf(w, wn, "no placement fits the budget");
+        return MW_OK;
     }
+    m->offload = MODES[best];
+    if (!measured) {
+        snprintf(w, wn, "the least on disk that fits (no --offload-dir to measure the disk and compare times)");
+        return MW_OK;
+    }
+    u += (size_t)snprintf(w + u, wn - u, "predicted s/step (recomputation + transfers):");
+    for (int i = 0; i < 4 && u < wn; i++)
+        u += fits[i] ? (size_t)snprintf(w + u, wn - u, " %s %.2f", mw_offload_name(MODES[i]), t[i])
+                     : (size_t)snprintf(w + u, wn - u, " %s over budget", mw_offload_name(MODES[i]));
     return MW_OK;
 }
 
