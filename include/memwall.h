@@ -510,6 +510,8 @@ mw_status mw_hf_load(const char *path, mw_model *m);
  * metadata; GPT-2 in Conv1D layout) and config.json beside it (GPT2Config, or LlamaConfig for
  * LlamaForCausalLM), atomically. Streams with a fixed 1 MiB buffer. */
 mw_status mw_hf_export(const mw_model *m, const char *out);
+/* (MW_ERR_ARG for a model with its parameters on the disk tier, --offload all: export its
+ * checkpoint with mw_hf_export_ckpt.) */
 /* The same from a checkpoint file, after verifying it, without building a model. */
 mw_status mw_hf_export_ckpt(const char *ckpt, const char *out);
 

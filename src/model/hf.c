@@ -888,6 +888,9 @@ static mw_status export_tensors(src_tensor *t, int n, const char *out_arg, int s
 }
 
 mw_status mw_hf_export(const mw_model *m, const char *out) {
+    if (mw_model_plan(m)->offload == MW_OFFLOAD_ALL) /* the tensors are in memory a block at a time */
+        return mw_fail(MW_ERR_ARG, "cannot export a model whose parameters are on the disk tier (--offload all) "
+                                   "from memory: save a checkpoint and export that (memwall export --ckpt)");
     int n = mw_model_num_tensors(m);
     src_tensor *t = calloc((size_t)n, sizeof *t);
     if (!t) return mw_fail(MW_ERR_NOMEM, "out of memory");
