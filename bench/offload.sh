@@ -4,8 +4,8 @@
 # printing its median ms/step, the ratio to memory, peak RSS and the bytes the disk moved. Checks
 # the disk's free space against each mode's file first and says what it skips. With the numbers
 # it also prints the tokens per step below which the disk's time would exceed the step's compute
-# (where I/O dominates): the offloaded step's extra time over the in-memory one, divided by the
-# in-memory step's time per token.
+# (where I/O dominates): the disk's own time for the mode's bytes (estimate's prediction at the
+# rate it measures in DIR), divided by the in-memory step's time per token.
 #   bench/offload.sh [--preset gpt2-medium] [--batch 8] [--seq 1024] [--recompute full]
 #                    [--modes "optimizer all"] [--rounds 1] [--steps 1] [--warmup 1]
 #                    [--threads N] [--dir DIR]
@@ -69,8 +69,11 @@ done
 for m in $run_modes; do
   [ "$m" = none ] && continue
   med=$(echo "${ms[$m]}" | median)
-  echo "$m: the disk adds $(echo "$med $base" | awk '{printf "%.1f", $1-$2}') ms a step; it would dominate below" \
-    "$(echo "$med $base $tokens" | awk '{x=($1-$2)/($2/$3); printf "%.0f", x < 0 ? 0 : x}') tokens per step" \
-    "(the added time over the in-memory step's $(echo "$base $tokens" | awk '{printf "%.2f", $1/$2}') ms per token)"
+  # the disk's own time for this mode's bytes, at the rate estimate measures in DIR now
+  pred=$($MW estimate "${common[@]}" --offload "$m" --offload-dir "$DIR" --json | grep -o '"predicted_seconds": [0-9.]*' | sed 's/.*: //')
+  echo "$m: measured $(echo "$med $base" | awk '{printf "%+.1f", $1-$2}') ms a step against memory;" \
+    "the disk alone needs ${pred:-?} s for its bytes (estimate, measured in $DIR), so it would dominate below" \
+    "$(echo "${pred:-0} $base $tokens" | awk '{printf "%.0f", $1*1e3/($2/$3)}') tokens per step" \
+    "(the in-memory step takes $(echo "$base $tokens" | awk '{printf "%.2f", $1/$2}') ms per token)"
 done
 rmdir "$DIR" 2>/dev/null || true
