@@ -339,7 +339,7 @@ static mw_status predict(mw_model *m, mw_plan_summary *s, int force) {
         MW_TRY(measure_costs(c, m->arch, kc));
         s->pred_recompute_s = ops_cost(m, m->head_op + 1, kc); /* the forward ops after the head */
     }
-    /* a folder that cannot be measured (too full for the 64 MiB, not writable) leaves the prediction
+    /* a folder that cannot be measured (too full for the 32 MiB, not writable) leaves the prediction
      * unknown; the run itself then says what is wrong when it makes its own file */
     if (s->disk_file && c->offload_dir[0] && (force || c->offload == MW_OFFLOAD_AUTO) &&
         mw_offload_measure(c->offload_dir, &s->disk_read_bw, &s->disk_write_bw) == MW_OK)
