@@ -118,6 +118,11 @@ static int resolve_slot(const mw_model_def *a, int s, int layer) {
 
 static uint64_t seg_len(const mw_model *m, int s) { return m->seg_lo[s + 1] - m->seg_lo[s]; }
 
+/* The blocks' gradients live on the disk tier (and their parameters too under ALL). */
+static int grads_on_disk(const mw_model *m) {
+    return m->offload == MW_OFFLOAD_OPTIMIZER_GRADS || m->offload == MW_OFFLOAD_ALL;
+}
+
 /* The floats of the largest block's staging slot (its segment, padded). */
 static uint64_t block_slot_floats(const mw_model *m) {
     uint64_t mx = 0;
@@ -148,7 +153,7 @@ static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *
         else                                                                                       \
             MW_TRY(mw_planner_add(pl, (nm), -1, (bytes), (cat), 0, last));                         \
     } while (0)
-    const int pdisk = m->offload == MW_OFFLOAD_ALL, gdisk = pdisk || m->offload == MW_OFFLOAD_OPTIMIZER_GRADS;
+    const int pdisk = m->offload == MW_OFFLOAD_ALL, gdisk = grads_on_disk(m);
     /* a block's staging slot: its padded length, O_DIRECT-aligned inside the arena */
     const uint64_t slot_bytes = (pdisk || gdisk) ? block_slot_floats(m) * F + MW_AIO_ALIGN : 0;
     if (pdisk) {
@@ -399,7 +404,7 @@ mw_status mw_plan_buffers(const mw_config *cfg, mw_plan_buffer **out, int *n) {
         b[i].last = p->last;
     }
     if (st == MW_OK) *n = pl.n;
-    if (st == MW_OK && s.disk_file) { /* the disk tier's one file: m and v, chunk by chunk */
+    if (st == MW_OK && s.disk_file) { /* the disk tier's one file: every array the mode puts there */
         snprintf(b[pl.n].name, sizeof b[pl.n].name, "disk_state (%s)", mw_offload_name(s.offload));
         b[pl.n].category = s.disk[MW_CAT_PARAMS] ? MW_CAT_PARAMS : s.disk[MW_CAT_GRADS] ? MW_CAT_GRADS : MW_CAT_OPTIM;
         b[pl.n].tier = MW_TIER_DISK;
@@ -572,7 +577,7 @@ static mw_status build_segments(mw_model *m) {
  * reads each starts (its own when not prefetched, and the next two visits'), and per block the
  * first and the last op of its backward, where its gradients are bound and written behind. */
 static mw_status build_transfers(mw_model *m) {
-    if (m->offload != MW_OFFLOAD_OPTIMIZER_GRADS && m->offload != MW_OFFLOAD_ALL) return MW_OK;
+    if (!grads_on_disk(m)) return MW_OK;
     const int L = m->cfg.n_layer, n = m->nops;
     free(m->op_pv), free(m->op_gb), free(m->op_ge), free(m->visit_seg), free(m->visit_slot), free(m->visit_rd);
     m->op_pv = malloc(sizeof(int) * (size_t)n);
@@ -977,7 +982,7 @@ mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const in
     if (c->inference) return mw_fail(MW_ERR_ARG, "an inference model has no gradients");
     if (!targets) return mw_fail(MW_ERR_ARG, "training needs targets");
     MW_TRY(load_tokens(m, inputs, targets));
-    const int N = c->batch * c->seq, gdisk = m->offload == MW_OFFLOAD_OPTIMIZER_GRADS || m->offload == MW_OFFLOAD_ALL;
+    const int N = c->batch * c->seq, gdisk = grads_on_disk(m);
     MW_TRY(step_begin(m));
     double s = 0.0;
     for (int i = 0; i < m->opt_op; i++) {
@@ -1013,10 +1018,6 @@ const float *mw_model_decode(mw_model *m, int32_t token, int pos) {
     if (!mw_graph_keeps_logits(c) || token < 0 || token >= c->vocab || pos < 0 || pos >= c->ctx)
         return NULL;
     return m->arch->decode(m, token, pos);
-}
-
-static int grads_on_disk(const mw_model *m) {
-    return m->offload == MW_OFFLOAD_OPTIMIZER_GRADS || m->offload == MW_OFFLOAD_ALL;
 }
 
 /* Where the resident parameters (which 0) or gradients (1) of flat element lo of segment seg are. */

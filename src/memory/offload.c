@@ -25,8 +25,6 @@ struct mw_offload {
     char *stage;                 /* MW_AIO_ALIGN-aligned, lay.slots slots of lay.arrays chunk arrays */
     long cached[MW_ARR_COUNT];   /* view/map: the chunk whose array a is in slot 0's place for a */
     int dirty[MW_ARR_COUNT];
-    int stale;
-    uint64_t stale_bytes;
 };
 
 /* The chunk size for n floats: at least MW_OFFLOAD_MIN_CHUNKS chunks where n allows, so that small
@@ -155,8 +153,10 @@ mw_status mw_offload_create(mw_offload **out, const char *dir, int nseg, const s
     for (int a = 0; a < MW_ARR_COUNT; a++) o->cached[a] = -1;
     uintptr_t st0 = (uintptr_t)staging;
     o->stage = (char *)((st0 + MW_AIO_ALIGN - 1) / MW_AIO_ALIGN * MW_AIO_ALIGN);
-    mw_status st = mw_scratch_create(&o->file, dir, o->lay.file_bytes ? o->lay.file_bytes : MW_AIO_ALIGN, &o->stale,
-                                     &o->stale_bytes);
+    int stale; /* counted process-wide by scratch.c, which mw_offload_get_info reports */
+    uint64_t stale_bytes;
+    mw_status st = mw_scratch_create(&o->file, dir, o->lay.file_bytes ? o->lay.file_bytes : MW_AIO_ALIGN, &stale,
+                                     &stale_bytes);
     if (st == MW_OK) st = mw_aio_create(&o->io, o->file.fd, o->file.path, DEPTH, MW_AIO_AUTO);
     if (st != MW_OK) {
         mw_offload_destroy(o);

@@ -613,7 +613,7 @@ mw_status mw_hf_load(const char *path, mw_model *m) {
                         : mw_fail(MW_ERR_FORMAT, "%s: no wte.weight: not GPT-2 weights", h.what);
     for (int i = 0; s == MW_OK && i < mw_model_num_tensors(m); i++) {
         mw_param_info p;
-        mw_model_tensor(m, i, &p);
+        if ((s = mw_model_tensor(m, i, &p)) != MW_OK) break; /* the disk tier's read may fail */
         const mw_st_file *f;
         char full[300];
         snprintf(full, sizeof full, "%s%s", pre, p.name);

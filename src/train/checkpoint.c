@@ -659,7 +659,7 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
         uint32_t crc0 = 0;
         if (m) {
             mw_param_info t;
-            mw_model_tensor(m, (int)i, &t);
+            if ((s = mw_model_tensor(m, (int)i, &t)) != MW_OK) goto out; /* the disk tier's read may fail */
             if (strlen(t.name) != nl || memcmp(t.name, rec + REC, nl) != 0 || t.numel != numel ||
                 t.ndim != (int)nd || t.dims[0] != (int)d0 || (nd == 2 && t.dims[1] != (int)d1)) {
                 s = mw_fail(MW_ERR_ARG, "%s: %s does not match the model's tensor %s", path, what,
