@@ -50,7 +50,7 @@ LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' | sort)
 CLI_SRC  := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 
-all: build/memwall build/libmemwall.a build/attention_bench build/sgemm_rate build/adamw_bench
+all: build/memwall build/libmemwall.a build/attention_bench build/sgemm_rate build/adamw_bench build/optim_bench
 
 # ---- release build --------------------------------------------------------------------------
 build/obj/%.o: %.c
@@ -230,6 +230,9 @@ build/attention_bench: build/obj/bench/attention_bench.o build/libmemwall.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 build/adamw_bench: build/obj/bench/adamw_bench.o build/libmemwall.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/optim_bench: build/obj/bench/optim_bench.o build/libmemwall.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 bench: all build/sgemm_rate

@@ -38,16 +38,18 @@ static float *alloc_floats(size_t n, float v) {
     return p;
 }
 
+static const int BITS32[MW_ARR_COUNT] = {32, 32, 32, 32};
+
 typedef struct chunk_ctx {
     float *p, *g;
     mw_adamw_hp hp;
 } chunk_ctx;
 
-static void noop_fn(void *ctx, size_t lo, size_t hi, int seg, float *const arr[MW_ARR_COUNT]) {
+static void noop_fn(void *ctx, size_t lo, size_t hi, int seg, void *const arr[MW_ARR_COUNT]) {
     (void)ctx, (void)lo, (void)hi, (void)seg, (void)arr;
 }
 
-static void chunk_fn(void *ctx, size_t lo, size_t hi, int seg, float *const arr[MW_ARR_COUNT]) {
+static void chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const arr[MW_ARR_COUNT]) {
     chunk_ctx *c = ctx;
     (void)seg;
     mw_adamw_update(c->p + lo, c->g + lo, arr[MW_ARR_M], arr[MW_ARR_V], hi - lo, &c->hp);
@@ -114,7 +116,7 @@ int main(int argc, char **argv) {
     mw_offload_layout lay;
     const size_t seg_lo[2] = {0, n};
     const unsigned mask[1] = {MW_ARR_MV};
-    mw_offload_layout_of(1, seg_lo, mask, &lay);
+    mw_offload_layout_of(1, seg_lo, mask, BITS32, &lay);
     if (dir) {
         const uint64_t need = 2 * lay.file_bytes + (4u << 20), fr = (mw_mkdirs(dir), mw_scratch_free_bytes(dir));
         if (fr < need) {
@@ -150,7 +152,7 @@ int main(int argc, char **argv) {
          * disk's rate drifts; round 0 warms up */
         void *stage = malloc(lay.staging_bytes);
         mw_offload *o;
-        if (!stage || mw_offload_create(&o, dir, 1, seg_lo, mask, stage) != MW_OK) {
+        if (!stage || mw_offload_create(&o, dir, 1, seg_lo, mask, BITS32, stage) != MW_OK) {
             fprintf(stderr, "adamw_bench: %s\n", mw_last_error());
             return 1;
         }

@@ -122,6 +122,11 @@ typedef struct mw_config {
                                                           block, n(one), s(elective) or f(ull) */
     /* the tokenizer whose ids the model reads; recorded in checkpoints (name "" when unknown) */
     mw_tokenizer_id tokenizer;
+    /* the optimizer (mw_optim) and the hyperparameters only some use (docs/optimizers.md): SGD's
+     * momentum; CAME's beta3 and eps2; Adafactor's and CAME's update clipping threshold;
+     * Adafactor's second-moment decay exponent. eps is Adafactor's and CAME's eps1. */
+    int optim;
+    double momentum, beta3, eps2, clip_threshold, decay_rate;
     /* where model states live (mw_offload_mode); never changes the numbers, only memory and time */
     int offload;
     char offload_dir[1024]; /* the disk tier's folder (MW_OFFLOAD_NONE: unused) */
@@ -185,6 +190,33 @@ typedef enum mw_offload_mode {
 const char *mw_offload_name(int offload);
 /* Parses an --offload value into cfg->offload; MW_ERR_ARG naming the choices otherwise. */
 mw_status mw_offload_parse(mw_config *cfg, const char *s);
+
+/* The optimizers (docs/optimizers.md). Each keeps different state:
+ *  ADAMW      fp32 m and v (8 bytes per parameter);
+ *  ADAMW8BIT  m and v as 8-bit codes of bitsandbytes' dynamic map, one fp32 scale per 2048
+ *             (2 bytes per parameter and a little);
+ *  ADAM4BIT   4-bit codes: m with a scale per 128, v with rank-1 normalisation (Li et al. 2023);
+ *  ADAFACTOR  a 2-D weight's second moment factored into rows and columns; no first moment
+ *             unless beta1 > 0 (then fp32);
+ *  CAME       Adafactor's factored second moment and confidence, and an fp32 first moment;
+ *  SGD        an fp32 momentum buffer (none when momentum is 0). */
+typedef enum mw_optim {
+    MW_OPTIM_ADAMW = 0,
+    MW_OPTIM_ADAMW8BIT,
+    MW_OPTIM_ADAM4BIT,
+    MW_OPTIM_ADAFACTOR,
+    MW_OPTIM_CAME,
+    MW_OPTIM_SGD,
+    MW_OPTIM_COUNT
+} mw_optim;
+/* Parses an --optim value into cfg->optim (hyperparameters unchanged); MW_ERR_ARG naming the
+ * choices otherwise. */
+mw_status mw_optim_parse(mw_config *cfg, const char *s);
+/* "adamw", "adamw8bit", "adam4bit", "adafactor", "came", "sgd" ("?" when out of range) */
+const char *mw_optim_str(int optim);
+/* Sets beta1, beta2, beta3, eps, eps2, weight_decay, momentum, clip_threshold and decay_rate to
+ * cfg->optim's defaults (docs/optimizers.md). */
+void mw_optim_defaults(mw_config *cfg);
 
 /* Fills the defaults (the gpt2-tiny preset, AdamW 3e-4, betas 0.9/0.95, wd 0.1, clip 1.0). */
 void mw_config_default(mw_config *cfg);
@@ -445,8 +477,9 @@ void mw_model_set_progress(mw_model *m, mw_progress_fn fn, void *user);
 /* ---- checkpoints --------------------------------------------------------------------------- */
 
 /* A checkpoint is one file, DIR/step-NNNNNNNN.mwck (8 digits or more): a header, the full configuration and run
- * state as text, then every tensor's parameters and AdamW moments, each block with its CRC-32C,
- * and a trailer that pins the file's length. Format in docs/checkpoint.md. */
+ * state as text, then every tensor's parameters and AdamW moments (version 1), or its parameters
+ * and after them the optimizer's state as it is stored (version 2: every other --optim), each
+ * block with its CRC-32C, and a trailer that pins the file's length. Format in docs/checkpoint.md. */
 typedef struct mw_ckpt_info {
     mw_config cfg;          /* the configuration the run was started with; cfg.tokenizer is
                                the model's tokenizer (name "" when the file predates it) */
@@ -470,6 +503,9 @@ mw_status mw_ckpt_verify(const char *path, mw_ckpt_info *info);
 /* Verifies, checks that the model has the checkpoint's shape (MW_ERR_ARG naming the difference),
  * then loads parameters and moments into m. On failure the model's contents are unspecified. */
 mw_status mw_ckpt_load(const char *path, mw_model *m, mw_ckpt_info *info);
+/* As mw_ckpt_load, for the parameters alone: the model's optimizer state is left as it is (zero
+ * after mw_model_create), so a run may continue under another --optim (--reset-optimizer). */
+mw_status mw_ckpt_load_params(const char *path, mw_model *m, mw_ckpt_info *info);
 /* The newest checkpoint of DIR that verifies; path[0] = 0 and MW_OK when there is none.
  * Invalid ones are skipped; *skipped (may be NULL) counts them. */
 mw_status mw_ckpt_latest(const char *dir, char *path, size_t path_len, mw_ckpt_info *info,

@@ -170,8 +170,9 @@ typedef struct sctx {
     int bad;
 } sctx;
 
-static void add_fn(void *ctx, size_t lo, size_t hi, int seg, float *const arr[MW_ARR_COUNT]) {
+static void add_fn(void *ctx, size_t lo, size_t hi, int seg, void *const va[MW_ARR_COUNT]) {
     sctx *c = ctx;
+    float *const arr[MW_ARR_COUNT] = {va[0], va[1], va[2], va[3]};
     if (lo != c->next) c->bad = 1; /* chunks in order, each once, none skipped */
     if (!arr[MW_ARR_M] || !arr[MW_ARR_V] || (seg == 1) != (arr[MW_ARR_P] != NULL)) c->bad = 1;
     c->next = hi;
@@ -183,6 +184,8 @@ static void add_fn(void *ctx, size_t lo, size_t hi, int seg, float *const arr[MW
     }
 }
 
+static const int BITS32[MW_ARR_COUNT] = {32, 32, 32, 32};
+
 static void offload_stream(int kind_env) {
     setenv("MEMWALL_AIO", kind_env ? "threads" : "auto", 1);
     const size_t n = 100003, s1 = 30011, s2 = 71111;
@@ -190,7 +193,7 @@ static void offload_stream(int kind_env) {
     const unsigned PGMV = MW_ARR_MV | MW_ARR_BIT(MW_ARR_P) | MW_ARR_BIT(MW_ARR_G);
     const unsigned mask[3] = {MW_ARR_MV, PGMV, MW_ARR_MV};
     mw_offload_layout lay;
-    mw_offload_layout_of(3, seg_lo, mask, &lay);
+    mw_offload_layout_of(3, seg_lo, mask, BITS32, &lay);
     CHECK(lay.nchunks >= 8 && lay.slots == MW_OFFLOAD_SLOTS && lay.chunk % MW_OFFLOAD_Q == 0 && lay.arrays == 4,
           "layout: %zu chunks of %zu, %d slots, %d arrays", lay.nchunks, lay.chunk, lay.slots, lay.arrays);
     CHECK(lay.arr_bytes[MW_ARR_P] == mw_offload_pad(s2 - s1) * 4 &&
@@ -198,7 +201,7 @@ static void offload_stream(int kind_env) {
           "array bytes");
     void *stage = malloc(lay.staging_bytes);
     mw_offload *o;
-    CHECK_OK(mw_offload_create(&o, dir, 3, seg_lo, mask, stage));
+    CHECK_OK(mw_offload_create(&o, dir, 3, seg_lo, mask, BITS32, stage));
     mw_offload_info in;
     mw_offload_get_info(o, &in);
     CHECK(strcmp(in.engine, kind_env ? "threads" : in.engine) == 0, "engine %s", in.engine);
@@ -206,8 +209,9 @@ static void offload_stream(int kind_env) {
     /* map writes known moments (as a checkpoint load does) */
     for (int w = 0; w < 2; w++)
         for (size_t off = 0, k; off < n; off += k) {
-            float *p;
-            CHECK_OK(mw_offload_map(o, w ? MW_ARR_V : MW_ARR_M, off, n, &p, &k));
+            void *vp;
+            CHECK_OK(mw_offload_map(o, w ? MW_ARR_V : MW_ARR_M, off, n, &vp, &k));
+            float *p = vp;
             for (size_t i = 0; i < k; i++) p[i] = (w ? ev : em)[off + i] = (float)((off + i) % 977) * (w ? 0.5f : -1.0f);
         }
     CHECK_OK(mw_offload_commit(o));
@@ -234,8 +238,9 @@ static void offload_stream(int kind_env) {
     size_t bad = 0;
     for (int w = 0; w < 2; w++)
         for (size_t off = 0, k; off < n; off += k) {
-            const float *p;
-            CHECK_OK(mw_offload_view(o, w ? MW_ARR_V : MW_ARR_M, off, n, &p, &k));
+            const void *vp;
+            CHECK_OK(mw_offload_view(o, w ? MW_ARR_V : MW_ARR_M, off, n, &vp, &k));
+            const float *p = vp;
             for (size_t i = 0; i < k; i++) bad += memcmp(&p[i], &(w ? ev : em)[off + i], 4) != 0;
         }
     CHECK_OK(mw_offload_commit(o));

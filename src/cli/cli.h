@@ -9,7 +9,7 @@ enum {
     CMD_TRAIN = 1, CMD_BENCH = 2, CMD_PREPARE = 4, CMD_EXPORT = 8, CMD_TOKENIZE = 16,
     CMD_DETOKENIZE = 32, CMD_SAMPLE = 64, CMD_EVAL = 128, CMD_ESTIMATE = 256, CMD_PLAN = 512
 };
-enum kind { K_INT, K_DBL, K_SIZE, K_U64, K_STR, K_FLAG, K_PRESET, K_RECOMPUTE, K_ARCH, K_OFFLOAD };
+enum kind { K_INT, K_DBL, K_SIZE, K_U64, K_STR, K_FLAG, K_PRESET, K_RECOMPUTE, K_ARCH, K_OFFLOAD, K_OPTIM };
 
 typedef struct opts {
     mw_config cfg;
@@ -19,7 +19,7 @@ typedef struct opts {
     const char *override;   /* train --override KEY[,KEY...] */
     const char *given[128]; /* the names of the options on the command line (parse) */
     int n_given;
-    int log_every, bench_warmup, json, stop_at, split_blank, gen_tokens, top_k;
+    int log_every, bench_warmup, json, stop_at, split_blank, gen_tokens, top_k, reset_optim;
     double val_fraction, temperature, top_p;
     unsigned shape_given; /* bit k: SHAPE_OPTS[k] (--layers, --heads, --dim, --vocab, --ctx) was given */
 } opts;

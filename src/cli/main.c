@@ -53,11 +53,18 @@ static const opt_def OPTS[] = {
     {"warmup", K_INT, O_(bench_warmup), CMD_BENCH, "untimed warm-up steps"},
     {"lr", K_DBL, C_(lr), MODEL, "peak learning rate"},
     {"min-lr-frac", K_DBL, C_(min_lr_frac), MODEL, "final learning rate as a fraction of --lr"},
-    {"weight-decay", K_DBL, C_(weight_decay), MODEL, "AdamW decoupled weight decay (2-D weights only)"},
-    {"beta1", K_DBL, C_(beta1), MODEL, "AdamW beta1"},
-    {"beta2", K_DBL, C_(beta2), MODEL, "AdamW beta2"},
-    {"eps", K_DBL, C_(eps), MODEL, "AdamW epsilon"},
+    {"weight-decay", K_DBL, C_(weight_decay), MODEL, "weight decay of 2-D weights (AdamW family, Adafactor, CAME: decoupled; sgd: L2)"},
+    {"beta1", K_DBL, C_(beta1), MODEL, "first-moment decay (Adafactor: 0 keeps no first moment)"},
+    {"beta2", K_DBL, C_(beta2), MODEL, "second-moment decay (AdamW family, CAME)"},
+    {"eps", K_DBL, C_(eps), MODEL, "epsilon (Adafactor, CAME: eps1, added to g^2)"},
     {"grad-clip", K_DBL, C_(grad_clip), MODEL, "clip the global gradient norm to this (0: off)"},
+    {"optim", K_OPTIM, 0, MODEL, "optimizer (docs/optimizers.md): adamw, adamw8bit (8-bit blockwise states), adam4bit (4-bit states), adafactor (factored second moment), came, sgd; each gives the flags it uses its own defaults unless they are given"},
+    {"momentum", K_DBL, C_(momentum), MODEL, "sgd: momentum (0: none, no state)"},
+    {"beta3", K_DBL, C_(beta3), MODEL, "came: the confidence's decay"},
+    {"eps2", K_DBL, C_(eps2), MODEL, "came: the residual's epsilon"},
+    {"clip-threshold", K_DBL, C_(clip_threshold), MODEL, "adafactor, came: update clipping threshold (RMS)"},
+    {"decay-rate", K_DBL, C_(decay_rate), MODEL, "adafactor: second-moment decay exponent (beta2 of step t = 1 - t^rate)"},
+    {"reset-optimizer", K_FLAG, O_(reset_optim), CMD_TRAIN, "with --resume: keep the parameters and the step, start the optimizer's state from zero (to continue under another --optim)"},
     {"seed", K_U64, C_(seed), MODEL | CMD_SAMPLE, "seed of initialisation and data sampling (sample: of sampling)"},
     {"threads", K_INT, C_(threads), MODEL | TEXT, "OpenMP threads (0: all cores; at most 1024)"},
     {"budget", K_SIZE, C_(budget), MODEL, "memory budget, e.g. 512MiB, 2GiB (0: none)"},
@@ -139,6 +146,7 @@ static const char *placeholder(const opt_def *d, int mask) {
     case K_ARCH: return "NAME";
     case K_RECOMPUTE: return "POLICY";
     case K_OFFLOAD: return "MODE";
+    case K_OPTIM: return "NAME";
     case K_FLAG: return "";
     case K_STR: break;
     }
@@ -168,6 +176,7 @@ static void format_default(const opts *o, const opt_def *d, char *buf, size_t n)
         break;
     case K_ARCH: snprintf(buf, n, "%s", mw_arch_name(o->cfg.arch)); break;
     case K_OFFLOAD: snprintf(buf, n, "%s", mw_offload_name(o->cfg.offload)); break;
+    case K_OPTIM: snprintf(buf, n, "%s", mw_optim_str(o->cfg.optim)); break;
     case K_FLAG: break;
     }
 }
@@ -265,6 +274,9 @@ static void parse_value(opts *o, const opt_def *d, const char *v) {
     case K_OFFLOAD:
         if (mw_offload_parse(&o->cfg, v) != MW_OK) die(1, "%s", mw_last_error());
         break;
+    case K_OPTIM:
+        if (mw_optim_parse(&o->cfg, v) != MW_OK) die(1, "%s", mw_last_error());
+        break;
     }
 }
 
@@ -358,6 +370,21 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
                 die(1, "--%s is for the Llama family (--arch llama or a Llama preset)", ll[k]);
     } else {
         mw_config_arch_defaults(&o->cfg);
+    }
+    /* --optim brings its hyperparameters' defaults, for the flags not given */
+    if (opt_given(o, "optim")) {
+        mw_config d = o->cfg;
+        mw_optim_defaults(&d);
+        static const struct {
+            const char *flag;
+            size_t off;
+        } HP[] = {{"beta1", offsetof(mw_config, beta1)}, {"beta2", offsetof(mw_config, beta2)},
+                  {"beta3", offsetof(mw_config, beta3)}, {"eps", offsetof(mw_config, eps)},
+                  {"eps2", offsetof(mw_config, eps2)}, {"weight-decay", offsetof(mw_config, weight_decay)},
+                  {"momentum", offsetof(mw_config, momentum)}, {"clip-threshold", offsetof(mw_config, clip_threshold)},
+                  {"decay-rate", offsetof(mw_config, decay_rate)}};
+        for (size_t k = 0; k < sizeof HP / sizeof HP[0]; k++)
+            if (!opt_given(o, HP[k].flag)) memcpy((char *)&o->cfg + HP[k].off, (char *)&d + HP[k].off, sizeof(double));
     }
     /* one rule for every command: OpenMP is never asked for an absurd team (libgomp crashes) */
     if (o->cfg.threads < 0 || o->cfg.threads > MAX_THREADS)
@@ -548,10 +575,21 @@ void print_config(const opts *o, const char *cmd) {
     if (run) printf(" | kernel %s", mw_kernel_get());
     if (run) printf(" | seed %llu", (unsigned long long)c->seed);
     printf(" | budget %s\n", c->budget ? mw_fmt_bytes(c->budget, b, sizeof b) : "none");
-    if (strcmp(cmd, "train") == 0)
-        printf("  AdamW lr %g (min %g, warm-up %d, cosine) betas %g/%g eps %g wd %g clip %g\n", c->lr,
-               c->lr * c->min_lr_frac, c->warmup, c->beta1, c->beta2, c->eps, c->weight_decay,
-               c->grad_clip);
+    if (strcmp(cmd, "train") != 0) return;
+    static const char *const NAMES[MW_OPTIM_COUNT] = {"AdamW", "8-bit AdamW", "4-bit Adam", "Adafactor", "CAME", "SGD"};
+    printf("  %s lr %g (min %g, warm-up %d, cosine)", NAMES[c->optim], c->lr, c->lr * c->min_lr_frac, c->warmup);
+    switch (c->optim) {
+    case MW_OPTIM_SGD: printf(" momentum %g", c->momentum); break;
+    case MW_OPTIM_ADAFACTOR:
+        printf(" beta1 %g decay-rate %g eps %g clip-threshold %g", c->beta1, c->decay_rate, c->eps, c->clip_threshold);
+        break;
+    case MW_OPTIM_CAME:
+        printf(" betas %g/%g/%g eps %g/%g clip-threshold %g", c->beta1, c->beta2, c->beta3, c->eps, c->eps2,
+               c->clip_threshold);
+        break;
+    default: printf(" betas %g/%g eps %g", c->beta1, c->beta2, c->eps); break;
+    }
+    printf(" wd %g clip %g\n", c->weight_decay, c->grad_clip);
 }
 
 void print_plan(const mw_plan_summary *p) {

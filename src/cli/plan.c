@@ -121,6 +121,36 @@ static size_t largest_fit(const mw_config *cfg, int offload, char *name, size_t 
     return best;
 }
 
+/* Each optimizer's plan of cfg (its hyperparameters at the optimizer's defaults, as --optim alone
+ * gives them): model-state bytes (parameters, gradients, optimizer state: peak live bytes of the
+ * three categories, staging and scratch included) and the largest preset that fits the budget. A
+ * plan that cannot be made (--offload optimizer under an optimizer without per-parameter state)
+ * has states 0. */
+typedef struct optim_row {
+    uint64_t states, optim;
+    char fit[32];
+    size_t fit_params;
+} optim_row;
+/* The textbook model-state bytes per parameter (fp32 weights and gradients, 4 + 4, and the
+ * optimizer's state): AdamW 8 (ZeRO's count: 16 in all); 8-bit AdamW 2 (Dettmers et al.); 4-bit
+ * Adam 1 (Li et al.); Adafactor about 0 without momentum (Shazeer and Stern: O(n+m)); CAME 4 (its
+ * first moment); SGD with momentum 4. */
+static const double TEXTBOOK_BPP[MW_OPTIM_COUNT] = {16, 10, 9, 8, 12, 12};
+
+static void optim_rows(const mw_config *c, optim_row rows[MW_OPTIM_COUNT]) {
+    for (int i = 0; i < MW_OPTIM_COUNT; i++) {
+        mw_config k = *c;
+        k.optim = i;
+        if (i != c->optim) mw_optim_defaults(&k);
+        memset(&rows[i], 0, sizeof rows[i]);
+        mw_plan_summary s;
+        if (mw_plan(&k, &s) != MW_OK) continue;
+        rows[i].states = s.category[MW_CAT_PARAMS] + s.category[MW_CAT_GRADS] + s.category[MW_CAT_OPTIM];
+        rows[i].optim = s.category[MW_CAT_OPTIM];
+        if (c->budget) rows[i].fit_params = largest_fit(&k, k.offload, rows[i].fit, sizeof rows[i].fit);
+    }
+}
+
 /* "fits (12 MiB to spare)" or "DOES NOT FIT (3 MiB over)" */
 static const char *fit_text(uint64_t peak, uint64_t budget, char *buf, size_t n) {
     char b[32];
@@ -159,6 +189,8 @@ int cmd_estimate(int argc, char **argv) {
     char fitp[4][32] = {"", "", "", ""};
     size_t np_fit[4] = {0, 0, 0, 0};
     for (int f = 0; c->budget && f < 4; f++) np_fit[f] = largest_fit(c, FIT_MODES[f], fitp[f], sizeof fitp[f]);
+    optim_row orow[MW_OPTIM_COUNT];
+    optim_rows(c, orow);
     if (o.json) {
         printf("{\"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"tiers\": {\"device\": %llu, \"disk\": %llu}, "
                "\"offload\": \"%s\", \"disk\": {\"categories\": {",
@@ -190,6 +222,18 @@ int cmd_estimate(int argc, char **argv) {
         } else {
             printf(", \"largest_fit\": null");
         }
+        printf(", \"optim\": \"%s\", \"model_state_bytes_per_param\": %.6f, \"disk_bytes_per_param\": %.6f, \"optimizers\": {",
+               mw_optim_str(c->optim), (double)(p.category[MW_CAT_PARAMS] + p.category[MW_CAT_GRADS] + p.category[MW_CAT_OPTIM]) / P,
+               (double)p.disk_file / P);
+        for (int i = 0; i < MW_OPTIM_COUNT; i++) {
+            printf("%s\"%s\": {\"model_state_bytes\": %llu, \"optimizer_bytes\": %llu, \"bytes_per_param\": ", i ? ", " : "",
+                   mw_optim_str(i), (unsigned long long)orow[i].states, (unsigned long long)orow[i].optim);
+            json_num(stdout, "%.6f", orow[i].states ? (double)orow[i].states / P : NAN);
+            printf(", \"textbook_bytes_per_param\": %.0f, \"largest_fit\": ", TEXTBOOK_BPP[i]);
+            if (c->budget) printf("{\"preset\": \"%s\", \"params\": %zu}}", orow[i].fit, orow[i].fit_params);
+            else printf("null}");
+        }
+        printf("}");
         printf(", \"arch\": \"%s\", \"params\": %.0f, \"textbook\": {\"model_states_16B_per_param\": %.0f, "
                "\"korthikanti_activations_16bit\": ", mw_arch_name(c->arch), P, 16 * P);
         json_num(stdout, "%.0f", korth ? korth16 : NAN);
@@ -228,6 +272,7 @@ int cmd_estimate(int argc, char **argv) {
         printf("  %-12s %16llu %12s  (preallocated in --offload-dir before step 1; streamed through %s of\n"
                "  %-12s %16s %12s   staging in memory, counted above)\n", "file", (unsigned long long)p.disk_file,
                mw_fmt_bytes(p.disk_file, b1, sizeof b1), mw_fmt_bytes(p.disk_staging, b2, sizeof b2), "", "", "");
+        printf("  %-12s %16.3f %12s  bytes on disk per parameter\n", "", (double)p.disk_file / P, "");
         printf("  %-12s %16llu %12s  read per optimizer step\n", "per step", (unsigned long long)p.disk_read,
                mw_fmt_bytes(p.disk_read, b1, sizeof b1));
         printf("  %-12s %16llu %12s  written per optimizer step\n", "", (unsigned long long)p.disk_write,
@@ -253,6 +298,18 @@ int cmd_estimate(int argc, char **argv) {
                 printf("    --offload %-16s %s (%.0fM parameters)\n", mw_offload_name(FIT_MODES[f]), fitp[f], np_fit[f] / 1e6);
             else
                 printf("    --offload %-16s none\n", mw_offload_name(FIT_MODES[f]));
+    }
+    printf("\n  model states (parameters, gradients, optimizer state) by --optim, fp32 weights and gradients:\n");
+    printf("    %-10s %12s %10s %10s  %s\n", "--optim", "states", "B/param", "textbook", c->budget ? "largest preset that fits" : "");
+    for (int i = 0; i < MW_OPTIM_COUNT; i++) {
+        if (!orow[i].states) {
+            printf("    %-10s %12s %10s %10.0f  (--offload %s: no per-parameter state to place)\n", mw_optim_str(i), "-", "-",
+                   TEXTBOOK_BPP[i], mw_offload_name(c->offload));
+            continue;
+        }
+        printf("    %-10s %12s %10.3f %10.0f  %s%s\n", mw_optim_str(i), mw_fmt_bytes(orow[i].states, b1, sizeof b1),
+               (double)orow[i].states / P, TEXTBOOK_BPP[i], c->budget ? (orow[i].fit[0] ? orow[i].fit : "none") : "",
+               i == c->optim ? "   <- this run" : "");
     }
     printf("\n  textbook, for comparison:\n");
     printf("    model states at 16 B/param (fp32 AdamW)      %12s   memwall: %s\n",

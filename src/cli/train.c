@@ -167,6 +167,9 @@ static const run_key KEYS[] = {
     {"weight-decay", K_DBL, CF(weight_decay), MATH, 0}, {"beta1", K_DBL, CF(beta1), MATH, 0},
     {"beta2", K_DBL, CF(beta2), MATH, 0},           {"eps", K_DBL, CF(eps), MATH, 0},
     {"grad-clip", K_DBL, CF(grad_clip), MATH, 0},   {"seed", K_U64, CF(seed), MATH, 0},
+    {"optim", K_INT, CF(optim), MATH, 0},           {"momentum", K_DBL, CF(momentum), MATH, 0},
+    {"beta3", K_DBL, CF(beta3), MATH, 0},           {"eps2", K_DBL, CF(eps2), MATH, 0},
+    {"clip-threshold", K_DBL, CF(clip_threshold), MATH, 0}, {"decay-rate", K_DBL, CF(decay_rate), MATH, 0},
     {"eval-every", K_INT, CF(eval_every), CARRY, 0}, {"eval-batches", K_INT, CF(eval_batches), CARRY, 0},
     {"save-every", K_INT, CF(save_every), CARRY, 1}, {"keep", K_INT, CF(keep), CARRY, 1},
     {"budget", K_SIZE, CF(budget), CARRY, 1},
@@ -177,6 +180,8 @@ static void key_text(const run_key *k, const mw_config *c, char *buf, size_t n) 
     const char *p = (const char *)c + k->off;
     if (k->off == CF(arch)) {
         snprintf(buf, n, "%s", mw_arch_name(c->arch));
+    } else if (k->off == CF(optim)) {
+        snprintf(buf, n, "%s", mw_optim_str(c->optim));
     } else if (k->kind == K_INT) {
         snprintf(buf, n, "%d", *(const int *)p);
     } else if (k->kind == K_DBL) { /* the shortest text that reads back as the same double */
@@ -272,8 +277,21 @@ static void adopt_checkpoint(opts *o, const mw_ckpt_info *info, const char *ckpt
         }
     }
     char was[1024] = "", now[1024] = "", names[512] = "", shape_was[256] = "", shape_now[256] = "";
+    /* another optimizer: its state cannot continue the checkpoint's, so only --reset-optimizer
+     * starts it (from zero, with the new optimizer's hyperparameters: the command line's and its
+     * defaults, none of the checkpoint's) */
+    const int new_optim = opt_given(o, "optim") && c->optim != k->optim;
+    if (new_optim && !o->reset_optim)
+        die(1, "--resume: %s holds --optim %s state, the command line says --optim %s: add --reset-optimizer to start "
+               "%s's state from zero (keeping the parameters and the step), or drop --optim",
+            ckpt, mw_optim_str(k->optim), mw_optim_str(c->optim), mw_optim_str(c->optim));
+    static const char *const HP[] = {"optim", "beta1", "beta2", "beta3", "eps", "eps2", "weight-decay", "momentum",
+                                     "clip-threshold", "decay-rate"};
     for (size_t i = 0; i < NKEYS; i++) {
         const run_key *rk = &KEYS[i];
+        int hp = 0;
+        for (size_t h = 0; h < sizeof HP / sizeof HP[0]; h++) hp |= strcmp(rk->flag, HP[h]) == 0;
+        if (new_optim && hp) continue;
         int given = opt_given(o, rk->flag) || (rk->cls == SHAPE && whole_shape);
         if (!given) {
             if (!rk->run_key || info->has_run_keys) key_copy(rk, c, k);
@@ -313,6 +331,9 @@ static void adopt_checkpoint(opts *o, const mw_ckpt_info *info, const char *ckpt
                "command line's (--save-every %d --keep %d)\n", ckpt, c->save_every, c->keep);
     if (!whole_shape) o->preset = shape_name(c);
     if (o->init) printf("  resume: the weights come from %s, not --init\n", ckpt);
+    if (o->reset_optim)
+        printf("  resume: --reset-optimizer: the parameters and step %d of %s, --optim %s's state from zero%s\n",
+               info->state.step, ckpt, mw_optim_str(c->optim), new_optim ? " (the checkpoint's was another)" : "");
 }
 
 /* --out must not hold a newer run than this one's start: saving there would mix the two. Only
@@ -362,6 +383,7 @@ int cmd_train(int argc, char **argv) {
     parse(&o, CMD_TRAIN, "train", argc, argv);
     if (!o.data) die(1, "train: --data PREFIX is required (make token files with memwall prepare)");
     if (o.override && !o.resume) die(1, "--override applies to --resume only (it lets flags differ from the checkpoint)");
+    if (o.reset_optim && !o.resume) die(1, "--reset-optimizer applies to --resume only (a new run's optimizer state starts from zero)");
     if (o.cfg.save_every > 0 && !o.ckpt_dir) die(1, "--save-every needs --out DIR");
     if (o.stop_at < 0) die(1, "--stop-at must be >= 0");
     if (o.stop_at > 0 && !o.ckpt_dir) die(1, "--stop-at needs --out DIR (the stop saves a checkpoint there to resume from)");
@@ -416,7 +438,8 @@ int cmd_train(int argc, char **argv) {
     mw_run_state_init(&st, &o.cfg);
     if (ckpt[0]) {
         mw_ckpt_info li;
-        if (mw_ckpt_load(ckpt, m, &li) != MW_OK) die(1, "%s", mw_last_error());
+        if ((o.reset_optim ? mw_ckpt_load_params(ckpt, m, &li) : mw_ckpt_load(ckpt, m, &li)) != MW_OK)
+            die(1, "%s", mw_last_error());
         if (li.state.step != info.state.step || li.state.loader_rng != info.state.loader_rng)
             die(1, "%s changed while this run started (another process replaced it): run again", ckpt);
         st = li.state;

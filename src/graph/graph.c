@@ -123,6 +123,48 @@ static int grads_on_disk(const mw_model *m) {
     return m->offload == MW_OFFLOAD_OPTIMIZER_GRADS || m->offload == MW_OFFLOAD_ALL;
 }
 
+/* The disk tier's arrays of the optimizer's state: M and V where it has them. */
+static unsigned opt_mask(const mw_model *m) {
+    return (m->opt.bits[0] ? MW_ARR_BIT(MW_ARR_M) : 0) | (m->opt.bits[1] ? MW_ARR_BIT(MW_ARR_V) : 0);
+}
+
+/* Bits per element of the disk tier's arrays: gradients and parameters fp32, M and V the optimizer's. */
+static void disk_bits(const mw_model *m, int bits[MW_ARR_COUNT]) {
+    bits[MW_ARR_G] = bits[MW_ARR_P] = 32;
+    bits[MW_ARR_M] = m->opt.bits[0] ? m->opt.bits[0] : 32;
+    bits[MW_ARR_V] = m->opt.bits[1] ? m->opt.bits[1] : 32;
+}
+
+static void disk_layout(const mw_model *m, mw_offload_layout *lay) {
+    int bits[MW_ARR_COUNT];
+    disk_bits(m, bits);
+    mw_offload_layout_of(m->nseg, m->seg_lo, m->seg_mask, bits, lay);
+}
+
+/* The bytes the optimizer's passes read from and write to the disk tier per step. */
+static void opt_traffic(const mw_model *m, const mw_offload_layout *lay, uint64_t *rd, uint64_t *wr) {
+    *rd = *wr = 0;
+    for (int k = 0; k < m->opt.npasses; k++)
+        for (int a = 0; a < MW_ARR_COUNT; a++) {
+            if (m->opt.rd[k] & MW_ARR_BIT(a)) *rd += lay->arr_bytes[a];
+            if (m->opt.wr[k] & MW_ARR_BIT(a)) *wr += lay->arr_bytes[a];
+        }
+}
+
+/* The optimizer's layout over the parameter table. */
+static mw_status build_optim(mw_model *m) {
+    mw_opt_tensor *t = malloc(sizeof *t * (size_t)(m->ntensors > 0 ? m->ntensors : 1));
+    if (!t) return mw_fail(MW_ERR_NOMEM, "out of memory planning");
+    for (int i = 0; i < m->ntensors; i++) {
+        const mw_tensor *ts = &m->tensors[i];
+        t[i].offset = ts->offset, t[i].numel = ts->numel, t[i].decay = ts->decay;
+        t[i].rows = ts->dims[0], t[i].cols = ts->ndim == 2 ? ts->dims[1] : 0;
+    }
+    mw_status st = mw_opt_layout_init(&m->opt, &m->cfg, m->nfloats, m->ntensors, t);
+    free(t);
+    return st;
+}
+
 /* The floats of the largest block's staging slot (its segment, padded). */
 static uint64_t block_slot_floats(const mw_model *m) {
     uint64_t mx = 0;
@@ -171,10 +213,12 @@ static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *
         } else {
             PERSIST(m->grads, m->nfloats * F, MW_CAT_GRADS, "grads");
         }
-        if (m->offload == MW_OFFLOAD_NONE) {
-            PERSIST(m->m, m->nfloats * F, MW_CAT_OPTIM, "adam_m");
-            PERSIST(m->v, m->nfloats * F, MW_CAT_OPTIM, "adam_v");
-        }
+        const int adam = c->optim == MW_OPTIM_ADAMW;
+        if (m->offload == MW_OFFLOAD_NONE && m->opt.bits[0])
+            PERSIST(m->m, mw_opt_array_bytes(m->opt.bits[0], m->nfloats), MW_CAT_OPTIM, adam ? "adam_m" : "optim_m");
+        if (m->offload == MW_OFFLOAD_NONE && m->opt.bits[1])
+            PERSIST(m->v, mw_opt_array_bytes(m->opt.bits[1], m->nfloats), MW_CAT_OPTIM, adam ? "adam_v" : "optim_v");
+        if (m->opt.state_bytes) PERSIST(m->ostate, m->opt.state_bytes, MW_CAT_OPTIM, "optim_state");
     }
     if (placed && slot_bytes) /* the slots' I/O is O_DIRECT: align them */
         for (int k = 0; k < 3; k++) {
@@ -191,11 +235,17 @@ static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *
     if (m->offload != MW_OFFLOAD_NONE) { /* the streamed chunks pass through it during the optimizer
                                             op only: it shares memory with the activations */
         mw_offload_layout lay;
-        mw_offload_layout_of(m->nseg, m->seg_lo, m->seg_mask, &lay);
+        disk_layout(m, &lay);
         if (placed)
             m->off_stage = base + placed[idx++].offset;
         else
             MW_TRY(mw_planner_add(pl, "offload_stage", -1, lay.staging_bytes, MW_CAT_OPTIM, m->opt_op, m->opt_op));
+    }
+    if (!c->inference && m->opt.scratch_bytes) { /* the optimizer's sums: during its op only, too */
+        if (placed)
+            m->oscratch = base + placed[idx++].offset;
+        else
+            MW_TRY(mw_planner_add(pl, "optim_scratch", -1, m->opt.scratch_bytes, MW_CAT_OPTIM, m->opt_op, m->opt_op));
     }
     int *cur = malloc(sizeof(int) * (size_t)nslots);
     if (!cur) return mw_fail(MW_ERR_NOMEM, "out of memory planning");
@@ -265,18 +315,20 @@ static mw_status plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
     s->offload = m->offload;
     if (m->offload != MW_OFFLOAD_NONE) {
         mw_offload_layout lay;
-        mw_offload_layout_of(m->nseg, m->seg_lo, m->seg_mask, &lay);
+        disk_layout(m, &lay);
         const uint64_t *ab = lay.arr_bytes, acc = (uint64_t)m->cfg.accum;
         s->disk[MW_CAT_PARAMS] = ab[MW_ARR_P];
         s->disk[MW_CAT_GRADS] = ab[MW_ARR_G];
         s->disk[MW_CAT_OPTIM] = ab[MW_ARR_M] + ab[MW_ARR_V];
         s->disk_file = lay.file_bytes;
         s->disk_staging = lay.staging_bytes;
-        /* the optimizer's pass reads every array and writes all but the gradients; the norm's
-         * pass reads the gradients; each micro-batch writes them, and all but the first read
-         * them back; the parameters' reads of the blocks' visits, each micro-batch */
-        s->disk_read = lay.file_bytes + ab[MW_ARR_G] + (acc - 1) * ab[MW_ARR_G];
-        s->disk_write = lay.file_bytes - ab[MW_ARR_G] + acc * ab[MW_ARR_G];
+        /* the norm's pass reads the gradients, and each of the optimizer's passes the arrays it
+         * reads, writing back those it writes; each micro-batch writes the gradients, and all but
+         * the first read them back; the parameters' reads of the blocks' visits, each micro-batch */
+        uint64_t ord, owr;
+        opt_traffic(m, &lay, &ord, &owr);
+        s->disk_read = ord + ab[MW_ARR_G] + (acc - 1) * ab[MW_ARR_G];
+        s->disk_write = owr + acc * ab[MW_ARR_G];
         if (m->offload == MW_OFFLOAD_ALL)
             for (int j = 0; j < 3 * m->nvisit; j++)
                 if (m->visit_rd[j] >= 0) s->disk_read += acc * mw_offload_pad(seg_len(m, m->visit_rd[j] / 4)) * sizeof(float);
@@ -426,10 +478,11 @@ static void timeline_transfers(const mw_model *m, int i, mw_plan_op *o) {
     const uint64_t F = sizeof(float);
     if (i == m->opt_op) {
         mw_offload_layout lay;
-        mw_offload_layout_of(m->nseg, m->seg_lo, m->seg_mask, &lay);
-        const uint64_t g = lay.arr_bytes[MW_ARR_G];
-        o->disk_read = lay.file_bytes + g; /* the norm reads the gradients, the update everything */
-        o->disk_write = lay.file_bytes - g;
+        disk_layout(m, &lay);
+        uint64_t ord, owr;
+        opt_traffic(m, &lay, &ord, &owr);
+        o->disk_read = ord + lay.arr_bytes[MW_ARR_G]; /* the norm reads the gradients, the passes */
+        o->disk_write = owr;
         return;
     }
     if (m->offload == MW_OFFLOAD_ALL && m->op_pv && m->op_pv[i] >= 0)
@@ -544,7 +597,11 @@ static mw_status build_segments(mw_model *m) {
     if (!m->seg_lo || !m->seg_mask || !m->pbase || !m->gbase || !m->gfresh)
         return mw_fail(MW_ERR_NOMEM, "out of memory planning");
     m->seg_lo[m->nseg] = m->nfloats;
-    for (int k = 0; k < m->nseg; k++) m->seg_mask[k] = MW_ARR_MV;
+    const unsigned mv = opt_mask(m);
+    if (!blocks && !mv)
+        return mw_fail(MW_ERR_ARG, "--offload optimizer: --optim %s keeps no per-parameter state to put on disk (its small state stays in memory); use --offload optimizer+grads or all, or none",
+                       mw_optim_str(m->cfg.optim));
+    for (int k = 0; k < m->nseg; k++) m->seg_mask[k] = mv;
     if (!blocks) return MW_OK;
     for (int k = 0; k < m->nseg; k++) m->seg_lo[k] = (size_t)-1;
     m->seg_lo[0] = 0;
@@ -568,7 +625,7 @@ static mw_status build_segments(mw_model *m) {
             return mw_fail(MW_ERR_ARG, "--offload %s: tensor %s lies outside its block", mw_offload_name(m->offload), t->name);
     }
     for (int l = 0; l < L; l++)
-        m->seg_mask[1 + l] = MW_ARR_MV | MW_ARR_BIT(MW_ARR_G) | (m->offload == MW_OFFLOAD_ALL ? MW_ARR_BIT(MW_ARR_P) : 0);
+        m->seg_mask[1 + l] = mv | MW_ARR_BIT(MW_ARR_G) | (m->offload == MW_OFFLOAD_ALL ? MW_ARR_BIT(MW_ARR_P) : 0);
     return MW_OK;
 }
 
@@ -654,6 +711,7 @@ static mw_status model_skeleton(mw_model **out, const mw_config *cfg) {
     m->building_layer = -1;
     for (int k = 0; k < 3; k++) m->pslot_seg[k] = m->pslot_id[k] = m->gslot_seg[k] = m->gslot_id[k] = -1;
     mw_status s = m->pol ? arch->build_table(m) : mw_fail(MW_ERR_NOMEM, "cannot allocate the layer table");
+    if (s == MW_OK && !cfg->inference) s = build_optim(m);
     if (s == MW_OK) s = resolve_offload(m);
     if (s == MW_OK) s = build_segments(m);
     if (s == MW_OK) s = resolve_policy(m);
@@ -726,8 +784,11 @@ mw_status mw_model_create(mw_model **out, const mw_config *cfg) {
         m->gbase[0] = m->gres[0], m->gbase[L + 1] = m->gres[1];
         memset(m->gfresh, 1, (size_t)L);
     }
-    if (s == MW_OK && m->offload != MW_OFFLOAD_NONE)
-        s = mw_offload_create(&m->off, m->cfg.offload_dir, m->nseg, m->seg_lo, m->seg_mask, m->off_stage);
+    if (s == MW_OK && m->offload != MW_OFFLOAD_NONE) {
+        int bits[MW_ARR_COUNT];
+        disk_bits(m, bits);
+        s = mw_offload_create(&m->off, m->cfg.offload_dir, m->nseg, m->seg_lo, m->seg_mask, bits, m->off_stage);
+    }
     if (s != MW_OK) {
         mw_model_destroy(m);
         return s;
@@ -742,6 +803,7 @@ void mw_model_destroy(mw_model *m) {
     mw_offload_destroy(m->off);
     mw_arena_release(&m->arena);
     free(m->tensors);
+    mw_opt_layout_free(&m->opt);
     free(m->pol);
     free(m->ops);
     free(m->opp);
@@ -783,8 +845,9 @@ mw_status mw_model_tensor_info(const mw_model *m, int i, mw_param_info *info, in
     info->data = access ? mw_graph_param_access((mw_model *)m, i, 1) : mw_graph_tensor(m, 0, i);
     if (access && !info->data) return io_check(m);
     info->grad = m->cfg.inference ? NULL : mw_graph_tensor(m, 1, i);
-    info->m = m->m ? m->m + t->offset : NULL;
-    info->v = m->v ? m->v + t->offset : NULL;
+    const int adam = m->cfg.optim == MW_OPTIM_ADAMW; /* the moments by tensor: AdamW's alone */
+    info->m = adam && m->m ? (float *)m->m + t->offset : NULL;
+    info->v = adam && m->v ? (float *)m->v + t->offset : NULL;
     return MW_OK;
 }
 
@@ -1047,9 +1110,9 @@ typedef struct norm_chunk {
     double *parts;
 } norm_chunk;
 
-static void norm_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, float *const arr[MW_ARR_COUNT]) {
+static void norm_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const arr[MW_ARR_COUNT]) {
     norm_chunk *nc = ctx;
-    const float *g = arr[MW_ARR_G] ? arr[MW_ARR_G] : resident(nc->m, 1, seg, lo);
+    const float *g = arr[MW_ARR_G] ? (const float *)arr[MW_ARR_G] : resident(nc->m, 1, seg, lo);
     if (arr[MW_ARR_G] && grads_fresh(nc->m, seg)) memset(arr[MW_ARR_G], 0, (hi - lo) * sizeof(float));
     const size_t b0 = lo / MW_NORM_QUANTUM, b1 = (hi - 1) / MW_NORM_QUANTUM;
     double *parts = nc->parts;
@@ -1100,35 +1163,28 @@ double mw_model_grad_norm(const mw_model *m) {
     return norm;
 }
 
-/* The AdamW step over one streamed chunk [lo, hi) of the flat buffer: each tensor's part of it,
- * with that tensor's weight decay; the same elementwise update as in memory, so the same bits. */
-typedef struct adamw_chunk {
-    const mw_model *m;
-    mw_adamw_hp hp;
-    double wd;
-    int next; /* the first tensor not yet finished (chunks come in order) */
-} adamw_chunk;
+/* One pass of the optimizer over a streamed chunk [lo, hi) of the flat buffer: the arrays the
+ * stream brought, the rest where they live in memory. */
+typedef struct opt_chunk {
+    mw_model *m;
+    const mw_opt_hp *hp;
+    int pass;
+} opt_chunk;
 
-static void adamw_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, float *const arr[MW_ARR_COUNT]) {
-    adamw_chunk *a = ctx;
-    const mw_model *m = a->m;
-    float *pc = arr[MW_ARR_P] ? arr[MW_ARR_P] : resident(m, 0, seg, lo);
-    float *gc = arr[MW_ARR_G] ? arr[MW_ARR_G] : resident(m, 1, seg, lo);
-    float *mc = arr[MW_ARR_M], *vc = arr[MW_ARR_V];
-    if (arr[MW_ARR_G] && grads_fresh(m, seg)) memset(gc, 0, (hi - lo) * sizeof(float));
-    for (int i = a->next; i < m->ntensors; i++) {
-        const mw_tensor *ts = &m->tensors[i];
-        const size_t t0 = ts->offset, t1 = ts->offset + ts->numel;
-        if (t0 >= hi) break;
-        const size_t x = t0 > lo ? t0 : lo, y = t1 < hi ? t1 : hi;
-        if (x < y) {
-            mw_adamw_hp hp = a->hp;
-            hp.weight_decay = ts->decay ? a->wd : 0.0;
-            mw_adamw_update(pc + (x - lo), gc + (x - lo), mc + (x - lo), vc + (x - lo), y - x, &hp);
-        }
-        if (t1 <= hi) a->next = i + 1;
-        if (t1 > hi) break;
+_Static_assert((int)MW_OA_G == (int)MW_ARR_G && (int)MW_OA_P == (int)MW_ARR_P && (int)MW_OA_M == (int)MW_ARR_M && (int)MW_OA_V == (int)MW_ARR_V,
+               "the optimizer's arrays are the disk tier's");
+
+static void opt_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const arr[MW_ARR_COUNT]) {
+    opt_chunk *a = ctx;
+    mw_model *m = a->m;
+    const unsigned rd = m->opt.rd[a->pass];
+    float *pc = NULL, *gc = NULL;
+    if (rd & MW_ARR_BIT(MW_ARR_P)) pc = arr[MW_ARR_P] ? arr[MW_ARR_P] : resident(m, 0, seg, lo);
+    if (rd & MW_ARR_BIT(MW_ARR_G)) {
+        gc = arr[MW_ARR_G] ? arr[MW_ARR_G] : resident(m, 1, seg, lo);
+        if (arr[MW_ARR_G] && grads_fresh(m, seg)) memset(gc, 0, (hi - lo) * sizeof(float));
     }
+    mw_opt_chunk(&m->opt, a->hp, a->pass, lo, hi, pc, gc, arr[MW_ARR_M], arr[MW_ARR_V], m->ostate, m->oscratch);
 }
 
 mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
@@ -1139,44 +1195,100 @@ mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
         float cc = (float)c->grad_clip / (float)(grad_norm + 1e-6);
         coef = cc < 1.0f ? cc : 1.0f;
     }
+    mw_opt_hp hp;
+    mw_opt_hp_of(&hp, c, lr, coef, t);
+    mw_opt_begin(&m->opt, &hp, m->ostate, m->oscratch);
     if (m->off) {
-        adamw_chunk a = {m, {lr, c->beta1, c->beta2, c->eps, 0.0, coef, t}, c->weight_decay, 0};
-        const unsigned pg = (grads_on_disk(m) ? MW_ARR_BIT(MW_ARR_G) : 0) |
-                            (m->offload == MW_OFFLOAD_ALL ? MW_ARR_BIT(MW_ARR_P) : 0);
+        const unsigned disk = (grads_on_disk(m) ? MW_ARR_BIT(MW_ARR_G) : 0) |
+                              (m->offload == MW_OFFLOAD_ALL ? MW_ARR_BIT(MW_ARR_P) : 0) | opt_mask(m);
         MW_TRY(io_check(m));
         MW_TRY(grads_settle(m));
         MW_TRY(params_settle(m));
-        MW_TRY(mw_offload_stream(m->off, MW_ARR_MV | pg, MW_ARR_MV | (pg & MW_ARR_BIT(MW_ARR_P)), adamw_chunk_fn, &a));
+        for (int k = 0; k < m->opt.npasses; k++) {
+            opt_chunk a = {m, &hp, k};
+            const unsigned rd = m->opt.rd[k] & disk, wr = m->opt.wr[k] & disk & ~MW_ARR_BIT(MW_ARR_G);
+            MW_TRY(mw_offload_stream(m->off, rd, wr, opt_chunk_fn, &a));
+            mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
+        }
         if (grads_on_disk(m)) memset(m->gfresh, 1, (size_t)c->n_layer); /* zero, as the update left them */
         return params_settle(m);
     }
-    for (int i = 0; i < m->ntensors; i++) {
-        const mw_tensor *ts = &m->tensors[i];
-        mw_adamw_hp hp = {lr, c->beta1, c->beta2, c->eps, ts->decay ? c->weight_decay : 0.0, coef, t};
-        mw_adamw_update(m->params + ts->offset, m->grads + ts->offset, m->m + ts->offset,
-                        m->v + ts->offset, ts->numel, &hp);
+    for (int k = 0; k < m->opt.npasses; k++) {
+        mw_opt_chunk(&m->opt, &hp, k, 0, m->nfloats, m->params, m->grads, m->m, m->v, m->ostate, m->oscratch);
+        mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
     }
     return MW_OK;
 }
 
 /* ---- the moments, for checkpoints ------------------------------------------------------------ */
 
-static mw_status moment_window(const mw_model *m, int which, int i, size_t off, int write, float **p, size_t *n) {
-    if (i < 0 || i >= m->ntensors || which < 0 || which > 1 || off >= m->tensors[i].numel || m->cfg.inference)
-        return mw_fail(MW_ERR_ARG, "internal: moment %d of tensor %d at %zu", which, i, off);
-    const mw_tensor *ts = &m->tensors[i];
+/* Elements [off, limit) of the optimizer's array which (0: M, 1: V): a window at off of *n >= 1
+ * elements, in memory or through the disk tier's staging. */
+static mw_status state_window(const mw_model *m, int which, size_t off, size_t limit, int write, void **p, size_t *n) {
+    const int bits = which >= 0 && which <= 1 && !m->cfg.inference ? m->opt.bits[which] : 0;
+    if (!bits || off >= limit || limit > m->nfloats || (bits == 4 && (off & 1)))
+        return mw_fail(MW_ERR_ARG, "internal: optimizer array %d at %zu", which, off);
     if (!m->off) {
-        *p = (which ? m->v : m->m) + ts->offset + off;
-        *n = ts->numel - off;
+        *p = mw_opt_elem(which ? m->v : m->m, bits, off);
+        *n = limit - off;
         return MW_OK;
     }
-    const size_t lim = ts->offset + ts->numel;
     const int a = which ? MW_ARR_V : MW_ARR_M;
-    if (write) return mw_offload_map(m->off, a, ts->offset + off, lim, p, n);
-    const float *q = NULL;
-    MW_TRY(mw_offload_view(m->off, a, ts->offset + off, lim, &q, n));
-    *p = (float *)q;
+    if (write) return mw_offload_map(m->off, a, off, limit, p, n);
+    const void *q = NULL;
+    MW_TRY(mw_offload_view(m->off, a, off, limit, &q, n));
+    *p = (void *)q;
     return MW_OK;
+}
+
+static mw_status moment_window(const mw_model *m, int which, int i, size_t off, int write, float **p, size_t *n) {
+    if (i < 0 || i >= m->ntensors || which < 0 || which > 1 || off >= m->tensors[i].numel || m->cfg.inference ||
+        m->opt.bits[which] != 32 || m->cfg.optim != MW_OPTIM_ADAMW)
+        return mw_fail(MW_ERR_ARG, "internal: moment %d of tensor %d at %zu", which, i, off);
+    const mw_tensor *ts = &m->tensors[i];
+    void *q = NULL;
+    MW_TRY(state_window(m, which, ts->offset + off, ts->offset + ts->numel, write, &q, n));
+    *p = q;
+    return MW_OK;
+}
+
+uint64_t mw_model_state_bytes(const mw_model *m, int part) {
+    if (m->cfg.inference || part < 0 || part > 2) return 0;
+    if (part == 2) return m->opt.state_bytes;
+    return m->opt.bits[part] ? mw_opt_array_bytes(m->opt.bits[part], m->nfloats) : 0;
+}
+
+int mw_model_state_bits(const mw_model *m, int part) {
+    return m->cfg.inference || part < 0 || part > 1 ? 0 : m->opt.bits[part];
+}
+
+static mw_status state_bytes_window(const mw_model *m, int part, uint64_t off, int write, void **p, size_t *n) {
+    const uint64_t total = mw_model_state_bytes(m, part);
+    if (off >= total) return mw_fail(MW_ERR_ARG, "internal: optimizer state %d at byte %llu", part, (unsigned long long)off);
+    if (part == 2) {
+        *p = (char *)m->ostate + off;
+        *n = (size_t)(total - off);
+        return MW_OK;
+    }
+    const int bits = m->opt.bits[part];
+    if ((off * 8) % (uint64_t)bits) return mw_fail(MW_ERR_ARG, "internal: optimizer state %d at byte %llu", part, (unsigned long long)off);
+    const size_t e = (size_t)(off * 8 / (uint64_t)bits);
+    size_t k;
+    MW_TRY(state_window(m, part, e, m->nfloats, write, p, &k));
+    const uint64_t end = mw_opt_array_bytes(bits, e + k);
+    *n = (size_t)((end < total ? end : total) - off);
+    return MW_OK;
+}
+
+mw_status mw_model_state_view(const mw_model *m, int part, uint64_t off, const void **p, size_t *n) {
+    void *q = NULL;
+    MW_TRY(state_bytes_window(m, part, off, 0, &q, n));
+    *p = q;
+    return MW_OK;
+}
+
+mw_status mw_model_state_map(mw_model *m, int part, uint64_t off, void **p, size_t *n) {
+    return state_bytes_window(m, part, off, 1, p, n);
 }
 
 mw_status mw_model_moment_view(const mw_model *m, int which, int i, size_t off, const float **p, size_t *n) {

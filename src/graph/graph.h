@@ -16,6 +16,7 @@
 #include "memwall.h"
 #include "../core/arena.h"
 #include "../kernels/cpu/gemm.h"
+#include "../optim/optim.h"
 
 #define MW_MAXACC 8          /* values one op kind may access */
 #define MW_LOSS_ROWS 256     /* the head and the loss run over this many positions at a time */
@@ -82,7 +83,12 @@ struct mw_model {
     int ntensors, nthreads;
     mw_tensor *tensors;
     size_t nfloats; /* flat parameter buffer length, padding included */
-    float *params, *grads, *m, *v;
+    float *params, *grads;
+    void *m, *v;            /* the optimizer's per-element arrays M and V (opt.bits wide; NULL when
+                               it has none or they are on the disk tier) */
+    mw_opt_layout opt;      /* the optimizer (cfg.optim) over the flat buffer (training models) */
+    void *ostate;           /* its small state (scales, factored moments), always in memory */
+    void *oscratch;         /* its per-step scratch, planned for the optimizer op only */
     int32_t *staging;       /* the trainer's token windows: inputs (N), targets (N), window (B*(T+1)) */
     float *ext[MW_MAX_EXT]; /* the model's own persistent buffers (mw_model_def.ext) */
     mw_gemm_ws gw;          /* the GEMMs' packing buffer (workspace in the plan) and threads */

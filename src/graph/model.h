@@ -16,6 +16,14 @@ void mw_model_progress(const mw_model *m, int done, int total);
 mw_status mw_model_moment_view(const mw_model *m, int which, int i, size_t off, const float **p, size_t *n);
 mw_status mw_model_moment_map(mw_model *m, int which, int i, size_t off, float **p, size_t *n);
 mw_status mw_model_moments_done(const mw_model *m);
+/* The optimizer's state for checkpoints, as it is stored: part 0 and 1 its per-element arrays M
+ * and V (the flat buffer's elements at mw_model_state_bits each; 0 bytes when it has none), part 2
+ * its small state. view/map: from byte off on, *p at *n >= 1 bytes, valid until the next call;
+ * mw_model_moments_done ends a run of them. */
+uint64_t mw_model_state_bytes(const mw_model *m, int part);
+int mw_model_state_bits(const mw_model *m, int part);
+mw_status mw_model_state_view(const mw_model *m, int part, uint64_t off, const void **p, size_t *n);
+mw_status mw_model_state_map(mw_model *m, int part, uint64_t off, void **p, size_t *n);
 /* Tensor i's parameters for reading (from the disk tier when they live there), valid until the
  * next access to another block; mw_model_moments_done ends a run of them too. */
 mw_status mw_model_param_view(const mw_model *m, int i, const float **p);

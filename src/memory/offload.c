@@ -20,6 +20,7 @@ struct mw_offload {
     size_t *clo;                 /* chunk c is [clo[c], clo[c + 1]) ... */
     int *cseg;                   /* ... of segment cseg[c] */
     int pos[MW_ARR_COUNT];       /* an array's place in a staging slot (-1: never staged) */
+    uint64_t spos[MW_ARR_COUNT]; /* ... its byte offset in a slot */
     mw_scratch file;
     mw_aio *io;
     char *stage;                 /* MW_AIO_ALIGN-aligned, lay.slots slots of lay.arrays chunk arrays */
@@ -29,11 +30,23 @@ struct mw_offload {
 
 /* The chunk size for n floats: at least MW_OFFLOAD_MIN_CHUNKS chunks where n allows, so that small
  * models pipeline (and keep their staging small) too. */
-static size_t chunk_of(size_t n) {
-    size_t ch = mw_offload_pad((n + MW_OFFLOAD_MIN_CHUNKS - 1) / MW_OFFLOAD_MIN_CHUNKS);
-    if (ch > MW_OFFLOAD_CHUNK) ch = MW_OFFLOAD_CHUNK;
-    return ch ? ch : MW_OFFLOAD_Q;
+static size_t chunk_of(size_t n, size_t q) {
+    size_t ch = (n + MW_OFFLOAD_MIN_CHUNKS - 1) / MW_OFFLOAD_MIN_CHUNKS;
+    ch = (ch + q - 1) / q * q;
+    if (ch > MW_OFFLOAD_CHUNK) ch = MW_OFFLOAD_CHUNK / q * q;
+    return ch ? ch : q;
 }
+
+/* Elements of an array of bits per element in 4096 bytes: its padding quantum. */
+static size_t quantum(int bits) { return (size_t)MW_OFFLOAD_Q * 32 / (size_t)bits; }
+
+uint64_t mw_offload_arr_bytes(size_t len, int bits) {
+    const size_t q = quantum(bits);
+    return (uint64_t)((len + q - 1) / q * q) * (uint64_t)bits / 8;
+}
+
+/* Bytes of elements [0, k) of an array (k a multiple of 2 for 4 bits). */
+static uint64_t ebytes(size_t k, int bits) { return (uint64_t)k * (uint64_t)bits / 8; }
 
 static int popcount(unsigned x) {
     int k = 0;
@@ -44,25 +57,34 @@ static int popcount(unsigned x) {
 /* Array a's index among the arrays of mask (its place in the segment's file area). */
 static int arr_index(unsigned mask, int a) { return popcount(mask & (MW_ARR_BIT(a) - 1)); }
 
-void mw_offload_layout_of(int nseg, const size_t *seg_lo, const unsigned *mask, mw_offload_layout *out) {
+void mw_offload_layout_of(int nseg, const size_t *seg_lo, const unsigned *mask, const int *bits, mw_offload_layout *out) {
     memset(out, 0, sizeof *out);
     out->n = seg_lo[nseg];
-    out->chunk = chunk_of(out->n);
     unsigned all = 0;
+    for (int s = 0; s < nseg; s++)
+        if (seg_lo[s + 1] > seg_lo[s]) all |= mask[s];
+    size_t q = MW_OFFLOAD_Q;
+    for (int a = 0; a < MW_ARR_COUNT; a++) {
+        out->bits[a] = bits[a] > 0 ? bits[a] : 32;
+        if ((all & MW_ARR_BIT(a)) && quantum(out->bits[a]) > q) q = quantum(out->bits[a]);
+    }
+    out->chunk = chunk_of(out->n, q);
     for (int s = 0; s < nseg; s++) {
         const size_t len = seg_lo[s + 1] - seg_lo[s];
-        if (!len || !mask[s]) continue;
-        all |= mask[s];
+        if (!len) continue; /* a segment without arrays on disk still has chunks: the passes visit it */
         out->nchunks += (len + out->chunk - 1) / out->chunk;
         for (int a = 0; a < MW_ARR_COUNT; a++)
-            if (mask[s] & MW_ARR_BIT(a)) out->arr_bytes[a] += mw_offload_pad(len) * sizeof(float);
+            if (mask[s] & MW_ARR_BIT(a)) out->arr_bytes[a] += mw_offload_arr_bytes(len, out->bits[a]);
     }
-    for (int a = 0; a < MW_ARR_COUNT; a++) out->file_bytes += out->arr_bytes[a];
+    for (int a = 0; a < MW_ARR_COUNT; a++) {
+        out->file_bytes += out->arr_bytes[a];
+        if (all & MW_ARR_BIT(a)) out->slot_bytes += ebytes(out->chunk, out->bits[a]);
+    }
+    if (!out->slot_bytes) out->slot_bytes = out->chunk * sizeof(float);
     out->arrays = popcount(all);
     out->slots = out->nchunks < MW_OFFLOAD_SLOTS ? (int)out->nchunks : MW_OFFLOAD_SLOTS;
     if (out->slots < 1) out->slots = 1;
-    out->staging_bytes = (uint64_t)out->slots * (uint64_t)(out->arrays ? out->arrays : 1) * out->chunk * sizeof(float) +
-                         MW_AIO_ALIGN;
+    out->staging_bytes = (uint64_t)out->slots * out->slot_bytes + MW_AIO_ALIGN;
 }
 
 mw_status mw_offload_measure(const char *dir, double *read_bw, double *write_bw) {
@@ -118,12 +140,12 @@ mw_status mw_offload_measure(const char *dir, double *read_bw, double *write_bw)
 }
 
 mw_status mw_offload_create(mw_offload **out, const char *dir, int nseg, const size_t *seg_lo, const unsigned *mask,
-                            void *staging) {
+                            const int *bits, void *staging) {
     *out = NULL;
     if (!dir || !*dir) return mw_fail(MW_ERR_ARG, "offloading needs a folder for its scratch file (--offload-dir)");
     mw_offload *o = calloc(1, sizeof *o);
     if (!o) return mw_fail(MW_ERR_NOMEM, "out of memory");
-    mw_offload_layout_of(nseg, seg_lo, mask, &o->lay);
+    mw_offload_layout_of(nseg, seg_lo, mask, bits, &o->lay);
     o->nseg = nseg;
     o->file.fd = -1;
     o->seg_lo = malloc(sizeof(size_t) * (size_t)(nseg + 1));
@@ -143,13 +165,19 @@ mw_status mw_offload_create(mw_offload **out, const char *dir, int nseg, const s
     for (int s = 0; s < nseg; s++) {
         const size_t len = seg_lo[s + 1] - seg_lo[s];
         o->seg_off[s] = off;
-        if (!len || !mask[s]) continue;
+        if (!len) continue; /* a segment without arrays on disk still has chunks: the passes visit it */
         all |= mask[s];
-        off += (uint64_t)popcount(mask[s]) * mw_offload_pad(len) * sizeof(float);
+        for (int a = 0; a < MW_ARR_COUNT; a++)
+            if (mask[s] & MW_ARR_BIT(a)) off += mw_offload_arr_bytes(len, o->lay.bits[a]);
         for (size_t lo = seg_lo[s]; lo < seg_lo[s + 1]; lo += o->lay.chunk) o->clo[c] = lo, o->cseg[c++] = s;
     }
     o->clo[c] = o->lay.n;
-    for (int a = 0; a < MW_ARR_COUNT; a++) o->pos[a] = all & MW_ARR_BIT(a) ? arr_index(all, a) : -1;
+    uint64_t sp = 0;
+    for (int a = 0; a < MW_ARR_COUNT; a++) {
+        o->pos[a] = all & MW_ARR_BIT(a) ? arr_index(all, a) : -1;
+        o->spos[a] = sp;
+        if (o->pos[a] >= 0) sp += ebytes(o->lay.chunk, o->lay.bits[a]);
+    }
     for (int a = 0; a < MW_ARR_COUNT; a++) o->cached[a] = -1;
     uintptr_t st0 = (uintptr_t)staging;
     o->stage = (char *)((st0 + MW_AIO_ALIGN - 1) / MW_AIO_ALIGN * MW_AIO_ALIGN);
@@ -185,18 +213,25 @@ void mw_offload_get_info(const mw_offload *o, mw_offload_info *info) {
     mw_aio_stats(o->io, &info->bytes_read, &info->bytes_written);
 }
 
-/* Array a of slot s in staging (chunk floats). */
-static float *slot_arr(const mw_offload *o, int s, int a) {
-    return (float *)o->stage + ((size_t)s * (size_t)o->lay.arrays + (size_t)o->pos[a]) * o->lay.chunk;
+/* Array a of slot s in staging (a chunk of it). */
+static char *slot_arr(const mw_offload *o, int s, int a) {
+    return o->stage + (size_t)s * (size_t)o->lay.slot_bytes + (size_t)o->spos[a];
+}
+
+/* Where array a of segment s starts in the file. */
+static uint64_t seg_arr_off(const mw_offload *o, int s, int a) {
+    const size_t seg_len = o->seg_lo[s + 1] - o->seg_lo[s];
+    uint64_t off = o->seg_off[s];
+    for (int b = 0; b < a; b++)
+        if (o->mask[s] & MW_ARR_BIT(b)) off += mw_offload_arr_bytes(seg_len, o->lay.bits[b]);
+    return off;
 }
 
 /* Where array a of chunk c lies in the file, and how many bytes (padded) it takes. */
 static uint64_t chunk_off(const mw_offload *o, size_t c, int a, uint64_t *bytes) {
     const int s = o->cseg[c];
-    const size_t seg_len = o->seg_lo[s + 1] - o->seg_lo[s];
-    *bytes = mw_offload_pad(o->clo[c + 1] - o->clo[c]) * sizeof(float);
-    return o->seg_off[s] + ((uint64_t)arr_index(o->mask[s], a) * mw_offload_pad(seg_len) + (o->clo[c] - o->seg_lo[s])) *
-                               sizeof(float);
+    *bytes = mw_offload_arr_bytes(o->clo[c + 1] - o->clo[c], o->lay.bits[a]);
+    return seg_arr_off(o, s, a) + ebytes(o->clo[c] - o->seg_lo[s], o->lay.bits[a]);
 }
 
 /* Starts the transfers of chunk c's arrays in set into (from) slot s; ids[a] gets each request. */
@@ -245,7 +280,7 @@ mw_status mw_offload_stream(mw_offload *o, unsigned rd, unsigned wr, mw_offload_
             if ((st = chunk_io(o, 0, ahead, rd, sa, rid[sa])) != MW_OK) break;
         }
         if ((st = wait_ids(o, rid[s])) != MW_OK) break;
-        float *arr[MW_ARR_COUNT];
+        void *arr[MW_ARR_COUNT];
         const unsigned has = rd & o->mask[o->cseg[c]];
         for (int a = 0; a < MW_ARR_COUNT; a++) arr[a] = has & MW_ARR_BIT(a) ? slot_arr(o, s, a) : NULL;
         fn(ctx, o->clo[c], o->clo[c + 1], o->cseg[c], arr);
@@ -259,9 +294,9 @@ mw_status mw_offload_stream(mw_offload *o, unsigned rd, unsigned wr, mw_offload_
 mw_status mw_offload_seg_start(mw_offload *o, int write, int seg, int a, float *buf, int *id) {
     if (seg < 0 || seg >= o->nseg || !(o->mask[seg] & MW_ARR_BIT(a)))
         return mw_fail(MW_ERR_ARG, "internal: segment %d has no array %d on disk", seg, a);
-    const size_t len = mw_offload_pad(o->seg_lo[seg + 1] - o->seg_lo[seg]);
-    const uint64_t off = o->seg_off[seg] + (uint64_t)arr_index(o->mask[seg], a) * len * sizeof(float);
-    return write ? mw_aio_write(o->io, buf, len * sizeof(float), off, id) : mw_aio_read(o->io, buf, len * sizeof(float), off, id);
+    const uint64_t bytes = mw_offload_arr_bytes(o->seg_lo[seg + 1] - o->seg_lo[seg], o->lay.bits[a]);
+    const uint64_t off = seg_arr_off(o, seg, a);
+    return write ? mw_aio_write(o->io, buf, bytes, off, id) : mw_aio_read(o->io, buf, bytes, off, id);
 }
 
 mw_status mw_offload_wait(mw_offload *o, int id) { return mw_aio_wait(o->io, id); }
@@ -291,7 +326,7 @@ static size_t chunk_at(const mw_offload *o, size_t off) {
     return lo;
 }
 
-static mw_status window(mw_offload *o, int a, size_t off, size_t limit, float **p, size_t *n) {
+static mw_status window(mw_offload *o, int a, size_t off, size_t limit, void **p, size_t *n) {
     if (off >= o->lay.n || off >= limit || a < 0 || a >= MW_ARR_COUNT || o->pos[a] < 0)
         return mw_fail(MW_ERR_ARG, "internal: offload window of array %d at %zu of %zu", a, off, o->lay.n);
     const size_t c = chunk_at(o, off);
@@ -306,19 +341,19 @@ static mw_status window(mw_offload *o, int a, size_t off, size_t limit, float **
     }
     size_t end = o->clo[c + 1];
     if (end > limit) end = limit;
-    *p = slot_arr(o, 0, a) + (off - o->clo[c]);
+    *p = slot_arr(o, 0, a) + ebytes(off - o->clo[c], o->lay.bits[a]);
     *n = end - off;
     return MW_OK;
 }
 
-mw_status mw_offload_view(mw_offload *o, int a, size_t off, size_t limit, const float **p, size_t *n) {
-    float *q = NULL;
+mw_status mw_offload_view(mw_offload *o, int a, size_t off, size_t limit, const void **p, size_t *n) {
+    void *q = NULL;
     MW_TRY(window(o, a, off, limit, &q, n));
     *p = q;
     return MW_OK;
 }
 
-mw_status mw_offload_map(mw_offload *o, int a, size_t off, size_t limit, float **p, size_t *n) {
+mw_status mw_offload_map(mw_offload *o, int a, size_t off, size_t limit, void **p, size_t *n) {
     MW_TRY(window(o, a, off, limit, p, n));
     o->dirty[a] = 1;
     return MW_OK;

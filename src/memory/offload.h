@@ -42,14 +42,21 @@ typedef struct mw_offload mw_offload;
 typedef struct mw_offload_layout {
     size_t n, chunk, nchunks;
     int slots, arrays;
+    int bits[MW_ARR_COUNT];   /* bits per element of each array: 32 (G, P, fp32 moments), 8 or 4 */
+    uint64_t slot_bytes;      /* one staging slot: a chunk of every array */
     uint64_t file_bytes, staging_bytes, arr_bytes[MW_ARR_COUNT];
 } mw_offload_layout;
-void mw_offload_layout_of(int nseg, const size_t *seg_lo, const unsigned *mask, mw_offload_layout *out);
+/* bits: per array (G and P 32; M and V the optimizer's: 32, 8 or 4; ignored where no segment holds
+ * the array). Narrow arrays pad to 4096 bytes as the others do, and the chunk is a multiple of
+ * 32768 / bits elements of the narrowest, so every transfer is O_DIRECT-sized. */
+void mw_offload_layout_of(int nseg, const size_t *seg_lo, const unsigned *mask, const int *bits, mw_offload_layout *out);
+/* The padded bytes of len elements of an array of bits per element. */
+uint64_t mw_offload_arr_bytes(size_t len, int bits);
 
 /* Creates the scratch file under dir (zeros: fresh moments) and its I/O engine; staging is the
  * planned buffer of layout.staging_bytes. seg_lo and mask are copied. */
 mw_status mw_offload_create(mw_offload **out, const char *dir, int nseg, const size_t *seg_lo, const unsigned *mask,
-                            void *staging);
+                            const int *bits, void *staging);
 void mw_offload_destroy(mw_offload *o);
 
 /* The sequential write and read bandwidth (bytes/s) of a scratch file of 32 MiB in dir, through the
@@ -68,9 +75,9 @@ void mw_offload_get_info(const mw_offload *o, mw_offload_info *info);
 
 /* One pass over every chunk in order: the arrays of rd (MW_ARR_BIT bits) that the chunk's segment
  * holds are read into a staging slot, fn(ctx, lo, hi, seg, arr) runs with arr[a] pointing at
- * elements [lo, hi) of array a (NULL where not read), and the arrays of wr it holds are written
- * back. wr must be within rd. */
-typedef void (*mw_offload_chunk_fn)(void *ctx, size_t lo, size_t hi, int seg, float *const arr[MW_ARR_COUNT]);
+ * elements [lo, hi) of array a (NULL where not read; a narrow array's element lo starts a byte),
+ * and the arrays of wr it holds are written back. wr must be within rd. */
+typedef void (*mw_offload_chunk_fn)(void *ctx, size_t lo, size_t hi, int seg, void *const arr[MW_ARR_COUNT]);
 mw_status mw_offload_stream(mw_offload *o, unsigned rd, unsigned wr, mw_offload_chunk_fn fn, void *ctx);
 
 /* Starts reading (write 0) or writing (1) the whole array a of segment seg from buf, which holds
@@ -78,11 +85,12 @@ mw_status mw_offload_stream(mw_offload *o, unsigned rd, unsigned wr, mw_offload_
 mw_status mw_offload_seg_start(mw_offload *o, int write, int seg, int a, float *buf, int *id);
 mw_status mw_offload_wait(mw_offload *o, int id);
 
-/* Random access to arrays M and V for checkpoints, outside steps. view: *p points at elements
+/* Random access to arrays M and V for checkpoints, outside steps (off and limit in elements; a
+ * narrow array's off must start a byte). view: *p points at elements
  * [off, off + *n) of array a, *n >= 1 and at most to the end of off's chunk and of `limit` (an
  * element bound, exclusive); valid until the next call. map: the same for writing, written back by
  * mw_offload_commit, which ends a run of view/map calls (the staging memory is the step's again). */
-mw_status mw_offload_view(mw_offload *o, int a, size_t off, size_t limit, const float **p, size_t *n);
-mw_status mw_offload_map(mw_offload *o, int a, size_t off, size_t limit, float **p, size_t *n);
+mw_status mw_offload_view(mw_offload *o, int a, size_t off, size_t limit, const void **p, size_t *n);
+mw_status mw_offload_map(mw_offload *o, int a, size_t off, size_t limit, void **p, size_t *n);
 mw_status mw_offload_commit(mw_offload *o);
 #endif

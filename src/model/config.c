@@ -21,6 +21,8 @@ void mw_config_default(mw_config *c) {
     c->eps = 1e-8;
     c->weight_decay = 0.1;
     c->grad_clip = 1.0;
+    c->optim = MW_OPTIM_ADAMW;
+    mw_optim_defaults(c);
     c->seed = 1337;
     c->eval_every = 0;
     c->eval_batches = 8;
@@ -127,6 +129,12 @@ mw_status mw_config_validate(const mw_config *c) {
     NEED(c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1,
          "--beta1/--beta2 must be in [0,1)");
     NEED(c->eps > 0, "--eps must be > 0");
+    NEED(c->optim >= 0 && c->optim < MW_OPTIM_COUNT, "unknown --optim %d", c->optim);
+    NEED(c->beta3 >= 0 && c->beta3 < 1, "--beta3 must be in [0,1)");
+    NEED(c->eps2 >= 0 && isfinite(c->eps2), "--eps2 must be >= 0");
+    NEED(c->momentum >= 0 && c->momentum < 1, "--momentum must be in [0,1)");
+    NEED(c->clip_threshold > 0 && isfinite(c->clip_threshold), "--clip-threshold must be > 0");
+    NEED(c->decay_rate < 0 && c->decay_rate >= -1, "--decay-rate must be in [-1,0)");
     NEED(c->weight_decay >= 0 && isfinite(c->weight_decay), "--weight-decay must be >= 0");
     NEED(c->grad_clip >= 0 && isfinite(c->grad_clip), "--grad-clip must be >= 0 (0: off)");
     NEED(c->threads >= 0 && c->threads <= 1024, "--threads must be in 0..1024");
@@ -235,4 +243,30 @@ mw_status mw_recompute_parse(mw_config *c, const char *s) {
     return mw_fail(MW_ERR_ARG,
                    "--recompute must be none, selective, full, every:K (K >= 1), every:sqrt, auto or "
                    "blocks:LETTERS (got '%s')", s);
+}
+
+static const char *const OPTIM_NAMES[MW_OPTIM_COUNT] = {"adamw", "adamw8bit", "adam4bit", "adafactor", "came", "sgd"};
+
+const char *mw_optim_str(int optim) { return optim >= 0 && optim < MW_OPTIM_COUNT ? OPTIM_NAMES[optim] : "?"; }
+
+mw_status mw_optim_parse(mw_config *cfg, const char *s) {
+    for (int i = 0; i < MW_OPTIM_COUNT; i++)
+        if (s && strcmp(s, OPTIM_NAMES[i]) == 0) {
+            cfg->optim = i;
+            return MW_OK;
+        }
+    return mw_fail(MW_ERR_ARG, "--optim '%s': choose adamw, adamw8bit, adam4bit, adafactor, came or sgd", s ? s : "");
+}
+
+void mw_optim_defaults(mw_config *c) {
+    /* the Adam family: memwall's AdamW (GPT-style betas); the others: their papers' and reference
+     * implementations' (docs/optimizers.md) */
+    c->beta1 = 0.9, c->beta2 = 0.95, c->eps = 1e-8, c->weight_decay = 0.1;
+    c->beta3 = 0.9999, c->eps2 = 1e-16, c->momentum = 0.9, c->clip_threshold = 1.0, c->decay_rate = -0.8;
+    switch (c->optim) {
+    case MW_OPTIM_ADAFACTOR: c->beta1 = 0.0, c->eps = 1e-30, c->weight_decay = 0.0; break;
+    case MW_OPTIM_CAME: c->beta1 = 0.9, c->beta2 = 0.999, c->eps = 1e-30, c->weight_decay = 0.0; break;
+    case MW_OPTIM_SGD: c->weight_decay = 0.0; break;
+    default: break;
+    }
 }

@@ -6,6 +6,10 @@
  *   tensor   24 B   u32 name_len, u32 ndim, u32 dim0, u32 dim1, u64 numel
  *            name_len B name, u32 crc of the 24 B and the name
  *            3 x (numel*4 B float32 data, u32 crc): parameters, AdamW m, AdamW v
+ *            (version 2, any other optimizer: the parameters alone)
+ *   state    version 2 only, 3 parts (the optimizer's arrays M and V, its small state):
+ *            16 B u32 part, u32 bits per element (0 for the small state), u64 bytes; u32 crc of
+ *            the 16 B; the bytes as the model stores them, u32 crc
  *   trailer  24 B   magic "MWCKEND\0", u64 file length, u32 crc of every crc above, u32 0
  *
  * Writing streams straight from the model's memory; reading verifies with one 1 MiB buffer. */
@@ -29,7 +33,9 @@
 #include "../graph/model.h"
 #include "checkpoint.h"
 
-#define VERSION 1
+#define VERSION 1   /* AdamW's checkpoints, as before other optimizers */
+#define VERSION2 2  /* every other optimizer's */
+#define SREC 16
 #define HEADER 32
 #define TRAILER 24
 #define REC 24
@@ -97,6 +103,11 @@ static int meta_text(char *buf, size_t n, const mw_model *m, const mw_run_state 
         k += snprintf(buf + k, n - (size_t)k,
                       "n_kv_head=%d\nffn=%d\ntied=%d\nrope_theta=%.17g\nnorm_eps=%.17g\n", c->n_kv_head,
                       c->ffn, c->tied, c->rope_theta, c->norm_eps);
+    if (c->optim != MW_OPTIM_ADAMW && k >= 0 && (size_t)k < n) /* version 2: the optimizer */
+        k += snprintf(buf + k, n - (size_t)k,
+                      "optim=%s\nmomentum=%.17g\nbeta3=%.17g\neps2=%.17g\nclip_threshold=%.17g\n"
+                      "decay_rate=%.17g\n",
+                      mw_optim_str(c->optim), c->momentum, c->beta3, c->eps2, c->clip_threshold, c->decay_rate);
     return k;
 }
 
@@ -138,8 +149,9 @@ static mw_status write_all(writer *w, const mw_model *m, const mw_run_state *st,
     mlen += meta_run_text(meta + mlen, sizeof meta - (size_t)mlen, mw_model_config(m));
     if (mlen >= (int)sizeof meta) return mw_fail(MW_ERR_ARG, "checkpoint configuration text too long");
     unsigned char h[HEADER] = {0};
+    const int v2 = mw_model_config(m)->optim != MW_OPTIM_ADAMW;
     memcpy(h, MAGIC, 8);
-    put32(h + 8, VERSION);
+    put32(h + 8, v2 ? VERSION2 : VERSION);
     put32(h + 12, (uint32_t)mlen);
     put32(h + 16, mw_crc32c(0, meta, (size_t)mlen));
     put32(h + 20, (uint32_t)mw_model_num_tensors(m));
@@ -163,7 +175,7 @@ static mw_status write_all(writer *w, const mw_model *m, const mw_run_state *st,
         MW_TRY(mw_model_param_view(m, i, &data)); /* read-only: nothing to write back */
         MW_TRY(wr(w, data, t.numel * 4));
         MW_TRY(wr_crc(w, mw_crc32c(0, data, t.numel * 4)));
-        for (int b = 0; b < 2; b++) { /* the moments, a window at a time (from the disk tier) */
+        for (int b = 0; b < 2 && !v2; b++) { /* the moments, a window at a time (from the disk tier) */
             uint32_t crc = 0;
             for (size_t off = 0, n; off < t.numel; off += n) {
                 const float *p;
@@ -173,6 +185,25 @@ static mw_status write_all(writer *w, const mw_model *m, const mw_run_state *st,
             }
             MW_TRY(wr_crc(w, crc));
         }
+    }
+    for (int part = 0; part < 3 && v2; part++) { /* the optimizer's state as it is stored */
+        const uint64_t bytes = mw_model_state_bytes(m, part);
+        unsigned char r[SREC];
+        put32(r, (uint32_t)part);
+        put32(r + 4, (uint32_t)mw_model_state_bits(m, part));
+        put64(r + 8, bytes);
+        MW_TRY(wr(w, r, SREC));
+        MW_TRY(wr_crc(w, mw_crc32c(0, r, SREC)));
+        uint32_t crc = 0;
+        for (uint64_t off = 0; off < bytes;) {
+            const void *p;
+            size_t n;
+            MW_TRY(mw_model_state_view(m, part, off, &p, &n));
+            MW_TRY(wr(w, p, n));
+            crc = mw_crc32c(crc, p, n);
+            off += n;
+        }
+        MW_TRY(wr_crc(w, crc));
     }
     unsigned char tr[TRAILER] = {0};
     memcpy(tr, END, 8);
@@ -419,7 +450,7 @@ static int meta_get(const char *meta, const char *key, char *val, size_t n) {
     return 0;
 }
 
-static mw_status parse_meta(const char *path, const char *meta, mw_ckpt_info *info) {
+static mw_status parse_meta(const char *path, const char *meta, mw_ckpt_info *info, int v2) {
     char v[128], *end;
     mw_config *c = &info->cfg;
     memset(info, 0, sizeof *info);
@@ -525,6 +556,30 @@ static mw_status parse_meta(const char *path, const char *meta, mw_ckpt_info *in
     }
     if (found != 0 && found != 4) return mw_fail(MW_ERR_FORMAT, "%s: checkpoint has only %d of save_every, keep, budget, recompute", path, found);
     info->has_run_keys = found == 4;
+    /* the optimizer: version 2 names it and its own hyperparameters; version 1 is AdamW's */
+    c->optim = MW_OPTIM_ADAMW;
+    c->momentum = dflt.momentum, c->beta3 = dflt.beta3, c->eps2 = dflt.eps2;
+    c->clip_threshold = dflt.clip_threshold, c->decay_rate = dflt.decay_rate;
+    if (v2) {
+        if (!meta_get(meta, "optim", v, sizeof v)) return mw_fail(MW_ERR_FORMAT, "%s: checkpoint lacks 'optim'", path);
+        if (mw_optim_parse(c, v) != MW_OK || c->optim == MW_OPTIM_ADAMW)
+            return mw_fail(MW_ERR_FORMAT, "%s: bad value '%s' for 'optim'", path, v);
+        struct {
+            const char *key;
+            double *d;
+        } ok[] = {{"momentum", &c->momentum}, {"beta3", &c->beta3}, {"eps2", &c->eps2},
+                  {"clip_threshold", &c->clip_threshold}, {"decay_rate", &c->decay_rate}};
+        for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++) {
+            if (!meta_get(meta, ok[k].key, v, sizeof v))
+                return mw_fail(MW_ERR_FORMAT, "%s: checkpoint lacks '%s'", path, ok[k].key);
+            errno = 0;
+            *ok[k].d = strtod(v, &end);
+            if (!v[0] || *end || errno || !isfinite(*ok[k].d))
+                return mw_fail(MW_ERR_FORMAT, "%s: bad value '%s' for '%s'", path, v, ok[k].key);
+        }
+    } else if (meta_get(meta, "optim", v, sizeof v)) {
+        return mw_fail(MW_ERR_FORMAT, "%s: a version-1 checkpoint with an 'optim' key", path);
+    }
     mw_status s = mw_config_validate(c);
     if (s != MW_OK) return mw_fail(MW_ERR_FORMAT, "%s: invalid configuration: %s", path, mw_last_error());
     if (info->state.step < 0)
@@ -559,7 +614,7 @@ static mw_status parse_tokenizer(const char *path, const char *meta, mw_config *
 
 /* Walks the whole file. With m, checks each record against the model's table and loads it.
  * With idx, lists every tensor and where its parameters start. */
-static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt_index *idx) {
+static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt_index *idx, int params_only) {
     reader r = {.path = path};
     r.fd = open(path, O_RDONLY | O_CLOEXEC);
     if (r.fd < 0) return mw_fail(MW_ERR_IO, "cannot open checkpoint %s: %s", path, strerror(errno));
@@ -581,11 +636,12 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
         s = mw_fail(MW_ERR_FORMAT, "%s: not a memwall checkpoint (bad magic)", path);
         goto out;
     }
-    if (get32(h + 8) != VERSION) {
-        s = mw_fail(MW_ERR_FORMAT, "%s: checkpoint format version %u, this memwall reads version %d",
-                    path, get32(h + 8), VERSION);
+    if (get32(h + 8) != VERSION && get32(h + 8) != VERSION2) {
+        s = mw_fail(MW_ERR_FORMAT, "%s: checkpoint format version %u, this memwall reads versions %d and %d",
+                    path, get32(h + 8), VERSION, VERSION2);
         goto out;
     }
+    const int v2 = get32(h + 8) == VERSION2;
     uint32_t mlen = get32(h + 12), ntens = get32(h + 20);
     if (get32(h + 24) != mw_crc32c(0, h, 24) || get32(h + 28) != 0) {
         s = mw_fail(MW_ERR_FORMAT, "%s: checksum mismatch in the header (corrupted)", path);
@@ -605,7 +661,7 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
         s = mw_fail(MW_ERR_FORMAT, "%s: checksum mismatch in the configuration (corrupted)", path);
         goto out;
     }
-    if ((s = parse_meta(path, meta, info)) != MW_OK) goto out;
+    if ((s = parse_meta(path, meta, info, v2)) != MW_OK) goto out;
     if ((s = parse_tokenizer(path, meta, &info->cfg)) != MW_OK) goto out;
     if (m) {
         const mw_config *c = mw_model_config(m);
@@ -630,6 +686,11 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
                         c->n_head, c->n_embd, c->vocab, c->ctx);
             goto out;
         }
+        if (c->optim != k->optim && !params_only) {
+            s = mw_fail(MW_ERR_ARG, "%s holds --optim %s state, this run is --optim %s (start the new optimizer's state from zero, keeping the parameters and the step, with --reset-optimizer)",
+                        path, mw_optim_str(k->optim), mw_optim_str(c->optim));
+            goto out;
+        }
         if ((int)ntens != mw_model_num_tensors(m)) {
             s = mw_fail(MW_ERR_FORMAT, "%s: %u tensors, the model has %d", path, ntens,
                         mw_model_num_tensors(m));
@@ -646,9 +707,10 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
             s = mw_fail(MW_ERR_FORMAT, "%s: corrupted tensor record %u", path, i);
             goto out;
         }
-        if (numel > (r.size - r.off) / 12) {
+        const uint64_t per = v2 ? 4 : 12; /* bytes per element: parameters (and AdamW's moments) */
+        if (numel > (r.size - r.off) / per) {
             s = mw_fail(MW_ERR_FORMAT, "%s: truncated (tensor record %u needs %llu bytes, %llu left)",
-                        path, i, (unsigned long long)numel * 12,
+                        path, i, (unsigned long long)(numel * per),
                         (unsigned long long)(r.size - r.off));
             goto out;
         }
@@ -667,6 +729,7 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
                 goto out;
             }
             dst[0] = t.data, dst[1] = t.m, dst[2] = t.v;
+            if (params_only) dst[1] = dst[2] = NULL;
         }
         if (idx && idx->n < MW_CKPT_MAX_INDEX) {
             mw_ckpt_entry *e = &idx->e[idx->n++];
@@ -675,7 +738,7 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
             e->numel = numel;
             e->offset = r.off;
         }
-        if (m && !dst[1] && !mw_model_config(m)->inference) { /* the moments are on the disk tier: by windows */
+        if (m && !dst[1] && !mw_model_config(m)->inference && !v2 && !params_only) { /* the moments are on the disk tier: by windows */
             if ((s = rd_block(&r, dst[0], numel * 4, &crc0, what)) != MW_OK || (s = rd_crc(&r, crc0, what)) != MW_OK)
                 goto out;
             for (int b = 0; b < 2; b++) {
@@ -694,11 +757,45 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
             }
             continue;
         }
-        for (int b = 0; b < 3; b++) {
+        for (int b = 0; b < (v2 ? 1 : 3); b++) {
             uint32_t crc = 0;
             if ((s = rd_block(&r, dst[b], numel * 4, &crc, what)) != MW_OK) goto out;
             if ((s = rd_crc(&r, crc, what)) != MW_OK) goto out;
         }
+    }
+    for (int part = 0; part < 3 && v2; part++) { /* the optimizer's state */
+        static const char *const names[3] = {"the optimizer's array M", "the optimizer's array V", "the optimizer's small state"};
+        unsigned char sr[SREC];
+        if ((s = rd(&r, sr, SREC, names[part])) != MW_OK) goto out;
+        if ((s = rd_crc(&r, mw_crc32c(0, sr, SREC), names[part])) != MW_OK) goto out;
+        const uint32_t bits = get32(sr + 4);
+        const uint64_t bytes = get64(sr + 8);
+        if (get32(sr) != (uint32_t)part || (part < 2 && bits != 0 && bits != 4 && bits != 8 && bits != 32) ||
+            (part == 2 && bits != 0) || bytes > r.size - r.off) {
+            s = mw_fail(MW_ERR_FORMAT, "%s: corrupted record of %s", path, names[part]);
+            goto out;
+        }
+        const int load = m && !params_only;
+        if (load && (bits != (uint32_t)mw_model_state_bits(m, part) || bytes != mw_model_state_bytes(m, part))) {
+            s = mw_fail(MW_ERR_ARG, "%s: %s has %llu bytes of %u bits, this run's %llu of %d", path, names[part],
+                        (unsigned long long)bytes, bits, (unsigned long long)mw_model_state_bytes(m, part),
+                        mw_model_state_bits(m, part));
+            goto out;
+        }
+        uint32_t crc = 0;
+        if (load) {
+            for (uint64_t off = 0; off < bytes;) {
+                void *p;
+                size_t n;
+                if ((s = mw_model_state_map(m, part, off, &p, &n)) != MW_OK) goto out;
+                if ((s = rd(&r, p, n, names[part])) != MW_OK) goto out;
+                crc = mw_crc32c(crc, p, n);
+                off += n;
+            }
+        } else if ((s = rd_block(&r, NULL, bytes, &crc, names[part])) != MW_OK) {
+            goto out;
+        }
+        if ((s = rd_crc(&r, crc, names[part])) != MW_OK) goto out;
     }
     unsigned char tr[TRAILER];
     if ((s = rd(&r, tr, TRAILER, "the trailer")) != MW_OK) goto out;
@@ -720,12 +817,12 @@ out:
 
 mw_status mw_ckpt_verify(const char *path, mw_ckpt_info *info) {
     mw_ckpt_info tmp;
-    return walk(path, NULL, info ? info : &tmp, NULL);
+    return walk(path, NULL, info ? info : &tmp, NULL, 0);
 }
 
 mw_status mw_ckpt_index_read(const char *path, mw_ckpt_info *info, mw_ckpt_index *idx) {
     idx->n = 0;
-    MW_TRY(walk(path, NULL, info, idx));
+    MW_TRY(walk(path, NULL, info, idx, 0));
     if (idx->n == MW_CKPT_MAX_INDEX) return mw_fail(MW_ERR_FORMAT, "%s: too many tensors", path);
     return MW_OK;
 }
@@ -733,8 +830,15 @@ mw_status mw_ckpt_index_read(const char *path, mw_ckpt_info *info, mw_ckpt_index
 mw_status mw_ckpt_load(const char *path, mw_model *m, mw_ckpt_info *info) {
     mw_ckpt_info tmp;
     if (!info) info = &tmp;
-    MW_TRY(walk(path, NULL, info, NULL));
-    return walk(path, m, info, NULL);
+    MW_TRY(walk(path, NULL, info, NULL, 0));
+    return walk(path, m, info, NULL, 0);
+}
+
+mw_status mw_ckpt_load_params(const char *path, mw_model *m, mw_ckpt_info *info) {
+    mw_ckpt_info tmp;
+    if (!info) info = &tmp;
+    MW_TRY(walk(path, NULL, info, NULL, 0));
+    return walk(path, m, info, NULL, 1);
 }
 
 mw_status mw_ckpt_latest(const char *dir, char *path, size_t path_len, mw_ckpt_info *info,

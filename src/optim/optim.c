@@ -1,0 +1,657 @@
+/* The optimizers as passes over the flat buffer (optim.h; the math in docs/optimizers.md). */
+#include "optim.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/status.h"
+#include "adamw.h"
+
+const char *mw_optim_name(int optim) { return mw_optim_str(optim); }
+
+/* ---- quantisation ------------------------------------------------------------------------------ */
+
+/* The index k minimising fabsf(map[k] - y), the lowest on ties (the map ascends). */
+static inline int nearest(const float *map, int len, float y) {
+    int lo = 0, hi = len; /* the first map[k] >= y */
+    while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (map[mid] < y) lo = mid + 1;
+        else hi = mid;
+    }
+    int k = lo < len ? lo : len - 1;
+    float best = fabsf(map[k] - y);
+    if (lo < len && lo > 0 && fabsf(map[lo - 1] - y) <= best) k = lo - 1, best = fabsf(map[k] - y);
+    while (k > 0 && fabsf(map[k - 1] - y) == best) k--;
+    return k;
+}
+
+/* The same answer from a table: per bucket of floats sharing their top 16 bits (sign, exponent,
+ * 7 mantissa bits), the codes nearest its smallest and its largest value bound the code of any
+ * value between (the nearest code never decreases as y grows), and the first minimum inside those
+ * bounds is the first minimum over the whole map. */
+typedef struct qlut {
+    unsigned char lo[65536], hi[65536];
+} qlut;
+static qlut LUTS[4];
+static pthread_once_t LUTS_ONCE = PTHREAD_ONCE_INIT;
+
+static void lut_build(qlut *t, const float *map, int len) {
+    for (uint32_t b = 0; b < 65536; b++) {
+        uint32_t u0 = b << 16, u1 = b << 16 | 0xffffu;
+        float y0, y1;
+        memcpy(&y0, &u0, 4), memcpy(&y1, &u1, 4);
+        if (((b >> 7) & 0xff) == 0xff) { /* infinities and NaNs: the whole map */
+            t->lo[b] = 0, t->hi[b] = (unsigned char)(len - 1);
+            continue;
+        }
+        const int k0 = nearest(map, len, y0), k1 = nearest(map, len, y1);
+        t->lo[b] = (unsigned char)(k0 < k1 ? k0 : k1), t->hi[b] = (unsigned char)(k0 < k1 ? k1 : k0);
+    }
+}
+
+static void luts_init(void) {
+    lut_build(&LUTS[0], mw_qmap_signed8, 256), lut_build(&LUTS[1], mw_qmap_unsigned8, 256);
+    lut_build(&LUTS[2], mw_qmap_signed4, 16), lut_build(&LUTS[3], mw_qmap_linear4, 16);
+}
+
+static inline const qlut *lut_of(const float *map) {
+    return map == mw_qmap_signed8 ? &LUTS[0] : map == mw_qmap_unsigned8 ? &LUTS[1] : map == mw_qmap_signed4 ? &LUTS[2] : &LUTS[3];
+}
+
+static inline int quantize(const float *map, int len, float x, float s) {
+    (void)len;
+    const float y = s > 0 ? x / s : 0.0f;
+    const qlut *t = lut_of(map);
+    uint32_t u;
+    memcpy(&u, &y, 4);
+    int k = t->lo[u >> 16];
+    const int e = t->hi[u >> 16];
+    float best = fabsf(map[k] - y);
+    for (int j = k + 1; j <= e; j++) {
+        const float d = fabsf(map[j] - y);
+        if (d < best) best = d, k = j;
+    }
+    return k;
+}
+static inline float dequantize(const float *map, int k, float s) { return s > 0 ? map[k] * s : 0.0f; }
+
+static inline int get4(const unsigned char *b, size_t j) { return (b[j >> 1] >> ((j & 1) * 4)) & 15; }
+static inline void set4(unsigned char *b, size_t j, int k) {
+    const int sh = (int)(j & 1) * 4;
+    b[j >> 1] = (unsigned char)((b[j >> 1] & ~(15 << sh)) | (k << sh));
+}
+
+/* ---- layout ------------------------------------------------------------------------------------ */
+
+static size_t npieces(size_t numel) { return (numel + MW_OPT_PIECE - 1) / MW_OPT_PIECE; }
+static int factored(const mw_opt_tensor *t) { return t->cols > 0; }
+
+mw_status mw_opt_layout_init(mw_opt_layout *L, const mw_config *cfg, size_t n, int ntensors, const mw_opt_tensor *t) {
+    memset(L, 0, sizeof *L);
+    pthread_once(&LUTS_ONCE, luts_init);
+    L->kind = cfg->optim;
+    L->n = n;
+    L->ntensors = ntensors;
+    L->t = malloc(sizeof *t * (size_t)(ntensors > 0 ? ntensors : 1));
+    L->st_off = calloc((size_t)ntensors + 1, sizeof(size_t));
+    L->sc_off = calloc((size_t)ntensors + 1, sizeof(size_t));
+    if (!L->t || !L->st_off || !L->sc_off) {
+        mw_opt_layout_free(L);
+        return mw_fail(MW_ERR_NOMEM, "out of memory for the optimizer's layout");
+    }
+    memcpy(L->t, t, sizeof *t * (size_t)ntensors);
+    const unsigned G = MW_OA_BIT(MW_OA_G), P = MW_OA_BIT(MW_OA_P), M = MW_OA_BIT(MW_OA_M), V = MW_OA_BIT(MW_OA_V);
+    size_t st = 0, sc = 0; /* floats of small state, doubles of scratch */
+    switch (L->kind) {
+    case MW_OPTIM_ADAMW:
+        L->bits[0] = L->bits[1] = 32;
+        L->npasses = 1;
+        L->rd[0] = G | P | M | V, L->wr[0] = P | M | V;
+        break;
+    case MW_OPTIM_SGD:
+        L->bits[0] = cfg->momentum > 0 ? 32 : 0;
+        L->npasses = 1;
+        L->rd[0] = G | P | (L->bits[0] ? M : 0), L->wr[0] = P | (L->bits[0] ? M : 0);
+        break;
+    case MW_OPTIM_ADAMW8BIT:
+    case MW_OPTIM_ADAM4BIT: {
+        const int q8 = L->kind == MW_OPTIM_ADAMW8BIT;
+        const size_t B = q8 ? MW_OPT_BLOCK8 : MW_OPT_BLOCK4;
+        L->bits[0] = L->bits[1] = q8 ? 8 : 4;
+        L->npasses = 2;
+        L->rd[0] = G | M | V, L->wr[0] = 0;
+        L->rd[1] = G | P | M | V, L->wr[1] = P | M | V;
+        /* blocks per tensor (bitsandbytes quantises each tensor's state on its own): tensor i's
+         * m scales from sc_off[i] (its blocks of B from its first element), then V's scales from
+         * st_off[i]: 8-bit the same blocks, 4-bit its rows and columns (1-D: blocks of 128) */
+        for (int i = 0; i < ntensors; i++) L->sc_off[i] = st, st += (t[i].numel + B - 1) / B;
+        L->sc_off[ntensors] = st;
+        L->nblocks = st;
+        for (int i = 0; i < ntensors; i++) {
+            L->st_off[i] = st;
+            st += q8 || !factored(&t[i]) ? (t[i].numel + B - 1) / B : (size_t)t[i].rows + (size_t)t[i].cols;
+        }
+        L->st_off[ntensors] = st;
+        sc = (st + 1) / 2; /* the new scales (floats), as many as the state's */
+        break;
+    }
+    case MW_OPTIM_ADAFACTOR:
+    case MW_OPTIM_CAME: {
+        const int came = L->kind == MW_OPTIM_CAME;
+        L->bits[0] = came || cfg->beta1 > 0 ? 32 : 0;
+        L->npasses = came ? 4 : 3;
+        L->rd[0] = G, L->rd[1] = G;
+        if (came) {
+            L->rd[2] = G | M, L->wr[2] = M;
+            L->rd[3] = P | M, L->wr[3] = P;
+        } else {
+            L->rd[2] = G | P | (L->bits[0] ? M : 0), L->wr[2] = P | (L->bits[0] ? M : 0);
+        }
+        for (int i = 0; i < ntensors; i++) {
+            L->st_off[i] = st;
+            L->sc_off[i] = sc;
+            const size_t r = (size_t)t[i].rows, c = (size_t)t[i].cols;
+            /* state: R, C (and CAME's RR, RC), or a 1-D tensor's V. scratch (doubles): row and
+             * column sums, the pieces of the sum of squares, the tensor's divisor, then the row
+             * and column factors (floats, in doubles' room) */
+            st += factored(&t[i]) ? (r + c) * (came ? 2 : 1) : t[i].numel;
+            sc += (factored(&t[i]) ? 2 * (r + c) : 0) + npieces(t[i].numel) + 1;
+        }
+        L->st_off[ntensors] = st;
+        L->sc_off[ntensors] = sc;
+        break;
+    }
+    default: mw_opt_layout_free(L); return mw_fail(MW_ERR_ARG, "unknown optimizer %d", cfg->optim);
+    }
+    L->zero_pass = 0;
+    for (int k = 0; k < L->npasses; k++)
+        if (L->rd[k] & G) L->zero_pass = k;
+    L->state_bytes = st * sizeof(float);
+    L->scratch_bytes = sc * sizeof(double);
+    return MW_OK;
+}
+
+void mw_opt_layout_free(mw_opt_layout *L) {
+    free(L->t), free(L->st_off), free(L->sc_off);
+    L->t = NULL, L->st_off = L->sc_off = NULL;
+}
+
+void mw_opt_hp_of(mw_opt_hp *hp, const mw_config *c, double lr, float coef, int t) {
+    hp->lr = lr, hp->beta1 = c->beta1, hp->beta2 = c->beta2, hp->beta3 = c->beta3, hp->eps = c->eps;
+    hp->eps2 = c->eps2, hp->weight_decay = c->weight_decay, hp->clip_threshold = c->clip_threshold;
+    hp->decay_rate = c->decay_rate, hp->momentum = c->momentum, hp->coef = coef, hp->t = t;
+}
+
+const char *mw_optim_state_text(int optim, const mw_config *cfg) {
+    switch (optim) {
+    case MW_OPTIM_ADAMW: return "AdamW's m and v (8 bytes per parameter)";
+    case MW_OPTIM_ADAMW8BIT: return "8-bit AdamW's m and v codes (2 bytes per parameter)";
+    case MW_OPTIM_ADAM4BIT: return "4-bit Adam's m and v codes (1 byte per parameter)";
+    case MW_OPTIM_ADAFACTOR: return cfg->beta1 > 0 ? "Adafactor's first moment (4 bytes per parameter)" : "no per-parameter state";
+    case MW_OPTIM_CAME: return "CAME's first moment (4 bytes per parameter)";
+    case MW_OPTIM_SGD: return cfg->momentum > 0 ? "SGD's momentum (4 bytes per parameter)" : "no per-parameter state";
+    default: return "?";
+    }
+}
+
+/* ---- the passes -------------------------------------------------------------------------------- */
+
+/* The element range [x, y) of tensor i inside [lo, hi), for i from *next on (chunks come in order:
+ * *next is the first tensor not finished). Returns 0 when no tensor is left in the chunk. */
+typedef struct span {
+    int i;
+    size_t x, y;
+} span;
+
+#define FOR_SPANS(L, lo, hi, sp)                                                                       \
+    for (int _i = 0; _i < (L)->ntensors; _i++)                                                         \
+        for (span sp = {_i, (L)->t[_i].offset > (lo) ? (L)->t[_i].offset : (lo),                       \
+                        (L)->t[_i].offset + (L)->t[_i].numel < (hi) ? (L)->t[_i].offset + (L)->t[_i].numel : (hi)}; \
+             sp.x < sp.y; sp.x = sp.y)
+
+static float decay_of(const mw_opt_hp *hp, const mw_opt_tensor *t) {
+    return (float)(1.0 - hp->lr * (t->decay ? hp->weight_decay : 0.0));
+}
+
+/* -- AdamW and SGD: one elementwise pass -- */
+
+static void adamw_pass(const mw_opt_layout *L, const mw_opt_hp *hp, size_t lo, size_t hi, float *p, float *g, float *m,
+                       float *v) {
+    FOR_SPANS(L, lo, hi, sp) {
+        const mw_opt_tensor *t = &L->t[sp.i];
+        mw_adamw_hp a = {hp->lr, hp->beta1, hp->beta2, hp->eps, t->decay ? hp->weight_decay : 0.0, hp->coef, hp->t};
+        const size_t o = sp.x - lo;
+        mw_adamw_update(p + o, g + o, m + o, v + o, sp.y - sp.x, &a);
+    }
+}
+
+static void sgd_pass(const mw_opt_layout *L, const mw_opt_hp *hp, size_t lo, size_t hi, float *p, float *g, float *buf) {
+    const float lr = (float)hp->lr, mu = (float)hp->momentum, cf = hp->coef;
+    FOR_SPANS(L, lo, hi, sp) {
+        const mw_opt_tensor *t = &L->t[sp.i];
+        const float wd = (float)(t->decay ? hp->weight_decay : 0.0);
+        const size_t n = sp.y - sp.x;
+        float *pp = p + (sp.x - lo), *gg = g + (sp.x - lo), *bb = buf ? buf + (sp.x - lo) : NULL;
+#pragma omp parallel for schedule(static)
+        for (size_t j = 0; j < n; j++) {
+            float d = gg[j] * cf;
+            if (wd > 0) d = d + wd * pp[j];
+            if (bb) {
+                float b = bb[j] * mu;
+                b = b + d;
+                bb[j] = b;
+                d = b;
+            }
+            pp[j] = pp[j] - lr * d;
+            gg[j] = 0.0f;
+        }
+    }
+}
+
+/* -- 8-bit and 4-bit Adam -- */
+
+typedef struct qadam {
+    float b1, b2, a1, a2, step, bc2s, eps;
+} qadam;
+
+static qadam qadam_of(const mw_opt_hp *hp) {
+    qadam q = {(float)hp->beta1, (float)hp->beta2, (float)(1.0 - hp->beta1), (float)(1.0 - hp->beta2),
+               (float)(hp->lr / (1.0 - pow(hp->beta1, hp->t))), (float)sqrt(1.0 - pow(hp->beta2, hp->t)),
+               (float)hp->eps};
+    return q;
+}
+
+/* The new moments of one element from the old ones (AdamW's update, op for op). */
+static inline void moments(const qadam *q, float gi, float *mi, float *vi) {
+    float m1 = *mi * q->b1, m2 = q->a1 * gi;
+    float v1 = *vi * q->b2, v2 = q->a2 * gi * gi;
+    *mi = m1 + m2;
+    *vi = v1 + v2;
+}
+
+static inline float fmax_abs(float a, float b) { return a > fabsf(b) ? a : fabsf(b); }
+
+/* The scales of V of an adam4bit tensor: rows then columns (2-D), or blocks of 128 (1-D). */
+static float *v4_scales(const mw_opt_layout *L, float *st, int i) { return st + L->st_off[i]; }
+
+static void q8_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size_t lo, size_t hi, float *p, float *g,
+                    unsigned char *mq, unsigned char *vq, float *st, float *nsc) {
+    const qadam q = qadam_of(hp);
+    const size_t B = MW_OPT_BLOCK8;
+    const float cf = hp->coef;
+    FOR_SPANS(L, lo, hi, sp) {
+        const mw_opt_tensor *t = &L->t[sp.i];
+        const float decay = decay_of(hp, t);
+        const float *sm = st + L->sc_off[sp.i], *sv = st + L->st_off[sp.i];
+        float *nm = nsc + L->sc_off[sp.i], *nv = nsc + L->st_off[sp.i];
+        const size_t o = t->offset, b0 = (sp.x - o) / B, b1 = (sp.y - 1 - o) / B;
+#pragma omp parallel for schedule(static)
+        for (size_t b = b0; b <= b1; b++) {
+            const size_t x = o + b * B > sp.x ? o + b * B : sp.x, y = o + (b + 1) * B < sp.y ? o + (b + 1) * B : sp.y;
+            float am = 0, av = 0;
+            for (size_t e = x; e < y; e++) {
+                const size_t j = e - lo;
+                float mi = dequantize(mw_qmap_signed8, mq[j], sm[b]), vi = dequantize(mw_qmap_unsigned8, vq[j], sv[b]);
+                const float gi = g[j] * cf;
+                moments(&q, gi, &mi, &vi);
+                if (pass == 0) {
+                    am = fmax_abs(am, mi), av = fmax_abs(av, vi);
+                    continue;
+                }
+                mq[j] = (unsigned char)quantize(mw_qmap_signed8, 256, mi, nm[b]);
+                vq[j] = (unsigned char)quantize(mw_qmap_unsigned8, 256, vi, nv[b]);
+                const float pi = p[j] * decay, denom = sqrtf(vi) / q.bc2s + q.eps;
+                p[j] = pi - q.step * (mi / denom);
+                g[j] = 0.0f;
+            }
+            if (pass == 0) {
+                if (am > nm[b]) nm[b] = am;
+                if (av > nv[b]) nv[b] = av;
+            }
+        }
+    }
+}
+
+/* adam4bit's V scale of element e of tensor t (index i): min(row max, column max), or its block's. */
+static inline float v4_scale(const mw_opt_tensor *t, const float *vs, size_t e) {
+    const size_t k = e - t->offset;
+    if (t->cols > 0) {
+        const float r = vs[k / (size_t)t->cols], c = vs[(size_t)t->rows + k % (size_t)t->cols];
+        return fminf(r, c);
+    }
+    return vs[k / MW_OPT_BLOCK4];
+}
+
+static void q4_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size_t lo, size_t hi, float *p, float *g,
+                    unsigned char *mq, unsigned char *vq, float *st, float *nsc) {
+    const qadam q = qadam_of(hp);
+    const size_t B = MW_OPT_BLOCK4;
+    const float cf = hp->coef;
+    FOR_SPANS(L, lo, hi, sp) {
+        const mw_opt_tensor *t = &L->t[sp.i];
+        const float decay = decay_of(hp, t);
+        const float *vs = v4_scales(L, st, sp.i);
+        float *nvs = v4_scales(L, nsc, sp.i);
+        /* m's blocks of the tensor, from its first element (sm[(e - o) / B]) */
+        const float *sm = st + L->sc_off[sp.i];
+        float *nm = nsc + L->sc_off[sp.i];
+        const size_t o = t->offset, b0 = (sp.x - o) / B, b1 = (sp.y - 1 - o) / B;
+        if (pass == 0) {
+#pragma omp parallel for schedule(static)
+            for (size_t b = b0; b <= b1; b++) {
+                const size_t x = o + b * B > sp.x ? o + b * B : sp.x, y = o + (b + 1) * B < sp.y ? o + (b + 1) * B : sp.y;
+                float am = 0;
+                for (size_t e = x; e < y; e++) {
+                    const size_t j = e - lo;
+                    float mi = dequantize(mw_qmap_signed4, get4(mq, j), sm[b]);
+                    float vi = dequantize(mw_qmap_linear4, get4(vq, j), v4_scale(t, vs, e));
+                    moments(&q, g[j] * cf, &mi, &vi);
+                    am = fmax_abs(am, mi);
+                }
+                if (am > nm[b]) nm[b] = am;
+            }
+            /* v's new scales: a 2-D weight's row maxima (one thread per row) and column maxima (one
+             * thread per 64 columns), a 1-D tensor's block maxima */
+            const size_t k0 = sp.x - t->offset, k1 = sp.y - t->offset;
+            if (t->cols > 0) {
+                const size_t C = (size_t)t->cols, r0 = k0 / C, r1 = (k1 - 1) / C;
+#pragma omp parallel for schedule(static)
+                for (size_t r = r0; r <= r1; r++) {
+                    const size_t x = r * C > k0 ? r * C : k0, y = (r + 1) * C < k1 ? (r + 1) * C : k1;
+                    float mx = nvs[r];
+                    for (size_t k = x; k < y; k++) {
+                        const size_t j = t->offset + k - lo;
+                        float mi = dequantize(mw_qmap_signed4, get4(mq, j), sm[k / B]);
+                        float vi = dequantize(mw_qmap_linear4, get4(vq, j), v4_scale(t, vs, t->offset + k));
+                        moments(&q, g[j] * cf, &mi, &vi);
+                        if (vi > mx) mx = vi;
+                    }
+                    nvs[r] = mx;
+                }
+                const size_t ntile = (C + 63) / 64;
+#pragma omp parallel for schedule(static)
+                for (size_t tl = 0; tl < ntile; tl++) {
+                    const size_t c0 = tl * 64, c1 = c0 + 64 < C ? c0 + 64 : C;
+                    for (size_t r = r0; r <= r1; r++) {
+                        const size_t x = r * C + c0 > k0 ? r * C + c0 : k0, y = r * C + c1 < k1 ? r * C + c1 : k1;
+                        for (size_t k = x; k < y; k++) {
+                            const size_t j = t->offset + k - lo;
+                            float mi = dequantize(mw_qmap_signed4, get4(mq, j), sm[k / B]);
+                            float vi = dequantize(mw_qmap_linear4, get4(vq, j), v4_scale(t, vs, t->offset + k));
+                            moments(&q, g[j] * cf, &mi, &vi);
+                            float *cm = &nvs[(size_t)t->rows + k % C];
+                            if (vi > *cm) *cm = vi;
+                        }
+                    }
+                }
+            } else {
+                const size_t c0 = k0 / B, c1 = (k1 - 1) / B;
+#pragma omp parallel for schedule(static)
+                for (size_t b = c0; b <= c1; b++) {
+                    const size_t x = b * B > k0 ? b * B : k0, y = (b + 1) * B < k1 ? (b + 1) * B : k1;
+                    float mx = nvs[b];
+                    for (size_t k = x; k < y; k++) {
+                        const size_t j = t->offset + k - lo;
+                        float mi = dequantize(mw_qmap_signed4, get4(mq, j), sm[k / B]);
+                        float vi = dequantize(mw_qmap_linear4, get4(vq, j), v4_scale(t, vs, t->offset + k));
+                        moments(&q, g[j] * cf, &mi, &vi);
+                        if (vi > mx) mx = vi;
+                    }
+                    nvs[b] = mx;
+                }
+            }
+            continue;
+        }
+        /* pass 1: the codes with the new scales, and the parameters. Two elements share a byte:
+         * a thread takes whole pairs (spans start at even elements or share no byte with another
+         * thread's: the pair of an odd first element is done before the loop) */
+        size_t x = sp.x;
+        const size_t y = sp.y;
+        size_t npairs;
+#define Q4_ELEM(e)                                                                                      \
+    do {                                                                                                \
+        const size_t j_ = (e) - lo;                                                                     \
+        float mi = dequantize(mw_qmap_signed4, get4(mq, j_), sm[((e) - o) / B]);                        \
+        float vi = dequantize(mw_qmap_linear4, get4(vq, j_), v4_scale(t, vs, (e)));                     \
+        moments(&q, g[j_] * cf, &mi, &vi);                                                              \
+        set4(mq, j_, quantize(mw_qmap_signed4, 16, mi, nm[((e) - o) / B]));                             \
+        set4(vq, j_, quantize(mw_qmap_linear4, 16, vi, v4_scale(t, nvs, (e))));                         \
+        const float pi = p[j_] * decay, denom = sqrtf(vi) / q.bc2s + q.eps;                             \
+        p[j_] = pi - q.step * (mi / denom);                                                             \
+        g[j_] = 0.0f;                                                                                   \
+    } while (0)
+        if ((x - lo) & 1) {
+            Q4_ELEM(x);
+            x++;
+        }
+        npairs = (y - x) / 2;
+#pragma omp parallel for schedule(static)
+        for (size_t k = 0; k < npairs; k++) {
+            Q4_ELEM(x + 2 * k);
+            Q4_ELEM(x + 2 * k + 1);
+        }
+        if ((y - x) & 1) Q4_ELEM(y - 1);
+#undef Q4_ELEM
+    }
+}
+
+/* -- Adafactor and CAME -- */
+
+typedef struct fac {
+    double *rows, *cols, *pieces, *d; /* row and column sums, sum-of-squares pieces, the divisor */
+    float *rf, *cf;                   /* the row and column factors */
+} fac;
+
+static fac fac_of(const mw_opt_layout *L, double *sc, int i) {
+    const mw_opt_tensor *t = &L->t[i];
+    double *b = sc + L->sc_off[i];
+    fac f = {0};
+    const size_t r = t->cols > 0 ? (size_t)t->rows : 0, c = t->cols > 0 ? (size_t)t->cols : 0;
+    f.rows = b, f.cols = b + r, f.pieces = b + r + c, f.d = f.pieces + npieces(t->numel);
+    f.rf = (float *)(f.d + 1), f.cf = f.rf + r;
+    return f;
+}
+
+typedef struct fhp {
+    float cf, eps1, eps2, b1, a1, lr;
+} fhp;
+
+/* The clipped-before-division update u of element (e) of tensor t: factored or from V. */
+static inline float fac_u(const mw_opt_tensor *t, const fac *f, const float *V, size_t k, float gi) {
+    if (t->cols > 0) {
+        const size_t C = (size_t)t->cols;
+        const float s = f->rf[k / C] * f->cf[k % C];
+        return s * gi;
+    }
+    return (1.0f / sqrtf(V[k])) * gi;
+}
+
+/* Row and column sums (double, in order) over the tensor's part [k0, k1) of val(k). */
+#define ROWCOL_SUMS(t, f, k0, k1, VAL)                                                                 \
+    do {                                                                                               \
+        const size_t C_ = (size_t)(t)->cols, r0_ = (k0) / C_, r1_ = ((k1) - 1) / C_;                   \
+        _Pragma("omp parallel for schedule(static)")                                                   \
+        for (size_t r = r0_; r <= r1_; r++) {                                                          \
+            const size_t x_ = r * C_ > (k0) ? r * C_ : (k0), y_ = (r + 1) * C_ < (k1) ? (r + 1) * C_ : (k1); \
+            double s_ = (f).rows[r];                                                                   \
+            for (size_t k = x_; k < y_; k++) s_ += (double)(VAL);                                      \
+            (f).rows[r] = s_;                                                                          \
+        }                                                                                              \
+        const size_t nt_ = (C_ + 63) / 64;                                                             \
+        _Pragma("omp parallel for schedule(static)")                                                   \
+        for (size_t tl = 0; tl < nt_; tl++) {                                                          \
+            const size_t c0_ = tl * 64, c1_ = c0_ + 64 < C_ ? c0_ + 64 : C_;                           \
+            for (size_t r = r0_; r <= r1_; r++) {                                                      \
+                const size_t x_ = r * C_ + c0_ > (k0) ? r * C_ + c0_ : (k0);                           \
+                const size_t y_ = r * C_ + c1_ < (k1) ? r * C_ + c1_ : (k1);                           \
+                for (size_t k = x_; k < y_; k++) (f).cols[k % C_] += (double)(VAL);                    \
+            }                                                                                          \
+        }                                                                                              \
+    } while (0)
+
+static void fac_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size_t lo, size_t hi, float *p, float *g,
+                     float *m, float *st, double *sc) {
+    const int came = L->kind == MW_OPTIM_CAME;
+    const fhp h = {hp->coef, (float)hp->eps, (float)hp->eps2, (float)hp->beta1, (float)(1.0 - hp->beta1), (float)hp->lr};
+    const int last = pass == L->npasses - 1;
+    FOR_SPANS(L, lo, hi, sp) {
+        const mw_opt_tensor *t = &L->t[sp.i];
+        const fac f = fac_of(L, sc, sp.i);
+        float *V = t->cols > 0 ? NULL : st + L->st_off[sp.i];
+        const size_t k0 = sp.x - t->offset, k1 = sp.y - t->offset, base = t->offset - lo;
+        const float decay = decay_of(hp, t);
+        const float dv = (float)*f.d;
+        if (pass == 0) { /* the second moment's statistics: g*g + eps1 */
+            if (t->cols > 0) {
+                ROWCOL_SUMS(t, f, k0, k1, (g[base + k] * h.cf) * (g[base + k] * h.cf) + h.eps1);
+            }
+        } else if (pass == 1) { /* 1-D: V; every tensor: the pieces of sum(u*u) */
+            const double beta2t = came ? hp->beta2 : 1.0 - pow((double)hp->t, hp->decay_rate);
+            const float b2 = (float)beta2t, a2 = (float)(1.0 - beta2t);
+            const size_t p0 = k0 / MW_OPT_PIECE, p1 = (k1 - 1) / MW_OPT_PIECE;
+#pragma omp parallel for schedule(static)
+            for (size_t pc = p0; pc <= p1; pc++) {
+                const size_t x = pc * MW_OPT_PIECE > k0 ? pc * MW_OPT_PIECE : k0;
+                const size_t y = (pc + 1) * MW_OPT_PIECE < k1 ? (pc + 1) * MW_OPT_PIECE : k1;
+                double s = f.pieces[pc];
+                for (size_t k = x; k < y; k++) {
+                    const float gi = g[base + k] * h.cf;
+                    if (V) {
+                        const float v1 = V[k] * b2, v2 = a2 * (gi * gi + h.eps1);
+                        V[k] = v1 + v2;
+                    }
+                    const float u = fac_u(t, &f, V, k, gi);
+                    s += (double)u * u;
+                }
+                f.pieces[pc] = s;
+            }
+        } else if (pass == 2) { /* the update (Adafactor), or CAME's first moment and residual */
+            if (!came) {
+#pragma omp parallel for schedule(static)
+                for (size_t k = k0; k < k1; k++) {
+                    const float gi = g[base + k] * h.cf;
+                    float u = fac_u(t, &f, V, k, gi);
+                    u = u / dv;
+                    u = u * h.lr;
+                    if (m) {
+                        const float m1 = m[base + k] * h.b1, m2 = h.a1 * u;
+                        m[base + k] = m1 + m2;
+                        u = m[base + k];
+                    }
+                    p[base + k] = p[base + k] * decay;
+                    p[base + k] = p[base + k] - u;
+                    g[base + k] = 0.0f;
+                }
+            } else {
+#pragma omp parallel for schedule(static)
+                for (size_t k = k0; k < k1; k++) {
+                    const float gi = g[base + k] * h.cf;
+                    float u = fac_u(t, &f, V, k, gi);
+                    u = u / dv;
+                    const float m1 = m[base + k] * h.b1, m2 = h.a1 * u;
+                    m[base + k] = m1 + m2;
+                }
+                /* the residual's statistics, from the stored new m and u recomputed */
+                if (t->cols > 0) {
+#define RES(k) ((fac_u(t, &f, V, (k), g[base + (k)] * h.cf) / dv - m[base + (k)]) *                       \
+                    (fac_u(t, &f, V, (k), g[base + (k)] * h.cf) / dv - m[base + (k)]) + h.eps2)
+                    ROWCOL_SUMS(t, f, k0, k1, RES(k));
+#undef RES
+                }
+#pragma omp parallel for schedule(static)
+                for (size_t k = k0; k < k1; k++) g[base + k] = 0.0f;
+            }
+        } else { /* CAME's update from m and the confidence factors (in rf, cf now) */
+#pragma omp parallel for schedule(static)
+            for (size_t k = k0; k < k1; k++) {
+                float upd = m[base + k];
+                if (t->cols > 0) {
+                    const size_t C = (size_t)t->cols;
+                    const float s = f.rf[k / C] * f.cf[k % C];
+                    upd = s * upd;
+                }
+                p[base + k] = p[base + k] * decay;
+                p[base + k] = p[base + k] - upd * h.lr;
+            }
+        }
+        (void)last;
+    }
+}
+
+/* R, C (or RR, RC) from the sums: x = x*b + a*(float)(sum/len), then the factors. */
+static void fac_update(const mw_opt_tensor *t, const fac *f, float *R, float *Cc, float b, float a) {
+    const size_t r = (size_t)t->rows, c = (size_t)t->cols;
+    for (size_t i = 0; i < r; i++) {
+        const float x1 = R[i] * b, x2 = a * (float)(f->rows[i] / (double)c);
+        R[i] = x1 + x2;
+    }
+    for (size_t j = 0; j < c; j++) {
+        const float x1 = Cc[j] * b, x2 = a * (float)(f->cols[j] / (double)r);
+        Cc[j] = x1 + x2;
+    }
+    double s = 0.0;
+    for (size_t i = 0; i < r; i++) s += R[i];
+    const float rmean = (float)(s / (double)r);
+    for (size_t i = 0; i < r; i++) f->rf[i] = 1.0f / sqrtf(R[i] / rmean);
+    for (size_t j = 0; j < c; j++) f->cf[j] = 1.0f / sqrtf(Cc[j]);
+    memset(f->rows, 0, sizeof(double) * r);
+    memset(f->cols, 0, sizeof(double) * c);
+}
+
+void mw_opt_begin(const mw_opt_layout *L, const mw_opt_hp *hp, void *state, void *scratch) {
+    (void)hp, (void)state;
+    if (L->scratch_bytes) memset(scratch, 0, L->scratch_bytes);
+}
+
+void mw_opt_end_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, void *state, void *scratch) {
+    float *st = state;
+    double *sc = scratch;
+    switch (L->kind) {
+    case MW_OPTIM_ADAMW8BIT:
+    case MW_OPTIM_ADAM4BIT:
+        if (pass == 1) memcpy(st, scratch, L->state_bytes); /* the new scales */
+        break;
+    case MW_OPTIM_ADAFACTOR:
+    case MW_OPTIM_CAME: {
+        const int came = L->kind == MW_OPTIM_CAME;
+        const double beta2t = came ? hp->beta2 : 1.0 - pow((double)hp->t, hp->decay_rate);
+        for (int i = 0; i < L->ntensors; i++) {
+            const mw_opt_tensor *t = &L->t[i];
+            const fac f = fac_of(L, sc, i);
+            float *R = st + L->st_off[i], *Cc = R + (t->cols > 0 ? t->rows : 0);
+            if (pass == 0 && t->cols > 0) {
+                fac_update(t, &f, R, Cc, (float)beta2t, (float)(1.0 - beta2t));
+            } else if (pass == 1) {
+                double s = 0.0;
+                const size_t np = npieces(t->numel);
+                for (size_t k = 0; k < np; k++) s += f.pieces[k];
+                const float rms = (float)sqrt(s / (double)t->numel);
+                const float q = rms / (float)hp->clip_threshold;
+                *f.d = q > 1.0f ? q : 1.0f;
+            } else if (pass == 2 && came && t->cols > 0) {
+                float *RR = Cc + t->cols, *RC = RR + t->rows;
+                fac_update(t, &f, RR, RC, (float)hp->beta3, (float)(1.0 - hp->beta3));
+            }
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+void mw_opt_chunk(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size_t lo, size_t hi, float *p, float *g,
+                  void *m, void *v, void *state, void *scratch) {
+    if (lo >= hi) return;
+    switch (L->kind) {
+    case MW_OPTIM_ADAMW: adamw_pass(L, hp, lo, hi, p, g, m, v); break;
+    case MW_OPTIM_SGD: sgd_pass(L, hp, lo, hi, p, g, m); break;
+    case MW_OPTIM_ADAMW8BIT: q8_pass(L, hp, pass, lo, hi, p, g, m, v, state, scratch); break;
+    case MW_OPTIM_ADAM4BIT: q4_pass(L, hp, pass, lo, hi, p, g, m, v, state, scratch); break;
+    case MW_OPTIM_ADAFACTOR:
+    case MW_OPTIM_CAME: fac_pass(L, hp, pass, lo, hi, p, g, m, state, scratch); break;
+    default: break;
+    }
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# End-to-end tests of the optimizers (--optim, issue 15): each one trains (the validation loss
+# falls), gives the same checkpoint bytes on 1 and 2 threads, under recomputation, and under every
+# --offload placement; stop-and-resume continues bit for bit (version-2 checkpoints hold the state
+# as it is stored); a resume under another --optim is refused unless --reset-optimizer; a
+# corrupted state block is refused; the plan counts each optimizer's bytes. Usage:
+# tests/cli_optim.sh build/memwall. Exits non-zero on any failure.
+set -u
+MW=$(realpath "${1:-build/memwall}")
+T=$(mktemp -d /tmp/mw_optim_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib_cli.sh"
+has() { grep -qF -- "$2" "$1" && pass "$3" || fail "$3: '$2' not in $(head -c 600 "$1")"; }
+
+cat /usr/share/common-licenses/{GPL-2,GPL-3} >"$T/corpus.txt"
+"$MW" prepare --tokenizer bytes --in "$T/corpus.txt" --out "$T/d" >/dev/null || { echo "prepare failed"; exit 1; }
+mkdir -p "$T/off"
+tr=(train --data "$T/d" --batch 2 --seq 32 --lr 1e-3 --warmup 2 --steps 6 --eval-batches 2)
+
+# run NAME ARGS...: trains into $T/NAME with a JSON log
+run() {
+  local n=$1
+  shift
+  "$MW" "${tr[@]}" --out "$T/$n" --json-log "$T/$n.jsonl" "$@" >"$T/$n.out" 2>&1 ||
+    fail "run $n ($*): $(tail -2 "$T/$n.out")"
+}
+# same A B WHAT: the step-6 checkpoints and the logged losses of runs A and B are identical
+same() {
+  if cmp -s "$T/$1/step-00000006.mwck" "$T/$2/step-00000006.mwck" &&
+    [ "$(json_field "$T/$1.jsonl" loss)" = "$(json_field "$T/$2.jsonl" loss)" ]; then
+    pass "$3: checkpoint bytes and losses identical"
+  else
+    fail "$3: $(cmp "$T/$1/step-00000006.mwck" "$T/$2/step-00000006.mwck" 2>&1)"
+  fi
+}
+
+for o in adamw8bit adam4bit adafactor came sgd; do
+  echo "== --optim $o"
+  run "$o" --optim "$o" --recompute full
+  [ -f "$T/$o/step-00000006.mwck" ] || continue
+  has "$T/$o.out" "| loss" "$o trains"
+  v0=$(json_field "$T/$o.jsonl" loss | head -1)
+  v1=$(json_field "$T/$o.jsonl" val_loss | tail -1)
+  awk -v a="$v0" -v b="$v1" 'BEGIN { exit !(b < a) }' && pass "$o: validation loss $v1 below the first step's $v0" ||
+    fail "$o: validation loss $v1 not below $v0"
+  run "$o.t1" --optim "$o" --recompute full --threads 1
+  same "$o" "$o.t1" "$o: 1 thread against 2"
+  run "$o.rn" --optim "$o" --recompute none --budget 0
+  cmp -s <(json_field "$T/$o.jsonl" loss) <(json_field "$T/$o.rn.jsonl" loss) && pass "$o: --recompute none, the same losses" ||
+    fail "$o: --recompute none changes the losses"
+  for mode in optimizer optimizer+grads all; do
+    if [ "$o" = adafactor ] && [ "$mode" = optimizer ]; then
+      expect_error 1 "adafactor without momentum has nothing for --offload optimizer" -- \
+        "$MW" "${tr[@]}" --optim adafactor --offload optimizer --offload-dir "$T/off"
+      continue
+    fi
+    run "$o.$mode" --optim "$o" --recompute full --offload "$mode" --offload-dir "$T/off"
+    same "$o" "$o.$mode" "$o: --offload $mode"
+  done
+  # stop at 3, resume to 6: the unbroken run's bytes
+  "$MW" "${tr[@]}" --optim "$o" --recompute full --out "$T/$o.r" --stop-at 3 >/dev/null 2>&1 || fail "$o: stop-at"
+  "$MW" "${tr[@]}" --out "$T/$o.r" --resume auto --json-log "$T/$o.r.jsonl" >"$T/$o.r.out" 2>&1 || fail "$o: resume: $(tail -1 "$T/$o.r.out")"
+  cmp -s "$T/$o/step-00000006.mwck" "$T/$o.r/step-00000006.mwck" && pass "$o: stop at 3 and resume: the same checkpoint" ||
+    fail "$o: resume differs"
+done
+
+echo "== resume under the disk tier"
+"$MW" "${tr[@]}" --optim adam4bit --recompute full --out "$T/r4" --stop-at 3 --offload all --offload-dir "$T/off" >/dev/null 2>&1 ||
+  fail "adam4bit all: stop-at"
+"$MW" "${tr[@]}" --out "$T/r4" --resume auto --offload all --offload-dir "$T/off" >"$T/r4.out" 2>&1 || fail "adam4bit all: resume"
+cmp -s "$T/adam4bit/step-00000006.mwck" "$T/r4/step-00000006.mwck" && pass "adam4bit: stopped and resumed under --offload all, the in-memory run's bytes" ||
+  fail "adam4bit: resume under --offload all differs"
+
+echo "== another optimizer on resume"
+expect_error 1 "resume under another --optim" -- "$MW" "${tr[@]}" --out "$T/came" --resume auto --optim sgd --steps 8
+grep -q -- "--reset-optimizer" "$T/err" && pass "the refusal names --reset-optimizer" || fail "the refusal does not name --reset-optimizer"
+"$MW" "${tr[@]}" --out "$T/came" --resume auto --optim sgd --steps 8 --override steps --reset-optimizer >"$T/reset.out" 2>&1 &&
+  has "$T/reset.out" "--reset-optimizer: the parameters and step 6" "--reset-optimizer continues under sgd from step 6" ||
+  fail "--reset-optimizer: $(tail -1 "$T/reset.out")"
+has "$T/reset.out" "SGD lr" "the resumed run is SGD's"
+expect_error 1 "--reset-optimizer without --resume" -- "$MW" "${tr[@]}" --reset-optimizer
+expect_error 1 "an unknown --optim" -- "$MW" "${tr[@]}" --optim lion
+
+echo "== a corrupted optimizer state"
+cp -r "$T/adamw8bit" "$T/bad"
+f="$T/bad/step-00000006.mwck"
+sz=$(stat -c %s "$f")
+printf '\x5a' | dd of="$f" bs=1 seek=$((sz - 200)) conv=notrunc 2>/dev/null
+rm -f "$T/bad"/step-0000000[1-5].mwck
+expect_error 1 "a flipped byte in the small state" -- "$MW" "${tr[@]}" --out "$T/bad" --resume auto --steps 8
+
+echo "== the plan's bytes"
+for o in adamw adamw8bit adam4bit adafactor came sgd; do
+  "$MW" estimate --preset gpt2 --batch 1 --seq 64 --optim "$o" --json >"$T/est_$o.json" 2>&1 || fail "estimate $o"
+done
+# the plan's optimizer category (the second "categories": the first is the disk tier's)
+opt() { grep -o '"predicted_recompute_seconds": [^,]*, "categories": {[^}]*}' "$1" | grep -o '"optimizer": [0-9]*' | sed 's/.*: //'; }
+np=$(grep -o '"params": [0-9]*' "$T/est_adamw.json" | head -1 | sed 's/.*: //')
+a=$(opt "$T/est_adamw.json"); q8=$(opt "$T/est_adamw8bit.json"); q4=$(opt "$T/est_adam4bit.json")
+af=$(opt "$T/est_adafactor.json"); cm=$(opt "$T/est_came.json")
+awk -v a="$a" -v n="$np" 'BEGIN { exit !(a >= 8 * n && a < 8.01 * n) }' && pass "adamw: $a optimizer bytes, 8 per parameter" || fail "adamw: $a bytes for $np parameters"
+awk -v a="$q8" -v n="$np" 'BEGIN { exit !(a >= 2 * n && a < 2.01 * n) }' && pass "adamw8bit: $q8 bytes, 2 per parameter and its scales" || fail "adamw8bit: $q8"
+awk -v a="$q4" -v n="$np" 'BEGIN { exit !(a >= 1 * n && a < 1.1 * n) }' && pass "adam4bit: $q4 bytes, 1 per parameter and its scales" || fail "adam4bit: $q4"
+awk -v a="$af" -v n="$np" 'BEGIN { exit !(a < 0.05 * n) }' && pass "adafactor: $af bytes, factored" || fail "adafactor: $af"
+awk -v a="$cm" -v n="$np" 'BEGIN { exit !(a >= 4 * n && a < 4.05 * n) }' && pass "came: $cm bytes" || fail "came: $cm"
+
+echo "cli_optim: $fails failure(s)"
+[ "$fails" -eq 0 ]
