@@ -14,6 +14,7 @@ has() { grep -qF -- "$2" "$1" && pass "$3" || fail "$3: '$2' not in $(head -c 60
 
 cat /usr/share/common-licenses/{GPL-2,GPL-3} >"$T/corpus.txt"
 "$MW" prepare --tokenizer bytes --in "$T/corpus.txt" --out "$T/d" >/dev/null || { echo "prepare failed"; exit 1; }
+"$MW" prepare --tokenizer bytes --in "$T/corpus.txt" --out "$T/nv" --val-fraction 0 >/dev/null || { echo "prepare failed"; exit 1; }
 mkdir -p "$T/off"
 tr=(train --data "$T/d" --batch 2 --seq 32 --lr 1e-3 --warmup 2 --steps 6 --eval-batches 2)
 
@@ -63,6 +64,33 @@ for o in adamw8bit adam4bit adafactor came sgd; do
   cmp -s "$T/$o/step-00000006.mwck" "$T/$o.r/step-00000006.mwck" && pass "$o: stop at 3 and resume: the same checkpoint" ||
     fail "$o: resume differs"
 done
+
+echo "== the disk tier moves the planned bytes, and the arena is the plan"
+for o in adamw8bit adam4bit came; do
+  for mode in optimizer all; do
+    "$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 --optim "$o" --recompute full --offload "$mode" --json >"$T/pl.json"
+    r=$(grep -o '"read_bytes_per_step": [0-9]*' "$T/pl.json" | sed 's/.*: //')
+    w=$(grep -o '"write_bytes_per_step": [0-9]*' "$T/pl.json" | sed 's/.*: //')
+    init=0
+    [ "$mode" = all ] && init=$(grep -o '"disk": {"categories": {"parameters": [0-9]*' "$T/pl.json" | sed 's/.*: //')
+    # (no validation file: evaluation would read the blocks' parameters again)
+    "$MW" "${tr[@]}" --data "$T/nv" --steps 3 --optim "$o" --recompute full --offload "$mode" --offload-dir "$T/off" \
+      --json-log "$T/pl.jsonl" >"$T/pl.out" 2>&1 || fail "$o $mode: $(tail -1 "$T/pl.out")"
+    got=$(grep '"event": "end"' "$T/pl.jsonl" | grep -o '"bytes_read": [0-9]*, "bytes_written": [0-9]*')
+    want="\"bytes_read\": $((3 * r + init)), \"bytes_written\": $((3 * w + init))"
+    [ "$got" = "$want" ] && pass "$o --offload $mode: 3 steps moved 3x the planned bytes" || fail "$o $mode: moved $got, planned $want"
+    grep -qE "arena peak ([0-9.]+ [KMG]iB) \(plan \1\)" "$T/pl.out" && pass "$o --offload $mode: arena peak == plan peak" ||
+      fail "$o $mode: arena peak differs from the plan: $(grep -o 'arena peak.*' "$T/pl.out")"
+  done
+done
+
+echo "== adamw8bit blocks cut by the disk tier's chunks (fused tensors of odd sizes)"
+ll=(--arch llama --layers 2 --heads 4 --kv-heads 2 --dim 128 --ffn 100 --vocab 256 --ctx 64 --optim adamw8bit --recompute full)
+run ll "${ll[@]}"
+run ll.o "${ll[@]}" --offload optimizer --offload-dir "$T/off"
+same ll ll.o "llama with a 100-wide SwiGLU (gate|up fused across a block), --offload optimizer"
+run ll.a "${ll[@]}" --offload all --offload-dir "$T/off"
+same ll ll.a "... --offload all"
 
 echo "== resume under the disk tier"
 "$MW" "${tr[@]}" --optim adam4bit --recompute full --out "$T/r4" --stop-at 3 --offload all --offload-dir "$T/off" >/dev/null 2>&1 ||

@@ -34,7 +34,13 @@ void mw_graph_add_tensor(mw_model *m, const char *name, int r, int c, int decay,
     t->decay = decay;
     t->layer = m->building_layer;
     t->seg = 0;
-    m->nfloats += pad ? (t->numel + 15) / 16 * 16 : t->numel; /* 64-byte aligned when padded */
+    const size_t q = m->pad_q ? m->pad_q : 16;
+    if (!pad)
+        m->nfloats += t->numel;
+    else if (q == 16) /* 64-byte aligned */
+        m->nfloats += (t->numel + 15) / 16 * 16;
+    else /* the next tensor starts on a quantisation block */
+        m->nfloats = (m->nfloats + t->numel + q - 1) / q * q;
 }
 
 void mw_graph_copy(float *dst, const float *src, size_t n) {
@@ -141,11 +147,21 @@ static void disk_layout(const mw_model *m, mw_offload_layout *lay) {
     mw_offload_layout_of(m->nseg, m->seg_lo, m->seg_mask, bits, lay);
 }
 
+/* 1 when a chunk boundary of the disk tier's layout cuts a block of the quantised optimizer (then
+ * adamw8bit needs its first pass), else 0. */
+static int opt_split(const mw_model *m, const mw_offload_layout *lay) {
+    for (int s = 0; s < m->nseg; s++)
+        for (size_t e = m->seg_lo[s] + lay->chunk; e < m->seg_lo[s + 1]; e += lay->chunk)
+            if (mw_opt_splits(&m->opt, e)) return 1;
+    return 0;
+}
+
 /* The bytes the optimizer's passes read from and write to the disk tier per step. */
 static void opt_traffic(const mw_model *m, const mw_offload_layout *lay, uint64_t *rd, uint64_t *wr) {
     *rd = *wr = 0;
+    const int split = opt_split(m, lay);
     for (int k = 0; k < m->opt.npasses; k++)
-        for (int a = 0; a < MW_ARR_COUNT; a++) {
+        for (int a = 0; a < MW_ARR_COUNT && mw_opt_pass_needed(&m->opt, k, split); a++) {
             if (m->opt.rd[k] & MW_ARR_BIT(a)) *rd += lay->arr_bytes[a];
             if (m->opt.wr[k] & MW_ARR_BIT(a)) *wr += lay->arr_bytes[a];
         }
@@ -709,6 +725,7 @@ static mw_status model_skeleton(mw_model **out, const mw_config *cfg) {
     m->gw.floats = mw_gemm_ws_floats(m->nthreads, MW_GEMM_NC);
     m->pol = calloc((size_t)cfg->n_layer, 1);
     m->building_layer = -1;
+    m->pad_q = cfg->inference ? 16 : mw_opt_pad_quantum(cfg->optim);
     for (int k = 0; k < 3; k++) m->pslot_seg[k] = m->pslot_id[k] = m->gslot_seg[k] = m->gslot_id[k] = -1;
     mw_status s = m->pol ? arch->build_table(m) : mw_fail(MW_ERR_NOMEM, "cannot allocate the layer table");
     if (s == MW_OK && !cfg->inference) s = build_optim(m);
@@ -1204,7 +1221,11 @@ mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
         MW_TRY(io_check(m));
         MW_TRY(grads_settle(m));
         MW_TRY(params_settle(m));
+        mw_offload_layout lay;
+        disk_layout(m, &lay);
+        const int split = opt_split(m, &lay);
         for (int k = 0; k < m->opt.npasses; k++) {
+            if (!mw_opt_pass_needed(&m->opt, k, split)) continue;
             opt_chunk a = {m, &hp, k};
             const unsigned rd = m->opt.rd[k] & disk, wr = m->opt.wr[k] & disk & ~MW_ARR_BIT(MW_ARR_G);
             MW_TRY(mw_offload_stream(m->off, rd, wr, opt_chunk_fn, &a));
@@ -1214,6 +1235,7 @@ mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
         return params_settle(m);
     }
     for (int k = 0; k < m->opt.npasses; k++) {
+        if (!mw_opt_pass_needed(&m->opt, k, 0)) continue; /* one chunk: it cuts no block */
         mw_opt_chunk(&m->opt, &hp, k, 0, m->nfloats, m->params, m->grads, m->m, m->v, m->ostate, m->oscratch);
         mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
     }

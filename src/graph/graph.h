@@ -102,6 +102,8 @@ struct mw_model {
     void *progress_user;
     int offload;             /* the placement planned: cfg.offload with auto resolved */
     int building_layer;      /* mw_graph_block's block for the tensors added next (-1: none) */
+    size_t pad_q;            /* a padded tensor ends on a multiple of this many floats: 16 (64 bytes),
+                                or the quantised optimizer's block, so that its blocks tile chunks */
     /* the disk tier's segments (src/memory/offload.h): flat bounds, the arrays each holds on disk,
      * and where each segment's parameters and gradients are in memory now (NULL: not bound; all
      * bound when the flat buffers m->params, m->grads hold them) */

@@ -2,6 +2,7 @@
 #include "optim.h"
 
 #include <math.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,7 +136,16 @@ mw_status mw_opt_layout_init(mw_opt_layout *L, const mw_config *cfg, size_t n, i
             st += q8 || !factored(&t[i]) ? (t[i].numel + B - 1) / B : (size_t)t[i].rows + (size_t)t[i].cols;
         }
         L->st_off[ntensors] = st;
-        sc = (st + 1) / 2; /* the new scales (floats), as many as the state's */
+        /* scratch: the new scales (floats, as many as the state's), then adam4bit's per-thread
+         * column maxima */
+        size_t extra = 0;
+        if (!q8) {
+            for (int i = 0; i < ntensors; i++)
+                if ((size_t)t[i].cols > L->maxcols) L->maxcols = (size_t)t[i].cols;
+            L->nthreads = omp_get_max_threads();
+            extra = L->maxcols * (size_t)L->nthreads;
+        }
+        sc = (st + extra + 1) / 2;
         break;
     }
     case MW_OPTIM_ADAFACTOR:
@@ -274,9 +284,12 @@ static inline void moments(const qadam *q, float gi, float *mi, float *vi) {
 
 static inline float fmax_abs(float a, float b) { return a > fabsf(b) ? a : fabsf(b); }
 
-/* The scales of V of an adam4bit tensor: rows then columns (2-D), or blocks of 128 (1-D). */
-static float *v4_scales(const mw_opt_layout *L, float *st, int i) { return st + L->st_off[i]; }
 
+/* adamw8bit. A block wholly inside the chunk is done at once in pass 1: its new moments into a
+ * buffer, their maxima, the codes and the parameters. A block the chunk's bounds cut (the disk
+ * tier streams a tensor in chunks) takes its maxima in pass 0 and the rest in pass 1; the same
+ * operations, so the same bits. With 2048-float padding, chunks of the disk tier cut no block and
+ * pass 0 is skipped (mw_opt_pass_needed). */
 static void q8_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size_t lo, size_t hi, float *p, float *g,
                     unsigned char *mq, unsigned char *vq, float *st, float *nsc) {
     const qadam q = qadam_of(hp);
@@ -287,154 +300,183 @@ static void q8_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size_
         const float decay = decay_of(hp, t);
         const float *sm = st + L->sc_off[sp.i], *sv = st + L->st_off[sp.i];
         float *nm = nsc + L->sc_off[sp.i], *nv = nsc + L->st_off[sp.i];
-        const size_t o = t->offset, b0 = (sp.x - o) / B, b1 = (sp.y - 1 - o) / B;
+        const size_t o = t->offset, end = o + t->numel, b0 = (sp.x - o) / B, b1 = (sp.y - 1 - o) / B;
 #pragma omp parallel for schedule(static)
         for (size_t b = b0; b <= b1; b++) {
-            const size_t x = o + b * B > sp.x ? o + b * B : sp.x, y = o + (b + 1) * B < sp.y ? o + (b + 1) * B : sp.y;
-            float am = 0, av = 0;
+            const size_t bs = o + b * B, be = o + (b + 1) * B < end ? o + (b + 1) * B : end;
+            const size_t x = bs > sp.x ? bs : sp.x, y = be < sp.y ? be : sp.y;
+            const int whole = bs >= lo && be <= hi;
+            if (pass == 0) {
+                if (whole) continue;
+                float am = 0, av = 0;
+                for (size_t e = x; e < y; e++) {
+                    const size_t j = e - lo;
+                    float mi = dequantize(mw_qmap_signed8, mq[j], sm[b]), vi = dequantize(mw_qmap_unsigned8, vq[j], sv[b]);
+                    moments(&q, g[j] * cf, &mi, &vi);
+                    am = fmax_abs(am, mi), av = fmax_abs(av, vi);
+                }
+                if (am > nm[b]) nm[b] = am;
+                if (av > nv[b]) nv[b] = av;
+                continue;
+            }
+            float mb[MW_OPT_BLOCK8], vb[MW_OPT_BLOCK8];
+            float am = nm[b], av = nv[b];
+            if (whole) {
+                am = av = 0;
+                for (size_t e = x; e < y; e++) {
+                    const size_t j = e - lo;
+                    float mi = dequantize(mw_qmap_signed8, mq[j], sm[b]), vi = dequantize(mw_qmap_unsigned8, vq[j], sv[b]);
+                    moments(&q, g[j] * cf, &mi, &vi);
+                    mb[e - x] = mi, vb[e - x] = vi;
+                    am = fmax_abs(am, mi), av = fmax_abs(av, vi);
+                }
+                nm[b] = am, nv[b] = av;
+            } else {
+                for (size_t e = x; e < y; e++) {
+                    const size_t j = e - lo;
+                    float mi = dequantize(mw_qmap_signed8, mq[j], sm[b]), vi = dequantize(mw_qmap_unsigned8, vq[j], sv[b]);
+                    moments(&q, g[j] * cf, &mi, &vi);
+                    mb[e - x] = mi, vb[e - x] = vi;
+                }
+            }
             for (size_t e = x; e < y; e++) {
                 const size_t j = e - lo;
-                float mi = dequantize(mw_qmap_signed8, mq[j], sm[b]), vi = dequantize(mw_qmap_unsigned8, vq[j], sv[b]);
-                const float gi = g[j] * cf;
-                moments(&q, gi, &mi, &vi);
-                if (pass == 0) {
-                    am = fmax_abs(am, mi), av = fmax_abs(av, vi);
-                    continue;
-                }
-                mq[j] = (unsigned char)quantize(mw_qmap_signed8, 256, mi, nm[b]);
-                vq[j] = (unsigned char)quantize(mw_qmap_unsigned8, 256, vi, nv[b]);
+                const float mi = mb[e - x], vi = vb[e - x];
+                mq[j] = (unsigned char)quantize(mw_qmap_signed8, 256, mi, am);
+                vq[j] = (unsigned char)quantize(mw_qmap_unsigned8, 256, vi, av);
                 const float pi = p[j] * decay, denom = sqrtf(vi) / q.bc2s + q.eps;
                 p[j] = pi - q.step * (mi / denom);
                 g[j] = 0.0f;
-            }
-            if (pass == 0) {
-                if (am > nm[b]) nm[b] = am;
-                if (av > nv[b]) nv[b] = av;
             }
         }
     }
 }
 
-/* adam4bit's V scale of element e of tensor t (index i): min(row max, column max), or its block's. */
-static inline float v4_scale(const mw_opt_tensor *t, const float *vs, size_t e) {
-    const size_t k = e - t->offset;
-    if (t->cols > 0) {
-        const float r = vs[k / (size_t)t->cols], c = vs[(size_t)t->rows + k % (size_t)t->cols];
-        return fminf(r, c);
+size_t mw_opt_pad_quantum(int optim) { return optim == MW_OPTIM_ADAMW8BIT ? MW_OPT_BLOCK8 : 16; }
+
+int mw_opt_splits(const mw_opt_layout *L, size_t e) {
+    if (L->kind != MW_OPTIM_ADAMW8BIT && L->kind != MW_OPTIM_ADAM4BIT) return 0;
+    const size_t B = L->kind == MW_OPTIM_ADAMW8BIT ? MW_OPT_BLOCK8 : MW_OPT_BLOCK4;
+    int lo = 0, hi = L->ntensors; /* the last tensor starting before e */
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (L->t[mid].offset < e) lo = mid;
+        else hi = mid;
     }
-    return vs[k / MW_OPT_BLOCK4];
+    for (int i = lo > 0 ? lo - 1 : 0; i < L->ntensors && i <= lo + 1; i++) {
+        const mw_opt_tensor *t = &L->t[i];
+        if (t->offset < e && e < t->offset + t->numel && (e - t->offset) % B) return 1;
+    }
+    return 0;
+}
+
+int mw_opt_pass_needed(const mw_opt_layout *L, int pass, int split) {
+    return L->kind == MW_OPTIM_ADAMW8BIT && pass == 0 ? split : 1;
+}
+
+/* adam4bit. The new scales need every element's new moments first (v's row and column maxima span
+ * the tensor), so pass 0 computes each element's moments once for the maxima, and pass 1 again for
+ * the codes and the parameters. Maxima do not depend on order: a block of m shared by two rows'
+ * threads merges by an atomic maximum of its bits (non-negative floats order as their bits do),
+ * and each thread's column maxima merge at its end. */
+static inline void umax(uint32_t *a, float x) {
+    if (!(x > 0)) return;
+    uint32_t u, cur = __atomic_load_n(a, __ATOMIC_RELAXED);
+    memcpy(&u, &x, 4);
+    while (u > cur && !__atomic_compare_exchange_n(a, &cur, u, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
+static inline float ufloat(const uint32_t *a) {
+    float x;
+    memcpy(&x, a, 4);
+    return x;
 }
 
 static void q4_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size_t lo, size_t hi, float *p, float *g,
                     unsigned char *mq, unsigned char *vq, float *st, float *nsc) {
     const qadam q = qadam_of(hp);
-    const size_t B = MW_OPT_BLOCK4;
+    const size_t B = MW_OPT_BLOCK4, SH = 7; /* 128 = 1 << 7 */
     const float cf = hp->coef;
     FOR_SPANS(L, lo, hi, sp) {
         const mw_opt_tensor *t = &L->t[sp.i];
         const float decay = decay_of(hp, t);
-        const float *vs = v4_scales(L, st, sp.i);
-        float *nvs = v4_scales(L, nsc, sp.i);
-        /* m's blocks of the tensor, from its first element (sm[(e - o) / B]) */
-        const float *sm = st + L->sc_off[sp.i];
-        float *nm = nsc + L->sc_off[sp.i];
-        const size_t o = t->offset, b0 = (sp.x - o) / B, b1 = (sp.y - 1 - o) / B;
-        if (pass == 0) {
+        const float *sm = st + L->sc_off[sp.i], *vs = st + L->st_off[sp.i];
+        uint32_t *nm = (uint32_t *)(nsc + L->sc_off[sp.i]); /* bits of the new m scales */
+        float *nvs = nsc + L->st_off[sp.i];
+        const size_t o = t->offset, k0 = sp.x - o, k1 = sp.y - o;
+        unsigned char *mqt = mq, *vqt = vq;
+        float *pt = p, *gt = g;
+        const size_t base = o - lo; /* element k of the tensor is j = base + k of the chunk */
+        if (t->cols == 0) { /* 1-D: m's and v's blocks of 128 are the same */
+            const size_t c0 = k0 >> SH, c1 = (k1 - 1) >> SH;
 #pragma omp parallel for schedule(static)
-            for (size_t b = b0; b <= b1; b++) {
-                const size_t x = o + b * B > sp.x ? o + b * B : sp.x, y = o + (b + 1) * B < sp.y ? o + (b + 1) * B : sp.y;
-                float am = 0;
-                for (size_t e = x; e < y; e++) {
-                    const size_t j = e - lo;
-                    float mi = dequantize(mw_qmap_signed4, get4(mq, j), sm[b]);
-                    float vi = dequantize(mw_qmap_linear4, get4(vq, j), v4_scale(t, vs, e));
-                    moments(&q, g[j] * cf, &mi, &vi);
-                    am = fmax_abs(am, mi);
-                }
-                if (am > nm[b]) nm[b] = am;
-            }
-            /* v's new scales: a 2-D weight's row maxima (one thread per row) and column maxima (one
-             * thread per 64 columns), a 1-D tensor's block maxima */
-            const size_t k0 = sp.x - t->offset, k1 = sp.y - t->offset;
-            if (t->cols > 0) {
-                const size_t C = (size_t)t->cols, r0 = k0 / C, r1 = (k1 - 1) / C;
-#pragma omp parallel for schedule(static)
-                for (size_t r = r0; r <= r1; r++) {
-                    const size_t x = r * C > k0 ? r * C : k0, y = (r + 1) * C < k1 ? (r + 1) * C : k1;
-                    float mx = nvs[r];
-                    for (size_t k = x; k < y; k++) {
-                        const size_t j = t->offset + k - lo;
-                        float mi = dequantize(mw_qmap_signed4, get4(mq, j), sm[k / B]);
-                        float vi = dequantize(mw_qmap_linear4, get4(vq, j), v4_scale(t, vs, t->offset + k));
-                        moments(&q, g[j] * cf, &mi, &vi);
-                        if (vi > mx) mx = vi;
+            for (size_t b = c0; b <= c1; b++) {
+                const size_t x = b * B > k0 ? b * B : k0, y = (b + 1) * B < k1 ? (b + 1) * B : k1;
+                float am = 0, av = nvs[b];
+                for (size_t k = x; k < y; k++) {
+                    const size_t j = base + k;
+                    float mi = dequantize(mw_qmap_signed4, get4(mqt, j), sm[b]);
+                    float vi = dequantize(mw_qmap_linear4, get4(vqt, j), vs[b]);
+                    moments(&q, gt[j] * cf, &mi, &vi);
+                    if (pass == 0) {
+                        am = fmax_abs(am, mi);
+                        if (vi > av) av = vi;
+                        continue;
                     }
-                    nvs[r] = mx;
+                    set4(mqt, j, quantize(mw_qmap_signed4, 16, mi, ufloat(&nm[b])));
+                    set4(vqt, j, quantize(mw_qmap_linear4, 16, vi, nvs[b]));
+                    const float pi = pt[j] * decay, denom = sqrtf(vi) / q.bc2s + q.eps;
+                    pt[j] = pi - q.step * (mi / denom);
+                    gt[j] = 0.0f;
                 }
-                const size_t ntile = (C + 63) / 64;
-#pragma omp parallel for schedule(static)
-                for (size_t tl = 0; tl < ntile; tl++) {
-                    const size_t c0 = tl * 64, c1 = c0 + 64 < C ? c0 + 64 : C;
-                    for (size_t r = r0; r <= r1; r++) {
-                        const size_t x = r * C + c0 > k0 ? r * C + c0 : k0, y = r * C + c1 < k1 ? r * C + c1 : k1;
-                        for (size_t k = x; k < y; k++) {
-                            const size_t j = t->offset + k - lo;
-                            float mi = dequantize(mw_qmap_signed4, get4(mq, j), sm[k / B]);
-                            float vi = dequantize(mw_qmap_linear4, get4(vq, j), v4_scale(t, vs, t->offset + k));
-                            moments(&q, g[j] * cf, &mi, &vi);
-                            float *cm = &nvs[(size_t)t->rows + k % C];
-                            if (vi > *cm) *cm = vi;
-                        }
-                    }
-                }
-            } else {
-                const size_t c0 = k0 / B, c1 = (k1 - 1) / B;
-#pragma omp parallel for schedule(static)
-                for (size_t b = c0; b <= c1; b++) {
-                    const size_t x = b * B > k0 ? b * B : k0, y = (b + 1) * B < k1 ? (b + 1) * B : k1;
-                    float mx = nvs[b];
-                    for (size_t k = x; k < y; k++) {
-                        const size_t j = t->offset + k - lo;
-                        float mi = dequantize(mw_qmap_signed4, get4(mq, j), sm[k / B]);
-                        float vi = dequantize(mw_qmap_linear4, get4(vq, j), v4_scale(t, vs, t->offset + k));
-                        moments(&q, g[j] * cf, &mi, &vi);
-                        if (vi > mx) mx = vi;
-                    }
-                    nvs[b] = mx;
-                }
+                if (pass == 0) umax(&nm[b], am), nvs[b] = av;
             }
             continue;
         }
-        /* pass 1: the codes with the new scales, and the parameters. Two elements share a byte:
-         * a thread takes whole pairs (spans start at even elements or share no byte with another
-         * thread's: the pair of an odd first element is done before the loop) */
-        size_t x = sp.x;
-        const size_t y = sp.y;
-        size_t npairs;
-#define Q4_ELEM(e)                                                                                      \
-    do {                                                                                                \
-        const size_t j_ = (e) - lo;                                                                     \
-        float mi = dequantize(mw_qmap_signed4, get4(mq, j_), sm[((e) - o) / B]);                        \
-        float vi = dequantize(mw_qmap_linear4, get4(vq, j_), v4_scale(t, vs, (e)));                     \
-        moments(&q, g[j_] * cf, &mi, &vi);                                                              \
-        set4(mq, j_, quantize(mw_qmap_signed4, 16, mi, nm[((e) - o) / B]));                             \
-        set4(vq, j_, quantize(mw_qmap_linear4, 16, vi, v4_scale(t, nvs, (e))));                         \
-        const float pi = p[j_] * decay, denom = sqrtf(vi) / q.bc2s + q.eps;                             \
-        p[j_] = pi - q.step * (mi / denom);                                                             \
-        g[j_] = 0.0f;                                                                                   \
-    } while (0)
-        if ((x - lo) & 1) {
-            Q4_ELEM(x);
-            x++;
+        const size_t C = (size_t)t->cols, R = (size_t)t->rows, r0 = k0 / C, r1 = (k1 - 1) / C;
+        float *ncol = nvs + R;
+        const float *rowv = vs, *colv = vs + R;
+        /* rows in parallel when two rows never share a byte of 4-bit codes (C even; the chunk and
+         * the tensor start even) */
+        const int par = C % 2 == 0 && base % 2 == 0;
+        float *cpriv = (float *)(nsc + L->st_off[L->ntensors]);
+#pragma omp parallel if (par) num_threads(L->nthreads)
+        {
+            float *mine = cpriv + (size_t)omp_get_thread_num() * L->maxcols;
+            if (pass == 0)
+                for (size_t c = 0; c < C; c++) mine[c] = 0;
+#pragma omp for schedule(static)
+            for (size_t r = r0; r <= r1; r++) {
+                const size_t ca = r * C > k0 ? 0 : k0 - r * C, cb = (r + 1) * C < k1 ? C : k1 - r * C;
+                float rm = nvs[r], am = 0;
+                size_t blk = (r * C + ca) >> SH;
+                for (size_t c = ca; c < cb; c++) {
+                    const size_t k = r * C + c, j = base + k, b = k >> SH;
+                    float mi = dequantize(mw_qmap_signed4, get4(mqt, j), sm[b]);
+                    float vi = dequantize(mw_qmap_linear4, get4(vqt, j), fminf(rowv[r], colv[c]));
+                    moments(&q, gt[j] * cf, &mi, &vi);
+                    if (pass == 0) {
+                        if (b != blk) umax(&nm[blk], am), am = 0, blk = b;
+                        am = fmax_abs(am, mi);
+                        if (vi > rm) rm = vi;
+                        if (vi > mine[c]) mine[c] = vi;
+                        continue;
+                    }
+                    set4(mqt, j, quantize(mw_qmap_signed4, 16, mi, ufloat(&nm[b])));
+                    set4(vqt, j, quantize(mw_qmap_linear4, 16, vi, fminf(nvs[r], ncol[c])));
+                    const float pi = pt[j] * decay, denom = sqrtf(vi) / q.bc2s + q.eps;
+                    pt[j] = pi - q.step * (mi / denom);
+                    gt[j] = 0.0f;
+                }
+                if (pass == 0) umax(&nm[blk], am), nvs[r] = rm;
+            }
+            if (pass == 0) {
+#pragma omp critical(mw_q4_cols)
+                for (size_t c = 0; c < C; c++)
+                    if (mine[c] > ncol[c]) ncol[c] = mine[c];
+            }
         }
-        npairs = (y - x) / 2;
-#pragma omp parallel for schedule(static)
-        for (size_t k = 0; k < npairs; k++) {
-            Q4_ELEM(x + 2 * k);
-            Q4_ELEM(x + 2 * k + 1);
-        }
-        if ((y - x) & 1) Q4_ELEM(y - 1);
-#undef Q4_ELEM
     }
 }
 

@@ -50,6 +50,8 @@ typedef struct mw_opt_layout {
     int zero_pass;              /* the pass that zeroes the gradients (the last reading them) */
     size_t *st_off, *sc_off;    /* per tensor: its small state (floats) and scratch (doubles) */
     size_t nblocks;             /* the quantised first moment's blocks (adamw8bit: also V's) */
+    size_t maxcols;             /* adam4bit: the widest 2-D tensor's columns ... */
+    int nthreads;               /* ... and the threads whose column maxima the scratch holds */
 } mw_opt_layout;
 
 /* The layout of cfg's optimizer over n flat elements holding the tensors t (copied). */
@@ -61,6 +63,16 @@ static inline uint64_t mw_opt_array_bytes(int bits, size_t n) { return ((uint64_
 static inline void *mw_opt_elem(void *base, int bits, size_t lo) { return (char *)base + (size_t)mw_opt_array_bytes(bits, lo); }
 
 void mw_opt_hp_of(mw_opt_hp *hp, const mw_config *cfg, double lr, float coef, int t);
+
+/* The floats a padded tensor of the table is rounded to for optimizer optim: 16 (64 bytes), or
+ * adamw8bit's block of 2048, so that blocks tile the chunks the disk tier streams. */
+size_t mw_opt_pad_quantum(int optim);
+/* 1 when a chunk boundary at flat element e cuts one of the quantised optimizer's blocks (the
+ * chunk on either side holds part of it), else 0. */
+int mw_opt_splits(const mw_opt_layout *L, size_t e);
+/* Whether pass `pass` has work when the chunks' boundaries cut no block (split 0): adamw8bit's
+ * first pass only takes the maxima of blocks the chunks cut. */
+int mw_opt_pass_needed(const mw_opt_layout *L, int pass, int split);
 
 /* Before pass 0 of a step: clears the step's sums and maxima. */
 void mw_opt_begin(const mw_opt_layout *L, const mw_opt_hp *hp, void *state, void *scratch);
