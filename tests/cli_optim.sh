@@ -99,6 +99,13 @@ echo "== resume under the disk tier"
 cmp -s "$T/adam4bit/step-00000006.mwck" "$T/r4/step-00000006.mwck" && pass "adam4bit: stopped and resumed under --offload all, the in-memory run's bytes" ||
   fail "adam4bit: resume under --offload all differs"
 
+echo "== version-2 checkpoints for eval, sample and export"
+"$MW" eval --ckpt "$T/adamw8bit" --data "$T/d" --eval-batches 2 >"$T/ev.out" 2>&1 && has "$T/ev.out" "perplexity" "eval reads an adamw8bit checkpoint" ||
+  fail "eval of an adamw8bit checkpoint: $(tail -1 "$T/ev.out")"
+"$MW" sample --ckpt "$T/came" --tokens 8 >"$T/sa.out" 2>&1 && pass "sample reads a came checkpoint" || fail "sample: $(tail -1 "$T/sa.out")"
+"$MW" export --ckpt "$T/adam4bit" --out "$T/ex4" >"$T/ex.out" 2>&1 && [ -s "$T/ex4/model.safetensors" ] &&
+  pass "export reads an adam4bit checkpoint" || fail "export: $(tail -1 "$T/ex.out")"
+
 echo "== another optimizer on resume"
 expect_error 1 "resume under another --optim" -- "$MW" "${tr[@]}" --out "$T/came" --resume auto --optim sgd --steps 8
 grep -q -- "--reset-optimizer" "$T/err" && pass "the refusal names --reset-optimizer" || fail "the refusal does not name --reset-optimizer"

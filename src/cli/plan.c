@@ -299,7 +299,9 @@ int cmd_estimate(int argc, char **argv) {
             else
                 printf("    --offload %-16s none\n", mw_offload_name(FIT_MODES[f]));
     }
-    printf("\n  model states (parameters, gradients, optimizer state) by --optim, fp32 weights and gradients:\n");
+    printf("\n  model states in memory (parameters, gradients, optimizer state%s) by --optim, fp32 weights and\n"
+           "  gradients; textbook: 4 + 4 bytes and the optimizer's state per parameter, all in memory:\n",
+           p.disk_file ? "; the disk tier's not counted" : "");
     printf("    %-10s %12s %10s %10s  %s\n", "--optim", "states", "B/param", "textbook", c->budget ? "largest preset that fits" : "");
     for (int i = 0; i < MW_OPTIM_COUNT; i++) {
         if (!orow[i].states) {

@@ -408,9 +408,10 @@ static void q4_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size_
         unsigned char *mqt = mq, *vqt = vq;
         float *pt = p, *gt = g;
         const size_t base = o - lo; /* element k of the tensor is j = base + k of the chunk */
-        if (t->cols == 0) { /* 1-D: m's and v's blocks of 128 are the same */
+        if (t->cols == 0) { /* 1-D: m's and v's blocks of 128 are the same; in parallel when two
+                                blocks never share a byte of codes (the tensor starts even) */
             const size_t c0 = k0 >> SH, c1 = (k1 - 1) >> SH;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (base % 2 == 0)
             for (size_t b = c0; b <= c1; b++) {
                 const size_t x = b * B > k0 ? b * B : k0, y = (b + 1) * B < k1 ? (b + 1) * B : k1;
                 float am = 0, av = nvs[b];

@@ -616,6 +616,7 @@ static mw_status parse_tokenizer(const char *path, const char *meta, mw_config *
  * With idx, lists every tensor and where its parameters start. */
 static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt_index *idx, int params_only) {
     reader r = {.path = path};
+    if (m && mw_model_config(m)->inference) params_only = 1; /* eval, sample: the weights alone */
     r.fd = open(path, O_RDONLY | O_CLOEXEC);
     if (r.fd < 0) return mw_fail(MW_ERR_IO, "cannot open checkpoint %s: %s", path, strerror(errno));
     struct stat st;
