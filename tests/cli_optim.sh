@@ -103,7 +103,7 @@ echo "== version-2 checkpoints for eval, sample and export"
 "$MW" eval --ckpt "$T/adamw8bit" --data "$T/d" --eval-batches 2 >"$T/ev.out" 2>&1 && has "$T/ev.out" "perplexity" "eval reads an adamw8bit checkpoint" ||
   fail "eval of an adamw8bit checkpoint: $(tail -1 "$T/ev.out")"
 "$MW" sample --ckpt "$T/came" --tokens 8 >"$T/sa.out" 2>&1 && pass "sample reads a came checkpoint" || fail "sample: $(tail -1 "$T/sa.out")"
-"$MW" export --ckpt "$T/adam4bit" --out "$T/ex4" >"$T/ex.out" 2>&1 && [ -s "$T/ex4/model.safetensors" ] &&
+"$MW" export --ckpt "$T/adam4bit" --out "$T/ex4.safetensors" >"$T/ex.out" 2>&1 && [ -s "$T/ex4.safetensors" ] &&
   pass "export reads an adam4bit checkpoint" || fail "export: $(tail -1 "$T/ex.out")"
 
 echo "== another optimizer on resume"
