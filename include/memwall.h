@@ -345,7 +345,8 @@ typedef struct mw_param_info {
     float *data;      /* borrowed: the parameter */
     float *grad;      /* borrowed: its gradient */
     float *m, *v;     /* borrowed: AdamW's first and second moments; NULL when they live on the
-                         disk tier (mw_model_offload_info; checkpoints stream them) */
+                         disk tier (mw_model_offload_info; checkpoints stream them), and for
+                         every other optimizer (its state is not per tensor) */
 } mw_param_info;
 int mw_model_num_tensors(const mw_model *m);
 /* Fills info for tensor i (0 <= i < mw_model_num_tensors). Returns MW_ERR_ARG when out of range.
@@ -378,8 +379,9 @@ void mw_model_zero_grad(mw_model *m);
  * the gradients on the disk tier it streams them; NaN when a transfer fails (the next call that
  * returns a status returns the failure). */
 double mw_model_grad_norm(const mw_model *m);
-/* One AdamW step at learning rate lr: clips to cfg->grad_clip (if > 0) using grad_norm, applies
- * decoupled weight decay to 2-D weights only, then zeroes the gradients. t is the 1-based step.
+/* One optimizer step (cfg->optim; the name is from when AdamW was the only one) at learning rate
+ * lr: clips to cfg->grad_clip (if > 0) using grad_norm, applies weight decay to 2-D weights only,
+ * then zeroes the gradients. t is the 1-based step.
  * With the moments on the disk tier it streams them; MW_ERR_IO (naming the file, offset, length
  * and errno) when a transfer fails, and then the parameters and moments are partly updated: the
  * model must be reloaded from a checkpoint. MW_OK otherwise. */

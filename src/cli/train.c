@@ -269,7 +269,7 @@ static void adopt_checkpoint(opts *o, const mw_ckpt_info *info, const char *ckpt
                 if (strlen(KEYS[i].flag) == l && strncmp(KEYS[i].flag, p, l) == 0) rk = &KEYS[i];
             if (!rk || rk->cls != MATH)
                 die(1, "--override: '%.*s' is not a flag it applies to (batch, seq, accum, steps, warmup, lr, min-lr-frac, "
-                       "weight-decay, beta1, beta2, eps, grad-clip, seed; the shape cannot change, and threads, recompute, "
+                       "weight-decay, beta1, beta2, eps, grad-clip, seed, momentum, beta3, eps2, clip-threshold, decay-rate; the shape cannot change, and threads, recompute, "
                        "budget, eval, log and save cadence may differ without it)", (int)l, p);
             if (!opt_given(o, rk->flag))
                 die(1, "--override %s: --%s is not on the command line (give the new value)", rk->flag, rk->flag);
