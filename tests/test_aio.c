@@ -264,6 +264,69 @@ static void offload_stream(int kind_env) {
     unsetenv("MEMWALL_AIO");
 }
 
+/* Narrow arrays: M of 8 bits and V of 4 bits per element beside 32-bit gradients, over segments of
+ * odd lengths. Each pass writes codes that depend on the element and the pass into the staged
+ * chunk; the windows (as checkpoints read them) and the next pass must find exactly those bytes. */
+typedef struct nctx {
+    int pass, bad;
+    size_t next;
+} nctx;
+
+static unsigned char code8(size_t i, int pass) { return (unsigned char)((i * 7 + (size_t)pass * 13) & 255); }
+static int code4(size_t i, int pass) { return (int)((i * 5 + (size_t)pass * 3) & 15); }
+
+static void narrow_fn(void *ctx, size_t lo, size_t hi, int seg, void *const arr[MW_ARR_COUNT]) {
+    nctx *c = ctx;
+    (void)seg;
+    if (lo != c->next || lo % 2 || !arr[MW_ARR_M] || !arr[MW_ARR_V]) c->bad = 1;
+    c->next = hi;
+    unsigned char *m = arr[MW_ARR_M], *v = arr[MW_ARR_V];
+    for (size_t i = lo; i < hi; i++) {
+        const size_t j = i - lo;
+        if (c->pass > 0 && (m[j] != code8(i, c->pass - 1) || ((v[j >> 1] >> ((j & 1) * 4)) & 15) != code4(i, c->pass - 1)))
+            c->bad = 1;
+        m[j] = code8(i, c->pass);
+        v[j >> 1] = (unsigned char)((v[j >> 1] & ~(15 << ((j & 1) * 4))) | (code4(i, c->pass) << ((j & 1) * 4)));
+    }
+}
+
+static void offload_narrow(void) {
+    const size_t n = 90002, s1 = 20010, s2 = 70000;
+    const size_t seg_lo[4] = {0, s1, s2, n};
+    const unsigned MV = MW_ARR_MV, GMV = MW_ARR_MV | MW_ARR_BIT(MW_ARR_G);
+    const unsigned mask[3] = {MV, GMV, MV};
+    const int bits[MW_ARR_COUNT] = {32, 32, 8, 4};
+    mw_offload_layout lay;
+    mw_offload_layout_of(3, seg_lo, mask, bits, &lay);
+    CHECK(lay.chunk % 8192 == 0 && lay.arr_bytes[MW_ARR_M] == mw_offload_arr_bytes(s1, 8) + mw_offload_arr_bytes(s2 - s1, 8) +
+                                                               mw_offload_arr_bytes(n - s2, 8) &&
+              lay.arr_bytes[MW_ARR_V] == mw_offload_arr_bytes(s1, 4) + mw_offload_arr_bytes(s2 - s1, 4) + mw_offload_arr_bytes(n - s2, 4) &&
+              mw_offload_arr_bytes(s1, 8) % 4096 == 0 && mw_offload_arr_bytes(s1, 4) % 4096 == 0,
+          "narrow layout: chunk %zu, M %llu, V %llu bytes", lay.chunk, (unsigned long long)lay.arr_bytes[MW_ARR_M],
+          (unsigned long long)lay.arr_bytes[MW_ARR_V]);
+    void *stage = malloc(lay.staging_bytes);
+    mw_offload *o;
+    CHECK_OK(mw_offload_create(&o, dir, 3, seg_lo, mask, bits, stage));
+    for (int pass = 0; pass < 3; pass++) {
+        nctx c = {pass, 0, 0};
+        CHECK_OK(mw_offload_stream(o, MV, MV, narrow_fn, &c));
+        CHECK(!c.bad && c.next == n, "narrow pass %d: the codes of the pass before were not there", pass);
+    }
+    size_t bad = 0;
+    for (int w = 0; w < 2; w++)
+        for (size_t off = 0, k; off < n; off += k) {
+            const void *vp;
+            CHECK_OK(mw_offload_view(o, w ? MW_ARR_V : MW_ARR_M, off, n, &vp, &k));
+            const unsigned char *b = vp;
+            for (size_t i = 0; i < k; i++)
+                bad += w ? (size_t)(((b[i >> 1] >> ((i & 1) * 4)) & 15) != code4(off + i, 2)) : (size_t)(b[i] != code8(off + i, 2));
+        }
+    CHECK_OK(mw_offload_commit(o));
+    CHECK(bad == 0, "%zu narrow codes differ in the windows", bad);
+    mw_offload_destroy(o);
+    free(stage);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/mw_aio_XXXXXX");
     if (!mkdtemp(dir)) {
@@ -285,6 +348,7 @@ int main(void) {
     scratch_files();
     offload_stream(0);
     offload_stream(1);
+    offload_narrow();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
