@@ -21,22 +21,24 @@ export OMP_NUM_THREADS=$THREADS
 make -s build/optim_bench >/dev/null
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), flags: $(grep -o -w -E 'avx2|avx512f|avx512_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "threads $THREADS, memwall $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-build/optim_bench --preset "$PRESET" --reps "$REPS"
+# one run of every optimizer, printed beside the peer's AdamW (timed right after it)
+mw=$(build/optim_bench --preset "$PRESET" --reps "$REPS" --json)
+pms=""
 if $PY -c 'import torch' 2>/dev/null; then
-  mw=$(build/optim_bench --preset "$PRESET" --reps "$REPS" --json)
-  ams=$(echo "$mw" | grep -o '"adamw": {"ms": [0-9.]*' | sed 's/.*: //')
   peer=$(LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp $PY "$PEER" --preset "$PRESET" --opt-only \
     --threads "$THREADS" --steps "$REPS" --json 2>/dev/null | grep '^{' | tail -1)
   pms=$(echo "$peer" | grep -o '"ms_median": [0-9.]*' | sed 's/.*: //')
-  if [ -n "$pms" ]; then
-    echo "PyTorch $($PY -c 'import torch; print(torch.__version__)') AdamW.step(): $pms ms (memwall AdamW, this run: $ams ms, $(echo "$pms $ams" | awk '{printf "%.2fx", $1/$2}') faster)"
-    for o in adamw8bit adam4bit adafactor came sgd; do
-      oms=$(echo "$mw" | grep -o "\"$o\": {\"ms\": [0-9.]*" | sed 's/.*: //')
-      echo "  memwall $o: $oms ms, $(echo "$oms $pms" | awk '{printf "%.2f", $1/$2}') x PyTorch's AdamW"
-    done
-  else
-    echo "the peer printed no step time: $peer"
-  fi
+  [ -n "$pms" ] || echo "the peer printed no step time: $peer"
+  [ -n "$pms" ] && echo "PyTorch $($PY -c 'import torch; print(torch.__version__)') AdamW.step(): $(printf '%.1f' "$pms") ms"
 else
   echo "(no python3-torch: scripts/install-deps.sh --bench installs the peer)"
 fi
+printf '%-10s %10s %14s %10s %12s\n' "--optim" "ms" "state B/param" "x AdamW" "x PyTorch"
+for o in adamw adamw8bit adam4bit adafactor came sgd; do
+  row=$(echo "$mw" | grep -o "\"$o\": {[^}]*}")
+  ms=$(echo "$row" | grep -o '"ms": [0-9.]*' | sed 's/.*: //')
+  bpp=$(echo "$row" | grep -o '"state_bytes_per_param": [0-9.]*' | sed 's/.*: //')
+  va=$(echo "$row" | grep -o '"vs_adamw": [0-9.]*' | sed 's/.*: //')
+  vp=$([ -n "$pms" ] && echo "$ms $pms" | awk '{printf "%.2f", $1/$2}' || echo -)
+  printf '%-10s %10.1f %14.3f %10.2f %12s\n' "$o" "$ms" "$bpp" "$va" "$vp"
+done

@@ -10,8 +10,6 @@
 #include "../core/status.h"
 #include "adamw.h"
 
-const char *mw_optim_name(int optim) { return mw_optim_str(optim); }
-
 /* ---- quantisation ------------------------------------------------------------------------------ */
 
 /* The index k minimising fabsf(map[k] - y), the lowest on ties (the map ascends). */
@@ -36,8 +34,9 @@ static inline int nearest(const float *map, int len, float y) {
 typedef struct qlut {
     unsigned char lo[65536], hi[65536];
 } qlut;
+enum { Q_S8, Q_U8, Q_S4, Q_L4 }; /* LUTS[k]: the table of signed8, unsigned8, signed4, linear4 */
 static qlut LUTS[4];
-static pthread_once_t LUTS_ONCE = PTHREAD_ONCE_INIT;
+static pthread_once_t LUTS8_ONCE = PTHREAD_ONCE_INIT, LUTS4_ONCE = PTHREAD_ONCE_INIT;
 
 static void lut_build(qlut *t, const float *map, int len) {
     for (uint32_t b = 0; b < 65536; b++) {
@@ -53,19 +52,13 @@ static void lut_build(qlut *t, const float *map, int len) {
     }
 }
 
-static void luts_init(void) {
-    lut_build(&LUTS[0], mw_qmap_signed8, 256), lut_build(&LUTS[1], mw_qmap_unsigned8, 256);
-    lut_build(&LUTS[2], mw_qmap_signed4, 16), lut_build(&LUTS[3], mw_qmap_linear4, 16);
-}
+/* Built on first use by an optimizer that quantises (128 KiB a table, outside the plan, like the
+ * process's own memory); AdamW and the others never touch them. */
+static void luts8_init(void) { lut_build(&LUTS[Q_S8], mw_qmap_signed8, 256), lut_build(&LUTS[Q_U8], mw_qmap_unsigned8, 256); }
+static void luts4_init(void) { lut_build(&LUTS[Q_S4], mw_qmap_signed4, 16), lut_build(&LUTS[Q_L4], mw_qmap_linear4, 16); }
 
-static inline const qlut *lut_of(const float *map) {
-    return map == mw_qmap_signed8 ? &LUTS[0] : map == mw_qmap_unsigned8 ? &LUTS[1] : map == mw_qmap_signed4 ? &LUTS[2] : &LUTS[3];
-}
-
-static inline int quantize(const float *map, int len, float x, float s) {
-    (void)len;
+static inline int quantize(const float *map, const qlut *t, float x, float s) {
     const float y = s > 0 ? x / s : 0.0f;
-    const qlut *t = lut_of(map);
     uint32_t u;
     memcpy(&u, &y, 4);
     int k = t->lo[u >> 16];
@@ -92,7 +85,8 @@ static int factored(const mw_opt_tensor *t) { return t->cols > 0; }
 
 mw_status mw_opt_layout_init(mw_opt_layout *L, const mw_config *cfg, size_t n, int ntensors, const mw_opt_tensor *t) {
     memset(L, 0, sizeof *L);
-    pthread_once(&LUTS_ONCE, luts_init);
+    if (cfg->optim == MW_OPTIM_ADAMW8BIT) pthread_once(&LUTS8_ONCE, luts8_init);
+    if (cfg->optim == MW_OPTIM_ADAM4BIT) pthread_once(&LUTS4_ONCE, luts4_init);
     L->kind = cfg->optim;
     L->n = n;
     L->ntensors = ntensors;
@@ -193,18 +187,6 @@ void mw_opt_hp_of(mw_opt_hp *hp, const mw_config *c, double lr, float coef, int 
     hp->lr = lr, hp->beta1 = c->beta1, hp->beta2 = c->beta2, hp->beta3 = c->beta3, hp->eps = c->eps;
     hp->eps2 = c->eps2, hp->weight_decay = c->weight_decay, hp->clip_threshold = c->clip_threshold;
     hp->decay_rate = c->decay_rate, hp->momentum = c->momentum, hp->coef = coef, hp->t = t;
-}
-
-const char *mw_optim_state_text(int optim, const mw_config *cfg) {
-    switch (optim) {
-    case MW_OPTIM_ADAMW: return "AdamW's m and v (8 bytes per parameter)";
-    case MW_OPTIM_ADAMW8BIT: return "8-bit AdamW's m and v codes (2 bytes per parameter)";
-    case MW_OPTIM_ADAM4BIT: return "4-bit Adam's m and v codes (1 byte per parameter)";
-    case MW_OPTIM_ADAFACTOR: return cfg->beta1 > 0 ? "Adafactor's first moment (4 bytes per parameter)" : "no per-parameter state";
-    case MW_OPTIM_CAME: return "CAME's first moment (4 bytes per parameter)";
-    case MW_OPTIM_SGD: return cfg->momentum > 0 ? "SGD's momentum (4 bytes per parameter)" : "no per-parameter state";
-    default: return "?";
-    }
 }
 
 /* ---- the passes -------------------------------------------------------------------------------- */
@@ -342,8 +324,8 @@ static void q8_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size_
             for (size_t e = x; e < y; e++) {
                 const size_t j = e - lo;
                 const float mi = mb[e - x], vi = vb[e - x];
-                mq[j] = (unsigned char)quantize(mw_qmap_signed8, 256, mi, am);
-                vq[j] = (unsigned char)quantize(mw_qmap_unsigned8, 256, vi, av);
+                mq[j] = (unsigned char)quantize(mw_qmap_signed8, &LUTS[Q_S8], mi, am);
+                vq[j] = (unsigned char)quantize(mw_qmap_unsigned8, &LUTS[Q_U8], vi, av);
                 const float pi = p[j] * decay, denom = sqrtf(vi) / q.bc2s + q.eps;
                 p[j] = pi - q.step * (mi / denom);
                 g[j] = 0.0f;
@@ -363,11 +345,8 @@ int mw_opt_splits(const mw_opt_layout *L, size_t e) {
         if (L->t[mid].offset < e) lo = mid;
         else hi = mid;
     }
-    for (int i = lo > 0 ? lo - 1 : 0; i < L->ntensors && i <= lo + 1; i++) {
-        const mw_opt_tensor *t = &L->t[i];
-        if (t->offset < e && e < t->offset + t->numel && (e - t->offset) % B) return 1;
-    }
-    return 0;
+    const mw_opt_tensor *t = &L->t[lo]; /* tensors do not overlap: only it can hold e */
+    return L->ntensors > 0 && t->offset < e && e < t->offset + t->numel && (e - t->offset) % B != 0;
 }
 
 int mw_opt_pass_needed(const mw_opt_layout *L, int pass, int split) {
@@ -425,8 +404,8 @@ static void q4_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size_
                         if (vi > av) av = vi;
                         continue;
                     }
-                    set4(mqt, j, quantize(mw_qmap_signed4, 16, mi, ufloat(&nm[b])));
-                    set4(vqt, j, quantize(mw_qmap_linear4, 16, vi, nvs[b]));
+                    set4(mqt, j, quantize(mw_qmap_signed4, &LUTS[Q_S4], mi, ufloat(&nm[b])));
+                    set4(vqt, j, quantize(mw_qmap_linear4, &LUTS[Q_L4], vi, nvs[b]));
                     const float pi = pt[j] * decay, denom = sqrtf(vi) / q.bc2s + q.eps;
                     pt[j] = pi - q.step * (mi / denom);
                     gt[j] = 0.0f;
@@ -464,8 +443,8 @@ static void q4_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size_
                         if (vi > mine[c]) mine[c] = vi;
                         continue;
                     }
-                    set4(mqt, j, quantize(mw_qmap_signed4, 16, mi, ufloat(&nm[b])));
-                    set4(vqt, j, quantize(mw_qmap_linear4, 16, vi, fminf(nvs[r], ncol[c])));
+                    set4(mqt, j, quantize(mw_qmap_signed4, &LUTS[Q_S4], mi, ufloat(&nm[b])));
+                    set4(vqt, j, quantize(mw_qmap_linear4, &LUTS[Q_L4], vi, fminf(nvs[r], ncol[c])));
                     const float pi = pt[j] * decay, denom = sqrtf(vi) / q.bc2s + q.eps;
                     pt[j] = pi - q.step * (mi / denom);
                     gt[j] = 0.0f;
@@ -539,7 +518,6 @@ static void fac_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size
                      float *m, float *st, double *sc) {
     const int came = L->kind == MW_OPTIM_CAME;
     const fhp h = {hp->coef, (float)hp->eps, (float)hp->eps2, (float)hp->beta1, (float)(1.0 - hp->beta1), (float)hp->lr};
-    const int last = pass == L->npasses - 1;
     FOR_SPANS(L, lo, hi, sp) {
         const mw_opt_tensor *t = &L->t[sp.i];
         const fac f = fac_of(L, sc, sp.i);
@@ -620,7 +598,6 @@ static void fac_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size
                 p[base + k] = p[base + k] - upd * h.lr;
             }
         }
-        (void)last;
     }
 }
 

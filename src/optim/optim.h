@@ -82,9 +82,4 @@ void mw_opt_chunk(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size_t 
                   void *m, void *v, void *state, void *scratch);
 /* After pass `pass` has seen every element. */
 void mw_opt_end_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, void *state, void *scratch);
-
-/* "adamw", "adamw8bit", ... ("?" out of range) */
-const char *mw_optim_name(int optim);
-/* The optimizer's per-element state, for messages: "AdamW's m and v (8 bytes per parameter)". */
-const char *mw_optim_state_text(int optim, const mw_config *cfg);
 #endif

@@ -114,12 +114,14 @@ def accumulate(P, tokens, s):
 
 
 def write_mwfx(path, records):
+    assert len(records) <= 256  # tests/fixture.h's limits: records, name length, dimensions
     with open(path, "wb") as f:
         f.write(MAGIC + struct.pack("<I", len(records)))
         for name, arr in records:
             arr = np.ascontiguousarray(arr)
             dt = {np.dtype(np.float32): 0, np.dtype(np.int32): 1}[arr.dtype]
             nb = name.encode()
+            assert len(nb) < 96 and arr.ndim <= 4
             f.write(struct.pack("<I", len(nb)) + nb + struct.pack("<II", dt, arr.ndim))
             f.write(struct.pack(f"<{arr.ndim}I", *arr.shape))
             f.write(arr.astype(arr.dtype.newbyteorder("<")).tobytes())

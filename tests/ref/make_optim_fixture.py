@@ -36,7 +36,6 @@ Run (Debian's python with torch 1.13):
 import argparse
 import math
 import os
-import struct
 import sys
 
 import numpy as np
@@ -45,7 +44,9 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 from gen_qmaps import maps  # noqa: E402
 
-MAGIC = b"MWFX0001"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_gpt2_fixture import check_mwfx, write_mwfx  # noqa: E402  (the .mwfx format)
+
 F32, F64 = torch.float32, torch.float64
 
 # (offset, rows, cols, decay); cols = 0: 1-D of `rows` elements
@@ -443,38 +444,6 @@ def check_8bit_moments(opt, m_ref, v_ref):
         y = torch.where(se > 0, x / se, torch.zeros_like(x))
         best = (qmap[None, :] - y[:, None]).abs().min(dim=1).values
         assert torch.equal((qmap[q.long()] - y).abs(), best)
-
-
-def write_mwfx(path, records):
-    assert len(records) <= 256
-    with open(path, "wb") as f:
-        f.write(MAGIC + struct.pack("<I", len(records)))
-        for name, arr in records:
-            arr = np.ascontiguousarray(arr)
-            dt = {np.dtype(np.float32): 0, np.dtype(np.int32): 1}[arr.dtype]
-            nb = name.encode()
-            assert len(nb) < 96 and arr.ndim <= 4
-            f.write(struct.pack("<I", len(nb)) + nb + struct.pack("<II", dt, arr.ndim))
-            f.write(struct.pack(f"<{arr.ndim}I", *arr.shape))
-            f.write(arr.astype(arr.dtype.newbyteorder("<")).tobytes())
-
-
-def check_mwfx(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    assert data[:8] == MAGIC, "bad magic"
-    (n,), off = struct.unpack_from("<I", data, 8), 12
-    for _ in range(n):
-        (nl,) = struct.unpack_from("<I", data, off); off += 4
-        name = data[off:off + nl].decode(); off += nl
-        dt, nd = struct.unpack_from("<II", data, off); off += 8
-        dims = struct.unpack_from(f"<{nd}I", data, off); off += 4 * nd
-        arr = np.frombuffer(data, ["<f4", "<i4"][dt], int(np.prod(dims)), off).reshape(dims)
-        off += arr.nbytes
-        extra = f"  {arr.tolist()}" if arr.size <= 9 else f"  absmax={np.abs(arr).max():.6g}"
-        print(f"{name:20s} {['f32', 'i32'][dt]} {list(dims)}{extra}")
-    assert off == len(data), f"trailing bytes: {len(data) - off}"
-    print(f"{n} records, {len(data)} bytes, OK")
 
 
 def main():
