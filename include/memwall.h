@@ -130,6 +130,10 @@ typedef struct mw_config {
     /* where model states live (mw_offload_mode); never changes the numbers, only memory and time */
     int offload;
     char offload_dir[1024]; /* the disk tier's folder (MW_OFFLOAD_NONE: unused) */
+    /* the products' precision (mw_precision): MW_PRECISION_BF16 runs every matrix product of the
+     * model (the blocks' and the LM head's, forward and backward) on bfloat16 operands with fp32
+     * accumulation; everything else, and every stored value, stays fp32. Changes the numbers. */
+    int precision;
 } mw_config;
 #define MW_INFERENCE_EVAL 2 /* mw_config.inference: evaluation (the loss only) */
 
@@ -218,6 +222,13 @@ const char *mw_optim_str(int optim);
  * cfg->optim's defaults (docs/optimizers.md). */
 void mw_optim_defaults(mw_config *cfg);
 
+/* The products' precision (mw_config.precision). */
+typedef enum mw_precision { MW_PRECISION_FP32 = 0, MW_PRECISION_BF16, MW_PRECISION_COUNT } mw_precision;
+/* "fp32", "bf16" ("?" when out of range) */
+const char *mw_precision_str(int precision);
+/* Parses a --precision value into cfg->precision; MW_ERR_ARG naming the choices otherwise. */
+mw_status mw_precision_parse(mw_config *cfg, const char *s);
+
 /* Fills the defaults (the gpt2-tiny preset, AdamW 3e-4, betas 0.9/0.95, wd 0.1, clip 1.0). */
 void mw_config_default(mw_config *cfg);
 /* Sets the model shape (arch included) of a named preset: gpt2-tiny, gpt2, gpt2-medium,
@@ -238,19 +249,21 @@ int mw_set_threads(int threads);
 
 /* ---- compute kernels ------------------------------------------------------------------------
  * The library carries a GEMM micro-kernel per instruction set ("portable" C, "avx2" for AVX2 +
- * FMA, "avx512" for AVX-512F, on x86-64) and runs one. Every kernel gives the same bits, so the
- * choice changes speed only. Unless mw_kernel_set is called, the first product runs the kernel
- * named by the environment variable MEMWALL_KERNEL, else the best one the CPU has. */
+ * FMA, "avx512" for AVX-512F, "avx512bf16" for AVX-512F with vdpbf16ps for bfloat16 products, on
+ * x86-64) and runs one. Every kernel gives the same bits, so the choice changes speed only. Unless
+ * mw_kernel_set is called, the first product runs the kernel named by the environment variable
+ * MEMWALL_KERNEL, else the fastest one the CPU has (avx512bf16 only where its vdpbf16ps, timed
+ * once, beats avx512's emulation of it). */
 
-/* name: "auto" (or NULL: MEMWALL_KERNEL, else auto), "portable", "avx2", "avx512". MW_ERR_ARG,
+/* name: "auto" (or NULL: MEMWALL_KERNEL, else auto), "portable", "avx2", "avx512", "avx512bf16". MW_ERR_ARG,
  * changing nothing, for an unknown name or one this CPU cannot run (the message names those it
  * can). Call it before any training step, not while one runs. */
 mw_status mw_kernel_set(const char *name);
-/* The kernel in use: "portable", "avx2", "avx512". */
+/* The kernel in use: "portable", "avx2", "avx512", "avx512bf16". */
 const char *mw_kernel_get(void);
 /* 1 when this build carries kernel name and this CPU can run it, else 0. */
 int mw_kernel_supported(const char *name);
-/* The kernels this CPU can run, best last: e.g. "portable, avx2, avx512". */
+/* The kernels this CPU can run, newest last: e.g. "portable, avx2, avx512". */
 const char *mw_kernels_available(void);
 
 /* ---- the memory plan ----------------------------------------------------------------------- */

@@ -23,12 +23,16 @@ tr=(train --data "$T/d" --threads 2 --batch 2 --seq 16 --steps 4 --eval-batches 
 echo "-- the kernels this CPU runs"
 "$MW" --version >"$T/ver" 2>&1 || fail "--version: $(cat "$T/ver")"
 avail=$(sed -n 's/^kernel [a-z0-9]* (this CPU runs \([^;]*\);.*/\1/p' "$T/ver")
-best=${avail##*, }
+best=$(sed -n 's/^kernel \([a-z0-9]*\) (this CPU runs.*/\1/p' "$T/ver")
 [ -n "$avail" ] && [ "${avail%%,*}" = portable ] && pass "--version names the kernel in use and those this CPU runs: $(sed -n 2p "$T/ver")" ||
   fail "--version: $(cat "$T/ver")"
-grep -q "^kernel $best " "$T/ver" && pass "auto is the best of them ($best)" || fail "auto: $(cat "$T/ver")"
+# auto: the newest instruction set, but avx512bf16 only where its vdpbf16ps is faster than avx512's
+# emulation of it (the same bits either way)
+want=${avail##*, }
+[ "$want" = avx512bf16 ] && [ "$best" = avx512 ] && want=avx512
+[ -n "$best" ] && [ "$best" = "$want" ] && pass "auto is the fastest of them ($best)" || fail "auto: $(cat "$T/ver")"
 ok=()
-for k in portable avx2 avx512 neon; do
+for k in portable avx2 avx512 avx512bf16 neon; do
   if [[ ", $avail, " == *", $k, "* ]]; then
     ok+=("$k")
     continue
@@ -54,6 +58,13 @@ for k in "${ok[@]}"; do
     fail "MEMWALL_KERNEL=$k: $(head -1 "$T/out") $(cat "$T/err")"
   same "$T/k_portable/step-00000004.mwck" "$T/e_$k/step-00000004.mwck" "MEMWALL_KERNEL=$k = portable"
 done
+echo "-- and the same bytes for bfloat16 products (--precision bf16: vdpbf16ps or its emulation)"
+for k in "${ok[@]}"; do
+  "$MW" "${tr[@]}" --precision bf16 --kernel "$k" --out "$T/b_$k" >"$T/out_$k" 2>&1 || fail "--precision bf16 --kernel $k: $(tail -2 "$T/out_$k")"
+  same "$T/b_portable/step-00000004.mwck" "$T/b_$k/step-00000004.mwck" "bf16: $k = portable at step 4"
+done
+cmp -s "$T/b_portable/step-00000004.mwck" "$T/k_portable/step-00000004.mwck" &&
+  fail "bf16 products gave fp32's checkpoint" || pass "bf16 products change the numbers (not fp32's checkpoint)"
 grep -aq "kernel" "$T/k_$best/step-00000004.mwck" && fail "the checkpoint records the kernel" ||
   pass "the checkpoint records no kernel (it does not change the bits)"
 
@@ -78,7 +89,7 @@ env MEMWALL_KERNEL=portable "$MW" "${tr[@]}" --steps 1 --kernel "$best" >"$T/out
 env MEMWALL_KERNEL="$best" "$MW" "${tr[@]}" --steps 1 --kernel "$best" >"$T/out" 2>"$T/err" && [ ! -s "$T/err" ] &&
   pass "no note when they agree" || fail "agreeing flag and variable: $(cat "$T/err")"
 expect_error 1 "--kernel bogus" -- "$MW" "${tr[@]}" --kernel bogus
-has "$T/err" "unknown kernel 'bogus': expected auto, portable, avx2 or avx512" "the error lists the names"
+has "$T/err" "unknown kernel 'bogus': expected auto, portable, avx2, avx512 or avx512bf16" "the error lists the names"
 expect_error 1 "MEMWALL_KERNEL=bogus (not the library's warning and fallback)" -- env MEMWALL_KERNEL=bogus "$MW" "${tr[@]}"
 has "$T/err" "MEMWALL_KERNEL=bogus: unknown kernel 'bogus'" "the error names the variable"
 expect_error 1 "--kernel without a value" -- "$MW" "${tr[@]}" --kernel
@@ -146,6 +157,9 @@ else
     [ $rc -eq 0 ] && head -1 "$T/out" | grep -q "| kernel avx2 |" && pass "training under qemu Haswell runs avx2 (no SIGILL)" ||
       fail "training under qemu Haswell: rc $rc $(head -1 "$T/out") $(tail -3 "$T/err")"
     same "$T/N/step-00000002.mwck" "$T/H/step-00000002.mwck" "Haswell's checkpoint = this CPU's ($best)"
+    "$MW" "${tr[@]}" --steps 2 --precision bf16 --kernel "${ok[${#ok[@]}-1]}" --out "$T/NB" >/dev/null 2>&1 || fail "native bf16 2 steps"
+    qrun Haswell "$MW" "${tr[@]}" --steps 2 --precision bf16 --out "$T/HB" || fail "bf16 under qemu Haswell: $(tail -3 "$T/err")"
+    same "$T/NB/step-00000002.mwck" "$T/HB/step-00000002.mwck" "bf16: Haswell's emulation = this CPU's ${ok[${#ok[@]}-1]}"
     qerror Haswell "--kernel avx512 under qemu Haswell" "$MW" "${tr[@]}" --kernel avx512
     has "$T/err" "kernel avx512 cannot run here: this CPU lacks its instructions; this CPU and build run portable, avx2" \
       "the refusal names what Haswell runs"

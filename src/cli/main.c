@@ -58,6 +58,7 @@ static const opt_def OPTS[] = {
     {"beta2", K_DBL, C_(beta2), MODEL, "second-moment decay (AdamW family, CAME)"},
     {"eps", K_DBL, C_(eps), MODEL, "epsilon (Adafactor, CAME: eps1, added to g^2)"},
     {"grad-clip", K_DBL, C_(grad_clip), MODEL, "clip the global gradient norm to this (0: off)"},
+    {"precision", K_PRECISION, 0, MODEL, "matrix products' precision: fp32, or bf16 (bfloat16 operands, fp32 accumulation: vdpbf16ps where the CPU has AVX512_BF16, the same bits elsewhere); weights, gradients, activations and optimizer state stay fp32"},
     {"optim", K_OPTIM, 0, MODEL, "optimizer (docs/optimizers.md): adamw, adamw8bit (8-bit blockwise states), adam4bit (4-bit states), adafactor (factored second moment), came, sgd; each gives the flags it uses its own defaults unless they are given"},
     {"momentum", K_DBL, C_(momentum), MODEL, "sgd: momentum (0: none, no state)"},
     {"beta3", K_DBL, C_(beta3), MODEL, "came: the confidence's decay"},
@@ -100,7 +101,7 @@ static const opt_def OPTS[] = {
     {"format", K_STR, O_(format), CMD_EXPORT, "output format: safetensors (Hugging Face GPT-2)"},
     {"out", K_STR, O_(out), CMD_EXPORT, "output file, or a directory (gets model.safetensors); config.json goes beside it, missing directories are created"},
     {"val-fraction", K_DBL, O_(val_fraction), CMD_PREPARE, "fraction of the text (its end) kept for validation"},
-    {"kernel", K_STR, O_(kernel), EVERY, "compute kernel: auto (the best this CPU runs), portable, avx2, avx512; all give the same bits; MEMWALL_KERNEL=NAME sets the default"},
+    {"kernel", K_STR, O_(kernel), EVERY, "compute kernel: auto (the best this CPU runs), portable, avx2, avx512, avx512bf16; all give the same bits; MEMWALL_KERNEL=NAME sets the default"},
 };
 #define NOPTS (sizeof OPTS / sizeof OPTS[0])
 
@@ -147,6 +148,7 @@ static const char *placeholder(const opt_def *d, int mask) {
     case K_RECOMPUTE: return "POLICY";
     case K_OFFLOAD: return "MODE";
     case K_OPTIM: return "NAME";
+    case K_PRECISION: return "NAME";
     case K_FLAG: return "";
     case K_STR: break;
     }
@@ -177,6 +179,7 @@ static void format_default(const opts *o, const opt_def *d, char *buf, size_t n)
     case K_ARCH: snprintf(buf, n, "%s", mw_arch_name(o->cfg.arch)); break;
     case K_OFFLOAD: snprintf(buf, n, "%s", mw_offload_name(o->cfg.offload)); break;
     case K_OPTIM: snprintf(buf, n, "%s", mw_optim_str(o->cfg.optim)); break;
+    case K_PRECISION: snprintf(buf, n, "%s", mw_precision_str(o->cfg.precision)); break;
     case K_FLAG: break;
     }
 }
@@ -276,6 +279,9 @@ static void parse_value(opts *o, const opt_def *d, const char *v) {
         break;
     case K_OPTIM:
         if (mw_optim_parse(&o->cfg, v) != MW_OK) die(1, "%s", mw_last_error());
+        break;
+    case K_PRECISION:
+        if (mw_precision_parse(&o->cfg, v) != MW_OK) die(1, "%s", mw_last_error());
         break;
     }
 }

@@ -167,6 +167,7 @@ static const run_key KEYS[] = {
     {"weight-decay", K_DBL, CF(weight_decay), MATH, 0}, {"beta1", K_DBL, CF(beta1), MATH, 0},
     {"beta2", K_DBL, CF(beta2), MATH, 0},           {"eps", K_DBL, CF(eps), MATH, 0},
     {"grad-clip", K_DBL, CF(grad_clip), MATH, 0},   {"seed", K_U64, CF(seed), MATH, 0},
+    {"precision", K_INT, CF(precision), MATH, 0},
     {"optim", K_INT, CF(optim), MATH, 0},           {"momentum", K_DBL, CF(momentum), MATH, 0},
     {"beta3", K_DBL, CF(beta3), MATH, 0},           {"eps2", K_DBL, CF(eps2), MATH, 0},
     {"clip-threshold", K_DBL, CF(clip_threshold), MATH, 0}, {"decay-rate", K_DBL, CF(decay_rate), MATH, 0},
@@ -182,6 +183,8 @@ static void key_text(const run_key *k, const mw_config *c, char *buf, size_t n) 
         snprintf(buf, n, "%s", mw_arch_name(c->arch));
     } else if (k->off == CF(optim)) {
         snprintf(buf, n, "%s", mw_optim_str(c->optim));
+    } else if (k->off == CF(precision)) {
+        snprintf(buf, n, "%s", mw_precision_str(c->precision));
     } else if (k->kind == K_INT) {
         snprintf(buf, n, "%d", *(const int *)p);
     } else if (k->kind == K_DBL) { /* the shortest text that reads back as the same double */
@@ -269,7 +272,7 @@ static void adopt_checkpoint(opts *o, const mw_ckpt_info *info, const char *ckpt
                 if (strlen(KEYS[i].flag) == l && strncmp(KEYS[i].flag, p, l) == 0) rk = &KEYS[i];
             if (!rk || rk->cls != MATH)
                 die(1, "--override: '%.*s' is not a flag it applies to (batch, seq, accum, steps, warmup, lr, min-lr-frac, "
-                       "weight-decay, beta1, beta2, eps, grad-clip, seed, momentum, beta3, eps2, clip-threshold, decay-rate; the shape cannot change, and threads, recompute, "
+                       "weight-decay, beta1, beta2, eps, grad-clip, seed, precision, momentum, beta3, eps2, clip-threshold, decay-rate; the shape cannot change, and threads, recompute, "
                        "budget, eval, log and save cadence may differ without it)", (int)l, p);
             if (!opt_given(o, rk->flag))
                 die(1, "--override %s: --%s is not on the command line (give the new value)", rk->flag, rk->flag);

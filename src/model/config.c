@@ -130,6 +130,7 @@ mw_status mw_config_validate(const mw_config *c) {
          "--beta1/--beta2 must be in [0,1)");
     NEED(c->eps > 0, "--eps must be > 0");
     NEED(c->optim >= 0 && c->optim < MW_OPTIM_COUNT, "unknown --optim %d", c->optim);
+    NEED(c->precision >= 0 && c->precision < MW_PRECISION_COUNT, "unknown --precision %d", c->precision);
     NEED(c->beta3 >= 0 && c->beta3 < 1, "--beta3 must be in [0,1)");
     NEED(c->eps2 >= 0 && isfinite(c->eps2), "--eps2 must be >= 0");
     NEED(c->momentum >= 0 && c->momentum < 1, "--momentum must be in [0,1)");
@@ -243,6 +244,21 @@ mw_status mw_recompute_parse(mw_config *c, const char *s) {
     return mw_fail(MW_ERR_ARG,
                    "--recompute must be none, selective, full, every:K (K >= 1), every:sqrt, auto or "
                    "blocks:LETTERS (got '%s')", s);
+}
+
+static const char *const PRECISION_NAMES[MW_PRECISION_COUNT] = {"fp32", "bf16"};
+
+const char *mw_precision_str(int precision) {
+    return precision >= 0 && precision < MW_PRECISION_COUNT ? PRECISION_NAMES[precision] : "?";
+}
+
+mw_status mw_precision_parse(mw_config *cfg, const char *s) {
+    for (int i = 0; i < MW_PRECISION_COUNT; i++)
+        if (s && strcmp(s, PRECISION_NAMES[i]) == 0) {
+            cfg->precision = i;
+            return MW_OK;
+        }
+    return mw_fail(MW_ERR_ARG, "--precision '%s': choose fp32 or bf16", s ? s : "");
 }
 
 static const char *const OPTIM_NAMES[MW_OPTIM_COUNT] = {"adamw", "adamw8bit", "adam4bit", "adafactor", "came", "sgd"};

@@ -108,6 +108,8 @@ static int meta_text(char *buf, size_t n, const mw_model *m, const mw_run_state 
                       "optim=%s\nmomentum=%.17g\nbeta3=%.17g\neps2=%.17g\nclip_threshold=%.17g\n"
                       "decay_rate=%.17g\n",
                       mw_optim_str(c->optim), c->momentum, c->beta3, c->eps2, c->clip_threshold, c->decay_rate);
+    if (c->precision != MW_PRECISION_FP32 && k >= 0 && (size_t)k < n) /* fp32's checkpoints as before */
+        k += snprintf(buf + k, n - (size_t)k, "precision=%s\n", mw_precision_str(c->precision));
     return k;
 }
 
@@ -580,6 +582,11 @@ static mw_status parse_meta(const char *path, const char *meta, mw_ckpt_info *in
     } else if (meta_get(meta, "optim", v, sizeof v)) {
         return mw_fail(MW_ERR_FORMAT, "%s: a version-1 checkpoint with an 'optim' key", path);
     }
+    /* the products' precision: fp32 unless named (and then never as fp32) */
+    c->precision = MW_PRECISION_FP32;
+    if (meta_get(meta, "precision", v, sizeof v) &&
+        (mw_precision_parse(c, v) != MW_OK || c->precision == MW_PRECISION_FP32))
+        return mw_fail(MW_ERR_FORMAT, "%s: bad value '%.20s' for 'precision'", path, v);
     mw_status s = mw_config_validate(c);
     if (s != MW_OK) return mw_fail(MW_ERR_FORMAT, "%s: invalid configuration: %s", path, mw_last_error());
     if (info->state.step < 0)

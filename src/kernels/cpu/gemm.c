@@ -4,13 +4,18 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "gemm_kernels.h"
 #include "isa.h"
 
 #if defined(__AVX2__)
 #include <immintrin.h>
+#elif defined(__x86_64__)
+#include <xmmintrin.h> /* the MXCSR of bfloat16 products */
 #endif
 
 /* PMR x PNR: the portable kernel's tile; PNR is also the widest of any kernel (workspace sizes
@@ -29,40 +34,42 @@ size_t mw_gemm_ws_floats(int nthreads, int nc) {
  * B block (depth p0.., columns j0..) becomes panels of NR columns: panel[k * NR + c].
  * Rows and columns past the matrix are zeros. */
 
-/* d[j * ldd + i] = s[i * lds + j] for i < n (<= 4), j < m (<= 8): a small transpose, the core of
- * both packings that read across the panel (A not transposed, B transposed). */
-static inline void transpose_small(float *d, long ldd, const float *s, long lds, int n, int m) {
+/* d[(j ^ sw) * ldd + i] = s[i * lds + j] for i < n (<= 4), j < m (<= 8): a small transpose, the
+ * core of both packings that read across the panel (A not transposed, B transposed). sw 1 swaps
+ * the rows of each pair (the bfloat16 products' order, below). */
+static inline void transpose_small(float *d, long ldd, const float *s, long lds, int n, int m,
+                                   int sw) {
     for (int i = 0; i < n; i++)
-        for (int j = 0; j < m; j++) d[(long)j * ldd + i] = s[(long)i * lds + j];
+        for (int j = 0; j < m; j++) d[(long)(j ^ sw) * ldd + i] = s[(long)i * lds + j];
 }
 
 #if defined(__AVX2__)
 /* the full 4 x 8 case in eight shuffles (AVX is in the baseline whenever __AVX2__ is) */
-static inline void transpose_4x8(float *d, long ldd, const float *s, long lds) {
+static inline void transpose_4x8(float *d, long ldd, const float *s, long lds, int sw) {
     const __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + lds);
     const __m256 r2 = _mm256_loadu_ps(s + 2 * lds), r3 = _mm256_loadu_ps(s + 3 * lds);
     const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
     const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
     const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
     const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    _mm_storeu_ps(d, _mm256_castps256_ps128(u0));
-    _mm_storeu_ps(d + ldd, _mm256_castps256_ps128(u1));
-    _mm_storeu_ps(d + 2 * ldd, _mm256_castps256_ps128(u2));
-    _mm_storeu_ps(d + 3 * ldd, _mm256_castps256_ps128(u3));
-    _mm_storeu_ps(d + 4 * ldd, _mm256_extractf128_ps(u0, 1));
-    _mm_storeu_ps(d + 5 * ldd, _mm256_extractf128_ps(u1, 1));
-    _mm_storeu_ps(d + 6 * ldd, _mm256_extractf128_ps(u2, 1));
-    _mm_storeu_ps(d + 7 * ldd, _mm256_extractf128_ps(u3, 1));
+    _mm_storeu_ps(d + (0 ^ sw) * ldd, _mm256_castps256_ps128(u0));
+    _mm_storeu_ps(d + (1 ^ sw) * ldd, _mm256_castps256_ps128(u1));
+    _mm_storeu_ps(d + (2 ^ sw) * ldd, _mm256_castps256_ps128(u2));
+    _mm_storeu_ps(d + (3 ^ sw) * ldd, _mm256_castps256_ps128(u3));
+    _mm_storeu_ps(d + (4 ^ sw) * ldd, _mm256_extractf128_ps(u0, 1));
+    _mm_storeu_ps(d + (5 ^ sw) * ldd, _mm256_extractf128_ps(u1, 1));
+    _mm_storeu_ps(d + (6 ^ sw) * ldd, _mm256_extractf128_ps(u2, 1));
+    _mm_storeu_ps(d + (7 ^ sw) * ldd, _mm256_extractf128_ps(u3, 1));
 }
 #else
-static inline void transpose_4x8(float *d, long ldd, const float *s, long lds) {
-    transpose_small(d, ldd, s, lds, 4, 8);
+static inline void transpose_4x8(float *d, long ldd, const float *s, long lds, int sw) {
+    transpose_small(d, ldd, s, lds, 4, 8, sw);
 }
 #endif
 
-/* d[k * ld + i] = row i of s (stride lds), element k, for i < n, k < kc: n rows across into a
- * panel of width ld */
-static void pack_across(float *d, long ld, const float *s, long lds, int n, int kc) {
+/* d[(k ^ sw) * ld + i] = row i of s (stride lds), element k, for i < n, k < kc: n rows across
+ * into a panel of width ld */
+static void pack_across(float *d, long ld, const float *s, long lds, int n, int kc, int sw) {
     int k = 0;
     for (; k + 8 <= kc; k += 8) {
         int i = 0;
@@ -70,23 +77,24 @@ static void pack_across(float *d, long ld, const float *s, long lds, int n, int 
             /* 4 to 32 rows read side by side: more streams than the hardware prefetcher follows */
             if (k + 40 <= kc)
                 for (int r = 0; r < 4; r++) __builtin_prefetch(s + (i + r) * lds + k + 32, 0, 3);
-            transpose_4x8(d + (long)k * ld + i, ld, s + i * lds + k, lds);
+            transpose_4x8(d + (long)k * ld + i, ld, s + i * lds + k, lds, sw);
         }
-        if (i < n) transpose_small(d + (long)k * ld + i, ld, s + i * lds + k, lds, n - i, 8);
+        if (i < n) transpose_small(d + (long)k * ld + i, ld, s + i * lds + k, lds, n - i, 8, sw);
     }
     for (; k < kc; k++)
-        for (int i = 0; i < n; i++) d[(long)k * ld + i] = s[i * lds + k];
+        for (int i = 0; i < n; i++) d[(long)(k ^ sw) * ld + i] = s[i * lds + k];
 }
 
-/* d[k * ld + i] = s[k * lds + i] for i < n, k < kc: rows copied along */
-static void pack_along(float *d, long ld, const float *s, long lds, int n, int kc) {
-    for (int k = 0; k < kc; k++, d += ld, s += lds) {
+/* d[(k ^ sw) * ld + i] = s[k * lds + i] for i < n, k < kc: rows copied along */
+static void pack_along(float *d, long ld, const float *s, long lds, int n, int kc, int sw) {
+    for (int k = 0; k < kc; k++, s += lds) {
+        float *dk = d + (long)(k ^ sw) * ld;
         int i = 0;
 #if defined(__AVX2__)
         /* rows of 6 to 32 floats: a library memcpy call per row cost more than the copy */
-        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, _mm256_loadu_ps(s + i));
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dk + i, _mm256_loadu_ps(s + i));
 #endif
-        for (; i < n; i++) d[i] = s[i];
+        for (; i < n; i++) dk[i] = s[i];
     }
 }
 
@@ -96,27 +104,133 @@ static void pack_zero(float *d, long ld, int n, int kc) {
         for (int k = 0; k < kc; k++) memset(d + (long)k * ld + n, 0, sizeof(float) * (ld - n));
 }
 
+/* ---- bfloat16 --------------------------------------------------------------------------------
+ * A bfloat16 product (mw_gemm_bf16) rounds both operands to bfloat16 while packing (round to
+ * nearest even; zeros and denormals to a zero of their sign; NaN kept quiet: vcvtneps2bf16's
+ * rule, checked against it on every fp32 value) and runs each element's chain over pairs of the
+ * depth, the odd product first: c = fma(a[2p+1], b[2p+1], c); c = fma(a[2p], b[2p], c), a zero
+ * pair past an odd K, with denormals flushed (DAZ, FTZ). That is vdpbf16ps's arithmetic, measured
+ * on every lane; the AVX512_BF16 kernel runs it on panels of bfloat16 pairs, every other kernel
+ * on fp32 panels of the rounded values with the rows of each pair swapped, under FTZ and DAZ.
+ * Products of two bfloat16 are exact in fp32, so each step is one rounding, the same on both. */
+enum { PK_F32, PK_EMU, PK_PAIR }; /* the panels: fp32; rounded, pairs swapped; bfloat16 pairs */
+
+static inline uint32_t bf16_bits(uint32_t u) {
+    if ((u & 0x7f800000u) == 0) return u & 0x80000000u;
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u | 0x00400000u) & 0xffff0000u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+}
+
+float mw_bf16_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u = bf16_bits(u);
+    memcpy(&x, &u, sizeof u);
+    return x;
+}
+
+#if defined(__AVX2__)
+static inline __m256i bf16_bits8(__m256i u) {
+    const __m256i expo = _mm256_and_si256(u, _mm256_set1_epi32(0x7f800000));
+    const __m256i zero = _mm256_cmpeq_epi32(expo, _mm256_setzero_si256());
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                           _mm256_set1_epi32(0x7f800000));
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), odd);
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), nan);
+    r = _mm256_and_si256(r, hi);
+    return _mm256_blendv_epi8(r, _mm256_and_si256(u, _mm256_set1_epi32((int)0x80000000u)), zero);
+}
+#endif
+
+/* n floats rounded to bfloat16 in place */
+static void round_bf16(float *d, size_t n) {
+    size_t i = 0;
+#if defined(__AVX2__)
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_si256((__m256i *)(void *)(d + i),
+                            bf16_bits8(_mm256_loadu_si256((const __m256i *)(const void *)(d + i))));
+#endif
+    for (; i < n; i++) d[i] = mw_bf16_round(d[i]);
+}
+
+/* out[p * ld + i] = (bfloat16 of t[2p * ld + i]) | (bfloat16 of t[(2p + 1) * ld + i]) << 16, for
+ * np pairs of rows of a panel of width ld */
+static void pair_rows(uint32_t *out, const float *t, long ld, int np) {
+    for (int p = 0; p < np; p++) {
+        const float *r0 = t + 2 * p * ld, *r1 = r0 + ld;
+        uint32_t *o = out + (long)p * ld;
+        long i = 0;
+#if defined(__AVX2__)
+        for (; i + 8 <= ld; i += 8) {
+            const __m256i a = bf16_bits8(_mm256_loadu_si256((const __m256i *)(const void *)(r0 + i)));
+            const __m256i b = bf16_bits8(_mm256_loadu_si256((const __m256i *)(const void *)(r1 + i)));
+            _mm256_storeu_si256((__m256i *)(void *)(o + i), _mm256_or_si256(_mm256_srli_epi32(a, 16), b));
+        }
+#endif
+        for (; i < ld; i++) {
+            uint32_t a, b;
+            memcpy(&a, r0 + i, 4);
+            memcpy(&b, r1 + i, 4);
+            o[i] = bf16_bits(a) >> 16 | bf16_bits(b);
+        }
+    }
+}
+
+/* the depth of a panel of kc rows in its mode: kc floats, kc rounded up to even, or its pairs */
+static inline int panel_depth(int mode, int kc) {
+    return mode == PK_F32 ? kc : mode == PK_EMU ? (kc + 1) & ~1 : (kc + 1) / 2;
+}
+
+/* One panel of n (<= LD) rows or columns and depth kc, read across (s[i * lds + k]) or along
+ * (s[k * lds + i]), into d (panel_depth(mode, kc) * LD floats) with zeros past n and past kc. */
+static void pack_panel(float *d, const int LD, int across, const float *s, long lds, int n, int kc,
+                       int mode) {
+    if (mode == PK_F32) {
+        if (across)
+            pack_across(d, LD, s, lds, n, kc, 0);
+        else
+            pack_along(d, LD, s, lds, n, kc, 0);
+        pack_zero(d, LD, n, kc);
+        return;
+    }
+    const int kp = (kc + 1) & ~1;
+    float tmp[KC * PNR]; /* the fp32 panel of the pairs' mode, before pairing */
+    float *t = mode == PK_EMU ? d : tmp;
+    const int sw = mode == PK_EMU;
+    if (across)
+        pack_across(t, LD, s, lds, n, kc, sw);
+    else
+        pack_along(t, LD, s, lds, n, kc, sw);
+    if (kc & 1) memset(t + (long)(kc ^ sw) * LD, 0, sizeof(float) * LD); /* the zero past K */
+    pack_zero(t, LD, n, kp);
+    if (mode == PK_EMU)
+        round_bf16(d, (size_t)kp * LD);
+    else
+        pair_rows((uint32_t *)(void *)d, t, LD, kp / 2);
+}
+
 static void pack_a(float *dst, const int MR, int ta, const float *A, long lda, int i0, int mc,
-                   int p0, int kc) {
+                   int p0, int kc, int mode) {
+    const int pd = panel_depth(mode, kc);
     for (int ip = 0; ip < mc; ip += MR) {
         const int mr = mc - ip < MR ? mc - ip : MR;
-        float *d = dst + (long)ip * kc;
+        float *d = dst + (long)ip * pd;
         if (!ta)
-            pack_across(d, MR, A + (long)(i0 + ip) * lda + p0, lda, mr, kc);
+            pack_panel(d, MR, 1, A + (long)(i0 + ip) * lda + p0, lda, mr, kc, mode);
         else
-            pack_along(d, MR, A + (long)p0 * lda + i0 + ip, lda, mr, kc);
-        pack_zero(d, MR, mr, kc);
+            pack_panel(d, MR, 0, A + (long)p0 * lda + i0 + ip, lda, mr, kc, mode);
     }
 }
 
 /* one panel of NR columns starting at column j */
 static void pack_b_panel(float *d, const int NR, int tb, const float *B, long ldb, int j, int nr,
-                         int p0, int kc) {
+                         int p0, int kc, int mode) {
     if (!tb)
-        pack_along(d, NR, B + (long)p0 * ldb + j, ldb, nr, kc);
+        pack_panel(d, NR, 0, B + (long)p0 * ldb + j, ldb, nr, kc, mode);
     else
-        pack_across(d, NR, B + (long)j * ldb + p0, ldb, nr, kc);
-    pack_zero(d, NR, nr, kc);
+        pack_panel(d, NR, 1, B + (long)j * ldb + p0, ldb, nr, kc, mode);
 }
 
 /* ---- micro-kernels ------------------------------------------------------------------------------
@@ -135,13 +249,15 @@ static void kernel_portable(int mr, int nr, int kc, const float *a, const float 
 }
 
 static const mw_ukernel kernels[MW_KERNEL_COUNT] = {
-    [MW_KERNEL_PORTABLE] = {PMR, PNR, kernel_portable, NULL},
+    [MW_KERNEL_PORTABLE] = {PMR, PNR, kernel_portable, NULL, NULL},
 #if defined(__x86_64__)
-    [MW_KERNEL_AVX2] = {MW_AVX2_MR, MW_AVX2_NR, mw_ukernel_avx2, mw_ukernel_avx2_rows},
-    [MW_KERNEL_AVX512] = {MW_AVX512_MR, MW_AVX512_NR, mw_ukernel_avx512, NULL},
+    [MW_KERNEL_AVX2] = {MW_AVX2_MR, MW_AVX2_NR, mw_ukernel_avx2, mw_ukernel_avx2_rows, NULL},
+    [MW_KERNEL_AVX512] = {MW_AVX512_MR, MW_AVX512_NR, mw_ukernel_avx512, NULL, NULL},
+    [MW_KERNEL_AVX512BF16] = {MW_AVX512_MR, MW_AVX512_NR, mw_ukernel_avx512, NULL,
+                              mw_ukernel_avx512bf16},
 #endif
 #if defined(MW_HAVE_NEON_KERNEL)
-    [MW_KERNEL_NEON] = {MW_NEON_MR, MW_NEON_NR, mw_ukernel_neon, NULL},
+    [MW_KERNEL_NEON] = {MW_NEON_MR, MW_NEON_NR, mw_ukernel_neon, NULL, NULL},
 #endif
 };
 
@@ -157,7 +273,35 @@ typedef struct {
     mw_ukernel_fn kern;
     mw_ukernel_rows_fn rows; /* reads A in place (A not transposed), or NULL */
     int mr, nr;
+    int mode; /* PK_*: fp32 products, or bfloat16 ones emulated or native */
 } job;
+
+/* Denormals flushed (FTZ) and read as zero (DAZ) in this thread for a bfloat16 product, as
+ * vdpbf16ps does; returns the mode to restore. */
+static unsigned fp_flush_begin(void) {
+#if defined(__x86_64__)
+    const unsigned old = _mm_getcsr();
+    _mm_setcsr(old | 0x8040u);
+    return old;
+#elif defined(__aarch64__)
+    unsigned long fpcr;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
+    __asm__ volatile("msr fpcr, %0" : : "r"(fpcr | (1ul << 24)));
+    return (unsigned)fpcr;
+#else
+    return 0;
+#endif
+}
+static void fp_flush_end(unsigned old) {
+#if defined(__x86_64__)
+    _mm_setcsr(old);
+#elif defined(__aarch64__)
+    unsigned long fpcr = old;
+    __asm__ volatile("msr fpcr, %0" : : "r"(fpcr));
+#else
+    (void)old;
+#endif
+}
 
 static void run_thread(const job *j, int tid, int nt) {
     const int MR = j->mr, NR = j->nr;
@@ -175,6 +319,7 @@ static void run_thread(const job *j, int tid, int nt) {
     const int r0 = (int)((long)pm * gr / tm) * MR, r1p = (int)((long)pm * (gr + 1) / tm) * MR;
     const int r1 = r1p < j->M ? r1p : j->M;
     float *ap = j->ws + (size_t)tid * MC * KC, *bp = j->ws + (size_t)nt * MC * KC;
+    const unsigned fp_mode = j->mode != PK_F32 ? fp_flush_begin() : 0;
 
     for (int jc = 0; jc < j->N; jc += j->ncmax) {
         const int nc = j->N - jc < j->ncmax ? j->N - jc : j->ncmax, pn = (nc + NR - 1) / NR;
@@ -182,9 +327,11 @@ static void run_thread(const job *j, int tid, int nt) {
         for (int pc = 0; pc < j->K; pc += KC) {
             const int kc = j->K - pc < KC ? j->K - pc : KC;
             const int load = pc > 0 || j->beta != 0.0f, last = pc + kc == j->K;
+            const int pd = panel_depth(j->mode, kc); /* what the micro-kernel runs as its depth */
             for (int p = tid; p < pn; p += nt) {
                 const int col = jc + p * NR, nr = j->N - col < NR ? j->N - col : NR;
-                pack_b_panel(bp + (size_t)p * kc * NR, NR, j->tb, j->B, j->ldb, col, nr, pc, kc);
+                pack_b_panel(bp + (size_t)p * pd * NR, NR, j->tb, j->B, j->ldb, col, nr, pc, kc,
+                             j->mode);
             }
             if (nt > 1) {
 #pragma omp barrier
@@ -195,10 +342,10 @@ static void run_thread(const job *j, int tid, int nt) {
             const int mcb = nblk ? ((r1 - r0 + nblk - 1) / nblk + MR - 1) / MR * MR : MC;
             for (int i0 = r0; i0 < r1; i0 += mcb) {
                 const int mc = r1 - i0 < mcb ? r1 - i0 : mcb;
-                if (!j->rows) pack_a(ap, MR, j->ta, j->A, j->lda, i0, mc, pc, kc);
+                if (!j->rows) pack_a(ap, MR, j->ta, j->A, j->lda, i0, mc, pc, kc, j->mode);
                 for (int p = p0; p < p1; p++) {
                     const int col = jc + p * NR, nr = j->N - col < NR ? j->N - col : NR;
-                    const float *bpp = bp + (size_t)p * kc * NR;
+                    const float *bpp = bp + (size_t)p * pd * NR;
                     for (int ip = 0; ip < mc; ip += MR) {
                         const int mr = mc - ip < MR ? mc - ip : MR;
                         /* the next tile's rows of C: when C outgrows the caches (the LM head's
@@ -214,13 +361,13 @@ static void run_thread(const job *j, int tid, int nt) {
                         float *ct = j->C + (long)(i0 + ip) * j->ldc + col;
                         const int scale = last && j->alpha != 1.0f;
                         if (!j->rows) {
-                            j->kern(mr, nr, kc, ap + (size_t)ip * kc, bpp, ct, j->ldc, load, scale,
+                            j->kern(mr, nr, pd, ap + (size_t)ip * pd, bpp, ct, j->ldc, load, scale,
                                     j->alpha);
                         } else if (mr == MR) {
                             j->rows(nr, kc, j->A + (long)(i0 + ip) * j->lda + pc, j->lda, bpp, ct,
                                     j->ldc, load, scale, j->alpha);
                         } else { /* the last rows: packed, zeros past M */
-                            pack_a(ap, MR, 0, j->A, j->lda, i0 + ip, mr, pc, kc);
+                            pack_a(ap, MR, 0, j->A, j->lda, i0 + ip, mr, pc, kc, PK_F32);
                             j->kern(mr, nr, kc, ap, bpp, ct, j->ldc, load, scale, j->alpha);
                         }
                     }
@@ -231,6 +378,7 @@ static void run_thread(const job *j, int tid, int nt) {
             }
         }
     }
+    if (j->mode != PK_F32) fp_flush_end(fp_mode);
 }
 
 /* M = 1 (decoding one position): no packing, the same fma chains. With B transposed each output
@@ -281,7 +429,7 @@ static void gemv(int ta, int tb, int N, int K, float alpha, const float *A, long
     }
 }
 
-static int gemm_with(const mw_ukernel *uk, int allow_gemv, int ta, int tb, int M, int N, int K, float alpha,
+static int gemm_with(const mw_ukernel *uk, int bf16, int allow_gemv, int ta, int tb, int M, int N, int K, float alpha,
                      const float *A, long lda, const float *B, long ldb, float beta, float *C,
                      long ldc, float *ws, size_t ws_floats, int nthreads) {
     if (nthreads < 1) nthreads = 1;
@@ -294,15 +442,17 @@ static int gemm_with(const mw_ukernel *uk, int allow_gemv, int ta, int tb, int M
             for (int i = 0; i < M; i++) memset(C + (long)i * ldc, 0, sizeof(float) * N);
         return 0;
     }
-    if (M == 1 && allow_gemv && (!ta || (size_t)K <= ws_floats)) {
+    if (M == 1 && allow_gemv && !bf16 && (!ta || (size_t)K <= ws_floats)) {
         gemv(ta, tb, N, K, alpha, A, lda, B, ldb, beta, C, nthreads, ws);
         return 0;
     }
     const size_t fb = (ws_floats - (size_t)nthreads * MC * KC) / KC / uk->nr * uk->nr;
     /* A read in place when few columns share each packed row block (N <= 512: a small model's
      * products), where packing it cost more than it saved; measured slower on GPT-2's wider ones */
+    const int mode = !bf16 ? PK_F32 : uk->bf16 ? PK_PAIR : PK_EMU;
     job j = {ta, tb, M, N, K, alpha, beta, A, B, lda, ldb, ldc, C, ws,
-             fb > (size_t)N ? N : (int)fb, uk->fn, ta || N > 512 ? NULL : uk->rows, uk->mr, uk->nr};
+             fb > (size_t)N ? N : (int)fb, mode == PK_PAIR ? uk->bf16 : uk->fn,
+             ta || N > 512 || bf16 ? NULL : uk->rows, uk->mr, uk->nr, mode};
     if (nthreads == 1) {
         run_thread(&j, 0, 1);
         return 0;
@@ -315,7 +465,14 @@ static int gemm_with(const mw_ukernel *uk, int allow_gemv, int ta, int tb, int M
 int mw_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, long lda,
             const float *B, long ldb, float beta, float *C, long ldc, float *ws, size_t ws_floats,
             int nthreads) {
-    return gemm_with(&kernels[mw_kernel_current()], 1, ta, tb, M, N, K, alpha, A, lda, B, ldb,
+    return gemm_with(&kernels[mw_kernel_current()], 0, 1, ta, tb, M, N, K, alpha, A, lda, B, ldb,
+                     beta, C, ldc, ws, ws_floats, nthreads);
+}
+
+int mw_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, long lda,
+                 const float *B, long ldb, float beta, float *C, long ldc, float *ws,
+                 size_t ws_floats, int nthreads) {
+    return gemm_with(&kernels[mw_kernel_current()], 1, 0, ta, tb, M, N, K, alpha, A, lda, B, ldb,
                      beta, C, ldc, ws, ws_floats, nthreads);
 }
 
@@ -325,13 +482,66 @@ int mw_gemm_kernel(int kernel, int packed_only, int ta, int tb, int M, int N, in
     if (kernel < 0 || kernel >= MW_KERNEL_COUNT || !kernels[kernel].fn ||
         !mw_kernel_id_supported((mw_kernel_id)kernel))
         return -1;
-    return gemm_with(&kernels[kernel], !packed_only, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta,
-                     C, ldc, ws, ws_floats, nthreads);
+    return gemm_with(&kernels[kernel], 0, !packed_only, ta, tb, M, N, K, alpha, A, lda, B, ldb,
+                     beta, C, ldc, ws, ws_floats, nthreads);
+}
+
+int mw_gemm_bf16_kernel(int kernel, int ta, int tb, int M, int N, int K, float alpha,
+                        const float *A, long lda, const float *B, long ldb, float beta, float *C,
+                        long ldc, float *ws, size_t ws_floats, int nthreads) {
+    if (kernel < 0 || kernel >= MW_KERNEL_COUNT || !kernels[kernel].fn ||
+        !mw_kernel_id_supported((mw_kernel_id)kernel))
+        return -1;
+    return gemm_with(&kernels[kernel], 1, 0, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                     ws, ws_floats, nthreads);
+}
+
+/* Times the AVX512_BF16 micro-kernel on bfloat16 panels against the AVX-512 one on fp32 panels
+ * of the same products (12 x 32 x 256, in cache), best of five runs of 400 tiles each: 1 when
+ * vdpbf16ps is faster than the emulation through fp32 fmas. Same bits either way, so this decides
+ * speed alone. (On Sapphire Rapids, measured: vdpbf16ps issues at a quarter of vfmadd231ps's rate,
+ * so the emulation is about twice as fast.) */
+static int native_pays_timed(void) {
+#if defined(__x86_64__)
+    if (!mw_kernel_id_supported(MW_KERNEL_AVX512BF16)) return 0;
+    enum { TK = 256, REPS = 400 };
+    static float a[TK * MW_AVX512_MR], b[TK * MW_AVX512_NR], c[MW_AVX512_MR * MW_AVX512_NR];
+    for (int i = 0; i < TK * MW_AVX512_MR; i++) a[i] = 1.0f / (float)(i % 7 + 1);
+    for (int i = 0; i < TK * MW_AVX512_NR; i++) b[i] = 1.0f / (float)(i % 5 + 1);
+    double best[2] = {1e30, 1e30};
+    for (int rep = 0; rep < 5; rep++)
+        for (int which = 0; which < 2; which++) {
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            for (int r = 0; r < REPS; r++) {
+                if (which)
+                    mw_ukernel_avx512bf16(MW_AVX512_MR, MW_AVX512_NR, TK / 2, a, b, c, MW_AVX512_NR, 1, 0, 1.0f);
+                else
+                    mw_ukernel_avx512(MW_AVX512_MR, MW_AVX512_NR, TK, a, b, c, MW_AVX512_NR, 1, 0, 1.0f);
+            }
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            const double t = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+            if (t < best[which]) best[which] = t;
+        }
+    return best[1] < best[0];
+#else
+    return 0;
+#endif
+}
+
+int mw_gemm_bf16_native_pays(void) {
+    static _Atomic int known = -1; /* timed once per process */
+    int v = atomic_load(&known);
+    if (v < 0) {
+        v = native_pays_timed();
+        atomic_store(&known, v);
+    }
+    return v;
 }
 
 int mw_gemm_ws_run(const mw_gemm_ws *ws, int ta, int tb, int M, int N, int K, float alpha,
                    const float *A, long lda, const float *B, long ldb, float beta, float *C,
                    long ldc) {
-    return mw_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ws->buf, ws->floats,
-                   ws->nthreads);
+    return (ws->bf16 ? mw_gemm_bf16 : mw_gemm)(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                                               ldc, ws->buf, ws->floats, ws->nthreads);
 }

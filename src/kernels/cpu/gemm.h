@@ -37,14 +37,37 @@ int mw_gemm_kernel(int kernel, int packed_only, int ta, int tb, int M, int N, in
                    const float *A, long lda, const float *B, long ldb, float beta, float *C,
                    long ldc, float *ws, size_t ws_floats, int nthreads);
 
-/* A caller's view of one workspace: the buffer, its size, and the threads that share it. */
+/* The same product in bfloat16 (mixed precision): every element of op(A) and op(B) rounded to
+ * bfloat16 (nearest even; denormals to zero), products accumulated in fp32 as vdpbf16ps does:
+ * each element of C is one chain over pairs of the depth, c = fma(a[2p+1], b[2p+1], c) then
+ * c = fma(a[2p], b[2p], c), with a zero pair past an odd K and denormals flushed, then times
+ * alpha. The AVX512_BF16 kernel runs it with vdpbf16ps, every other kernel with fp32 fmas: the
+ * same bits on any kernel and thread count, and K split at an even K1 (beta 1 on the second call)
+ * is the same bits as one call. No matrix-vector shortcut: M = 1 is packed too. Same errors. */
+int mw_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, long lda,
+                 const float *B, long ldb, float beta, float *C, long ldc, float *ws,
+                 size_t ws_floats, int nthreads);
+/* mw_gemm_bf16 on micro-kernel `kernel` (-1 where it cannot run): the tests' check */
+int mw_gemm_bf16_kernel(int kernel, int ta, int tb, int M, int N, int K, float alpha,
+                        const float *A, long lda, const float *B, long ldb, float beta, float *C,
+                        long ldc, float *ws, size_t ws_floats, int nthreads);
+/* 1 when this CPU runs bfloat16 products faster with vdpbf16ps (the avx512bf16 kernel) than with
+ * the avx512 kernel's fp32 fmas, timed on one register tile (a few milliseconds); 0 where it lacks
+ * AVX512_BF16. isa.c's auto choice asks it. */
+int mw_gemm_bf16_native_pays(void);
+/* x rounded to bfloat16 as mw_gemm_bf16 rounds its operands, as an fp32 value */
+float mw_bf16_round(float x);
+
+/* A caller's view of one workspace: the buffer, its size, the threads that share it, and the
+ * products' precision (bf16 1: mw_gemm_bf16). */
 typedef struct mw_gemm_ws {
     float *buf;
     size_t floats;
     int nthreads;
+    int bf16;
 } mw_gemm_ws;
 
-/* mw_gemm with ws's buffer and threads */
+/* mw_gemm (or mw_gemm_bf16) with ws's buffer and threads */
 int mw_gemm_ws_run(const mw_gemm_ws *ws, int ta, int tb, int M, int N, int K, float alpha,
                    const float *A, long lda, const float *B, long ldb, float beta, float *C,
                    long ldc);

@@ -60,4 +60,60 @@ TARGET void mw_ukernel_avx512(int mr, int nr, int kc, const float *a, const floa
     }
 }
 #undef ROWS
+
+/* ---- the AVX512_BF16 kernel: vdpbf16ps on packed bfloat16 pairs ---------------------------------
+ * Panels of pairs: a[p * MR + r] and b[p * NR + j] are 32-bit words holding (element 2p, element
+ * 2p+1) of the depth as two bfloat16 (low half first); kc counts pairs. vdpbf16ps adds the odd
+ * product, then the even one, each as one fused multiply-add with denormals flushed: exactly the
+ * fma chain the other kernels run on the same rounded values with the pairs swapped (gemm.c). */
+#define TARGET_BF16 __attribute__((target("avx512f,avx512bf16,avx2,fma")))
+
+static inline __attribute__((always_inline)) TARGET_BF16 void
+rows_bf16(const int MRV, int nr, int kc, const float *a, const float *b, float *c, long ldc,
+          int load, int scale, float alpha) {
+    const __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+    const __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+    __m512 c0[MR], c1[MR];
+    for (int r = 0; r < MRV; r++) {
+        if (load) {
+            c0[r] = _mm512_maskz_loadu_ps(m0, c + r * ldc);
+            c1[r] = _mm512_maskz_loadu_ps(m1, c + r * ldc + 16);
+        } else {
+            c0[r] = _mm512_setzero_ps();
+            c1[r] = _mm512_setzero_ps();
+        }
+    }
+    const int *ai = (const int *)(const void *)a;
+#pragma GCC unroll 2
+    for (int k = 0; k < kc; k++, ai += MR, b += NR) {
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 16);
+        for (int r = 0; r < MRV; r++) {
+            const __m512bh ar = (__m512bh)_mm512_set1_epi32(ai[r]);
+            c0[r] = _mm512_dpbf16_ps(c0[r], ar, b0);
+            c1[r] = _mm512_dpbf16_ps(c1[r], ar, b1);
+        }
+    }
+    const __m512 al = _mm512_set1_ps(alpha);
+    for (int r = 0; r < MRV; r++) {
+        if (scale) {
+            c0[r] = _mm512_mul_ps(c0[r], al);
+            c1[r] = _mm512_mul_ps(c1[r], al);
+        }
+        _mm512_mask_storeu_ps(c + r * ldc, m0, c0[r]);
+        _mm512_mask_storeu_ps(c + r * ldc + 16, m1, c1[r]);
+    }
+}
+
+#define ROWS(n)                                                                                   \
+    case n: rows_bf16(n, nr, kc, a, b, c, ldc, load, scale, alpha); break;
+
+TARGET_BF16 void mw_ukernel_avx512bf16(int mr, int nr, int kc, const float *a, const float *b,
+                                       float *c, long ldc, int load, int scale, float alpha) {
+    switch (mr) {
+        ROWS(1) ROWS(2) ROWS(3) ROWS(4) ROWS(5) ROWS(6)
+        ROWS(7) ROWS(8) ROWS(9) ROWS(10) ROWS(11) ROWS(12)
+    default: break;
+    }
+}
+#undef ROWS
 #endif

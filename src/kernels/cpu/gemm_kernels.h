@@ -21,6 +21,9 @@ typedef struct mw_ukernel {
     int mr, nr; /* the tile, and the panels' row and column strides */
     mw_ukernel_fn fn;
     mw_ukernel_rows_fn rows; /* or NULL */
+    /* bfloat16 products (mw_gemm_bf16) on panels of pairs, kc counting pairs (gemm_avx512.c);
+     * NULL: fn runs them on rounded fp32 panels with the pairs swapped, the same bits */
+    mw_ukernel_fn bf16;
 } mw_ukernel;
 
 #if defined(__x86_64__)
@@ -36,6 +39,10 @@ void mw_ukernel_avx2_rows(int nr, int kc, const float *a, long lda, const float 
 #define MW_AVX512_NR 32
 void mw_ukernel_avx512(int mr, int nr, int kc, const float *a, const float *b, float *c, long ldc,
                        int load, int scale, float alpha);
+/* 12 x 32 with vdpbf16ps (AVX512_BF16), for bfloat16 products only: the avx512bf16 kernel runs
+ * mw_ukernel_avx512 for fp32 ones */
+void mw_ukernel_avx512bf16(int mr, int nr, int kc, const float *a, const float *b, float *c,
+                           long ldc, int load, int scale, float alpha);
 #endif
 #if defined(__aarch64__)
 /* 8 x 12: twenty-four 4-lane accumulators (gemm_neon.c); isa.c offers "neon" when this is set */

@@ -9,9 +9,10 @@
 #include <string.h>
 
 #include "../../core/status.h"
+#include "gemm.h"         /* mw_gemm_bf16_native_pays */
 #include "gemm_kernels.h" /* MW_HAVE_NEON_KERNEL */
 
-static const char *const names[MW_KERNEL_COUNT] = {"portable", "avx2", "avx512", "neon"};
+static const char *const names[MW_KERNEL_COUNT] = {"portable", "avx2", "avx512", "avx512bf16", "neon"};
 
 const char *mw_kernel_id_name(mw_kernel_id k) {
     return (unsigned)k < MW_KERNEL_COUNT ? names[k] : "?";
@@ -65,6 +66,9 @@ int mw_kernel_id_supported(mw_kernel_id k) {
     case MW_KERNEL_AVX512:
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx512f") != 0;
+    case MW_KERNEL_AVX512BF16:
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
 #endif
 #if defined(__aarch64__) && defined(MW_HAVE_NEON_KERNEL)
     case MW_KERNEL_NEON: return 1; /* Advanced SIMD is part of the aarch64 base */
@@ -73,9 +77,15 @@ int mw_kernel_id_supported(mw_kernel_id k) {
     }
 }
 
+/* The fastest kernel: the newest instruction set this CPU has, except that avx512bf16 (whose fp32
+ * products are avx512's) is chosen only where its vdpbf16ps beats avx512's emulation of it (timed
+ * once, mw_gemm_bf16_native_pays): every kernel gives the same bits, so speed alone decides. */
 static mw_kernel_id best(void) {
-    for (int k = MW_KERNEL_COUNT - 1; k > 0; k--)
-        if (mw_kernel_id_supported((mw_kernel_id)k)) return (mw_kernel_id)k;
+    for (int k = MW_KERNEL_COUNT - 1; k > 0; k--) {
+        if (!mw_kernel_id_supported((mw_kernel_id)k)) continue;
+        if (k == MW_KERNEL_AVX512BF16 && !mw_gemm_bf16_native_pays()) continue;
+        return (mw_kernel_id)k;
+    }
     return MW_KERNEL_PORTABLE;
 }
 
@@ -105,7 +115,7 @@ static mw_status resolve(const char *name, mw_kernel_id *out) {
         }
     return mw_fail(MW_ERR_ARG, "unknown kernel '%s': expected auto, %s", name,
 #ifdef MW_X86
-                   "portable, avx2 or avx512"
+                   "portable, avx2, avx512 or avx512bf16"
 #elif defined(__aarch64__)
                    "portable or neon"
 #else

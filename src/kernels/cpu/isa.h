@@ -13,11 +13,12 @@ typedef enum mw_kernel_id {
     MW_KERNEL_PORTABLE = 0, /* plain C, any CPU */
     MW_KERNEL_AVX2,         /* x86-64 AVX2 + FMA (x86-64-v3) */
     MW_KERNEL_AVX512,       /* x86-64 AVX-512F */
+    MW_KERNEL_AVX512BF16,   /* x86-64 AVX-512F + AVX512_BF16: vdpbf16ps for bfloat16 products */
     MW_KERNEL_NEON,         /* aarch64 Advanced SIMD */
     MW_KERNEL_COUNT
 } mw_kernel_id;
 
-/* "portable", "avx2", "avx512", "neon" */
+/* "portable", "avx2", "avx512", "avx512bf16", "neon" */
 const char *mw_kernel_id_name(mw_kernel_id k);
 /* 1 when this build carries kernel k and the running CPU can execute it */
 int mw_kernel_id_supported(mw_kernel_id k);

@@ -1,0 +1,174 @@
+/* memwall's bfloat16 GEMM (mw_gemm_bf16, src/kernels/cpu/gemm.c) against its arithmetic contract:
+ *  - the rounding: nearest even, ties, denormals to signed zero, NaN kept quiet, infinities kept;
+ *  - every element is the pair chain over the rounded operands (odd product first, a zero pair
+ *    past an odd K), compared bit for bit with a scalar twin, for every transpose combination and
+ *    sizes off the tiles, odd K and K across the 256-deep block, alpha, beta 0 and 1;
+ *  - the same bits from every micro-kernel this CPU runs (the AVX512_BF16 one with vdpbf16ps, the
+ *    others with fp32 fmas on swapped pairs), on 1, 2 and 3 threads, small and large workspaces;
+ *  - denormal inputs and products: flushed alike by every kernel;
+ *  - K split at an even K1 with beta 1 on the second call: the same bits as one call;
+ *  - within bfloat16's error of the double-precision product. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
+#include "../src/core/rng.h"
+#include "../src/kernels/cpu/gemm.h"
+#include "../src/kernels/cpu/isa.h"
+#include "memwall.h"
+#include "check.h"
+
+static uint64_t rng = 11;
+static long ncompared;
+static float *frand(size_t n, double scale) {
+    float *x = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = (float)(mw_rng_normal(&rng) * scale);
+    return x;
+}
+static uint32_t bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static float fbits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+#define AT(A, ta, lda, i, k) ((ta) ? (A)[(long)(k) * (lda) + (i)] : (A)[(long)(i) * (lda) + (k)])
+
+/* The scalar twin: flushing denormals as the kernels do (the test's own FTZ/DAZ on x86-64). */
+static void twin(int ta, int tb, int M, int N, int K, float alpha, const float *A, long lda,
+                 const float *B, long ldb, float beta, float *C, long ldc) {
+#if defined(__x86_64__)
+    const unsigned old = _mm_getcsr();
+    _mm_setcsr(old | 0x8040u);
+#endif
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            volatile float c = beta != 0.0f ? C[(long)i * ldc + j] : 0.0f;
+            for (int p = 0; p < (K + 1) / 2; p++) {
+                const int k0 = 2 * p, k1 = 2 * p + 1;
+                const float a1 = k1 < K ? mw_bf16_round(AT(A, ta, lda, i, k1)) : 0.0f;
+                const float b1 = k1 < K ? mw_bf16_round(AT(B, tb, ldb, k1, j)) : 0.0f;
+                c = fmaf(a1, b1, c);
+                c = fmaf(mw_bf16_round(AT(A, ta, lda, i, k0)), mw_bf16_round(AT(B, tb, ldb, k0, j)), c);
+            }
+            C[(long)i * ldc + j] = alpha != 1.0f ? c * alpha : c;
+        }
+#if defined(__x86_64__)
+    _mm_setcsr(old);
+#endif
+}
+
+static void one_case(int ta, int tb, int M, int N, int K, float alpha, float beta, double scale) {
+    const long lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 2;
+    const long arows = ta ? K : M, brows = tb ? N : K;
+    float *A = frand((size_t)arows * lda, scale), *B = frand((size_t)brows * ldb, scale);
+    float *C0 = frand((size_t)M * ldc, scale * scale), *T = malloc(sizeof(float) * M * ldc);
+    float *Cr = malloc(sizeof(float) * M * ldc);
+    memcpy(T, C0, sizeof(float) * M * ldc);
+    twin(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, T, ldc);
+    if (scale == 1.0) { /* within bfloat16's error of the exact product */
+        double worst = 0;
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double s = 0, mag = 0;
+                for (int k = 0; k < K; k++) {
+                    double p = (double)AT(A, ta, lda, i, k) * AT(B, tb, ldb, k, j);
+                    s += p;
+                    mag += fabs(p);
+                }
+                double ref = alpha * s + (beta != 0.0f ? C0[(long)i * ldc + j] : 0.0);
+                double e = fabs(T[(long)i * ldc + j] - ref) / (fabs(alpha) * mag + fabs(ref) + 1e-30);
+                worst = e > worst ? e : worst;
+            }
+        CHECK(worst < 8e-3, "%c%c %dx%dx%d: rel err %.3g beyond bfloat16's", "NT"[ta], "NT"[tb], M, N,
+              K, worst);
+    }
+    size_t big = mw_gemm_ws_floats(3, 4096), small = mw_gemm_ws_floats(1, 1);
+    float *ws = malloc(sizeof(float) * big);
+    const struct { size_t ws; int nt; } v[] = {{small, 1}, {big, 3}, {mw_gemm_ws_floats(2, 40), 2}};
+    for (int kern = -1; kern < MW_KERNEL_COUNT; kern++) {
+        if (kern >= 0 && !mw_kernel_id_supported((mw_kernel_id)kern)) continue;
+        for (size_t t = 0; t < sizeof v / sizeof v[0]; t++) {
+            memcpy(Cr, C0, sizeof(float) * M * ldc);
+            int rc = kern < 0 ? mw_gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cr, ldc,
+                                             ws, v[t].ws, v[t].nt)
+                              : mw_gemm_bf16_kernel(kern, ta, tb, M, N, K, alpha, A, lda, B, ldb,
+                                                    beta, Cr, ldc, ws, v[t].ws, v[t].nt);
+            int same = rc == 0 && memcmp(Cr, T, sizeof(float) * M * ldc) == 0;
+            CHECK(same, "%c%c %dx%dx%d alpha %g beta %g scale %g: %s kernel, %d threads: not the twin's bits",
+                  "NT"[ta], "NT"[tb], M, N, K, alpha, beta, scale,
+                  kern < 0 ? mw_kernel_get() : mw_kernel_id_name((mw_kernel_id)kern), v[t].nt);
+            ncompared++;
+        }
+    }
+    free(A), free(B), free(C0), free(T), free(Cr), free(ws);
+}
+
+static void split_k(int M, int N, int K, int K1) {
+    float *A = frand((size_t)K * M, 1), *B = frand((size_t)K * N, 1);
+    float *C1 = calloc((size_t)M * N, sizeof(float)), *C2 = calloc((size_t)M * N, sizeof(float));
+    size_t n = mw_gemm_ws_floats(2, 100);
+    float *ws = malloc(sizeof(float) * n);
+    mw_gemm_bf16(1, 0, M, N, K, 1.0f, A, M, B, N, 0.0f, C1, N, ws, n, 2);
+    mw_gemm_bf16(1, 0, M, N, K1, 1.0f, A, M, B, N, 0.0f, C2, N, ws, n, 2);
+    mw_gemm_bf16(1, 0, M, N, K - K1, 1.0f, A + (long)K1 * M, M, B + (long)K1 * N, N, 1.0f, C2, N,
+                 ws, n, 1);
+    CHECK(memcmp(C1, C2, sizeof(float) * M * N) == 0,
+          "bf16 split at k=%d of %d: accumulating in two calls changed the bits", K1, K);
+    free(A), free(B), free(C1), free(C2), free(ws);
+}
+
+int main(void) {
+    CHECK(mw_kernel_set(NULL) == MW_OK, "%s", mw_last_error());
+    printf("gemm_bf16: %s kernel in use; this CPU runs %s\n", mw_kernel_get(), mw_kernels_available());
+    /* rounding */
+    CHECK(mw_bf16_round(1.0f) == 1.0f, "1 is a bfloat16");
+    CHECK(mw_bf16_round(fbits(0x3f808000u)) == 1.0f, "a tie rounds to the even 1.0");
+    CHECK(bits(mw_bf16_round(fbits(0x3f818000u))) == 0x3f820000u, "a tie rounds to even, upwards");
+    CHECK(bits(mw_bf16_round(fbits(0x3f808001u))) == 0x3f810000u, "above the tie rounds up");
+    CHECK(bits(mw_bf16_round(fbits(0x00000001u))) == 0u, "a denormal becomes +0");
+    CHECK(bits(mw_bf16_round(fbits(0x807fffffu))) == 0x80000000u, "a negative denormal becomes -0");
+    CHECK(bits(mw_bf16_round(INFINITY)) == 0x7f800000u, "inf stays inf");
+    CHECK(bits(mw_bf16_round(fbits(0x7f7fffffu))) == 0x7f800000u, "FLT_MAX rounds to inf");
+    CHECK(isnan(mw_bf16_round(fbits(0x7f800001u))), "a signalling NaN stays a NaN");
+    CHECK(bits(mw_bf16_round(fbits(0x7f800001u))) == 0x7fc00000u, "... quiet, its payload's top kept");
+
+    const int sizes[][3] = {{1, 1, 1},    {1, 50, 300}, {5, 7, 3},     {12, 32, 256}, {13, 33, 257},
+                            {37, 65, 601}, {130, 97, 64}, {3, 300, 17}, {64, 64, 0},  {7, 17, 255},
+                            {18, 48, 40}, {25, 70, 513}};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                const int M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
+                one_case(ta, tb, M, N, K, 1.0f, 0.0f, 1.0);
+                one_case(ta, tb, M, N, K, 1.0f, 1.0f, 1.0);
+                one_case(ta, tb, M, N, K, 0.125f, 0.0f, 1.0);
+            }
+    /* near the bottom of the range: denormal operands, products and sums */
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            one_case(ta, tb, 13, 35, 77, 1.0f, 0.0f, 1e-19);
+            one_case(ta, tb, 13, 35, 77, 1.0f, 1.0f, 3e-20);
+            one_case(ta, tb, 13, 35, 77, 1e-3f, 0.0f, 1e-18);
+        }
+    split_k(29, 70, 700, 256);
+    split_k(29, 70, 700, 300);
+    split_k(40, 33, 1001, 2);
+    printf("gemm_bf16: %ld bitwise comparisons with the scalar twin across kernels and threads\n",
+           ncompared);
+    if (check_failures) {
+        fprintf(stderr, "test_gemm_bf16: %d failures\n", check_failures);
+        return 1;
+    }
+    printf("test_gemm_bf16: all passed\n");
+    return 0;
+}
