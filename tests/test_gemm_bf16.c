@@ -99,16 +99,35 @@ static void one_case(int ta, int tb, int M, int N, int K, float alpha, float bet
         if (kern >= 0 && !mw_kernel_id_supported((mw_kernel_id)kern)) continue;
         for (size_t t = 0; t < sizeof v / sizeof v[0]; t++) {
             memcpy(Cr, C0, sizeof(float) * M * ldc);
-            int rc = kern < 0 ? mw_gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cr, ldc,
-                                             ws, v[t].ws, v[t].nt)
-                              : mw_gemm_bf16_kernel(kern, ta, tb, M, N, K, alpha, A, lda, B, ldb,
-                                                    beta, Cr, ldc, ws, v[t].ws, v[t].nt);
+            int rc = kern < 0 ? mw_gemm_bf16(ta, tb, M, N, K, alpha, A, 0, lda, B, 0, ldb, beta, Cr,
+                                             ldc, ws, v[t].ws, v[t].nt)
+                              : mw_gemm_bf16_kernel(kern, ta, tb, M, N, K, alpha, A, 0, lda, B, 0,
+                                                    ldb, beta, Cr, ldc, ws, v[t].ws, v[t].nt);
             int same = rc == 0 && memcmp(Cr, T, sizeof(float) * M * ldc) == 0;
             CHECK(same, "%c%c %dx%dx%d alpha %g beta %g scale %g: %s kernel, %d threads: not the twin's bits",
                   "NT"[ta], "NT"[tb], M, N, K, alpha, beta, scale,
                   kern < 0 ? mw_kernel_get() : mw_kernel_id_name((mw_kernel_id)kern), v[t].nt);
             ncompared++;
         }
+        /* operands stored as bfloat16 (either, both): the bits of the floats they round */
+        uint16_t *A16 = malloc(2 * ((size_t)arows * lda + 1)), *B16 = malloc(2 * ((size_t)brows * ldb + 1));
+        mw_bf16_store(A16, A, (size_t)arows * lda);
+        mw_bf16_store(B16, B, (size_t)brows * ldb);
+        for (int st = 1; st < 4; st++) {
+            const int a16 = st & 1, b16 = st >> 1;
+            memcpy(Cr, C0, sizeof(float) * M * ldc);
+            const void *Ax = a16 ? (const void *)A16 : A, *Bx = b16 ? (const void *)B16 : B;
+            int rc = kern < 0 ? mw_gemm_bf16(ta, tb, M, N, K, alpha, Ax, a16, lda, Bx, b16, ldb, beta, Cr,
+                                             ldc, ws, big, 2)
+                              : mw_gemm_bf16_kernel(kern, ta, tb, M, N, K, alpha, Ax, a16, lda, Bx, b16,
+                                                    ldb, beta, Cr, ldc, ws, big, 2);
+            CHECK(rc == 0 && memcmp(Cr, T, sizeof(float) * M * ldc) == 0,
+                  "%c%c %dx%dx%d: %s kernel, A%s B%s stored as bfloat16: not the twin's bits", "NT"[ta],
+                  "NT"[tb], M, N, K, kern < 0 ? mw_kernel_get() : mw_kernel_id_name((mw_kernel_id)kern),
+                  a16 ? "" : " not", b16 ? "" : " not");
+            ncompared++;
+        }
+        free(A16), free(B16);
     }
     free(A), free(B), free(C0), free(T), free(Cr), free(ws);
 }
@@ -118,10 +137,10 @@ static void split_k(int M, int N, int K, int K1) {
     float *C1 = calloc((size_t)M * N, sizeof(float)), *C2 = calloc((size_t)M * N, sizeof(float));
     size_t n = mw_gemm_ws_floats(2, 100);
     float *ws = malloc(sizeof(float) * n);
-    mw_gemm_bf16(1, 0, M, N, K, 1.0f, A, M, B, N, 0.0f, C1, N, ws, n, 2);
-    mw_gemm_bf16(1, 0, M, N, K1, 1.0f, A, M, B, N, 0.0f, C2, N, ws, n, 2);
-    mw_gemm_bf16(1, 0, M, N, K - K1, 1.0f, A + (long)K1 * M, M, B + (long)K1 * N, N, 1.0f, C2, N,
-                 ws, n, 1);
+    mw_gemm_bf16(1, 0, M, N, K, 1.0f, A, 0, M, B, 0, N, 0.0f, C1, N, ws, n, 2);
+    mw_gemm_bf16(1, 0, M, N, K1, 1.0f, A, 0, M, B, 0, N, 0.0f, C2, N, ws, n, 2);
+    mw_gemm_bf16(1, 0, M, N, K - K1, 1.0f, A + (long)K1 * M, 0, M, B + (long)K1 * N, 0, N, 1.0f, C2,
+                 N, ws, n, 1);
     CHECK(memcmp(C1, C2, sizeof(float) * M * N) == 0,
           "bf16 split at k=%d of %d: accumulating in two calls changed the bits", K1, K);
     free(A), free(B), free(C1), free(C2), free(ws);
@@ -142,6 +161,31 @@ int main(void) {
     CHECK(isnan(mw_bf16_round(fbits(0x7f800001u))), "a signalling NaN stays a NaN");
     CHECK(bits(mw_bf16_round(fbits(0x7f800001u))) == 0x7fc00000u, "... quiet, its payload's top kept");
 
+    /* mw_bf16_store: the rounding's bits, in and past the vector loop; mw_bf16_load widens */
+    for (int n = 0; n < 70; n++) {
+        float *x = frand((size_t)n, 1.0), *y = malloc(sizeof(float) * (n + 1));
+        if (n > 3) x[3] = fbits(0x00000005u), x[1] = fbits(0x7fa00001u), x[2] = -INFINITY;
+        uint16_t *h = malloc(2 * (size_t)(n + 1));
+        mw_bf16_store(h, x, (size_t)n);
+        mw_bf16_load(y, h, (size_t)n);
+        for (int i = 0; i < n; i++)
+            CHECK(h[i] == bits(mw_bf16_round(x[i])) >> 16 && bits(y[i]) == bits(mw_bf16_round(x[i])),
+                  "mw_bf16_store/load of %d floats: element %d", n, i);
+        free(x), free(y), free(h);
+    }
+    { /* a bfloat16 operand without bfloat16 products is refused */
+        float a[4] = {1, 2, 3, 4}, c[4] = {0};
+        uint16_t a16[4] = {0x3f80, 0x3f80, 0x3f80, 0x3f80};
+        size_t n = mw_gemm_ws_floats(1, 1);
+        float *w = malloc(sizeof(float) * n);
+        mw_gemm_ws g = {w, n, 1, 0};
+        CHECK(mw_gemm_ws_run_x(&g, 0, 0, 2, 2, 2, 1.0f, a16, 1, 2, a, 0, 2, 0.0f, c, 2) == -1,
+              "a bfloat16 operand in an fp32 product was accepted");
+        g.bf16 = 1;
+        CHECK(mw_gemm_ws_run_x(&g, 0, 0, 2, 2, 2, 1.0f, a16, 1, 2, a, 0, 2, 0.0f, c, 2) == 0 && c[0] == 4.0f &&
+                  c[3] == 6.0f, "ones times a: got %g %g", c[0], c[3]);
+        free(w);
+    }
     const int sizes[][3] = {{1, 1, 1},    {1, 50, 300}, {5, 7, 3},     {12, 32, 256}, {13, 33, 257},
                             {37, 65, 601}, {130, 97, 64}, {3, 300, 17}, {64, 64, 0},  {7, 17, 255},
                             {18, 48, 40}, {25, 70, 513}};

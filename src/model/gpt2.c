@@ -45,9 +45,10 @@ enum { X, LN1, LN1S, QKV, ATTY, LSE, RES2, LN2, LN2S, FCH, GELU, NLS };
 static const char *const lslot_names[NLS] = {"x",    "ln1",  "ln1_stats", "qkv", "atty", "lse",
                                              "res2", "ln2",  "ln2_stats", "fch", "gelu"};
 /* values of the step */
-enum { G_IN, G_TGT, G_LNF, G_LNFS, G_LOGITS, G_LOSSES, G_DRES, G_DTMP, G_DQKV, G_ATTS, G_NORM, NGS };
+enum { G_IN, G_TGT, G_LNF, G_LNFS, G_LOGITS, G_LOSSES, G_DRES, G_DTMP, G_DQKV, G_ATTS, G_NORM, G_DCHUNK, NGS };
 static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf",  "lnf_stats", "logits", "losses",
-                                             "dres",   "dtmp",    "dqkv", "att_scratch", "norm_parts"};
+                                             "dres",   "dtmp",    "dqkv", "att_scratch", "norm_parts",
+                                             "dgelu_chunk"};
 #define XN MW_XN
 #define GS MW_GS
 enum { R = MW_R, W = MW_W, U = MW_U };
@@ -74,9 +75,11 @@ static const mw_kind KINDS[NKINDS] = {
     [K_LOGITS] = {"head", 6,
                   {{X, R}, {GS(G_TGT), R}, {GS(G_LNF), W}, {GS(G_LNFS), W}, {GS(G_LOGITS), W},
                    {GS(G_LOSSES), W}}, 0, 0},
-    [K_BFCPROJ] = {"fc proj bwd", 3, {{FCH, R}, {GELU, U}, {GS(G_DRES), U}}, 0, 0},
+    /* dW from gelu; d(gelu) over gelu (fp32) or in row chunks (bf16: gelu is bfloat16); d(fch)
+     * over fch */
+    [K_BFCPROJ] = {"fc proj bwd", 4, {{FCH, U}, {GELU, U}, {GS(G_DRES), U}, {GS(G_DCHUNK), W}}, 0, 0},
     [K_BFC] = {"ln2+fc bwd", 6,
-               {{LN2, R}, {LN2S, R}, {RES2, R}, {GELU, U}, {GS(G_DTMP), W}, {GS(G_DRES), U}}, 0, 0},
+               {{LN2, R}, {LN2S, R}, {RES2, R}, {FCH, R}, {GS(G_DTMP), W}, {GS(G_DRES), U}}, 0, 0},
     [K_BPROJ] = {"attn proj bwd", 3, {{ATTY, R}, {GS(G_DRES), U}, {GS(G_DTMP), W}}, 0, 0},
     [K_BATTN] = {"attention bwd", 6,
                  {{GS(G_DTMP), R}, {QKV, R}, {ATTY, R}, {LSE, R}, {GS(G_DQKV), W}, {GS(G_ATTS), W}}, 0, 0},
@@ -90,6 +93,11 @@ static const mw_kind KINDS[NKINDS] = {
 #define WS (&m->gw) /* the model's GEMM workspace, for the kernels' calls */
 #define keeps_logits mw_graph_keeps_logits
 #define copy_rows mw_graph_copy
+/* --precision bf16 keeps the values only products read (ln1, ln2, gelu, lnf) as bfloat16: the
+ * products round them anyway, so this halves them without changing a bit */
+#define B16(m) ((m)->cfg.precision == MW_PRECISION_BF16)
+/* element i of a value of bfloat16 (b16) or floats */
+static inline void *elt(void *p, size_t i, int b16) { return (char *)p + i * (b16 ? 2 : 4); }
 enum { E_KCACHE, E_VCACHE, E_DEC }; /* the model's own buffers (inference only) */
 
 static void push_block_forward(mw_model *m, int l, int with_output) {
@@ -123,16 +131,16 @@ static void push_block_backward(mw_model *m, int l, int p) {
 static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
     const mw_config *c = &m->cfg;
     const uint64_t B = c->batch, T = c->seq, C = c->n_embd, V = c->vocab, N = B * T;
-    const uint64_t F = sizeof(float);
+    const uint64_t F = sizeof(float), H = B16(m) ? 2 : F;
     static const mw_category gcat[NGS] = {MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS,
                                           MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK,
-                                          MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK};
+                                          MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK};
     uint64_t rows = N < LOSS_ROWS ? N : LOSS_ROWS;
     const uint64_t gbytes[NGS] = {
-        N * sizeof(int32_t), N * sizeof(int32_t), N * C * F, 2 * N * F,
+        N * sizeof(int32_t), N * sizeof(int32_t), N * C * H, 2 * N * F,
         (keeps_logits(c) ? N : rows) * V * F, N * F, N * C * F, N * C * F, 3 * N * C * F,
         (uint64_t)m->nthreads * mw_attention_scratch_floats(c->seq) * F,
-        (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double)};
+        (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double), B16(m) ? rows * 4 * C * F : 0};
     *bytes = gbytes[g];
     *cat = gcat[g];
     if (g == G_LOGITS && keeps_logits(c)) *cat = MW_CAT_ACTS;
@@ -141,10 +149,10 @@ static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
 static uint64_t lslot(const mw_model *m, int v) {
     const mw_config *c = &m->cfg;
     const uint64_t B = c->batch, T = c->seq, C = c->n_embd, H = c->n_head, N = B * T;
-    const uint64_t F = sizeof(float);
-    const uint64_t lbytes[NLS] = {N * C * F, N * C * F, 2 * N * F,     3 * N * C * F,
-                                  N * C * F, B * H * T * F, N * C * F, N * C * F,
-                                  2 * N * F, 4 * N * C * F, 4 * N * C * F};
+    const uint64_t F = sizeof(float), h = B16(m) ? 2 : F;
+    const uint64_t lbytes[NLS] = {N * C * F, N * C * h, 2 * N * F,     3 * N * C * F,
+                                  N * C * F, B * H * T * F, N * C * F, N * C * h,
+                                  2 * N * F, 4 * N * C * F, 4 * N * C * h};
     return lbytes[v];
 }
 
@@ -199,14 +207,16 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         layer_ptrs(m, 0, l, p);
         if (!m->cfg.inference) layer_ptrs(m, 1, l, g);
     }
+    const int b16 = B16(m);
     switch (m->ops[i].kind) {
     case K_EMB:
         mw_encoder_forward(F(2), (const int32_t *)P[0], WTE(0), WPE(0), B, T, C);
         break;
     case K_LN1QKV:
     case K_LN1:
-        mw_layernorm_forward(F(1), F(2), F(2) + N, F(0), p[LN1W], p[LN1B], N, C);
-        if (m->ops[i].kind == K_LN1QKV) mw_matmul_forward(F(3), F(1), p[QKVW], p[QKVB], N, C, 3 * C, 0, WS);
+        mw_layernorm_forward_x(P[1], b16, F(2), F(2) + N, F(0), p[LN1W], p[LN1B], N, C);
+        if (m->ops[i].kind == K_LN1QKV)
+            mw_matmul_forward_x(F(3), P[1], b16, p[QKVW], p[QKVB], N, C, 3 * C, 0, WS);
         break;
     case K_ATTN:
         mw_attention_forward(F(1), F(2), F(3), m->nthreads, F(0), B, T, C, H);
@@ -217,33 +227,35 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         break;
     case K_LN2FC:
     case K_LN2:
-        mw_layernorm_forward(F(1), F(2), F(2) + N, F(0), p[LN2W], p[LN2B], N, C);
-        if (m->ops[i].kind == K_LN2FC) mw_matmul_forward(F(3), F(1), p[FCW], p[FCB], N, C, 4 * C, 0, WS);
+        mw_layernorm_forward_x(P[1], b16, F(2), F(2) + N, F(0), p[LN2W], p[LN2B], N, C);
+        if (m->ops[i].kind == K_LN2FC)
+            mw_matmul_forward_x(F(3), P[1], b16, p[FCW], p[FCB], N, C, 4 * C, 0, WS);
         break;
     case K_GELU:
-        mw_gelu_forward(F(1), F(0), (long)N * 4 * C);
+        mw_gelu_forward_x(P[1], b16, F(0), (long)N * 4 * C);
         break;
     case K_FCPROJ:
         copy_rows(F(2), F(0), (size_t)N * C);
-        mw_matmul_forward(F(2), F(1), p[FCPW], p[FCPB], N, 4 * C, C, 1, WS);
+        mw_matmul_forward_x(F(2), P[1], b16, p[FCPW], p[FCPB], N, 4 * C, C, 1, WS);
         break;
     case K_HEAD:
     case K_LOGITS: {
         const int kind = m->ops[i].kind, has_tg = m->has_targets;
         const int32_t *tg = (const int32_t *)P[1];
-        float *lnf = F(2), *stats = F(3), *logits = F(4), *losses = F(5);
+        void *lnf = P[2];
+        float *stats = F(3), *logits = F(4), *losses = F(5);
         const float *x = F(0);
-        mw_layernorm_forward(lnf, stats, stats + N, x, LNFW(0), LNFB(0), N, C);
+        mw_layernorm_forward_x(lnf, b16, stats, stats + N, x, LNFW(0), LNFB(0), N, C);
         const int grad = kind == K_HEAD && train;
         for (int n0 = 0; n0 < N; n0 += LOSS_ROWS) { /* positions in fixed quanta */
             const int rows = n0 + LOSS_ROWS < N ? LOSS_ROWS : N - n0;
             float *z = keeps_logits(c) ? logits + (size_t)n0 * V : logits; /* or one chunk's */
-            mw_matmul_forward(z, lnf + (size_t)n0 * C, WTE(0), NULL, rows, C, V, 0, WS);
+            mw_matmul_forward_x(z, elt(lnf, (size_t)n0 * C, b16), b16, WTE(0), NULL, rows, C, V, 0, WS);
             if (!has_tg) continue;
             mw_crossentropy(z, losses + n0, tg + n0, dloss, grad, rows, V);
             if (grad)
-                mw_matmul_backward(F(6) + (size_t)n0 * C, WTE(1), NULL, z, lnf + (size_t)n0 * C,
-                                   WTE(0), rows, C, V, 0, WS);
+                mw_matmul_backward_x(F(6) + (size_t)n0 * C, WTE(1), NULL, z,
+                                     elt(lnf, (size_t)n0 * C, b16), b16, WTE(0), rows, C, V, 0, WS);
         }
         if (has_tg) {
             double s = 0.0;
@@ -257,13 +269,20 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         }
         break;
     }
-    case K_BFCPROJ: /* dW from gelu, then d(gelu) over gelu, then through GELU: all in place */
-        mw_matmul_backward(NULL, g[FCPW], g[FCPB], F(2), F(1), p[FCPW], N, 4 * C, C, 0, WS);
-        mw_matmul_backward_dinp(F(1), F(2), p[FCPW], N, 4 * C, C, WS);
-        mw_gelu_backward_inplace(F(1), F(0), (long)N * 4 * C);
+    case K_BFCPROJ: { /* dW from gelu, then d(gelu) (over gelu, or per chunk of rows when gelu is
+                         bfloat16: rows are independent, the same bits), then d(fch) over fch */
+        mw_matmul_backward_x(NULL, g[FCPW], g[FCPB], F(2), P[1], b16, p[FCPW], N, 4 * C, C, 0, WS);
+        const int RC = b16 ? LOSS_ROWS : N;
+        for (int n0 = 0; n0 < N; n0 += RC) {
+            const int rows = N - n0 < RC ? N - n0 : RC;
+            float *dg = b16 ? F(3) : F(1) + (size_t)n0 * 4 * C, *fch = F(0) + (size_t)n0 * 4 * C;
+            mw_matmul_backward_dinp(dg, F(2) + (size_t)n0 * C, p[FCPW], rows, 4 * C, C, WS);
+            mw_gelu_backward(fch, dg, fch, (long)rows * 4 * C);
+        }
         break;
+    }
     case K_BFC:
-        mw_matmul_backward(F(4), g[FCW], g[FCB], F(3), F(0), p[FCW], N, C, 4 * C, 0, WS);
+        mw_matmul_backward_x(F(4), g[FCW], g[FCB], F(3), P[0], b16, p[FCW], N, C, 4 * C, 0, WS);
         mw_layernorm_backward_acc(F(5), g[LN2W], g[LN2B], F(4), F(2), p[LN2W], F(1), F(1) + N, N, C);
         break;
     case K_BPROJ:
@@ -273,7 +292,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         mw_attention_backward(F(4), F(5), m->nthreads, F(0), F(1), F(2), F(3), B, T, C, H);
         break;
     case K_BQKV:
-        mw_matmul_backward(F(4), g[QKVW], g[QKVB], F(0), F(1), p[QKVW], N, C, 3 * C, 0, WS);
+        mw_matmul_backward_x(F(4), g[QKVW], g[QKVB], F(0), P[1], b16, p[QKVW], N, C, 3 * C, 0, WS);
         mw_layernorm_backward_acc(F(5), g[LN1W], g[LN1B], F(4), F(3), p[LN1W], F(2), F(2) + N, N, C);
         break;
     case K_EMBB:

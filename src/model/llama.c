@@ -53,9 +53,14 @@ enum { X, LN1, LN1S, QKV, ATTY, LSE, RES2, LN2, LN2S, FCH, ACT, NLS };
 static const char *const lslot_names[NLS] = {"x",    "ln1", "ln1_rstd", "qkv",     "atty", "lse",
                                              "res2", "ln2", "ln2_rstd", "gate_up", "act"};
 /* values of the step */
-enum { G_IN, G_TGT, G_LNF, G_LNFS, G_LOGITS, G_LOSSES, G_DRES, G_DTMP, G_DQKV, G_ATTS, G_NORM, NGS };
+enum { G_IN, G_TGT, G_LNF, G_LNFS, G_LOGITS, G_LOSSES, G_DRES, G_DTMP, G_DQKV, G_ATTS, G_NORM, G_DCHUNK, NGS };
 static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf",  "lnf_rstd", "logits", "losses",
-                                             "dres",   "dtmp",    "dqkv", "att_scratch", "norm_parts"};
+                                             "dres",   "dtmp",    "dqkv", "att_scratch", "norm_parts",
+                                             "dact_chunk"};
+/* --precision bf16 keeps the values only products read (ln1, ln2, act, lnf) as bfloat16: the
+ * products round them anyway, so this halves them without changing a bit */
+#define B16(m) ((m)->cfg.precision == MW_PRECISION_BF16)
+static inline void *elt(void *p, size_t i, int b16) { return (char *)p + i * (b16 ? 2 : 4); }
 #define XN MW_XN
 #define GS MW_GS
 enum { R = MW_R, W = MW_W, U = MW_U };
@@ -82,8 +87,9 @@ static const mw_kind KINDS[NKINDS] = {
     [K_LOGITS] = {"head", 6,
                   {{X, R}, {GS(G_TGT), R}, {GS(G_LNF), W}, {GS(G_LNFS), W}, {GS(G_LOGITS), W},
                    {GS(G_LOSSES), W}}, 0, 0},
-    /* d(act) in place of act, then d(gate|up) in place of gate|up */
-    [K_BDOWN] = {"down proj bwd", 3, {{FCH, U}, {ACT, U}, {GS(G_DRES), U}}, 0, 0},
+    /* d(act) in place of act (fp32) or per chunk of rows (bf16: act is bfloat16), then d(gate|up)
+     * in place of gate|up */
+    [K_BDOWN] = {"down proj bwd", 4, {{FCH, U}, {ACT, U}, {GS(G_DRES), U}, {GS(G_DCHUNK), W}}, 0, 0},
     [K_BFC] = {"gate+up bwd", 6,
                {{LN2, R}, {LN2S, R}, {RES2, R}, {FCH, R}, {GS(G_DTMP), W}, {GS(G_DRES), U}}, 0, 0},
     [K_BPROJ] = {"o proj bwd", 3, {{ATTY, R}, {GS(G_DRES), U}, {GS(G_DTMP), W}}, 0, 0},
@@ -138,12 +144,13 @@ static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
     const int keep = mw_graph_keeps_logits(c);
     static const mw_category gcat[NGS] = {MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS,
                                           MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK,
-                                          MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK};
+                                          MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK};
+    const uint64_t H = B16(m) ? 2 : F32;
     const uint64_t gbytes[NGS] = {
-        N * sizeof(int32_t), N * sizeof(int32_t), N * C * F32, N * F32, (keep ? N : rows) * V * F32,
+        N * sizeof(int32_t), N * sizeof(int32_t), N * C * H, N * F32, (keep ? N : rows) * V * F32,
         N * F32, N * C * F32, N * C * F32, N * qkv_width(c) * F32,
         (uint64_t)m->nthreads * mw_attention_scratch_floats(c->seq) * F32,
-        (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double)};
+        (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double), B16(m) ? rows * (uint64_t)c->ffn * F32 : 0};
     *bytes = gbytes[g];
     *cat = g == G_LOGITS && keep ? MW_CAT_ACTS : gcat[g];
 }
@@ -151,9 +158,10 @@ static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
 static uint64_t lslot(const mw_model *m, int v) {
     const mw_config *c = &m->cfg;
     const uint64_t B = c->batch, T = c->seq, C = c->n_embd, H = c->n_head, N = B * T, F = c->ffn;
-    const uint64_t lbytes[NLS] = {N * C * F32, N * C * F32, N * F32,         N * qkv_width(c) * F32,
-                                  N * C * F32, B * H * T * F32, N * C * F32, N * C * F32,
-                                  N * F32,     2 * N * F * F32, N * F * F32};
+    const uint64_t h = B16(m) ? 2 : F32;
+    const uint64_t lbytes[NLS] = {N * C * F32, N * C * h, N * F32,         N * qkv_width(c) * F32,
+                                  N * C * F32, B * H * T * F32, N * C * F32, N * C * h,
+                                  N * F32,     2 * N * F * F32, N * F * h};
     return lbytes[v];
 }
 
@@ -219,15 +227,16 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         if (!m->cfg.inference) layer_ptrs(m, 1, l, g);
     }
     const size_t NF = (size_t)N * F;
+    const int b16 = B16(m);
     switch (m->ops[i].kind) {
     case K_EMB:
         mw_embedding_forward(A(2), (const int32_t *)P[0], EMBED(0), N, C);
         break;
     case K_LN1QKV:
     case K_LN1:
-        mw_rmsnorm_forward(A(1), A(2), A(0), p[ATTN_NORM], N, C, eps);
+        mw_rmsnorm_forward_x(P[1], b16, A(2), A(0), p[ATTN_NORM], N, C, eps);
         if (m->ops[i].kind == K_LN1) break;
-        mw_matmul_forward(A(3), A(1), p[WQ], NULL, N, C, QW, 0, WS); /* q|k|v: one matrix */
+        mw_matmul_forward_x(A(3), P[1], b16, p[WQ], NULL, N, C, QW, 0, WS); /* q|k|v: one matrix */
         mw_rope_forward_inplace(A(3), QW, cos_t, sin_t, B, T, H, hs);
         mw_rope_forward_inplace(A(3) + (size_t)H * hs, QW, cos_t, sin_t, B, T, KV, hs);
         break;
@@ -240,35 +249,36 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         break;
     case K_LN2FC:
     case K_LN2:
-        mw_rmsnorm_forward(A(1), A(2), A(0), p[MLP_NORM], N, C, eps);
+        mw_rmsnorm_forward_x(P[1], b16, A(2), A(0), p[MLP_NORM], N, C, eps);
         if (m->ops[i].kind == K_LN2) break;
-        mw_matmul_forward(A(3), A(1), p[WGATE], NULL, N, C, F, 0, WS);
-        mw_matmul_forward(A(3) + NF, A(1), p[WUP], NULL, N, C, F, 0, WS);
+        mw_matmul_forward_x(A(3), P[1], b16, p[WGATE], NULL, N, C, F, 0, WS);
+        mw_matmul_forward_x(A(3) + NF, P[1], b16, p[WUP], NULL, N, C, F, 0, WS);
         break;
     case K_SWIGLU:
-        mw_swiglu_forward(A(1), A(0), A(0) + NF, (long)NF);
+        mw_swiglu_forward_x(P[1], b16, A(0), A(0) + NF, (long)NF);
         break;
     case K_DOWN:
         mw_graph_copy(A(2), A(0), (size_t)N * C);
-        mw_matmul_forward(A(2), A(1), p[WDOWN], NULL, N, F, C, 1, WS);
+        mw_matmul_forward_x(A(2), P[1], b16, p[WDOWN], NULL, N, F, C, 1, WS);
         break;
     case K_HEAD:
     case K_LOGITS: {
         const int kind = m->ops[i].kind, has_tg = m->has_targets, keep = mw_graph_keeps_logits(c);
         const int32_t *tg = (const int32_t *)P[1];
-        float *lnf = A(2), *rstd = A(3), *logits = A(4), *losses = A(5);
+        void *lnf = P[2];
+        float *rstd = A(3), *logits = A(4), *losses = A(5);
         const float *x = A(0), *wl = LMHEAD(0);
-        mw_rmsnorm_forward(lnf, rstd, x, NORMF(0), N, C, eps);
+        mw_rmsnorm_forward_x(lnf, b16, rstd, x, NORMF(0), N, C, eps);
         const int grad = kind == K_HEAD && train;
         for (int n0 = 0; n0 < N; n0 += MW_LOSS_ROWS) { /* positions in fixed quanta */
             const int rows = n0 + MW_LOSS_ROWS < N ? MW_LOSS_ROWS : N - n0;
             float *z = keep ? logits + (size_t)n0 * V : logits; /* or one chunk's */
-            mw_matmul_forward(z, lnf + (size_t)n0 * C, wl, NULL, rows, C, V, 0, WS);
+            mw_matmul_forward_x(z, elt(lnf, (size_t)n0 * C, b16), b16, wl, NULL, rows, C, V, 0, WS);
             if (!has_tg) continue;
             mw_crossentropy(z, losses + n0, tg + n0, dloss, grad, rows, V);
             if (grad)
-                mw_matmul_backward(A(6) + (size_t)n0 * C, LMHEAD(1), NULL, z, lnf + (size_t)n0 * C, wl,
-                                   rows, C, V, 0, WS);
+                mw_matmul_backward_x(A(6) + (size_t)n0 * C, LMHEAD(1), NULL, z,
+                                     elt(lnf, (size_t)n0 * C, b16), b16, wl, rows, C, V, 0, WS);
         }
         if (has_tg) {
             double s = 0.0;
@@ -281,14 +291,22 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         }
         break;
     }
-    case K_BDOWN: /* dW from act; d(act) over act; d(gate|up) over gate|up */
-        mw_matmul_backward(NULL, g[WDOWN], NULL, A(2), A(1), p[WDOWN], N, F, C, 0, WS);
-        mw_matmul_backward_dinp(A(1), A(2), p[WDOWN], N, F, C, WS);
-        mw_swiglu_backward(A(0), A(0) + NF, A(1), A(0), A(0) + NF, (long)NF);
+    case K_BDOWN: { /* dW from act; d(act) over act (or per chunk of rows when act is bfloat16:
+                       rows are independent, the same bits); d(gate|up) over gate|up */
+        mw_matmul_backward_x(NULL, g[WDOWN], NULL, A(2), P[1], b16, p[WDOWN], N, F, C, 0, WS);
+        const int RC = b16 ? MW_LOSS_ROWS : N;
+        for (int n0 = 0; n0 < N; n0 += RC) {
+            const int rows = N - n0 < RC ? N - n0 : RC;
+            const size_t o = (size_t)n0 * F;
+            float *da = b16 ? A(3) : A(1) + o, *gate = A(0) + o, *up = A(0) + NF + o;
+            mw_matmul_backward_dinp(da, A(2) + (size_t)n0 * C, p[WDOWN], rows, F, C, WS);
+            mw_swiglu_backward(gate, up, da, gate, up, (long)rows * F);
+        }
         break;
+    }
     case K_BFC:
-        mw_matmul_backward(A(4), g[WGATE], NULL, A(3), A(0), p[WGATE], N, C, F, 0, WS);
-        mw_matmul_backward(A(4), g[WUP], NULL, A(3) + NF, A(0), p[WUP], N, C, F, 1, WS);
+        mw_matmul_backward_x(A(4), g[WGATE], NULL, A(3), P[0], b16, p[WGATE], N, C, F, 0, WS);
+        mw_matmul_backward_x(A(4), g[WUP], NULL, A(3) + NF, P[0], b16, p[WUP], N, C, F, 1, WS);
         mw_rmsnorm_backward_acc(A(5), g[MLP_NORM], A(4), A(2), p[MLP_NORM], A(1), N, C);
         break;
     case K_BPROJ:
@@ -300,7 +318,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         mw_rope_backward_inplace(A(4) + (size_t)H * hs, QW, cos_t, sin_t, B, T, KV, hs);
         break;
     case K_BQKV:
-        mw_matmul_backward(A(4), g[WQ], NULL, A(0), A(1), p[WQ], N, C, QW, 0, WS);
+        mw_matmul_backward_x(A(4), g[WQ], NULL, A(0), P[1], b16, p[WQ], N, C, QW, 0, WS);
         mw_rmsnorm_backward_acc(A(5), g[ATTN_NORM], A(4), A(3), p[ATTN_NORM], A(2), N, C);
         break;
     case K_EMBB:

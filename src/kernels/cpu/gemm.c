@@ -44,10 +44,10 @@ static inline void transpose_small(float *d, long ldd, const float *s, long lds,
 }
 
 #if defined(__AVX2__)
-/* the full 4 x 8 case in eight shuffles (AVX is in the baseline whenever __AVX2__ is) */
-static inline void transpose_4x8(float *d, long ldd, const float *s, long lds, int sw) {
-    const __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + lds);
-    const __m256 r2 = _mm256_loadu_ps(s + 2 * lds), r3 = _mm256_loadu_ps(s + 3 * lds);
+/* the full 4 x 8 case in eight shuffles (AVX is in the baseline whenever __AVX2__ is), of four
+ * rows in registers */
+static inline void transpose_4x8_regs(float *d, long ldd, __m256 r0, __m256 r1, __m256 r2,
+                                      __m256 r3, int sw) {
     const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
     const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
     const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
@@ -60,6 +60,15 @@ static inline void transpose_4x8(float *d, long ldd, const float *s, long lds, i
     _mm_storeu_ps(d + (5 ^ sw) * ldd, _mm256_extractf128_ps(u1, 1));
     _mm_storeu_ps(d + (6 ^ sw) * ldd, _mm256_extractf128_ps(u2, 1));
     _mm_storeu_ps(d + (7 ^ sw) * ldd, _mm256_extractf128_ps(u3, 1));
+}
+static inline void transpose_4x8(float *d, long ldd, const float *s, long lds, int sw) {
+    transpose_4x8_regs(d, ldd, _mm256_loadu_ps(s), _mm256_loadu_ps(s + lds),
+                       _mm256_loadu_ps(s + 2 * lds), _mm256_loadu_ps(s + 3 * lds), sw);
+}
+/* eight bfloat16 (their bits) as eight floats */
+static inline __m256 bf16x8(const uint16_t *s) {
+    const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)s);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 #else
 static inline void transpose_4x8(float *d, long ldd, const float *s, long lds, int sw) {
@@ -95,6 +104,43 @@ static void pack_along(float *d, long ld, const float *s, long lds, int n, int k
         for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dk + i, _mm256_loadu_ps(s + i));
 #endif
         for (; i < n; i++) dk[i] = s[i];
+    }
+}
+
+static inline float bf16_f(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* pack_across and pack_along from bfloat16 (their bits), as floats */
+static void pack_across16(float *d, long ld, const uint16_t *s, long lds, int n, int kc, int sw) {
+    int k = 0;
+#if defined(__AVX2__)
+    for (; k + 8 <= kc; k += 8) {
+        int i = 0;
+        for (; i + 4 <= n; i += 4) {
+            const uint16_t *r = s + i * lds + k;
+            transpose_4x8_regs(d + (long)k * ld + i, ld, bf16x8(r), bf16x8(r + lds),
+                               bf16x8(r + 2 * lds), bf16x8(r + 3 * lds), sw);
+        }
+        for (; i < n; i++)
+            for (int j = 0; j < 8; j++) d[(long)((k + j) ^ sw) * ld + i] = bf16_f(s[i * lds + k + j]);
+    }
+#endif
+    for (; k < kc; k++)
+        for (int i = 0; i < n; i++) d[(long)(k ^ sw) * ld + i] = bf16_f(s[i * lds + k]);
+}
+
+static void pack_along16(float *d, long ld, const uint16_t *s, long lds, int n, int kc, int sw) {
+    for (int k = 0; k < kc; k++, s += lds) {
+        float *dk = d + (long)(k ^ sw) * ld;
+        int i = 0;
+#if defined(__AVX2__)
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dk + i, bf16x8(s + i));
+#endif
+        for (; i < n; i++) dk[i] = bf16_f(s[i]);
     }
 }
 
@@ -185,8 +231,8 @@ static inline int panel_depth(int mode, int kc) {
 
 /* One panel of n (<= LD) rows or columns and depth kc, read across (s[i * lds + k]) or along
  * (s[k * lds + i]), into d (panel_depth(mode, kc) * LD floats) with zeros past n and past kc. */
-static void pack_panel(float *d, const int LD, int across, const float *s, long lds, int n, int kc,
-                       int mode) {
+static void pack_panel(float *d, const int LD, int across, const float *s, int s16, long lds, int n,
+                       int kc, int mode) {
     if (mode == PK_F32) {
         if (across)
             pack_across(d, LD, s, lds, n, kc, 0);
@@ -199,7 +245,12 @@ static void pack_panel(float *d, const int LD, int across, const float *s, long 
     float tmp[KC * PNR]; /* the fp32 panel of the pairs' mode, before pairing */
     float *t = mode == PK_EMU ? d : tmp;
     const int sw = mode == PK_EMU;
-    if (across)
+    const uint16_t *s16p = (const uint16_t *)(const void *)s;
+    if (s16 && across)
+        pack_across16(t, LD, s16p, lds, n, kc, sw);
+    else if (s16)
+        pack_along16(t, LD, s16p, lds, n, kc, sw);
+    else if (across)
         pack_across(t, LD, s, lds, n, kc, sw);
     else
         pack_along(t, LD, s, lds, n, kc, sw);
@@ -211,26 +262,31 @@ static void pack_panel(float *d, const int LD, int across, const float *s, long 
         pair_rows((uint32_t *)(void *)d, t, LD, kp / 2);
 }
 
-static void pack_a(float *dst, const int MR, int ta, const float *A, long lda, int i0, int mc,
-                   int p0, int kc, int mode) {
+/* element e of a matrix of floats (s16 0) or of bfloat16 (1), as the packers take it */
+static inline const float *elem(const float *M, int s16, long e) {
+    return s16 ? (const float *)(const void *)((const uint16_t *)(const void *)M + e) : M + e;
+}
+
+static void pack_a(float *dst, const int MR, int ta, const float *A, int a16, long lda, int i0,
+                   int mc, int p0, int kc, int mode) {
     const int pd = panel_depth(mode, kc);
     for (int ip = 0; ip < mc; ip += MR) {
         const int mr = mc - ip < MR ? mc - ip : MR;
         float *d = dst + (long)ip * pd;
         if (!ta)
-            pack_panel(d, MR, 1, A + (long)(i0 + ip) * lda + p0, lda, mr, kc, mode);
+            pack_panel(d, MR, 1, elem(A, a16, (long)(i0 + ip) * lda + p0), a16, lda, mr, kc, mode);
         else
-            pack_panel(d, MR, 0, A + (long)p0 * lda + i0 + ip, lda, mr, kc, mode);
+            pack_panel(d, MR, 0, elem(A, a16, (long)p0 * lda + i0 + ip), a16, lda, mr, kc, mode);
     }
 }
 
 /* one panel of NR columns starting at column j */
-static void pack_b_panel(float *d, const int NR, int tb, const float *B, long ldb, int j, int nr,
-                         int p0, int kc, int mode) {
+static void pack_b_panel(float *d, const int NR, int tb, const float *B, int b16, long ldb, int j,
+                         int nr, int p0, int kc, int mode) {
     if (!tb)
-        pack_panel(d, NR, 0, B + (long)p0 * ldb + j, ldb, nr, kc, mode);
+        pack_panel(d, NR, 0, elem(B, b16, (long)p0 * ldb + j), b16, ldb, nr, kc, mode);
     else
-        pack_panel(d, NR, 1, B + (long)j * ldb + p0, ldb, nr, kc, mode);
+        pack_panel(d, NR, 1, elem(B, b16, (long)j * ldb + p0), b16, ldb, nr, kc, mode);
 }
 
 /* ---- micro-kernels ------------------------------------------------------------------------------
@@ -274,6 +330,7 @@ typedef struct {
     mw_ukernel_rows_fn rows; /* reads A in place (A not transposed), or NULL */
     int mr, nr;
     int mode; /* PK_*: fp32 products, or bfloat16 ones emulated or native */
+    int a16, b16; /* A, B stored as bfloat16 (bfloat16 products only) */
 } job;
 
 /* Denormals flushed (FTZ) and read as zero (DAZ) in this thread for a bfloat16 product, as
@@ -330,8 +387,8 @@ static void run_thread(const job *j, int tid, int nt) {
             const int pd = panel_depth(j->mode, kc); /* what the micro-kernel runs as its depth */
             for (int p = tid; p < pn; p += nt) {
                 const int col = jc + p * NR, nr = j->N - col < NR ? j->N - col : NR;
-                pack_b_panel(bp + (size_t)p * pd * NR, NR, j->tb, j->B, j->ldb, col, nr, pc, kc,
-                             j->mode);
+                pack_b_panel(bp + (size_t)p * pd * NR, NR, j->tb, j->B, j->b16, j->ldb, col, nr, pc,
+                             kc, j->mode);
             }
             if (nt > 1) {
 #pragma omp barrier
@@ -342,7 +399,7 @@ static void run_thread(const job *j, int tid, int nt) {
             const int mcb = nblk ? ((r1 - r0 + nblk - 1) / nblk + MR - 1) / MR * MR : MC;
             for (int i0 = r0; i0 < r1; i0 += mcb) {
                 const int mc = r1 - i0 < mcb ? r1 - i0 : mcb;
-                if (!j->rows) pack_a(ap, MR, j->ta, j->A, j->lda, i0, mc, pc, kc, j->mode);
+                if (!j->rows) pack_a(ap, MR, j->ta, j->A, j->a16, j->lda, i0, mc, pc, kc, j->mode);
                 for (int p = p0; p < p1; p++) {
                     const int col = jc + p * NR, nr = j->N - col < NR ? j->N - col : NR;
                     const float *bpp = bp + (size_t)p * pd * NR;
@@ -367,7 +424,7 @@ static void run_thread(const job *j, int tid, int nt) {
                             j->rows(nr, kc, j->A + (long)(i0 + ip) * j->lda + pc, j->lda, bpp, ct,
                                     j->ldc, load, scale, j->alpha);
                         } else { /* the last rows: packed, zeros past M */
-                            pack_a(ap, MR, 0, j->A, j->lda, i0 + ip, mr, pc, kc, PK_F32);
+                            pack_a(ap, MR, 0, j->A, 0, j->lda, i0 + ip, mr, pc, kc, PK_F32);
                             j->kern(mr, nr, kc, ap, bpp, ct, j->ldc, load, scale, j->alpha);
                         }
                     }
@@ -430,11 +487,11 @@ static void gemv(int ta, int tb, int N, int K, float alpha, const float *A, long
 }
 
 static int gemm_with(const mw_ukernel *uk, int bf16, int allow_gemv, int ta, int tb, int M, int N, int K, float alpha,
-                     const float *A, long lda, const float *B, long ldb, float beta, float *C,
+                     const float *A, int a16, long lda, const float *B, int b16, long ldb, float beta, float *C,
                      long ldc, float *ws, size_t ws_floats, int nthreads) {
     if (nthreads < 1) nthreads = 1;
     if ((beta != 0.0f && beta != 1.0f) || (beta != 0.0f && alpha != 1.0f) || M < 0 || N < 0 ||
-        K < 0 || !ws || ws_floats < mw_gemm_ws_floats(nthreads, 1))
+        K < 0 || !ws || ws_floats < mw_gemm_ws_floats(nthreads, 1) || ((a16 || b16) && !bf16))
         return -1;
     if (M == 0 || N == 0) return 0;
     if (K == 0) {
@@ -452,7 +509,7 @@ static int gemm_with(const mw_ukernel *uk, int bf16, int allow_gemv, int ta, int
     const int mode = !bf16 ? PK_F32 : uk->bf16 ? PK_PAIR : PK_EMU;
     job j = {ta, tb, M, N, K, alpha, beta, A, B, lda, ldb, ldc, C, ws,
              fb > (size_t)N ? N : (int)fb, mode == PK_PAIR ? uk->bf16 : uk->fn,
-             ta || N > 512 || bf16 ? NULL : uk->rows, uk->mr, uk->nr, mode};
+             ta || N > 512 || bf16 ? NULL : uk->rows, uk->mr, uk->nr, mode, a16, b16};
     if (nthreads == 1) {
         run_thread(&j, 0, 1);
         return 0;
@@ -465,15 +522,15 @@ static int gemm_with(const mw_ukernel *uk, int bf16, int allow_gemv, int ta, int
 int mw_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, long lda,
             const float *B, long ldb, float beta, float *C, long ldc, float *ws, size_t ws_floats,
             int nthreads) {
-    return gemm_with(&kernels[mw_kernel_current()], 0, 1, ta, tb, M, N, K, alpha, A, lda, B, ldb,
-                     beta, C, ldc, ws, ws_floats, nthreads);
+    return gemm_with(&kernels[mw_kernel_current()], 0, 1, ta, tb, M, N, K, alpha, A, 0, lda, B, 0,
+                     ldb, beta, C, ldc, ws, ws_floats, nthreads);
 }
 
-int mw_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, long lda,
-                 const float *B, long ldb, float beta, float *C, long ldc, float *ws,
+int mw_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const void *A, int a16, long lda,
+                 const void *B, int b16, long ldb, float beta, float *C, long ldc, float *ws,
                  size_t ws_floats, int nthreads) {
-    return gemm_with(&kernels[mw_kernel_current()], 1, 0, ta, tb, M, N, K, alpha, A, lda, B, ldb,
-                     beta, C, ldc, ws, ws_floats, nthreads);
+    return gemm_with(&kernels[mw_kernel_current()], 1, 0, ta, tb, M, N, K, alpha, A, a16, lda, B,
+                     b16, ldb, beta, C, ldc, ws, ws_floats, nthreads);
 }
 
 int mw_gemm_kernel(int kernel, int packed_only, int ta, int tb, int M, int N, int K, float alpha,
@@ -482,18 +539,40 @@ int mw_gemm_kernel(int kernel, int packed_only, int ta, int tb, int M, int N, in
     if (kernel < 0 || kernel >= MW_KERNEL_COUNT || !kernels[kernel].fn ||
         !mw_kernel_id_supported((mw_kernel_id)kernel))
         return -1;
-    return gemm_with(&kernels[kernel], 0, !packed_only, ta, tb, M, N, K, alpha, A, lda, B, ldb,
-                     beta, C, ldc, ws, ws_floats, nthreads);
+    return gemm_with(&kernels[kernel], 0, !packed_only, ta, tb, M, N, K, alpha, A, 0, lda, B, 0,
+                     ldb, beta, C, ldc, ws, ws_floats, nthreads);
 }
 
 int mw_gemm_bf16_kernel(int kernel, int ta, int tb, int M, int N, int K, float alpha,
-                        const float *A, long lda, const float *B, long ldb, float beta, float *C,
-                        long ldc, float *ws, size_t ws_floats, int nthreads) {
+                        const void *A, int a16, long lda, const void *B, int b16, long ldb,
+                        float beta, float *C, long ldc, float *ws, size_t ws_floats, int nthreads) {
     if (kernel < 0 || kernel >= MW_KERNEL_COUNT || !kernels[kernel].fn ||
         !mw_kernel_id_supported((mw_kernel_id)kernel))
         return -1;
-    return gemm_with(&kernels[kernel], 1, 0, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-                     ws, ws_floats, nthreads);
+    return gemm_with(&kernels[kernel], 1, 0, ta, tb, M, N, K, alpha, A, a16, lda, B, b16, ldb, beta,
+                     C, ldc, ws, ws_floats, nthreads);
+}
+
+void mw_bf16_store(uint16_t *dst, const float *src, size_t n) {
+    size_t i = 0;
+#if defined(__AVX2__)
+    for (; i + 16 <= n; i += 16) {
+        const __m256i a = bf16_bits8(_mm256_loadu_si256((const __m256i *)(const void *)(src + i)));
+        const __m256i b = bf16_bits8(_mm256_loadu_si256((const __m256i *)(const void *)(src + i + 8)));
+        /* the high halves, in order: pack (which interleaves 128-bit lanes), then put them back */
+        const __m256i p = _mm256_packus_epi32(_mm256_srli_epi32(a, 16), _mm256_srli_epi32(b, 16));
+        _mm256_storeu_si256((__m256i *)(void *)(dst + i), _mm256_permute4x64_epi64(p, 0xD8));
+    }
+#endif
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, src + i, sizeof u);
+        dst[i] = (uint16_t)(bf16_bits(u) >> 16);
+    }
+}
+
+void mw_bf16_load(float *dst, const uint16_t *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_f(src[i]);
 }
 
 /* Times the AVX512_BF16 micro-kernel on bfloat16 panels against the AVX-512 one on fp32 panels
@@ -542,6 +621,18 @@ int mw_gemm_bf16_native_pays(void) {
 int mw_gemm_ws_run(const mw_gemm_ws *ws, int ta, int tb, int M, int N, int K, float alpha,
                    const float *A, long lda, const float *B, long ldb, float beta, float *C,
                    long ldc) {
-    return (ws->bf16 ? mw_gemm_bf16 : mw_gemm)(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                                               ldc, ws->buf, ws->floats, ws->nthreads);
+    return ws->bf16 ? mw_gemm_bf16(ta, tb, M, N, K, alpha, A, 0, lda, B, 0, ldb, beta, C, ldc,
+                                   ws->buf, ws->floats, ws->nthreads)
+                    : mw_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ws->buf,
+                              ws->floats, ws->nthreads);
+}
+
+int mw_gemm_ws_run_x(const mw_gemm_ws *ws, int ta, int tb, int M, int N, int K, float alpha,
+                     const void *A, int a16, long lda, const void *B, int b16, long ldb,
+                     float beta, float *C, long ldc) {
+    if (!ws->bf16)
+        return a16 || b16 ? -1 : mw_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ws->buf, ws->floats,
+                       ws->nthreads);
+    return mw_gemm_bf16(ta, tb, M, N, K, alpha, A, a16, lda, B, b16, ldb, beta, C, ldc, ws->buf,
+                        ws->floats, ws->nthreads);
 }

@@ -12,6 +12,7 @@
 #ifndef MW_GEMM_H
 #define MW_GEMM_H
 #include <stddef.h>
+#include <stdint.h>
 
 #define MW_GEMM_MR 12  /* rows of the portable kernel's register tile */
 #define MW_GEMM_NR 32  /* its columns: the widest tile of any kernel (workspace sizes use it) */
@@ -43,14 +44,19 @@ int mw_gemm_kernel(int kernel, int packed_only, int ta, int tb, int M, int N, in
  * c = fma(a[2p], b[2p], c), with a zero pair past an odd K and denormals flushed, then times
  * alpha. The AVX512_BF16 kernel runs it with vdpbf16ps, every other kernel with fp32 fmas: the
  * same bits on any kernel and thread count, and K split at an even K1 (beta 1 on the second call)
- * is the same bits as one call. No matrix-vector shortcut: M = 1 is packed too. Same errors. */
-int mw_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, long lda,
-                 const float *B, long ldb, float beta, float *C, long ldc, float *ws,
+ * is the same bits as one call. No matrix-vector shortcut: M = 1 is packed too. Same errors.
+ * a16 (b16) 1: A (B) holds bfloat16, their bits as uint16_t (lda, ldb in elements); a value that
+ * mw_bf16_store wrote gives the same bits as the float it rounded. */
+int mw_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const void *A, int a16, long lda,
+                 const void *B, int b16, long ldb, float beta, float *C, long ldc, float *ws,
                  size_t ws_floats, int nthreads);
 /* mw_gemm_bf16 on micro-kernel `kernel` (-1 where it cannot run): the tests' check */
 int mw_gemm_bf16_kernel(int kernel, int ta, int tb, int M, int N, int K, float alpha,
-                        const float *A, long lda, const float *B, long ldb, float beta, float *C,
-                        long ldc, float *ws, size_t ws_floats, int nthreads);
+                        const void *A, int a16, long lda, const void *B, int b16, long ldb,
+                        float beta, float *C, long ldc, float *ws, size_t ws_floats, int nthreads);
+/* dst (n bfloat16 bits) = src rounded as mw_gemm_bf16 rounds; mw_bf16_load widens them back */
+void mw_bf16_store(uint16_t *dst, const float *src, size_t n);
+void mw_bf16_load(float *dst, const uint16_t *src, size_t n);
 /* 1 when this CPU runs bfloat16 products faster with vdpbf16ps (the avx512bf16 kernel) than with
  * the avx512 kernel's fp32 fmas, timed on one register tile (a few milliseconds); 0 where it lacks
  * AVX512_BF16. isa.c's auto choice asks it. */
@@ -71,4 +77,8 @@ typedef struct mw_gemm_ws {
 int mw_gemm_ws_run(const mw_gemm_ws *ws, int ta, int tb, int M, int N, int K, float alpha,
                    const float *A, long lda, const float *B, long ldb, float beta, float *C,
                    long ldc);
+/* the same with operands stored as bfloat16 (a16, b16; -1 unless ws->bf16) */
+int mw_gemm_ws_run_x(const mw_gemm_ws *ws, int ta, int tb, int M, int N, int K, float alpha,
+                     const void *A, int a16, long lda, const void *B, int b16, long ldb,
+                     float beta, float *C, long ldc);
 #endif

@@ -49,12 +49,19 @@ void mw_encoder_backward(float *dwte, float *dwpe, const float *dout, const int3
 
 /* ---- layernorm ------------------------------------------------------------------------------- */
 
+/* the bfloat16 outputs (_x kernels) are computed in fp32 in pieces of this many, then rounded */
+#define BF_PIECE 256
+
 void mw_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
                           const float *b, int N, int C) {
+    mw_layernorm_forward_x(out, 0, mean, rstd, inp, w, b, N, C);
+}
+
+void mw_layernorm_forward_x(void *out, int out16, float *mean, float *rstd, const float *inp,
+                            const float *w, const float *b, int N, int C) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (long)n * C;
-        float *o = out + (long)n * C;
         float m = 0.0f;
         for (int c = 0; c < C; c++) m += x[c];
         m /= C;
@@ -65,7 +72,17 @@ void mw_layernorm_forward(float *out, float *mean, float *rstd, const float *inp
         }
         v /= C;
         float s = 1.0f / sqrtf(v + 1e-5f);
-        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + b[c];
+        if (!out16) {
+            float *o = (float *)out + (long)n * C;
+            for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + b[c];
+        } else {
+            float t[BF_PIECE];
+            for (int c0 = 0; c0 < C; c0 += BF_PIECE) {
+                const int cn = C - c0 < BF_PIECE ? C - c0 : BF_PIECE;
+                for (int c = 0; c < cn; c++) t[c] = (x[c0 + c] - m) * s * w[c0 + c] + b[c0 + c];
+                mw_bf16_store((uint16_t *)out + (long)n * C + c0, t, (size_t)cn);
+            }
+        }
         mean[n] = m;
         rstd[n] = s;
     }
@@ -114,6 +131,11 @@ void mw_layernorm_backward_acc(float *dinp, float *dw, float *db, const float *d
 
 void mw_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N,
                        int C, int OC, int acc, const mw_gemm_ws *ws) {
+    mw_matmul_forward_x(out, inp, 0, w, bias, N, C, OC, acc, ws);
+}
+
+void mw_matmul_forward_x(float *out, const void *inp, int inp16, const float *w, const float *bias,
+                         int N, int C, int OC, int acc, const mw_gemm_ws *ws) {
     float beta = acc ? 1.0f : 0.0f;
     if (bias) {
 #pragma omp parallel for schedule(static)
@@ -126,15 +148,21 @@ void mw_matmul_forward(float *out, const float *inp, const float *w, const float
         }
         beta = 1.0f;
     }
-    (void)mw_gemm_ws_run(ws, 0, 1, N, OC, C, 1.0f, inp, C, w, C, beta, out, OC);
+    (void)mw_gemm_ws_run_x(ws, 0, 1, N, OC, C, 1.0f, inp, inp16, C, w, 0, C, beta, out, OC);
 }
 
 void mw_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, int N, int C, int OC, int acc_dinp, const mw_gemm_ws *ws) {
+    mw_matmul_backward_x(dinp, dw, db, dout, inp, 0, w, N, C, OC, acc_dinp, ws);
+}
+
+void mw_matmul_backward_x(float *dinp, float *dw, float *db, const float *dout, const void *inp,
+                          int inp16, const float *w, int N, int C, int OC, int acc_dinp,
+                          const mw_gemm_ws *ws) {
     if (dinp)
         (void)mw_gemm_ws_run(ws, 0, 0, N, C, OC, 1.0f, dout, OC, w, C, acc_dinp ? 1.0f : 0.0f, dinp,
                              C);
-    (void)mw_gemm_ws_run(ws, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
+    (void)mw_gemm_ws_run_x(ws, 1, 0, OC, C, N, 1.0f, dout, 0, OC, inp, inp16, C, 1.0f, dw, C);
     if (db) {
 #pragma omp parallel for schedule(static)
         for (int o0 = 0; o0 < OC; o0 += 64) {
@@ -308,25 +336,43 @@ static inline float tanh_fast(float u) {
 
 float mw_tanh_fast(float u) { return tanh_fast(u); }
 
+static inline float gelu1(float x) {
+    float u = GELU_K * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanh_fast(u));
+}
+
 void mw_gelu_forward(float *out, const float *inp, long n) {
 #pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; i++) {
-        float x = inp[i];
-        float u = GELU_K * (x + 0.044715f * x * x * x);
-        out[i] = 0.5f * x * (1.0f + tanh_fast(u));
+    for (long i = 0; i < n; i++) out[i] = gelu1(inp[i]);
+}
+
+void mw_gelu_forward_x(void *out, int out16, const float *inp, long n) {
+    if (!out16) {
+        mw_gelu_forward(out, inp, n);
+        return;
+    }
+    const long np = (n + BF_PIECE - 1) / BF_PIECE;
+#pragma omp parallel for schedule(static)
+    for (long p = 0; p < np; p++) {
+        const long i0 = p * BF_PIECE, m = n - i0 < BF_PIECE ? n - i0 : BF_PIECE;
+        float t[BF_PIECE];
+        for (long i = 0; i < m; i++) t[i] = gelu1(inp[i0 + i]);
+        mw_bf16_store((uint16_t *)out + i0, t, (size_t)m);
     }
 }
 
-void mw_gelu_backward_inplace(float *d, const float *inp, long n) {
+void mw_gelu_backward(float *dinp, const float *dout, const float *inp, long n) {
 #pragma omp parallel for schedule(static)
     for (long i = 0; i < n; i++) {
         float x = inp[i];
         float u = GELU_K * (x + 0.044715f * x * x * x);
         float t = tanh_fast(u);
         float g = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_K * (1.0f + 0.134145f * x * x);
-        d[i] *= g;
+        dinp[i] = dout[i] * g;
     }
 }
+
+void mw_gelu_backward_inplace(float *d, const float *inp, long n) { mw_gelu_backward(d, d, inp, n); }
 
 /* Sum of n floats in 8 fixed lanes, lanes combined in a fixed tree: vectorises, and the order
  * depends on n alone. */
@@ -585,10 +631,14 @@ void mw_crossentropy(float *logits, float *losses, const int32_t *targets, float
 
 void mw_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C,
                         float eps) {
+    mw_rmsnorm_forward_x(out, 0, rstd, inp, w, N, C, eps);
+}
+
+void mw_rmsnorm_forward_x(void *out, int out16, float *rstd, const float *inp, const float *w,
+                          int N, int C, float eps) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (long)n * C;
-        float *o = out + (long)n * C;
         float sq[8] = {0};
         int c = 0;
         for (; c + 8 <= C; c += 8)
@@ -597,7 +647,17 @@ void mw_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *
         const float ss = ((sq[0] + sq[1]) + (sq[2] + sq[3])) + ((sq[4] + sq[5]) + (sq[6] + sq[7]));
         const float s = 1.0f / sqrtf(ss / (float)C + eps);
         rstd[n] = s;
-        for (c = 0; c < C; c++) o[c] = w[c] * (x[c] * s);
+        if (!out16) {
+            float *o = (float *)out + (long)n * C;
+            for (c = 0; c < C; c++) o[c] = w[c] * (x[c] * s);
+        } else {
+            float t[BF_PIECE];
+            for (int c0 = 0; c0 < C; c0 += BF_PIECE) {
+                const int cn = C - c0 < BF_PIECE ? C - c0 : BF_PIECE;
+                for (c = 0; c < cn; c++) t[c] = w[c0 + c] * (x[c0 + c] * s);
+                mw_bf16_store((uint16_t *)out + (long)n * C + c0, t, (size_t)cn);
+            }
+        }
     }
 }
 
@@ -683,6 +743,24 @@ void mw_swiglu_forward(float *out, const float *gate, const float *up, long n) {
     for (long i = 0; i < n; i++) {
         const float g = gate[i];
         out[i] = g * sigmoid_fast(g) * up[i];
+    }
+}
+
+void mw_swiglu_forward_x(void *out, int out16, const float *gate, const float *up, long n) {
+    if (!out16) {
+        mw_swiglu_forward(out, gate, up, n);
+        return;
+    }
+    const long np = (n + BF_PIECE - 1) / BF_PIECE;
+#pragma omp parallel for schedule(static)
+    for (long p = 0; p < np; p++) {
+        const long i0 = p * BF_PIECE, m = n - i0 < BF_PIECE ? n - i0 : BF_PIECE;
+        float t[BF_PIECE];
+        for (long i = 0; i < m; i++) {
+            const float g = gate[i0 + i];
+            t[i] = g * sigmoid_fast(g) * up[i0 + i];
+        }
+        mw_bf16_store((uint16_t *)out + i0, t, (size_t)m);
     }
 }
 

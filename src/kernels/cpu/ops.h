@@ -22,6 +22,10 @@ void mw_encoder_backward(float *dwte, float *dwpe, const float *dout, const int3
 /* out (N,C) = LayerNorm(inp) * w + b; keeps mean and rstd (N) for backward. eps 1e-5. */
 void mw_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
                           const float *b, int N, int C);
+/* The same with out (N,C) stored as bfloat16 when out16 (uint16_t bits, rounded as mw_bf16_store
+ * rounds the fp32 values the plain kernel writes). */
+void mw_layernorm_forward_x(void *out, int out16, float *mean, float *rstd, const float *inp,
+                            const float *w, const float *b, int N, int C);
 /* dinp (N,C) += ...; dw, db (C) += ... */
 void mw_layernorm_backward_acc(float *dinp, float *dw, float *db, const float *dout,
                                const float *inp, const float *w, const float *mean,
@@ -34,6 +38,12 @@ void mw_matmul_forward(float *out, const float *inp, const float *w, const float
  * dw (OC,C) += dout^T @ inp; db (OC) += column sums of dout (skipped when NULL). */
 void mw_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, int N, int C, int OC, int acc_dinp, const mw_gemm_ws *ws);
+/* The same with inp stored as bfloat16 when inp16 (uint16_t bits; bfloat16 products only: ws->bf16) */
+void mw_matmul_forward_x(float *out, const void *inp, int inp16, const float *w, const float *bias,
+                         int N, int C, int OC, int acc, const mw_gemm_ws *ws);
+void mw_matmul_backward_x(float *dinp, float *dw, float *db, const float *dout, const void *inp,
+                          int inp16, const float *w, int N, int C, int OC, int acc_dinp,
+                          const mw_gemm_ws *ws);
 /* dinp (N,C) = dout (N,OC) @ w (OC,C), overwrite: the same bits as mw_matmul_backward's dinp. */
 void mw_matmul_backward_dinp(float *dinp, const float *dout, const float *w, int N, int C, int OC,
                              const mw_gemm_ws *ws);
@@ -84,6 +94,10 @@ float mw_exp_fast(float x);
 float mw_tanh_fast(float u);
 /* out (N) = GELU_tanh(inp) */
 void mw_gelu_forward(float *out, const float *inp, long n);
+/* out (N) = GELU_tanh(inp), stored as bfloat16 when out16 */
+void mw_gelu_forward_x(void *out, int out16, const float *inp, long n);
+/* dinp (N) = dout * GELU_tanh'(inp); dinp may be dout or inp (in place) */
+void mw_gelu_backward(float *dinp, const float *dout, const float *inp, long n);
 /* d (N) = d * GELU_tanh'(inp), in place: d holds dout on entry, dinp on return */
 void mw_gelu_backward_inplace(float *d, const float *inp, long n);
 
@@ -103,6 +117,9 @@ void mw_matmul_forward_ref(float *out, const float *inp, const float *w, const f
 /* out (N,C) = w * (x / sqrt(mean(x^2) + eps)); keeps rstd (N) for backward. */
 void mw_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C,
                         float eps);
+/* the same with out stored as bfloat16 when out16 */
+void mw_rmsnorm_forward_x(void *out, int out16, float *rstd, const float *inp, const float *w,
+                          int N, int C, float eps);
 /* dinp (N,C) += ...; dw (C) += ... */
 void mw_rmsnorm_backward_acc(float *dinp, float *dw, const float *dout, const float *inp,
                              const float *w, const float *rstd, int N, int C);
@@ -118,6 +135,8 @@ void mw_rope_backward_inplace(float *dx, long row_stride, const float *cos_t, co
                               int B, int T, int H, int D);
 /* out (n) = silu(gate) * up, silu(g) = g * sigmoid(g) */
 void mw_swiglu_forward(float *out, const float *gate, const float *up, long n);
+/* the same stored as bfloat16 when out16 */
+void mw_swiglu_forward_x(void *out, int out16, const float *gate, const float *up, long n);
 /* dgate, dup (n) = the gradients of that, overwritten; in place (dgate = gate, dup = up) works */
 void mw_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                         const float *up, long n);
