@@ -34,6 +34,54 @@ size_t mw_gemm_ws_floats(int nthreads, int nc) {
  * B block (depth p0.., columns j0..) becomes panels of NR columns: panel[k * NR + c].
  * Rows and columns past the matrix are zeros. */
 
+/* bfloat16 rounding (the rule is stated with mw_gemm_bf16 below) */
+static inline uint32_t bf16_bits(uint32_t u) {
+    if ((u & 0x7f800000u) == 0) return u & 0x80000000u;
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u | 0x00400000u) & 0xffff0000u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+}
+
+static inline float rnd1(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u = bf16_bits(u);
+    memcpy(&x, &u, sizeof u);
+    return x;
+}
+
+float mw_bf16_round(float x) { return rnd1(x); }
+
+#if defined(__AVX2__)
+/* bf16_bits on eight lanes: round to nearest even in five integer operations, and the full rule
+ * (zeros and denormals to signed zero, NaN quiet) only for a vector that holds one of those */
+static inline __m256i bf16_bits8_full(__m256i u) {
+    const __m256i expo = _mm256_and_si256(u, _mm256_set1_epi32(0x7f800000));
+    const __m256i zero = _mm256_cmpeq_epi32(expo, _mm256_setzero_si256());
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                           _mm256_set1_epi32(0x7f800000));
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), odd);
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), nan);
+    r = _mm256_and_si256(r, hi);
+    return _mm256_blendv_epi8(r, _mm256_and_si256(u, _mm256_set1_epi32((int)0x80000000u)), zero);
+}
+static inline __m256i bf16_bits8(__m256i u) {
+    /* |u| - 1 below 0x007fffff: a zero or denormal (|u| = 0 wraps to the top: also caught by the
+     * unsigned-as-signed comparison below); above 0x7f800000 - 1 ... a NaN. Both from one value:
+     * a = |u| - 1 (as signed: -1 for zeros); special when a < 0x007fffff or a >= 0x7f800000. */
+    const __m256i a = _mm256_sub_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                       _mm256_set1_epi32(1));
+    const __m256i lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x007fffff), a);
+    const __m256i nan = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f7fffff));
+    if (!_mm256_testz_si256(_mm256_or_si256(lo, nan), _mm256_or_si256(lo, nan)))
+        return bf16_bits8_full(u);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), odd);
+    return _mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u));
+}
+#endif
+
 /* d[(j ^ sw) * ldd + i] = s[i * lds + j] for i < n (<= 4), j < m (<= 8): a small transpose, the
  * core of both packings that read across the panel (A not transposed, B transposed). sw 1 swaps
  * the rows of each pair (the bfloat16 products' order, below). */
@@ -107,6 +155,46 @@ static void pack_along(float *d, long ld, const float *s, long lds, int n, int k
     }
 }
 
+/* pack_across and pack_along of fp32 values rounded to bfloat16 on the way (as fp32) */
+static void pack_across_r(float *d, long ld, const float *s, long lds, int n, int kc, int sw) {
+    int k = 0;
+#if defined(__AVX2__)
+#define RL(p) _mm256_castsi256_ps(bf16_bits8(_mm256_castps_si256(_mm256_loadu_ps(p))))
+    for (; k + 8 <= kc; k += 8) {
+        int i = 0;
+        for (; i + 4 <= n; i += 4) {
+            const float *r = s + i * lds + k;
+            if (k + 40 <= kc)
+                for (int q = 0; q < 4; q++) __builtin_prefetch(r + q * lds + 32, 0, 3);
+            transpose_4x8_regs(d + (long)k * ld + i, ld, RL(r), RL(r + lds), RL(r + 2 * lds),
+                               RL(r + 3 * lds), sw);
+        }
+        for (; i < n; i++)
+            for (int j = 0; j < 8; j++)
+                d[(long)((k + j) ^ sw) * ld + i] = rnd1(s[i * lds + k + j]);
+    }
+#undef RL
+#endif
+    for (; k < kc; k++)
+        for (int i = 0; i < n; i++) d[(long)(k ^ sw) * ld + i] = rnd1(s[i * lds + k]);
+}
+
+static void pack_along_r(float *d, long ld, const float *s, long lds, int n, int kc, int sw) {
+    for (int k = 0; k < kc; k++, s += lds) {
+        float *dk = d + (long)(k ^ sw) * ld;
+        int i = 0;
+        /* rows a few ahead: the rounding's work between loads leaves too few of them in flight */
+        if (k + 8 < kc)
+            for (int q = 0; q < n; q += 16) __builtin_prefetch(s + 8 * lds + q, 0, 3);
+#if defined(__AVX2__)
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_si256((__m256i *)(void *)(dk + i),
+                                bf16_bits8(_mm256_loadu_si256((const __m256i *)(const void *)(s + i))));
+#endif
+        for (; i < n; i++) dk[i] = rnd1(s[i]);
+    }
+}
+
 static inline float bf16_f(uint16_t h) {
     const uint32_t u = (uint32_t)h << 16;
     float f;
@@ -161,46 +249,6 @@ static void pack_zero(float *d, long ld, int n, int kc) {
  * Products of two bfloat16 are exact in fp32, so each step is one rounding, the same on both. */
 enum { PK_F32, PK_EMU, PK_PAIR }; /* the panels: fp32; rounded, pairs swapped; bfloat16 pairs */
 
-static inline uint32_t bf16_bits(uint32_t u) {
-    if ((u & 0x7f800000u) == 0) return u & 0x80000000u;
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (u | 0x00400000u) & 0xffff0000u;
-    return (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-}
-
-float mw_bf16_round(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    u = bf16_bits(u);
-    memcpy(&x, &u, sizeof u);
-    return x;
-}
-
-#if defined(__AVX2__)
-static inline __m256i bf16_bits8(__m256i u) {
-    const __m256i expo = _mm256_and_si256(u, _mm256_set1_epi32(0x7f800000));
-    const __m256i zero = _mm256_cmpeq_epi32(expo, _mm256_setzero_si256());
-    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
-                                           _mm256_set1_epi32(0x7f800000));
-    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
-    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), odd);
-    r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), nan);
-    r = _mm256_and_si256(r, hi);
-    return _mm256_blendv_epi8(r, _mm256_and_si256(u, _mm256_set1_epi32((int)0x80000000u)), zero);
-}
-#endif
-
-/* n floats rounded to bfloat16 in place */
-static void round_bf16(float *d, size_t n) {
-    size_t i = 0;
-#if defined(__AVX2__)
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_si256((__m256i *)(void *)(d + i),
-                            bf16_bits8(_mm256_loadu_si256((const __m256i *)(const void *)(d + i))));
-#endif
-    for (; i < n; i++) d[i] = mw_bf16_round(d[i]);
-}
-
 /* out[p * ld + i] = (bfloat16 of t[2p * ld + i]) | (bfloat16 of t[(2p + 1) * ld + i]) << 16, for
  * np pairs of rows of a panel of width ld */
 static void pair_rows(uint32_t *out, const float *t, long ld, int np) {
@@ -246,20 +294,18 @@ static void pack_panel(float *d, const int LD, int across, const float *s, int s
     float *t = mode == PK_EMU ? d : tmp;
     const int sw = mode == PK_EMU;
     const uint16_t *s16p = (const uint16_t *)(const void *)s;
+    /* bfloat16 sources need no rounding (a denormal one is read as zero: DAZ, as vdpbf16ps) */
     if (s16 && across)
         pack_across16(t, LD, s16p, lds, n, kc, sw);
     else if (s16)
         pack_along16(t, LD, s16p, lds, n, kc, sw);
     else if (across)
-        pack_across(t, LD, s, lds, n, kc, sw);
+        pack_across_r(t, LD, s, lds, n, kc, sw);
     else
-        pack_along(t, LD, s, lds, n, kc, sw);
+        pack_along_r(t, LD, s, lds, n, kc, sw);
     if (kc & 1) memset(t + (long)(kc ^ sw) * LD, 0, sizeof(float) * LD); /* the zero past K */
     pack_zero(t, LD, n, kp);
-    if (mode == PK_EMU)
-        round_bf16(d, (size_t)kp * LD);
-    else
-        pair_rows((uint32_t *)(void *)d, t, LD, kp / 2);
+    if (mode == PK_PAIR) pair_rows((uint32_t *)(void *)d, t, LD, kp / 2);
 }
 
 /* element e of a matrix of floats (s16 0) or of bfloat16 (1), as the packers take it */
@@ -287,6 +333,32 @@ static void pack_b_panel(float *d, const int NR, int tb, const float *B, int b16
         pack_panel(d, NR, 0, elem(B, b16, (long)p0 * ldb + j), b16, ldb, nr, kc, mode);
     else
         pack_panel(d, NR, 1, elem(B, b16, (long)j * ldb + p0), b16, ldb, nr, kc, mode);
+}
+
+/* The emulated bfloat16 mode's panels of a matrix read along its rows (B not transposed, or A
+ * transposed): rows k0..k1-1 of the block, each read once across all np panels of LD columns (n
+ * in all, from s: row k at s + k * lds), rounded (or widened) into row k ^ 1 of each panel, zeros
+ * past n; the zero row past an odd kc by whoever packs the last row. The same panels as
+ * pack_panel makes one by one, filled by rows: whole rows streamed instead of strips of LD columns
+ * down 256 rows, which the rounding slowed down to memory latency (measured: the LM head's
+ * d(input) product at 0.75x fp32, 0.87x this way). */
+static void pack_rows_emu(float *dst, const int LD, const float *s, int s16, long lds, int n,
+                          int np, int kc, int k0, int k1) {
+    const int kp = (kc + 1) & ~1;
+    for (int k = k0; k < k1; k++) {
+        for (int p = 0; p < np; p++) {
+            const int nr = n - p * LD < LD ? n - p * LD : LD;
+            float *d = dst + (size_t)p * kp * LD + (size_t)(k ^ 1) * LD;
+            const long e = (long)k * lds + (long)p * LD;
+            if (s16)
+                pack_along16(d, LD, (const uint16_t *)(const void *)s + e, lds, nr, 1, 0);
+            else
+                pack_along_r(d, LD, s + e, lds, nr, 1, 0);
+            if (nr < LD) memset(d + nr, 0, sizeof(float) * (LD - nr));
+        }
+    }
+    if ((kc & 1) && k1 == kc)
+        for (int p = 0; p < np; p++) memset(dst + (size_t)p * kp * LD + (size_t)(kc - 1) * LD, 0, sizeof(float) * LD);
 }
 
 /* ---- micro-kernels ------------------------------------------------------------------------------
@@ -385,10 +457,15 @@ static void run_thread(const job *j, int tid, int nt) {
             const int kc = j->K - pc < KC ? j->K - pc : KC;
             const int load = pc > 0 || j->beta != 0.0f, last = pc + kc == j->K;
             const int pd = panel_depth(j->mode, kc); /* what the micro-kernel runs as its depth */
-            for (int p = tid; p < pn; p += nt) {
-                const int col = jc + p * NR, nr = j->N - col < NR ? j->N - col : NR;
-                pack_b_panel(bp + (size_t)p * pd * NR, NR, j->tb, j->B, j->b16, j->ldb, col, nr, pc,
-                             kc, j->mode);
+            if (j->mode == PK_EMU && !j->tb) {
+                pack_rows_emu(bp, NR, elem(j->B, j->b16, (long)pc * j->ldb + jc), j->b16, j->ldb, nc,
+                              pn, kc, kc * tid / nt, kc * (tid + 1) / nt);
+            } else {
+                for (int p = tid; p < pn; p += nt) {
+                    const int col = jc + p * NR, nr = j->N - col < NR ? j->N - col : NR;
+                    pack_b_panel(bp + (size_t)p * pd * NR, NR, j->tb, j->B, j->b16, j->ldb, col, nr,
+                                 pc, kc, j->mode);
+                }
             }
             if (nt > 1) {
 #pragma omp barrier
@@ -399,7 +476,11 @@ static void run_thread(const job *j, int tid, int nt) {
             const int mcb = nblk ? ((r1 - r0 + nblk - 1) / nblk + MR - 1) / MR * MR : MC;
             for (int i0 = r0; i0 < r1; i0 += mcb) {
                 const int mc = r1 - i0 < mcb ? r1 - i0 : mcb;
-                if (!j->rows) pack_a(ap, MR, j->ta, j->A, j->a16, j->lda, i0, mc, pc, kc, j->mode);
+                if (j->mode == PK_EMU && j->ta)
+                    pack_rows_emu(ap, MR, elem(j->A, j->a16, (long)pc * j->lda + i0), j->a16, j->lda,
+                                  mc, (mc + MR - 1) / MR, kc, 0, kc);
+                else if (!j->rows)
+                    pack_a(ap, MR, j->ta, j->A, j->a16, j->lda, i0, mc, pc, kc, j->mode);
                 for (int p = p0; p < p1; p++) {
                     const int col = jc + p * NR, nr = j->N - col < NR ? j->N - col : NR;
                     const float *bpp = bp + (size_t)p * pd * NR;
