@@ -181,8 +181,9 @@ build/v2/tests/%: build/v2/obj/tests/%.o build/v2/libmemwall.a
 	@mkdir -p $(dir $@)
 	$(CC) $(V2_CFLAGS) -o $@ $^ $(LDLIBS)
 
-test-v2: build/v2/memwall build/v2/tests/test_gemm build/memwall
+test-v2: build/v2/memwall build/v2/tests/test_gemm build/v2/tests/test_gemm_bf16 build/memwall
 	@echo "== build/v2/tests/test_gemm ($(V2_QEMU))"; $(V2_QEMU) build/v2/tests/test_gemm
+	@echo "== build/v2/tests/test_gemm_bf16 ($(V2_QEMU))"; $(V2_QEMU) build/v2/tests/test_gemm_bf16
 	@echo "== tests/cross_bits.sh (x86-64-v2 on Nehalem)"; OMP_WAIT_POLICY=passive \
 	  tests/cross_bits.sh build/memwall "$(V2_QEMU) build/v2/memwall" x86-64-v2
 	@echo "x86-64-v2 tests passed"

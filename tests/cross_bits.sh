@@ -44,6 +44,11 @@ for s in 2 4; do same "step $s: native and $WHERE checkpoints" "$T/x/step-000000
 diff <(grep -o 'loss [0-9.]*' "$T/out.x") <(grep -o 'loss [0-9.]*' "$T/out.a") >/dev/null &&
   pass "the same printed losses" || fail "losses: $(grep -o 'loss [0-9.]*' "$T/out.x" "$T/out.a" | tr '\n' ' ')"
 
+echo "-- the same bf16 checkpoints (bfloat16 products: vdpbf16ps or fp32 fmas on rounded pairs, denormals flushed)"
+"$MW" "${tr[@]}" --precision bf16 --out "$T/xb" >"$T/out.xb" 2>&1 || fail "train bf16 (native): $(tail -2 "$T/out.xb")"
+"${ARM[@]}" "${tr[@]}" --precision bf16 --out "$T/ab" >"$T/out.ab" 2>&1 || fail "train bf16 ($WHERE): $(tail -2 "$T/out.ab")"
+same "bf16 step 4: native and $WHERE checkpoints" "$T/xb/step-00000004.mwck" "$T/ab/step-00000004.mwck"
+
 echo "-- a run started here continues on $WHERE"
 mkdir -p "$T/m" && cp "$T/x/step-00000002.mwck" "$T/m/"
 "${ARM[@]}" train --data "$T/d" --resume auto --out "$T/m" >"$T/out.m" 2>&1 &&

@@ -49,6 +49,10 @@ static void twin(int ta, int tb, int M, int N, int K, float alpha, const float *
 #if defined(__x86_64__)
     const unsigned old = _mm_getcsr();
     _mm_setcsr(old | 0x8040u);
+#elif defined(__aarch64__)
+    unsigned long old;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(old));
+    __asm__ volatile("msr fpcr, %0" : : "r"(old | (1ul << 24)));
 #endif
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
@@ -64,6 +68,8 @@ static void twin(int ta, int tb, int M, int N, int K, float alpha, const float *
         }
 #if defined(__x86_64__)
     _mm_setcsr(old);
+#elif defined(__aarch64__)
+    __asm__ volatile("msr fpcr, %0" : : "r"(old));
 #endif
 }
 

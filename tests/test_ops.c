@@ -149,7 +149,7 @@ static void test_matmul(void) {
     f2d(c.b, b, OC);
     const size_t wsn = mw_gemm_ws_floats(2, 64);
     float *wsb = fnew(wsn);
-    const mw_gemm_ws ws = {wsb, wsn, 2};
+    const mw_gemm_ws ws = {wsb, wsn, 2, 0};
     mw_matmul_forward(out, x, w, b, N, C, OC, 0, &ws);
     mm_twin(&c);
     double e = err_fd(out, c.out, N * OC);

@@ -579,6 +579,7 @@ void print_config(const opts *o, const char *cmd) {
     if (run) printf(" accum=%d | %d steps", c->accum, c->steps);
     printf(" | threads %d", c->threads);
     if (run) printf(" | kernel %s", mw_kernel_get());
+    if (c->precision != MW_PRECISION_FP32) printf(" | precision %s", mw_precision_str(c->precision));
     if (run) printf(" | seed %llu", (unsigned long long)c->seed);
     printf(" | budget %s\n", c->budget ? mw_fmt_bytes(c->budget, b, sizeof b) : "none");
     if (strcmp(cmd, "train") != 0) return;

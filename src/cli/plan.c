@@ -222,6 +222,7 @@ int cmd_estimate(int argc, char **argv) {
         } else {
             printf(", \"largest_fit\": null");
         }
+        printf(", \"precision\": \"%s\"", mw_precision_str(c->precision));
         printf(", \"optim\": \"%s\", \"model_state_bytes_per_param\": %.6f, \"disk_bytes_per_param\": %.6f, \"optimizers\": {",
                mw_optim_str(c->optim), (double)(p.category[MW_CAT_PARAMS] + p.category[MW_CAT_GRADS] + p.category[MW_CAT_OPTIM]) / P,
                (double)p.disk_file / P);
@@ -300,7 +301,9 @@ int cmd_estimate(int argc, char **argv) {
                 printf("    --offload %-16s none\n", mw_offload_name(FIT_MODES[f]));
     }
     printf("\n  model states in memory (parameters, gradients, optimizer state%s) by --optim, fp32 weights and\n"
-           "  gradients; textbook: 4 + 4 bytes and the optimizer's state per parameter, all in memory:\n",
+           "  gradients under --precision fp32 and bf16 alike (bf16 rounds the products' operands as it packs\n"
+           "  them: no 16-bit copy of the weights, so fp32 AdamW's 16 B/param equals ZeRO's mixed-precision\n"
+           "  2 + 2 + 12); textbook: 4 + 4 bytes and the optimizer's state per parameter, all in memory:\n",
            p.disk_file ? "; the disk tier's not counted" : "");
     printf("    %-10s %12s %10s %10s  %s\n", "--optim", "states", "B/param", "textbook", c->budget ? "largest preset that fits" : "");
     for (int i = 0; i < MW_OPTIM_COUNT; i++) {

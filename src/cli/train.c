@@ -558,9 +558,9 @@ int cmd_bench(int argc, char **argv) {
     if (o.json) {
         printf("{\"tokens_per_s\": %.3f, \"ms_per_step\": %.3f, \"ms_min\": %.3f, \"ms_max\": %.3f, "
                "\"model_gflops\": %.3f, \"params\": %zu, \"threads\": %d, \"batch\": %d, \"seq\": %d, "
-               "\"accum\": %d, \"steps\": %d, \"kernel\": \"%s\", ",
+               "\"accum\": %d, \"steps\": %d, \"kernel\": \"%s\", \"precision\": \"%s\", ",
                tps, med, ms[0], ms[c->steps - 1], gflops, mw_config_num_params(c), c->threads,
-               c->batch, c->seq, c->accum, c->steps, mw_kernel_get());
+               c->batch, c->seq, c->accum, c->steps, mw_kernel_get(), mw_precision_str(c->precision));
         json_categories(stdout, m);
         printf("}\n");
     } else {

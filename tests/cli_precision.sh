@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# End-to-end tests of --precision bf16 (issue 15): bfloat16 products with fp32 accumulation, the
+# values only products read kept as bfloat16. It trains (the validation loss falls, near fp32's);
+# every recomputation policy, --offload placement and thread count gives the same checkpoint bytes;
+# the arena is the plan and the estimate, with fewer activation bytes than fp32; checkpoints record
+# the precision, resume continues bit for bit, and a resume under another precision is refused
+# unless --override precision; eval, sample and export read a bf16 checkpoint; the Llama family too.
+# (Every kernel's bytes: tests/cli_kernel.sh.) Usage: tests/cli_precision.sh build/memwall.
+set -u
+MW=$(realpath "${1:-build/memwall}")
+T=$(mktemp -d /tmp/mw_prec_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib_cli.sh"
+has() { grep -qF -- "$2" "$1" && pass "$3" || fail "$3: '$2' not in $(head -c 600 "$1")"; }
+
+cat /usr/share/common-licenses/{GPL-2,GPL-3} >"$T/corpus.txt"
+"$MW" prepare --tokenizer bytes --in "$T/corpus.txt" --out "$T/d" >/dev/null || { echo "prepare failed"; exit 1; }
+mkdir -p "$T/off"
+# N = B*T = 320 rows: more than one 256-row chunk of d(gelu)
+tr=(train --data "$T/d" --batch 5 --seq 64 --lr 1e-3 --warmup 2 --steps 6 --eval-batches 2 --eval-every 6)
+
+run() { # run NAME ARGS...: trains into $T/NAME with a JSON log
+  local n=$1
+  shift
+  "$MW" "${tr[@]}" --out "$T/$n" --json-log "$T/$n.jsonl" "$@" >"$T/$n.out" 2>&1 ||
+    fail "run $n ($*): $(tail -2 "$T/$n.out")"
+}
+same() { # same A B WHAT: identical step-6 checkpoints and logged losses
+  if cmp -s "$T/$1/step-00000006.mwck" "$T/$2/step-00000006.mwck" &&
+    [ "$(json_field "$T/$1.jsonl" loss)" = "$(json_field "$T/$2.jsonl" loss)" ]; then
+    pass "$3: checkpoint bytes and losses identical"
+  else
+    fail "$3: $(cmp "$T/$1/step-00000006.mwck" "$T/$2/step-00000006.mwck" 2>&1)"
+  fi
+}
+
+echo "== the flag"
+expect_error 1 "--precision fp16 is refused" -- "$MW" "${tr[@]}" --precision fp16 --out "$T/no"
+has "$T/err" "choose fp32 or bf16" "the refusal names the choices"
+"$MW" help train | grep -q -- "--precision NAME .*bf16.*(default fp32)$" && pass "help train lists --precision, default fp32" ||
+  fail "help train: $("$MW" help train | grep -- --precision)"
+
+echo "== bf16 trains, near fp32"
+run f32
+run b16 --precision bf16
+head -1 "$T/b16.out" | grep -q "| precision bf16 |" && pass "train's header names bf16: $(head -1 "$T/b16.out" | cut -c1-120)" ||
+  fail "header: $(head -1 "$T/b16.out")"
+v0=$(json_field "$T/b16.jsonl" loss | head -1)
+vf=$(json_field "$T/f32.jsonl" val_loss | tail -1)
+vb=$(json_field "$T/b16.jsonl" val_loss | tail -1)
+awk -v a="$v0" -v b="$vb" 'BEGIN { exit !(b < a) }' && pass "bf16: validation loss $vb below the first step's $v0" ||
+  fail "bf16: validation loss $vb not below $v0"
+awk -v f="$vf" -v b="$vb" 'BEGIN { d = (b - f) / f; if (d < 0) d = -d; exit !(d < 0.01) }' &&
+  pass "bf16's validation loss $vb within 1% of fp32's $vf" || fail "bf16 $vb against fp32 $vf"
+cmp -s "$T/f32/step-00000006.mwck" "$T/b16/step-00000006.mwck" && fail "bf16 gave fp32's checkpoint" ||
+  pass "bf16 changes the numbers"
+grep -aq "^precision=bf16$" "$T/b16/step-00000006.mwck" && pass "the bf16 checkpoint records precision=bf16" ||
+  fail "no precision=bf16 in the checkpoint"
+grep -aq "^precision=" "$T/f32/step-00000006.mwck" && fail "an fp32 checkpoint names a precision (fp32's format changed)" ||
+  pass "an fp32 checkpoint is as before (no precision key)"
+
+echo "== determinism within bf16"
+run b16.t1 --precision bf16 --threads 1
+same b16 b16.t1 "bf16: 1 thread against 2"
+# weights (checkpoints record the policy, so compare the exported weights) and losses identical
+same_w() { # same_w A B WHAT
+  "$MW" export --ckpt "$T/$1/step-00000006.mwck" --out "$T/$1.st" >/dev/null 2>&1 || fail "export $1"
+  "$MW" export --ckpt "$T/$2/step-00000006.mwck" --out "$T/$2.st" >/dev/null 2>&1 || fail "export $2"
+  if cmp -s "$T/$1.st" "$T/$2.st" && [ "$(json_field "$T/$1.jsonl" loss)" = "$(json_field "$T/$2.jsonl" loss)" ]; then
+    pass "$3: weights and losses identical"
+  else
+    fail "$3: $(cmp "$T/$1.st" "$T/$2.st" 2>&1)"
+  fi
+}
+for r in selective full every:2; do
+  run "b16.$r" --precision bf16 --recompute "$r"
+  same_w b16 "b16.$r" "bf16: --recompute $r"
+done
+for mode in optimizer optimizer+grads all; do
+  run "b16.$mode" --precision bf16 --offload "$mode" --offload-dir "$T/off"
+  same b16 "b16.$mode" "bf16: --offload $mode"
+done
+
+echo "== the plan: the arena, the estimate, the activations"
+for p in fp32 bf16; do
+  "$MW" estimate --data "$T/d" --batch 5 --seq 64 --precision $p --json >"$T/est_$p.json" 2>&1 || fail "estimate $p"
+done
+acts() { grep -o '"categories": {[^}]*}' "$1" | tail -1 | grep -o '"activations": [0-9]*' | sed 's/.*: //'; }
+peak() { grep -o '"peak_bytes": [0-9]*' "$1" | head -1 | sed 's/.*: //'; }
+af=$(acts "$T/est_fp32.json")
+ab=$(acts "$T/est_bf16.json")
+[ -n "$ab" ] && [ "$ab" -lt "$af" ] && pass "bf16 plans fewer activation bytes: $ab against fp32's $af" || fail "activations: bf16 $ab, fp32 $af"
+grep -qE "arena peak ([0-9.]+ [KMG]iB) \(plan \1\)" "$T/b16.out" && pass "bf16: arena peak == plan peak" ||
+  fail "bf16: $(grep -o 'arena peak.*' "$T/b16.out")"
+want=$(peak "$T/est_bf16.json")
+got=$(grep '"event": "end"' "$T/b16.jsonl" | grep -o '"plan_peak_bytes": [0-9]*' | sed 's/.*: //')
+[ -n "$got" ] && [ "$got" = "$want" ] && pass "bf16: the run's plan peak $got (= its arena's) == estimate's $want" ||
+  fail "run's plan $got, estimate $want"
+"$MW" estimate --data "$T/d" --batch 5 --seq 64 --precision bf16 >"$T/est.txt" 2>&1
+has "$T/est.txt" "| precision bf16 |" "estimate's header names the precision"
+grep -q '"precision": "bf16"' "$T/est_bf16.json" && pass "estimate --json: \"precision\": \"bf16\"" || fail "no precision in estimate's JSON"
+
+echo "== checkpoints and resume"
+"$MW" "${tr[@]}" --precision bf16 --out "$T/r" --stop-at 3 >/dev/null 2>&1 || fail "stop-at"
+"$MW" "${tr[@]}" --out "$T/r" --resume auto --json-log "$T/r.jsonl" >"$T/r.out" 2>&1 || fail "resume: $(tail -1 "$T/r.out")"
+cmp -s "$T/b16/step-00000006.mwck" "$T/r/step-00000006.mwck" &&
+  pass "stop at 3 and resume (no --precision given: the checkpoint's bf16): the unbroken run's bytes" || fail "resume differs"
+expect_error 1 "resume of a bf16 checkpoint with --precision fp32" -- "$MW" "${tr[@]}" --out "$T/b16" --resume auto --precision fp32 --steps 8
+has "$T/err" "--precision bf16" "the refusal names the checkpoint's precision"
+has "$T/err" "add --override steps,precision" "and how to override it"
+"$MW" "${tr[@]}" --out "$T/b16" --resume auto --precision fp32 --steps 8 --override steps,precision >"$T/ov.out" 2>&1 &&
+  has "$T/ov.out" "precision bf16 -> fp32" "--override precision continues in fp32, saying so" || fail "override: $(tail -2 "$T/ov.out")"
+
+echo "== eval, sample and export read a bf16 checkpoint"
+"$MW" eval --ckpt "$T/b16" --data "$T/d" --eval-batches 2 >"$T/ev.out" 2>&1 && has "$T/ev.out" "perplexity" "eval reads it" ||
+  fail "eval: $(tail -1 "$T/ev.out")"
+"$MW" sample --ckpt "$T/b16" --tokens 8 >"$T/sa.out" 2>&1 && pass "sample reads it" || fail "sample: $(tail -1 "$T/sa.out")"
+"$MW" export --ckpt "$T/b16" --out "$T/b16.safetensors" >"$T/ex.out" 2>&1 && [ -s "$T/b16.safetensors" ] &&
+  pass "export reads it" || fail "export: $(tail -1 "$T/ex.out")"
+
+echo "== the Llama family"
+ll=(--arch llama --layers 2 --heads 4 --kv-heads 2 --dim 64 --ffn 96 --vocab 256 --ctx 64 --precision bf16)
+run ll "${ll[@]}"
+for r in selective full; do
+  run "ll.$r" "${ll[@]}" --recompute "$r"
+  same_w ll "ll.$r" "llama bf16: --recompute $r"
+done
+run ll.t1 "${ll[@]}" --threads 1
+same ll ll.t1 "llama bf16: 1 thread against 2"
+run ll.all "${ll[@]}" --offload all --offload-dir "$T/off"
+same ll ll.all "llama bf16: --offload all"
+grep -qE "arena peak ([0-9.]+ [KMG]iB) \(plan \1\)" "$T/ll.out" && pass "llama bf16: arena peak == plan peak" ||
+  fail "llama: $(grep -o 'arena peak.*' "$T/ll.out")"
+
+echo "cli_precision: $fails failure(s)"
+[ "$fails" -eq 0 ]
