@@ -558,9 +558,10 @@ int cmd_bench(int argc, char **argv) {
     if (o.json) {
         printf("{\"tokens_per_s\": %.3f, \"ms_per_step\": %.3f, \"ms_min\": %.3f, \"ms_max\": %.3f, "
                "\"model_gflops\": %.3f, \"params\": %zu, \"threads\": %d, \"batch\": %d, \"seq\": %d, "
-               "\"accum\": %d, \"steps\": %d, \"kernel\": \"%s\", \"precision\": \"%s\", ",
+               "\"accum\": %d, \"steps\": %d, \"kernel\": \"%s\", \"precision\": \"%s\", \"peak_rss_bytes\": %llu, ",
                tps, med, ms[0], ms[c->steps - 1], gflops, mw_config_num_params(c), c->threads,
-               c->batch, c->seq, c->accum, c->steps, mw_kernel_get(), mw_precision_str(c->precision));
+               c->batch, c->seq, c->accum, c->steps, mw_kernel_get(), mw_precision_str(c->precision),
+               (unsigned long long)mw_peak_rss());
         json_categories(stdout, m);
         printf("}\n");
     } else {
