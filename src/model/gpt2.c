@@ -48,7 +48,7 @@ static const char *const lslot_names[NLS] = {"x",    "ln1",  "ln1_stats", "qkv",
 enum { G_IN, G_TGT, G_LNF, G_LNFS, G_LOGITS, G_LOSSES, G_DRES, G_DTMP, G_DQKV, G_ATTS, G_NORM, G_DCHUNK, NGS };
 static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf",  "lnf_stats", "logits", "losses",
                                              "dres",   "dtmp",    "dqkv", "att_scratch", "norm_parts",
-                                             "dgelu_chunk"};
+                                             "fp32_chunk"};
 #define XN MW_XN
 #define GS MW_GS
 enum { R = MW_R, W = MW_W, U = MW_U };
@@ -64,7 +64,8 @@ static const mw_kind KINDS[NKINDS] = {
     [K_LN1QKV] = {"ln1+qkv", 4, {{X, R}, {LN1, W}, {LN1S, W}, {QKV, W}}, FWD, MW_COST_MATMUL},
     [K_ATTN] = {"attention", 4, {{QKV, R}, {ATTY, W}, {LSE, W}, {GS(G_ATTS), W}}, FWD, MW_COST_ATTN},
     [K_PROJ] = {"attn proj", 3, {{X, R}, {ATTY, R}, {RES2, W}}, FWD, MW_COST_MATMUL},
-    [K_LN2FC] = {"ln2+fc", 4, {{RES2, R}, {LN2, W}, {LN2S, W}, {FCH, W}}, FWD, MW_COST_MATMUL},
+    /* fc's product per 256 rows into an fp32 chunk, then rounded into fch, when fch is bfloat16 */
+    [K_LN2FC] = {"ln2+fc", 5, {{RES2, R}, {LN2, W}, {LN2S, W}, {FCH, W}, {GS(G_DCHUNK), W}}, FWD, MW_COST_MATMUL},
     [K_GELU] = {"gelu", 2, {{FCH, R}, {GELU, W}}, FWD, MW_COST_ELEM},
     [K_FCPROJ] = {"fc proj", 3, {{RES2, R}, {GELU, R}, {XN, W}}, FWD, MW_COST_MATMUL},
     [K_LN1] = {"ln1", 3, {{X, R}, {LN1, W}, {LN1S, W}}, FWD, MW_COST_ELEM},
@@ -93,8 +94,9 @@ static const mw_kind KINDS[NKINDS] = {
 #define WS (&m->gw) /* the model's GEMM workspace, for the kernels' calls */
 #define keeps_logits mw_graph_keeps_logits
 #define copy_rows mw_graph_copy
-/* --precision bf16 keeps the values only products read (ln1, ln2, gelu, lnf) as bfloat16: the
- * products round them anyway, so this halves them without changing a bit */
+/* --precision bf16 keeps ln1, ln2, fch, gelu and lnf as bfloat16 (docs/precision.md): the
+ * products round what they read anyway; fch (and d(fch) over it) is also read by GELU and its
+ * backward and by the bias gradient, which then see its rounded values */
 #define B16(m) ((m)->cfg.precision == MW_PRECISION_BF16)
 /* element i of a value of bfloat16 (b16) or floats */
 static inline void *elt(void *p, size_t i, int b16) { return (char *)p + i * (b16 ? 2 : 4); }
@@ -152,7 +154,7 @@ static uint64_t lslot(const mw_model *m, int v) {
     const uint64_t F = sizeof(float), h = B16(m) ? 2 : F;
     const uint64_t lbytes[NLS] = {N * C * F, N * C * h, 2 * N * F,     3 * N * C * F,
                                   N * C * F, B * H * T * F, N * C * F, N * C * h,
-                                  2 * N * F, 4 * N * C * F, 4 * N * C * h};
+                                  2 * N * F, 4 * N * C * h, 4 * N * C * h};
     return lbytes[v];
 }
 
@@ -228,11 +230,19 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     case K_LN2FC:
     case K_LN2:
         mw_layernorm_forward_x(P[1], b16, F(2), F(2) + N, F(0), p[LN2W], p[LN2B], N, C);
-        if (m->ops[i].kind == K_LN2FC)
-            mw_matmul_forward_x(F(3), P[1], b16, p[FCW], p[FCB], N, C, 4 * C, 0, WS);
+        if (m->ops[i].kind != K_LN2FC) break;
+        if (!b16) {
+            mw_matmul_forward_x(F(3), P[1], 0, p[FCW], p[FCB], N, C, 4 * C, 0, WS);
+            break;
+        }
+        for (int n0 = 0; n0 < N; n0 += LOSS_ROWS) { /* rows are independent: the same bits */
+            const int rows = N - n0 < LOSS_ROWS ? N - n0 : LOSS_ROWS;
+            mw_matmul_forward_x(F(4), elt(P[1], (size_t)n0 * C, 1), 1, p[FCW], p[FCB], rows, C, 4 * C, 0, WS);
+            mw_bf16_store((uint16_t *)P[3] + (size_t)n0 * 4 * C, F(4), (size_t)rows * 4 * C);
+        }
         break;
     case K_GELU:
-        mw_gelu_forward_x(P[1], b16, F(0), (long)N * 4 * C);
+        mw_gelu_forward_x(P[1], b16, P[0], b16, (long)N * 4 * C);
         break;
     case K_FCPROJ:
         copy_rows(F(2), F(0), (size_t)N * C);
@@ -254,7 +264,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
             if (!has_tg) continue;
             mw_crossentropy(z, losses + n0, tg + n0, dloss, grad, rows, V);
             if (grad)
-                mw_matmul_backward_x(F(6) + (size_t)n0 * C, WTE(1), NULL, z,
+                mw_matmul_backward_x(F(6) + (size_t)n0 * C, WTE(1), NULL, z, 0,
                                      elt(lnf, (size_t)n0 * C, b16), b16, WTE(0), rows, C, V, 0, WS);
         }
         if (has_tg) {
@@ -271,18 +281,19 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     }
     case K_BFCPROJ: { /* dW from gelu, then d(gelu) (over gelu, or per chunk of rows when gelu is
                          bfloat16: rows are independent, the same bits), then d(fch) over fch */
-        mw_matmul_backward_x(NULL, g[FCPW], g[FCPB], F(2), P[1], b16, p[FCPW], N, 4 * C, C, 0, WS);
+        mw_matmul_backward_x(NULL, g[FCPW], g[FCPB], F(2), 0, P[1], b16, p[FCPW], N, 4 * C, C, 0, WS);
         const int RC = b16 ? LOSS_ROWS : N;
         for (int n0 = 0; n0 < N; n0 += RC) {
             const int rows = N - n0 < RC ? N - n0 : RC;
-            float *dg = b16 ? F(3) : F(1) + (size_t)n0 * 4 * C, *fch = F(0) + (size_t)n0 * 4 * C;
+            float *dg = b16 ? F(3) : F(1) + (size_t)n0 * 4 * C;
+            void *fch = elt(P[0], (size_t)n0 * 4 * C, b16);
             mw_matmul_backward_dinp(dg, F(2) + (size_t)n0 * C, p[FCPW], rows, 4 * C, C, WS);
-            mw_gelu_backward(fch, dg, fch, (long)rows * 4 * C);
+            mw_gelu_backward_x(fch, b16, dg, fch, b16, (long)rows * 4 * C);
         }
         break;
     }
     case K_BFC:
-        mw_matmul_backward_x(F(4), g[FCW], g[FCB], F(3), P[0], b16, p[FCW], N, C, 4 * C, 0, WS);
+        mw_matmul_backward_x(F(4), g[FCW], g[FCB], P[3], b16, P[0], b16, p[FCW], N, C, 4 * C, 0, WS);
         mw_layernorm_backward_acc(F(5), g[LN2W], g[LN2B], F(4), F(2), p[LN2W], F(1), F(1) + N, N, C);
         break;
     case K_BPROJ:
@@ -292,7 +303,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         mw_attention_backward(F(4), F(5), m->nthreads, F(0), F(1), F(2), F(3), B, T, C, H);
         break;
     case K_BQKV:
-        mw_matmul_backward_x(F(4), g[QKVW], g[QKVB], F(0), P[1], b16, p[QKVW], N, C, 3 * C, 0, WS);
+        mw_matmul_backward_x(F(4), g[QKVW], g[QKVB], F(0), 0, P[1], b16, p[QKVW], N, C, 3 * C, 0, WS);
         mw_layernorm_backward_acc(F(5), g[LN1W], g[LN1B], F(4), F(3), p[LN1W], F(2), F(2) + N, N, C);
         break;
     case K_EMBB:

@@ -56,9 +56,10 @@ static const char *const lslot_names[NLS] = {"x",    "ln1", "ln1_rstd", "qkv",  
 enum { G_IN, G_TGT, G_LNF, G_LNFS, G_LOGITS, G_LOSSES, G_DRES, G_DTMP, G_DQKV, G_ATTS, G_NORM, G_DCHUNK, NGS };
 static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf",  "lnf_rstd", "logits", "losses",
                                              "dres",   "dtmp",    "dqkv", "att_scratch", "norm_parts",
-                                             "dact_chunk"};
-/* --precision bf16 keeps the values only products read (ln1, ln2, act, lnf) as bfloat16: the
- * products round them anyway, so this halves them without changing a bit */
+                                             "fp32_chunk"};
+/* --precision bf16 keeps ln1, ln2, gate|up, act and lnf as bfloat16 (docs/precision.md): the
+ * products round what they read anyway; gate|up (and d(gate|up) over it) is also read by SwiGLU
+ * and its backward, which then see its rounded values */
 #define B16(m) ((m)->cfg.precision == MW_PRECISION_BF16)
 static inline void *elt(void *p, size_t i, int b16) { return (char *)p + i * (b16 ? 2 : 4); }
 #define XN MW_XN
@@ -76,7 +77,9 @@ static const mw_kind KINDS[NKINDS] = {
     [K_LN1QKV] = {"norm+qkv+rope", 4, {{X, R}, {LN1, W}, {LN1S, W}, {QKV, W}}, FWD, MW_COST_MATMUL},
     [K_ATTN] = {"attention", 4, {{QKV, R}, {ATTY, W}, {LSE, W}, {GS(G_ATTS), W}}, FWD, MW_COST_ATTN},
     [K_PROJ] = {"o proj", 3, {{X, R}, {ATTY, R}, {RES2, W}}, FWD, MW_COST_MATMUL},
-    [K_LN2FC] = {"norm+gate+up", 4, {{RES2, R}, {LN2, W}, {LN2S, W}, {FCH, W}}, FWD, MW_COST_MATMUL},
+    /* gate's and up's products per 256 rows into an fp32 chunk, then rounded into gate|up, when
+     * gate|up is bfloat16 */
+    [K_LN2FC] = {"norm+gate+up", 5, {{RES2, R}, {LN2, W}, {LN2S, W}, {FCH, W}, {GS(G_DCHUNK), W}}, FWD, MW_COST_MATMUL},
     [K_SWIGLU] = {"swiglu", 2, {{FCH, R}, {ACT, W}}, FWD, MW_COST_ELEM},
     [K_DOWN] = {"down proj", 3, {{RES2, R}, {ACT, R}, {XN, W}}, FWD, MW_COST_MATMUL},
     [K_LN1] = {"attn norm", 3, {{X, R}, {LN1, W}, {LN1S, W}}, FWD, MW_COST_ELEM},
@@ -161,7 +164,7 @@ static uint64_t lslot(const mw_model *m, int v) {
     const uint64_t h = B16(m) ? 2 : F32;
     const uint64_t lbytes[NLS] = {N * C * F32, N * C * h, N * F32,         N * qkv_width(c) * F32,
                                   N * C * F32, B * H * T * F32, N * C * F32, N * C * h,
-                                  N * F32,     2 * N * F * F32, N * F * h};
+                                  N * F32,     2 * N * F * h, N * F * h};
     return lbytes[v];
 }
 
@@ -251,11 +254,23 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     case K_LN2:
         mw_rmsnorm_forward_x(P[1], b16, A(2), A(0), p[MLP_NORM], N, C, eps);
         if (m->ops[i].kind == K_LN2) break;
-        mw_matmul_forward_x(A(3), P[1], b16, p[WGATE], NULL, N, C, F, 0, WS);
-        mw_matmul_forward_x(A(3) + NF, P[1], b16, p[WUP], NULL, N, C, F, 0, WS);
+        if (!b16) {
+            mw_matmul_forward_x(A(3), P[1], 0, p[WGATE], NULL, N, C, F, 0, WS);
+            mw_matmul_forward_x(A(3) + NF, P[1], 0, p[WUP], NULL, N, C, F, 0, WS);
+            break;
+        }
+        for (int n0 = 0; n0 < N; n0 += MW_LOSS_ROWS) { /* rows are independent: the same bits */
+            const int rows = N - n0 < MW_LOSS_ROWS ? N - n0 : MW_LOSS_ROWS;
+            const void *x = elt(P[1], (size_t)n0 * C, 1);
+            uint16_t *gu = (uint16_t *)P[3] + (size_t)n0 * F;
+            mw_matmul_forward_x(A(4), x, 1, p[WGATE], NULL, rows, C, F, 0, WS);
+            mw_bf16_store(gu, A(4), (size_t)rows * F);
+            mw_matmul_forward_x(A(4), x, 1, p[WUP], NULL, rows, C, F, 0, WS);
+            mw_bf16_store(gu + NF, A(4), (size_t)rows * F);
+        }
         break;
     case K_SWIGLU:
-        mw_swiglu_forward_x(P[1], b16, A(0), A(0) + NF, (long)NF);
+        mw_swiglu_forward_x(P[1], b16, P[0], elt(P[0], NF, b16), b16, (long)NF);
         break;
     case K_DOWN:
         mw_graph_copy(A(2), A(0), (size_t)N * C);
@@ -277,7 +292,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
             if (!has_tg) continue;
             mw_crossentropy(z, losses + n0, tg + n0, dloss, grad, rows, V);
             if (grad)
-                mw_matmul_backward_x(A(6) + (size_t)n0 * C, LMHEAD(1), NULL, z,
+                mw_matmul_backward_x(A(6) + (size_t)n0 * C, LMHEAD(1), NULL, z, 0,
                                      elt(lnf, (size_t)n0 * C, b16), b16, wl, rows, C, V, 0, WS);
         }
         if (has_tg) {
@@ -293,20 +308,21 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     }
     case K_BDOWN: { /* dW from act; d(act) over act (or per chunk of rows when act is bfloat16:
                        rows are independent, the same bits); d(gate|up) over gate|up */
-        mw_matmul_backward_x(NULL, g[WDOWN], NULL, A(2), P[1], b16, p[WDOWN], N, F, C, 0, WS);
+        mw_matmul_backward_x(NULL, g[WDOWN], NULL, A(2), 0, P[1], b16, p[WDOWN], N, F, C, 0, WS);
         const int RC = b16 ? MW_LOSS_ROWS : N;
         for (int n0 = 0; n0 < N; n0 += RC) {
             const int rows = N - n0 < RC ? N - n0 : RC;
             const size_t o = (size_t)n0 * F;
-            float *da = b16 ? A(3) : A(1) + o, *gate = A(0) + o, *up = A(0) + NF + o;
+            float *da = b16 ? A(3) : A(1) + o;
+            void *gate = elt(P[0], o, b16), *up = elt(P[0], NF + o, b16);
             mw_matmul_backward_dinp(da, A(2) + (size_t)n0 * C, p[WDOWN], rows, F, C, WS);
-            mw_swiglu_backward(gate, up, da, gate, up, (long)rows * F);
+            mw_swiglu_backward_x(gate, up, b16, da, gate, up, b16, (long)rows * F);
         }
         break;
     }
     case K_BFC:
-        mw_matmul_backward_x(A(4), g[WGATE], NULL, A(3), P[0], b16, p[WGATE], N, C, F, 0, WS);
-        mw_matmul_backward_x(A(4), g[WUP], NULL, A(3) + NF, P[0], b16, p[WUP], N, C, F, 1, WS);
+        mw_matmul_backward_x(A(4), g[WGATE], NULL, P[3], b16, P[0], b16, p[WGATE], N, C, F, 0, WS);
+        mw_matmul_backward_x(A(4), g[WUP], NULL, elt(P[3], NF, b16), b16, P[0], b16, p[WUP], N, C, F, 1, WS);
         mw_rmsnorm_backward_acc(A(5), g[MLP_NORM], A(4), A(2), p[MLP_NORM], A(1), N, C);
         break;
     case K_BPROJ:
@@ -318,7 +334,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         mw_rope_backward_inplace(A(4) + (size_t)H * hs, QW, cos_t, sin_t, B, T, KV, hs);
         break;
     case K_BQKV:
-        mw_matmul_backward_x(A(4), g[WQ], NULL, A(0), P[1], b16, p[WQ], N, C, QW, 0, WS);
+        mw_matmul_backward_x(A(4), g[WQ], NULL, A(0), 0, P[1], b16, p[WQ], N, C, QW, 0, WS);
         mw_rmsnorm_backward_acc(A(5), g[ATTN_NORM], A(4), A(3), p[ATTN_NORM], A(2), N, C);
         break;
     case K_EMBB:

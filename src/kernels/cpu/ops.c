@@ -153,23 +153,35 @@ void mw_matmul_forward_x(float *out, const void *inp, int inp16, const float *w,
 
 void mw_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, int N, int C, int OC, int acc_dinp, const mw_gemm_ws *ws) {
-    mw_matmul_backward_x(dinp, dw, db, dout, inp, 0, w, N, C, OC, acc_dinp, ws);
+    mw_matmul_backward_x(dinp, dw, db, dout, 0, inp, 0, w, N, C, OC, acc_dinp, ws);
 }
 
-void mw_matmul_backward_x(float *dinp, float *dw, float *db, const float *dout, const void *inp,
-                          int inp16, const float *w, int N, int C, int OC, int acc_dinp,
-                          const mw_gemm_ws *ws) {
+static inline float bf16_widen(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+void mw_matmul_backward_x(float *dinp, float *dw, float *db, const void *dout, int dout16,
+                          const void *inp, int inp16, const float *w, int N, int C, int OC,
+                          int acc_dinp, const mw_gemm_ws *ws) {
     if (dinp)
-        (void)mw_gemm_ws_run(ws, 0, 0, N, C, OC, 1.0f, dout, OC, w, C, acc_dinp ? 1.0f : 0.0f, dinp,
-                             C);
-    (void)mw_gemm_ws_run_x(ws, 1, 0, OC, C, N, 1.0f, dout, 0, OC, inp, inp16, C, 1.0f, dw, C);
+        (void)mw_gemm_ws_run_x(ws, 0, 0, N, C, OC, 1.0f, dout, dout16, OC, w, 0, C,
+                               acc_dinp ? 1.0f : 0.0f, dinp, C);
+    (void)mw_gemm_ws_run_x(ws, 1, 0, OC, C, N, 1.0f, dout, dout16, OC, inp, inp16, C, 1.0f, dw, C);
     if (db) {
 #pragma omp parallel for schedule(static)
         for (int o0 = 0; o0 < OC; o0 += 64) {
             int o1 = o0 + 64 < OC ? o0 + 64 : OC;
             for (int n = 0; n < N; n++) {
-                const float *d = dout + (long)n * OC;
-                for (int o = o0; o < o1; o++) db[o] += d[o];
+                if (dout16) {
+                    const uint16_t *d = (const uint16_t *)dout + (long)n * OC;
+                    for (int o = o0; o < o1; o++) db[o] += bf16_widen(d[o]);
+                } else {
+                    const float *d = (const float *)dout + (long)n * OC;
+                    for (int o = o0; o < o1; o++) db[o] += d[o];
+                }
             }
         }
     }
@@ -346,8 +358,16 @@ void mw_gelu_forward(float *out, const float *inp, long n) {
     for (long i = 0; i < n; i++) out[i] = gelu1(inp[i]);
 }
 
-void mw_gelu_forward_x(void *out, int out16, const float *inp, long n) {
-    if (!out16) {
+/* a piece of m values of x (floats, or bfloat16 when x16) from element i0, as floats: in t, or
+ * in place when they are floats already */
+static inline const float *piece_in(const void *x, int x16, long i0, long m, float *t) {
+    if (!x16) return (const float *)x + i0;
+    for (long i = 0; i < m; i++) t[i] = bf16_widen(((const uint16_t *)x)[i0 + i]);
+    return t;
+}
+
+void mw_gelu_forward_x(void *out, int out16, const void *inp, int in16, long n) {
+    if (!out16 && !in16) {
         mw_gelu_forward(out, inp, n);
         return;
     }
@@ -355,9 +375,11 @@ void mw_gelu_forward_x(void *out, int out16, const float *inp, long n) {
 #pragma omp parallel for schedule(static)
     for (long p = 0; p < np; p++) {
         const long i0 = p * BF_PIECE, m = n - i0 < BF_PIECE ? n - i0 : BF_PIECE;
-        float t[BF_PIECE];
-        for (long i = 0; i < m; i++) t[i] = gelu1(inp[i0 + i]);
-        mw_bf16_store((uint16_t *)out + i0, t, (size_t)m);
+        float t[BF_PIECE], xi[BF_PIECE];
+        const float *x = piece_in(inp, in16, i0, m, xi);
+        float *o = out16 ? t : (float *)out + i0;
+        for (long i = 0; i < m; i++) o[i] = gelu1(x[i]);
+        if (out16) mw_bf16_store((uint16_t *)out + i0, t, (size_t)m);
     }
 }
 
@@ -373,6 +395,27 @@ void mw_gelu_backward(float *dinp, const float *dout, const float *inp, long n) 
 }
 
 void mw_gelu_backward_inplace(float *d, const float *inp, long n) { mw_gelu_backward(d, d, inp, n); }
+
+void mw_gelu_backward_x(void *dinp, int d16, const float *dout, const void *inp, int in16, long n) {
+    if (!d16 && !in16) {
+        mw_gelu_backward(dinp, dout, inp, n);
+        return;
+    }
+    const long np = (n + BF_PIECE - 1) / BF_PIECE;
+#pragma omp parallel for schedule(static)
+    for (long p = 0; p < np; p++) {
+        const long i0 = p * BF_PIECE, m = n - i0 < BF_PIECE ? n - i0 : BF_PIECE;
+        float t[BF_PIECE], xi[BF_PIECE];
+        const float *x = piece_in(inp, in16, i0, m, xi); /* read before dinp (may be inp) is written */
+        float *o = d16 ? t : (float *)dinp + i0;
+        for (long i = 0; i < m; i++) {
+            const float xv = x[i], u = GELU_K * (xv + 0.044715f * xv * xv * xv), th = tanh_fast(u);
+            const float g = 0.5f * (1.0f + th) + 0.5f * xv * (1.0f - th * th) * GELU_K * (1.0f + 0.134145f * xv * xv);
+            o[i] = dout[i0 + i] * g;
+        }
+        if (d16) mw_bf16_store((uint16_t *)dinp + i0, t, (size_t)m);
+    }
+}
 
 /* Sum of n floats in 8 fixed lanes, lanes combined in a fixed tree: vectorises, and the order
  * depends on n alone. */
@@ -746,8 +789,8 @@ void mw_swiglu_forward(float *out, const float *gate, const float *up, long n) {
     }
 }
 
-void mw_swiglu_forward_x(void *out, int out16, const float *gate, const float *up, long n) {
-    if (!out16) {
+void mw_swiglu_forward_x(void *out, int out16, const void *gate, const void *up, int in16, long n) {
+    if (!out16 && !in16) {
         mw_swiglu_forward(out, gate, up, n);
         return;
     }
@@ -755,12 +798,40 @@ void mw_swiglu_forward_x(void *out, int out16, const float *gate, const float *u
 #pragma omp parallel for schedule(static)
     for (long p = 0; p < np; p++) {
         const long i0 = p * BF_PIECE, m = n - i0 < BF_PIECE ? n - i0 : BF_PIECE;
-        float t[BF_PIECE];
+        float t[BF_PIECE], gi[BF_PIECE], ui[BF_PIECE];
+        const float *gv = piece_in(gate, in16, i0, m, gi), *uv = piece_in(up, in16, i0, m, ui);
+        float *o = out16 ? t : (float *)out + i0;
         for (long i = 0; i < m; i++) {
-            const float g = gate[i0 + i];
-            t[i] = g * sigmoid_fast(g) * up[i0 + i];
+            const float g = gv[i];
+            o[i] = g * sigmoid_fast(g) * uv[i];
         }
-        mw_bf16_store((uint16_t *)out + i0, t, (size_t)m);
+        if (out16) mw_bf16_store((uint16_t *)out + i0, t, (size_t)m);
+    }
+}
+
+void mw_swiglu_backward_x(void *dgate, void *dup, int d16, const float *dout, const void *gate,
+                          const void *up, int in16, long n) {
+    if (!d16 && !in16) {
+        mw_swiglu_backward(dgate, dup, dout, gate, up, n);
+        return;
+    }
+    const long np = (n + BF_PIECE - 1) / BF_PIECE;
+#pragma omp parallel for schedule(static)
+    for (long p = 0; p < np; p++) {
+        const long i0 = p * BF_PIECE, m = n - i0 < BF_PIECE ? n - i0 : BF_PIECE;
+        float gi[BF_PIECE], ui[BF_PIECE], tg[BF_PIECE], tu[BF_PIECE];
+        /* both inputs read (copied when bfloat16) before either output is written: in place works */
+        const float *gv = piece_in(gate, in16, i0, m, gi), *uv = piece_in(up, in16, i0, m, ui);
+        float *og = d16 ? tg : (float *)dgate + i0, *ou = d16 ? tu : (float *)dup + i0;
+        for (long i = 0; i < m; i++) {
+            const float g = gv[i], u = uv[i], s = sigmoid_fast(g), silu = g * s, d = dout[i0 + i];
+            og[i] = d * u * (s + silu * (1.0f - s));
+            ou[i] = d * silu;
+        }
+        if (d16) {
+            mw_bf16_store((uint16_t *)dgate + i0, tg, (size_t)m);
+            mw_bf16_store((uint16_t *)dup + i0, tu, (size_t)m);
+        }
     }
 }
 

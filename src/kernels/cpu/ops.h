@@ -38,12 +38,13 @@ void mw_matmul_forward(float *out, const float *inp, const float *w, const float
  * dw (OC,C) += dout^T @ inp; db (OC) += column sums of dout (skipped when NULL). */
 void mw_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, int N, int C, int OC, int acc_dinp, const mw_gemm_ws *ws);
-/* The same with inp stored as bfloat16 when inp16 (uint16_t bits; bfloat16 products only: ws->bf16) */
+/* The same with inp (and dout) stored as bfloat16 when inp16 (dout16): uint16_t bits, bfloat16
+ * products only (ws->bf16); db then sums dout's values widened to fp32, in the same order */
 void mw_matmul_forward_x(float *out, const void *inp, int inp16, const float *w, const float *bias,
                          int N, int C, int OC, int acc, const mw_gemm_ws *ws);
-void mw_matmul_backward_x(float *dinp, float *dw, float *db, const float *dout, const void *inp,
-                          int inp16, const float *w, int N, int C, int OC, int acc_dinp,
-                          const mw_gemm_ws *ws);
+void mw_matmul_backward_x(float *dinp, float *dw, float *db, const void *dout, int dout16,
+                          const void *inp, int inp16, const float *w, int N, int C, int OC,
+                          int acc_dinp, const mw_gemm_ws *ws);
 /* dinp (N,C) = dout (N,OC) @ w (OC,C), overwrite: the same bits as mw_matmul_backward's dinp. */
 void mw_matmul_backward_dinp(float *dinp, const float *dout, const float *w, int N, int C, int OC,
                              const mw_gemm_ws *ws);
@@ -94,10 +95,13 @@ float mw_exp_fast(float x);
 float mw_tanh_fast(float u);
 /* out (N) = GELU_tanh(inp) */
 void mw_gelu_forward(float *out, const float *inp, long n);
-/* out (N) = GELU_tanh(inp), stored as bfloat16 when out16 */
-void mw_gelu_forward_x(void *out, int out16, const float *inp, long n);
+/* out (N) = GELU_tanh(inp), stored as bfloat16 when out16, inp read as bfloat16 when in16 */
+void mw_gelu_forward_x(void *out, int out16, const void *inp, int in16, long n);
 /* dinp (N) = dout * GELU_tanh'(inp); dinp may be dout or inp (in place) */
 void mw_gelu_backward(float *dinp, const float *dout, const float *inp, long n);
+/* the same with dinp stored as bfloat16 when d16 and inp read as bfloat16 when in16; dinp may be
+ * inp (in place) */
+void mw_gelu_backward_x(void *dinp, int d16, const float *dout, const void *inp, int in16, long n);
 /* d (N) = d * GELU_tanh'(inp), in place: d holds dout on entry, dinp on return */
 void mw_gelu_backward_inplace(float *d, const float *inp, long n);
 
@@ -135,11 +139,15 @@ void mw_rope_backward_inplace(float *dx, long row_stride, const float *cos_t, co
                               int B, int T, int H, int D);
 /* out (n) = silu(gate) * up, silu(g) = g * sigmoid(g) */
 void mw_swiglu_forward(float *out, const float *gate, const float *up, long n);
-/* the same stored as bfloat16 when out16 */
-void mw_swiglu_forward_x(void *out, int out16, const float *gate, const float *up, long n);
+/* the same stored as bfloat16 when out16, gate and up read as bfloat16 when in16 */
+void mw_swiglu_forward_x(void *out, int out16, const void *gate, const void *up, int in16, long n);
 /* dgate, dup (n) = the gradients of that, overwritten; in place (dgate = gate, dup = up) works */
 void mw_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                         const float *up, long n);
+/* the same with dgate, dup stored as bfloat16 when d16 and gate, up read as bfloat16 when in16;
+ * in place works */
+void mw_swiglu_backward_x(void *dgate, void *dup, int d16, const float *dout, const void *gate,
+                          const void *up, int in16, long n);
 /* out (N,C) = table[inp] (no positions: the Llama family's embedding) */
 void mw_embedding_forward(float *out, const int32_t *inp, const float *table, int N, int C);
 /* dtable += scatter of dout (N,C), in row order */
