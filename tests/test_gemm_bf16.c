@@ -7,7 +7,9 @@
  *    others with fp32 fmas on swapped pairs), on 1, 2 and 3 threads, small and large workspaces;
  *  - denormal inputs and products: flushed alike by every kernel;
  *  - K split at an even K1 with beta 1 on the second call: the same bits as one call;
- *  - within bfloat16's error of the double-precision product. */
+ *  - within bfloat16's error of the double-precision product;
+ *  - the kernels' bfloat16 inputs and outputs (norms, GELU, SwiGLU, the bias gradient): the fp32
+ *    kernel's results rounded, or its results on the widened inputs, bit for bit. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@
 #include "../src/core/rng.h"
 #include "../src/kernels/cpu/gemm.h"
 #include "../src/kernels/cpu/isa.h"
+#include "../src/kernels/cpu/ops.h"
 #include "memwall.h"
 #include "check.h"
 
@@ -152,6 +155,77 @@ static void split_k(int M, int N, int K, int K1) {
     free(A), free(B), free(C1), free(C2), free(ws);
 }
 
+/* n floats rounded to bfloat16 (fresh) and widened back (fresh) */
+static uint16_t *to16(const float *x, size_t n) {
+    uint16_t *h = malloc(2 * (n + 1));
+    mw_bf16_store(h, x, n);
+    return h;
+}
+static float *widen(const uint16_t *h, size_t n) {
+    float *x = malloc(sizeof(float) * (n + 1));
+    mw_bf16_load(x, h, n);
+    return x;
+}
+/* 1 when n bfloat16 h are the rounding of the n floats x */
+static int rounded(const uint16_t *h, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (h[i] != bits(mw_bf16_round(x[i])) >> 16) return 0;
+    return 1;
+}
+
+static void kernels_x(void) {
+    const int N = 37, C = 300; /* rows, and a width off the 256-element pieces */
+    const size_t n = (size_t)N * C;
+    float *x = frand(n, 1.0), *w = frand(C, 1.0), *b = frand(C, 1.0), *d = frand(n, 1.0);
+    float *y = malloc(sizeof(float) * n), *y2 = malloc(sizeof(float) * n), *s1 = malloc(8 * N), *s2 = malloc(8 * N);
+    uint16_t *h = malloc(2 * n), *h2 = malloc(2 * n);
+    uint16_t *x16 = to16(x, n);
+    float *xw = widen(x16, n);
+    /* norms: bfloat16 out = the fp32 kernel's out, rounded; the statistics the same */
+    mw_layernorm_forward(y, s1, s1 + N, x, w, b, N, C);
+    mw_layernorm_forward_x(h, 1, s2, s2 + N, x, w, b, N, C);
+    CHECK(rounded(h, y, n) && !memcmp(s1, s2, 8 * N), "layernorm: bfloat16 out is not fp32's rounded");
+    mw_rmsnorm_forward(y, s1, x, w, N, C, 1e-5f);
+    mw_rmsnorm_forward_x(h, 1, s2, x, w, N, C, 1e-5f);
+    CHECK(rounded(h, y, n) && !memcmp(s1, s2, 4 * N), "rmsnorm: bfloat16 out is not fp32's rounded");
+    /* GELU: out16 = rounded; in16 = fp32 on the widened input; both */
+    mw_gelu_forward(y, x, (long)n);
+    mw_gelu_forward_x(h, 1, x, 0, (long)n);
+    CHECK(rounded(h, y, n), "gelu: bfloat16 out is not fp32's rounded");
+    mw_gelu_forward(y, xw, (long)n);
+    mw_gelu_forward_x(y2, 0, x16, 1, (long)n);
+    CHECK(!memcmp(y, y2, 4 * n), "gelu: bfloat16 in is not fp32 on the widened input");
+    mw_gelu_forward_x(h, 1, x16, 1, (long)n);
+    CHECK(rounded(h, y, n), "gelu: bfloat16 in and out");
+    mw_gelu_backward(y, d, xw, (long)n);
+    memcpy(h2, x16, 2 * n);
+    mw_gelu_backward_x(h2, 1, d, h2, 1, (long)n); /* in place, as the model runs it */
+    CHECK(rounded(h2, y, n), "gelu backward: bfloat16 in place is not fp32's rounded");
+    /* SwiGLU (gate = x, up = d): forward and backward, in place */
+    uint16_t *d16 = to16(d, n);
+    float *dw = widen(d16, n), *gg = malloc(sizeof(float) * n), *uu = malloc(sizeof(float) * n);
+    mw_swiglu_forward(y, xw, dw, (long)n);
+    mw_swiglu_forward_x(h, 1, x16, d16, 1, (long)n);
+    CHECK(rounded(h, y, n), "swiglu: bfloat16 in and out");
+    float *g0 = frand(n, 1.0);
+    mw_swiglu_backward(gg, uu, g0, xw, dw, (long)n);
+    memcpy(h, x16, 2 * n), memcpy(h2, d16, 2 * n);
+    mw_swiglu_backward_x(h, h2, 1, g0, h, h2, 1, (long)n);
+    CHECK(rounded(h, gg, n) && rounded(h2, uu, n), "swiglu backward: bfloat16 in place is not fp32's rounded");
+    /* the bias gradient of a bfloat16 d(out): the widened values' sums */
+    float *db1 = calloc(C, sizeof(float)), *db2 = calloc(C, sizeof(float)), *dw1 = calloc((size_t)C * 8, 4), *dw2 = calloc((size_t)C * 8, 4);
+    float *inp = frand((size_t)N * 8, 1.0);
+    size_t wn = mw_gemm_ws_floats(2, 512);
+    float *wsb = malloc(sizeof(float) * wn);
+    mw_gemm_ws g = {wsb, wn, 2, 1};
+    mw_matmul_backward_x(NULL, dw1, db1, dw, 0, inp, 0, w, N, 8, C, 0, &g);
+    mw_matmul_backward_x(NULL, dw2, db2, d16, 1, inp, 0, w, N, 8, C, 0, &g);
+    CHECK(!memcmp(db1, db2, 4 * C) && !memcmp(dw1, dw2, 4 * (size_t)C * 8),
+          "matmul backward: a bfloat16 d(out) is not its widened floats");
+    free(x), free(w), free(b), free(d), free(y), free(y2), free(s1), free(s2), free(h), free(h2), free(x16), free(xw);
+    free(d16), free(dw), free(gg), free(uu), free(g0), free(db1), free(db2), free(dw1), free(dw2), free(inp), free(wsb);
+}
+
 int main(void) {
     CHECK(mw_kernel_set(NULL) == MW_OK, "%s", mw_last_error());
     printf("gemm_bf16: %s kernel in use; this CPU runs %s\n", mw_kernel_get(), mw_kernels_available());
@@ -210,6 +284,7 @@ int main(void) {
             one_case(ta, tb, 13, 35, 77, 1.0f, 1.0f, 3e-20);
             one_case(ta, tb, 13, 35, 77, 1e-3f, 0.0f, 1e-18);
         }
+    kernels_x();
     split_k(29, 70, 700, 256);
     split_k(29, 70, 700, 300);
     split_k(40, 33, 1001, 2);
