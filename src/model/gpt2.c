@@ -336,6 +336,8 @@ static const float *decode(mw_model *m, int32_t token, int pos) {
         mw_matmul_forward(x, y, p[PROJW], p[PROJB], 1, C, C, 1, WS);
         mw_layernorm_forward(h, stats, stats + 1, x, p[LN2W], p[LN2B], 1, C);
         mw_matmul_forward(fc, h, p[FCW], p[FCB], 1, C, 4 * C, 0, WS);
+        if (B16(m)) /* as the forward stores fch: rounded (the rest the products round) */
+            for (int k = 0; k < 4 * C; k++) fc[k] = mw_bf16_round(fc[k]);
         mw_gelu_forward(fc, fc, 4 * C);
         mw_matmul_forward(x, fc, p[FCPW], p[FCPB], 1, 4 * C, C, 1, WS);
     }

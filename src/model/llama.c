@@ -373,6 +373,8 @@ static const float *decode(mw_model *m, int32_t token, int pos) {
         mw_rmsnorm_forward(h, rstd, x, p[MLP_NORM], 1, C, eps);
         mw_matmul_forward(fc, h, p[WGATE], NULL, 1, C, F, 0, WS);
         mw_matmul_forward(fc + F, h, p[WUP], NULL, 1, C, F, 0, WS);
+        if (B16(m)) /* as the forward stores gate|up: rounded (the rest the products round) */
+            for (int k = 0; k < 2 * F; k++) fc[k] = mw_bf16_round(fc[k]);
         mw_swiglu_forward(act, fc, fc + F, F);
         mw_matmul_forward(x, act, p[WDOWN], NULL, 1, F, C, 1, WS);
     }
