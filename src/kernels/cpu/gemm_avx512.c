@@ -13,12 +13,12 @@
 
 /* MRV rows (a constant in each instance below), two 16-lane vectors per row: 24 accumulators,
  * 2 loads of b and MRV broadcasts of a per k. */
+/* The C tile's MRV rows in or out (two 16-lane vectors a row, masked past nr), shared by both
+ * kernels: zeros or C's values in; times alpha when scale, out. */
 static inline __attribute__((always_inline)) TARGET void
-rows(const int MRV, int nr, int kc, const float *a, const float *b, float *c,
-                   long ldc, int load, int scale, float alpha) {
+tile_in(const int MRV, int nr, const float *c, long ldc, int load, __m512 *c0, __m512 *c1) {
     const __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
     const __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
-    __m512 c0[MR], c1[MR];
     for (int r = 0; r < MRV; r++) {
         if (load) {
             c0[r] = _mm512_maskz_loadu_ps(m0, c + r * ldc);
@@ -28,15 +28,11 @@ rows(const int MRV, int nr, int kc, const float *a, const float *b, float *c,
             c1[r] = _mm512_setzero_ps();
         }
     }
-#pragma GCC unroll 2
-    for (int k = 0; k < kc; k++, a += MR, b += NR) {
-        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-        for (int r = 0; r < MRV; r++) {
-            const __m512 ar = _mm512_set1_ps(a[r]);
-            c0[r] = _mm512_fmadd_ps(ar, b0, c0[r]);
-            c1[r] = _mm512_fmadd_ps(ar, b1, c1[r]);
-        }
-    }
+}
+static inline __attribute__((always_inline)) TARGET void
+tile_out(const int MRV, int nr, float *c, long ldc, int scale, float alpha, __m512 *c0, __m512 *c1) {
+    const __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+    const __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
     const __m512 al = _mm512_set1_ps(alpha);
     for (int r = 0; r < MRV; r++) {
         if (scale) {
@@ -46,6 +42,23 @@ rows(const int MRV, int nr, int kc, const float *a, const float *b, float *c,
         _mm512_mask_storeu_ps(c + r * ldc, m0, c0[r]);
         _mm512_mask_storeu_ps(c + r * ldc + 16, m1, c1[r]);
     }
+}
+
+static inline __attribute__((always_inline)) TARGET void
+rows(const int MRV, int nr, int kc, const float *a, const float *b, float *c,
+                   long ldc, int load, int scale, float alpha) {
+    __m512 c0[MR], c1[MR];
+    tile_in(MRV, nr, c, ldc, load, c0, c1);
+#pragma GCC unroll 2
+    for (int k = 0; k < kc; k++, a += MR, b += NR) {
+        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        for (int r = 0; r < MRV; r++) {
+            const __m512 ar = _mm512_set1_ps(a[r]);
+            c0[r] = _mm512_fmadd_ps(ar, b0, c0[r]);
+            c1[r] = _mm512_fmadd_ps(ar, b1, c1[r]);
+        }
+    }
+    tile_out(MRV, nr, c, ldc, scale, alpha, c0, c1);
 }
 
 #define ROWS(n)                                                                                   \
@@ -71,18 +84,8 @@ TARGET void mw_ukernel_avx512(int mr, int nr, int kc, const float *a, const floa
 static inline __attribute__((always_inline)) TARGET_BF16 void
 rows_bf16(const int MRV, int nr, int kc, const float *a, const float *b, float *c, long ldc,
           int load, int scale, float alpha) {
-    const __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
-    const __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
     __m512 c0[MR], c1[MR];
-    for (int r = 0; r < MRV; r++) {
-        if (load) {
-            c0[r] = _mm512_maskz_loadu_ps(m0, c + r * ldc);
-            c1[r] = _mm512_maskz_loadu_ps(m1, c + r * ldc + 16);
-        } else {
-            c0[r] = _mm512_setzero_ps();
-            c1[r] = _mm512_setzero_ps();
-        }
-    }
+    tile_in(MRV, nr, c, ldc, load, c0, c1);
     const int *ai = (const int *)(const void *)a;
 #pragma GCC unroll 2
     for (int k = 0; k < kc; k++, ai += MR, b += NR) {
@@ -93,15 +96,7 @@ rows_bf16(const int MRV, int nr, int kc, const float *a, const float *b, float *
             c1[r] = _mm512_dpbf16_ps(c1[r], ar, b1);
         }
     }
-    const __m512 al = _mm512_set1_ps(alpha);
-    for (int r = 0; r < MRV; r++) {
-        if (scale) {
-            c0[r] = _mm512_mul_ps(c0[r], al);
-            c1[r] = _mm512_mul_ps(c1[r], al);
-        }
-        _mm512_mask_storeu_ps(c + r * ldc, m0, c0[r]);
-        _mm512_mask_storeu_ps(c + r * ldc + 16, m1, c1[r]);
-    }
+    tile_out(MRV, nr, c, ldc, scale, alpha, c0, c1);
 }
 
 #define ROWS(n)                                                                                   \
