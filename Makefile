@@ -50,7 +50,8 @@ LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' | sort)
 CLI_SRC  := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 
-all: build/memwall build/libmemwall.a build/attention_bench build/sgemm_rate build/adamw_bench build/optim_bench
+all: build/memwall build/libmemwall.a build/attention_bench build/sgemm_rate build/adamw_bench build/optim_bench \
+     build/bf16_probe
 
 # ---- release build --------------------------------------------------------------------------
 build/obj/%.o: %.c
@@ -232,6 +233,10 @@ build/attention_bench: build/obj/bench/attention_bench.o build/libmemwall.a
 
 build/adamw_bench: build/obj/bench/adamw_bench.o build/libmemwall.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# what this CPU's bfloat16 instructions compute and how fast (docs/precision.md); no library
+build/bf16_probe: build/obj/bench/bf16_probe.o
+	$(CC) $(CFLAGS) -o $@ $^ -lm
 
 build/optim_bench: build/obj/bench/optim_bench.o build/libmemwall.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)

@@ -132,7 +132,9 @@ typedef struct mw_config {
     char offload_dir[1024]; /* the disk tier's folder (MW_OFFLOAD_NONE: unused) */
     /* the products' precision (mw_precision): MW_PRECISION_BF16 runs every matrix product of the
      * model (the blocks' and the LM head's, forward and backward) on bfloat16 operands with fp32
-     * accumulation; everything else, and every stored value, stays fp32. Changes the numbers. */
+     * accumulation, and stores the norms' outputs and the MLP's values as bfloat16
+     * (docs/precision.md); the rest, weights, gradients and optimizer state stay fp32. Changes
+     * the numbers. */
     int precision;
 } mw_config;
 #define MW_INFERENCE_EVAL 2 /* mw_config.inference: evaluation (the loss only) */

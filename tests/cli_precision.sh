@@ -111,11 +111,14 @@ has "$T/err" "add --override steps,precision" "and how to override it"
 "$MW" "${tr[@]}" --out "$T/b16" --resume auto --precision fp32 --steps 8 --override steps,precision >"$T/ov.out" 2>&1 &&
   has "$T/ov.out" "precision bf16 -> fp32" "--override precision continues in fp32, saying so" || fail "override: $(tail -2 "$T/ov.out")"
 
-echo "== eval, sample and export read a bf16 checkpoint"
-"$MW" eval --ckpt "$T/b16" --data "$T/d" --eval-batches 2 >"$T/ev.out" 2>&1 && has "$T/ev.out" "perplexity" "eval reads it" ||
+echo "== eval, sample and export read a bf16 checkpoint (step 6: the override above saved an fp32 step 8)"
+"$MW" eval --ckpt "$T/b16/step-00000006.mwck" --data "$T/d" --eval-batches 2 --json >"$T/ev.out" 2>&1 && has "$T/ev.out" "perplexity" "eval reads it" ||
   fail "eval: $(tail -1 "$T/ev.out")"
-"$MW" sample --ckpt "$T/b16" --tokens 8 >"$T/sa.out" 2>&1 && pass "sample reads it" || fail "sample: $(tail -1 "$T/sa.out")"
-"$MW" export --ckpt "$T/b16" --out "$T/b16.safetensors" >"$T/ex.out" 2>&1 && [ -s "$T/b16.safetensors" ] &&
+el=$(grep -o '"loss": [0-9.e+-]*' "$T/ev.out" | tail -1 | sed 's/.*: //')
+[ -n "$el" ] && [ "$el" = "$vb" ] && pass "eval's loss $el is training's last validation loss (bf16 products there too)" ||
+  fail "eval's loss '$el' is not training's last validation loss $vb (fp32 products?)"
+"$MW" sample --ckpt "$T/b16/step-00000006.mwck" --tokens 8 >"$T/sa.out" 2>&1 && pass "sample reads it" || fail "sample: $(tail -1 "$T/sa.out")"
+"$MW" export --ckpt "$T/b16/step-00000006.mwck" --out "$T/b16.safetensors" >"$T/ex.out" 2>&1 && [ -s "$T/b16.safetensors" ] &&
   pass "export reads it" || fail "export: $(tail -1 "$T/ex.out")"
 
 echo "== the Llama family"

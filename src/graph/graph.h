@@ -192,6 +192,10 @@ void mw_graph_fill_normal(mw_model *m, int i, uint64_t seed, double std);
 /* An inference model keeps all (B,T,V) logits and a KV cache; training and evaluation models
  * (MW_INFERENCE_EVAL) only one MW_LOSS_ROWS chunk's logits, and no cache. */
 static inline int mw_graph_keeps_logits(const mw_config *c) { return c->inference == 1; }
+/* --precision bf16: the model stores some values as bfloat16 (docs/precision.md) */
+static inline int mw_graph_b16(const mw_model *m) { return m->cfg.precision == MW_PRECISION_BF16; }
+/* element i of a value of bfloat16 (b16) or of floats */
+static inline void *mw_graph_elt(void *p, size_t i, int b16) { return (char *)p + i * (b16 ? 2 : 4); }
 /* dst = src, n floats, threaded */
 void mw_graph_copy(float *dst, const float *src, size_t n);
 #endif

@@ -97,9 +97,8 @@ static const mw_kind KINDS[NKINDS] = {
 /* --precision bf16 keeps ln1, ln2, fch, gelu and lnf as bfloat16 (docs/precision.md): the
  * products round what they read anyway; fch (and d(fch) over it) is also read by GELU and its
  * backward and by the bias gradient, which then see its rounded values */
-#define B16(m) ((m)->cfg.precision == MW_PRECISION_BF16)
-/* element i of a value of bfloat16 (b16) or floats */
-static inline void *elt(void *p, size_t i, int b16) { return (char *)p + i * (b16 ? 2 : 4); }
+#define B16 mw_graph_b16
+#define elt mw_graph_elt
 enum { E_KCACHE, E_VCACHE, E_DEC }; /* the model's own buffers (inference only) */
 
 static void push_block_forward(mw_model *m, int l, int with_output) {

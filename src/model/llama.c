@@ -60,8 +60,8 @@ static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf",  "lnf_r
 /* --precision bf16 keeps ln1, ln2, gate|up, act and lnf as bfloat16 (docs/precision.md): the
  * products round what they read anyway; gate|up (and d(gate|up) over it) is also read by SwiGLU
  * and its backward, which then see its rounded values */
-#define B16(m) ((m)->cfg.precision == MW_PRECISION_BF16)
-static inline void *elt(void *p, size_t i, int b16) { return (char *)p + i * (b16 ? 2 : 4); }
+#define B16 mw_graph_b16
+#define elt mw_graph_elt
 #define XN MW_XN
 #define GS MW_GS
 enum { R = MW_R, W = MW_W, U = MW_U };

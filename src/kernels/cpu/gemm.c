@@ -195,12 +195,6 @@ static void pack_along_r(float *d, long ld, const float *s, long lds, int n, int
     }
 }
 
-static inline float bf16_f(uint16_t h) {
-    const uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
 
 /* pack_across and pack_along from bfloat16 (their bits), as floats */
 static void pack_across16(float *d, long ld, const uint16_t *s, long lds, int n, int kc, int sw) {
@@ -214,11 +208,11 @@ static void pack_across16(float *d, long ld, const uint16_t *s, long lds, int n,
                                bf16x8(r + 2 * lds), bf16x8(r + 3 * lds), sw);
         }
         for (; i < n; i++)
-            for (int j = 0; j < 8; j++) d[(long)((k + j) ^ sw) * ld + i] = bf16_f(s[i * lds + k + j]);
+            for (int j = 0; j < 8; j++) d[(long)((k + j) ^ sw) * ld + i] = mw_bf16_widen(s[i * lds + k + j]);
     }
 #endif
     for (; k < kc; k++)
-        for (int i = 0; i < n; i++) d[(long)(k ^ sw) * ld + i] = bf16_f(s[i * lds + k]);
+        for (int i = 0; i < n; i++) d[(long)(k ^ sw) * ld + i] = mw_bf16_widen(s[i * lds + k]);
 }
 
 static void pack_along16(float *d, long ld, const uint16_t *s, long lds, int n, int kc, int sw) {
@@ -228,7 +222,7 @@ static void pack_along16(float *d, long ld, const uint16_t *s, long lds, int n, 
 #if defined(__AVX2__)
         for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dk + i, bf16x8(s + i));
 #endif
-        for (; i < n; i++) dk[i] = bf16_f(s[i]);
+        for (; i < n; i++) dk[i] = mw_bf16_widen(s[i]);
     }
 }
 
@@ -653,7 +647,7 @@ void mw_bf16_store(uint16_t *dst, const float *src, size_t n) {
 }
 
 void mw_bf16_load(float *dst, const uint16_t *src, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = bf16_f(src[i]);
+    for (size_t i = 0; i < n; i++) dst[i] = mw_bf16_widen(src[i]);
 }
 
 /* Times the AVX512_BF16 micro-kernel on bfloat16 panels against the AVX-512 one on fp32 panels
@@ -665,9 +659,10 @@ static int native_pays_timed(void) {
 #if defined(__x86_64__)
     if (!mw_kernel_id_supported(MW_KERNEL_AVX512BF16)) return 0;
     enum { TK = 256, REPS = 400 };
-    static float a[TK * MW_AVX512_MR], b[TK * MW_AVX512_NR], c[MW_AVX512_MR * MW_AVX512_NR];
+    float a[TK * MW_AVX512_MR], b[TK * MW_AVX512_NR], c[MW_AVX512_MR * MW_AVX512_NR]; /* 51 KB */
     for (int i = 0; i < TK * MW_AVX512_MR; i++) a[i] = 1.0f / (float)(i % 7 + 1);
     for (int i = 0; i < TK * MW_AVX512_NR; i++) b[i] = 1.0f / (float)(i % 5 + 1);
+    memset(c, 0, sizeof c);
     double best[2] = {1e30, 1e30};
     for (int rep = 0; rep < 5; rep++)
         for (int which = 0; which < 2; which++) {

@@ -54,6 +54,13 @@ int mw_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const void *A
 int mw_gemm_bf16_kernel(int kernel, int ta, int tb, int M, int N, int K, float alpha,
                         const void *A, int a16, long lda, const void *B, int b16, long ldb,
                         float beta, float *C, long ldc, float *ws, size_t ws_floats, int nthreads);
+/* a bfloat16's bits as the float it is (exact) */
+static inline float mw_bf16_widen(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    __builtin_memcpy(&f, &u, sizeof f);
+    return f;
+}
 /* dst (n bfloat16 bits) = src rounded as mw_gemm_bf16 rounds; mw_bf16_load widens them back */
 void mw_bf16_store(uint16_t *dst, const float *src, size_t n);
 void mw_bf16_load(float *dst, const uint16_t *src, size_t n);

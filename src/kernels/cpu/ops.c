@@ -156,12 +156,6 @@ void mw_matmul_backward(float *dinp, float *dw, float *db, const float *dout, co
     mw_matmul_backward_x(dinp, dw, db, dout, 0, inp, 0, w, N, C, OC, acc_dinp, ws);
 }
 
-static inline float bf16_widen(uint16_t h) {
-    const uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
 
 void mw_matmul_backward_x(float *dinp, float *dw, float *db, const void *dout, int dout16,
                           const void *inp, int inp16, const float *w, int N, int C, int OC,
@@ -177,7 +171,7 @@ void mw_matmul_backward_x(float *dinp, float *dw, float *db, const void *dout, i
             for (int n = 0; n < N; n++) {
                 if (dout16) {
                     const uint16_t *d = (const uint16_t *)dout + (long)n * OC;
-                    for (int o = o0; o < o1; o++) db[o] += bf16_widen(d[o]);
+                    for (int o = o0; o < o1; o++) db[o] += mw_bf16_widen(d[o]);
                 } else {
                     const float *d = (const float *)dout + (long)n * OC;
                     for (int o = o0; o < o1; o++) db[o] += d[o];
@@ -362,7 +356,7 @@ void mw_gelu_forward(float *out, const float *inp, long n) {
  * in place when they are floats already */
 static inline const float *piece_in(const void *x, int x16, long i0, long m, float *t) {
     if (!x16) return (const float *)x + i0;
-    for (long i = 0; i < m; i++) t[i] = bf16_widen(((const uint16_t *)x)[i0 + i]);
+    for (long i = 0; i < m; i++) t[i] = mw_bf16_widen(((const uint16_t *)x)[i0 + i]);
     return t;
 }
 
