@@ -10,11 +10,15 @@
  *    {2, 4} one on 1 and 2, two on 3; likewise MHA at B=1 H=2);
  *  - GPT-2's entry points are the _gqa ones with KV = H, bit for bit;
  *  - mw_attention_decode against the tiled forward's rows (1e-6) for GQA, and bit for bit against
- *    GPT-2's decode loop (copied here) for KV = H.
+ *    GPT-2's decode loop (copied here) for KV = H;
+ *  - the bfloat16 entry points (q|k|v read, the output stored as bfloat16, or both) bit for bit
+ *    equal to the fp32 kernels on the widened values, the output rounded, on 1, 2 and 3 threads
+ *    (both backward schedules).
  * KV in {1, 2, H}, T on both sides of the 128-row tile. */
 #include <omp.h>
 
 #include "../src/core/rng.h"
+#include "../src/kernels/cpu/gemm.h"
 #include "../src/kernels/cpu/ops.h"
 #include "check.h"
 #include "memwall.h"
@@ -255,6 +259,44 @@ static void test_decode_gpt2(int CTX, int C, int H) {
     free(K), free(Vc), free(qkv), free(y), free(y2), free(att), free(att2);
 }
 
+/* bfloat16 q|k|v and/or output: the fp32 kernels' bits on the widened values, the output rounded */
+static void test_bf16(int B, int T, int H, int KV, int hs) {
+    const long RS = (long)(H + 2 * KV) * hs, OS = (long)H * hs;
+    const size_t nq = (size_t)B * T * RS, no = (size_t)B * T * OS, nl = (size_t)B * H * T;
+    const size_t per = mw_attention_scratch_floats_x(T, hs, 1);
+    float *qkv = fnew(nq), *wl = fnew(no), *scr = fnew(3 * per), *o32 = fnew(no), *l32 = fnew(nl);
+    float *d32 = fnew(nq), *ow = fnew(no), *o = fnew(no), *l = fnew(nl), *d = fnew(nq);
+    uint16_t *q16 = calloc(nq, 2), *o16 = calloc(no, 2), *r16 = calloc(no, 2);
+    randn(qkv, nq, 1);
+    randn(wl, no, 1);
+    mw_bf16_store(q16, qkv, nq);
+    for (size_t i = 0; i < nq; i++) qkv[i] = mw_bf16_widen(q16[i]); /* what the kernels read */
+    int ok = 1;
+    for (int mode = 1; mode < 4; mode++) { /* 1: q|k|v, 2: output, 3: both bfloat16 */
+        const int qb = mode & 1, ob = (mode >> 1) & 1;
+        for (int t = 0; t < 3; t++) {
+            mw_set_threads(t + 1);
+            /* the reference: fp32 kernels on the widened q|k|v; its output rounded as stored */
+            mw_attention_forward_gqa(o32, l32, scr, t + 1, qkv, B, T, H, KV, hs);
+            mw_bf16_store(r16, o32, no);
+            for (size_t i = 0; i < no; i++) ow[i] = ob ? mw_bf16_widen(r16[i]) : o32[i];
+            mw_attention_backward_gqa(d32, scr, t + 1, wl, qkv, ow, l32, B, T, H, KV, hs);
+            memset(d, 0xff, nq * sizeof(float));
+            mw_attention_forward_x(ob ? (void *)o16 : (void *)o, ob, l, scr, t + 1, qb ? (const void *)q16 : (const void *)qkv, qb,
+                                   B, T, H, KV, hs);
+            mw_attention_backward_x(d, scr, t + 1, wl, qb ? (const void *)q16 : (const void *)qkv, qb,
+                                    ob ? (const void *)o16 : (const void *)o, ob, l, B, T, H, KV, hs);
+            ok &= same(l, l32, nl) && same(d, d32, nq);
+            ok &= ob ? memcmp(o16, r16, no * 2) == 0 : same(o, o32, no);
+        }
+    }
+    mw_set_threads(2);
+    CHECK(ok, "bf16 attention B=%d T=%d H=%d KV=%d hs=%d: not the fp32 kernels' bits on the widened values",
+          B, T, H, KV, hs);
+    free(qkv), free(wl), free(scr), free(o32), free(l32), free(d32), free(ow), free(o), free(l), free(d);
+    free(q16), free(o16), free(r16);
+}
+
 int main(void) {
     mw_set_threads(2);
     const int H = 4;
@@ -269,5 +311,10 @@ int main(void) {
     test_decode_gqa(130, 6, 3, 8);
     test_decode_gpt2(300, 48, 3);
     test_decode_gpt2(20, 768, 12);
+    for (int KV = 1; KV <= H; KV *= 2) test_bf16(1, 130, H, KV, 8); /* both backward schedules */
+    test_bf16(2, 257, H, 2, 16);
+    test_bf16(2, 7, 6, 3, 4);
+    printf("  bf16 q|k|v and output == fp32 kernels on the widened values, rounded: %s\n",
+           check_failures ? "see above" : "yes");
     return test_summary("test_attention");
 }

@@ -61,7 +61,8 @@ enum {
 #define FWD MW_KF_FWD
 static const mw_kind KINDS[NKINDS] = {
     [K_EMB] = {"embed", 3, {{GS(G_IN), W}, {GS(G_TGT), W}, {X, W}}, 0, 0},
-    [K_LN1QKV] = {"ln1+qkv", 4, {{X, R}, {LN1, W}, {LN1S, W}, {QKV, W}}, FWD, MW_COST_MATMUL},
+    /* qkv's product per 256 rows into an fp32 chunk, then rounded into qkv, when qkv is bfloat16 */
+    [K_LN1QKV] = {"ln1+qkv", 5, {{X, R}, {LN1, W}, {LN1S, W}, {QKV, W}, {GS(G_DCHUNK), W}}, FWD, MW_COST_MATMUL},
     [K_ATTN] = {"attention", 4, {{QKV, R}, {ATTY, W}, {LSE, W}, {GS(G_ATTS), W}}, FWD, MW_COST_ATTN},
     [K_PROJ] = {"attn proj", 3, {{X, R}, {ATTY, R}, {RES2, W}}, FWD, MW_COST_MATMUL},
     /* fc's product per 256 rows into an fp32 chunk, then rounded into fch, when fch is bfloat16 */
@@ -94,9 +95,10 @@ static const mw_kind KINDS[NKINDS] = {
 #define WS (&m->gw) /* the model's GEMM workspace, for the kernels' calls */
 #define keeps_logits mw_graph_keeps_logits
 #define copy_rows mw_graph_copy
-/* --precision bf16 keeps ln1, ln2, fch, gelu and lnf as bfloat16 (docs/precision.md): the
- * products round what they read anyway; fch (and d(fch) over it) is also read by GELU and its
- * backward and by the bias gradient, which then see its rounded values */
+/* --precision bf16 keeps ln1, qkv, atty, ln2, fch, gelu and lnf as bfloat16 (docs/precision.md):
+ * the products round what they read anyway; qkv is also read by attention, atty by its backward,
+ * fch (and d(fch) over it) by GELU and its backward and by the bias gradient, which then see
+ * their rounded values (attention computes in fp32 on them) */
 #define B16 mw_graph_b16
 #define elt mw_graph_elt
 enum { E_KCACHE, E_VCACHE, E_DEC }; /* the model's own buffers (inference only) */
@@ -140,7 +142,7 @@ static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
     const uint64_t gbytes[NGS] = {
         N * sizeof(int32_t), N * sizeof(int32_t), N * C * H, 2 * N * F,
         (keeps_logits(c) ? N : rows) * V * F, N * F, N * C * F, N * C * F, 3 * N * C * F,
-        (uint64_t)m->nthreads * mw_attention_scratch_floats(c->seq) * F,
+        (uint64_t)m->nthreads * mw_attention_scratch_floats_x(c->seq, c->n_embd / c->n_head, B16(m)) * F,
         (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double), B16(m) ? rows * 4 * C * F : 0};
     *bytes = gbytes[g];
     *cat = gcat[g];
@@ -151,8 +153,8 @@ static uint64_t lslot(const mw_model *m, int v) {
     const mw_config *c = &m->cfg;
     const uint64_t B = c->batch, T = c->seq, C = c->n_embd, H = c->n_head, N = B * T;
     const uint64_t F = sizeof(float), h = B16(m) ? 2 : F;
-    const uint64_t lbytes[NLS] = {N * C * F, N * C * h, 2 * N * F,     3 * N * C * F,
-                                  N * C * F, B * H * T * F, N * C * F, N * C * h,
+    const uint64_t lbytes[NLS] = {N * C * F, N * C * h, 2 * N * F,     3 * N * C * h,
+                                  N * C * h, B * H * T * F, N * C * F, N * C * h,
                                   2 * N * F, 4 * N * C * h, 4 * N * C * h};
     return lbytes[v];
 }
@@ -216,15 +218,23 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     case K_LN1QKV:
     case K_LN1:
         mw_layernorm_forward_x(P[1], b16, F(2), F(2) + N, F(0), p[LN1W], p[LN1B], N, C);
-        if (m->ops[i].kind == K_LN1QKV)
-            mw_matmul_forward_x(F(3), P[1], b16, p[QKVW], p[QKVB], N, C, 3 * C, 0, WS);
+        if (m->ops[i].kind != K_LN1QKV) break;
+        if (!b16) {
+            mw_matmul_forward_x(F(3), P[1], 0, p[QKVW], p[QKVB], N, C, 3 * C, 0, WS);
+            break;
+        }
+        for (int n0 = 0; n0 < N; n0 += LOSS_ROWS) { /* rows are independent: the same bits */
+            const int rows = N - n0 < LOSS_ROWS ? N - n0 : LOSS_ROWS;
+            mw_matmul_forward_x(F(4), elt(P[1], (size_t)n0 * C, 1), 1, p[QKVW], p[QKVB], rows, C, 3 * C, 0, WS);
+            mw_bf16_store((uint16_t *)P[3] + (size_t)n0 * 3 * C, F(4), (size_t)rows * 3 * C);
+        }
         break;
     case K_ATTN:
-        mw_attention_forward(F(1), F(2), F(3), m->nthreads, F(0), B, T, C, H);
+        mw_attention_forward_x(P[1], b16, F(2), F(3), m->nthreads, P[0], b16, B, T, H, H, C / H);
         break;
     case K_PROJ:
         copy_rows(F(2), F(0), (size_t)N * C);
-        mw_matmul_forward(F(2), F(1), p[PROJW], p[PROJB], N, C, C, 1, WS);
+        mw_matmul_forward_x(F(2), P[1], b16, p[PROJW], p[PROJB], N, C, C, 1, WS);
         break;
     case K_LN2FC:
     case K_LN2:
@@ -296,10 +306,10 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         mw_layernorm_backward_acc(F(5), g[LN2W], g[LN2B], F(4), F(2), p[LN2W], F(1), F(1) + N, N, C);
         break;
     case K_BPROJ:
-        mw_matmul_backward(F(2), g[PROJW], g[PROJB], F(1), F(0), p[PROJW], N, C, C, 0, WS);
+        mw_matmul_backward_x(F(2), g[PROJW], g[PROJB], F(1), 0, P[0], b16, p[PROJW], N, C, C, 0, WS);
         break;
     case K_BATTN:
-        mw_attention_backward(F(4), F(5), m->nthreads, F(0), F(1), F(2), F(3), B, T, C, H);
+        mw_attention_backward_x(F(4), F(5), m->nthreads, F(0), P[1], b16, P[2], b16, F(3), B, T, H, H, C / H);
         break;
     case K_BQKV:
         mw_matmul_backward_x(F(4), g[QKVW], g[QKVB], F(0), 0, P[1], b16, p[QKVW], N, C, 3 * C, 0, WS);
@@ -329,6 +339,8 @@ static const float *decode(mw_model *m, int32_t token, int pos) {
         float *K = m->ext[E_KCACHE] + (size_t)l * CTX * C, *Vc = m->ext[E_VCACHE] + (size_t)l * CTX * C;
         mw_layernorm_forward(h, stats, stats + 1, x, p[LN1W], p[LN1B], 1, C);
         mw_matmul_forward(qkv, h, p[QKVW], p[QKVB], 1, C, 3 * C, 0, WS);
+        if (B16(m)) /* as the forward stores qkv: rounded */
+            for (int k = 0; k < 3 * C; k++) qkv[k] = mw_bf16_round(qkv[k]);
         memcpy(K + (size_t)pos * C, qkv + C, sizeof(float) * C);
         memcpy(Vc + (size_t)pos * C, qkv + 2 * C, sizeof(float) * C);
         mw_attention_decode(y, qkv, K, Vc, C, pos, H, H, hs, att);

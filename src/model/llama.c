@@ -57,9 +57,10 @@ enum { G_IN, G_TGT, G_LNF, G_LNFS, G_LOGITS, G_LOSSES, G_DRES, G_DTMP, G_DQKV, G
 static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf",  "lnf_rstd", "logits", "losses",
                                              "dres",   "dtmp",    "dqkv", "att_scratch", "norm_parts",
                                              "fp32_chunk"};
-/* --precision bf16 keeps ln1, ln2, gate|up, act and lnf as bfloat16 (docs/precision.md): the
- * products round what they read anyway; gate|up (and d(gate|up) over it) is also read by SwiGLU
- * and its backward, which then see its rounded values */
+/* --precision bf16 keeps ln1, q|k|v (rotated), the attention output, ln2, gate|up, act and lnf
+ * as bfloat16 (docs/precision.md): the products round what they read anyway; q|k|v is also read
+ * by attention, its output by attention's backward, gate|up (and d(gate|up) over it) by SwiGLU
+ * and its backward, which then see their rounded values (attention computes in fp32 on them) */
 #define B16 mw_graph_b16
 #define elt mw_graph_elt
 #define XN MW_XN
@@ -74,7 +75,9 @@ enum {
 #define FWD MW_KF_FWD
 static const mw_kind KINDS[NKINDS] = {
     [K_EMB] = {"embed", 3, {{GS(G_IN), W}, {GS(G_TGT), W}, {X, W}}, 0, 0},
-    [K_LN1QKV] = {"norm+qkv+rope", 4, {{X, R}, {LN1, W}, {LN1S, W}, {QKV, W}}, FWD, MW_COST_MATMUL},
+    /* q|k|v's product and rotation per 256 rows into an fp32 chunk, then rounded into qkv, when
+     * qkv is bfloat16 */
+    [K_LN1QKV] = {"norm+qkv+rope", 5, {{X, R}, {LN1, W}, {LN1S, W}, {QKV, W}, {GS(G_DCHUNK), W}}, FWD, MW_COST_MATMUL},
     [K_ATTN] = {"attention", 4, {{QKV, R}, {ATTY, W}, {LSE, W}, {GS(G_ATTS), W}}, FWD, MW_COST_ATTN},
     [K_PROJ] = {"o proj", 3, {{X, R}, {ATTY, R}, {RES2, W}}, FWD, MW_COST_MATMUL},
     /* gate's and up's products per 256 rows into an fp32 chunk, then rounded into gate|up, when
@@ -140,6 +143,11 @@ static uint64_t qkv_width(const mw_config *c) {
     return (uint64_t)(c->n_head + 2 * c->n_kv_head) * (c->n_embd / c->n_head);
 }
 
+/* the fp32 chunk's row (bf16): an MLP product's or q|k|v's */
+static uint64_t chunk_width(const mw_config *c) {
+    return (uint64_t)c->ffn > qkv_width(c) ? (uint64_t)c->ffn : qkv_width(c);
+}
+
 static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
     const mw_config *c = &m->cfg;
     const uint64_t B = c->batch, T = c->seq, C = c->n_embd, V = c->vocab, N = B * T;
@@ -152,8 +160,8 @@ static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
     const uint64_t gbytes[NGS] = {
         N * sizeof(int32_t), N * sizeof(int32_t), N * C * H, N * F32, (keep ? N : rows) * V * F32,
         N * F32, N * C * F32, N * C * F32, N * qkv_width(c) * F32,
-        (uint64_t)m->nthreads * mw_attention_scratch_floats(c->seq) * F32,
-        (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double), B16(m) ? rows * (uint64_t)c->ffn * F32 : 0};
+        (uint64_t)m->nthreads * mw_attention_scratch_floats_x(c->seq, c->n_embd / c->n_head, B16(m)) * F32,
+        (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double), B16(m) ? rows * chunk_width(c) * F32 : 0};
     *bytes = gbytes[g];
     *cat = g == G_LOGITS && keep ? MW_CAT_ACTS : gcat[g];
 }
@@ -162,8 +170,8 @@ static uint64_t lslot(const mw_model *m, int v) {
     const mw_config *c = &m->cfg;
     const uint64_t B = c->batch, T = c->seq, C = c->n_embd, H = c->n_head, N = B * T, F = c->ffn;
     const uint64_t h = B16(m) ? 2 : F32;
-    const uint64_t lbytes[NLS] = {N * C * F32, N * C * h, N * F32,         N * qkv_width(c) * F32,
-                                  N * C * F32, B * H * T * F32, N * C * F32, N * C * h,
+    const uint64_t lbytes[NLS] = {N * C * F32, N * C * h, N * F32,         N * qkv_width(c) * h,
+                                  N * C * h, B * H * T * F32, N * C * F32, N * C * h,
                                   N * F32,     2 * N * F * h, N * F * h};
     return lbytes[v];
 }
@@ -239,16 +247,26 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     case K_LN1:
         mw_rmsnorm_forward_x(P[1], b16, A(2), A(0), p[ATTN_NORM], N, C, eps);
         if (m->ops[i].kind == K_LN1) break;
-        mw_matmul_forward_x(A(3), P[1], b16, p[WQ], NULL, N, C, QW, 0, WS); /* q|k|v: one matrix */
-        mw_rope_forward_inplace(A(3), QW, cos_t, sin_t, B, T, H, hs);
-        mw_rope_forward_inplace(A(3) + (size_t)H * hs, QW, cos_t, sin_t, B, T, KV, hs);
+        if (!b16) {
+            mw_matmul_forward_x(A(3), P[1], 0, p[WQ], NULL, N, C, QW, 0, WS); /* q|k|v: one matrix */
+            mw_rope_forward_inplace(A(3), QW, cos_t, sin_t, B, T, H, hs);
+            mw_rope_forward_inplace(A(3) + (size_t)H * hs, QW, cos_t, sin_t, B, T, KV, hs);
+            break;
+        }
+        for (int n0 = 0; n0 < N; n0 += MW_LOSS_ROWS) { /* rows are independent: the same bits */
+            const int rows = N - n0 < MW_LOSS_ROWS ? N - n0 : MW_LOSS_ROWS;
+            mw_matmul_forward_x(A(4), elt(P[1], (size_t)n0 * C, 1), 1, p[WQ], NULL, rows, C, QW, 0, WS);
+            mw_rope_forward_rows(A(4), QW, cos_t, sin_t, n0, rows, T, H, hs);
+            mw_rope_forward_rows(A(4) + (size_t)H * hs, QW, cos_t, sin_t, n0, rows, T, KV, hs);
+            mw_bf16_store((uint16_t *)P[3] + (size_t)n0 * QW, A(4), (size_t)rows * QW);
+        }
         break;
     case K_ATTN:
-        mw_attention_forward_gqa(A(1), A(2), A(3), m->nthreads, A(0), B, T, H, KV, hs);
+        mw_attention_forward_x(P[1], b16, A(2), A(3), m->nthreads, P[0], b16, B, T, H, KV, hs);
         break;
     case K_PROJ:
         mw_graph_copy(A(2), A(0), (size_t)N * C);
-        mw_matmul_forward(A(2), A(1), p[WO], NULL, N, C, C, 1, WS);
+        mw_matmul_forward_x(A(2), P[1], b16, p[WO], NULL, N, C, C, 1, WS);
         break;
     case K_LN2FC:
     case K_LN2:
@@ -326,10 +344,10 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         mw_rmsnorm_backward_acc(A(5), g[MLP_NORM], A(4), A(2), p[MLP_NORM], A(1), N, C);
         break;
     case K_BPROJ:
-        mw_matmul_backward(A(2), g[WO], NULL, A(1), A(0), p[WO], N, C, C, 0, WS);
+        mw_matmul_backward_x(A(2), g[WO], NULL, A(1), 0, P[0], b16, p[WO], N, C, C, 0, WS);
         break;
     case K_BATTN:
-        mw_attention_backward_gqa(A(4), A(5), m->nthreads, A(0), A(1), A(2), A(3), B, T, H, KV, hs);
+        mw_attention_backward_x(A(4), A(5), m->nthreads, A(0), P[1], b16, P[2], b16, A(3), B, T, H, KV, hs);
         mw_rope_backward_inplace(A(4), QW, cos_t, sin_t, B, T, H, hs);
         mw_rope_backward_inplace(A(4) + (size_t)H * hs, QW, cos_t, sin_t, B, T, KV, hs);
         break;
@@ -366,6 +384,8 @@ static const float *decode(mw_model *m, int32_t token, int pos) {
         mw_matmul_forward(qkv, h, p[WQ], NULL, 1, C, QW, 0, WS);
         mw_rope_forward_inplace(qkv, QW, cp, sp, 1, 1, H, hs);
         mw_rope_forward_inplace(qkv + (size_t)H * hs, QW, cp, sp, 1, 1, KV, hs);
+        if (B16(m)) /* as the forward stores q|k|v: rotated, then rounded */
+            for (int k = 0; k < QW; k++) qkv[k] = mw_bf16_round(qkv[k]);
         memcpy(K + (size_t)pos * KW, qkv + (size_t)H * hs, sizeof(float) * KW);
         memcpy(Vc + (size_t)pos * KW, qkv + (size_t)(H + KV) * hs, sizeof(float) * KW);
         mw_attention_decode(y, qkv, K, Vc, KW, pos, H, KV, hs, att);

@@ -439,32 +439,66 @@ static size_t gemm_ws_offset(int T) {
 
 size_t mw_attention_scratch_floats(int T) { return gemm_ws_offset(T) + G1_FLOATS; }
 
+/* bfloat16 q, k, v or output: the thread's region then also holds, after the GEMM packing, the
+ * (b, head) unit's q, k, v and output widened to floats (or the output accumulated in floats),
+ * T x hs each, rows hs apart: the fp32 schedule runs on them unchanged */
+size_t mw_attention_scratch_floats_x(int T, int hs, int b16) {
+    return mw_attention_scratch_floats(T) + (b16 ? (4 * (size_t)T * hs + 15) / 16 * 16 : 0);
+}
+
+/* rows r0..r1-1 of one head of a bfloat16 matrix (rows stride apart) into W (rows hs apart,
+ * indexed by the absolute row) */
+static void att_widen(float *W, const uint16_t *x, long stride, int r0, int r1, int hs) {
+    for (int t = r0; t < r1; t++) {
+        const uint16_t *xr = x + (long)t * stride;
+        float *w = W + (long)t * hs;
+        for (int e = 0; e < hs; e++) w[e] = mw_bf16_widen(xr[e]);
+    }
+}
+
 void mw_attention_forward_gqa(float *out, float *lse, float *scratch, int nthreads,
                               const float *qkv, int B, int T, int H, int KV, int hs) {
+    mw_attention_forward_x(out, 0, lse, scratch, nthreads, qkv, 0, B, T, H, KV, hs);
+}
+
+void mw_attention_forward_x(void *out, int out16, float *lse, float *scratch, int nthreads,
+                            const void *qkv, int qkv16, int B, int T, int H, int KV, int hs) {
     const long RS = (long)(H + 2 * KV) * hs, OS = (long)H * hs;
+    const long XS = qkv16 ? hs : RS, YS = out16 ? hs : OS; /* q|k|v's and the output's row strides */
     const int grp = H / KV;
     const float scale = 1.0f / sqrtf((float)hs);
-    const size_t per = mw_attention_scratch_floats(T);
+    const size_t per = mw_attention_scratch_floats_x(T, hs, qkv16 || out16);
     /* one (batch, query head) at a time, in head order: the heads of a group run side by side on
      * the threads and read their shared K and V tiles while the cache holds them */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
     for (int bh = 0; bh < B * H; bh++) {
         const int b = bh / H, h = bh % H;
-        const float *row = qkv + (long)b * T * RS, *q = row + h * hs;
-        const float *k = row + OS + (h / grp) * hs, *v = k + (long)KV * hs;
-        float *o = out + (long)b * T * OS + h * hs, *ls = lse + (long)bh * T;
         float *S = scratch + (size_t)omp_get_thread_num() * per, *G = S + gemm_ws_offset(T);
+        float *Wq = S + mw_attention_scratch_floats(T), *Wk = Wq + (size_t)T * hs;
+        float *Wv = Wk + (size_t)T * hs, *Wo = Wv + (size_t)T * hs;
+        const long row0 = (long)b * T * RS, q0f = row0 + h * hs, k0f = row0 + OS + (h / grp) * hs;
+        const float *q, *k, *v;
+        if (qkv16) {
+            const uint16_t *x = qkv;
+            att_widen(Wq, x + q0f, RS, 0, T, hs);
+            att_widen(Wk, x + k0f, RS, 0, T, hs);
+            att_widen(Wv, x + k0f + (long)KV * hs, RS, 0, T, hs);
+            q = Wq, k = Wk, v = Wv;
+        } else {
+            q = (const float *)qkv + q0f, k = (const float *)qkv + k0f, v = k + (long)KV * hs;
+        }
+        float *o = out16 ? Wo : (float *)out + (long)b * T * OS + h * hs, *ls = lse + (long)bh * T;
         float mrow[ATT_T], lrow[ATT_T];
         for (int q0 = 0; q0 < T; q0 += ATT_T) {
             const int q1 = q0 + ATT_T < T ? q0 + ATT_T : T, rows = q1 - q0;
             for (int i = 0; i < rows; i++) {
                 mrow[i] = -INFINITY;
                 lrow[i] = 0.0f;
-                memset(o + (long)(q0 + i) * OS, 0, sizeof(float) * hs);
+                memset(o + (long)(q0 + i) * YS, 0, sizeof(float) * hs);
             }
             for (int k0 = 0; k0 < q1; k0 += ATT_T) { /* key tiles up to the diagonal */
                 const int k1 = k0 + ATT_T < q1 ? k0 + ATT_T : q1, cols = k1 - k0;
-                gemm1(G, 0, 1, rows, cols, hs, scale, q + (long)q0 * RS, RS, k + (long)k0 * RS, RS, 0.0f, S, ATT_T);
+                gemm1(G, 0, 1, rows, cols, hs, scale, q + (long)q0 * XS, XS, k + (long)k0 * XS, XS, 0.0f, S, ATT_T);
                 for (int i = 0; i < rows; i++) {
                     const int qi = q0 + i, nv = (qi + 1 < k1 ? qi + 1 : k1) - k0;
                     float *s = S + (long)i * ATT_T, mx = mrow[i];
@@ -474,15 +508,17 @@ void mw_attention_forward_gqa(float *out, float *lse, float *scratch, int nthrea
                     const float a = exp_fast(mrow[i] - mx); /* rescales what came before */
                     lrow[i] = lrow[i] * a + sum8(s, nv);
                     mrow[i] = mx;
-                    float *orow = o + (long)qi * OS;
+                    float *orow = o + (long)qi * YS;
                     for (int e = 0; e < hs; e++) orow[e] *= a;
                 }
-                gemm1(G, 0, 0, rows, hs, cols, 1.0f, S, ATT_T, v + (long)k0 * RS, RS, 1.0f, o + (long)q0 * OS, OS);
+                gemm1(G, 0, 0, rows, hs, cols, 1.0f, S, ATT_T, v + (long)k0 * XS, XS, 1.0f, o + (long)q0 * YS, YS);
             }
             for (int i = 0; i < rows; i++) {
-                float *orow = o + (long)(q0 + i) * OS, inv = 1.0f / lrow[i];
+                float *orow = o + (long)(q0 + i) * YS, inv = 1.0f / lrow[i];
                 for (int e = 0; e < hs; e++) orow[e] *= inv;
                 ls[q0 + i] = mrow[i] + logf(lrow[i]);
+                if (out16) /* the finished row, rounded once */
+                    mw_bf16_store((uint16_t *)out + ((long)b * T + q0 + i) * OS + h * hs, orow, (size_t)hs);
             }
         }
     }
@@ -496,9 +532,10 @@ void mw_attention_forward(float *out, float *lse, float *scratch, int nthreads, 
 /* The pieces of backward every schedule shares, so that they give the same bits in each: D_i =
  * dO_i . O_i for rows r0..r1-1 into D[r0..]; a score strip (rows from q0, keys k0..k0+cols-1)
  * turned into probabilities exp(S - lse) under the causal mask; dP into dS = P (dP - D) scale. */
-static void att_rowdots(float *D, const float *d, const float *o, long OS, int r0, int r1, int hs) {
+static void att_rowdots(float *D, const float *d, long DS, const float *o, long YS, int r0, int r1,
+                        int hs) {
     for (int i = r0; i < r1; i++) {
-        const float *oi = o + (long)i * OS, *di = d + (long)i * OS;
+        const float *oi = o + (long)i * YS, *di = d + (long)i * DS;
         float s = 0.0f;
         for (int e = 0; e < hs; e++) s += di[e] * oi[e];
         D[i] = s;
@@ -535,41 +572,69 @@ static void att_dscores(float *dP, const float *S, const float *D, int rows, int
 void mw_attention_backward_gqa(float *dqkv, float *scratch, int nthreads, const float *dout,
                                const float *qkv, const float *out, const float *lse, int B, int T,
                                int H, int KV, int hs) {
+    mw_attention_backward_x(dqkv, scratch, nthreads, dout, qkv, 0, out, 0, lse, B, T, H, KV, hs);
+}
+
+void mw_attention_backward_x(float *dqkv, float *scratch, int nthreads, const float *dout,
+                             const void *qkv, int qkv16, const void *out, int out16,
+                             const float *lse, int B, int T, int H, int KV, int hs) {
     const long RS = (long)(H + 2 * KV) * hs, OS = (long)H * hs;
+    const long XS = qkv16 ? hs : RS, YS = out16 ? hs : OS; /* q|k|v's and the output's row strides */
     const int grp = H / KV, nkt = (T + ATT_T - 1) / ATT_T;
     const int split = 7L * B * KV < 5L * nthreads * ((B * KV + nthreads - 1) / nthreads);
     const float scale = 1.0f / sqrtf((float)hs);
-    const size_t per = mw_attention_scratch_floats(T);
+    const size_t per = mw_attention_scratch_floats_x(T, hs, qkv16 || out16);
+    const uint16_t *x16 = qkv, *y16 = out;
     /* one-pass: a unit is (b, g), all key tiles; pass 1: a unit is (b, g, key tile), the largest
      * strips first */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
     for (int u = 0; u < B * KV * (split ? nkt : 1); u++) {
         const int bg = split ? u % (B * KV) : u, b = bg / KV, g = bg % KV;
         const int kt0 = split ? u / (B * KV) : 0, kt1 = split ? kt0 + 1 : nkt;
-        const float *row = qkv + (long)b * T * RS, *k = row + OS + g * hs, *v = k + (long)KV * hs;
-        float *drow = dqkv + (long)b * T * RS, *dk = drow + OS + g * hs, *dv = dk + (long)KV * hs;
+        const int r0 = kt0 * ATT_T, r1 = kt1 * ATT_T < T ? kt1 * ATT_T : T; /* the key rows */
         float *S = scratch + (size_t)omp_get_thread_num() * per, *dP = S + (size_t)T * ATT_T;
         float *D = dP + (size_t)T * ATT_T, *G = S + gemm_ws_offset(T);
+        float *Wq = S + mw_attention_scratch_floats(T), *Wk = Wq + (size_t)T * hs;
+        float *Wv = Wk + (size_t)T * hs, *Wo = Wv + (size_t)T * hs;
+        const long row0 = (long)b * T * RS, kof = row0 + OS + g * hs;
+        const float *k, *v;
+        if (qkv16) {
+            att_widen(Wk, x16 + kof, RS, r0, r1, hs);
+            att_widen(Wv, x16 + kof + (long)KV * hs, RS, r0, r1, hs);
+            k = Wk, v = Wv;
+        } else {
+            k = (const float *)qkv + kof, v = k + (long)KV * hs;
+        }
+        float *drow = dqkv + row0, *dk = drow + OS + g * hs, *dv = dk + (long)KV * hs;
         for (int h = g * grp; h < (g + 1) * grp; h++) {
-            const float beta = h == g * grp ? 0.0f : 1.0f, *q = row + h * hs;
-            const float *o = out + (long)b * T * OS + h * hs, *d = dout + (long)b * T * OS + h * hs;
+            const float beta = h == g * grp ? 0.0f : 1.0f;
+            const long qof = row0 + h * hs, oof = (long)b * T * OS + h * hs;
+            const float *q, *o, *d = dout + oof;
+            if (qkv16) /* the queries at or below the first key row */
+                att_widen(Wq, x16 + qof, RS, r0, T, hs), q = Wq;
+            else
+                q = (const float *)qkv + qof;
+            if (out16)
+                att_widen(Wo, y16 + oof, OS, r0, T, hs), o = Wo;
+            else
+                o = (const float *)out + oof;
             const float *ls = lse + ((long)b * H + h) * T;
             float *dq = drow + h * hs;
-            att_rowdots(D, d, o, OS, kt0 * ATT_T, T, hs);
+            att_rowdots(D, d, OS, o, YS, r0, T, hs);
             if (!split) /* dq starts at 0 */
                 for (int i = 0; i < T; i++) memset(dq + (long)i * RS, 0, sizeof(float) * hs);
             /* one key tile at a time against every query at or below it: the probabilities of
              * that strip (rows x ATT_T) are the most this ever holds */
-            for (int k0 = kt0 * ATT_T; k0 < kt1 * ATT_T && k0 < T; k0 += ATT_T) {
+            for (int k0 = r0; k0 < r1; k0 += ATT_T) {
                 const int k1 = k0 + ATT_T < T ? k0 + ATT_T : T, cols = k1 - k0, rows = T - k0;
-                gemm1(G, 0, 1, rows, cols, hs, scale, q + (long)k0 * RS, RS, k + (long)k0 * RS, RS, 0.0f, S, ATT_T);
+                gemm1(G, 0, 1, rows, cols, hs, scale, q + (long)k0 * XS, XS, k + (long)k0 * XS, XS, 0.0f, S, ATT_T);
                 att_probs(S, ls, k0, rows, k0, cols);
                 gemm1(G, 1, 0, cols, hs, rows, 1.0f, S, ATT_T, d + (long)k0 * OS, OS, beta, dv + (long)k0 * RS, RS);
-                gemm1(G, 0, 1, rows, cols, hs, 1.0f, d + (long)k0 * OS, OS, v + (long)k0 * RS, RS, 0.0f, dP, ATT_T);
+                gemm1(G, 0, 1, rows, cols, hs, 1.0f, d + (long)k0 * OS, OS, v + (long)k0 * XS, XS, 0.0f, dP, ATT_T);
                 att_dscores(dP, S, D + k0, rows, cols, scale);
                 if (!split)
-                    gemm1(G, 0, 0, rows, hs, cols, 1.0f, dP, ATT_T, k + (long)k0 * RS, RS, 1.0f, dq + (long)k0 * RS, RS);
-                gemm1(G, 1, 0, cols, hs, rows, 1.0f, dP, ATT_T, q + (long)k0 * RS, RS, beta, dk + (long)k0 * RS, RS);
+                    gemm1(G, 0, 0, rows, hs, cols, 1.0f, dP, ATT_T, k + (long)k0 * XS, XS, 1.0f, dq + (long)k0 * RS, RS);
+                gemm1(G, 1, 0, cols, hs, rows, 1.0f, dP, ATT_T, q + (long)k0 * XS, XS, beta, dk + (long)k0 * RS, RS);
             }
         }
     }
@@ -579,22 +644,36 @@ void mw_attention_backward_gqa(float *dqkv, float *scratch, int nthreads, const 
     for (int u = 0; u < B * H * nkt; u++) {
         const int bh = u % (B * H), b = bh / H, h = bh % H, q0 = (nkt - 1 - u / (B * H)) * ATT_T;
         const int q1 = q0 + ATT_T < T ? q0 + ATT_T : T, rows = q1 - q0;
-        const float *row = qkv + (long)b * T * RS, *q = row + h * hs;
-        const float *k = row + OS + (h / grp) * hs, *v = k + (long)KV * hs;
-        const float *o = out + (long)b * T * OS + h * hs, *d = dout + (long)b * T * OS + h * hs;
-        const float *ls = lse + (long)bh * T;
-        float *dq = dqkv + (long)b * T * RS + h * hs;
         float *S = scratch + (size_t)omp_get_thread_num() * per, *dP = S + (size_t)T * ATT_T;
         float *D = dP + (size_t)T * ATT_T, *G = S + gemm_ws_offset(T);
-        att_rowdots(D, d, o, OS, q0, q1, hs);
+        float *Wq = S + mw_attention_scratch_floats(T), *Wk = Wq + (size_t)T * hs;
+        float *Wv = Wk + (size_t)T * hs, *Wo = Wv + (size_t)T * hs;
+        const long row0 = (long)b * T * RS, qof = row0 + h * hs, kof = row0 + OS + (h / grp) * hs;
+        const long oof = (long)b * T * OS + h * hs;
+        const float *q, *k, *v, *o, *d = dout + oof;
+        if (qkv16) {
+            att_widen(Wq, x16 + qof, RS, q0, q1, hs);
+            att_widen(Wk, x16 + kof, RS, 0, q1, hs);
+            att_widen(Wv, x16 + kof + (long)KV * hs, RS, 0, q1, hs);
+            q = Wq, k = Wk, v = Wv;
+        } else {
+            q = (const float *)qkv + qof, k = (const float *)qkv + kof, v = k + (long)KV * hs;
+        }
+        if (out16)
+            att_widen(Wo, y16 + oof, OS, q0, q1, hs), o = Wo;
+        else
+            o = (const float *)out + oof;
+        const float *ls = lse + (long)bh * T;
+        float *dq = dqkv + qof;
+        att_rowdots(D, d, OS, o, YS, q0, q1, hs);
         for (int i = q0; i < q1; i++) memset(dq + (long)i * RS, 0, sizeof(float) * hs);
         for (int k0 = 0; k0 < q1; k0 += ATT_T) {
             const int k1 = k0 + ATT_T < T ? k0 + ATT_T : T, cols = k1 - k0;
-            gemm1(G, 0, 1, rows, cols, hs, scale, q + (long)q0 * RS, RS, k + (long)k0 * RS, RS, 0.0f, S, ATT_T);
+            gemm1(G, 0, 1, rows, cols, hs, scale, q + (long)q0 * XS, XS, k + (long)k0 * XS, XS, 0.0f, S, ATT_T);
             att_probs(S, ls, q0, rows, k0, cols);
-            gemm1(G, 0, 1, rows, cols, hs, 1.0f, d + (long)q0 * OS, OS, v + (long)k0 * RS, RS, 0.0f, dP, ATT_T);
+            gemm1(G, 0, 1, rows, cols, hs, 1.0f, d + (long)q0 * OS, OS, v + (long)k0 * XS, XS, 0.0f, dP, ATT_T);
             att_dscores(dP, S, D + q0, rows, cols, scale);
-            gemm1(G, 0, 0, rows, hs, cols, 1.0f, dP, ATT_T, k + (long)k0 * RS, RS, 1.0f, dq + (long)q0 * RS, RS);
+            gemm1(G, 0, 0, rows, hs, cols, 1.0f, dP, ATT_T, k + (long)k0 * XS, XS, 1.0f, dq + (long)q0 * RS, RS);
         }
     }
 }
@@ -743,34 +822,40 @@ void mw_rope_table(float *cos_t, float *sin_t, int T, int D, float theta) {
     }
 }
 
-/* sign +1 rotates forward, -1 applies the transpose (backward) */
-static void rope_apply(float *x, long row_stride, const float *cos_t, const float *sin_t, int B,
-                       int T, int H, int D, float sign) {
+/* sign +1 rotates forward, -1 applies the transpose (backward); rows n0..n0+rows-1 of the B*T,
+ * row n at position n % T, x pointing at row n0 */
+static void rope_apply(float *x, long row_stride, const float *cos_t, const float *sin_t, long n0,
+                       long rows, int T, int H, int D, float sign) {
     const int h = D / 2;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            const float *cs = cos_t + (long)t * h, *sn = sin_t + (long)t * h;
-            float *row = x + ((long)b * T + t) * row_stride;
-            for (int hd = 0; hd < H; hd++) {
-                float *v = row + (long)hd * D;
-                for (int i = 0; i < h; i++) {
-                    const float x1 = v[i], x2 = v[i + h], s = sign * sn[i];
-                    v[i] = x1 * cs[i] - x2 * s;
-                    v[i + h] = x2 * cs[i] + x1 * s;
-                }
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < rows; r++) {
+        const long t = (n0 + r) % T;
+        const float *cs = cos_t + t * h, *sn = sin_t + t * h;
+        float *row = x + r * row_stride;
+        for (int hd = 0; hd < H; hd++) {
+            float *v = row + (long)hd * D;
+            for (int i = 0; i < h; i++) {
+                const float x1 = v[i], x2 = v[i + h], s = sign * sn[i];
+                v[i] = x1 * cs[i] - x2 * s;
+                v[i + h] = x2 * cs[i] + x1 * s;
             }
         }
+    }
 }
 
 void mw_rope_forward_inplace(float *x, long row_stride, const float *cos_t, const float *sin_t,
                              int B, int T, int H, int D) {
-    rope_apply(x, row_stride, cos_t, sin_t, B, T, H, D, 1.0f);
+    rope_apply(x, row_stride, cos_t, sin_t, 0, (long)B * T, T, H, D, 1.0f);
+}
+
+void mw_rope_forward_rows(float *x, long row_stride, const float *cos_t, const float *sin_t,
+                          long n0, int rows, int T, int H, int D) {
+    rope_apply(x, row_stride, cos_t, sin_t, n0, rows, T, H, D, 1.0f);
 }
 
 void mw_rope_backward_inplace(float *dx, long row_stride, const float *cos_t, const float *sin_t,
                               int B, int T, int H, int D) {
-    rope_apply(dx, row_stride, cos_t, sin_t, B, T, H, D, -1.0f);
+    rope_apply(dx, row_stride, cos_t, sin_t, 0, (long)B * T, T, H, D, -1.0f);
 }
 
 static inline float sigmoid_fast(float g) { return 1.0f / (1.0f + exp_fast(-g)); }

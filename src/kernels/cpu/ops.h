@@ -64,6 +64,17 @@ void mw_attention_forward_gqa(float *out, float *lse, float *scratch, int nthrea
 void mw_attention_backward_gqa(float *dqkv, float *scratch, int nthreads, const float *dout,
                                const float *qkv, const float *out, const float *lse, int B, int T,
                                int H, int KV, int hs);
+/* The same with qkv read as bfloat16 (uint16_t bits) when qkv16 and the output stored as bfloat16
+ * when out16 (backward reads it so): the arithmetic stays fp32, on the values widened per (batch,
+ * head) into scratch, which then holds nthreads * mw_attention_scratch_floats_x(T, hs, 1)
+ * floats; the output is accumulated in floats and rounded once per row. The same bits as the fp32
+ * kernels on the widened values, with the output rounded. */
+size_t mw_attention_scratch_floats_x(int T, int hs, int b16);
+void mw_attention_forward_x(void *out, int out16, float *lse, float *scratch, int nthreads,
+                            const void *qkv, int qkv16, int B, int T, int H, int KV, int hs);
+void mw_attention_backward_x(float *dqkv, float *scratch, int nthreads, const float *dout,
+                             const void *qkv, int qkv16, const void *out, int out16,
+                             const float *lse, int B, int T, int H, int KV, int hs);
 /* GPT-2's: qkv (B,T,3C) with q,k,v in that order, out (B,T,C); exactly the _gqa versions with
  * KV = H and hs = C/H. */
 void mw_attention_forward(float *out, float *lse, float *scratch, int nthreads, const float *qkv,
@@ -137,6 +148,10 @@ void mw_rope_forward_inplace(float *x, long row_stride, const float *cos_t, cons
                              int B, int T, int H, int D);
 void mw_rope_backward_inplace(float *dx, long row_stride, const float *cos_t, const float *sin_t,
                               int B, int T, int H, int D);
+/* the forward rotation of rows n0..n0+rows-1 of the B*T (row n at position n % T), x pointing at
+ * row n0: the same bits as mw_rope_forward_inplace's on those rows */
+void mw_rope_forward_rows(float *x, long row_stride, const float *cos_t, const float *sin_t,
+                          long n0, int rows, int T, int H, int D);
 /* out (n) = silu(gate) * up, silu(g) = g * sigmoid(g) */
 void mw_swiglu_forward(float *out, const float *gate, const float *up, long n);
 /* the same stored as bfloat16 when out16, gate and up read as bfloat16 when in16 */
