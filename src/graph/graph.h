@@ -20,6 +20,11 @@
 
 #define MW_MAXACC 8          /* values one op kind may access */
 #define MW_LOSS_ROWS 256     /* the head and the loss run over this many positions at a time */
+/* --precision bf16: the products whose bfloat16 outputs pass through an fp32 chunk first (qkv,
+ * the MLP's first) run over this many rows at a time. Rows are independent, so any count gives
+ * the same bits; fewer rows pack the weights more often (a 256-row chunk packed GPT-2's 3072-wide
+ * ones four times per 1024 rows), more take more workspace. */
+#define MW_CHUNK_ROWS 1024
 #define MW_GEMM_NC 512       /* columns of B the GEMMs pack at a time (the packing buffer's size) */
 #define MW_NORM_QUANTUM 65536 /* grad-norm partial sums and init streams over fixed blocks */
 #define MW_MAX_EXT 8         /* a model's own persistent buffers (KV cache, position tables) */

@@ -138,12 +138,12 @@ static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
     static const mw_category gcat[NGS] = {MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS,
                                           MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK,
                                           MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK};
-    uint64_t rows = N < LOSS_ROWS ? N : LOSS_ROWS;
+    uint64_t rows = N < LOSS_ROWS ? N : LOSS_ROWS, crows = N < MW_CHUNK_ROWS ? N : MW_CHUNK_ROWS;
     const uint64_t gbytes[NGS] = {
         N * sizeof(int32_t), N * sizeof(int32_t), N * C * H, 2 * N * F,
         (keeps_logits(c) ? N : rows) * V * F, N * F, N * C * F, N * C * F, 3 * N * C * F,
         (uint64_t)m->nthreads * mw_attention_scratch_floats_x(c->seq, c->n_embd / c->n_head, B16(m)) * F,
-        (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double), B16(m) ? rows * 4 * C * F : 0};
+        (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double), B16(m) ? crows * 4 * C * F : 0};
     *bytes = gbytes[g];
     *cat = gcat[g];
     if (g == G_LOGITS && keeps_logits(c)) *cat = MW_CAT_ACTS;
@@ -223,8 +223,8 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
             mw_matmul_forward_x(F(3), P[1], 0, p[QKVW], p[QKVB], N, C, 3 * C, 0, WS);
             break;
         }
-        for (int n0 = 0; n0 < N; n0 += LOSS_ROWS) { /* rows are independent: the same bits */
-            const int rows = N - n0 < LOSS_ROWS ? N - n0 : LOSS_ROWS;
+        for (int n0 = 0; n0 < N; n0 += MW_CHUNK_ROWS) { /* rows are independent: the same bits */
+            const int rows = N - n0 < MW_CHUNK_ROWS ? N - n0 : MW_CHUNK_ROWS;
             mw_matmul_forward_x(F(4), elt(P[1], (size_t)n0 * C, 1), 1, p[QKVW], p[QKVB], rows, C, 3 * C, 0, WS);
             mw_bf16_store((uint16_t *)P[3] + (size_t)n0 * 3 * C, F(4), (size_t)rows * 3 * C);
         }
@@ -244,8 +244,8 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
             mw_matmul_forward_x(F(3), P[1], 0, p[FCW], p[FCB], N, C, 4 * C, 0, WS);
             break;
         }
-        for (int n0 = 0; n0 < N; n0 += LOSS_ROWS) { /* rows are independent: the same bits */
-            const int rows = N - n0 < LOSS_ROWS ? N - n0 : LOSS_ROWS;
+        for (int n0 = 0; n0 < N; n0 += MW_CHUNK_ROWS) { /* rows are independent: the same bits */
+            const int rows = N - n0 < MW_CHUNK_ROWS ? N - n0 : MW_CHUNK_ROWS;
             mw_matmul_forward_x(F(4), elt(P[1], (size_t)n0 * C, 1), 1, p[FCW], p[FCB], rows, C, 4 * C, 0, WS);
             mw_bf16_store((uint16_t *)P[3] + (size_t)n0 * 4 * C, F(4), (size_t)rows * 4 * C);
         }
@@ -291,7 +291,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     case K_BFCPROJ: { /* dW from gelu, then d(gelu) (over gelu, or per chunk of rows when gelu is
                          bfloat16: rows are independent, the same bits), then d(fch) over fch */
         mw_matmul_backward_x(NULL, g[FCPW], g[FCPB], F(2), 0, P[1], b16, p[FCPW], N, 4 * C, C, 0, WS);
-        const int RC = b16 ? LOSS_ROWS : N;
+        const int RC = b16 ? MW_CHUNK_ROWS : N;
         for (int n0 = 0; n0 < N; n0 += RC) {
             const int rows = N - n0 < RC ? N - n0 : RC;
             float *dg = b16 ? F(3) : F(1) + (size_t)n0 * 4 * C;

@@ -151,7 +151,7 @@ static uint64_t chunk_width(const mw_config *c) {
 static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
     const mw_config *c = &m->cfg;
     const uint64_t B = c->batch, T = c->seq, C = c->n_embd, V = c->vocab, N = B * T;
-    const uint64_t rows = N < MW_LOSS_ROWS ? N : MW_LOSS_ROWS;
+    const uint64_t rows = N < MW_LOSS_ROWS ? N : MW_LOSS_ROWS, crows = N < MW_CHUNK_ROWS ? N : MW_CHUNK_ROWS;
     const int keep = mw_graph_keeps_logits(c);
     static const mw_category gcat[NGS] = {MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS,
                                           MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK,
@@ -161,7 +161,7 @@ static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
         N * sizeof(int32_t), N * sizeof(int32_t), N * C * H, N * F32, (keep ? N : rows) * V * F32,
         N * F32, N * C * F32, N * C * F32, N * qkv_width(c) * F32,
         (uint64_t)m->nthreads * mw_attention_scratch_floats_x(c->seq, c->n_embd / c->n_head, B16(m)) * F32,
-        (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double), B16(m) ? rows * chunk_width(c) * F32 : 0};
+        (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double), B16(m) ? crows * chunk_width(c) * F32 : 0};
     *bytes = gbytes[g];
     *cat = g == G_LOGITS && keep ? MW_CAT_ACTS : gcat[g];
 }
@@ -253,8 +253,8 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
             mw_rope_forward_inplace(A(3) + (size_t)H * hs, QW, cos_t, sin_t, B, T, KV, hs);
             break;
         }
-        for (int n0 = 0; n0 < N; n0 += MW_LOSS_ROWS) { /* rows are independent: the same bits */
-            const int rows = N - n0 < MW_LOSS_ROWS ? N - n0 : MW_LOSS_ROWS;
+        for (int n0 = 0; n0 < N; n0 += MW_CHUNK_ROWS) { /* rows are independent: the same bits */
+            const int rows = N - n0 < MW_CHUNK_ROWS ? N - n0 : MW_CHUNK_ROWS;
             mw_matmul_forward_x(A(4), elt(P[1], (size_t)n0 * C, 1), 1, p[WQ], NULL, rows, C, QW, 0, WS);
             mw_rope_forward_rows(A(4), QW, cos_t, sin_t, n0, rows, T, H, hs);
             mw_rope_forward_rows(A(4) + (size_t)H * hs, QW, cos_t, sin_t, n0, rows, T, KV, hs);
@@ -277,8 +277,8 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
             mw_matmul_forward_x(A(3) + NF, P[1], 0, p[WUP], NULL, N, C, F, 0, WS);
             break;
         }
-        for (int n0 = 0; n0 < N; n0 += MW_LOSS_ROWS) { /* rows are independent: the same bits */
-            const int rows = N - n0 < MW_LOSS_ROWS ? N - n0 : MW_LOSS_ROWS;
+        for (int n0 = 0; n0 < N; n0 += MW_CHUNK_ROWS) { /* rows are independent: the same bits */
+            const int rows = N - n0 < MW_CHUNK_ROWS ? N - n0 : MW_CHUNK_ROWS;
             const void *x = elt(P[1], (size_t)n0 * C, 1);
             uint16_t *gu = (uint16_t *)P[3] + (size_t)n0 * F;
             mw_matmul_forward_x(A(4), x, 1, p[WGATE], NULL, rows, C, F, 0, WS);
@@ -327,7 +327,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     case K_BDOWN: { /* dW from act; d(act) over act (or per chunk of rows when act is bfloat16:
                        rows are independent, the same bits); d(gate|up) over gate|up */
         mw_matmul_backward_x(NULL, g[WDOWN], NULL, A(2), 0, P[1], b16, p[WDOWN], N, F, C, 0, WS);
-        const int RC = b16 ? MW_LOSS_ROWS : N;
+        const int RC = b16 ? MW_CHUNK_ROWS : N;
         for (int n0 = 0; n0 < N; n0 += RC) {
             const int rows = N - n0 < RC ? N - n0 : RC;
             const size_t o = (size_t)n0 * F;

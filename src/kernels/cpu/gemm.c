@@ -339,15 +339,31 @@ static void pack_b_panel(float *d, const int NR, int tb, const float *B, int b16
 static void pack_rows_emu(float *dst, const int LD, const float *s, int s16, long lds, int n,
                           int np, int kc, int k0, int k1) {
     const int kp = (kc + 1) & ~1;
+    const size_t pstride = (size_t)kp * LD;
     for (int k = k0; k < k1; k++) {
-        for (int p = 0; p < np; p++) {
+        float *d = dst + (size_t)(k ^ 1) * LD;
+        if (s16) {
+            const uint16_t *r = (const uint16_t *)(const void *)s + (long)k * lds;
+            for (int p = 0; p < np; p++, d += pstride, r += LD) {
+                const int nr = n - p * LD < LD ? n - p * LD : LD;
+                pack_along16(d, LD, r, lds, nr, 1, 0);
+                if (nr < LD) memset(d + nr, 0, sizeof(float) * (LD - nr));
+            }
+            continue;
+        }
+        /* a whole row rounded in one loop, panel after panel (no call per panel) */
+        const float *r = s + (long)k * lds;
+        if (k + 8 < k1)
+            for (int q = 0; q < n; q += 16) __builtin_prefetch(r + 8 * lds + q, 0, 3);
+        for (int p = 0; p < np; p++, d += pstride, r += LD) {
             const int nr = n - p * LD < LD ? n - p * LD : LD;
-            float *d = dst + (size_t)p * kp * LD + (size_t)(k ^ 1) * LD;
-            const long e = (long)k * lds + (long)p * LD;
-            if (s16)
-                pack_along16(d, LD, (const uint16_t *)(const void *)s + e, lds, nr, 1, 0);
-            else
-                pack_along_r(d, LD, s + e, lds, nr, 1, 0);
+            int i = 0;
+#if defined(__AVX2__)
+            for (; i + 8 <= nr; i += 8)
+                _mm256_storeu_si256((__m256i *)(void *)(d + i),
+                                    bf16_bits8(_mm256_loadu_si256((const __m256i *)(const void *)(r + i))));
+#endif
+            for (; i < nr; i++) d[i] = rnd1(r[i]);
             if (nr < LD) memset(d + nr, 0, sizeof(float) * (LD - nr));
         }
     }
