@@ -2,7 +2,9 @@
 # End-to-end tests of --precision bf16 (issue 15): bfloat16 products with fp32 accumulation, the
 # values only products read kept as bfloat16. It trains (the validation loss falls, near fp32's);
 # every recomputation policy, --offload placement and thread count gives the same checkpoint bytes;
-# the arena is the plan and the estimate, with fewer activation bytes than fp32; checkpoints record
+# the blocks' gradients kept as bfloat16 give the same bits in memory and through the disk tier, with
+# accumulation and every optimizer; the arena is the plan and the estimate, with fewer activation
+# and gradient bytes than fp32; checkpoints record
 # the precision, resume continues bit for bit, and a resume under another precision is refused
 # unless --override precision; eval, sample and export read a bf16 checkpoint; the Llama family too.
 # (Every kernel's bytes: tests/cli_kernel.sh.) Usage: tests/cli_precision.sh build/memwall.
@@ -80,6 +82,23 @@ for mode in optimizer optimizer+grads all; do
   run "b16.$mode" --precision bf16 --offload "$mode" --offload-dir "$T/off"
   same b16 "b16.$mode" "bf16: --offload $mode"
 done
+# the blocks' gradients are kept as bfloat16: in memory (none, optimizer), or rounded before the
+# disk tier's fp32 write (optimizer+grads, all): the same values, so the same bits, only if both round
+echo "== bf16 gradients: every placement, optimizer and accumulation the same bits"
+run b16.acc --precision bf16 --accum 2
+for mode in optimizer optimizer+grads; do
+  run "b16.acc.$mode" --precision bf16 --accum 2 --offload "$mode" --offload-dir "$T/off"
+  same b16.acc "b16.acc.$mode" "bf16 --accum 2: --offload $mode"
+done
+for opt in adamw8bit adam4bit adafactor came; do
+  run "b16.$opt" --precision bf16 --optim $opt
+  modes="optimizer+grads all"
+  [ $opt = adafactor ] || modes="optimizer $modes"
+  for mode in $modes; do
+    run "b16.$opt.$mode" --precision bf16 --optim $opt --offload "$mode" --offload-dir "$T/off"
+    same "b16.$opt" "b16.$opt.$mode" "bf16 --optim $opt: --offload $mode"
+  done
+done
 
 echo "== the plan: the arena, the estimate, the activations"
 for p in fp32 bf16; do
@@ -90,6 +109,11 @@ peak() { grep -o '"peak_bytes": [0-9]*' "$1" | head -1 | sed 's/.*: //'; }
 af=$(acts "$T/est_fp32.json")
 ab=$(acts "$T/est_bf16.json")
 [ -n "$ab" ] && [ "$ab" -lt "$af" ] && pass "bf16 plans fewer activation bytes: $ab against fp32's $af" || fail "activations: bf16 $ab, fp32 $af"
+grads() { grep -o '"categories": {[^}]*}' "$1" | tail -1 | grep -o '"gradients": [0-9]*' | sed 's/.*: //'; }
+gf=$(grads "$T/est_fp32.json")
+gb=$(grads "$T/est_bf16.json")
+[ -n "$gb" ] && [ "$gb" -lt "$gf" ] && pass "bf16 plans fewer gradient bytes (the blocks' as bfloat16): $gb against fp32's $gf" ||
+  fail "gradients: bf16 $gb, fp32 $gf"
 grep -qE "arena peak ([0-9.]+ [KMG]iB) \(plan \1\)" "$T/b16.out" && pass "bf16: arena peak == plan peak" ||
   fail "bf16: $(grep -o 'arena peak.*' "$T/b16.out")"
 want=$(peak "$T/est_bf16.json")

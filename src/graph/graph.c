@@ -129,6 +129,15 @@ static int grads_on_disk(const mw_model *m) {
     return m->offload == MW_OFFLOAD_OPTIMIZER_GRADS || m->offload == MW_OFFLOAD_ALL;
 }
 
+/* --precision bf16 keeps the blocks' gradients as bfloat16 between their backwards: each block's
+ * accumulate in an fp32 slot during its backward and are rounded when it ends, into g16 in memory,
+ * or in place before the disk tier's write (which stores fp32: the same values). The segments
+ * before and after the blocks (embeddings, head, final norm) keep fp32 gradients. */
+static int grads_b16(const mw_model *m) { return !m->cfg.inference && m->cfg.precision == MW_PRECISION_BF16; }
+static int grads_mem16(const mw_model *m) { return grads_b16(m) && !grads_on_disk(m); }
+/* The blocks' gradients are bound to a slot per block during backward: on disk, or bfloat16. */
+static int grads_slotted(const mw_model *m) { return grads_on_disk(m) || grads_mem16(m); }
+
 /* The disk tier's arrays of the optimizer's state: M and V where it has them. */
 static unsigned opt_mask(const mw_model *m) {
     return (m->opt.bits[0] ? MW_ARR_BIT(MW_ARR_M) : 0) | (m->opt.bits[1] ? MW_ARR_BIT(MW_ARR_V) : 0);
@@ -211,7 +220,7 @@ static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *
         else                                                                                       \
             MW_TRY(mw_planner_add(pl, (nm), -1, (bytes), (cat), 0, last));                         \
     } while (0)
-    const int pdisk = m->offload == MW_OFFLOAD_ALL, gdisk = grads_on_disk(m);
+    const int pdisk = m->offload == MW_OFFLOAD_ALL, gdisk = grads_on_disk(m), g16 = grads_mem16(m);
     /* a block's staging slot: its padded length, O_DIRECT-aligned inside the arena */
     const uint64_t slot_bytes = (pdisk || gdisk) ? block_slot_floats(m) * F + MW_AIO_ALIGN : 0;
     if (pdisk) {
@@ -226,6 +235,11 @@ static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *
             PERSIST(m->gres[0], seg_len(m, 0) * F, MW_CAT_GRADS, "grads_pre");
             PERSIST(m->gres[1], seg_len(m, L + 1) * F, MW_CAT_GRADS, "grads_post");
             for (int k = 0; k < 3; k++) PERSIST(m->gslot[k], slot_bytes, MW_CAT_GRADS, "grad_slot");
+        } else if (g16) {
+            PERSIST(m->gres[0], seg_len(m, 0) * F, MW_CAT_GRADS, "grads_pre");
+            PERSIST(m->gres[1], seg_len(m, L + 1) * F, MW_CAT_GRADS, "grads_post");
+            PERSIST(m->gslot[0], block_slot_floats(m) * F, MW_CAT_GRADS, "grad_slot");
+            PERSIST(m->g16, (m->seg_lo[L + 1] - m->seg_lo[1]) * sizeof(uint16_t), MW_CAT_GRADS, "grads_bf16");
         } else {
             PERSIST(m->grads, m->nfloats * F, MW_CAT_GRADS, "grads");
         }
@@ -602,8 +616,8 @@ static mw_status resolve_offload(mw_model *m) {
  * tensors before the first block, each block, and those after the last (the table must be in that
  * order, as every model's is). */
 static mw_status build_segments(mw_model *m) {
-    if (m->offload == MW_OFFLOAD_NONE) return MW_OK;
-    const int L = m->cfg.n_layer, blocks = m->offload != MW_OFFLOAD_OPTIMIZER;
+    if (m->offload == MW_OFFLOAD_NONE && !grads_mem16(m)) return MW_OK;
+    const int L = m->cfg.n_layer, blocks = m->offload != MW_OFFLOAD_OPTIMIZER || grads_mem16(m);
     m->nseg = blocks ? L + 2 : 1;
     m->seg_lo = calloc((size_t)m->nseg + 1, sizeof(size_t));
     m->seg_mask = calloc((size_t)m->nseg, sizeof(unsigned));
@@ -650,7 +664,7 @@ static mw_status build_segments(mw_model *m) {
  * reads each starts (its own when not prefetched, and the next two visits'), and per block the
  * first and the last op of its backward, where its gradients are bound and written behind. */
 static mw_status build_transfers(mw_model *m) {
-    if (!grads_on_disk(m)) return MW_OK;
+    if (!grads_slotted(m)) return MW_OK;
     const int L = m->cfg.n_layer, n = m->nops;
     free(m->op_pv), free(m->op_gb), free(m->op_ge), free(m->visit_seg), free(m->visit_slot), free(m->visit_rd);
     m->op_pv = malloc(sizeof(int) * (size_t)n);
@@ -981,6 +995,16 @@ static mw_status param_visit(mw_model *m, int j) {
 /* Block l's backward starts: its gradients come into a slot (zeros when the disk holds none of this
  * step yet, else read back to accumulate into). */
 static mw_status grad_bind(mw_model *m, int l) {
+    if (grads_mem16(m)) { /* zeros, or the bfloat16 ones widened to accumulate into */
+        const int seg = 1 + l;
+        const size_t n = seg_len(m, seg);
+        if (m->gfresh[l])
+            memset(m->gslot[0], 0, n * sizeof(float));
+        else
+            mw_bf16_load(m->gslot[0], m->g16 + (m->seg_lo[seg] - m->seg_lo[1]), n);
+        m->gbase[seg] = m->gslot[0];
+        return MW_OK;
+    }
     const int q = m->gvisit++, k = q % 3, seg = 1 + l;
     MW_TRY(q == 0 ? grads_settle(m) : wait_id(m, &m->gslot_id[k]));
     m->gslot_seg[k] = seg;
@@ -997,10 +1021,23 @@ static mw_status grad_bind(mw_model *m, int l) {
 
 /* Block l's backward is done: its gradients are written behind. */
 static mw_status grad_done(mw_model *m, int l) {
-    const int seg = 1 + l, k = (m->gvisit - 1) % 3;
+    const int seg = 1 + l;
+    const size_t n = seg_len(m, seg);
+    if (grads_mem16(m)) { /* rounded into their bfloat16 home */
+        mw_bf16_store(m->g16 + (m->seg_lo[seg] - m->seg_lo[1]), m->gslot[0], n);
+        m->gbase[seg] = NULL;
+        m->gfresh[l] = 0;
+        return MW_OK;
+    }
+    const int k = (m->gvisit - 1) % 3;
     if (m->gslot_seg[k] != seg) return mw_fail(MW_ERR_ARG, "internal: block %d's gradients are not in slot %d", l, k);
     m->gbase[seg] = NULL;
     m->gfresh[l] = 0;
+    if (grads_b16(m)) { /* the values g16 would hold, as fp32: the same bits in every placement */
+        float *g = m->gslot[k];
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) g[i] = mw_bf16_round(g[i]);
+    }
     return mw_offload_seg_start(m->off, 1, seg, MW_ARR_G, m->gslot[k], &m->gslot_id[k]);
 }
 
@@ -1063,7 +1100,7 @@ mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const in
     if (c->inference) return mw_fail(MW_ERR_ARG, "an inference model has no gradients");
     if (!targets) return mw_fail(MW_ERR_ARG, "training needs targets");
     MW_TRY(load_tokens(m, inputs, targets));
-    const int N = c->batch * c->seq, gdisk = grads_on_disk(m);
+    const int N = c->batch * c->seq, gdisk = grads_slotted(m);
     MW_TRY(step_begin(m));
     double s = 0.0;
     for (int i = 0; i < m->opt_op; i++) {
@@ -1112,9 +1149,22 @@ static float *resident(const mw_model *m, int which, int seg, size_t lo) {
 /* 1 when chunk [lo, hi) of seg is a block's whose gradients on disk are stale (none this step). */
 static int grads_fresh(const mw_model *m, int seg) { return seg > 0 && seg < m->nseg - 1 && m->gfresh[seg - 1]; }
 
+/* The gradients of chunk [lo, hi) of segment seg as floats, where they are not on the disk tier:
+ * in memory as they are, or a block's bfloat16 ones widened into gslot[0] (zeros when stale).
+ * Valid until the next call. */
+static float *grads_chunk(const mw_model *m, int seg, size_t lo, size_t hi) {
+    if (!grads_mem16(m) || seg == 0 || seg == m->nseg - 1) return resident(m, 1, seg, lo);
+    float *g = m->gslot[0];
+    if (grads_fresh(m, seg))
+        memset(g, 0, (hi - lo) * sizeof(float));
+    else
+        mw_bf16_load(g, m->g16 + (lo - m->seg_lo[1]), hi - lo);
+    return g;
+}
+
 void mw_model_zero_grad(mw_model *m) {
     if (m->grads) memset(m->grads, 0, sizeof(float) * m->nfloats);
-    if (grads_on_disk(m) && m->gres[0]) {
+    if (grads_slotted(m) && m->gres[0]) {
         memset(m->gres[0], 0, seg_len(m, 0) * sizeof(float));
         memset(m->gres[1], 0, seg_len(m, m->nseg - 1) * sizeof(float));
         memset(m->gfresh, 1, (size_t)m->cfg.n_layer);
@@ -1130,7 +1180,7 @@ typedef struct norm_chunk {
 
 static void norm_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const arr[MW_ARR_COUNT]) {
     norm_chunk *nc = ctx;
-    const float *g = arr[MW_ARR_G] ? (const float *)arr[MW_ARR_G] : resident(nc->m, 1, seg, lo);
+    const float *g = arr[MW_ARR_G] ? (const float *)arr[MW_ARR_G] : grads_chunk(nc->m, seg, lo, hi);
     if (arr[MW_ARR_G] && grads_fresh(nc->m, seg)) memset(arr[MW_ARR_G], 0, (hi - lo) * sizeof(float));
     const size_t b0 = lo / MW_NORM_QUANTUM, b1 = (hi - 1) / MW_NORM_QUANTUM;
     double *parts = nc->parts;
@@ -1155,6 +1205,12 @@ mw_status mw_graph_grad_norm(mw_model *m, double *norm) {
         for (size_t b = 0; b < nb; b++) parts[b] = 0.0;
         norm_chunk nc = {m, parts};
         MW_TRY(mw_offload_stream(m->off, MW_ARR_BIT(MW_ARR_G), 0, norm_chunk_fn, &nc));
+    } else if (grads_mem16(m)) { /* segment by segment, the same sums in the same order */
+        for (size_t b = 0; b < nb; b++) parts[b] = 0.0;
+        norm_chunk nc = {m, parts};
+        void *none[MW_ARR_COUNT] = {0};
+        for (int sg = 0; sg < m->nseg; sg++)
+            if (m->seg_lo[sg + 1] > m->seg_lo[sg]) norm_chunk_fn(&nc, m->seg_lo[sg], m->seg_lo[sg + 1], sg, none);
     } else {
         const float *g = m->grads;
 #pragma omp parallel for schedule(static)
@@ -1199,7 +1255,7 @@ static void opt_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const a
     float *pc = NULL, *gc = NULL;
     if (rd & MW_ARR_BIT(MW_ARR_P)) pc = arr[MW_ARR_P] ? arr[MW_ARR_P] : resident(m, 0, seg, lo);
     if (rd & MW_ARR_BIT(MW_ARR_G)) {
-        gc = arr[MW_ARR_G] ? arr[MW_ARR_G] : resident(m, 1, seg, lo);
+        gc = arr[MW_ARR_G] ? arr[MW_ARR_G] : grads_chunk(m, seg, lo, hi);
         if (arr[MW_ARR_G] && grads_fresh(m, seg)) memset(gc, 0, (hi - lo) * sizeof(float));
     }
     mw_opt_chunk(&m->opt, a->hp, a->pass, lo, hi, pc, gc, arr[MW_ARR_M], arr[MW_ARR_V], m->ostate, m->oscratch);
@@ -1232,8 +1288,26 @@ mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
             MW_TRY(mw_offload_stream(m->off, rd, wr, opt_chunk_fn, &a));
             mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
         }
-        if (grads_on_disk(m)) memset(m->gfresh, 1, (size_t)c->n_layer); /* zero, as the update left them */
+        if (grads_slotted(m)) memset(m->gfresh, 1, (size_t)c->n_layer); /* zero, as the update left them */
         return params_settle(m);
+    }
+    if (grads_mem16(m)) { /* segment by segment: the blocks' gradients widened one at a time */
+        int split = 0;
+        for (int sg = 1; sg < m->nseg; sg++) split |= mw_opt_splits(&m->opt, m->seg_lo[sg]);
+        for (int k = 0; k < m->opt.npasses; k++) {
+            if (!mw_opt_pass_needed(&m->opt, k, split)) continue;
+            for (int sg = 0; sg < m->nseg; sg++) {
+                const size_t lo = m->seg_lo[sg], hi = m->seg_lo[sg + 1];
+                if (hi == lo) continue;
+                void *mm = m->opt.bits[0] ? mw_opt_elem(m->m, m->opt.bits[0], lo) : NULL;
+                void *vv = m->opt.bits[1] ? mw_opt_elem(m->v, m->opt.bits[1], lo) : NULL;
+                mw_opt_chunk(&m->opt, &hp, k, lo, hi, m->params + lo, grads_chunk(m, sg, lo, hi), mm, vv,
+                             m->ostate, m->oscratch);
+            }
+            mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
+        }
+        memset(m->gfresh, 1, (size_t)c->n_layer);
+        return MW_OK;
     }
     for (int k = 0; k < m->opt.npasses; k++) {
         if (!mw_opt_pass_needed(&m->opt, k, 0)) continue; /* one chunk: it cuts no block */

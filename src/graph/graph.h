@@ -122,6 +122,9 @@ struct mw_model {
     int gslot_seg[3], gslot_id[3];     /* ..., its write in flight */
     int access_dirty;                  /* pslot[0] holds parameters written outside a step */
     unsigned char *gfresh;             /* per block: its gradients on disk are stale (zeros) */
+    uint16_t *g16;                     /* --precision bf16 without the disk tier: the blocks'
+                                          gradients as bfloat16, flat elements seg_lo[1] to
+                                          seg_lo[L + 1] (a block's accumulate in gslot[0], fp32) */
     int *op_pv, *op_gb, *op_ge;        /* per op: param visit index (-1), grads bound / done here */
     int nvisit, *visit_seg, *visit_slot; /* param visits of one micro-batch: segment, slot */
     int *visit_rd;                     /* per visit, 3 entries: prefetches (segment*4+slot, -1) */
