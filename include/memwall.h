@@ -132,9 +132,9 @@ typedef struct mw_config {
     char offload_dir[1024]; /* the disk tier's folder (MW_OFFLOAD_NONE: unused) */
     /* the products' precision (mw_precision): MW_PRECISION_BF16 runs every matrix product of the
      * model (the blocks' and the LM head's, forward and backward) on bfloat16 operands with fp32
-     * accumulation, and stores the norms' outputs and the MLP's values as bfloat16
-     * (docs/precision.md); the rest, weights, gradients and optimizer state stay fp32. Changes
-     * the numbers. */
+     * accumulation, and stores the norms' outputs, q|k|v, the attention output, the MLP's values
+     * and the blocks' gradients (between their backwards) as bfloat16 (docs/precision.md); the
+     * weights and the optimizer state stay as they are. Changes the numbers. */
     int precision;
 } mw_config;
 #define MW_INFERENCE_EVAL 2 /* mw_config.inference: evaluation (the loss only) */
@@ -368,7 +368,8 @@ int mw_model_num_tensors(const mw_model *m);
  * With the parameters on the disk tier (--offload all) the tensor's block is read in first: data
  * stays valid until a tensor of another block is asked for (the block is then written back, as
  * the caller may have changed it) or the next step; MW_ERR_IO when the transfer fails. grad is
- * NULL where the gradients are on disk, m and v where the moments are. */
+ * NULL where the gradients are on disk or kept as bfloat16 (a block's, under MW_PRECISION_BF16),
+ * m and v where the moments are. */
 mw_status mw_model_tensor(const mw_model *m, int i, mw_param_info *info);
 
 /* Forward of one micro-batch without gradients. inputs and targets are (B,T) token ids, copied
@@ -439,6 +440,18 @@ mw_status mw_data_read(mw_data *d, uint64_t start, size_t n, int32_t *out);
  * required: MW_ERR_ARG otherwise). */
 mw_status mw_data_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab,
                         int width, const mw_tokenizer_id *tok);
+/* The same written as it comes: open creates PATH.tmp.PID (nothing at PATH yet); append adds
+ * tokens (each checked against vocab: MW_ERR_ARG); read reads back tokens written so far; commit
+ * keeps the first n (<= count), writes the header, fsyncs and renames it to PATH atomically, and
+ * frees w; abort removes the temporary file and frees w. */
+typedef struct mw_data_writer mw_data_writer;
+mw_status mw_data_writer_open(mw_data_writer **w, const char *path, uint32_t vocab, int width,
+                              const mw_tokenizer_id *tok);
+mw_status mw_data_writer_append(mw_data_writer *w, const int32_t *tokens, size_t n);
+uint64_t mw_data_writer_count(const mw_data_writer *w);
+mw_status mw_data_writer_read(mw_data_writer *w, uint64_t start, size_t n, int32_t *out);
+mw_status mw_data_writer_commit(mw_data_writer *w, uint64_t n);
+void mw_data_writer_abort(mw_data_writer *w);
 
 /* Deterministic window sampler: B windows of T+1 tokens at uniformly random offsets. */
 typedef struct mw_loader {

@@ -58,7 +58,7 @@ static const opt_def OPTS[] = {
     {"beta2", K_DBL, C_(beta2), MODEL, "second-moment decay (AdamW family, CAME)"},
     {"eps", K_DBL, C_(eps), MODEL, "epsilon (Adafactor, CAME: eps1, added to g^2)"},
     {"grad-clip", K_DBL, C_(grad_clip), MODEL, "clip the global gradient norm to this (0: off)"},
-    {"precision", K_PRECISION, 0, MODEL, "matrix products' precision: fp32, or bf16 (bfloat16 operands, fp32 accumulation: vdpbf16ps where the CPU has AVX512_BF16, the same bits elsewhere); the norms' outputs and the MLP's values are stored as bf16 (docs/precision.md); weights, gradients and optimizer state stay fp32"},
+    {"precision", K_PRECISION, 0, MODEL, "matrix products' precision: fp32, or bf16 (bfloat16 operands, fp32 accumulation: vdpbf16ps where the CPU has AVX512_BF16, the same bits elsewhere); the norms' outputs, q|k|v, the attention output, the MLP's values and the blocks' gradients are stored as bf16 (docs/precision.md); the weights (fp32 master, rounded as products pack them) and optimizer state stay as they are"},
     {"optim", K_OPTIM, 0, MODEL, "optimizer (docs/optimizers.md): adamw, adamw8bit (8-bit blockwise states), adam4bit (4-bit states), adafactor (factored second moment), came, sgd; each gives the flags it uses its own defaults unless they are given"},
     {"momentum", K_DBL, C_(momentum), MODEL, "sgd: momentum (0: none, no state)"},
     {"beta3", K_DBL, C_(beta3), MODEL, "came: the confidence's decay"},
@@ -91,6 +91,7 @@ static const opt_def OPTS[] = {
     {"vocab-dir", K_STR, O_(vocab_dir), TEXT, "GPT-2 vocabulary (encoder.json + vocab.bpe, or tokenizer.json); default data/gpt2"},
     {"in", K_STR, O_(in), CMD_PREPARE, "input: a text file, a directory (one document per file) or '-' (stdin)"},
     {"split-blank-lines", K_FLAG, O_(split_blank), CMD_PREPARE, "documents are separated by blank lines"},
+    {"memory", K_SIZE, O_(prep_memory), CMD_PREPARE, "the most memory prepare uses (peak RSS), e.g. 256MiB, 2GiB: it reads, tokenizes and writes in pieces that fit, whatever the input's size; a document (a file, or a blank-line-separated piece) must fit in an eighth of what the tokenizer leaves"},
     {"prompt", K_STR, O_(prompt), CMD_SAMPLE, "text to continue (default: a document start)"},
     {"tokens", K_INT, O_(gen_tokens), CMD_SAMPLE, "tokens to generate"},
     {"temperature", K_DBL, O_(temperature), CMD_SAMPLE, "softmax temperature (0: greedy)"},
@@ -114,6 +115,7 @@ static void set_defaults(opts *o, int mask) {
     o->preset = "gpt2-tiny";
     o->bench_warmup = 2;
     o->val_fraction = 0.05;
+    o->prep_memory = 256ull << 20;
     o->tokenizer = "bytes"; /* one rule: bytes unless --tokenizer gpt2; a loaded model decides */
     o->format = "safetensors";
     o->gen_tokens = 200;

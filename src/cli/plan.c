@@ -134,7 +134,8 @@ typedef struct optim_row {
 /* The textbook model-state bytes per parameter (fp32 weights and gradients, 4 + 4, and the
  * optimizer's state): AdamW 8 (ZeRO's count: 16 in all); 8-bit AdamW 2 (Dettmers et al.); 4-bit
  * Adam 1 (Li et al.); Adafactor about 0 without momentum (Shazeer and Stern: O(n+m)); CAME 4 (its
- * first moment); SGD with momentum 4. */
+ * first moment); SGD with momentum 4. Mixed precision's count is the same: 2 + 2 of bf16 weights
+ * and gradients, 4 of fp32 master weights, and the state. */
 static const double TEXTBOOK_BPP[MW_OPTIM_COUNT] = {16, 10, 9, 8, 12, 12};
 
 static void optim_rows(const mw_config *c, optim_row rows[MW_OPTIM_COUNT]) {
@@ -300,11 +301,18 @@ int cmd_estimate(int argc, char **argv) {
             else
                 printf("    --offload %-16s none\n", mw_offload_name(FIT_MODES[f]));
     }
-    printf("\n  model states in memory (parameters, gradients, optimizer state%s) by --optim, fp32 weights and\n"
-           "  gradients under --precision fp32 and bf16 alike (bf16 rounds the products' operands as it packs\n"
-           "  them: no 16-bit copy of the weights, so fp32 AdamW's 16 B/param equals ZeRO's mixed-precision\n"
-           "  2 + 2 + 12); textbook: 4 + 4 bytes and the optimizer's state per parameter, all in memory:\n",
-           p.disk_file ? "; the disk tier's not counted" : "");
+    if (c->precision == MW_PRECISION_BF16)
+        printf("\n  model states in memory (parameters, gradients, optimizer state%s) by --optim: fp32 weights (bf16\n"
+               "  rounds the products' operands as it packs them: no 16-bit copy), the blocks' gradients as bf16\n"
+               "  (2 bytes, with an fp32 block being accumulated), the embeddings', head's and final norm's fp32;\n"
+               "  textbook (ZeRO's mixed precision): 2 + 2 bytes of bf16 weights and gradients, 4 of fp32 master\n"
+               "  weights and the optimizer's state per parameter, all in memory:\n",
+               p.disk_file ? "; the disk tier's not counted" : "");
+    else
+        printf("\n  model states in memory (parameters, gradients, optimizer state%s) by --optim, fp32 weights and\n"
+               "  gradients (fp32 AdamW's 16 B/param equals ZeRO's mixed-precision 2 + 2 + 12); textbook: 4 + 4\n"
+               "  bytes and the optimizer's state per parameter, all in memory:\n",
+               p.disk_file ? "; the disk tier's not counted" : "");
     printf("    %-10s %12s %10s %10s  %s\n", "--optim", "states", "B/param", "textbook", c->budget ? "largest preset that fits" : "");
     for (int i = 0; i < MW_OPTIM_COUNT; i++) {
         if (!orow[i].states) {

@@ -1,6 +1,9 @@
 /* memwall prepare, tokenize, detokenize, sample and eval: text in, text out. */
 #include <dirent.h>
 #include <errno.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,14 +136,22 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* ---- prepare --------------------------------------------------------------------------------- */
+/* ---- prepare: streamed -----------------------------------------------------------------------
+ * The documents (each file, or the blank-line-separated pieces of each file) go through in batches
+ * of about `piece` bytes of text: read, tokenized on every thread, appended to PREFIX.train.bin's
+ * temporary file. Ids are the tokenizer's per document, so batches change nothing: the files are
+ * those a whole-input prepare writes, for any --memory and thread count. The validation part is
+ * the end of the token stream, as before: once the total is known, its last --val-fraction is
+ * copied from the temporary file into PREFIX.val.bin and the train file keeps the rest. Memory:
+ * the tokenizer, then ten pieces of what --memory leaves it (prep_input counts eight; a document
+ * is at most a piece). */
 
 typedef struct docs {
-    char **text;
+    const char **text;
     size_t *len, n, cap, bytes;
 } docs;
 
-static void add_doc(docs *d, char *text, size_t len) {
+static void add_doc(docs *d, const char *text, size_t len) {
     if (d->n == d->cap) {
         d->cap = d->cap ? 2 * d->cap : 256;
         d->text = realloc(d->text, d->cap * sizeof *d->text);
@@ -153,7 +164,7 @@ static void add_doc(docs *d, char *text, size_t len) {
 }
 
 /* Adds one file's text: whole, or split at blank lines (the pieces point into text). */
-static void add_text(docs *d, char *text, size_t n, int split) {
+static void add_text(docs *d, const char *text, size_t n, int split) {
     if (!split) {
         if (n) add_doc(d, text, n);
         return;
@@ -177,23 +188,36 @@ static void add_text(docs *d, char *text, size_t n, int split) {
     }
 }
 
+static int is_ws(char c) { return c == '\n' || c == ' ' || c == '\t' || c == '\r'; }
+
+/* The start of the last document of t[0..n) that a blank line separates from what comes before
+ * (0: none). add_text splits there whatever follows, so t[0..p) holds whole documents: p is a
+ * non-blank character after a run of blanks holding two newlines (add_text's blank line). */
+static size_t last_doc_start(const char *t, size_t n) {
+    for (size_t p = n; p-- > 1;) {
+        if (is_ws(t[p]) || !is_ws(t[p - 1])) continue;
+        int nl = 0;
+        for (size_t q = p; q-- > 0 && is_ws(t[q]) && nl < 2;) nl += t[q] == '\n';
+        if (nl >= 2) return p;
+    }
+    return 0;
+}
+
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static void read_inputs(const opts *o, docs *d, char ***owned, size_t *nowned) {
+/* the input files, in order (--in a file, or a directory's regular files sorted by name; NULL:
+ * stdin), and their total size (0 for stdin) */
+static char **list_inputs(const opts *o, size_t *nf, uint64_t *total) {
     struct stat st;
-    *owned = NULL;
-    *nowned = 0;
+    *nf = 0;
+    *total = 0;
+    char **files = malloc(sizeof *files);
+    if (!files) die(1, "out of memory");
     if (strcmp(o->in, "-") == 0) {
-        size_t n;
-        char *t = read_all(stdin, "stdin", &n);
-        *owned = malloc(sizeof(char *));
-        (*owned)[(*nowned)++] = t;
-        add_text(d, t, n, o->split_blank);
-        return;
+        files[(*nf)++] = NULL;
+        return files;
     }
     if (stat(o->in, &st) != 0) die(1, "cannot open --in %s: %s", o->in, strerror(errno));
-    char **files = NULL;
-    size_t nf = 0;
     if (S_ISDIR(st.st_mode)) {
         DIR *dir = opendir(o->in);
         if (!dir) die(1, "cannot list %s: %s", o->in, strerror(errno));
@@ -203,37 +227,178 @@ static void read_inputs(const opts *o, docs *d, char ***owned, size_t *nowned) {
             char p[4096];
             snprintf(p, sizeof p, "%s/%s", o->in, e->d_name);
             if (stat(p, &st) != 0 || !S_ISREG(st.st_mode)) continue;
-            files = realloc(files, (nf + 1) * sizeof *files);
-            if (!files || !(files[nf++] = strdup(p))) die(1, "out of memory");
+            files = realloc(files, (*nf + 1) * sizeof *files);
+            if (!files || !(files[(*nf)++] = strdup(p))) die(1, "out of memory");
+            *total += (uint64_t)st.st_size;
         }
         closedir(dir);
-        qsort(files, nf, sizeof *files, cmp_str);
-        if (nf == 0) die(1, "prepare: %s holds no files", o->in);
+        qsort(files, *nf, sizeof *files, cmp_str);
+        if (*nf == 0) die(1, "prepare: %s holds no files", o->in);
     } else {
-        files = malloc(sizeof *files);
-        if (!files || !(files[nf++] = strdup(o->in))) die(1, "out of memory");
+        if (!(files[(*nf)++] = strdup(o->in))) die(1, "out of memory");
+        *total = (uint64_t)st.st_size;
     }
-    *owned = malloc(nf * sizeof(char *));
-    if (!*owned) die(1, "out of memory");
-    for (size_t i = 0; i < nf; i++) {
-        FILE *f = fopen(files[i], "rb");
-        if (!f) die(1, "cannot open %s: %s", files[i], strerror(errno));
-        size_t n;
-        char *t = read_all(f, files[i], &n);
-        fclose(f);
-        (*owned)[(*nowned)++] = t;
-        add_text(d, t, n, o->split_blank);
-        free(files[i]);
-    }
-    free(files);
+    return files;
 }
 
-static void progress(int tty, double frac, double mb, double secs) {
-    if (!tty) return;
-    int w = 30, k = (int)(frac * w);
-    fprintf(stderr, "\r  [%.*s%*s] %3.0f%%  %.1f MB  %.1f MB/s", k, "##############################", w - k, "",
-            frac * 100, mb, secs > 0 ? mb / secs : 0.0);
+typedef struct prep {
+    const opts *o;
+    mw_tokenizer *tok;
+    int threads, tty;
+    size_t piece; /* text bytes per batch */
+    const int32_t *pre, *post; /* the special tokens around each document */
+    size_t npre, npost;
+    docs d;            /* the batch, pointing into held */
+    char **held;       /* text buffers the batch points into */
+    size_t nheld, heldcap;
+    int32_t stage[1 << 16]; /* ids on their way to the file */
+    size_t nstage;
+    uint64_t ndocs, bytes, total; /* documents and bytes done; the input's size (0: unknown) */
+    double t0;
+} prep;
+
+/* prepare's temporary token files, removed if it exits before committing them */
+static mw_data_writer *prep_w[2];
+static void prep_cleanup(void) {
+    for (int k = 0; k < 2; k++) mw_data_writer_abort(prep_w[k]), prep_w[k] = NULL;
+}
+
+static void stage_ids(prep *p, const int32_t *ids, size_t n) {
+    while (n) {
+        size_t k = sizeof p->stage / sizeof *p->stage - p->nstage;
+        k = n < k ? n : k;
+        memcpy(p->stage + p->nstage, ids, k * sizeof *ids);
+        p->nstage += k, ids += k, n -= k;
+        if (p->nstage == sizeof p->stage / sizeof *p->stage) {
+            if (mw_data_writer_append(prep_w[0], p->stage, p->nstage) != MW_OK) die(1, "%s", mw_last_error());
+            p->nstage = 0;
+        }
+    }
+}
+
+static void fmt_eta(char *b, size_t n, double s) {
+    if (s < 0) snprintf(b, n, "?");
+    else if (s < 3600) snprintf(b, n, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else snprintf(b, n, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
+}
+
+static void progress(const prep *p) {
+    if (!p->tty) return;
+    const double secs = now_s() - p->t0, mb = p->bytes / 1e6, rate = secs > 0 ? mb / secs : 0.0;
+    char eta[32];
+    if (p->total) {
+        const double frac = (double)p->bytes / (double)p->total;
+        const int w = 30, k = (int)(frac * w > w ? w : frac * w);
+        fmt_eta(eta, sizeof eta, rate > 0 && frac <= 1 ? (p->total - p->bytes) / 1e6 / rate : -1);
+        fprintf(stderr, "\r  [%.*s%*s] %3.0f%%  %.1f of %.1f MB  %.1f MB/s  ETA %s   ", k,
+                "##############################", w - k, "", frac * 100, mb, p->total / 1e6, rate, eta);
+    } else {
+        fprintf(stderr, "\r  %.1f MB  %.1f MB/s   ", mb, rate);
+    }
     fflush(stderr);
+}
+
+/* Tokenizes the batch and appends it, at most a piece of text at a time (each document is at most
+ * a piece); frees the text it held. */
+static void flush_batch(prep *p) {
+    for (size_t i0 = 0; i0 < p->d.n;) {
+        size_t i1 = i0, b = 0;
+        while (i1 < p->d.n && (i1 == i0 || b + p->d.len[i1] <= p->piece)) b += p->d.len[i1++];
+        int32_t **part = calloc(i1 - i0, sizeof *part);
+        size_t *plen = calloc(i1 - i0, sizeof *plen);
+        if (!part || !plen) die(1, "out of memory");
+        if (mw_tokenizer_encode_docs(p->tok, p->d.text + i0, p->d.len + i0, i1 - i0, p->threads, part, plen) != MW_OK)
+            die(1, "%s", mw_last_error());
+        for (size_t i = 0; i < i1 - i0; i++) {
+            /* GPT-2's convention: <|endoftext|> starts a document; a tokenizer.json's template
+             * (or tokenizer_config.json) says its own: <s>, <|begin_of_text|>, ... */
+            stage_ids(p, p->pre, p->npre);
+            stage_ids(p, part[i], plen[i]);
+            stage_ids(p, p->post, p->npost);
+            free(part[i]);
+        }
+        free(part), free(plen);
+        p->ndocs += i1 - i0;
+        p->bytes += b;
+        i0 = i1;
+        progress(p);
+    }
+    p->d.n = 0, p->d.bytes = 0;
+    for (size_t i = 0; i < p->nheld; i++) free(p->held[i]);
+    p->nheld = 0;
+}
+
+/* The batch keeps buf (its documents point into it) until it is flushed. */
+static void hold(prep *p, char *buf) {
+    if (p->nheld == p->heldcap) {
+        p->heldcap = p->heldcap ? 2 * p->heldcap : 16;
+        p->held = realloc(p->held, p->heldcap * sizeof *p->held);
+        if (!p->held) die(1, "out of memory");
+    }
+    p->held[p->nheld++] = buf;
+}
+
+/* Reads up to n bytes (fewer only at the end); dies on a read error. */
+static size_t read_some(FILE *f, char *buf, size_t n, const char *what) {
+    size_t got = fread(buf, 1, n, f);
+    if (got < n && ferror(f)) die(1, "cannot read %s: %s", what, strerror(errno));
+    return got;
+}
+
+static void too_big(const prep *p, const char *what) {
+    char b[32], c[32];
+    die(1, "prepare: %s: a document longer than %s, the most --memory %s allows (a tenth of what the "
+           "tokenizer leaves); give a larger --memory%s",
+        what, mw_fmt_bytes(p->piece, b, sizeof b), mw_fmt_bytes(p->o->prep_memory, c, sizeof c),
+        p->o->split_blank ? "" : ", or --split-blank-lines if blank lines separate its documents");
+}
+
+/* Adds the documents of text[0..n) to the batch, each at most a piece. */
+static void add_checked(prep *p, const char *text, size_t n, const char *what) {
+    const size_t n0 = p->d.n;
+    add_text(&p->d, text, n, p->o->split_blank);
+    for (size_t i = n0; i < p->d.n; i++)
+        if (p->d.len[i] > p->piece) too_big(p, what);
+}
+
+/* One input (path NULL: stdin), streamed a piece at a time: the whole documents read so far go
+ * to the batch, which is flushed once it holds a piece; a partial one waits for the next read.
+ * Memory: this buffer (a partial document and a piece), the next one's (the same), a piece of
+ * text being tokenized and its ids (4 bytes each, at most one per byte). */
+static void prep_input(prep *p, const char *path) {
+    const char *what = path ? path : "stdin";
+    FILE *f = path ? fopen(path, "rb") : stdin;
+    if (!f) die(1, "cannot open %s: %s", path, strerror(errno));
+    const size_t P = p->piece;
+    size_t cap = P + 1, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) die(1, "out of memory");
+    for (;;) {
+        if (len > P) too_big(p, what); /* a partial document longer than a piece */
+        if (len + P > cap) {
+            char *nb = realloc(buf, cap = len + P);
+            if (!nb) die(1, "out of memory");
+            buf = nb;
+        }
+        const size_t got = read_some(f, buf + len, P, what);
+        len += got;
+        if (got < P) break; /* the end */
+        if (!p->o->split_blank) continue;
+        const size_t cut = last_doc_start(buf, len);
+        if (cut == 0) continue;
+        /* whole documents before cut: to the batch; the rest starts the next buffer */
+        char *rest = malloc(len - cut + P + 1);
+        if (!rest) die(1, "out of memory");
+        memcpy(rest, buf + cut, len - cut);
+        add_checked(p, buf, cut, what);
+        hold(p, buf);
+        if (p->d.bytes >= P) flush_batch(p);
+        buf = rest, len -= cut, cap = len + P + 1;
+    }
+    if (path) fclose(f);
+    add_checked(p, buf, len, what);
+    hold(p, buf);
+    if (p->d.bytes >= P) flush_batch(p);
 }
 
 int cmd_prepare(int argc, char **argv) {
@@ -241,73 +406,76 @@ int cmd_prepare(int argc, char **argv) {
     parse(&o, CMD_PREPARE, "prepare", argc, argv);
     if (!o.in || !o.out) die(1, "prepare: --in TEXT|DIR|- and --out PREFIX are required");
     if (!(o.val_fraction >= 0 && o.val_fraction < 1)) die(1, "--val-fraction must be in [0,1)");
-    int threads = mw_set_threads(o.cfg.threads);
-    mw_tokenizer *tok = open_tokenizer(&o, 0, NULL);
-    double t0 = now_s();
-    docs d = {0};
-    char **owned;
-    size_t nowned;
-    read_inputs(&o, &d, &owned, &nowned);
-    if (d.n == 0) die(1, "prepare: %s is empty", o.in);
-    const int32_t *dpre, *dpost; /* the special tokens around each document */
-    size_t npre, npost;
-    mw_tokenizer_doc_ids(tok, &dpre, &npre, &dpost, &npost, NULL);
-    size_t cap = d.bytes / 3 + d.n * (npre + npost) + 16, n = 0;
-    int32_t *ids = malloc(cap * sizeof *ids);
-    int32_t **part = calloc(d.n, sizeof *part);
-    size_t *plen = calloc(d.n, sizeof *plen);
-    if (!ids || !part || !plen) die(1, "out of memory");
-    int tty = isatty(2);
-    double t1 = now_s();
-    size_t done_bytes = 0;
-    for (size_t i0 = 0; i0 < d.n;) { /* batches of ~8 MB, for the progress bar */
-        size_t i1 = i0, b = 0;
-        while (i1 < d.n && (b < (8u << 20) || i1 == i0)) b += d.len[i1++];
-        if (mw_tokenizer_encode_docs(tok, (const char *const *)d.text + i0, d.len + i0, i1 - i0, threads,
-                                     part + i0, plen + i0) != MW_OK)
-            die(1, "%s", mw_last_error());
-        for (size_t i = i0; i < i1; i++) {
-            if (n + plen[i] + npre + npost > cap) {
-                cap = 2 * (n + plen[i] + npre + npost);
-                ids = realloc(ids, cap * sizeof *ids);
-                if (!ids) die(1, "out of memory");
-            }
-            /* GPT-2's convention: <|endoftext|> starts a document; a tokenizer.json's template
-             * (or tokenizer_config.json) says its own: <s>, <|begin_of_text|>, ... */
-            memcpy(ids + n, dpre, npre * sizeof *ids);
-            n += npre;
-            memcpy(ids + n, part[i], plen[i] * sizeof *ids);
-            n += plen[i];
-            memcpy(ids + n, dpost, npost * sizeof *ids);
-            n += npost;
-            free(part[i]);
-        }
-        done_bytes += b;
-        progress(tty, (double)done_bytes / d.bytes, done_bytes / 1e6, now_s() - t1);
-        i0 = i1;
-    }
-    if (tty) fprintf(stderr, "\n");
-    double enc_s = now_s() - t1;
-    size_t n_val = (size_t)(n * o.val_fraction);
-    if (o.val_fraction > 0 && n_val < 2) die(1, "prepare: %s is too short for a validation part", o.in);
-    int vocab = mw_tokenizer_vocab(tok), width = vocab <= 65536 ? 2 : 4;
+    prep *p = calloc(1, sizeof *p);
+    if (!p) die(1, "out of memory");
+    p->o = &o;
+    p->threads = mw_set_threads(o.cfg.threads);
+    p->tok = open_tokenizer(&o, 0, NULL);
+    /* what the tokenizer left of --memory, in ten pieces (the header comment); big buffers are
+     * mapped on their own, so that freeing them gives their memory back */
+#if defined(__GLIBC__)
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
+    const uint64_t base = mw_peak_rss(), floor = 10ull << 20;
+    char b1[32], b2[32];
+    if (o.prep_memory < base + floor)
+        die(1, "prepare: --memory %s is too small: the tokenizer alone takes %s, and prepare needs %s more",
+            mw_fmt_bytes(o.prep_memory, b1, sizeof b1), mw_fmt_bytes(base, b2, sizeof b2),
+            mw_fmt_bytes(floor, (char[32]){0}, 32));
+    p->piece = (size_t)((o.prep_memory - base) / 10);
+    mw_tokenizer_doc_ids(p->tok, &p->pre, &p->npre, &p->post, &p->npost, NULL);
+    int vocab = mw_tokenizer_vocab(p->tok), width = vocab <= 65536 ? 2 : 4;
     mw_tokenizer_id tid;
-    mw_tokenizer_identity(tok, &tid); /* recorded in both files */
+    mw_tokenizer_identity(p->tok, &tid); /* recorded in both files */
     char path[4096];
     snprintf(path, sizeof path, "%s.train.bin", o.out);
-    if (mw_data_write(path, ids, n - n_val, (uint32_t)vocab, width, &tid) != MW_OK) die(1, "%s", mw_last_error());
+    atexit(prep_cleanup);
+    if (mw_data_writer_open(&prep_w[0], path, (uint32_t)vocab, width, &tid) != MW_OK) die(1, "%s", mw_last_error());
+    size_t nf;
+    char **files = list_inputs(&o, &nf, &p->total);
+    p->tty = isatty(2);
+    p->t0 = now_s();
+    for (size_t i = 0; i < nf; i++) {
+        prep_input(p, files[i]);
+        free(files[i]);
+    }
+    free(files);
+    flush_batch(p);
+    if (p->nstage && mw_data_writer_append(prep_w[0], p->stage, p->nstage) != MW_OK) die(1, "%s", mw_last_error());
+    if (p->tty) fprintf(stderr, "\n");
+    const double enc_s = now_s() - p->t0;
+    if (p->ndocs == 0) die(1, "prepare: %s is empty", o.in);
+    const uint64_t n = mw_data_writer_count(prep_w[0]), n_val = (uint64_t)(n * o.val_fraction);
+    if (o.val_fraction > 0 && n_val < 2) die(1, "prepare: %s is too short for a validation part", o.in);
     snprintf(path, sizeof path, "%s.val.bin", o.out);
-    if (n_val == 0) /* no validation part: no file, and none left from an earlier prepare */
+    if (n_val == 0) { /* no validation part: no file, and none left from an earlier prepare */
         unlink(path);
-    else if (mw_data_write(path, ids + (n - n_val), n_val, (uint32_t)vocab, width, &tid) != MW_OK)
-        die(1, "%s", mw_last_error());
-    printf("prepare: %zu documents, %.2f MB, %zu tokens (%.2f bytes/token) -> %s.train.bin (%zu), %s.val.bin (%zu) | "
-           "tokenizer %s (vocab %d) | encoded at %.1f MB/s on %d threads, %.1f s in all\n",
-           d.n, d.bytes / 1e6, n, n ? (double)d.bytes / n : 0.0, o.out, n - n_val, o.out, n_val,
-           tid.name, vocab, enc_s > 0 ? d.bytes / 1e6 / enc_s : 0.0, threads, now_s() - t0);
-    for (size_t i = 0; i < nowned; i++) free(owned[i]);
-    free(owned), free(ids), free(part), free(plen), free(d.text), free(d.len);
-    mw_tokenizer_free(tok);
+    } else { /* the stream's last n_val tokens, copied through the staging buffer */
+        if (mw_data_writer_open(&prep_w[1], path, (uint32_t)vocab, width, &tid) != MW_OK) die(1, "%s", mw_last_error());
+        const size_t S = sizeof p->stage / sizeof *p->stage;
+        for (uint64_t i = n - n_val; i < n; i += S) {
+            const size_t k = n - i < S ? (size_t)(n - i) : S;
+            if (mw_data_writer_read(prep_w[0], i, k, p->stage) != MW_OK ||
+                mw_data_writer_append(prep_w[1], p->stage, k) != MW_OK)
+                die(1, "%s", mw_last_error());
+        }
+        mw_status st = mw_data_writer_commit(prep_w[1], n_val);
+        prep_w[1] = NULL;
+        if (st != MW_OK) die(1, "%s", mw_last_error());
+    }
+    mw_status st = mw_data_writer_commit(prep_w[0], n - n_val);
+    prep_w[0] = NULL;
+    if (st != MW_OK) die(1, "%s", mw_last_error());
+    const double mb = p->bytes / 1e6;
+    printf("prepare: %llu documents, %.2f MB, %llu tokens (%.2f bytes/token) -> %s.train.bin (%llu), %s.val.bin (%llu) | "
+           "tokenizer %s (vocab %d) | encoded at %.1f MB/s on %d threads, %.1f s in all | peak RSS %s of --memory %s\n",
+           (unsigned long long)p->ndocs, mb, (unsigned long long)n, n ? (double)p->bytes / n : 0.0, o.out,
+           (unsigned long long)(n - n_val), o.out, (unsigned long long)n_val, tid.name, vocab,
+           enc_s > 0 ? mb / enc_s : 0.0, p->threads, enc_s, mw_fmt_bytes(mw_peak_rss(), b1, sizeof b1),
+           mw_fmt_bytes(o.prep_memory, b2, sizeof b2));
+    free(p->held), free(p->d.text), free(p->d.len);
+    mw_tokenizer_free(p->tok);
+    free(p);
     return 0;
 }
 

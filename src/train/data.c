@@ -162,57 +162,144 @@ mw_status mw_data_read(mw_data *d, uint64_t start, size_t n, int32_t *out) {
     return MW_OK;
 }
 
-mw_status mw_data_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab,
-                        int width, const mw_tokenizer_id *tok) {
+/* ---- writing: a temporary file, appended to, committed by rename ---------------------------- */
+
+struct mw_data_writer {
+    int fd;
+    int width;
+    uint32_t vocab;
+    uint64_t count;
+    mw_tokenizer_id tok;
+    char path[512], tmp[600];
+    unsigned char buf[1 << 16];
+};
+
+mw_status mw_data_writer_open(mw_data_writer **out, const char *path, uint32_t vocab, int width,
+                              const mw_tokenizer_id *tok) {
+    *out = NULL;
     if (width != 2 && width != 4) return mw_fail(MW_ERR_ARG, "token width must be 2 or 4");
     if (vocab < 1 || vocab > (width == 2 ? 65536u : (uint32_t)INT32_MAX))
         return mw_fail(MW_ERR_ARG, "vocabulary size %u does not fit token width %d", vocab, width);
     if (!tok || !mw_tokenizer_name_valid(tok->name))
         return mw_fail(MW_ERR_ARG, "%s: a token file records its tokenizer's name (1 to %d of "
                                    "a-z 0-9 . _ -)", path, MW_TOKENIZER_NAME_MAX - 1);
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return mw_fail(MW_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+    if (strlen(path) >= sizeof((mw_data_writer *)0)->path)
+        return mw_fail(MW_ERR_ARG, "token file path too long: %s", path);
+    mw_data_writer *w = calloc(1, sizeof *w);
+    if (!w) return mw_fail(MW_ERR_NOMEM, "out of memory");
+    snprintf(w->path, sizeof w->path, "%s", path);
+    snprintf(w->tmp, sizeof w->tmp, "%s.tmp.%d", path, (int)getpid());
+    w->fd = open(w->tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (w->fd < 0) {
+        mw_status st = mw_fail(MW_ERR_IO, "cannot create %s: %s", w->tmp, strerror(errno));
+        free(w);
+        return st;
+    }
+    w->width = width, w->vocab = vocab, w->tok = *tok;
+    *out = w;
+    return MW_OK;
+}
+
+static mw_status write_full(int fd, const void *buf, size_t n, uint64_t off, const char *path) {
+    size_t put = 0;
+    while (put < n) {
+        ssize_t r = pwrite(fd, (const char *)buf + put, n - put, (off_t)(off + put));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return mw_fail(MW_ERR_IO, "cannot write %s: %s", path, r < 0 ? strerror(errno) : "no progress");
+        put += (size_t)r;
+    }
+    return MW_OK;
+}
+
+mw_status mw_data_writer_append(mw_data_writer *w, const int32_t *tokens, size_t n) {
+    const size_t per = sizeof w->buf / (size_t)w->width;
+    for (size_t i0 = 0; i0 < n; i0 += per) {
+        const size_t k = n - i0 < per ? n - i0 : per;
+        for (size_t i = 0; i < k; i++) {
+            const int32_t t = tokens[i0 + i];
+            if (t < 0 || (uint32_t)t >= w->vocab)
+                return mw_fail(MW_ERR_ARG, "%s: token %d is outside the vocabulary (%u)", w->path, t, w->vocab);
+            unsigned char *p = w->buf + i * (size_t)w->width;
+            if (w->width == 2) {
+                p[0] = (unsigned char)t;
+                p[1] = (unsigned char)(t >> 8);
+            } else {
+                wr32(p, (uint32_t)t);
+            }
+        }
+        MW_TRY(write_full(w->fd, w->buf, k * (size_t)w->width, HEADER_V2 + w->count * (uint64_t)w->width, w->tmp));
+        w->count += k;
+    }
+    return MW_OK;
+}
+
+uint64_t mw_data_writer_count(const mw_data_writer *w) { return w->count; }
+
+mw_status mw_data_writer_read(mw_data_writer *w, uint64_t start, size_t n, int32_t *out) {
+    if (start > w->count || n > w->count - start)
+        return mw_fail(MW_ERR_ARG, "%s: read past the end (%llu+%zu of %llu tokens)", w->tmp,
+                       (unsigned long long)start, n, (unsigned long long)w->count);
+    const size_t per = sizeof w->buf / (size_t)w->width;
+    for (size_t i0 = 0; i0 < n; i0 += per) {
+        const size_t k = n - i0 < per ? n - i0 : per;
+        MW_TRY(read_full(w->fd, w->buf, k * (size_t)w->width, HEADER_V2 + (start + i0) * (uint64_t)w->width, w->tmp));
+        for (size_t i = 0; i < k; i++) {
+            const unsigned char *p = w->buf + i * (size_t)w->width;
+            out[i0 + i] = (int32_t)(w->width == 2 ? (uint32_t)(p[0] | p[1] << 8) : rd32(p));
+        }
+    }
+    return MW_OK;
+}
+
+mw_status mw_data_writer_commit(mw_data_writer *w, uint64_t n) {
+    if (n > w->count) {
+        mw_status st = mw_fail(MW_ERR_ARG, "internal: committing %llu of %llu tokens", (unsigned long long)n,
+                               (unsigned long long)w->count);
+        mw_data_writer_abort(w);
+        return st;
+    }
     unsigned char h[HEADER_V2] = {0};
     memcpy(h, MAGIC, 8);
     wr32(h + 8, 2);
-    wr32(h + 12, (uint32_t)width);
+    wr32(h + 12, (uint32_t)w->width);
     wr64(h + 16, n);
-    wr32(h + 24, vocab);
+    wr32(h + 24, w->vocab);
     wr32(h + 28, HEADER_V2);
-    memcpy(h + 32, tok->name, strlen(tok->name));
-    wr64(h + 48, tok->hash);
+    memcpy(h + 32, w->tok.name, strlen(w->tok.name));
+    wr64(h + 48, w->tok.hash);
     wr32(h + 56, mw_crc32c(0, h, 56));
-    int ok = fwrite(h, 1, HEADER_V2, f) == HEADER_V2;
-    unsigned char buf[8192];
-    for (uint64_t i = 0; ok && i < n;) {
-        size_t k = 0;
-        for (; i < n && k + 4 <= sizeof buf; i++, k += width) {
-            if (width == 2) {
-                buf[k] = (unsigned char)tokens[i];
-                buf[k + 1] = (unsigned char)(tokens[i] >> 8);
-            } else {
-                wr32(buf + k, (uint32_t)tokens[i]);
-            }
-        }
-        ok = fwrite(buf, 1, k, f) == k;
+    mw_status st = write_full(w->fd, h, HEADER_V2, 0, w->tmp);
+    if (st == MW_OK && ftruncate(w->fd, (off_t)(HEADER_V2 + n * (uint64_t)w->width)) != 0)
+        st = mw_fail(MW_ERR_IO, "cannot write %s: %s", w->tmp, strerror(errno));
+    if (st == MW_OK && fsync(w->fd) != 0) st = mw_fail(MW_ERR_IO, "cannot write %s: %s", w->tmp, strerror(errno));
+    if (st == MW_OK && close(w->fd) != 0) st = mw_fail(MW_ERR_IO, "cannot write %s: %s", w->tmp, strerror(errno));
+    else if (st != MW_OK) close(w->fd);
+    w->fd = -1;
+    if (st == MW_OK && rename(w->tmp, w->path) != 0)
+        st = mw_fail(MW_ERR_IO, "cannot write %s: %s", w->path, strerror(errno));
+    if (st != MW_OK) unlink(w->tmp);
+    if (st == MW_OK) st = mw_sync_parent(w->path); /* the rename itself survives a crash */
+    free(w);
+    return st;
+}
+
+void mw_data_writer_abort(mw_data_writer *w) {
+    if (!w) return;
+    if (w->fd >= 0) close(w->fd);
+    unlink(w->tmp);
+    free(w);
+}
+
+mw_status mw_data_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab,
+                        int width, const mw_tokenizer_id *tok) {
+    mw_data_writer *w;
+    MW_TRY(mw_data_writer_open(&w, path, vocab, width, tok));
+    mw_status st = mw_data_writer_append(w, tokens, (size_t)n);
+    if (st != MW_OK) {
+        mw_data_writer_abort(w);
+        return st;
     }
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int err = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = 0;
-        err = errno;
-    }
-    if (ok && rename(tmp, path) != 0) {
-        ok = 0;
-        err = errno;
-    }
-    if (!ok) {
-        unlink(tmp);
-        return mw_fail(MW_ERR_IO, "cannot write %s: %s", path, strerror(err));
-    }
-    return mw_sync_parent(path); /* the rename itself survives a crash */
+    return mw_data_writer_commit(w, n);
 }
 
 void mw_loader_init(mw_loader *l, mw_data *d, uint64_t seed) {

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# prepare streams (issue 17): bounded memory whatever the input's size (--memory), and the same
+# files as the whole-input prepare it replaced, for any --memory and thread count. The checksums
+# below are of files the whole-input prepare wrote (commit 57c8be3) from Debian's licence texts.
+# Also: a document longer than --memory allows is one clear error that leaves nothing behind;
+# --memory below what the tokenizer takes is refused; the peak RSS it reports stays under
+# --memory. Usage: tests/cli_prepare.sh build/memwall
+set -u
+MW=$(realpath "${1:-build/memwall}")
+T=$(mktemp -d /tmp/mw_prep_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib_cli.sh"
+VOCAB=$(realpath "$(dirname "$0")/../data/gpt2")
+L=/usr/share/common-licenses
+for i in $(seq 20); do cat $L/GPL-2 $L/GPL-3 $L/LGPL-2.1 $L/Apache-2.0; done >"$T/corpus.txt"
+mkdir -p "$T/dir"
+for i in 1 2 3 4 5; do cat $L/GPL-2; done >"$T/dir/a.txt"
+for i in 1 2 3 4 5; do cat $L/GPL-3; done >"$T/dir/b.txt"
+for i in 1 2 3 4 5; do cat $L/Apache-2.0; done >"$T/dir/c.txt"
+
+# sums PREFIX: the sha256 of PREFIX.train.bin and PREFIX.val.bin on one line
+sums() { sha256sum "$1.train.bin" "$1.val.bin" | cut -c1-64 | tr '\n' ' '; }
+# check NAME WANT_TRAIN WANT_VAL ARGS...: prepare ARGS into $T/NAME; its files must have those sums
+check() {
+  local n=$1 wt=$2 wv=$3
+  shift 3
+  if ! "$MW" prepare "$@" --out "$T/$n" >"$T/$n.out" 2>&1; then
+    fail "prepare $n ($*): $(tail -1 "$T/$n.out")"
+    return
+  fi
+  [ "$(sums "$T/$n")" = "$wt $wv " ] && pass "$n ($*): the whole-input prepare's files" ||
+    fail "$n ($*): $(sums "$T/$n") against $wt $wv"
+}
+B1=4b6f82cf572919bcdc24fa5e9a47a11fffef47eb95a1ab14dd2b75a005054a5d
+B2=712688aaa511855527a7cb5b40111b2de1e6b1072010e8969387f39820d435c1
+G1=bc584981a2c1da3d6ab760fd4426ab91651768a8577693c10049b1bfd8725906
+G2=9f9f07e634741df9de22a77441eb02d9f2adff25518fb759c54b550d58c5293c
+W1=1d84e08550f085cd81a0c5d9ebc61a88e7bff6364ad5323c81f6442cc091ac08
+W2=d85d4a08c27178c5a61cfde006fb3c068fdb279bc7548ae11d0e0e86bc08f2c6
+D1=09ce7894ca2cbb0508a26f644faa292e17b09893b3eef64c4971755da717cbb2
+D1V=8d5fbc1d40fd0d30c4d192147d90ca262fe0324d0cf9fa7cba77ca622195a749
+D2=322e100e57a9c3583c974d0ecc21124a41bffe1a596a2918169f5c98e0112a7c
+D2V=9bcb761c45165f6fa143e3f539512b116af68b197f82a32cd136db10e459e2e5
+
+echo "== the same files for any --memory and thread count"
+# 1.8 MB of text: one piece at the default 256 MiB, several at 20 MiB (pieces of about 1 MiB)
+for mem in 256MiB 20MiB; do
+  for th in 1 2; do
+    check "b.$mem.$th" $B1 $B2 --tokenizer bytes --in "$T/corpus.txt" --split-blank-lines --memory $mem --threads $th
+  done
+done
+check g.big $G1 $G2 --tokenizer gpt2 --vocab-dir "$VOCAB" --in "$T/corpus.txt" --split-blank-lines
+gbase=$(grep -o 'peak RSS [0-9.]* [KMG]iB' "$T/g.big.out")
+check g.small $G1 $G2 --tokenizer gpt2 --vocab-dir "$VOCAB" --in "$T/corpus.txt" --split-blank-lines --memory 80MiB --threads 1
+check w.whole $W1 $W2 --tokenizer bytes --in "$T/corpus.txt" --val-fraction 0.1
+check d.files $D1 $D1V --tokenizer bytes --in "$T/dir" --memory 20MiB
+check d.split $D2 $D2V --tokenizer gpt2 --vocab-dir "$VOCAB" --in "$T/dir" --split-blank-lines --memory 80MiB
+"$MW" prepare --tokenizer bytes --in - --split-blank-lines --memory 20MiB --out "$T/stdin" <"$T/corpus.txt" >"$T/stdin.out" 2>&1 &&
+  [ "$(sums "$T/stdin")" = "$B1 $B2 " ] && pass "stdin, streamed: the same files" || fail "stdin: $(tail -1 "$T/stdin.out")"
+grep -q "5741 documents" "$T/b.20MiB.1.out" && pass "the documents counted across pieces: $(grep -o '[0-9]* documents' "$T/b.20MiB.1.out")" ||
+  fail "document count: $(head -c 200 "$T/b.20MiB.1.out")"
+
+echo "== memory"
+# peak RSS as prepare reports it (getrusage) against --memory, for a 18 MB input
+for i in $(seq 10); do cat "$T/corpus.txt"; done >"$T/big.txt"
+"$MW" prepare --tokenizer bytes --in "$T/big.txt" --split-blank-lines --memory 32MiB --out "$T/m" >"$T/m.out" 2>&1 ||
+  fail "prepare --memory 32MiB: $(tail -1 "$T/m.out")"
+rss=$(grep -o 'peak RSS [0-9.]* [KMG]iB' "$T/m.out")
+# rss_kb ARGS...: the peak RSS in KiB of a prepare that succeeded (empty when it failed)
+rss_kb() { /usr/bin/time -f %M -o "$T/time" "$MW" prepare "$@" >/dev/null 2>&1 && tail -1 "$T/time"; }
+kb=$(rss_kb --tokenizer bytes --in "$T/big.txt" --split-blank-lines --memory 32MiB --out "$T/m2")
+[ -n "$kb" ] && [ "$kb" -le $((32 * 1024)) ] && pass "18 MB with --memory 32MiB: peak RSS $((kb / 1024)) MiB (/usr/bin/time; prepare says $rss)" ||
+  fail "18 MB with --memory 32MiB: peak RSS ${kb:-?} KiB"
+kb=$(rss_kb --tokenizer gpt2 --vocab-dir "$VOCAB" --in "$T/big.txt" --split-blank-lines --memory 96MiB --out "$T/m3")
+[ -n "$kb" ] && [ "$kb" -le $((96 * 1024)) ] && pass "GPT-2 BPE, 18 MB with --memory 96MiB: peak RSS $((kb / 1024)) MiB ($gbase at the default)" ||
+  fail "GPT-2 BPE with --memory 96MiB: peak RSS ${kb:-?} KiB"
+cmp -s "$T/m.train.bin" "$T/m2.train.bin" && pass "and the same files twice" || fail "two runs differ"
+
+echo "== bad input loses nothing"
+cp "$T/b.256MiB.1.train.bin" "$T/keep.train.bin"
+cp "$T/b.256MiB.1.val.bin" "$T/keep.val.bin"
+expect_error 1 "a document longer than --memory allows" -- "$MW" prepare --tokenizer bytes --in "$T/big.txt" --memory 20MiB --out "$T/keep"
+grep -q "give a larger --memory, or --split-blank-lines" "$T/err" && pass "the error says what to do" || fail "$(cat "$T/err")"
+cmp -s "$T/keep.train.bin" "$T/b.256MiB.1.train.bin" && cmp -s "$T/keep.val.bin" "$T/b.256MiB.1.val.bin" &&
+  pass "the earlier files stay as they were" || fail "the earlier files changed"
+ls "$T" | grep -q '\.tmp\.' && fail "a temporary file was left: $(ls "$T" | grep '\.tmp\.')" || pass "no temporary file left"
+expect_error 1 "--memory below what the tokenizer takes" -- "$MW" prepare --tokenizer bytes --in "$T/corpus.txt" --memory 4MiB --out "$T/keep"
+grep -q "is too small: the tokenizer alone takes" "$T/err" && pass "the refusal says why" || fail "$(cat "$T/err")"
+expect_error 1 "--memory nonsense" -- "$MW" prepare --tokenizer bytes --in "$T/corpus.txt" --memory lots --out "$T/keep"
+echo "cli_prepare: $fails failure(s)"
+[ "$fails" -eq 0 ]
