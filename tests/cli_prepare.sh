@@ -86,6 +86,17 @@ cmp -s "$T/keep.train.bin" "$T/b.256MiB.1.train.bin" && cmp -s "$T/keep.val.bin"
 ls "$T" | grep -q '\.tmp\.' && fail "a temporary file was left: $(ls "$T" | grep '\.tmp\.')" || pass "no temporary file left"
 expect_error 1 "--memory below what the tokenizer takes" -- "$MW" prepare --tokenizer bytes --in "$T/corpus.txt" --memory 4MiB --out "$T/keep"
 grep -q "is too small: the tokenizer alone takes" "$T/err" && pass "the refusal says why" || fail "$(cat "$T/err")"
+# a file of a folder that cannot be opened (a dangling link: root reads any mode): one error, or
+# skipped and counted with --skip-unreadable
+ln -s "$T/nowhere" "$T/dir/d.txt"
+expect_error 1 "an unreadable file in --in DIR" -- "$MW" prepare --tokenizer bytes --in "$T/dir" --out "$T/keep"
+grep -q "d.txt: No such file or directory (--skip-unreadable skips" "$T/err" && pass "the error names the file and the flag" || fail "$(cat "$T/err")"
+cmp -s "$T/keep.train.bin" "$T/b.256MiB.1.train.bin" && pass "the earlier files stay as they were" || fail "the earlier files changed"
+"$MW" prepare --tokenizer bytes --in "$T/dir" --memory 20MiB --skip-unreadable --out "$T/skip" >"$T/skip.out" 2>"$T/skip.err" &&
+  [ "$(sums "$T/skip")" = "$D1 $D1V " ] && grep -q "| 1 unreadable files skipped" "$T/skip.out" && grep -q "skipping .*d.txt" "$T/skip.err" &&
+  pass "--skip-unreadable: the other files' tokens, one skipped, said on stderr and in the summary" ||
+  fail "--skip-unreadable: $(cat "$T/skip.out" "$T/skip.err")"
+rm "$T/dir/d.txt"
 expect_error 1 "--memory nonsense" -- "$MW" prepare --tokenizer bytes --in "$T/corpus.txt" --memory lots --out "$T/keep"
 echo "cli_prepare: $fails failure(s)"
 [ "$fails" -eq 0 ]

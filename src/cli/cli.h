@@ -19,7 +19,7 @@ typedef struct opts {
     const char *override;   /* train --override KEY[,KEY...] */
     const char *given[128]; /* the names of the options on the command line (parse) */
     int n_given;
-    int log_every, bench_warmup, json, stop_at, split_blank, gen_tokens, top_k, reset_optim;
+    int log_every, bench_warmup, json, stop_at, split_blank, gen_tokens, top_k, reset_optim, skip_unreadable;
     double val_fraction, temperature, top_p;
     uint64_t prep_memory; /* prepare --memory: its peak RSS bound */
     unsigned shape_given; /* bit k: SHAPE_OPTS[k] (--layers, --heads, --dim, --vocab, --ctx) was given */

@@ -143,8 +143,8 @@ static double now_s(void) {
  * those a whole-input prepare writes, for any --memory and thread count. The validation part is
  * the end of the token stream, as before: once the total is known, its last --val-fraction is
  * copied from the temporary file into PREFIX.val.bin and the train file keeps the rest. Memory:
- * the tokenizer, then ten pieces of what --memory leaves it (prep_input counts eight; a document
- * is at most a piece). */
+ * the tokenizer, then ten pieces of what --memory leaves it (prep_input counts seven; a document
+ * is at most half a piece). */
 
 typedef struct docs {
     const char **text;
@@ -207,10 +207,11 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 
 /* the input files, in order (--in a file, or a directory's regular files sorted by name; NULL:
  * stdin), and their total size (0 for stdin) */
-static char **list_inputs(const opts *o, size_t *nf, uint64_t *total) {
+static char **list_inputs(const opts *o, size_t *nf, uint64_t *total, int *is_dir) {
     struct stat st;
     *nf = 0;
     *total = 0;
+    *is_dir = 0;
     char **files = malloc(sizeof *files);
     if (!files) die(1, "out of memory");
     if (strcmp(o->in, "-") == 0) {
@@ -219,6 +220,7 @@ static char **list_inputs(const opts *o, size_t *nf, uint64_t *total) {
     }
     if (stat(o->in, &st) != 0) die(1, "cannot open --in %s: %s", o->in, strerror(errno));
     if (S_ISDIR(st.st_mode)) {
+        *is_dir = 1;
         DIR *dir = opendir(o->in);
         if (!dir) die(1, "cannot list %s: %s", o->in, strerror(errno));
         struct dirent *e;
@@ -226,7 +228,11 @@ static char **list_inputs(const opts *o, size_t *nf, uint64_t *total) {
             if (e->d_name[0] == '.') continue;
             char p[4096];
             snprintf(p, sizeof p, "%s/%s", o->in, e->d_name);
-            if (stat(p, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+            if (stat(p, &st) != 0) { /* a dangling link, or no permission: opening it will say */
+                if (lstat(p, &st) != 0) continue; /* gone since it was listed */
+                st.st_mode = S_IFREG, st.st_size = 0;
+            }
+            if (!S_ISREG(st.st_mode)) continue; /* subdirectories, devices, fifos */
             files = realloc(files, (*nf + 1) * sizeof *files);
             if (!files || !(files[(*nf)++] = strdup(p))) die(1, "out of memory");
             *total += (uint64_t)st.st_size;
@@ -254,6 +260,8 @@ typedef struct prep {
     int32_t stage[1 << 16]; /* ids on their way to the file */
     size_t nstage;
     uint64_t ndocs, bytes, total; /* documents and bytes done; the input's size (0: unknown) */
+    uint64_t skipped;             /* files --skip-unreadable skipped */
+    int dir;                      /* --in is a directory */
     double t0;
 } prep;
 
@@ -298,12 +306,12 @@ static void progress(const prep *p) {
     fflush(stderr);
 }
 
-/* Tokenizes the batch and appends it, at most a piece of text at a time (each document is at most
- * a piece); frees the text it held. */
+/* Tokenizes the batch and appends it, at most half a piece of text at a time (each document is at
+ * most that); frees the text it held. */
 static void flush_batch(prep *p) {
     for (size_t i0 = 0; i0 < p->d.n;) {
         size_t i1 = i0, b = 0;
-        while (i1 < p->d.n && (i1 == i0 || b + p->d.len[i1] <= p->piece)) b += p->d.len[i1++];
+        while (i1 < p->d.n && (i1 == i0 || b + p->d.len[i1] <= p->piece / 2)) b += p->d.len[i1++];
         int32_t **part = calloc(i1 - i0, sizeof *part);
         size_t *plen = calloc(i1 - i0, sizeof *plen);
         if (!part || !plen) die(1, "out of memory");
@@ -347,34 +355,42 @@ static size_t read_some(FILE *f, char *buf, size_t n, const char *what) {
 
 static void too_big(const prep *p, const char *what) {
     char b[32], c[32];
-    die(1, "prepare: %s: a document longer than %s, the most --memory %s allows (a tenth of what the "
-           "tokenizer leaves); give a larger --memory%s",
-        what, mw_fmt_bytes(p->piece, b, sizeof b), mw_fmt_bytes(p->o->prep_memory, c, sizeof c),
+    die(1, "prepare: %s: a document longer than %s, the most --memory %s allows (a twentieth of what "
+           "the tokenizer leaves); give a larger --memory%s",
+        what, mw_fmt_bytes(p->piece / 2, b, sizeof b), mw_fmt_bytes(p->o->prep_memory, c, sizeof c),
         p->o->split_blank ? "" : ", or --split-blank-lines if blank lines separate its documents");
 }
 
-/* Adds the documents of text[0..n) to the batch, each at most a piece. */
+/* Adds the documents of text[0..n) to the batch, each at most half a piece. */
 static void add_checked(prep *p, const char *text, size_t n, const char *what) {
     const size_t n0 = p->d.n;
     add_text(&p->d, text, n, p->o->split_blank);
     for (size_t i = n0; i < p->d.n; i++)
-        if (p->d.len[i] > p->piece) too_big(p, what);
+        if (p->d.len[i] > p->piece / 2) too_big(p, what);
 }
 
 /* One input (path NULL: stdin), streamed a piece at a time: the whole documents read so far go
  * to the batch, which is flushed once it holds a piece; a partial one waits for the next read.
- * Memory: this buffer (a partial document and a piece), the next one's (the same), a piece of
- * text being tokenized and its ids (4 bytes each, at most one per byte). */
+ * Memory, in pieces: this buffer (a partial document of at most half a piece, and a piece: 1.5),
+ * the next one's (1.5), the ids of half a piece of text being tokenized (4 bytes each, at most
+ * one per byte, and up to twice that while the tokenizer's arrays grow: 4); 7 of the 10. */
 static void prep_input(prep *p, const char *path) {
     const char *what = path ? path : "stdin";
     FILE *f = path ? fopen(path, "rb") : stdin;
-    if (!f) die(1, "cannot open %s: %s", path, strerror(errno));
+    if (!f && p->o->skip_unreadable && p->dir) {
+        fprintf(stderr, "memwall: prepare: skipping %s: %s\n", path, strerror(errno));
+        p->skipped++;
+        return;
+    }
+    if (!f)
+        die(1, "prepare: cannot open %s: %s%s", path, strerror(errno),
+            p->dir ? " (--skip-unreadable skips the files of --in DIR that cannot be opened, counting them)" : "");
     const size_t P = p->piece;
     size_t cap = P + 1, len = 0;
     char *buf = malloc(cap);
     if (!buf) die(1, "out of memory");
     for (;;) {
-        if (len > P) too_big(p, what); /* a partial document longer than a piece */
+        if (len > P / 2) too_big(p, what); /* a partial document longer than half a piece */
         if (len + P > cap) {
             char *nb = realloc(buf, cap = len + P);
             if (!nb) die(1, "out of memory");
@@ -432,7 +448,7 @@ int cmd_prepare(int argc, char **argv) {
     atexit(prep_cleanup);
     if (mw_data_writer_open(&prep_w[0], path, (uint32_t)vocab, width, &tid) != MW_OK) die(1, "%s", mw_last_error());
     size_t nf;
-    char **files = list_inputs(&o, &nf, &p->total);
+    char **files = list_inputs(&o, &nf, &p->total, &p->dir);
     p->tty = isatty(2);
     p->t0 = now_s();
     for (size_t i = 0; i < nf; i++) {
@@ -444,7 +460,7 @@ int cmd_prepare(int argc, char **argv) {
     if (p->nstage && mw_data_writer_append(prep_w[0], p->stage, p->nstage) != MW_OK) die(1, "%s", mw_last_error());
     if (p->tty) fprintf(stderr, "\n");
     const double enc_s = now_s() - p->t0;
-    if (p->ndocs == 0) die(1, "prepare: %s is empty", o.in);
+    if (p->ndocs == 0) die(1, "prepare: %s is empty%s", o.in, p->skipped ? " (every file was skipped)" : "");
     const uint64_t n = mw_data_writer_count(prep_w[0]), n_val = (uint64_t)(n * o.val_fraction);
     if (o.val_fraction > 0 && n_val < 2) die(1, "prepare: %s is too short for a validation part", o.in);
     snprintf(path, sizeof path, "%s.val.bin", o.out);
@@ -467,12 +483,14 @@ int cmd_prepare(int argc, char **argv) {
     prep_w[0] = NULL;
     if (st != MW_OK) die(1, "%s", mw_last_error());
     const double mb = p->bytes / 1e6;
+    char skipped[64] = "";
+    if (p->skipped) snprintf(skipped, sizeof skipped, " | %llu unreadable files skipped", (unsigned long long)p->skipped);
     printf("prepare: %llu documents, %.2f MB, %llu tokens (%.2f bytes/token) -> %s.train.bin (%llu), %s.val.bin (%llu) | "
-           "tokenizer %s (vocab %d) | encoded at %.1f MB/s on %d threads, %.1f s in all | peak RSS %s of --memory %s\n",
+           "tokenizer %s (vocab %d) | encoded at %.1f MB/s on %d threads, %.1f s in all | peak RSS %s of --memory %s%s\n",
            (unsigned long long)p->ndocs, mb, (unsigned long long)n, n ? (double)p->bytes / n : 0.0, o.out,
            (unsigned long long)(n - n_val), o.out, (unsigned long long)n_val, tid.name, vocab,
            enc_s > 0 ? mb / enc_s : 0.0, p->threads, enc_s, mw_fmt_bytes(mw_peak_rss(), b1, sizeof b1),
-           mw_fmt_bytes(o.prep_memory, b2, sizeof b2));
+           mw_fmt_bytes(o.prep_memory, b2, sizeof b2), skipped);
     free(p->held), free(p->d.text), free(p->d.len);
     mw_tokenizer_free(p->tok);
     free(p);
