@@ -196,7 +196,8 @@ FUZZ_CC      ?= $(shell command -v clang-14 || command -v clang)
 FUZZ_CFLAGS  := -g -O1 $(ARCHFLAGS) $(URING_CFLAGS) -ffp-contract=off -fno-trapping-math -std=c11 -D_GNU_SOURCE -fopenmp -Iinclude \
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -MMD -MP
 FUZZERS      := build/fuzz/fuzz_safetensors build/fuzz/fuzz_checkpoint build/fuzz/fuzz_json \
-                build/fuzz/fuzz_hf_config build/fuzz/fuzz_tokenizer build/fuzz/fuzz_tokens
+                build/fuzz/fuzz_hf_config build/fuzz/fuzz_tokenizer build/fuzz/fuzz_tokens \
+                build/fuzz/fuzz_docsplit
 
 build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)

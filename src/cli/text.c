@@ -15,6 +15,7 @@
 #include "../core/arena.h"
 #include "../core/rng.h"
 #include "../core/status.h"
+#include "../train/docsplit.h"
 #include "../train/tokenizer.h"
 #include "cli.h"
 
@@ -163,45 +164,7 @@ static void add_doc(docs *d, const char *text, size_t len) {
     d->bytes += len;
 }
 
-/* Adds one file's text: whole, or split at blank lines (the pieces point into text). */
-static void add_text(docs *d, const char *text, size_t n, int split) {
-    if (!split) {
-        if (n) add_doc(d, text, n);
-        return;
-    }
-    size_t start = 0;
-    for (size_t i = 0; i <= n; i++) {
-        int end = i == n;
-        if (!end && text[i] == '\n') { /* a blank line: \n, optional spaces, \n */
-            size_t j = i + 1;
-            while (j < n && (text[j] == ' ' || text[j] == '\t' || text[j] == '\r')) j++;
-            end = j < n && text[j] == '\n';
-            if (end) {
-                if (i > start) add_doc(d, text + start, i + 1 - start);
-                while (j < n && (text[j] == '\n' || text[j] == ' ' || text[j] == '\t' || text[j] == '\r')) j++;
-                start = j;
-                i = j - 1;
-                continue;
-            }
-        }
-        if (end && i > start) add_doc(d, text + start, i - start);
-    }
-}
-
-static int is_ws(char c) { return c == '\n' || c == ' ' || c == '\t' || c == '\r'; }
-
-/* The start of the last document of t[0..n) that a blank line separates from what comes before
- * (0: none). add_text splits there whatever follows, so t[0..p) holds whole documents: p is a
- * non-blank character after a run of blanks holding two newlines (add_text's blank line). */
-static size_t last_doc_start(const char *t, size_t n) {
-    for (size_t p = n; p-- > 1;) {
-        if (is_ws(t[p]) || !is_ws(t[p - 1])) continue;
-        int nl = 0;
-        for (size_t q = p; q-- > 0 && is_ws(t[q]) && nl < 2;) nl += t[q] == '\n';
-        if (nl >= 2) return p;
-    }
-    return 0;
-}
+static void add_doc_cb(void *ctx, const char *doc, size_t len) { add_doc(ctx, doc, len); }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -364,7 +327,7 @@ static void too_big(const prep *p, const char *what) {
 /* Adds the documents of text[0..n) to the batch, each at most half a piece. */
 static void add_checked(prep *p, const char *text, size_t n, const char *what) {
     const size_t n0 = p->d.n;
-    add_text(&p->d, text, n, p->o->split_blank);
+    mw_docs_split(text, n, p->o->split_blank, add_doc_cb, &p->d);
     for (size_t i = n0; i < p->d.n; i++)
         if (p->d.len[i] > p->piece / 2) too_big(p, what);
 }
@@ -400,7 +363,7 @@ static void prep_input(prep *p, const char *path) {
         len += got;
         if (got < P) break; /* the end */
         if (!p->o->split_blank) continue;
-        const size_t cut = last_doc_start(buf, len);
+        const size_t cut = mw_docs_last_start(buf, len);
         if (cut == 0) continue;
         /* whole documents before cut: to the batch; the rest starts the next buffer */
         char *rest = malloc(len - cut + P + 1);
