@@ -1,9 +1,9 @@
 /* libFuzzer target: prepare's document splitting, streamed, on arbitrary text. The input's first
- * byte picks a read size (1 to 64 bytes); the rest is the text. Read that many bytes at a time,
- * cutting at mw_docs_last_start as prepare does (whole documents before the cut split now, the
- * rest carried to the next read), and the documents must be exactly mw_docs_split's of the whole
- * text, in order, with and without --split-blank-lines (without: each input one document). Must
- * never crash, leak or read out of bounds. */
+ * byte picks a read size (1 to 64 bytes); the rest is the text. Read that many bytes at a time and
+ * fed to mw_docs_feed as prepare feeds it (what it did not consume carried to the next read), the
+ * documents must be exactly mw_docs_split's of the whole text, in order, with and without
+ * --split-blank-lines (without: each input one document). Must never crash, leak or read out of
+ * bounds. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,18 +35,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int split = 0; split < 2; split++) {
         list whole = {0}, streamed = {0};
         mw_docs_split(text, n, split, add, &whole);
-        /* streamed: a carry of [lo, hi) grows by step; whole documents before a cut go out */
+        /* streamed as prepare reads: `step` bytes at a time (the end when a read comes short),
+         * mw_docs_feed given what is not consumed yet */
+        mw_docs_stream st = {split, 0};
         size_t lo = 0, hi = 0;
-        while (hi < n) {
-            hi = hi + step < n ? hi + step : n;
-            if (!split || hi == n) continue;
-            const size_t cut = mw_docs_last_start(text + lo, hi - lo);
-            if (cut == 0) continue;
-            if (lo + cut > hi) abort();
-            mw_docs_split(text + lo, cut, 1, add, &streamed);
-            lo += cut;
+        for (;;) {
+            const size_t got = n - hi < step ? n - hi : step;
+            hi += got;
+            const int eof = got < step;
+            const size_t used = mw_docs_feed(&st, text + lo, hi - lo, eof, add, &streamed);
+            if (used > hi - lo || (eof && used != hi - lo)) abort();
+            lo += used;
+            if (eof) break;
         }
-        mw_docs_split(text + lo, n - lo, split, add, &streamed);
         if (streamed.n != whole.n) abort();
         for (size_t i = 0; i < whole.n; i++)
             if (streamed.doc[i] != whole.doc[i] || streamed.len[i] != whole.len[i]) abort();

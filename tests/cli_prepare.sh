@@ -75,6 +75,19 @@ kb=$(rss_kb --tokenizer gpt2 --vocab-dir "$VOCAB" --in "$T/big.txt" --split-blan
 [ -n "$kb" ] && [ "$kb" -le $((96 * 1024)) ] && pass "GPT-2 BPE, 18 MB with --memory 96MiB: peak RSS $((kb / 1024)) MiB ($gbase at the default)" ||
   fail "GPT-2 BPE with --memory 96MiB: peak RSS ${kb:-?} KiB"
 cmp -s "$T/m.train.bin" "$T/m2.train.bin" && pass "and the same files twice" || fail "two runs differ"
+# what costs memory besides text: many small files, tiny documents, a long run of blank lines
+mkdir -p "$T/many"
+awk '{ for (i = 0; i < 3; i++) print "line " NR ": " $0 }' $L/GPL-3 | head -6000 | (cd "$T/many" && split -l 1 -a 5 - f)
+awk 'BEGIN { for (i = 0; i < 2000000; i++) printf "ab\n\n" }' >"$T/tiny.txt"
+{ echo "hello world"; awk 'BEGIN { for (i = 0; i < 4000000; i++) printf "\n" }'; echo "second doc"; cat "$T/corpus.txt"; } >"$T/blank.txt"
+for c in "many|--in $T/many" "tiny|--in $T/tiny.txt --split-blank-lines" "blank|--in $T/blank.txt --split-blank-lines"; do
+  n=${c%%|*}
+  read -r -a a <<<"${c#*|}"
+  "$MW" prepare --tokenizer bytes "${a[@]}" --out "$T/$n.ref" >/dev/null 2>&1 || fail "$n at the default --memory"
+  kb=$(rss_kb --tokenizer bytes "${a[@]}" --memory 32MiB --out "$T/$n.small")
+  [ -n "$kb" ] && [ "$kb" -le $((32 * 1024)) ] && [ "$(sums "$T/$n.small")" = "$(sums "$T/$n.ref")" ] &&
+    pass "$n: --memory 32MiB peaks at $((kb / 1024)) MiB, the default's files" || fail "$n: peak ${kb:-?} KiB, or other files"
+done
 
 echo "== bad input loses nothing"
 cp "$T/b.256MiB.1.train.bin" "$T/keep.train.bin"

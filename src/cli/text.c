@@ -164,7 +164,6 @@ static void add_doc(docs *d, const char *text, size_t len) {
     d->bytes += len;
 }
 
-static void add_doc_cb(void *ctx, const char *doc, size_t len) { add_doc(ctx, doc, len); }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -224,6 +223,8 @@ typedef struct prep {
     size_t nstage;
     uint64_t ndocs, bytes, total; /* documents and bytes done; the input's size (0: unknown) */
     uint64_t skipped;             /* files --skip-unreadable skipped */
+    const char *what;             /* the input being read (for errors) */
+    int fresh;                    /* documents added since the last flush point into the buffer */
     int dir;                      /* --in is a directory */
     double t0;
 } prep;
@@ -294,7 +295,7 @@ static void flush_batch(prep *p) {
         i0 = i1;
         progress(p);
     }
-    p->d.n = 0, p->d.bytes = 0;
+    p->d.n = 0, p->d.bytes = 0, p->fresh = 0;
     for (size_t i = 0; i < p->nheld; i++) free(p->held[i]);
     p->nheld = 0;
 }
@@ -324,19 +325,25 @@ static void too_big(const prep *p, const char *what) {
         p->o->split_blank ? "" : ", or --split-blank-lines if blank lines separate its documents");
 }
 
-/* Adds the documents of text[0..n) to the batch, each at most half a piece. */
-static void add_checked(prep *p, const char *text, size_t n, const char *what) {
-    const size_t n0 = p->d.n;
-    mw_docs_split(text, n, p->o->split_blank, add_doc_cb, &p->d);
-    for (size_t i = n0; i < p->d.n; i++)
-        if (p->d.len[i] > p->piece / 2) too_big(p, what);
+/* The batch is full: a piece of text, or so many documents that their bookkeeping (the
+ * batch's arrays, the tokenizer's array per document) would count (small documents) */
+static int batch_full(const prep *p) { return p->d.bytes >= p->piece || p->d.n >= p->piece / 512 + 1024; }
+
+/* mw_docs_feed's callback: a document into the batch, flushed as soon as it is full (the text
+ * being fed stays: the batch holds only buffers of earlier reads, which it frees) */
+static void add_doc_cb(void *ctx, const char *doc, size_t len) {
+    prep *p = ctx;
+    if (len > p->piece / 2) too_big(p, p->what);
+    add_doc(&p->d, doc, len);
+    p->fresh = 1;
+    if (batch_full(p)) flush_batch(p);
 }
 
-/* One input (path NULL: stdin), streamed a piece at a time: the whole documents read so far go
- * to the batch, which is flushed once it holds a piece; a partial one waits for the next read.
- * Memory, in pieces: this buffer (a partial document of at most half a piece, and a piece: 1.5),
- * the next one's (1.5), the ids of half a piece of text being tokenized (4 bytes each, at most
- * one per byte, and up to twice that while the tokenizer's arrays grow: 4); 7 of the 10. */
+/* One input (path NULL: stdin), streamed a piece at a time: mw_docs_feed gives the whole
+ * documents read so far to the batch, which is flushed when full; the rest waits for the next
+ * read. Memory, in pieces: this buffer (what is not consumed, at most half a piece, and a piece:
+ * 1.5), the next one's (1.5), the ids of half a piece of text being tokenized (4 bytes each, at
+ * most one per byte, and up to twice that while the tokenizer's arrays grow: 4); 7 of the 10. */
 static void prep_input(prep *p, const char *path) {
     const char *what = path ? path : "stdin";
     FILE *f = path ? fopen(path, "rb") : stdin;
@@ -349,6 +356,8 @@ static void prep_input(prep *p, const char *path) {
         die(1, "prepare: cannot open %s: %s%s", path, strerror(errno),
             p->dir ? " (--skip-unreadable skips the files of --in DIR that cannot be opened, counting them)" : "");
     const size_t P = p->piece;
+    mw_docs_stream ds = {p->o->split_blank, 0};
+    p->what = what;
     size_t cap = P + 1, len = 0;
     char *buf = malloc(cap);
     if (!buf) die(1, "out of memory");
@@ -361,23 +370,30 @@ static void prep_input(prep *p, const char *path) {
         }
         const size_t got = read_some(f, buf + len, P, what);
         len += got;
-        if (got < P) break; /* the end */
-        if (!p->o->split_blank) continue;
-        const size_t cut = mw_docs_last_start(buf, len);
-        if (cut == 0) continue;
-        /* whole documents before cut: to the batch; the rest starts the next buffer */
-        char *rest = malloc(len - cut + P + 1);
-        if (!rest) die(1, "out of memory");
-        memcpy(rest, buf + cut, len - cut);
-        add_checked(p, buf, cut, what);
-        hold(p, buf);
-        if (p->d.bytes >= P) flush_batch(p);
-        buf = rest, len -= cut, cap = len + P + 1;
+        const int eof = got < P;
+        if (eof && cap > len + 65536) { /* a small file's text: in a buffer of its size, so that a
+                                           batch of many keeps no piece-sized buffer per file */
+            char *nb = malloc(len ? len : 1);
+            if (!nb) die(1, "out of memory");
+            memcpy(nb, buf, len);
+            free(buf);
+            buf = nb;
+        }
+        const size_t used = mw_docs_feed(&ds, buf, len, eof, add_doc_cb, p);
+        if (eof || used) { /* the batch keeps buf while its documents point into it */
+            char *rest = NULL;
+            if (!eof) {
+                rest = malloc(len - used + P + 1);
+                if (!rest) die(1, "out of memory");
+                memcpy(rest, buf + used, len - used);
+            }
+            if (p->fresh) hold(p, buf), p->fresh = 0;
+            else free(buf);
+            if (eof) break;
+            buf = rest, len -= used, cap = len + P + 1;
+        }
     }
     if (path) fclose(f);
-    add_checked(p, buf, len, what);
-    hold(p, buf);
-    if (p->d.bytes >= P) flush_batch(p);
 }
 
 int cmd_prepare(int argc, char **argv) {
@@ -426,10 +442,10 @@ int cmd_prepare(int argc, char **argv) {
     if (p->ndocs == 0) die(1, "prepare: %s is empty%s", o.in, p->skipped ? " (every file was skipped)" : "");
     const uint64_t n = mw_data_writer_count(prep_w[0]), n_val = (uint64_t)(n * o.val_fraction);
     if (o.val_fraction > 0 && n_val < 2) die(1, "prepare: %s is too short for a validation part", o.in);
+    /* the validation part first into its temporary file, then train's file committed, then
+     * val's (or an old one removed): a failure before train's commit changes neither */
     snprintf(path, sizeof path, "%s.val.bin", o.out);
-    if (n_val == 0) { /* no validation part: no file, and none left from an earlier prepare */
-        unlink(path);
-    } else { /* the stream's last n_val tokens, copied through the staging buffer */
+    if (n_val) { /* the stream's last n_val tokens, copied through the staging buffer */
         if (mw_data_writer_open(&prep_w[1], path, (uint32_t)vocab, width, &tid) != MW_OK) die(1, "%s", mw_last_error());
         const size_t S = sizeof p->stage / sizeof *p->stage;
         for (uint64_t i = n - n_val; i < n; i += S) {
@@ -438,13 +454,17 @@ int cmd_prepare(int argc, char **argv) {
                 mw_data_writer_append(prep_w[1], p->stage, k) != MW_OK)
                 die(1, "%s", mw_last_error());
         }
-        mw_status st = mw_data_writer_commit(prep_w[1], n_val);
-        prep_w[1] = NULL;
-        if (st != MW_OK) die(1, "%s", mw_last_error());
     }
     mw_status st = mw_data_writer_commit(prep_w[0], n - n_val);
     prep_w[0] = NULL;
     if (st != MW_OK) die(1, "%s", mw_last_error());
+    if (n_val == 0) { /* no validation part: no file, and none left from an earlier prepare */
+        unlink(path);
+    } else {
+        st = mw_data_writer_commit(prep_w[1], n_val);
+        prep_w[1] = NULL;
+        if (st != MW_OK) die(1, "%s", mw_last_error());
+    }
     const double mb = p->bytes / 1e6;
     char skipped[64] = "";
     if (p->skipped) snprintf(skipped, sizeof skipped, " | %llu unreadable files skipped", (unsigned long long)p->skipped);

@@ -628,7 +628,7 @@ static mw_status build_segments(mw_model *m) {
         return mw_fail(MW_ERR_NOMEM, "out of memory planning");
     m->seg_lo[m->nseg] = m->nfloats;
     const unsigned mv = opt_mask(m);
-    if (!blocks && !mv)
+    if (m->offload == MW_OFFLOAD_OPTIMIZER && !mv)
         return mw_fail(MW_ERR_ARG, "--offload optimizer: --optim %s keeps no per-parameter state to put on disk (its small state stays in memory); use --offload optimizer+grads or all, or none",
                        mw_optim_str(m->cfg.optim));
     for (int k = 0; k < m->nseg; k++) m->seg_mask[k] = mv;
@@ -655,7 +655,8 @@ static mw_status build_segments(mw_model *m) {
             return mw_fail(MW_ERR_ARG, "--offload %s: tensor %s lies outside its block", mw_offload_name(m->offload), t->name);
     }
     for (int l = 0; l < L; l++)
-        m->seg_mask[1 + l] = mv | MW_ARR_BIT(MW_ARR_G) | (m->offload == MW_OFFLOAD_ALL ? MW_ARR_BIT(MW_ARR_P) : 0);
+        m->seg_mask[1 + l] = mv | (grads_on_disk(m) ? MW_ARR_BIT(MW_ARR_G) : 0) |
+                             (m->offload == MW_OFFLOAD_ALL ? MW_ARR_BIT(MW_ARR_P) : 0);
     return MW_OK;
 }
 
@@ -1001,7 +1002,7 @@ static mw_status grad_bind(mw_model *m, int l) {
         if (m->gfresh[l])
             memset(m->gslot[0], 0, n * sizeof(float));
         else
-            mw_bf16_load(m->gslot[0], m->g16 + (m->seg_lo[seg] - m->seg_lo[1]), n);
+            mw_bf16_load_mt(m->gslot[0], m->g16 + (m->seg_lo[seg] - m->seg_lo[1]), n);
         m->gbase[seg] = m->gslot[0];
         return MW_OK;
     }
@@ -1024,7 +1025,7 @@ static mw_status grad_done(mw_model *m, int l) {
     const int seg = 1 + l;
     const size_t n = seg_len(m, seg);
     if (grads_mem16(m)) { /* rounded into their bfloat16 home */
-        mw_bf16_store(m->g16 + (m->seg_lo[seg] - m->seg_lo[1]), m->gslot[0], n);
+        mw_bf16_store_mt(m->g16 + (m->seg_lo[seg] - m->seg_lo[1]), m->gslot[0], n);
         m->gbase[seg] = NULL;
         m->gfresh[l] = 0;
         return MW_OK;
@@ -1158,7 +1159,7 @@ static float *grads_chunk(const mw_model *m, int seg, size_t lo, size_t hi) {
     if (grads_fresh(m, seg))
         memset(g, 0, (hi - lo) * sizeof(float));
     else
-        mw_bf16_load(g, m->g16 + (lo - m->seg_lo[1]), hi - lo);
+        mw_bf16_load_mt(g, m->g16 + (lo - m->seg_lo[1]), hi - lo);
     return g;
 }
 

@@ -226,7 +226,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         for (int n0 = 0; n0 < N; n0 += MW_CHUNK_ROWS) { /* rows are independent: the same bits */
             const int rows = N - n0 < MW_CHUNK_ROWS ? N - n0 : MW_CHUNK_ROWS;
             mw_matmul_forward_x(F(4), elt(P[1], (size_t)n0 * C, 1), 1, p[QKVW], p[QKVB], rows, C, 3 * C, 0, WS);
-            mw_bf16_store((uint16_t *)P[3] + (size_t)n0 * 3 * C, F(4), (size_t)rows * 3 * C);
+            mw_bf16_store_mt((uint16_t *)P[3] + (size_t)n0 * 3 * C, F(4), (size_t)rows * 3 * C);
         }
         break;
     case K_ATTN:
@@ -247,7 +247,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         for (int n0 = 0; n0 < N; n0 += MW_CHUNK_ROWS) { /* rows are independent: the same bits */
             const int rows = N - n0 < MW_CHUNK_ROWS ? N - n0 : MW_CHUNK_ROWS;
             mw_matmul_forward_x(F(4), elt(P[1], (size_t)n0 * C, 1), 1, p[FCW], p[FCB], rows, C, 4 * C, 0, WS);
-            mw_bf16_store((uint16_t *)P[3] + (size_t)n0 * 4 * C, F(4), (size_t)rows * 4 * C);
+            mw_bf16_store_mt((uint16_t *)P[3] + (size_t)n0 * 4 * C, F(4), (size_t)rows * 4 * C);
         }
         break;
     case K_GELU:

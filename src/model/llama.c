@@ -258,7 +258,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
             mw_matmul_forward_x(A(4), elt(P[1], (size_t)n0 * C, 1), 1, p[WQ], NULL, rows, C, QW, 0, WS);
             mw_rope_forward_rows(A(4), QW, cos_t, sin_t, n0, rows, T, H, hs);
             mw_rope_forward_rows(A(4) + (size_t)H * hs, QW, cos_t, sin_t, n0, rows, T, KV, hs);
-            mw_bf16_store((uint16_t *)P[3] + (size_t)n0 * QW, A(4), (size_t)rows * QW);
+            mw_bf16_store_mt((uint16_t *)P[3] + (size_t)n0 * QW, A(4), (size_t)rows * QW);
         }
         break;
     case K_ATTN:
@@ -282,9 +282,9 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
             const void *x = elt(P[1], (size_t)n0 * C, 1);
             uint16_t *gu = (uint16_t *)P[3] + (size_t)n0 * F;
             mw_matmul_forward_x(A(4), x, 1, p[WGATE], NULL, rows, C, F, 0, WS);
-            mw_bf16_store(gu, A(4), (size_t)rows * F);
+            mw_bf16_store_mt(gu, A(4), (size_t)rows * F);
             mw_matmul_forward_x(A(4), x, 1, p[WUP], NULL, rows, C, F, 0, WS);
-            mw_bf16_store(gu + NF, A(4), (size_t)rows * F);
+            mw_bf16_store_mt(gu + NF, A(4), (size_t)rows * F);
         }
         break;
     case K_SWIGLU:

@@ -39,3 +39,33 @@ size_t mw_docs_last_start(const char *text, size_t n) {
     }
     return 0;
 }
+
+size_t mw_docs_feed(mw_docs_stream *s, const char *text, size_t n, int eof, mw_doc_fn fn, void *ctx) {
+    size_t k = 0;
+    if (s->skip) { /* mw_docs_split skips every blank after a blank line */
+        while (k < n && blank(text[k])) k++;
+        if (k == n && !eof) return n;
+        s->skip = 0;
+    }
+    const char *t = text + k;
+    const size_t m = n - k;
+    if (eof) {
+        mw_docs_split(t, m, s->split_blank, fn, ctx);
+        return n;
+    }
+    if (!s->split_blank) return k; /* the whole text is one document: at the end */
+    const size_t cut = mw_docs_last_start(t, m);
+    if (cut) {
+        mw_docs_split(t, cut, 1, fn, ctx);
+        return k + cut;
+    }
+    /* no document starts after a blank line yet; but when a blank line ends the text, what is
+     * before it is whole (its documents end there, whatever follows) */
+    size_t e = m, nl = 0;
+    while (e > 0 && blank(t[e - 1])) e--;
+    for (size_t q = e; q < m && nl < 2; q++) nl += t[q] == '\n';
+    if (nl < 2) return k;
+    mw_docs_split(t, m, 1, fn, ctx);
+    s->skip = 1;
+    return n;
+}

@@ -666,6 +666,25 @@ void mw_bf16_load(float *dst, const uint16_t *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = mw_bf16_widen(src[i]);
 }
 
+/* pieces of 64K elements, one per iteration of a parallel loop: elementwise, the same bits */
+#define BF16_MT_PIECE ((size_t)1 << 16)
+void mw_bf16_store_mt(uint16_t *dst, const float *src, size_t n) {
+    const long np = (long)((n + BF16_MT_PIECE - 1) / BF16_MT_PIECE);
+#pragma omp parallel for schedule(static)
+    for (long p = 0; p < np; p++) {
+        const size_t i0 = (size_t)p * BF16_MT_PIECE, k = n - i0 < BF16_MT_PIECE ? n - i0 : BF16_MT_PIECE;
+        mw_bf16_store(dst + i0, src + i0, k);
+    }
+}
+void mw_bf16_load_mt(float *dst, const uint16_t *src, size_t n) {
+    const long np = (long)((n + BF16_MT_PIECE - 1) / BF16_MT_PIECE);
+#pragma omp parallel for schedule(static)
+    for (long p = 0; p < np; p++) {
+        const size_t i0 = (size_t)p * BF16_MT_PIECE, k = n - i0 < BF16_MT_PIECE ? n - i0 : BF16_MT_PIECE;
+        mw_bf16_load(dst + i0, src + i0, k);
+    }
+}
+
 /* Times the AVX512_BF16 micro-kernel on bfloat16 panels against the AVX-512 one on fp32 panels
  * of the same products (12 x 32 x 256, in cache), best of five runs of 400 tiles each: 1 when
  * vdpbf16ps is faster than the emulation through fp32 fmas by more than 15%. Same bits either way, so this decides
