@@ -198,6 +198,22 @@ static void layer_ptrs(const mw_model *m, int which, int l, float *p[NLAYERT]) {
 
 /* ---- the kernels of each op kind ------------------------------------------------------------- */
 
+/* out (N, OC) = inp (N, C, bfloat16 under bf16) @ w^T + bias, stored as out is: fp32 at once, or
+ * (bf16) MW_CHUNK_ROWS rows at a time into the fp32 chunk and rounded from there (rows are
+ * independent: the same bits as one product) */
+static void product_out(mw_model *m, void *out, float *chunk, const void *inp, const float *w,
+                        const float *bias, int N, int C, int OC) {
+    if (!B16(m)) {
+        mw_matmul_forward_x(out, inp, 0, w, bias, N, C, OC, 0, WS);
+        return;
+    }
+    for (int n0 = 0; n0 < N; n0 += MW_CHUNK_ROWS) {
+        const int rows = N - n0 < MW_CHUNK_ROWS ? N - n0 : MW_CHUNK_ROWS;
+        mw_matmul_forward_x(chunk, elt((void *)inp, (size_t)n0 * C, 1), 1, w, bias, rows, C, OC, 0, WS);
+        mw_bf16_store_mt((uint16_t *)out + (size_t)n0 * OC, chunk, (size_t)rows * OC);
+    }
+}
+
 /* Runs op i. train: compute gradients in the head (the loss's gradient scaled by dloss). */
 static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum) {
     const mw_config *c = &m->cfg;
@@ -218,16 +234,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     case K_LN1QKV:
     case K_LN1:
         mw_layernorm_forward_x(P[1], b16, F(2), F(2) + N, F(0), p[LN1W], p[LN1B], N, C);
-        if (m->ops[i].kind != K_LN1QKV) break;
-        if (!b16) {
-            mw_matmul_forward_x(F(3), P[1], 0, p[QKVW], p[QKVB], N, C, 3 * C, 0, WS);
-            break;
-        }
-        for (int n0 = 0; n0 < N; n0 += MW_CHUNK_ROWS) { /* rows are independent: the same bits */
-            const int rows = N - n0 < MW_CHUNK_ROWS ? N - n0 : MW_CHUNK_ROWS;
-            mw_matmul_forward_x(F(4), elt(P[1], (size_t)n0 * C, 1), 1, p[QKVW], p[QKVB], rows, C, 3 * C, 0, WS);
-            mw_bf16_store_mt((uint16_t *)P[3] + (size_t)n0 * 3 * C, F(4), (size_t)rows * 3 * C);
-        }
+        if (m->ops[i].kind == K_LN1QKV) product_out(m, P[3], F(4), P[1], p[QKVW], p[QKVB], N, C, 3 * C);
         break;
     case K_ATTN:
         mw_attention_forward_x(P[1], b16, F(2), F(3), m->nthreads, P[0], b16, B, T, H, H, C / H);
@@ -239,16 +246,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     case K_LN2FC:
     case K_LN2:
         mw_layernorm_forward_x(P[1], b16, F(2), F(2) + N, F(0), p[LN2W], p[LN2B], N, C);
-        if (m->ops[i].kind != K_LN2FC) break;
-        if (!b16) {
-            mw_matmul_forward_x(F(3), P[1], 0, p[FCW], p[FCB], N, C, 4 * C, 0, WS);
-            break;
-        }
-        for (int n0 = 0; n0 < N; n0 += MW_CHUNK_ROWS) { /* rows are independent: the same bits */
-            const int rows = N - n0 < MW_CHUNK_ROWS ? N - n0 : MW_CHUNK_ROWS;
-            mw_matmul_forward_x(F(4), elt(P[1], (size_t)n0 * C, 1), 1, p[FCW], p[FCB], rows, C, 4 * C, 0, WS);
-            mw_bf16_store_mt((uint16_t *)P[3] + (size_t)n0 * 4 * C, F(4), (size_t)rows * 4 * C);
-        }
+        if (m->ops[i].kind == K_LN2FC) product_out(m, P[3], F(4), P[1], p[FCW], p[FCB], N, C, 4 * C);
         break;
     case K_GELU:
         mw_gelu_forward_x(P[1], b16, P[0], b16, (long)N * 4 * C);
