@@ -179,19 +179,23 @@ static void pack_across_r(float *d, long ld, const float *s, long lds, int n, in
         for (int i = 0; i < n; i++) d[(long)(k ^ sw) * ld + i] = rnd1(s[i * lds + k]);
 }
 
+/* d[i] = s[i] rounded to bfloat16 (as fp32), i < n */
+static inline void round_row(float *d, const float *s, int n) {
+    int i = 0;
+#if defined(__AVX2__)
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_si256((__m256i *)(void *)(d + i),
+                            bf16_bits8(_mm256_loadu_si256((const __m256i *)(const void *)(s + i))));
+#endif
+    for (; i < n; i++) d[i] = rnd1(s[i]);
+}
+
 static void pack_along_r(float *d, long ld, const float *s, long lds, int n, int kc, int sw) {
     for (int k = 0; k < kc; k++, s += lds) {
-        float *dk = d + (long)(k ^ sw) * ld;
-        int i = 0;
         /* rows a few ahead: the rounding's work between loads leaves too few of them in flight */
         if (k + 8 < kc)
             for (int q = 0; q < n; q += 16) __builtin_prefetch(s + 8 * lds + q, 0, 3);
-#if defined(__AVX2__)
-        for (; i + 8 <= n; i += 8)
-            _mm256_storeu_si256((__m256i *)(void *)(dk + i),
-                                bf16_bits8(_mm256_loadu_si256((const __m256i *)(const void *)(s + i))));
-#endif
-        for (; i < n; i++) dk[i] = rnd1(s[i]);
+        round_row(d + (long)(k ^ sw) * ld, s, n);
     }
 }
 
@@ -342,28 +346,15 @@ static void pack_rows_emu(float *dst, const int LD, const float *s, int s16, lon
     const size_t pstride = (size_t)kp * LD;
     for (int k = k0; k < k1; k++) {
         float *d = dst + (size_t)(k ^ 1) * LD;
-        if (s16) {
-            const uint16_t *r = (const uint16_t *)(const void *)s + (long)k * lds;
-            for (int p = 0; p < np; p++, d += pstride, r += LD) {
-                const int nr = n - p * LD < LD ? n - p * LD : LD;
-                pack_along16(d, LD, r, lds, nr, 1, 0);
-                if (nr < LD) memset(d + nr, 0, sizeof(float) * (LD - nr));
-            }
-            continue;
-        }
-        /* a whole row rounded in one loop, panel after panel (no call per panel) */
-        const float *r = s + (long)k * lds;
-        if (k + 8 < k1)
-            for (int q = 0; q < n; q += 16) __builtin_prefetch(r + 8 * lds + q, 0, 3);
-        for (int p = 0; p < np; p++, d += pstride, r += LD) {
+        const long e = (long)k * lds;
+        if (!s16 && k + 8 < k1) /* as pack_along_r: rows a few ahead */
+            for (int q = 0; q < n; q += 16) __builtin_prefetch(s + e + 8 * lds + q, 0, 3);
+        for (int p = 0; p < np; p++, d += pstride) { /* the row panel after panel, no call per panel */
             const int nr = n - p * LD < LD ? n - p * LD : LD;
-            int i = 0;
-#if defined(__AVX2__)
-            for (; i + 8 <= nr; i += 8)
-                _mm256_storeu_si256((__m256i *)(void *)(d + i),
-                                    bf16_bits8(_mm256_loadu_si256((const __m256i *)(const void *)(r + i))));
-#endif
-            for (; i < nr; i++) d[i] = rnd1(r[i]);
+            if (s16)
+                pack_along16(d, LD, (const uint16_t *)(const void *)s + e + (long)p * LD, lds, nr, 1, 0);
+            else
+                round_row(d, s + e + (long)p * LD, nr);
             if (nr < LD) memset(d + nr, 0, sizeof(float) * (LD - nr));
         }
     }
