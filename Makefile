@@ -43,11 +43,19 @@ URING_CFLAGS := -DMW_HAVE_URING
 LDLIBS   += -luring
 endif
 CFLAGS   += $(URING_CFLAGS)
+# MPI (OpenMPI or MPICH) where mpicc is found (scripts/install-deps.sh installs OpenMPI): the CLI's
+# data parallelism, train --zero (src/dist/comm_mpi.c, the one file that includes mpi.h). Without
+# it the same CLI says that --zero needs the MPI build. MPI=0 builds without it.
+MPICC    := $(if $(filter 0,$(MPI)),,$(shell command -v mpicc 2>/dev/null))
+ifneq ($(MPICC),)
+MPI_CFLAGS := -DMW_HAVE_MPI $(shell $(MPICC) --showme:compile 2>/dev/null || $(MPICC) -compile_info | cut -d' ' -f2-)
+MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null || $(MPICC) -link_info | cut -d' ' -f2-)
+endif
 BLAS_LDLIBS := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
-LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' | sort)
-CLI_SRC  := $(wildcard src/cli/*.c)
+LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' -not -name comm_mpi.c | sort)
+CLI_SRC  := $(wildcard src/cli/*.c) src/dist/comm_mpi.c
 TEST_SRC := $(wildcard tests/test_*.c)
 
 all: build/memwall build/libmemwall.a build/attention_bench build/sgemm_rate build/adamw_bench build/optim_bench \
@@ -62,8 +70,10 @@ build/libmemwall.a: $(LIB_SRC:%.c=build/obj/%.o)
 	@rm -f $@
 	ar rcs $@ $^
 
+build/obj/src/dist/comm_mpi.o build/asan/obj/src/dist/comm_mpi.o: CFLAGS += $(MPI_CFLAGS)
+
 build/memwall: $(CLI_SRC:%.c=build/obj/%.o) build/libmemwall.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS)
 
 build/tests/%: build/obj/tests/%.o build/libmemwall.a
 	@mkdir -p $(dir $@)
@@ -89,7 +99,7 @@ build/asan/tests/%: build/asan/obj/tests/%.o build/asan/libmemwall.a
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
 
 build/asan/memwall: $(CLI_SRC:%.c=build/asan/obj/%.o) build/asan/libmemwall.a
-	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS) $(MPI_LIBS)
 
 TESTS      := $(TEST_SRC:tests/%.c=build/tests/%)
 # end-to-end tests of the CLI: every tests/cli_*.sh, each given the memwall binary to test

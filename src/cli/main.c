@@ -47,7 +47,9 @@ static const opt_def OPTS[] = {
     {"batch", K_INT, C_(batch), CMD_EVAL, "sequences per batch (0: the checkpoint's --batch; 1 with --init)"},
     {"seq", K_INT, C_(seq), MODEL, "tokens per sequence T"},
     {"seq", K_INT, C_(seq), CMD_EVAL, "tokens per sequence (0: the checkpoint's --seq; with --init its ctx, at most 1024)"},
-    {"accum", K_INT, C_(accum), MODEL, "micro-batches accumulated per optimizer step"},
+    {"accum", K_INT, C_(accum), MODEL, "micro-batches accumulated per optimizer step (with --zero: per rank; the step's global batch is ranks x accum x batch)"},
+    {"zero", K_INT, C_(zero), CMD_TRAIN | CMD_ESTIMATE | CMD_PLAN, "data parallelism over the ranks mpirun starts (the MPI build): ZeRO stage 0 (every rank holds every state) or 1 (each rank holds the optimizer state of its shard); the same bits for any number of ranks at the same ranks x --accum (docs/zero.md)"},
+    {"world", K_INT, C_(world), CMD_ESTIMATE | CMD_PLAN, "with --zero: the number of ranks to plan for (estimate answers without MPI)"},
     {"steps", K_INT, C_(steps), MODEL, "optimizer steps (bench: timed steps)"},
     {"warmup", K_INT, C_(warmup), CMD_TRAIN, "learning-rate warm-up steps"},
     {"warmup", K_INT, O_(bench_warmup), CMD_BENCH, "untimed warm-up steps"},
@@ -187,6 +189,8 @@ static void format_default(const opts *o, const opt_def *d, char *buf, size_t n)
     }
 }
 
+void (*die_hook)(int code);
+
 void die(int code, const char *fmt, ...) {
     va_list ap;
     fflush(stdout); /* what was printed comes before the error, in a file or a pipe too */
@@ -199,6 +203,7 @@ void die(int code, const char *fmt, ...) {
         if (*p < 0x20 || *p == 0x7f) fprintf(stderr, "\\x%02x", *p);
         else fputc(*p, stderr);
     fprintf(stderr, "\n");
+    if (die_hook) die_hook(code);
     exit(code);
 }
 
@@ -395,6 +400,12 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
         for (size_t k = 0; k < sizeof HP / sizeof HP[0]; k++)
             if (!opt_given(o, HP[k].flag)) memcpy((char *)&o->cfg + HP[k].off, (char *)&d + HP[k].off, sizeof(double));
     }
+    if (opt_given(o, "zero") || opt_given(o, "world")) { /* data parallelism */
+        if (!opt_given(o, "zero")) die(1, "--world %d needs --zero STAGE (what to plan for each rank)", o->cfg.world);
+        o->cfg.dp = 1;
+        if (!opt_given(o, "world")) o->cfg.world = 1;
+        if (o->cfg.world < 1 || o->cfg.world > (1 << 20)) die(1, "--world must be in 1..%d, got %d", 1 << 20, o->cfg.world);
+    }
     /* one rule for every command: OpenMP is never asked for an absurd team (libgomp crashes) */
     if (o->cfg.threads < 0 || o->cfg.threads > MAX_THREADS)
         die(1, "--threads must be in 0..%d (0: all cores), got %d", MAX_THREADS, o->cfg.threads);
@@ -583,6 +594,7 @@ void print_config(const opts *o, const char *cmd) {
     printf(" | threads %d", c->threads);
     if (run) printf(" | kernel %s", mw_kernel_get());
     if (c->precision != MW_PRECISION_FP32) printf(" | precision %s", mw_precision_str(c->precision));
+    if (c->dp) printf(" | --zero %d over %d rank%s", c->zero, c->world, c->world == 1 ? "" : "s");
     if (run) printf(" | seed %llu", (unsigned long long)c->seed);
     printf(" | budget %s\n", c->budget ? mw_fmt_bytes(c->budget, b, sizeof b) : "none");
     if (strcmp(cmd, "train") != 0) return;

@@ -14,6 +14,7 @@
 #include "../core/fsutil.h"
 #include "../core/rng.h"
 #include "../core/status.h"
+#include "../dist/comm_mpi.h"
 #include "../train/checkpoint.h"
 #include "cli.h"
 
@@ -21,7 +22,8 @@
 
 typedef struct train_ctx {
     const opts *o;
-    const mw_model *m;
+    mw_model *m;
+    mw_comm *comm; /* --zero: the ranks (rank 0 prints, logs and saves) */
     FILE *jlog;
     int tty, log_every, steps_run, last_saved;
     double ms_total;
@@ -37,8 +39,27 @@ static void fmt_eta(double sec, char *buf, size_t n) {
 
 static mw_status save_checkpoint(train_ctx *t, const mw_run_state *st) {
     char path[4096];
-    MW_TRY(mw_ckpt_save(t->o->ckpt_dir, t->m, st, t->train_tokens, path, sizeof path));
-    MW_TRY(mw_ckpt_prune(t->o->ckpt_dir, t->o->cfg.keep, st->step));
+    mw_comm *cm = t->comm;
+    if (cm && cm->rank != 0) { /* rank 0 writes; this rank serves its optimizer state */
+        mw_status s = mw_model_state_serve(t->m);
+        int bad = 0;
+        if (mw_mpi_max_int(cm, s != MW_OK, &bad) != MW_OK) return MW_ERR_IO;
+        if (s != MW_OK) return s;
+        t->last_saved = st->step;
+        return bad ? mw_fail(MW_ERR_IO, "rank 0 could not save the checkpoint (its error is above)") : MW_OK;
+    }
+    mw_status s = mw_ckpt_save(t->o->ckpt_dir, t->m, st, t->train_tokens, path, sizeof path);
+    if (s == MW_OK) s = mw_ckpt_prune(t->o->ckpt_dir, t->o->cfg.keep, st->step);
+    if (cm) { /* the others stop serving whatever happened, then learn whether it worked */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", mw_last_error());
+        mw_status e = mw_model_state_serve_end(t->m);
+        int bad = 0;
+        if (e == MW_OK) e = mw_mpi_max_int(cm, s != MW_OK, &bad);
+        if (s != MW_OK) return mw_fail(s, "%s", msg);
+        MW_TRY(e);
+    }
+    MW_TRY(s);
     t->last_saved = st->step;
     if (!t->tty) printf("  saved %s\n", path);
     return MW_OK;
@@ -381,9 +402,34 @@ static void trim_log(const char *path, int step) {
     }
 }
 
+/* --zero: MPI, this rank's place in the run, and its output (rank 0 alone prints on stdout) */
+static mw_comm *start_ranks(opts *o, int *argc, char ***argv) {
+    const int launched = mw_mpi_launched_size();
+    if (!o->cfg.dp) {
+        if (launched > 1)
+            die(1, "started as one of %d ranks (mpirun) without --zero: each would train the whole model alone on the "
+                   "same data and write the same files; give --zero 0 or 1 to share the steps", launched);
+        return NULL;
+    }
+    mw_comm *cm;
+    if (mw_mpi_init(argc, argv, &cm) != MW_OK) die(1, "%s", mw_last_error());
+    if (cm->size > 1) die_hook = mw_mpi_abort; /* one rank's error stops every rank */
+    o->cfg.world = cm->size;
+    o->cfg.rank = cm->rank;
+    if (!opt_given(o, "threads")) { /* the machine's cores shared by its ranks */
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        int per = (int)(cores / mw_mpi_local_size());
+        o->cfg.threads = per > 0 ? per : 1;
+    }
+    if (cm->rank != 0 && !freopen("/dev/null", "w", stdout)) die(1, "rank %d: cannot silence stdout", cm->rank);
+    return cm;
+}
+
 int cmd_train(int argc, char **argv) {
     opts o;
     parse(&o, CMD_TRAIN, "train", argc, argv);
+    mw_comm *comm = start_ranks(&o, &argc, &argv);
+    const int rank0 = !comm || comm->rank == 0;
     if (!o.data) die(1, "train: --data PREFIX is required (make token files with memwall prepare)");
     if (o.override && !o.resume) die(1, "--override applies to --resume only (it lets flags differ from the checkpoint)");
     if (o.reset_optim && !o.resume) die(1, "--reset-optimizer applies to --resume only (a new run's optimizer state starts from zero)");
@@ -393,13 +439,19 @@ int cmd_train(int argc, char **argv) {
     apply_init_shape(&o);
     /* nothing is created before the plan is accepted; an existing lock is taken now, so that
      * another run cannot write --out while this one reads it */
-    int lock = -1;
-    if (o.ckpt_dir && mw_dir_lock(o.ckpt_dir, 0, &lock) != MW_OK) die(1, "%s", mw_last_error());
+    int lock = -1; /* rank 0's: it alone writes --out */
+    if (rank0 && o.ckpt_dir && mw_dir_lock(o.ckpt_dir, 0, &lock) != MW_OK) die(1, "%s", mw_last_error());
     char ckpt[4096] = "";
     mw_ckpt_info info;
     overrides ov = {0};
     if (o.resume) {
         find_resume(&o, ckpt, sizeof ckpt, &info);
+        if (ckpt[0] && o.cfg.dp) { /* a checkpoint records the step's micro-batches over all its ranks */
+            if (info.cfg.accum % o.cfg.world)
+                die(1, "--resume: %s takes %d micro-batches per step, which %d ranks cannot share evenly (run it on a "
+                       "number of ranks that divides %d)", ckpt, info.cfg.accum, o.cfg.world, info.cfg.accum);
+            info.cfg.accum /= o.cfg.world;
+        }
         if (ckpt[0]) adopt_checkpoint(&o, &info, ckpt, &ov);
         else printf("  resume auto: no checkpoint in %s yet, starting from step 0\n", o.ckpt_dir);
     }
@@ -431,7 +483,8 @@ int cmd_train(int argc, char **argv) {
     print_plan(&plan);
     mw_model *m = create_model(&o); /* exits 2 when the plan does not fit --budget */
     print_offload(m);
-    if (o.ckpt_dir) {                /* the plan is accepted: now --out may be created and locked */
+    if (comm && mw_model_set_comm(m, comm) != MW_OK) die(1, "%s", mw_last_error());
+    if (rank0 && o.ckpt_dir) {       /* the plan is accepted: now --out may be created and locked */
         if (mw_mkdirs(o.ckpt_dir) != MW_OK) die(1, "--out: %s", mw_last_error());
         if (access(o.ckpt_dir, W_OK) != 0) die(1, "--out %s is not writable: %s", o.ckpt_dir, strerror(errno));
         if (lock < 0 && mw_dir_lock(o.ckpt_dir, 1, &lock) != MW_OK) die(1, "%s", mw_last_error());
@@ -452,11 +505,11 @@ int cmd_train(int argc, char **argv) {
     } else {
         mw_model_init_gpt2(m, o.cfg.seed);
     }
-    train_ctx t = {.o = &o, .m = m, .tty = isatty(1), .last_saved = ckpt[0] ? st.step : -1,
+    train_ctx t = {.o = &o, .m = m, .comm = comm, .tty = rank0 && isatty(1), .last_saved = ckpt[0] ? st.step : -1,
                    .train_tokens = mw_data_count(train)};
     t.log_every = o.log_every > 0 ? o.log_every : t.tty ? 1 : (o.cfg.steps + 19) / 20;
-    if (o.json_log && ckpt[0]) trim_log(o.json_log, st.step);
-    if (o.json_log && !(t.jlog = fopen(o.json_log, ckpt[0] ? "a" : "w")))
+    if (rank0 && o.json_log && ckpt[0]) trim_log(o.json_log, st.step);
+    if (rank0 && o.json_log && !(t.jlog = fopen(o.json_log, ckpt[0] ? "a" : "w")))
         die(1, "cannot open --json-log %s: %s", o.json_log, strerror(errno));
     if (t.jlog && ov.n) {
         fprintf(t.jlog, "{\"event\": \"override\", \"step\": %d, \"overrides\": {%s}}\n", st.step, ov.json);
@@ -464,7 +517,7 @@ int cmd_train(int argc, char **argv) {
     }
     progress_line vp; /* validation can take longer than a step: its progress goes to stderr */
     progress_init(&vp, "validation");
-    mw_model_set_progress(m, progress_fn, &vp);
+    if (rank0) mw_model_set_progress(m, progress_fn, &vp);
     mw_status ts = mw_train(m, train, val, &st, on_step, &t);
     if (ts != MW_OK && ts != MW_ERR_STOP) die(1, "%s", mw_last_error());
     if (o.ckpt_dir && t.last_saved != st.step && save_checkpoint(&t, &st) != MW_OK)
@@ -475,6 +528,22 @@ int cmd_train(int argc, char **argv) {
     printf("done: %d steps in %.1f s | arena peak %s (plan %s) | peak RSS %s\n", t.steps_run,
            t.ms_total / 1e3, mw_fmt_bytes(peak, b1, sizeof b1), mw_fmt_bytes(plan.peak, b2, sizeof b2),
            mw_fmt_bytes(rss, b3, sizeof b3));
+    uint64_t *rk = NULL; /* --zero: every rank's arena peak, plan, peak RSS and bytes sent */
+    if (comm) {
+        rk = calloc((size_t)comm->size * 4, sizeof *rk);
+        if (!rk) die(1, "out of memory");
+        const uint64_t mine[4] = {peak, plan.peak, rss, comm->sent};
+        for (int q = 0; q < 4; q++)
+            if (mw_mpi_allgather_u64(comm, mine[q], rk + (size_t)q * comm->size) != MW_OK) die(1, "%s", mw_last_error());
+        const double P = (double)mw_config_num_params(&o.cfg), steps = t.steps_run > 0 ? t.steps_run : 1;
+        printf("  ranks (--zero %d, %d of them):", o.cfg.zero, comm->size);
+        for (int j = 0; j < comm->size; j++)
+            printf("%s rank %d arena peak %s (plan %s), peak RSS %s", j ? ";" : "", j,
+                   mw_fmt_bytes(rk[j], b1, sizeof b1), mw_fmt_bytes(rk[comm->size + j], b2, sizeof b2),
+                   mw_fmt_bytes(rk[2 * comm->size + j], b3, sizeof b3));
+        printf("\n  sent per rank per step: %s (%.3f floats per parameter)\n",
+               mw_fmt_bytes((uint64_t)(rk[3 * comm->size] / steps), b1, sizeof b1), rk[3 * comm->size] / steps / 4.0 / P);
+    }
     printf("  arena peak per category (the plan it executed):");
     for (int k = 0; k < MW_CAT_COUNT; k++)
         printf(" %s %s%s", mw_category_name(k), mw_fmt_bytes(cat[k], b1, sizeof b1),
@@ -491,13 +560,24 @@ int cmd_train(int argc, char **argv) {
         fprintf(t.jlog, "{\"event\": \"end\", \"steps\": %d, \"plan_peak_bytes\": %llu, ", st.step,
                 (unsigned long long)plan.peak);
         json_categories(t.jlog, m);
+        if (rk) {
+            fprintf(t.jlog, ", \"zero\": %d, \"world\": %d, \"ranks\": [", o.cfg.zero, comm->size);
+            for (int j = 0; j < comm->size; j++)
+                fprintf(t.jlog, "%s{\"rank\": %d, \"arena_peak_bytes\": %llu, \"plan_peak_bytes\": %llu, "
+                                "\"peak_rss_bytes\": %llu, \"sent_bytes\": %llu}", j ? ", " : "", j,
+                        (unsigned long long)rk[j], (unsigned long long)rk[comm->size + j],
+                        (unsigned long long)rk[2 * comm->size + j], (unsigned long long)rk[3 * comm->size + j]);
+            fprintf(t.jlog, "]");
+        }
         fprintf(t.jlog, "}\n");
         if (fclose(t.jlog) != 0) die(1, "cannot write --json-log %s: %s", o.json_log, strerror(errno));
     }
+    free(rk);
     mw_model_destroy(m);
     mw_data_close(train);
     mw_data_close(val);
     if (lock >= 0) close(lock);
+    if (comm) mw_mpi_finalize();
     return 0;
 }
 

@@ -213,6 +213,16 @@ static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *
     const int L = c->n_layer, last = m->nops - 1, nslots = a->ngs + (L + 1) * a->nls;
     const uint64_t F = sizeof(float), N = (uint64_t)c->batch * c->seq;
     int idx = 0;
+    if (c->dp) { /* this rank's shard, and the exchange's round: at most the largest shard */
+        uint64_t lo, hi, mx = 0;
+        mw_zero_shard(m->nfloats, c->world, c->rank, &lo, &hi);
+        m->zlo = lo, m->zhi = hi;
+        for (int r = 0; r < c->world; r++) {
+            mw_zero_shard(m->nfloats, c->world, r, &lo, &hi);
+            if (hi - lo > mx) mx = hi - lo;
+        }
+        m->zrq = mx < MW_ZERO_BUCKET ? (size_t)mx : MW_ZERO_BUCKET;
+    }
 #define PERSIST(ptr, bytes, cat, nm)                                                               \
     do {                                                                                           \
         if (placed)                                                                                \
@@ -244,10 +254,15 @@ static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *
             PERSIST(m->grads, m->nfloats * F, MW_CAT_GRADS, "grads");
         }
         const int adam = c->optim == MW_OPTIM_ADAMW;
+        const size_t on = mw_graph_opt_sharded(m) ? m->zhi - m->zlo : m->nfloats;
         if (m->offload == MW_OFFLOAD_NONE && m->opt.bits[0])
-            PERSIST(m->m, mw_opt_array_bytes(m->opt.bits[0], m->nfloats), MW_CAT_OPTIM, adam ? "adam_m" : "optim_m");
+            PERSIST(m->m, mw_opt_array_bytes(m->opt.bits[0], on), MW_CAT_OPTIM, adam ? "adam_m" : "optim_m");
         if (m->offload == MW_OFFLOAD_NONE && m->opt.bits[1])
-            PERSIST(m->v, mw_opt_array_bytes(m->opt.bits[1], m->nfloats), MW_CAT_OPTIM, adam ? "adam_v" : "optim_v");
+            PERSIST(m->v, mw_opt_array_bytes(m->opt.bits[1], on), MW_CAT_OPTIM, adam ? "adam_v" : "optim_v");
+        if (c->dp) { /* the gradients' exchange (src/dist/zero.c) */
+            if (c->accum > 1) PERSIST(m->zacc, (m->zhi - m->zlo) * F, MW_CAT_GRADS, "zero_acc");
+            PERSIST(m->zrecv, (uint64_t)c->world * m->zrq * F, MW_CAT_WORK, "zero_recv");
+        }
         if (m->opt.state_bytes) PERSIST(m->ostate, m->opt.state_bytes, MW_CAT_OPTIM, "optim_state");
     }
     if (placed && slot_bytes) /* the slots' I/O is O_DIRECT: align them */
@@ -878,7 +893,8 @@ mw_status mw_model_tensor_info(const mw_model *m, int i, mw_param_info *info, in
     info->data = access ? mw_graph_param_access((mw_model *)m, i, 1) : mw_graph_tensor(m, 0, i);
     if (access && !info->data) return io_check(m);
     info->grad = m->cfg.inference ? NULL : mw_graph_tensor(m, 1, i);
-    const int adam = m->cfg.optim == MW_OPTIM_ADAMW; /* the moments by tensor: AdamW's alone */
+    /* the moments by tensor: AdamW's alone, and not when ranks share them (mw_model_moment_view) */
+    const int adam = m->cfg.optim == MW_OPTIM_ADAMW && !mw_graph_opt_sharded(m);
     info->m = adam && m->m ? (float *)m->m + t->offset : NULL;
     info->v = adam && m->v ? (float *)m->v + t->offset : NULL;
     return MW_OK;
@@ -1265,6 +1281,7 @@ static void opt_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const a
 mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
     const mw_config *c = &m->cfg;
     if (c->inference) return MW_OK;
+    if (mw_graph_opt_sharded(m)) return mw_zero_opt_step(m, lr, grad_norm, t);
     float coef = 1.0f;
     if (c->grad_clip > 0) { /* PyTorch's clip_grad_norm_: max_norm / (norm + 1e-6), at most 1 */
         float cc = (float)c->grad_clip / (float)(grad_norm + 1e-6);
@@ -1326,6 +1343,8 @@ static mw_status state_window(const mw_model *m, int which, size_t off, size_t l
     const int bits = which >= 0 && which <= 1 && !m->cfg.inference ? m->opt.bits[which] : 0;
     if (!bits || off >= limit || limit > m->nfloats || (bits == 4 && (off & 1)))
         return mw_fail(MW_ERR_ARG, "internal: optimizer array %d at %zu", which, off);
+    if (mw_graph_opt_sharded(m)) /* this rank's shard, another's (src/dist/zero.c) */
+        return mw_zero_state_window(m, which, off, limit, write, p, n);
     if (!m->off) {
         *p = mw_opt_elem(which ? m->v : m->m, bits, off);
         *n = limit - off;

@@ -131,6 +131,13 @@ struct mw_model {
     int gvisit;                        /* grad visits bound so far in this micro-batch */
     mw_status io_error;                /* a failed transfer outside a status-returning call */
     char io_msg[512];                  /* ... and its message */
+    /* data parallelism (cfg.dp, src/dist/zero.c): the ranks, this rank's shard [zlo, zhi) of the
+     * flat buffer (its optimizer state under --zero 1), the gradient sum of the step's earlier
+     * micro-batches over the shard (accum > 1), and the buffer that receives every rank's piece
+     * of the shard, MW_ZERO_BUCKET floats per rank at a time */
+    mw_comm *comm;
+    size_t zlo, zhi, zrq;
+    float *zacc, *zrecv;
     char offload_why[200];   /* auto's reasons ("" otherwise) */
     void *off_stage;         /* MW_OFFLOAD_OPTIMIZER: the moments' staging buffer (optimizer op) */
     struct mw_offload *off;  /* ... and the disk tier holding them (src/memory/offload.c) */
@@ -171,6 +178,16 @@ struct mw_model_def {
 
 /* The model families (src/model/models.c). NULL for an unknown arch. */
 const mw_model_def *mw_arch_get(int arch);
+
+#define MW_ZERO_BUCKET (1u << 18) /* floats per rank of one round of the gradients' exchange */
+/* cfg.dp with --zero >= 1: the optimizer's arrays cover [zlo, zhi) only */
+static inline int mw_graph_opt_sharded(const mw_model *m) { return m->cfg.dp && m->cfg.zero >= 1 && !m->cfg.inference; }
+
+/* src/dist/zero.c: the optimizer over this rank's shard, then every rank's parameters gathered;
+ * the optimizer arrays' elements [off, limit) of a sharded model (another rank's streamed from it
+ * when reading, a scratch window that drops them when writing) */
+mw_status mw_zero_opt_step(mw_model *m, double lr, double grad_norm, int t);
+mw_status mw_zero_state_window(const mw_model *m, int which, size_t off, size_t limit, int write, void **p, size_t *n);
 
 /* For models: */
 void mw_graph_push(mw_model *m, int kind, int layer);

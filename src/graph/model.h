@@ -3,6 +3,8 @@
 #define MW_GRAPH_MODEL_H
 #include "memwall.h"
 
+/* mw_train_step of a data-parallel model (cfg.dp; src/dist/zero.c) */
+mw_status mw_zero_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step_report *r);
 /* Arena-backed token staging of the trainer: 2*B*T + B*(T+1) int32. */
 int32_t *mw_model_staging(mw_model *m);
 /* Tells the progress function of mw_model_set_progress, if any, that done of total units ran. */

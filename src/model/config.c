@@ -159,6 +159,19 @@ mw_status mw_config_validate(const mw_config *c) {
     NEED(strnlen(c->offload_dir, sizeof c->offload_dir) < sizeof c->offload_dir, "--offload-dir is not terminated");
     NEED(c->recompute != MW_RECOMPUTE_AUTO || c->budget > 0 || c->inference,
          "--recompute auto chooses per block what fits --budget: give a --budget");
+    if (c->dp) {
+        NEED(c->world >= 1 && c->rank >= 0 && c->rank < c->world, "rank %d of a world of %d", c->rank, c->world);
+        NEED(c->zero >= 0 && c->zero <= 3, "--zero takes a ZeRO stage, 0 to 3 (got %d)", c->zero);
+        NEED(c->zero <= 1, "--zero %d: stages 2 and 3 (gradients and parameters sharded) are not built yet; "
+             "--zero 1 shards the optimizer state, --zero 0 none", c->zero);
+        NEED(c->offload == MW_OFFLOAD_NONE, "--zero with --offload %s: the disk tier under data parallelism is "
+             "not built yet", mw_offload_name(c->offload));
+        NEED(c->precision == MW_PRECISION_FP32, "--zero with --precision %s: bfloat16 gradients under data "
+             "parallelism are not built yet", mw_precision_str(c->precision));
+        NEED(c->zero == 0 || c->optim == MW_OPTIM_ADAMW || c->optim == MW_OPTIM_SGD,
+             "--zero 1 shards element-wise optimizer state (adamw, sgd); --optim %s keeps state across elements "
+             "(blocks, rows): use --zero 0", mw_optim_str(c->optim));
+    }
 #undef NEED
     return MW_OK;
 }

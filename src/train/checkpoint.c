@@ -96,7 +96,7 @@ static int meta_text(char *buf, size_t n, const mw_model *m, const mw_run_state 
                      "weight_decay=%.17g\ngrad_clip=%.17g\nseed=%" PRIu64 "\neval_every=%d\n"
                      "eval_batches=%d\nstep=%d\nloader_rng=%" PRIu64 "\ntrain_tokens=%" PRIu64 "\n",
                      mw_arch_name(c->arch), c->n_layer, c->n_head, c->n_embd, c->vocab, c->ctx, c->batch,
-                     c->seq, c->accum, c->steps, c->warmup, c->lr, c->min_lr_frac, c->beta1, c->beta2,
+                     c->seq, c->accum * (c->dp ? c->world : 1) /* the step's micro-batches over all ranks */, c->steps, c->warmup, c->lr, c->min_lr_frac, c->beta1, c->beta2,
                      c->eps, c->weight_decay, c->grad_clip, c->seed, c->eval_every, c->eval_batches,
                      st->step, st->loader_rng, train_tokens);
     if (c->arch == MW_ARCH_LLAMA && k >= 0 && (size_t)k < n) /* the Llama family's own shape */

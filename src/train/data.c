@@ -321,3 +321,12 @@ mw_status mw_loader_next(mw_loader *l, int B, int T, int32_t *inputs, int32_t *t
     }
     return MW_OK;
 }
+
+mw_status mw_loader_skip(mw_loader *l, int B, int T) {
+    uint64_t count = l->data->count;
+    if (count < (uint64_t)T + 1)
+        return mw_fail(MW_ERR_ARG, "%s holds %llu tokens, fewer than one window of --seq+1 = %d",
+                       l->data->path, (unsigned long long)count, T + 1);
+    for (int b = 0; b < B; b++) (void)mw_rng_below(&l->rng, count - (uint64_t)T);
+    return MW_OK;
+}

@@ -57,6 +57,7 @@ mw_status mw_evaluate(mw_model *m, mw_data *d, int n_batches, float *loss) {
 
 mw_status mw_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step_report *r) {
     const mw_config *c = mw_model_config(m);
+    if (c->dp) return mw_zero_train_step(m, s, next, ctx, r);
     const int N = c->batch * c->seq;
     int32_t *in = mw_model_staging(m), *tg = in + N, *win = tg + N;
     double t0 = now_ms(), loss = 0.0;
@@ -91,6 +92,7 @@ typedef struct loader_ctx {
 
 static mw_status loader_batch(void *ctx, int32_t *in, int32_t *tg, int32_t *scratch) {
     loader_ctx *lc = ctx;
+    if (!in) return mw_loader_skip(&lc->loader, lc->B, lc->T);
     return mw_loader_next(&lc->loader, lc->B, lc->T, in, tg, scratch);
 }
 

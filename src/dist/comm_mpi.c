@@ -1,0 +1,156 @@
+/* mw_comm over MPI point-to-point messages. The collectives are memwall's own schedules (an
+ * all-to-all of pairwise messages, a ring all-gather), so that what is summed where is memwall's
+ * (src/dist/zero.c) and the bytes each rank sends are counted. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/status.h"
+#include "comm_mpi.h"
+
+static int env_int(const char *name) {
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : 0;
+}
+
+int mw_mpi_launched_size(void) {
+    int n = env_int("OMPI_COMM_WORLD_SIZE");
+    if (!n) n = env_int("PMI_SIZE");
+    if (!n) n = env_int("PMIX_SIZE");
+    return n;
+}
+
+int mw_mpi_local_size(void) {
+    int n = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (!n) n = env_int("MPI_LOCALNRANKS");
+    return n > 0 ? n : 1;
+}
+
+#ifdef MW_HAVE_MPI
+#include <mpi.h>
+
+#define CHUNK (1 << 30) /* bytes per message at most (MPI counts are int) */
+enum { TAG_A2A = 11, TAG_RING = 12, TAG_P2P = 13 };
+
+int mw_mpi_built(void) { return 1; }
+
+static mw_status mpi_fail(int rc, const char *what) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    msg[len < MPI_MAX_ERROR_STRING ? len : MPI_MAX_ERROR_STRING - 1] = 0;
+    return mw_fail(MW_ERR_IO, "MPI %s failed: %s", what, msg);
+}
+#define MPI_TRY(call, what)                                                                        \
+    do {                                                                                           \
+        int rc_ = (call);                                                                          \
+        if (rc_ != MPI_SUCCESS) return mpi_fail(rc_, what);                                        \
+    } while (0)
+
+static mw_status a2a(mw_comm *c, const float *send, const size_t *sc, const size_t *sd, float *recv, const size_t *rc,
+                     const size_t *rd) {
+    const int W = c->size, me = c->rank;
+    MPI_Request *req = malloc(sizeof(MPI_Request) * 2 * (size_t)W);
+    if (!req) return mw_fail(MW_ERR_NOMEM, "out of memory");
+    int n = 0, rcode = MPI_SUCCESS;
+    for (int j = 0; j < W && rcode == MPI_SUCCESS; j++)
+        if (j != me && rc[j]) rcode = MPI_Irecv(recv + rd[j], (int)rc[j], MPI_FLOAT, j, TAG_A2A, MPI_COMM_WORLD, &req[n++]);
+    for (int j = 0; j < W && rcode == MPI_SUCCESS; j++)
+        if (j != me && sc[j]) {
+            rcode = MPI_Isend(send + sd[j], (int)sc[j], MPI_FLOAT, j, TAG_A2A, MPI_COMM_WORLD, &req[n++]);
+            c->sent += sc[j] * sizeof(float);
+        }
+    if (rc[me]) memcpy(recv + rd[me], send + sd[me], rc[me] * sizeof(float));
+    if (rcode == MPI_SUCCESS) rcode = MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
+    free(req);
+    return rcode == MPI_SUCCESS ? MW_OK : mpi_fail(rcode, "all-to-all");
+}
+
+/* in place, around the ring: at step s rank r passes block r - s on to r + 1 */
+static mw_status ring(mw_comm *c, void *buf, size_t elem, const size_t *count, const size_t *displ) {
+    const int W = c->size, me = c->rank, to = (me + 1) % W, from = (me + W - 1) % W;
+    char *b = buf;
+    for (int s = 0; s < W - 1; s++) {
+        const int sb = (me - s + W) % W, rb = (me - s - 1 + 2 * W) % W;
+        const size_t sn = count[sb] * elem, rn = count[rb] * elem;
+        char *sp = b + displ[sb] * elem, *rp = b + displ[rb] * elem;
+        for (size_t o = 0; o < sn || o < rn; o += CHUNK) {
+            const int k = o < sn ? (int)(sn - o < CHUNK ? sn - o : CHUNK) : 0;
+            const int l = o < rn ? (int)(rn - o < CHUNK ? rn - o : CHUNK) : 0;
+            MPI_TRY(MPI_Sendrecv(sp + (o < sn ? o : 0), k, MPI_BYTE, to, TAG_RING, rp + (o < rn ? o : 0), l, MPI_BYTE,
+                                 from, TAG_RING, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                    "all-gather");
+            c->sent += (uint64_t)k;
+        }
+    }
+    return MW_OK;
+}
+
+static mw_status p2p_send(mw_comm *c, int to, const void *buf, size_t n) {
+    const char *p = buf;
+    do {
+        const int k = (int)(n < CHUNK ? n : CHUNK);
+        MPI_TRY(MPI_Send(p, k, MPI_BYTE, to, TAG_P2P, MPI_COMM_WORLD), "send");
+        c->sent += (uint64_t)k;
+        p += k, n -= (size_t)k;
+    } while (n);
+    return MW_OK;
+}
+
+static mw_status p2p_recv(mw_comm *c, int from, void *buf, size_t n) {
+    char *p = buf;
+    do {
+        const int k = (int)(n < CHUNK ? n : CHUNK);
+        MPI_TRY(MPI_Recv(p, k, MPI_BYTE, from, TAG_P2P, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "receive");
+        p += k, n -= (size_t)k;
+    } while (n);
+    return MW_OK;
+}
+
+static mw_comm world_comm;
+
+mw_status mw_mpi_init(int *argc, char ***argv, mw_comm **out) {
+    int provided = 0;
+    MPI_TRY(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "init");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    if (provided < MPI_THREAD_FUNNELED) return mw_fail(MW_ERR_ARG, "this MPI gives no MPI_THREAD_FUNNELED");
+    mw_comm *c = &world_comm;
+    memset(c, 0, sizeof *c);
+    MPI_TRY(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank), "rank");
+    MPI_TRY(MPI_Comm_size(MPI_COMM_WORLD, &c->size), "size");
+    c->alltoallv = a2a;
+    c->allgatherv = ring;
+    c->send = p2p_send;
+    c->recv = p2p_recv;
+    *out = c;
+    return MW_OK;
+}
+
+void mw_mpi_finalize(void) { MPI_Finalize(); }
+
+void mw_mpi_abort(int code) {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    exit(code);
+}
+
+mw_status mw_mpi_allgather_u64(mw_comm *c, uint64_t mine, uint64_t *out) {
+    MPI_TRY(MPI_Allgather(&mine, 1, MPI_UINT64_T, out, 1, MPI_UINT64_T, MPI_COMM_WORLD), "all-gather");
+    return MW_OK;
+}
+
+mw_status mw_mpi_max_int(mw_comm *c, int v, int *out) {
+    MPI_TRY(MPI_Allreduce(&v, out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "all-reduce");
+    return MW_OK;
+}
+#else
+int mw_mpi_built(void) { return 0; }
+
+static mw_status none(void) {
+    return mw_fail(MW_ERR_ARG, "this memwall was built without MPI: data parallelism (--zero) needs the MPI build "
+                               "(scripts/install-deps.sh installs OpenMPI; then make)");
+}
+mw_status mw_mpi_init(int *argc, char ***argv, mw_comm **out) { return none(); }
+void mw_mpi_finalize(void) {}
+void mw_mpi_abort(int code) { exit(code); }
+mw_status mw_mpi_allgather_u64(mw_comm *c, uint64_t mine, uint64_t *out) { return none(); }
+mw_status mw_mpi_max_int(mw_comm *c, int v, int *out) { return none(); }
+#endif

@@ -1,0 +1,297 @@
+/* Data parallelism with ZeRO (Rajbhandari et al.) over the collectives of an mw_comm.
+ *
+ * A step of world W ranks and cfg.accum = A takes M = W x A micro-batches, dealt in the order one
+ * process with --accum M draws them: micro-step k of rank r trains micro-batch k*W + r. Every rank
+ * draws the windows of every micro-batch from the same loader stream, skipping the others' without
+ * reading them, so the data and its order do not depend on W.
+ *
+ * The sum is memwall's, never MPI's. Each micro-batch's gradient is formed from zero; after each
+ * micro-step, rank j receives every rank's gradient over its shard of the flat buffer (an
+ * all-to-all in rounds of MW_ZERO_BUCKET floats per rank) and adds them in micro-batch order onto
+ * the sum of the earlier micro-steps: G = ((g_0 + g_1) + g_2) + ... + g_(M-1), element by element.
+ * That order is a function of M alone, so the gradient, the norm (partial sums over whole quanta
+ * of MW_NORM_QUANTUM, which shards never split), the update and the losses are the same bits for
+ * every W at the same W x A (and, with A = 1 per rank and W = 1, those of the plain run).
+ *
+ * Stage 0 then gathers the summed gradient to every rank, which steps the whole buffer. Stage 1
+ * steps only its shard, whose optimizer state is all it holds, and gathers the parameters. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <math.h>
+
+#include "../core/status.h"
+#include "../graph/graph.h"
+#include "../graph/model.h"
+
+void mw_zero_shard(uint64_t n, int world, int r, uint64_t *lo, uint64_t *hi) {
+    const uint64_t Q = MW_NORM_QUANTUM, nq = (n + Q - 1) / Q;
+    const uint64_t a = nq * (uint64_t)r / (uint64_t)world, b = nq * (uint64_t)(r + 1) / (uint64_t)world;
+    *lo = a * Q < n ? a * Q : n;
+    *hi = b * Q < n ? b * Q : n;
+}
+
+mw_status mw_model_set_comm(mw_model *m, mw_comm *comm) {
+    const mw_config *c = &m->cfg;
+    if (!c->dp) return mw_fail(MW_ERR_ARG, "the model was not planned for data parallelism (cfg.dp)");
+    if (!comm || comm->size != c->world || comm->rank != c->rank)
+        return mw_fail(MW_ERR_ARG, "the model was planned as rank %d of %d, the communicator is rank %d of %d",
+                       c->rank, c->world, comm ? comm->rank : -1, comm ? comm->size : 0);
+    m->comm = comm;
+    return MW_OK;
+}
+
+mw_comm *mw_model_comm(const mw_model *m) { return m->comm; }
+
+/* The shards of every rank: lo[j], hi[j] (2 x world entries, malloc'd). */
+static mw_status shards(const mw_model *m, size_t **out) {
+    const int W = m->cfg.world;
+    size_t *s = malloc(sizeof(size_t) * 2 * (size_t)W);
+    if (!s) return mw_fail(MW_ERR_NOMEM, "out of memory");
+    for (int j = 0; j < W; j++) {
+        uint64_t lo, hi;
+        mw_zero_shard(m->nfloats, W, j, &lo, &hi);
+        s[j] = (size_t)lo, s[W + j] = (size_t)hi;
+    }
+    *out = s;
+    return MW_OK;
+}
+
+/* Micro-step k's exchange: every rank's gradient of its micro-batch (m->grads, formed from zero)
+ * added, in rank order, onto the shard's sum; after the last micro-step (last) the sum goes into
+ * the shard's part of m->grads, else into m->zacc. Leaves the rest of m->grads zero. */
+static mw_status exchange(mw_model *m, int k, int last) {
+    mw_comm *cm = m->comm;
+    const int W = cm->size;
+    const size_t q = m->zrq, mylo = m->zlo, myn = m->zhi - m->zlo;
+    size_t *sh = NULL, *cnt = NULL;
+    MW_TRY(shards(m, &sh));
+    cnt = malloc(sizeof(size_t) * 4 * (size_t)W);
+    if (!cnt) {
+        free(sh);
+        return mw_fail(MW_ERR_NOMEM, "out of memory");
+    }
+    size_t *sc = cnt, *sd = cnt + W, *rc = cnt + 2 * W, *rdp = cnt + 3 * W, most = 0;
+    for (int j = 0; j < W; j++)
+        if (sh[W + j] - sh[j] > most) most = sh[W + j] - sh[j];
+    const size_t rounds = q ? (most + q - 1) / q : 0;
+    mw_status st = MW_OK;
+    float *g = m->grads, *acc = m->zacc, *rv = m->zrecv;
+    for (size_t t = 0; t < rounds && st == MW_OK; t++) {
+        const size_t a = t * q, mine = myn > a ? (myn - a < q ? myn - a : q) : 0;
+        for (int j = 0; j < W; j++) {
+            const size_t n = sh[W + j] - sh[j], len = n > a ? (n - a < q ? n - a : q) : 0;
+            sc[j] = len, sd[j] = len ? sh[j] + a : 0;
+            rc[j] = mine, rdp[j] = (size_t)j * q;
+        }
+        st = cm->alltoallv(cm, g, sc, sd, rv, rc, rdp);
+        if (st != MW_OK || !mine) continue;
+        float *dst = last ? g + mylo + a : acc + a;
+        const float *prev = acc + a;
+        const int first = k == 0;
+#pragma omp parallel for schedule(static)
+        for (size_t e = 0; e < mine; e++) {
+            float x = first ? rv[e] : prev[e] + rv[e];
+            for (int j = 1; j < W; j++) x = x + rv[(size_t)j * q + e];
+            dst[e] = x;
+        }
+    }
+    if (st == MW_OK) { /* the next micro-batch's gradient starts from zero; the sum stays */
+        if (!last || !myn) {
+            memset(g, 0, m->nfloats * sizeof(float));
+        } else {
+            memset(g, 0, mylo * sizeof(float));
+            memset(g + m->zhi, 0, (m->nfloats - m->zhi) * sizeof(float));
+        }
+    }
+    free(cnt);
+    free(sh);
+    return st;
+}
+
+/* Every rank's part [lo_j, hi_j) of buf (floats) to every rank. */
+static mw_status gather_flat(mw_model *m, float *buf) {
+    mw_comm *cm = m->comm;
+    const int W = cm->size;
+    size_t *sh = NULL;
+    MW_TRY(shards(m, &sh));
+    for (int j = 0; j < W; j++) sh[W + j] -= sh[j]; /* counts */
+    mw_status st = cm->allgatherv(cm, buf, sizeof(float), sh + W, sh);
+    free(sh);
+    return st;
+}
+
+/* The gradient norm of the summed gradient, whose shards the ranks hold: each quantum's partial sum
+ * by its owner, the same additions as mw_graph_grad_norm's, then every rank sums them in order. */
+static mw_status shard_norm(mw_model *m, double *norm) {
+    mw_comm *cm = m->comm;
+    const int W = cm->size;
+    const size_t Q = MW_NORM_QUANTUM, nb = (m->nfloats + Q - 1) / Q;
+    double *parts = (double *)m->opp[(size_t)m->opt_op * MW_MAXACC];
+    size_t *sh = NULL;
+    MW_TRY(shards(m, &sh));
+    for (int j = 0; j < W; j++) { /* in quanta */
+        const size_t lo = sh[j] / Q, hi = (sh[W + j] + Q - 1) / Q;
+        sh[j] = lo, sh[W + j] = hi - lo;
+    }
+    const size_t b0 = m->zlo / Q, b1 = (m->zhi + Q - 1) / Q;
+    const float *g = m->grads;
+#pragma omp parallel for schedule(static)
+    for (size_t b = b0; b < b1; b++) {
+        const size_t j1 = (b + 1) * Q < m->nfloats ? (b + 1) * Q : m->nfloats;
+        double s = 0.0;
+        for (size_t j = b * Q; j < j1; j++) s += (double)g[j] * g[j];
+        parts[b] = s;
+    }
+    mw_status st = cm->allgatherv(cm, parts, sizeof(double), sh + W, sh);
+    free(sh);
+    MW_TRY(st);
+    double s = 0.0;
+    for (size_t b = 0; b < nb; b++) s += parts[b];
+    *norm = sqrt(s);
+    return MW_OK;
+}
+
+mw_status mw_zero_opt_step(mw_model *m, double lr, double grad_norm, int t) {
+    const mw_config *c = &m->cfg;
+    if (!m->comm) return mw_fail(MW_ERR_ARG, "a --zero %d model needs its ranks (mw_model_set_comm)", c->zero);
+    float coef = 1.0f;
+    if (c->grad_clip > 0) { /* as mw_model_adamw_step */
+        float cc = (float)c->grad_clip / (float)(grad_norm + 1e-6);
+        coef = cc < 1.0f ? cc : 1.0f;
+    }
+    mw_opt_hp hp;
+    mw_opt_hp_of(&hp, c, lr, coef, t);
+    mw_opt_begin(&m->opt, &hp, m->ostate, m->oscratch);
+    for (int k = 0; k < m->opt.npasses; k++) {
+        if (!mw_opt_pass_needed(&m->opt, k, 0)) continue;
+        mw_opt_chunk(&m->opt, &hp, k, m->zlo, m->zhi, m->params + m->zlo, m->grads + m->zlo, m->m, m->v, m->ostate,
+                     m->oscratch);
+        mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
+    }
+    return gather_flat(m, m->params);
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+mw_status mw_zero_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step_report *r) {
+    const mw_config *c = &m->cfg;
+    mw_comm *cm = m->comm;
+    if (!cm) return mw_fail(MW_ERR_ARG, "a data-parallel model needs its ranks (mw_model_set_comm)");
+    const int W = cm->size, R = cm->rank, A = c->accum, M = W * A, N = c->batch * c->seq;
+    int32_t *in = mw_model_staging(m), *tg = in + N, *win = tg + N;
+    float *loss = malloc(sizeof(float) * (size_t)M);
+    size_t *lc = malloc(sizeof(size_t) * 2 * (size_t)W);
+    if (!loss || !lc) {
+        free(loss);
+        free(lc);
+        return mw_fail(MW_ERR_NOMEM, "out of memory");
+    }
+    double t0 = now_ms();
+    mw_status st = MW_OK;
+    for (int k = 0; k < A && st == MW_OK; k++) {
+        for (int j = 0; j < W && st == MW_OK; j++) /* every rank's windows drawn, its own read */
+            st = j == R ? next(ctx, in, tg, win) : next(ctx, NULL, NULL, NULL);
+        if (st == MW_OK) st = mw_model_forward_backward(m, in, tg, 1.0f / (float)M, &loss[R * A + k]);
+        if (st == MW_OK) st = exchange(m, k, k == A - 1);
+    }
+    for (int j = 0; j < W; j++) lc[j] = (size_t)A, lc[W + j] = (size_t)j * A;
+    if (st == MW_OK) st = cm->allgatherv(cm, loss, sizeof(float), lc, lc + W);
+    memset(r, 0, sizeof *r);
+    if (st == MW_OK) {
+        double sum = 0.0; /* in micro-batch order, as one process sums them */
+        for (int k = 0; k < A; k++)
+            for (int j = 0; j < W; j++) sum += loss[j * A + k];
+        r->step = s + 1;
+        r->loss = (float)(sum / M);
+        r->lr = mw_lr_at(c, s);
+        if (c->zero == 0) { /* every rank the whole summed gradient, and the whole update */
+            st = gather_flat(m, m->grads);
+            if (st == MW_OK) st = mw_graph_grad_norm(m, &r->grad_norm);
+        } else {
+            st = shard_norm(m, &r->grad_norm);
+        }
+    }
+    if (st == MW_OK) st = mw_model_adamw_step(m, r->lr, r->grad_norm, s + 1);
+    free(loss);
+    free(lc);
+    MW_TRY(st);
+    r->ms = now_ms() - t0;
+    r->tokens_per_s = (double)N * M / (r->ms / 1e3);
+    return MW_OK;
+}
+
+/* ---- the optimizer state of a sharded model, for checkpoints ------------------------------------ */
+
+enum { REQ_WORDS = 3 }; /* a request for another rank's state: array, first element, count */
+
+mw_status mw_zero_state_window(const mw_model *m, int which, size_t off, size_t limit, int write, void **p, size_t *n) {
+    if (m->opt.bits[which] != 32) return mw_fail(MW_ERR_ARG, "internal: a sharded optimizer array of %d bits", m->opt.bits[which]);
+    float *mine = which ? m->v : m->m;
+    if (off >= m->zlo && off < m->zhi) {
+        *p = mine + (off - m->zlo);
+        *n = (limit < m->zhi ? limit : m->zhi) - off;
+        return MW_OK;
+    }
+    size_t end = limit;
+    if (off < m->zlo && m->zlo < end) end = m->zlo;
+    const size_t cap = (size_t)m->cfg.world * m->zrq;
+    if (end - off > cap) end = off + cap;
+    if (write) { /* another rank's elements, read from a checkpoint by every rank: dropped */
+        *p = m->zrecv;
+        *n = end - off;
+        return MW_OK;
+    }
+    mw_comm *cm = m->comm;
+    if (!cm || cm->rank != 0)
+        return mw_fail(MW_ERR_ARG, "internal: rank %d reads another rank's optimizer state", cm ? cm->rank : -1);
+    int owner = 0;
+    for (int j = 0; j < cm->size; j++) {
+        uint64_t lo, hi;
+        mw_zero_shard(m->nfloats, cm->size, j, &lo, &hi);
+        if (off >= lo && off < hi) {
+            owner = j;
+            if (hi < end) end = (size_t)hi;
+            break;
+        }
+    }
+    const uint64_t req[REQ_WORDS] = {(uint64_t)which, (uint64_t)off, (uint64_t)(end - off)};
+    MW_TRY(cm->send(cm, owner, req, sizeof req));
+    MW_TRY(cm->recv(cm, owner, m->zrecv, (end - off) * sizeof(float)));
+    *p = m->zrecv;
+    *n = end - off;
+    return MW_OK;
+}
+
+mw_status mw_model_state_serve(mw_model *m) {
+    mw_comm *cm = m->comm;
+    if (!cm || cm->rank == 0) return MW_OK;
+    for (;;) {
+        uint64_t req[REQ_WORDS];
+        MW_TRY(cm->recv(cm, 0, req, sizeof req));
+        if (req[2] == 0) return MW_OK;
+        const float *a = req[0] ? m->v : m->m;
+        if (!mw_graph_opt_sharded(m) || req[0] > 1 || req[1] < m->zlo || req[1] + req[2] > m->zhi || !a)
+            return mw_fail(MW_ERR_ARG, "internal: rank 0 asked for elements %llu+%llu of array %llu, outside shard %zu-%zu",
+                           (unsigned long long)req[1], (unsigned long long)req[2], (unsigned long long)req[0], m->zlo,
+                           m->zhi);
+        MW_TRY(cm->send(cm, 0, a + (req[1] - m->zlo), (size_t)req[2] * sizeof(float)));
+    }
+}
+
+mw_status mw_model_state_serve_end(mw_model *m) {
+    mw_comm *cm = m->comm;
+    if (!cm || cm->rank != 0) return MW_OK;
+    const uint64_t req[REQ_WORDS] = {0, 0, 0};
+    mw_status st = MW_OK;
+    for (int j = 1; j < cm->size; j++) {
+        mw_status s = cm->send(cm, j, req, sizeof req);
+        if (st == MW_OK) st = s;
+    }
+    return st;
+}
