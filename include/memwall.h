@@ -300,6 +300,7 @@ typedef struct mw_plan_summary {
      * predicted. */
     double pred_recompute_s, pred_disk_s, disk_read_bw, disk_write_bw;
     char offload_why[200]; /* --offload auto: why it chose as it did ("" otherwise) */
+    uint64_t flat_floats;  /* the flat parameter buffer's length, padding included (mw_zero_shard) */
 } mw_plan_summary;
 
 /* Plans the training step of cfg under its recomputation policy: every buffer with its category

@@ -152,6 +152,64 @@ static void optim_rows(const mw_config *c, optim_row rows[MW_OPTIM_COUNT]) {
     }
 }
 
+/* --zero: every rank's plan (ranks whose shards are as long plan alike, so each length is planned
+ * once), the largest rank's model states, and ZeRO's per-rank formula for this run's bytes per
+ * parameter (P weights, G gradients, K optimizer state) and for the paper's mixed precision. */
+typedef struct zero_est {
+    uint64_t peak_min, peak_max, states_max, params, grads, optim; /* the largest rank's categories */
+    int rank_max;
+    double formula, paper, P, G, K;
+} zero_est;
+
+static double zero_formula(int stage, double n, double P, double G, double K, double psi) {
+    switch (stage) {
+    case 0: return (P + G + K) * psi;
+    case 1: return (P + G) * psi + K * psi / n;
+    case 2: return P * psi + (G + K) * psi / n;
+    default: return (P + G + K) * psi / n;
+    }
+}
+
+static const char *const ZERO_FORMULA[4] = {"(P+G+K)x", "(P+G)x + Kx/N", "Px + (G+K)x/N", "(P+G+K)x/N"};
+
+/* Floats each rank sends per step and parameter: each micro-step's gradients to their owners,
+ * (N-1)/N of them, then (N-1)/N of the gradients (stage 0) or parameters (stage 1) gathered. */
+static double zero_sent(int stage, int n, int accum) {
+    const double f = (double)(n - 1) / n;
+    return accum * f + f;
+}
+
+static void zero_estimate(const mw_config *c, zero_est *z) {
+    memset(z, 0, sizeof *z);
+    mw_plan_summary s;
+    plan_or_die(c, &s); /* rank 0's, which gives the flat buffer's length */
+    uint64_t lens[4];
+    int nl = 0;
+    for (int r = 0; r < c->world; r++) {
+        uint64_t lo, hi;
+        mw_zero_shard(s.flat_floats, c->world, r, &lo, &hi);
+        int j = 0;
+        while (j < nl && lens[j] != hi - lo) j++;
+        if (j < nl) continue;
+        if (nl == 4) die(1, "internal: more than 4 shard lengths among %d ranks", c->world);
+        lens[nl++] = hi - lo;
+        mw_config k = *c;
+        k.rank = r;
+        mw_plan_summary q;
+        plan_or_die(&k, &q);
+        if (!r || q.peak < z->peak_min) z->peak_min = q.peak;
+        if (!r || q.peak > z->peak_max) {
+            z->peak_max = q.peak, z->rank_max = r;
+            z->params = q.category[MW_CAT_PARAMS], z->grads = q.category[MW_CAT_GRADS], z->optim = q.category[MW_CAT_OPTIM];
+            z->states_max = z->params + z->grads + z->optim;
+        }
+    }
+    const double psi = (double)mw_config_num_params(c);
+    z->P = 4, z->G = 4, z->K = TEXTBOOK_BPP[c->optim] - 8;
+    z->formula = zero_formula(c->zero, c->world, z->P, z->G, z->K, psi);
+    z->paper = zero_formula(c->zero, c->world, 2, 2, 12, psi);
+}
+
 /* "fits (12 MiB to spare)" or "DOES NOT FIT (3 MiB over)" */
 static const char *fit_text(uint64_t peak, uint64_t budget, char *buf, size_t n) {
     char b[32];
@@ -192,6 +250,8 @@ int cmd_estimate(int argc, char **argv) {
     for (int f = 0; c->budget && f < 4; f++) np_fit[f] = largest_fit(c, FIT_MODES[f], fitp[f], sizeof fitp[f]);
     optim_row orow[MW_OPTIM_COUNT];
     optim_rows(c, orow);
+    zero_est zs;
+    if (c->dp) zero_estimate(c, &zs);
     if (o.json) {
         printf("{\"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"tiers\": {\"device\": %llu, \"disk\": %llu}, "
                "\"offload\": \"%s\", \"disk\": {\"categories\": {",
@@ -224,6 +284,17 @@ int cmd_estimate(int argc, char **argv) {
             printf(", \"largest_fit\": null");
         }
         printf(", \"precision\": \"%s\"", mw_precision_str(c->precision));
+        if (c->dp)
+            printf(", \"zero\": {\"stage\": %d, \"world\": %d, \"rank_peak_bytes_min\": %llu, \"rank_peak_bytes_max\": %llu, "
+                   "\"largest_rank\": %d, \"model_state_bytes\": %llu, \"categories\": {\"parameters\": %llu, "
+                   "\"gradients\": %llu, \"optimizer\": %llu}, \"formula_bytes\": %.0f, \"formula\": \"%s\", "
+                   "\"paper_mixed_precision_bytes\": %.0f, \"floats_sent_per_param_per_step\": %.6f}",
+                   c->zero, c->world, (unsigned long long)zs.peak_min, (unsigned long long)zs.peak_max, zs.rank_max,
+                   (unsigned long long)zs.states_max, (unsigned long long)zs.params, (unsigned long long)zs.grads,
+                   (unsigned long long)zs.optim, zs.formula, ZERO_FORMULA[c->zero], zs.paper,
+                   zero_sent(c->zero, c->world, c->accum));
+        else
+            printf(", \"zero\": null");
         printf(", \"optim\": \"%s\", \"model_state_bytes_per_param\": %.6f, \"disk_bytes_per_param\": %.6f, \"optimizers\": {",
                mw_optim_str(c->optim), (double)(p.category[MW_CAT_PARAMS] + p.category[MW_CAT_GRADS] + p.category[MW_CAT_OPTIM]) / P,
                (double)p.disk_file / P);
@@ -286,6 +357,24 @@ int cmd_estimate(int argc, char **argv) {
             printf("  (give --offload-dir DIR to measure the disk there and predict the transfers' time)\n");
     }
     if (p.offload_why[0]) printf("\n  --offload auto: %s -> %s\n", p.offload_why, mw_offload_name(p.offload));
+    if (c->dp) {
+        char b3[32], b4[32], b5[32];
+        printf("\n  data parallelism, --zero %d over %d rank%s (the table above is rank 0's plan):\n", c->zero, c->world,
+               c->world == 1 ? "" : "s");
+        printf("    peak per rank        %s to %s (the largest: rank %d)\n", mw_fmt_bytes(zs.peak_min, b1, sizeof b1),
+               mw_fmt_bytes(zs.peak_max, b2, sizeof b2), zs.rank_max);
+        printf("    model states         %s on rank %d (parameters %s, gradients %s, optimizer %s)\n",
+               mw_fmt_bytes(zs.states_max, b1, sizeof b1), zs.rank_max, mw_fmt_bytes(zs.params, b2, sizeof b2),
+               mw_fmt_bytes(zs.grads, b3, sizeof b3), mw_fmt_bytes(zs.optim, b4, sizeof b4));
+        printf("    ZeRO's formula       %s = %s with P=%.0f G=%.0f K=%.0f bytes per parameter (this run's)\n",
+               mw_fmt_bytes((uint64_t)zs.formula, b1, sizeof b1), ZERO_FORMULA[c->zero], zs.P, zs.G, zs.K);
+        printf("    the paper's figure   %s (mixed precision: P=2 G=2 K=12)\n", mw_fmt_bytes((uint64_t)zs.paper, b5, sizeof b5));
+        printf("    sent per rank        %.3f floats per parameter per step (%s)\n", zero_sent(c->zero, c->world, c->accum),
+               c->zero == 0 ? "the gradients' all-to-all and all-gather" : "the gradients' all-to-all, the parameters' all-gather");
+        if (c->accum > 1)
+            printf("    (--accum %d: the sum of the earlier micro-batches over the shard adds %s of gradients)\n", c->accum,
+                   mw_fmt_bytes((uint64_t)(4.0 * (double)mw_config_num_params(c) / c->world), b1, sizeof b1));
+    }
     if (c->budget) {
         char fit[96];
         printf("\n  budget %s: %s; ", mw_fmt_bytes(c->budget, b1, sizeof b1), fit_text(p.peak, c->budget, fit, sizeof fit));

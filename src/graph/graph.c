@@ -356,6 +356,7 @@ static mw_status plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
     }
     free(live);
     s->peak = pl->peak;
+    s->flat_floats = m->nfloats;
     s->budget = m->cfg.budget;
     s->offload = m->offload;
     if (m->offload != MW_OFFLOAD_NONE) {
