@@ -21,6 +21,7 @@ typedef struct opts {
     int n_given;
     int log_every, bench_warmup, json, stop_at, split_blank, gen_tokens, top_k, reset_optim, skip_unreadable;
     double val_fraction, temperature, top_p;
+    double comm_timeout; /* train --comm-timeout: seconds a rank waits for the others at most */
     uint64_t prep_memory; /* prepare --memory: its peak RSS bound */
     unsigned shape_given; /* bit k: SHAPE_OPTS[k] (--layers, --heads, --dim, --vocab, --ctx) was given */
 } opts;

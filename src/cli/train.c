@@ -412,7 +412,8 @@ static mw_comm *start_ranks(opts *o, int *argc, char ***argv) {
         return NULL;
     }
     mw_comm *cm;
-    if (mw_mpi_init(argc, argv, &cm) != MW_OK) die(1, "%s", mw_last_error());
+    if (o->comm_timeout < 0) die(1, "--comm-timeout must be >= 0 seconds (0: wait forever), got %g", o->comm_timeout);
+    if (mw_mpi_init(argc, argv, o->comm_timeout, &cm) != MW_OK) die(1, "%s", mw_last_error());
     if (cm->size > 1) die_hook = mw_mpi_abort; /* one rank's error stops every rank */
     o->cfg.world = cm->size;
     o->cfg.rank = cm->rank;

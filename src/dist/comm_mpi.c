@@ -27,6 +27,47 @@ int mw_mpi_local_size(void) {
 
 #ifdef MW_HAVE_MPI
 #include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The watchdog: a collective (or a wait for another rank's message) that has not finished after
+ * the timeout means a rank stopped without dying (a dead one makes the launcher stop the job):
+ * this rank says so and exits, which makes the launcher stop the others. */
+static _Atomic long long op_since_ms; /* when the current wait began (0: none) */
+static const char *_Atomic op_name;
+static double op_timeout_s;
+static int op_rank;
+
+static long long mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void *watchdog(void *arg) {
+    (void)arg;
+    for (;;) {
+        sleep(1);
+        const long long t0 = atomic_load(&op_since_ms);
+        if (t0 && (mono_ms() - t0) / 1e3 > op_timeout_s) {
+            fflush(stdout);
+            fprintf(stderr, "memwall: rank %d: the %s waited more than %.0f s (--comm-timeout) for the other ranks: "
+                            "one of them stopped; exiting so that the launcher stops the run (the last checkpoint "
+                            "stays good: --resume auto)\n", op_rank, atomic_load(&op_name), op_timeout_s);
+            _exit(3);
+        }
+    }
+    return NULL;
+}
+
+static void op_begin(const char *what) {
+    atomic_store(&op_name, what);
+    atomic_store(&op_since_ms, mono_ms());
+}
+static void op_end(void) { atomic_store(&op_since_ms, 0); }
 
 #define CHUNK (1 << 30) /* bytes per message at most (MPI counts are int) */
 enum { TAG_A2A = 11, TAG_RING = 12, TAG_P2P = 13 };
@@ -46,8 +87,8 @@ static mw_status mpi_fail(int rc, const char *what) {
         if (rc_ != MPI_SUCCESS) return mpi_fail(rc_, what);                                        \
     } while (0)
 
-static mw_status a2a(mw_comm *c, const float *send, const size_t *sc, const size_t *sd, float *recv, const size_t *rc,
-                     const size_t *rd) {
+static mw_status a2a_(mw_comm *c, const float *send, const size_t *sc, const size_t *sd, float *recv, const size_t *rc,
+                      const size_t *rd) {
     const int W = c->size, me = c->rank;
     MPI_Request *req = malloc(sizeof(MPI_Request) * 2 * (size_t)W);
     if (!req) return mw_fail(MW_ERR_NOMEM, "out of memory");
@@ -66,7 +107,7 @@ static mw_status a2a(mw_comm *c, const float *send, const size_t *sc, const size
 }
 
 /* in place, around the ring: at step s rank r passes block r - s on to r + 1 */
-static mw_status ring(mw_comm *c, void *buf, size_t elem, const size_t *count, const size_t *displ) {
+static mw_status ring_(mw_comm *c, void *buf, size_t elem, const size_t *count, const size_t *displ) {
     const int W = c->size, me = c->rank, to = (me + 1) % W, from = (me + W - 1) % W;
     char *b = buf;
     for (int s = 0; s < W - 1; s++) {
@@ -85,7 +126,7 @@ static mw_status ring(mw_comm *c, void *buf, size_t elem, const size_t *count, c
     return MW_OK;
 }
 
-static mw_status p2p_send(mw_comm *c, int to, const void *buf, size_t n) {
+static mw_status p2p_send_(mw_comm *c, int to, const void *buf, size_t n) {
     const char *p = buf;
     do {
         const int k = (int)(n < CHUNK ? n : CHUNK);
@@ -96,7 +137,7 @@ static mw_status p2p_send(mw_comm *c, int to, const void *buf, size_t n) {
     return MW_OK;
 }
 
-static mw_status p2p_recv(mw_comm *c, int from, void *buf, size_t n) {
+static mw_status p2p_recv_(mw_comm *c, int from, void *buf, size_t n) {
     char *p = buf;
     do {
         const int k = (int)(n < CHUNK ? n : CHUNK);
@@ -106,9 +147,26 @@ static mw_status p2p_recv(mw_comm *c, int from, void *buf, size_t n) {
     return MW_OK;
 }
 
+#define TIMED(what, call)                                                                          \
+    do {                                                                                           \
+        op_begin(what);                                                                            \
+        mw_status st_ = (call);                                                                    \
+        op_end();                                                                                  \
+        return st_;                                                                                \
+    } while (0)
+static mw_status a2a(mw_comm *c, const float *send, const size_t *sc, const size_t *sd, float *recv, const size_t *rc,
+                     const size_t *rd) {
+    TIMED("gradients' all-to-all", a2a_(c, send, sc, sd, recv, rc, rd));
+}
+static mw_status ring(mw_comm *c, void *buf, size_t elem, const size_t *count, const size_t *displ) {
+    TIMED("all-gather", ring_(c, buf, elem, count, displ));
+}
+static mw_status p2p_send(mw_comm *c, int to, const void *buf, size_t n) { TIMED("send", p2p_send_(c, to, buf, n)); }
+static mw_status p2p_recv(mw_comm *c, int from, void *buf, size_t n) { TIMED("receive", p2p_recv_(c, from, buf, n)); }
+
 static mw_comm world_comm;
 
-mw_status mw_mpi_init(int *argc, char ***argv, mw_comm **out) {
+mw_status mw_mpi_init(int *argc, char ***argv, double timeout_s, mw_comm **out) {
     int provided = 0;
     MPI_TRY(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "init");
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -121,6 +179,13 @@ mw_status mw_mpi_init(int *argc, char ***argv, mw_comm **out) {
     c->allgatherv = ring;
     c->send = p2p_send;
     c->recv = p2p_recv;
+    op_rank = c->rank;
+    op_timeout_s = timeout_s;
+    pthread_t th;
+    if (timeout_s > 0 && c->size > 1) {
+        if (pthread_create(&th, NULL, watchdog, NULL) != 0) return mw_fail(MW_ERR_ARG, "cannot start the watchdog thread");
+        pthread_detach(th);
+    }
     *out = c;
     return MW_OK;
 }
@@ -132,15 +197,17 @@ void mw_mpi_abort(int code) {
     exit(code);
 }
 
-mw_status mw_mpi_allgather_u64(mw_comm *c, uint64_t mine, uint64_t *out) {
+static mw_status gather_u64_(uint64_t mine, uint64_t *out) {
     MPI_TRY(MPI_Allgather(&mine, 1, MPI_UINT64_T, out, 1, MPI_UINT64_T, MPI_COMM_WORLD), "all-gather");
     return MW_OK;
 }
+mw_status mw_mpi_allgather_u64(mw_comm *c, uint64_t mine, uint64_t *out) { TIMED("all-gather", gather_u64_(mine, out)); }
 
-mw_status mw_mpi_max_int(mw_comm *c, int v, int *out) {
+static mw_status max_int_(int v, int *out) {
     MPI_TRY(MPI_Allreduce(&v, out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "all-reduce");
     return MW_OK;
 }
+mw_status mw_mpi_max_int(mw_comm *c, int v, int *out) { TIMED("all-reduce", max_int_(v, out)); }
 #else
 int mw_mpi_built(void) { return 0; }
 
@@ -148,7 +215,7 @@ static mw_status none(void) {
     return mw_fail(MW_ERR_ARG, "this memwall was built without MPI: data parallelism (--zero) needs the MPI build "
                                "(scripts/install-deps.sh installs OpenMPI; then make)");
 }
-mw_status mw_mpi_init(int *argc, char ***argv, mw_comm **out) { return none(); }
+mw_status mw_mpi_init(int *argc, char ***argv, double timeout_s, mw_comm **out) { return none(); }
 void mw_mpi_finalize(void) {}
 void mw_mpi_abort(int code) { exit(code); }
 mw_status mw_mpi_allgather_u64(mw_comm *c, uint64_t mine, uint64_t *out) { return none(); }

@@ -10,8 +10,10 @@ int mw_mpi_built(void);
 int mw_mpi_launched_size(void);
 /* Ranks of this run on this machine (the launcher's local size; 1 when unknown). */
 int mw_mpi_local_size(void);
-/* MPI_Init (threads funneled) and the communicator of every rank; errors return, never abort. */
-mw_status mw_mpi_init(int *argc, char ***argv, mw_comm **out);
+/* MPI_Init (threads funneled) and the communicator of every rank; errors return, never abort.
+ * timeout_s > 0: a wait for the other ranks longer than that ends the process (exit 3) with a
+ * message naming the wait (a rank that stopped without dying would leave the others waiting). */
+mw_status mw_mpi_init(int *argc, char ***argv, double timeout_s, mw_comm **out);
 /* MPI_Finalize after a run that ended well on every rank; mw_mpi_abort(code) otherwise (a rank
  * that stops alone would leave the others waiting in a collective). */
 void mw_mpi_finalize(void);

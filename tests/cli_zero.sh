@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# End-to-end tests of data parallelism (issue 16): train --zero 0|1 under mpirun -np 1, 2 and 4
+# (--oversubscribe on this machine). The same global batch (ranks x --accum fixed) gives the same
+# losses and the same checkpoint bytes for every number of ranks and both stages, with the shared
+# memory transport and with TCP alone; --zero 0 on one rank is the plain run; a run saved at 4 ranks
+# resumes at 2 and at 1 (and one saved at 1 resumes at 4) as an unbroken run continues; every
+# rank's arena is its plan and estimate --world N --zero S's; the per-rank model states match
+# ZeRO's formula; a killed rank stops the run with the checkpoints intact and --resume auto ends
+# where the unbroken run does; a stopped rank makes the others exit after --comm-timeout; bad
+# combinations are refused. Usage: tests/cli_zero.sh build/memwall.
+set -u
+MW=$(realpath "${1:-build/memwall}")
+T=$(mktemp -d /tmp/mw_zero_XXXXXX)
+trap 'pkill -9 -f "$T/" 2>/dev/null; rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib_cli.sh"
+
+if ! command -v mpirun >/dev/null; then
+  echo "FAIL: mpirun not found (scripts/install-deps.sh installs OpenMPI)"
+  exit 1
+fi
+if "$MW" train --data /nonexistent --zero 0 2>&1 | grep -q "built without MPI"; then
+  echo "FAIL: $MW was built without MPI, but mpirun is here: make found no mpicc?"
+  exit 1
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+mpr() { # mpr N ARGS...: memwall ARGS on N ranks
+  local n=$1
+  shift
+  mpirun -np "$n" --oversubscribe "$MW" "$@"
+}
+
+cat /usr/share/common-licenses/{GPL-2,GPL-3} >"$T/corpus.txt"
+"$MW" prepare --tokenizer bytes --in "$T/corpus.txt" --out "$T/d" >/dev/null || { echo "prepare failed"; exit 1; }
+# 437k parameters: 7 quanta of the norm's partial sums, shared unevenly by 4 ranks (1, 2, 2, 2)
+tr=(train --data "$T/d" --layers 2 --heads 4 --dim 128 --vocab 256 --ctx 64 --batch 2 --seq 64 --lr 1e-3
+  --warmup 2 --steps 6 --eval-batches 2 --eval-every 3 --threads 1 --log-every 100)
+
+run() { # run NAME N ARGS...: trains on N ranks (0: without mpirun) into $T/NAME with a JSON log
+  local name=$1 n=$2
+  shift 2
+  if [ "$n" -eq 0 ]; then
+    "$MW" "${tr[@]}" --out "$T/$name" --json-log "$T/$name.jsonl" "$@" >"$T/$name.out" 2>&1
+  else
+    mpr "$n" "${tr[@]}" --out "$T/$name" --json-log "$T/$name.jsonl" "$@" >"$T/$name.out" 2>&1
+  fi || fail "run $name on $n ranks ($*): $(grep -a memwall: "$T/$name.out" | head -2)"
+}
+ck() { sha256sum "$T/$1"/step-00000006.mwck 2>/dev/null | cut -c1-64; }
+losses() { grep -o '"loss": [^,]*\|"val_loss": [^,}]*' "$T/$1.jsonl" 2>/dev/null | tr '\n' ' '; }
+resumed() { # resumed UNBROKEN RESUMED WHAT: the same step-6 checkpoint; the resumed log's losses
+  # (steps 4 to 6) are the unbroken run's last ones
+  local u r
+  u=$(losses "$1")
+  r=$(losses "$2")
+  if [ -n "$(ck "$1")" ] && [ "$(ck "$1")" = "$(ck "$2")" ] && [ -n "$r" ] && [ "${u%"$r"}" != "$u" ]; then
+    pass "$3"
+  else
+    fail "$3: $1 $(ck "$1" | cut -c1-12) [$u] vs $2 $(ck "$2" | cut -c1-12) [$r]"
+  fi
+}
+same() { # same A B WHAT
+  if [ -n "$(ck "$1")" ] && [ "$(ck "$1")" = "$(ck "$2")" ] && [ "$(losses "$1")" = "$(losses "$2")" ]; then
+    pass "$3"
+  else
+    fail "$3: $1 $(ck "$1" | cut -c1-12) [$(losses "$1")] vs $2 $(ck "$2" | cut -c1-12) [$(losses "$2")]"
+  fi
+}
+
+echo "-- the same bits for any number of ranks"
+run plain 0
+run z0n1 1 --zero 0
+same plain z0n1 "--zero 0 on one rank is the plain run (checkpoint and losses)"
+for z in 0 1; do
+  run "a$z" 1 --zero $z --accum 4
+  run "b$z" 2 --zero $z --accum 2
+  run "c$z" 4 --zero $z --accum 1
+  same "a$z" "b$z" "--zero $z: 2 ranks x --accum 2 = 1 rank x --accum 4"
+  same "a$z" "c$z" "--zero $z: 4 ranks x --accum 1 = 1 rank x --accum 4"
+done
+same a0 a1 "--zero 1 = --zero 0"
+run b1again 2 --zero 1 --accum 2
+same b1 b1again "2 ranks, run to run"
+mpirun -np 2 --oversubscribe --mca btl tcp,self "$MW" "${tr[@]}" --zero 1 --accum 2 --out "$T/tcp" \
+  --json-log "$T/tcp.jsonl" >"$T/tcp.out" 2>&1 || fail "the TCP run: $(tail -3 "$T/tcp.out")"
+same a1 tcp "2 ranks over TCP alone (--mca btl tcp,self) = 1 rank"
+
+echo "-- checkpoints at any world size"
+run s4 4 --zero 1 --stop-at 3
+for n in 2 1; do
+  mkdir -p "$T/r$n" && cp "$T/s4/step-00000003.mwck" "$T/r$n/"
+done
+run r2 2 --zero 1 --resume auto
+run r1 1 --zero 0 --resume auto
+grep -q "accum=2" "$T/r2.out" && pass "4 ranks' 4 micro-batches per step -> --accum 2 on 2 ranks" ||
+  fail "r2's accum: $(grep -a 'memwall train' "$T/r2.out")"
+resumed a1 r2 "saved at 4 ranks (--zero 1), resumed at 2: the unbroken run's bytes"
+resumed a1 r1 "saved at 4 ranks, resumed at 1 (--zero 0): the unbroken run's bytes"
+run s1 1 --zero 0 --accum 4 --stop-at 3
+mkdir -p "$T/r4" && cp "$T/s1/step-00000003.mwck" "$T/r4/"
+run r4 4 --zero 1 --resume auto
+resumed a1 r4 "saved at 1 rank, resumed at 4 (--zero 1)"
+mkdir -p "$T/r3" && cp "$T/s1/step-00000003.mwck" "$T/r3/"
+mpr 3 "${tr[@]}" --zero 1 --out "$T/r3" --resume auto >"$T/r3.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "4 micro-batches per step, which 3 ranks cannot share" "$T/r3.out" &&
+  pass "4 micro-batches per step on 3 ranks: refused (exit $rc)" || fail "3 ranks: exit $rc, $(grep -a memwall: "$T/r3.out" | head -1)"
+
+echo "-- memory: every rank's arena is its plan and the estimate's"
+end=$(grep '"event": "end"' "$T/c1.jsonl")
+n=$(echo "$end" | grep -o '"rank": [0-9]*' | wc -l)
+[ "$n" -eq 4 ] && pass "the end line reports 4 ranks" || fail "ranks in the end line: $n ($end)"
+bad=0
+peaks=()
+for r in 0 1 2 3; do
+  blk=$(echo "$end" | grep -o "{\"rank\": $r, [^}]*}")
+  a=$(echo "$blk" | grep -o '"arena_peak_bytes": [0-9]*' | cut -d' ' -f2)
+  p=$(echo "$blk" | grep -o '"plan_peak_bytes": [0-9]*' | cut -d' ' -f2)
+  [ -n "$a" ] && [ "$a" = "$p" ] || bad=1
+  peaks+=("$p")
+done
+[ $bad -eq 0 ] && pass "rank by rank, arena peak = plan (${peaks[*]})" || fail "arena vs plan: $end"
+est=$("$MW" estimate --layers 2 --heads 4 --dim 128 --vocab 256 --ctx 64 --batch 2 --seq 64 --threads 1 --zero 1 --world 4 --json)
+emin=$(echo "$est" | grep -o '"rank_peak_bytes_min": [0-9]*' | cut -d' ' -f2)
+emax=$(echo "$est" | grep -o '"rank_peak_bytes_max": [0-9]*' | cut -d' ' -f2)
+smin=$(printf '%s\n' "${peaks[@]}" | sort -n | head -1)
+smax=$(printf '%s\n' "${peaks[@]}" | sort -n | tail -1)
+[ "$emin" = "$smin" ] && [ "$emax" = "$smax" ] && pass "estimate --world 4 --zero 1: $emin to $emax, the ranks' plans" ||
+  fail "estimate $emin..$emax, ranks $smin..$smax"
+# GPT-2 124M: model states per rank against ZeRO's formula (padding apart), optimizer state / N
+for s in 0 1; do
+  for w in 2 4; do
+    j=$("$MW" estimate --preset gpt2 --batch 1 --seq 64 --zero $s --world $w --json)
+    got=$(echo "$j" | grep -o '"model_state_bytes": [0-9]*' | head -1 | cut -d' ' -f2)
+    want=$(echo "$j" | grep -o '"formula_bytes": [0-9]*' | cut -d' ' -f2)
+    awk -v g="$got" -v w="$want" 'BEGIN { d = (g - w) / w; exit !(d >= 0 && d < 0.002) }' &&
+      pass "gpt2 --zero $s --world $w: model states per rank $got, formula $want" ||
+      fail "gpt2 --zero $s --world $w: $got vs formula $want"
+  done
+done
+o1=$("$MW" estimate --preset gpt2 --batch 1 --seq 64 --zero 1 --world 4 --json | grep -o '"optimizer": [0-9]*' | tail -1 | cut -d' ' -f2)
+o0=$("$MW" estimate --preset gpt2 --batch 1 --seq 64 --json | grep -o '"optimizer": [0-9]*' | tail -1 | cut -d' ' -f2)
+awk -v a="$o1" -v b="$o0" 'BEGIN { exit !(a * 4 >= b && a * 4 < b * 1.01) }' &&
+  pass "--zero 1 over 4 ranks: optimizer state $o1 of $o0 bytes (a quarter, whole quanta)" || fail "optimizer $o1 vs $o0"
+
+echo "-- faults"
+long=(train --data "$T/d" --layers 2 --heads 4 --dim 128 --vocab 256 --ctx 64 --batch 2 --seq 64 --lr 1e-3
+  --warmup 2 --steps 400 --threads 1 --log-every 1000 --save-every 40 --keep 20)
+mpr 1 "${long[@]}" --zero 1 --accum 2 --out "$T/unbroken" >"$T/unbroken.out" 2>&1 || fail "the unbroken run"
+mpr 2 "${long[@]}" --zero 1 --out "$T/killed" >"$T/killed.out" 2>&1 &
+job=$!
+for _ in $(seq 200); do [ -f "$T/killed/step-00000080.mwck" ] && break; sleep 0.1; done
+victim=$(pgrep -f -- "--out $T/killed" | sort -n | tail -1)
+t0=$(date +%s)
+kill -9 "$victim" 2>/dev/null
+wait $job
+rc=$?
+dt=$(($(date +%s) - t0))
+[ $rc -ne 0 ] && [ $dt -le 30 ] && pass "a rank killed (SIGKILL): the run stops in ${dt} s, exit $rc" ||
+  fail "killed rank: exit $rc after ${dt} s"
+if [ -f "$T/killed/step-00000400.mwck" ]; then
+  echo "  note: the run ended before the kill; the resume below checks nothing new"
+fi
+mpr 2 "${long[@]}" --zero 1 --out "$T/killed" --resume auto >"$T/resumed.out" 2>&1 || fail "resume after the kill: $(grep -a memwall: "$T/resumed.out" | head -2)"
+grep -q "resumed from" "$T/resumed.out" && pass "--resume auto after the kill: $(grep -o 'resumed from [^ ]* at step [0-9]*' "$T/resumed.out")" ||
+  fail "no resume: $(head -c 300 "$T/resumed.out")"
+a=$(sha256sum "$T/unbroken/step-00000400.mwck" | cut -c1-64)
+b=$(sha256sum "$T/killed/step-00000400.mwck" 2>/dev/null | cut -c1-64)
+[ -n "$b" ] && [ "$a" = "$b" ] && pass "killed, resumed: step 400 is the unbroken run's bytes" || fail "after the kill: $a vs $b"
+mpr 2 "${long[@]}" --zero 1 --out "$T/stalled" --comm-timeout 3 >"$T/stalled.out" 2>&1 &
+job=$!
+for _ in $(seq 200); do [ -f "$T/stalled/step-00000040.mwck" ] && break; sleep 0.1; done
+victim=$(pgrep -f -- "--out $T/stalled" | sort -n | tail -1)
+t0=$(date +%s)
+kill -STOP "$victim" 2>/dev/null
+wait $job
+rc=$?
+dt=$(($(date +%s) - t0))
+kill -9 "$victim" 2>/dev/null
+[ $rc -ne 0 ] && [ $dt -le 30 ] && grep -q "waited more than 3 s (--comm-timeout)" "$T/stalled.out" &&
+  pass "a rank stopped (SIGSTOP): the other exits after --comm-timeout 3 (${dt} s, exit $rc)" ||
+  fail "stopped rank: exit $rc after ${dt} s: $(grep -a memwall: "$T/stalled.out" | head -2)"
+
+echo "-- refused"
+expect_error 1 "--zero 2 (not built yet)" -- "$MW" "${tr[@]}" --zero 2
+expect_error 1 "--zero 5" -- "$MW" "${tr[@]}" --zero 5
+expect_error 1 "--zero 1 --optim adafactor" -- "$MW" "${tr[@]}" --zero 1 --optim adafactor
+expect_error 1 "--zero with --precision bf16" -- "$MW" "${tr[@]}" --zero 0 --precision bf16
+expect_error 1 "estimate --world without --zero" -- "$MW" estimate --world 4
+expect_error 1 "--comm-timeout -1" -- "$MW" "${tr[@]}" --zero 0 --comm-timeout -1
+mpr 2 "${tr[@]}" --out "$T/nozero" >"$T/nozero.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "without --zero: each would train the whole model alone" "$T/nozero.out" && [ ! -e "$T/nozero" ] &&
+  pass "mpirun -np 2 without --zero: refused (exit $rc), nothing written" || fail "without --zero: exit $rc, $(head -c 300 "$T/nozero.out")"
+
+[ $fails -eq 0 ] && echo "cli_zero: all passed" || { echo "cli_zero: $fails failed"; exit 1; }
