@@ -14,7 +14,12 @@
  * every W at the same W x A (and, with A = 1 per rank and W = 1, those of the plain run).
  *
  * Stage 0 then gathers the summed gradient to every rank, which steps the whole buffer. Stage 1
- * steps only its shard, whose optimizer state is all it holds, and gathers the parameters. */
+ * steps only its shard, whose optimizer state is all it holds, and gathers the parameters. Stage 2
+ * never holds a micro-batch's whole gradient: each block's accumulates in one block-sized slot
+ * during its backward and is exchanged when that ends (src/graph/graph.c, grad_done); the
+ * embeddings' and the head's, which backward touches first and last, after it; the sum lives in
+ * m->zacc, the shard's alone. The same additions in the same order: the same bits at every
+ * stage. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -58,13 +63,14 @@ static mw_status shards(const mw_model *m, size_t **out) {
     return MW_OK;
 }
 
-/* Micro-step k's exchange: every rank's gradient of its micro-batch (m->grads, formed from zero)
- * added, in rank order, onto the shard's sum; after the last micro-step (last) the sum goes into
- * the shard's part of m->grads, else into m->zacc. Leaves the rest of m->grads zero. */
-static mw_status exchange(mw_model *m, int k, int last) {
+/* The exchange of elements [a, b) of the flat buffer (src[e - a], this rank's gradient of its
+ * micro-batch, formed from zero): every rank's piece of this rank's shard comes in (rounds of at
+ * most m->zrq floats per rank) and is added, in rank order, onto the shard's sum of the earlier
+ * micro-steps (m->zacc; none when first), into dst[e - zlo]. */
+static mw_status exchange_range(mw_model *m, const float *src, size_t a, size_t b, int first, float *dst) {
     mw_comm *cm = m->comm;
     const int W = cm->size;
-    const size_t q = m->zrq, mylo = m->zlo, myn = m->zhi - m->zlo;
+    const size_t q = m->zrq;
     size_t *sh = NULL, *cnt = NULL;
     MW_TRY(shards(m, &sh));
     cnt = malloc(sizeof(size_t) * 4 * (size_t)W);
@@ -73,41 +79,56 @@ static mw_status exchange(mw_model *m, int k, int last) {
         return mw_fail(MW_ERR_NOMEM, "out of memory");
     }
     size_t *sc = cnt, *sd = cnt + W, *rc = cnt + 2 * W, *rdp = cnt + 3 * W, most = 0;
-    for (int j = 0; j < W; j++)
+    for (int j = 0; j < W; j++) { /* rank j's piece of [a, b): sh[j] .. sh[W + j] */
+        sh[j] = sh[j] > a ? sh[j] : a;
+        sh[W + j] = sh[W + j] < b ? sh[W + j] : b;
+        if (sh[W + j] < sh[j]) sh[W + j] = sh[j];
         if (sh[W + j] - sh[j] > most) most = sh[W + j] - sh[j];
+    }
+    const size_t mylo = sh[cm->rank], myn = sh[W + cm->rank] - mylo;
     const size_t rounds = q ? (most + q - 1) / q : 0;
     mw_status st = MW_OK;
-    float *g = m->grads, *acc = m->zacc, *rv = m->zrecv;
+    const float *prev = m->zacc;
+    float *rv = m->zrecv;
     for (size_t t = 0; t < rounds && st == MW_OK; t++) {
-        const size_t a = t * q, mine = myn > a ? (myn - a < q ? myn - a : q) : 0;
+        const size_t o = t * q, mine = myn > o ? (myn - o < q ? myn - o : q) : 0;
         for (int j = 0; j < W; j++) {
-            const size_t n = sh[W + j] - sh[j], len = n > a ? (n - a < q ? n - a : q) : 0;
-            sc[j] = len, sd[j] = len ? sh[j] + a : 0;
+            const size_t n = sh[W + j] - sh[j], len = n > o ? (n - o < q ? n - o : q) : 0;
+            sc[j] = len, sd[j] = len ? sh[j] + o - a : 0;
             rc[j] = mine, rdp[j] = (size_t)j * q;
         }
-        st = cm->alltoallv(cm, g, sc, sd, rv, rc, rdp);
+        st = cm->alltoallv(cm, src, sc, sd, rv, rc, rdp);
         if (st != MW_OK || !mine) continue;
-        float *dst = last ? g + mylo + a : acc + a;
-        const float *prev = acc + a;
-        const int first = k == 0;
+        const size_t e0 = mylo + o - m->zlo;
 #pragma omp parallel for schedule(static)
         for (size_t e = 0; e < mine; e++) {
-            float x = first ? rv[e] : prev[e] + rv[e];
+            float x = first ? rv[e] : prev[e0 + e] + rv[e];
             for (int j = 1; j < W; j++) x = x + rv[(size_t)j * q + e];
-            dst[e] = x;
-        }
-    }
-    if (st == MW_OK) { /* the next micro-batch's gradient starts from zero; the sum stays */
-        if (!last || !myn) {
-            memset(g, 0, m->nfloats * sizeof(float));
-        } else {
-            memset(g, 0, mylo * sizeof(float));
-            memset(g + m->zhi, 0, (m->nfloats - m->zhi) * sizeof(float));
+            dst[e0 + e] = x;
         }
     }
     free(cnt);
     free(sh);
     return st;
+}
+
+/* Micro-step k's exchange of the whole buffer (--zero 0 and 1): the sum goes into the shard's
+ * part of m->grads after the last micro-step (last), else into m->zacc; the rest of m->grads is
+ * left zero for the next micro-batch. */
+static mw_status exchange(mw_model *m, int k, int last) {
+    float *g = m->grads;
+    MW_TRY(exchange_range(m, g, 0, m->nfloats, k == 0, last ? g + m->zlo : m->zacc));
+    if (!last || m->zhi == m->zlo) {
+        memset(g, 0, m->nfloats * sizeof(float));
+    } else {
+        memset(g, 0, m->zlo * sizeof(float));
+        memset(g + m->zhi, 0, (m->nfloats - m->zhi) * sizeof(float));
+    }
+    return MW_OK;
+}
+
+mw_status mw_zero_exchange(mw_model *m, const float *src, size_t a, size_t b) {
+    return exchange_range(m, src, a, b, m->zk == 0, m->zacc);
 }
 
 /* Every rank's part [lo_j, hi_j) of buf (floats) to every rank. */
@@ -124,6 +145,9 @@ static mw_status gather_flat(mw_model *m, float *buf) {
 
 /* The gradient norm of the summed gradient, whose shards the ranks hold: each quantum's partial sum
  * by its owner, the same additions as mw_graph_grad_norm's, then every rank sums them in order. */
+/* This rank's summed gradient over its shard [zlo, zhi): in m->grads (stages 0, 1) or m->zacc. */
+static float *mw_zero_grads(const mw_model *m) { return m->cfg.zero >= 2 ? m->zacc : m->grads + m->zlo; }
+
 static mw_status shard_norm(mw_model *m, double *norm) {
     mw_comm *cm = m->comm;
     const int W = cm->size;
@@ -136,7 +160,7 @@ static mw_status shard_norm(mw_model *m, double *norm) {
         sh[j] = lo, sh[W + j] = hi - lo;
     }
     const size_t b0 = m->zlo / Q, b1 = (m->zhi + Q - 1) / Q;
-    const float *g = m->grads;
+    const float *g = mw_zero_grads(m) - m->zlo; /* indexed by flat element */
 #pragma omp parallel for schedule(static)
     for (size_t b = b0; b < b1; b++) {
         const size_t j1 = (b + 1) * Q < m->nfloats ? (b + 1) * Q : m->nfloats;
@@ -166,7 +190,7 @@ mw_status mw_zero_opt_step(mw_model *m, double lr, double grad_norm, int t) {
     mw_opt_begin(&m->opt, &hp, m->ostate, m->oscratch);
     for (int k = 0; k < m->opt.npasses; k++) {
         if (!mw_opt_pass_needed(&m->opt, k, 0)) continue;
-        mw_opt_chunk(&m->opt, &hp, k, m->zlo, m->zhi, m->params + m->zlo, m->grads + m->zlo, m->m, m->v, m->ostate,
+        mw_opt_chunk(&m->opt, &hp, k, m->zlo, m->zhi, m->params + m->zlo, mw_zero_grads(m), m->m, m->v, m->ostate,
                      m->oscratch);
         mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
     }
@@ -197,8 +221,16 @@ mw_status mw_zero_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw
     for (int k = 0; k < A && st == MW_OK; k++) {
         for (int j = 0; j < W && st == MW_OK; j++) /* every rank's windows drawn, its own read */
             st = j == R ? next(ctx, in, tg, win) : next(ctx, NULL, NULL, NULL);
+        m->zk = k;
         if (st == MW_OK) st = mw_model_forward_backward(m, in, tg, 1.0f / (float)M, &loss[R * A + k]);
-        if (st == MW_OK) st = exchange(m, k, k == A - 1);
+        if (c->zero >= 2) { /* the blocks' went as each backward ended; now the resident segments' */
+            const int L = c->n_layer;
+            if (st == MW_OK) st = mw_zero_exchange(m, m->gres[0], 0, m->seg_lo[1]);
+            if (st == MW_OK) st = mw_zero_exchange(m, m->gres[1], m->seg_lo[L + 1], m->nfloats);
+            mw_model_zero_grad(m);
+        } else if (st == MW_OK) {
+            st = exchange(m, k, k == A - 1);
+        }
     }
     for (int j = 0; j < W; j++) lc[j] = (size_t)A, lc[W + j] = (size_t)j * A;
     if (st == MW_OK) st = cm->allgatherv(cm, loss, sizeof(float), lc, lc + W);

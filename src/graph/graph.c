@@ -136,7 +136,7 @@ static int grads_on_disk(const mw_model *m) {
 static int grads_b16(const mw_model *m) { return !m->cfg.inference && m->cfg.precision == MW_PRECISION_BF16; }
 static int grads_mem16(const mw_model *m) { return grads_b16(m) && !grads_on_disk(m); }
 /* The blocks' gradients are bound to a slot per block during backward: on disk, or bfloat16. */
-static int grads_slotted(const mw_model *m) { return grads_on_disk(m) || grads_mem16(m); }
+static int grads_slotted(const mw_model *m) { return grads_on_disk(m) || grads_mem16(m) || mw_graph_grads_zero2(m); }
 
 /* The disk tier's arrays of the optimizer's state: M and V where it has them. */
 static unsigned opt_mask(const mw_model *m) {
@@ -245,6 +245,10 @@ static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *
             PERSIST(m->gres[0], seg_len(m, 0) * F, MW_CAT_GRADS, "grads_pre");
             PERSIST(m->gres[1], seg_len(m, L + 1) * F, MW_CAT_GRADS, "grads_post");
             for (int k = 0; k < 3; k++) PERSIST(m->gslot[k], slot_bytes, MW_CAT_GRADS, "grad_slot");
+        } else if (mw_graph_grads_zero2(m)) { /* a block's slot; the sum is the shard's (zero_acc) */
+            PERSIST(m->gres[0], seg_len(m, 0) * F, MW_CAT_GRADS, "grads_pre");
+            PERSIST(m->gres[1], seg_len(m, L + 1) * F, MW_CAT_GRADS, "grads_post");
+            PERSIST(m->gslot[0], block_slot_floats(m) * F, MW_CAT_GRADS, "grad_slot");
         } else if (g16) {
             PERSIST(m->gres[0], seg_len(m, 0) * F, MW_CAT_GRADS, "grads_pre");
             PERSIST(m->gres[1], seg_len(m, L + 1) * F, MW_CAT_GRADS, "grads_post");
@@ -260,7 +264,7 @@ static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *
         if (m->offload == MW_OFFLOAD_NONE && m->opt.bits[1])
             PERSIST(m->v, mw_opt_array_bytes(m->opt.bits[1], on), MW_CAT_OPTIM, adam ? "adam_v" : "optim_v");
         if (c->dp) { /* the gradients' exchange (src/dist/zero.c) */
-            if (c->accum > 1) PERSIST(m->zacc, (m->zhi - m->zlo) * F, MW_CAT_GRADS, "zero_acc");
+            if (c->accum > 1 || c->zero >= 2) PERSIST(m->zacc, (m->zhi - m->zlo) * F, MW_CAT_GRADS, "zero_acc");
             PERSIST(m->zrecv, (uint64_t)c->world * m->zrq * F, MW_CAT_WORK, "zero_recv");
         }
         if (m->opt.state_bytes) PERSIST(m->ostate, m->opt.state_bytes, MW_CAT_OPTIM, "optim_state");
@@ -632,7 +636,7 @@ static mw_status resolve_offload(mw_model *m) {
  * tensors before the first block, each block, and those after the last (the table must be in that
  * order, as every model's is). */
 static mw_status build_segments(mw_model *m) {
-    if (m->offload == MW_OFFLOAD_NONE && !grads_mem16(m)) return MW_OK;
+    if (m->offload == MW_OFFLOAD_NONE && !grads_mem16(m) && !mw_graph_grads_zero2(m)) return MW_OK;
     const int L = m->cfg.n_layer, blocks = m->offload != MW_OFFLOAD_OPTIMIZER || grads_mem16(m);
     m->nseg = blocks ? L + 2 : 1;
     m->seg_lo = calloc((size_t)m->nseg + 1, sizeof(size_t));
@@ -1013,6 +1017,11 @@ static mw_status param_visit(mw_model *m, int j) {
 /* Block l's backward starts: its gradients come into a slot (zeros when the disk holds none of this
  * step yet, else read back to accumulate into). */
 static mw_status grad_bind(mw_model *m, int l) {
+    if (mw_graph_grads_zero2(m)) { /* from zero: the slot is exchanged when the block is done */
+        memset(m->gslot[0], 0, seg_len(m, 1 + l) * sizeof(float));
+        m->gbase[1 + l] = m->gslot[0];
+        return MW_OK;
+    }
     if (grads_mem16(m)) { /* zeros, or the bfloat16 ones widened to accumulate into */
         const int seg = 1 + l;
         const size_t n = seg_len(m, seg);
@@ -1041,6 +1050,10 @@ static mw_status grad_bind(mw_model *m, int l) {
 static mw_status grad_done(mw_model *m, int l) {
     const int seg = 1 + l;
     const size_t n = seg_len(m, seg);
+    if (mw_graph_grads_zero2(m)) { /* summed into the ranks' shards */
+        m->gbase[seg] = NULL;
+        return mw_zero_exchange(m, m->gslot[0], m->seg_lo[seg], m->seg_lo[seg + 1]);
+    }
     if (grads_mem16(m)) { /* rounded into their bfloat16 home */
         mw_bf16_store_mt(m->g16 + (m->seg_lo[seg] - m->seg_lo[1]), m->gslot[0], n);
         m->gbase[seg] = NULL;

@@ -138,6 +138,7 @@ struct mw_model {
     mw_comm *comm;
     size_t zlo, zhi, zrq;
     float *zacc, *zrecv;
+    int zk; /* the micro-step running (its exchanges start the sum at 0) */
     char offload_why[200];   /* auto's reasons ("" otherwise) */
     void *off_stage;         /* MW_OFFLOAD_OPTIMIZER: the moments' staging buffer (optimizer op) */
     struct mw_offload *off;  /* ... and the disk tier holding them (src/memory/offload.c) */
@@ -187,6 +188,11 @@ static inline int mw_graph_opt_sharded(const mw_model *m) { return m->cfg.dp && 
  * the optimizer arrays' elements [off, limit) of a sharded model (another rank's streamed from it
  * when reading, a scratch window that drops them when writing) */
 mw_status mw_zero_opt_step(mw_model *m, double lr, double grad_norm, int t);
+/* --zero 2: this rank's gradient of elements [a, b) of the flat buffer (src[e - a]) summed into the
+ * ranks' shards (collective: every rank calls it for the same range) */
+mw_status mw_zero_exchange(mw_model *m, const float *src, size_t a, size_t b);
+/* --zero 2: each micro-batch's gradients pass through block slots (grads_slotted in graph.c) */
+static inline int mw_graph_grads_zero2(const mw_model *m) { return m->cfg.dp && m->cfg.zero >= 2 && !m->cfg.inference; }
 mw_status mw_zero_state_window(const mw_model *m, int which, size_t off, size_t limit, int write, void **p, size_t *n);
 
 /* For models: */
