@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end tests of data parallelism (issue 16): train --zero 0|1|2 under mpirun -np 1, 2 and 4
+# End-to-end tests of data parallelism (issue 16): train --zero 0|1|2|3 under mpirun -np 1, 2 and 4
 # (--oversubscribe on this machine). The same global batch (ranks x --accum fixed) gives the same
 # losses and the same checkpoint bytes for every number of ranks and both stages, with the shared
 # memory transport and with TCP alone; --zero 0 on one rank is the plain run; a run saved at 4 ranks
@@ -69,7 +69,7 @@ echo "-- the same bits for any number of ranks"
 run plain 0
 run z0n1 1 --zero 0
 same plain z0n1 "--zero 0 on one rank is the plain run (checkpoint and losses)"
-for z in 0 1 2; do
+for z in 0 1 2 3; do
   run "a$z" 1 --zero $z --accum 4
   run "b$z" 2 --zero $z --accum 2
   run "c$z" 4 --zero $z --accum 1
@@ -78,6 +78,7 @@ for z in 0 1 2; do
 done
 same a0 a1 "--zero 1 = --zero 0"
 same a0 a2 "--zero 2 = --zero 0"
+same a0 a3 "--zero 3 = --zero 0"
 run b1again 2 --zero 1 --accum 2
 same b1 b1again "2 ranks, run to run"
 mpirun -np 2 --oversubscribe --mca btl tcp,self "$MW" "${tr[@]}" --zero 1 --accum 2 --out "$T/tcp" \
@@ -85,7 +86,7 @@ mpirun -np 2 --oversubscribe --mca btl tcp,self "$MW" "${tr[@]}" --zero 1 --accu
 same a1 tcp "2 ranks over TCP alone (--mca btl tcp,self) = 1 rank"
 
 echo "-- checkpoints at any world size"
-run s4 4 --zero 1 --stop-at 3
+run s4 4 --zero 3 --stop-at 3
 for n in 2 1; do
   mkdir -p "$T/r$n" && cp "$T/s4/step-00000003.mwck" "$T/r$n/"
 done
@@ -93,12 +94,12 @@ run r2 2 --zero 2 --resume auto
 run r1 1 --zero 0 --resume auto
 grep -q "accum=2" "$T/r2.out" && pass "4 ranks' 4 micro-batches per step -> --accum 2 on 2 ranks" ||
   fail "r2's accum: $(grep -a 'memwall train' "$T/r2.out")"
-resumed a1 r2 "saved at 4 ranks (--zero 1), resumed at 2 (--zero 2): the unbroken run's bytes"
+resumed a1 r2 "saved at 4 ranks (--zero 3), resumed at 2 (--zero 2): the unbroken run's bytes"
 resumed a1 r1 "saved at 4 ranks, resumed at 1 (--zero 0): the unbroken run's bytes"
 run s1 1 --zero 0 --accum 4 --stop-at 3
 mkdir -p "$T/r4" && cp "$T/s1/step-00000003.mwck" "$T/r4/"
-run r4 4 --zero 1 --resume auto
-resumed a1 r4 "saved at 1 rank, resumed at 4 (--zero 1)"
+run r4 4 --zero 3 --resume auto
+resumed a1 r4 "saved at 1 rank, resumed at 4 (--zero 3)"
 mkdir -p "$T/r3" && cp "$T/s1/step-00000003.mwck" "$T/r3/"
 mpr 3 "${tr[@]}" --zero 1 --out "$T/r3" --resume auto >"$T/r3.out" 2>&1
 rc=$?
@@ -151,6 +152,14 @@ awk -v g="$got" -v w="$want" -v x="$extra" 'BEGIN { d = (g - w - x) / w; exit !(
   fail "gpt2 --zero 2 --world 4: $got vs formula $want + $extra"
 awk -v a="$g2" -v b="$g1" 'BEGIN { exit !(a < b * 0.65) }' && pass "--zero 2's gradients $g2 < --zero 1's $g1" ||
   fail "gradients: --zero 2 $g2, --zero 1 $g1"
+# --zero 3: besides, the embeddings' parameters whole and three block slots of parameters
+j=$("$MW" estimate --preset gpt2 --batch 1 --seq 64 --zero 3 --world 4 --json)
+got=$(echo "$j" | grep -o '"model_state_bytes": [0-9]*' | head -1 | cut -d' ' -f2)
+want=$(echo "$j" | grep -o '"formula_bytes": [0-9]*' | cut -d' ' -f2)
+extra=$(((39383808 + 1536) * 8 + 7087872 * 16))
+awk -v g="$got" -v w="$want" -v x="$extra" 'BEGIN { d = (g - w - x) / w; exit !(d >= 0 && d < 0.003) }' &&
+  pass "gpt2 --zero 3 --world 4: model states $got = formula $want + the embeddings' parameters and gradients, three parameter slots and a gradient slot $extra" ||
+  fail "gpt2 --zero 3 --world 4: $got vs formula $want + $extra"
 o1=$("$MW" estimate --preset gpt2 --batch 1 --seq 64 --zero 1 --world 4 --json | grep -o '"optimizer": [0-9]*' | tail -1 | cut -d' ' -f2)
 o0=$("$MW" estimate --preset gpt2 --batch 1 --seq 64 --json | grep -o '"optimizer": [0-9]*' | tail -1 | cut -d' ' -f2)
 awk -v a="$o1" -v b="$o0" 'BEGIN { exit !(a * 4 >= b && a * 4 < b * 1.01) }' &&
@@ -195,7 +204,7 @@ kill -9 "$victim" 2>/dev/null
   fail "stopped rank: exit $rc after ${dt} s: $(grep -a memwall: "$T/stalled.out" | head -2)"
 
 echo "-- refused"
-expect_error 1 "--zero 3 (not built yet)" -- "$MW" "${tr[@]}" --zero 3
+
 expect_error 1 "--zero 5" -- "$MW" "${tr[@]}" --zero 5
 expect_error 1 "--zero 1 --optim adafactor" -- "$MW" "${tr[@]}" --zero 1 --optim adafactor
 expect_error 1 "--zero with --precision bf16" -- "$MW" "${tr[@]}" --zero 0 --precision bf16

@@ -48,7 +48,7 @@ static const opt_def OPTS[] = {
     {"seq", K_INT, C_(seq), MODEL, "tokens per sequence T"},
     {"seq", K_INT, C_(seq), CMD_EVAL, "tokens per sequence (0: the checkpoint's --seq; with --init its ctx, at most 1024)"},
     {"accum", K_INT, C_(accum), MODEL, "micro-batches accumulated per optimizer step (with --zero: per rank; the step's global batch is ranks x accum x batch)"},
-    {"zero", K_INT, C_(zero), CMD_TRAIN | CMD_ESTIMATE | CMD_PLAN, "data parallelism over the ranks mpirun starts (the MPI build): ZeRO stage 0 (every rank holds every state), 1 (each rank holds the optimizer state of its shard) or 2 (and the gradients' sum of its shard, the blocks' passing through one slot); the same bits for any stage and any number of ranks at the same ranks x --accum (docs/zero.md)"},
+    {"zero", K_INT, C_(zero), CMD_TRAIN | CMD_ESTIMATE | CMD_PLAN, "data parallelism over the ranks mpirun starts (the MPI build): ZeRO stage 0 (every rank holds every state), 1 (each rank holds the optimizer state of its shard), 2 (and the gradients' sum of its shard, the blocks' passing through one slot) or 3 (and the parameters of its shard, each block gathered into a slot before its forward and its backward); the same bits for any stage and any number of ranks at the same ranks x --accum (docs/zero.md)"},
     {"comm-timeout", K_DBL, O_(comm_timeout), CMD_TRAIN, "with --zero: seconds a rank waits for the others in one exchange before it concludes that one stopped and exits (0: forever)"},
     {"world", K_INT, C_(world), CMD_ESTIMATE | CMD_PLAN, "with --zero: the number of ranks to plan for (estimate answers without MPI)"},
     {"steps", K_INT, C_(steps), MODEL, "optimizer steps (bench: timed steps)"},

@@ -173,10 +173,12 @@ static double zero_formula(int stage, double n, double P, double G, double K, do
 static const char *const ZERO_FORMULA[4] = {"(P+G+K)x", "(P+G)x + Kx/N", "Px + (G+K)x/N", "(P+G+K)x/N"};
 
 /* Floats each rank sends per step and parameter: each micro-step's gradients to their owners,
- * (N-1)/N of them, then (N-1)/N of the gradients (stage 0) or parameters (stage 1) gathered. */
+ * (N-1)/N of them, then (N-1)/N of the gradients (stage 0) or parameters (stages 1, 2) gathered;
+ * stage 3 gathers each block before its forward and before its backward (less what a slot still
+ * holds: an upper bound) and the resident parameters after the update. */
 static double zero_sent(int stage, int n, int accum) {
     const double f = (double)(n - 1) / n;
-    return accum * f + f;
+    return stage == 3 ? accum * 3 * f + f : accum * f + f;
 }
 
 static void zero_estimate(const mw_config *c, zero_est *z) {
@@ -370,7 +372,9 @@ int cmd_estimate(int argc, char **argv) {
                mw_fmt_bytes((uint64_t)zs.formula, b1, sizeof b1), ZERO_FORMULA[c->zero], zs.P, zs.G, zs.K);
         printf("    the paper's figure   %s (mixed precision: P=2 G=2 K=12)\n", mw_fmt_bytes((uint64_t)zs.paper, b5, sizeof b5));
         printf("    sent per rank        %.3f floats per parameter per step (%s)\n", zero_sent(c->zero, c->world, c->accum),
-               c->zero == 0 ? "the gradients' all-to-all and all-gather" : "the gradients' all-to-all, the parameters' all-gather");
+               c->zero == 0   ? "the gradients' all-to-all and all-gather"
+               : c->zero == 3 ? "at most: the gradients' all-to-all, each block gathered for its forward and its backward"
+                              : "the gradients' all-to-all, the parameters' all-gather");
         if (c->accum > 1)
             printf("    (--accum %d: the sum of the earlier micro-batches over the shard adds %s of gradients)\n", c->accum,
                    mw_fmt_bytes((uint64_t)(4.0 * (double)mw_config_num_params(c) / c->world), b1, sizeof b1));

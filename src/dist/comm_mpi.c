@@ -106,7 +106,8 @@ static mw_status a2a_(mw_comm *c, const float *send, const size_t *sc, const siz
     return rcode == MPI_SUCCESS ? MW_OK : mpi_fail(rcode, "all-to-all");
 }
 
-/* in place, around the ring: at step s rank r passes block r - s on to r + 1 */
+/* in place, around the ring: at step s rank r passes block r - s on to r + 1. A block goes as
+ * ceil(bytes / CHUNK) messages, none when empty: sender and receiver know its size alike. */
 static mw_status ring_(mw_comm *c, void *buf, size_t elem, const size_t *count, const size_t *displ) {
     const int W = c->size, me = c->rank, to = (me + 1) % W, from = (me + W - 1) % W;
     char *b = buf;
@@ -114,14 +115,20 @@ static mw_status ring_(mw_comm *c, void *buf, size_t elem, const size_t *count, 
         const int sb = (me - s + W) % W, rb = (me - s - 1 + 2 * W) % W;
         const size_t sn = count[sb] * elem, rn = count[rb] * elem;
         char *sp = b + displ[sb] * elem, *rp = b + displ[rb] * elem;
-        for (size_t o = 0; o < sn || o < rn; o += CHUNK) {
-            const int k = o < sn ? (int)(sn - o < CHUNK ? sn - o : CHUNK) : 0;
-            const int l = o < rn ? (int)(rn - o < CHUNK ? rn - o : CHUNK) : 0;
-            MPI_TRY(MPI_Sendrecv(sp + (o < sn ? o : 0), k, MPI_BYTE, to, TAG_RING, rp + (o < rn ? o : 0), l, MPI_BYTE,
-                                 from, TAG_RING, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
-                    "all-gather");
+        const size_t ns = (sn + CHUNK - 1) / CHUNK, nr = (rn + CHUNK - 1) / CHUNK;
+        MPI_Request *req = malloc(sizeof(MPI_Request) * (ns + nr + 1));
+        if (!req) return mw_fail(MW_ERR_NOMEM, "out of memory");
+        int n = 0, rc = MPI_SUCCESS;
+        for (size_t o = 0; o < rn && rc == MPI_SUCCESS; o += CHUNK)
+            rc = MPI_Irecv(rp + o, (int)(rn - o < CHUNK ? rn - o : CHUNK), MPI_BYTE, from, TAG_RING, MPI_COMM_WORLD, &req[n++]);
+        for (size_t o = 0; o < sn && rc == MPI_SUCCESS; o += CHUNK) {
+            const int k = (int)(sn - o < CHUNK ? sn - o : CHUNK);
+            rc = MPI_Isend(sp + o, k, MPI_BYTE, to, TAG_RING, MPI_COMM_WORLD, &req[n++]);
             c->sent += (uint64_t)k;
         }
+        if (rc == MPI_SUCCESS) rc = MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
+        free(req);
+        if (rc != MPI_SUCCESS) return mpi_fail(rc, "all-gather");
     }
     return MW_OK;
 }

@@ -177,6 +177,54 @@ static mw_status shard_norm(mw_model *m, double *norm) {
     return MW_OK;
 }
 
+/* Rank j's piece of [a, b): counts and displacements (relative to a) into cnt[0..W), cnt[W..2W). */
+static mw_status seg_pieces(mw_model *m, size_t a, size_t b, size_t **out) {
+    const int W = m->cfg.world;
+    size_t *sh = NULL;
+    MW_TRY(shards(m, &sh));
+    for (int j = 0; j < W; j++) {
+        const size_t lo = sh[j] > a ? sh[j] : a, hi = sh[W + j] < b ? sh[W + j] : b;
+        sh[j] = hi > lo ? hi - lo : 0;
+        sh[W + j] = hi > lo ? lo - a : 0;
+    }
+    *out = sh;
+    return MW_OK;
+}
+
+mw_status mw_zero_gather_seg(mw_model *m, float *dst, size_t a, size_t b) {
+    const int W = m->cfg.world, R = m->cfg.rank;
+    size_t *pc = NULL;
+    MW_TRY(seg_pieces(m, a, b, &pc));
+    if (pc[R]) memcpy(dst + pc[W + R], m->zparams + (a + pc[W + R] - m->zlo), pc[R] * sizeof(float));
+    mw_status st = W > 1 ? m->comm->allgatherv(m->comm, dst, sizeof(float), pc, pc + W) : MW_OK;
+    free(pc);
+    return st;
+}
+
+enum { REQ_M = 0, REQ_V = 1, REQ_P = 2 }; /* what rank 0 asks another rank for */
+
+mw_status mw_zero_fetch_seg(mw_model *m, float *dst, size_t a, size_t b) {
+    const int W = m->cfg.world, R = m->cfg.rank;
+    if (W > 1 && (!m->comm || R != 0))
+        return mw_fail(MW_ERR_ARG, "internal: rank %d reads parameters of other ranks' shards", R);
+    size_t *pc = NULL;
+    MW_TRY(seg_pieces(m, a, b, &pc));
+    mw_status st = MW_OK;
+    for (int j = 0; j < W && st == MW_OK; j++) {
+        if (!pc[j]) continue;
+        const size_t off = a + pc[W + j];
+        if (j == R) {
+            memcpy(dst + pc[W + j], m->zparams + (off - m->zlo), pc[j] * sizeof(float));
+            continue;
+        }
+        const uint64_t req[3] = {REQ_P, (uint64_t)off, (uint64_t)pc[j]};
+        st = m->comm->send(m->comm, j, req, sizeof req);
+        if (st == MW_OK) st = m->comm->recv(m->comm, j, dst + pc[W + j], pc[j] * sizeof(float));
+    }
+    free(pc);
+    return st;
+}
+
 mw_status mw_zero_opt_step(mw_model *m, double lr, double grad_norm, int t) {
     const mw_config *c = &m->cfg;
     if (!m->comm) return mw_fail(MW_ERR_ARG, "a --zero %d model needs its ranks (mw_model_set_comm)", c->zero);
@@ -190,11 +238,16 @@ mw_status mw_zero_opt_step(mw_model *m, double lr, double grad_norm, int t) {
     mw_opt_begin(&m->opt, &hp, m->ostate, m->oscratch);
     for (int k = 0; k < m->opt.npasses; k++) {
         if (!mw_opt_pass_needed(&m->opt, k, 0)) continue;
-        mw_opt_chunk(&m->opt, &hp, k, m->zlo, m->zhi, m->params + m->zlo, mw_zero_grads(m), m->m, m->v, m->ostate,
-                     m->oscratch);
+        mw_opt_chunk(&m->opt, &hp, k, m->zlo, m->zhi, c->zero >= 3 ? m->zparams : m->params + m->zlo, mw_zero_grads(m),
+                     m->m, m->v, m->ostate, m->oscratch);
         mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
     }
-    return gather_flat(m, m->params);
+    if (c->zero < 3) return gather_flat(m, m->params);
+    /* the blocks are gathered as the next step visits them (its first micro-batch forgets the slots);
+     * the resident segments, which every rank holds, now */
+    const int L = c->n_layer;
+    MW_TRY(mw_zero_gather_seg(m, m->pres[0], 0, m->seg_lo[1]));
+    return mw_zero_gather_seg(m, m->pres[1], m->seg_lo[L + 1], m->nfloats);
 }
 
 static double now_ms(void) {
@@ -260,7 +313,7 @@ mw_status mw_zero_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw
 
 /* ---- the optimizer state of a sharded model, for checkpoints ------------------------------------ */
 
-enum { REQ_WORDS = 3 }; /* a request for another rank's state: array, first element, count */
+enum { REQ_WORDS = 3 }; /* a request for another rank's state: what (REQ_M, _V, _P), first element, count */
 
 mw_status mw_zero_state_window(const mw_model *m, int which, size_t off, size_t limit, int write, void **p, size_t *n) {
     if (m->opt.bits[which] != 32) return mw_fail(MW_ERR_ARG, "internal: a sharded optimizer array of %d bits", m->opt.bits[which]);
@@ -307,8 +360,8 @@ mw_status mw_model_state_serve(mw_model *m) {
         uint64_t req[REQ_WORDS];
         MW_TRY(cm->recv(cm, 0, req, sizeof req));
         if (req[2] == 0) return MW_OK;
-        const float *a = req[0] ? m->v : m->m;
-        if (!mw_graph_opt_sharded(m) || req[0] > 1 || req[1] < m->zlo || req[1] + req[2] > m->zhi || !a)
+        const float *a = req[0] == REQ_P ? (mw_graph_params_zero3(m) ? m->zparams : NULL) : req[0] == REQ_V ? m->v : m->m;
+        if (!mw_graph_opt_sharded(m) || req[0] > REQ_P || req[1] < m->zlo || req[1] + req[2] > m->zhi || !a)
             return mw_fail(MW_ERR_ARG, "internal: rank 0 asked for elements %llu+%llu of array %llu, outside shard %zu-%zu",
                            (unsigned long long)req[1], (unsigned long long)req[2], (unsigned long long)req[0], m->zlo,
                            m->zhi);

@@ -233,7 +233,12 @@ static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *
     const int pdisk = m->offload == MW_OFFLOAD_ALL, gdisk = grads_on_disk(m), g16 = grads_mem16(m);
     /* a block's staging slot: its padded length, O_DIRECT-aligned inside the arena */
     const uint64_t slot_bytes = (pdisk || gdisk) ? block_slot_floats(m) * F + MW_AIO_ALIGN : 0;
-    if (pdisk) {
+    if (mw_graph_params_zero3(m)) { /* the shard's, every rank's resident segments, three block slots */
+        PERSIST(m->zparams, (m->zhi - m->zlo) * F, MW_CAT_PARAMS, "params_shard");
+        PERSIST(m->pres[0], seg_len(m, 0) * F, MW_CAT_PARAMS, "params_pre");
+        PERSIST(m->pres[1], seg_len(m, L + 1) * F, MW_CAT_PARAMS, "params_post");
+        for (int k = 0; k < 3; k++) PERSIST(m->pslot[k], block_slot_floats(m) * F, MW_CAT_PARAMS, "param_slot");
+    } else if (pdisk) {
         PERSIST(m->pres[0], seg_len(m, 0) * F, MW_CAT_PARAMS, "params_pre");
         PERSIST(m->pres[1], seg_len(m, L + 1) * F, MW_CAT_PARAMS, "params_post");
         for (int k = 0; k < 3; k++) PERSIST(m->pslot[k], slot_bytes, MW_CAT_PARAMS, "param_slot");
@@ -961,6 +966,22 @@ static mw_status wait_id(mw_model *m, int *id) {
  * forgets every slot's block: a new micro-batch starts from its plan, and the optimizer changes
  * what they would hold. */
 static mw_status params_settle(mw_model *m) {
+    if (mw_graph_params_zero3(m)) { /* written outside a step: this rank's pieces into its shard */
+        const size_t lo = m->zlo, hi = m->zhi;
+        for (int k = 0; k < m->nseg; k++) {
+            const int res = k == 0 || k == m->nseg - 1;
+            const float *src = res ? (m->zres_dirty ? (k ? m->pres[1] : m->pres[0]) : NULL)
+                                   : (m->access_dirty && m->pslot_seg[0] == k ? m->pslot[0] : NULL);
+            const size_t a = m->seg_lo[k] > lo ? m->seg_lo[k] : lo, b = m->seg_lo[k + 1] < hi ? m->seg_lo[k + 1] : hi;
+            if (src && a < b) memcpy(m->zparams + (a - lo), src + (a - m->seg_lo[k]), (b - a) * sizeof(float));
+        }
+        m->access_dirty = m->zres_dirty = 0;
+        for (int k = 0; k < 3; k++) {
+            if (m->pslot_seg[k] >= 0) m->pbase[m->pslot_seg[k]] = NULL;
+            m->pslot_seg[k] = -1;
+        }
+        return MW_OK;
+    }
     if (m->offload != MW_OFFLOAD_ALL || !m->off) return MW_OK;
     mw_status st = MW_OK;
     for (int k = 0; k < 3; k++) {
@@ -1000,6 +1021,19 @@ static mw_status step_begin(mw_model *m) {
 /* Visit j of the plan: starts its reads (its own when not prefetched, the next visits'), waits for
  * its block's and binds it. */
 static mw_status param_visit(mw_model *m, int j) {
+    if (mw_graph_params_zero3(m)) { /* gathered into the visit's slot, unless it holds the block */
+        const int k = m->visit_slot[j], seg = m->visit_seg[j];
+        if (m->pslot_seg[k] != seg) {
+            if (m->pslot_seg[k] >= 0) m->pbase[m->pslot_seg[k]] = NULL;
+            for (int q = 0; q < 3; q++)
+                if (m->pslot_seg[q] == seg) m->pslot_seg[q] = -1;
+            m->pslot_seg[k] = -1;
+            MW_TRY(mw_zero_gather_seg(m, m->pslot[k], m->seg_lo[seg], m->seg_lo[seg + 1]));
+            m->pslot_seg[k] = seg;
+        }
+        m->pbase[seg] = m->pslot[k];
+        return MW_OK;
+    }
     const int *rd = m->visit_rd + 3 * j;
     for (int e = 0; e < 3 && rd[e] >= 0; e++) {
         const int seg = rd[e] / 4, k = rd[e] % 4;
@@ -1077,6 +1111,28 @@ float *mw_graph_param_access(mw_model *m, int i, int write) {
     if (m->params) return m->params + t->offset;
     const int seg = t->seg;
     float *p = mw_graph_tensor(m, 0, i);
+    if (mw_graph_params_zero3(m)) { /* a block comes into slot 0: gathered to write (every rank, as
+                                       in init and loads), fetched by rank 0 to read (saves) */
+        if (seg == 0 || seg == m->nseg - 1) {
+            if (write) m->zres_dirty = 1;
+            return p;
+        }
+        if (m->pslot_seg[0] != seg) {
+            mw_status st = params_settle(m);
+            if (st == MW_OK)
+                st = write ? mw_zero_gather_seg(m, m->pslot[0], m->seg_lo[seg], m->seg_lo[seg + 1])
+                           : mw_zero_fetch_seg(m, m->pslot[0], m->seg_lo[seg], m->seg_lo[seg + 1]);
+            if (st != MW_OK) {
+                io_failed(m, st);
+                return NULL;
+            }
+            m->pslot_seg[0] = seg;
+            m->pbase[seg] = m->pslot[0];
+            p = mw_graph_tensor(m, 0, i);
+        }
+        if (write) m->access_dirty = 1;
+        return p;
+    }
     if (seg == 0 || seg == m->nseg - 1) return p; /* resident */
     if (m->pslot_seg[0] != seg) {
         mw_status st = params_settle(m); /* writes a dirty block back, forgets the slots */
@@ -1118,7 +1174,7 @@ mw_status mw_model_forward(mw_model *m, const int32_t *inputs, const int32_t *ta
     MW_TRY(step_begin(m));
     double s = 0.0;
     for (int i = 0; i <= m->head_op; i++) {
-        if (m->offload == MW_OFFLOAD_ALL && m->op_pv[i] >= 0) MW_TRY(param_visit(m, m->op_pv[i]));
+        if ((m->offload == MW_OFFLOAD_ALL || mw_graph_params_zero3(m)) && m->op_pv[i] >= 0) MW_TRY(param_visit(m, m->op_pv[i]));
         m->arch->run_op(m, i, 0, 0.0f, &s);
     }
     if (targets) *loss = (float)(s / ((double)m->cfg.batch * m->cfg.seq));
@@ -1136,7 +1192,7 @@ mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const in
     double s = 0.0;
     for (int i = 0; i < m->opt_op; i++) {
         const int l = m->ops[i].layer;
-        if (m->offload == MW_OFFLOAD_ALL && m->op_pv[i] >= 0) MW_TRY(param_visit(m, m->op_pv[i]));
+        if ((m->offload == MW_OFFLOAD_ALL || mw_graph_params_zero3(m)) && m->op_pv[i] >= 0) MW_TRY(param_visit(m, m->op_pv[i]));
         if (gdisk && m->op_gb[i]) MW_TRY(grad_bind(m, l));
         m->arch->run_op(m, i, 1, grad_scale / N, &s);
         if (gdisk && m->op_ge[i]) MW_TRY(grad_done(m, l));

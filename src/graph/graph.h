@@ -139,6 +139,8 @@ struct mw_model {
     size_t zlo, zhi, zrq;
     float *zacc, *zrecv;
     int zk; /* the micro-step running (its exchanges start the sum at 0) */
+    float *zparams; /* --zero 3: the parameters of the shard, the only copy of the blocks' */
+    int zres_dirty; /* --zero 3: the resident segments' parameters were written outside a step */
     char offload_why[200];   /* auto's reasons ("" otherwise) */
     void *off_stage;         /* MW_OFFLOAD_OPTIMIZER: the moments' staging buffer (optimizer op) */
     struct mw_offload *off;  /* ... and the disk tier holding them (src/memory/offload.c) */
@@ -191,6 +193,13 @@ mw_status mw_zero_opt_step(mw_model *m, double lr, double grad_norm, int t);
 /* --zero 2: this rank's gradient of elements [a, b) of the flat buffer (src[e - a]) summed into the
  * ranks' shards (collective: every rank calls it for the same range) */
 mw_status mw_zero_exchange(mw_model *m, const float *src, size_t a, size_t b);
+/* --zero 3: elements [a, b) of the flat parameters (a segment) into dst[e - a] from every rank's
+ * shard: gathered (collective), or fetched from the owners by rank 0 while they serve
+ * (mw_model_state_serve; checkpoints) */
+mw_status mw_zero_gather_seg(mw_model *m, float *dst, size_t a, size_t b);
+mw_status mw_zero_fetch_seg(mw_model *m, float *dst, size_t a, size_t b);
+/* --zero 3: the blocks' parameters are gathered into slots as the schedule visits them */
+static inline int mw_graph_params_zero3(const mw_model *m) { return m->cfg.dp && m->cfg.zero >= 3 && !m->cfg.inference; }
 /* --zero 2: each micro-batch's gradients pass through block slots (grads_slotted in graph.c) */
 static inline int mw_graph_grads_zero2(const mw_model *m) { return m->cfg.dp && m->cfg.zero >= 2 && !m->cfg.inference; }
 mw_status mw_zero_state_window(const mw_model *m, int which, size_t off, size_t limit, int write, void **p, size_t *n);

@@ -162,14 +162,12 @@ mw_status mw_config_validate(const mw_config *c) {
     if (c->dp) {
         NEED(c->world >= 1 && c->rank >= 0 && c->rank < c->world, "rank %d of a world of %d", c->rank, c->world);
         NEED(c->zero >= 0 && c->zero <= 3, "--zero takes a ZeRO stage, 0 to 3 (got %d)", c->zero);
-        NEED(c->zero <= 2, "--zero %d: stage 3 (parameters sharded) is not built yet; --zero 2 shards the "
-             "optimizer state and the gradients, --zero 1 the optimizer state, --zero 0 none", c->zero);
         NEED(c->offload == MW_OFFLOAD_NONE, "--zero with --offload %s: the disk tier under data parallelism is "
              "not built yet", mw_offload_name(c->offload));
         NEED(c->precision == MW_PRECISION_FP32, "--zero with --precision %s: bfloat16 gradients under data "
              "parallelism are not built yet", mw_precision_str(c->precision));
         NEED(c->zero == 0 || c->optim == MW_OPTIM_ADAMW || c->optim == MW_OPTIM_SGD,
-             "--zero 1 and 2 shard element-wise optimizer state (adamw, sgd); --optim %s keeps state across elements "
+             "--zero 1 to 3 shard element-wise optimizer state (adamw, sgd); --optim %s keeps state across elements "
              "(blocks, rows): use --zero 0", mw_optim_str(c->optim));
     }
 #undef NEED
