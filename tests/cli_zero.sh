@@ -23,6 +23,11 @@ if "$MW" train --data /nonexistent --zero 0 2>&1 | grep -q "built without MPI"; 
   exit 1
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+if ldd "$MW" | grep -q libasan; then # the sanitizer build: OpenMPI's own leaks are not memwall's
+  export OMPI_MCA_mca_base_component_disable_dlclose=1
+  export LSAN_OPTIONS="suppressions=$(realpath "$(dirname "$0")")/lsan_mpi.supp:print_suppressions=0"
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0" # their frames have no frame pointers
+fi
 mpr() { # mpr N ARGS...: memwall ARGS on N ranks
   local n=$1
   shift
