@@ -233,11 +233,12 @@ static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *
     const int pdisk = m->offload == MW_OFFLOAD_ALL, gdisk = grads_on_disk(m), g16 = grads_mem16(m);
     /* a block's staging slot: its padded length, O_DIRECT-aligned inside the arena */
     const uint64_t slot_bytes = (pdisk || gdisk) ? block_slot_floats(m) * F + MW_AIO_ALIGN : 0;
-    if (mw_graph_params_zero3(m)) { /* the shard's, every rank's resident segments, three block slots */
+    if (mw_graph_params_zero3(m)) { /* the shard's, every rank's resident segments, one block's slot
+                                       (the gathers are synchronous: nothing to prefetch into) */
         PERSIST(m->zparams, (m->zhi - m->zlo) * F, MW_CAT_PARAMS, "params_shard");
         PERSIST(m->pres[0], seg_len(m, 0) * F, MW_CAT_PARAMS, "params_pre");
         PERSIST(m->pres[1], seg_len(m, L + 1) * F, MW_CAT_PARAMS, "params_post");
-        for (int k = 0; k < 3; k++) PERSIST(m->pslot[k], block_slot_floats(m) * F, MW_CAT_PARAMS, "param_slot");
+        PERSIST(m->pslot[0], block_slot_floats(m) * F, MW_CAT_PARAMS, "param_slot");
     } else if (pdisk) {
         PERSIST(m->pres[0], seg_len(m, 0) * F, MW_CAT_PARAMS, "params_pre");
         PERSIST(m->pres[1], seg_len(m, L + 1) * F, MW_CAT_PARAMS, "params_post");
@@ -1021,17 +1022,16 @@ static mw_status step_begin(mw_model *m) {
 /* Visit j of the plan: starts its reads (its own when not prefetched, the next visits'), waits for
  * its block's and binds it. */
 static mw_status param_visit(mw_model *m, int j) {
-    if (mw_graph_params_zero3(m)) { /* gathered into the visit's slot, unless it holds the block */
-        const int k = m->visit_slot[j], seg = m->visit_seg[j];
-        if (m->pslot_seg[k] != seg) {
-            if (m->pslot_seg[k] >= 0) m->pbase[m->pslot_seg[k]] = NULL;
-            for (int q = 0; q < 3; q++)
-                if (m->pslot_seg[q] == seg) m->pslot_seg[q] = -1;
-            m->pslot_seg[k] = -1;
-            MW_TRY(mw_zero_gather_seg(m, m->pslot[k], m->seg_lo[seg], m->seg_lo[seg + 1]));
-            m->pslot_seg[k] = seg;
+    if (mw_graph_params_zero3(m)) { /* gathered into the slot, unless it holds the block already (the
+                                       last block's forward, then its backward) */
+        const int seg = m->visit_seg[j];
+        if (m->pslot_seg[0] != seg) {
+            if (m->pslot_seg[0] >= 0) m->pbase[m->pslot_seg[0]] = NULL;
+            m->pslot_seg[0] = -1;
+            MW_TRY(mw_zero_gather_seg(m, m->pslot[0], m->seg_lo[seg], m->seg_lo[seg + 1]));
+            m->pslot_seg[0] = seg;
         }
-        m->pbase[seg] = m->pslot[k];
+        m->pbase[seg] = m->pslot[0];
         return MW_OK;
     }
     const int *rd = m->visit_rd + 3 * j;
