@@ -8,7 +8,10 @@
 #     rank): each rank's arena peak against its plan, peak RSS, and the floats each rank sent per
 #     step per parameter against the textbook 2(N-1)/N (stages 0-2) and 3(N-1)/N (stage 3);
 #  3. step time of 2 ranks x 1 thread against 1 rank x 2 threads at the same global batch
-#     (GPT-2 124M, B=2 T=128 per micro-batch, 2 micro-batches per step), medians of alternating rounds.
+#     (GPT-2 124M, B=2 T=128 per micro-batch, 2 micro-batches per step), medians of alternating rounds,
+#     and what the canonical sum costs one process: --zero 0 on one rank (each micro-batch's
+#     gradient from zero, summed in order into a shard-sized sum) against the plain run (the
+#     backward accumulates into the gradients directly).
 #
 #   bench/zero.sh [--steps 4] [--rounds 3]
 set -euo pipefail
@@ -88,19 +91,25 @@ echo
 echo "## 3. Step time, the same global batch of 2 x (B=2, T=128): 2 ranks x 1 thread against 1 rank x 2 threads"
 echo
 med() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+tr=(train --data "$D/d" --preset gpt2 --batch 2 --seq 128 --steps "$STEPS" --log-every 1000)
 : >"$D/t_dp"
 : >"$D/t_one"
+: >"$D/t_z0"
+times() { grep '"step"' "$1" | tail -n +2 | grep -o '"ms": [0-9.]*' | sed 's/.*: //'; }
+peak() { grep -o '"plan_peak_bytes": [0-9]*' "$1" | head -1 | sed 's/.*: //'; }
 for r in $(seq "$ROUNDS"); do
-  mpirun -np 2 --oversubscribe "$MW" train --data "$D/d" --preset gpt2 --batch 2 --seq 128 --steps "$STEPS" --threads 1 \
-    --zero 1 --json-log "$D/t_dp.jsonl" --log-every 1000 >/dev/null 2>&1
-  grep '"step"' "$D/t_dp.jsonl" | tail -n +2 | grep -o '"ms": [0-9.]*' | sed 's/.*: //' >>"$D/t_dp"
-  "$MW" train --data "$D/d" --preset gpt2 --batch 2 --seq 128 --accum 2 --steps "$STEPS" --threads 2 \
-    --json-log "$D/t_one.jsonl" --log-every 1000 >/dev/null 2>&1
-  grep '"step"' "$D/t_one.jsonl" | tail -n +2 | grep -o '"ms": [0-9.]*' | sed 's/.*: //' >>"$D/t_one"
+  mpirun -np 2 --oversubscribe "$MW" "${tr[@]}" --threads 1 --zero 1 --json-log "$D/t_dp.jsonl" >/dev/null 2>&1
+  times "$D/t_dp.jsonl" >>"$D/t_dp"
+  "$MW" "${tr[@]}" --accum 2 --threads 2 --json-log "$D/t_one.jsonl" >/dev/null 2>&1
+  times "$D/t_one.jsonl" >>"$D/t_one"
+  mpirun -np 1 "$MW" "${tr[@]}" --accum 2 --threads 2 --zero 0 --json-log "$D/t_z0.jsonl" >/dev/null 2>&1
+  times "$D/t_z0.jsonl" >>"$D/t_z0"
 done
 a=$(med <"$D/t_dp")
 b=$(med <"$D/t_one")
-echo "| run | median ms/step ($ROUNDS rounds x $((STEPS - 1)) steps) | vs 1 rank x 2 threads |"
-echo "|---|---|---|"
-echo "| 2 ranks x 1 thread, --zero 1 | $a | $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2fx", b / a }') |"
-echo "| 1 rank x 2 threads, --accum 2 | $b | 1.00x |"
+c=$(med <"$D/t_z0")
+echo "| run | median ms/step ($ROUNDS rounds x $((STEPS - 1)) steps) | vs 1 rank x 2 threads | plan peak (MiB, per rank) |"
+echo "|---|---|---|---|"
+echo "| 2 ranks x 1 thread, --zero 1 | $a | $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2fx", b / a }') | $(mib "$(peak "$D/t_dp.jsonl")") |"
+echo "| 1 rank x 2 threads, --accum 2 (plain) | $b | 1.00x | $(mib "$(peak "$D/t_one.jsonl")") |"
+echo "| 1 rank x 2 threads, --accum 2 --zero 0 (canonical sums) | $c | $(awk -v a="$c" -v b="$b" 'BEGIN { printf "%.2fx", b / a }') | $(mib "$(peak "$D/t_z0.jsonl")") |"
