@@ -102,7 +102,7 @@ for r in $(seq "$ROUNDS"); do
   times "$D/t_dp.jsonl" >>"$D/t_dp"
   "$MW" "${tr[@]}" --accum 2 --threads 2 --json-log "$D/t_one.jsonl" >/dev/null 2>&1
   times "$D/t_one.jsonl" >>"$D/t_one"
-  mpirun -np 1 "$MW" "${tr[@]}" --accum 2 --threads 2 --zero 0 --json-log "$D/t_z0.jsonl" >/dev/null 2>&1
+  mpirun -np 1 --bind-to none "$MW" "${tr[@]}" --accum 2 --threads 2 --zero 0 --json-log "$D/t_z0.jsonl" >/dev/null 2>&1
   times "$D/t_z0.jsonl" >>"$D/t_z0"
 done
 a=$(med <"$D/t_dp")

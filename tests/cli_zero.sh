@@ -220,4 +220,16 @@ rc=$?
 [ $rc -ne 0 ] && grep -q "without --zero: each would train the whole model alone" "$T/nozero.out" && [ ! -e "$T/nozero" ] &&
   pass "mpirun -np 2 without --zero: refused (exit $rc), nothing written" || fail "without --zero: exit $rc, $(head -c 300 "$T/nozero.out")"
 
+# every rank must be given the same run (mpirun's MPMD form gives each its own command line)
+mpirun -np 1 "$MW" "${tr[@]}" --zero 1 : -np 1 "$MW" "${tr[@]}" --zero 1 --lr 2e-3 >"$T/mpmd.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "rank 1's configuration (" "$T/mpmd.out" &&
+  pass "ranks given different --lr: refused (exit $rc)" || fail "different --lr: exit $rc, $(grep -a memwall: "$T/mpmd.out" | head -2)"
+head -c 20000 "$T/corpus.txt" >"$T/other.txt"
+"$MW" prepare --tokenizer bytes --in "$T/other.txt" --out "$T/o" >/dev/null || fail "prepare other"
+mpirun -np 1 "$MW" "${tr[@]}" --zero 1 : -np 1 "$MW" "${tr[@]}" --zero 1 --data "$T/o" >"$T/mpmd.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "rank 1's --data (its token files) differs" "$T/mpmd.out" &&
+  pass "ranks given different --data: refused (exit $rc)" || fail "different --data: exit $rc, $(grep -a memwall: "$T/mpmd.out" | head -2)"
+
 [ $fails -eq 0 ] && echo "cli_zero: all passed" || { echo "cli_zero: $fails failed"; exit 1; }

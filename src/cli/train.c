@@ -1,5 +1,6 @@
 /* memwall train, bench and export. */
 #include <errno.h>
+#include <sched.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -417,13 +418,63 @@ static mw_comm *start_ranks(opts *o, int *argc, char ***argv) {
     if (cm->size > 1) die_hook = mw_mpi_abort; /* one rank's error stops every rank */
     o->cfg.world = cm->size;
     o->cfg.rank = cm->rank;
-    if (!opt_given(o, "threads")) { /* the machine's cores shared by its ranks */
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        int per = (int)(cores / mw_mpi_local_size());
-        o->cfg.threads = per > 0 ? per : 1;
+    /* the CPUs this rank may run on: mpirun binds each rank to one core by default (OpenMPI, 2 ranks
+     * or fewer per node), and threads beyond them only take turns */
+    cpu_set_t cs;
+    int cpus = sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : 0;
+    if (cpus <= 0) cpus = (int)(sysconf(_SC_NPROCESSORS_ONLN) / mw_mpi_local_size());
+    if (cpus <= 0) cpus = 1;
+    if (!opt_given(o, "threads")) {
+        o->cfg.threads = cpus;
+    } else if (o->cfg.threads > cpus && cm->rank == 0) {
+        fprintf(stderr, "memwall: note: --threads %d, but rank 0 may run on %d CPU%s only (mpirun binds each rank to a "
+                        "core unless told otherwise: mpirun --bind-to none, or --map-by ppr:1:node:pe=%d)\n",
+                o->cfg.threads, cpus, cpus == 1 ? "" : "s", o->cfg.threads);
     }
     if (cm->rank != 0 && !freopen("/dev/null", "w", stdout)) die(1, "rank %d: cannot silence stdout", cm->rank);
     return cm;
+}
+
+/* --zero: every rank must train the same thing. v is this rank's fingerprint of what (its
+ * configuration, its data, the checkpoint it resumes); a rank whose differs from rank 0's stops
+ * every rank, naming it (one launched with other flags, or reading another copy of the data). */
+static void same_on_every_rank(mw_comm *cm, uint64_t v, const char *what) {
+    if (!cm || cm->size == 1) return;
+    uint64_t *all = calloc((size_t)cm->size, sizeof *all);
+    if (!all) die(1, "out of memory");
+    if (mw_mpi_allgather_u64(cm, v, all) != MW_OK) die(1, "%s", mw_last_error());
+    for (int j = 1; j < cm->size; j++)
+        if (all[j] != all[0]) {
+            if (cm->rank == 0)
+                die(1, "rank %d's %s differs from rank 0's: every rank must be given the same (fingerprints %016llx, "
+                       "%016llx)", j, what, (unsigned long long)all[j], (unsigned long long)all[0]);
+            die_hook = NULL; /* rank 0 says why and aborts every rank */
+            sleep(5);
+            exit(1);
+        }
+    free(all);
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* A token file's size, vocabulary and its first and last 16384 tokens. */
+static uint64_t data_fingerprint(mw_data *d) {
+    if (!d) return 0;
+    const uint64_t n = mw_data_count(d), k = n < 16384 ? n : 16384;
+    const uint32_t v = mw_data_vocab(d);
+    uint64_t h = fnv(fnv(0xcbf29ce484222325ull, &n, sizeof n), &v, sizeof v);
+    int32_t *buf = malloc(sizeof(int32_t) * (size_t)(k ? k : 1));
+    if (!buf) die(1, "out of memory");
+    for (int end = 0; end < 2 && k; end++) {
+        if (mw_data_read(d, end ? n - k : 0, (size_t)k, buf) != MW_OK) die(1, "%s", mw_last_error());
+        h = fnv(h, buf, k * 4);
+    }
+    free(buf);
+    return h;
 }
 
 int cmd_train(int argc, char **argv) {
@@ -482,6 +533,24 @@ int cmd_train(int argc, char **argv) {
     mw_plan_summary plan;
     if (mw_plan(&o.cfg, &plan) != MW_OK) die(1, "%s", mw_last_error());
     print_plan(&plan);
+    if (comm) { /* the same run everywhere: configuration and plan, data, checkpoint */
+        char key[2048];
+        const mw_config *c = &o.cfg;
+        snprintf(key, sizeof key, "%d %d %d %d %d %d %d %d %d %d %.17g %d %d %d %d %d %.17g %.17g %.17g %.17g %.17g %.17g "
+                 "%.17g %llu %d %d %d %d %d %d %s %s",
+                 c->arch, c->n_layer, c->n_head, c->n_embd, c->vocab, c->ctx, c->n_kv_head, c->ffn, c->tied, c->batch,
+                 c->rope_theta, c->seq, c->accum, c->steps, c->warmup, c->optim, c->lr, c->min_lr_frac, c->beta1, c->beta2,
+                 c->eps, c->weight_decay, c->grad_clip, (unsigned long long)c->seed, c->eval_every, c->eval_batches,
+                 c->precision, c->zero, c->world, c->save_every, plan.pin, c->tokenizer.name);
+        same_on_every_rank(comm, fnv(0xcbf29ce484222325ull, key, strlen(key)),
+                           "configuration (the flags, or the recomputation --recompute auto chose: pin it with the "
+                           "plan's --recompute value)");
+        same_on_every_rank(comm, data_fingerprint(train) ^ data_fingerprint(val) * 31, "--data (its token files)");
+        same_on_every_rank(comm, ckpt[0] ? fnv(fnv(0xcbf29ce484222325ull, &info.state.step, sizeof info.state.step),
+                                               &info.state.loader_rng, sizeof info.state.loader_rng)
+                                         : 0,
+                           "checkpoint to resume (its step and loader state)");
+    }
     mw_model *m = create_model(&o); /* exits 2 when the plan does not fit --budget */
     print_offload(m);
     if (comm && mw_model_set_comm(m, comm) != MW_OK) die(1, "%s", mw_last_error());

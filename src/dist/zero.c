@@ -78,6 +78,12 @@ static mw_status exchange_range(mw_model *m, const float *src, size_t a, size_t 
         free(sh);
         return mw_fail(MW_ERR_NOMEM, "out of memory");
     }
+    const float **part = malloc(sizeof(float *) * (size_t)W);
+    if (!part) {
+        free(sh);
+        free(cnt);
+        return mw_fail(MW_ERR_NOMEM, "out of memory");
+    }
     size_t *sc = cnt, *sd = cnt + W, *rc = cnt + 2 * W, *rdp = cnt + 3 * W, most = 0;
     for (int j = 0; j < W; j++) { /* rank j's piece of [a, b): sh[j] .. sh[W + j] */
         sh[j] = sh[j] > a ? sh[j] : a;
@@ -92,21 +98,24 @@ static mw_status exchange_range(mw_model *m, const float *src, size_t a, size_t 
     float *rv = m->zrecv;
     for (size_t t = 0; t < rounds && st == MW_OK; t++) {
         const size_t o = t * q, mine = myn > o ? (myn - o < q ? myn - o : q) : 0;
-        for (int j = 0; j < W; j++) {
+        for (int j = 0; j < W; j++) { /* this rank's own piece is read where it is */
             const size_t n = sh[W + j] - sh[j], len = n > o ? (n - o < q ? n - o : q) : 0;
-            sc[j] = len, sd[j] = len ? sh[j] + o - a : 0;
-            rc[j] = mine, rdp[j] = (size_t)j * q;
+            const int self = j == cm->rank;
+            sc[j] = self ? 0 : len, sd[j] = len ? sh[j] + o - a : 0;
+            rc[j] = self ? 0 : mine, rdp[j] = (size_t)j * q;
+            part[j] = self ? src + (mylo + o - a) : rv + (size_t)j * q;
         }
-        st = cm->alltoallv(cm, src, sc, sd, rv, rc, rdp);
+        if (W > 1) st = cm->alltoallv(cm, src, sc, sd, rv, rc, rdp);
         if (st != MW_OK || !mine) continue;
         const size_t e0 = mylo + o - m->zlo;
 #pragma omp parallel for schedule(static)
         for (size_t e = 0; e < mine; e++) {
-            float x = first ? rv[e] : prev[e0 + e] + rv[e];
-            for (int j = 1; j < W; j++) x = x + rv[(size_t)j * q + e];
+            float x = first ? part[0][e] : prev[e0 + e] + part[0][e];
+            for (int j = 1; j < W; j++) x = x + part[j][e];
             dst[e0 + e] = x;
         }
     }
+    free(part);
     free(cnt);
     free(sh);
     return st;
@@ -118,12 +127,10 @@ static mw_status exchange_range(mw_model *m, const float *src, size_t a, size_t 
 static mw_status exchange(mw_model *m, int k, int last) {
     float *g = m->grads;
     MW_TRY(exchange_range(m, g, 0, m->nfloats, k == 0, last ? g + m->zlo : m->zacc));
-    if (!last || m->zhi == m->zlo) {
-        memset(g, 0, m->nfloats * sizeof(float));
-    } else {
-        memset(g, 0, m->zlo * sizeof(float));
-        memset(g + m->zhi, 0, (m->nfloats - m->zhi) * sizeof(float));
-    }
+    const size_t lo = last ? m->zlo : m->nfloats, hi = last ? m->zhi : m->nfloats, n = m->nfloats;
+#pragma omp parallel for schedule(static)
+    for (size_t e = 0; e < n; e++) /* all but the sum */
+        if (e < lo || e >= hi) g[e] = 0.0f;
     return MW_OK;
 }
 
