@@ -90,6 +90,26 @@ mpirun -np 2 --oversubscribe --mca btl tcp,self "$MW" "${tr[@]}" --zero 1 --accu
   --json-log "$T/tcp.jsonl" >"$T/tcp.out" 2>&1 || fail "the TCP run: $(tail -3 "$T/tcp.out")"
 same a1 tcp "2 ranks over TCP alone (--mca btl tcp,self) = 1 rank"
 
+echo "-- each rank's shard of the optimizer state on its disk tier (--offload optimizer)"
+mkdir -p "$T/off"
+run o1 1 --zero 1 --accum 4 --offload optimizer --offload-dir "$T/off"
+run o4 4 --zero 1 --accum 1 --offload optimizer --offload-dir "$T/off"
+run o3 2 --zero 3 --accum 2 --offload optimizer --offload-dir "$T/off"
+same a1 o1 "--zero 1 --offload optimizer, 1 rank: the in-memory run's bytes"
+same a1 o4 "--zero 1 --offload optimizer, 4 ranks: the in-memory run's bytes"
+same a1 o3 "--zero 3 --offload optimizer, 2 ranks: the in-memory run's bytes"
+[ -z "$(ls "$T/off" | grep scratch)" ] && pass "no scratch file left behind" || fail "left in the offload folder: $(ls "$T/off")"
+n=$(grep -c "disk tier: .*memwall-offload-[0-9]*.scratch" "$T/o4.out")
+[ "$n" -eq 1 ] && pass "rank 0 reports its scratch file (each rank has its own)" || fail "scratch lines: $n"
+j=$("$MW" estimate --preset gpt2 --batch 1 --seq 64 --zero 1 --world 4 --offload optimizer --json)
+fb=$(echo "$j" | grep -o '"file_bytes": [0-9]*' | head -1 | cut -d' ' -f2)
+j0=$("$MW" estimate --preset gpt2 --batch 1 --seq 64 --offload optimizer --json)
+fb0=$(echo "$j0" | grep -o '"file_bytes": [0-9]*' | head -1 | cut -d' ' -f2)
+awk -v a="$fb" -v b="$fb0" 'BEGIN { d = (a * 4 - b) / b; exit !(d > -0.01 && d < 0.01) }' &&
+  pass "gpt2 over 4 ranks: rank 0's scratch file $fb bytes, a quarter of one process's $fb0 (whole quanta)" || fail "scratch: $fb vs $fb0"
+expect_error 1 "--zero 0 --offload optimizer (nothing sharded to offload)" -- "$MW" "${tr[@]}" --zero 0 --offload optimizer --offload-dir "$T/off"
+expect_error 1 "--zero 1 --offload all (not built)" -- "$MW" "${tr[@]}" --zero 1 --offload all --offload-dir "$T/off"
+
 echo "-- checkpoints at any world size"
 run s4 4 --zero 3 --stop-at 3
 for n in 2 1; do

@@ -144,11 +144,15 @@ static mw_status p2p_send_(mw_comm *c, int to, const void *buf, size_t n) {
     return MW_OK;
 }
 
+/* n bytes from rank from, in as many messages as it sent them (in order: MPI does not overtake) */
 static mw_status p2p_recv_(mw_comm *c, int from, void *buf, size_t n) {
     char *p = buf;
     do {
-        const int k = (int)(n < CHUNK ? n : CHUNK);
-        MPI_TRY(MPI_Recv(p, k, MPI_BYTE, from, TAG_P2P, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "receive");
+        MPI_Status s;
+        int k = 0;
+        MPI_TRY(MPI_Recv(p, (int)(n < CHUNK ? n : CHUNK), MPI_BYTE, from, TAG_P2P, MPI_COMM_WORLD, &s), "receive");
+        MPI_TRY(MPI_Get_count(&s, MPI_BYTE, &k), "receive");
+        if (k <= 0) return mw_fail(MW_ERR_IO, "MPI receive: an empty message from rank %d", from);
         p += k, n -= (size_t)k;
     } while (n);
     return MW_OK;

@@ -29,6 +29,7 @@
 #include "../core/status.h"
 #include "../graph/graph.h"
 #include "../graph/model.h"
+#include "../memory/offload.h"
 
 void mw_zero_shard(uint64_t n, int world, int r, uint64_t *lo, uint64_t *hi) {
     const uint64_t Q = MW_NORM_QUANTUM, nq = (n + Q - 1) / Q;
@@ -232,6 +233,23 @@ mw_status mw_zero_fetch_seg(mw_model *m, float *dst, size_t a, size_t b) {
     return st;
 }
 
+/* A chunk [lo, hi) of the disk tier's stream: its moments as read, the shard's parameters and
+ * gradients in memory (chunks outside the shard hold nothing of this rank's). */
+typedef struct zopt {
+    mw_model *m;
+    const mw_opt_hp *hp;
+    int pass;
+} zopt;
+
+static void zopt_chunk(void *ctx, size_t lo, size_t hi, int seg, void *const arr[MW_ARR_COUNT]) {
+    zopt *a = ctx;
+    mw_model *m = a->m;
+    if (seg != 1 || lo >= hi) return;
+    float *p = (m->cfg.zero >= 3 ? m->zparams : m->params + m->zlo) + (lo - m->zlo);
+    float *g = mw_zero_grads(m) + (lo - m->zlo);
+    mw_opt_chunk(&m->opt, a->hp, a->pass, lo, hi, p, g, arr[MW_ARR_M], arr[MW_ARR_V], m->ostate, m->oscratch);
+}
+
 mw_status mw_zero_opt_step(mw_model *m, double lr, double grad_norm, int t) {
     const mw_config *c = &m->cfg;
     if (!m->comm) return mw_fail(MW_ERR_ARG, "a --zero %d model needs its ranks (mw_model_set_comm)", c->zero);
@@ -245,8 +263,14 @@ mw_status mw_zero_opt_step(mw_model *m, double lr, double grad_norm, int t) {
     mw_opt_begin(&m->opt, &hp, m->ostate, m->oscratch);
     for (int k = 0; k < m->opt.npasses; k++) {
         if (!mw_opt_pass_needed(&m->opt, k, 0)) continue;
-        mw_opt_chunk(&m->opt, &hp, k, m->zlo, m->zhi, c->zero >= 3 ? m->zparams : m->params + m->zlo, mw_zero_grads(m),
-                     m->m, m->v, m->ostate, m->oscratch);
+        if (m->off) { /* this rank's shard of the moments streams through the disk tier */
+            zopt a = {m, &hp, k};
+            const unsigned rd = m->opt.rd[k] & MW_ARR_MV, wr = m->opt.wr[k] & MW_ARR_MV;
+            MW_TRY(mw_offload_stream(m->off, rd, wr, zopt_chunk, &a));
+        } else {
+            mw_opt_chunk(&m->opt, &hp, k, m->zlo, m->zhi, c->zero >= 3 ? m->zparams : m->params + m->zlo,
+                         mw_zero_grads(m), m->m, m->v, m->ostate, m->oscratch);
+        }
         mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
     }
     if (c->zero < 3) return gather_flat(m, m->params);
@@ -326,8 +350,17 @@ mw_status mw_zero_state_window(const mw_model *m, int which, size_t off, size_t 
     if (m->opt.bits[which] != 32) return mw_fail(MW_ERR_ARG, "internal: a sharded optimizer array of %d bits", m->opt.bits[which]);
     float *mine = which ? m->v : m->m;
     if (off >= m->zlo && off < m->zhi) {
+        const size_t end = limit < m->zhi ? limit : m->zhi;
+        if (m->off) { /* on the disk tier, through its staging */
+            const int a = which ? MW_ARR_V : MW_ARR_M;
+            if (write) return mw_offload_map(m->off, a, off, end, p, n);
+            const void *q = NULL;
+            MW_TRY(mw_offload_view(m->off, a, off, end, &q, n));
+            *p = (void *)q;
+            return MW_OK;
+        }
         *p = mine + (off - m->zlo);
-        *n = (limit < m->zhi ? limit : m->zhi) - off;
+        *n = end - off;
         return MW_OK;
     }
     size_t end = limit;
@@ -366,13 +399,21 @@ mw_status mw_model_state_serve(mw_model *m) {
     for (;;) {
         uint64_t req[REQ_WORDS];
         MW_TRY(cm->recv(cm, 0, req, sizeof req));
-        if (req[2] == 0) return MW_OK;
-        const float *a = req[0] == REQ_P ? (mw_graph_params_zero3(m) ? m->zparams : NULL) : req[0] == REQ_V ? m->v : m->m;
-        if (!mw_graph_opt_sharded(m) || req[0] > REQ_P || req[1] < m->zlo || req[1] + req[2] > m->zhi || !a)
+        if (req[2] == 0) return mw_model_moments_done(m); /* the disk tier's staging is the step's again */
+        if (!mw_graph_opt_sharded(m) || req[0] > REQ_P || req[1] < m->zlo || req[1] + req[2] > m->zhi ||
+            (req[0] == REQ_P && !mw_graph_params_zero3(m)))
             return mw_fail(MW_ERR_ARG, "internal: rank 0 asked for elements %llu+%llu of array %llu, outside shard %zu-%zu",
                            (unsigned long long)req[1], (unsigned long long)req[2], (unsigned long long)req[0], m->zlo,
                            m->zhi);
-        MW_TRY(cm->send(cm, 0, a + (req[1] - m->zlo), (size_t)req[2] * sizeof(float)));
+        if (req[0] == REQ_P) {
+            MW_TRY(cm->send(cm, 0, m->zparams + (req[1] - m->zlo), (size_t)req[2] * sizeof(float)));
+            continue;
+        }
+        for (size_t off = (size_t)req[1], end = (size_t)(req[1] + req[2]), k; off < end; off += k) {
+            void *p; /* in memory, or a window of the disk tier's */
+            MW_TRY(mw_zero_state_window(m, (int)req[0], off, end, 0, &p, &k));
+            MW_TRY(cm->send(cm, 0, p, k * sizeof(float)));
+        }
     }
 }
 

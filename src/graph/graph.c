@@ -150,17 +150,34 @@ static void disk_bits(const mw_model *m, int bits[MW_ARR_COUNT]) {
     bits[MW_ARR_V] = m->opt.bits[1] ? m->opt.bits[1] : 32;
 }
 
+/* The disk tier's segments: the model's, or under --zero >= 1 three that put this rank's shard of
+ * the optimizer state alone in the file (each rank offloads its own shard). */
+static int disk_segs(const mw_model *m, const size_t **lo, const unsigned **mask) {
+    if (mw_graph_opt_sharded(m)) {
+        *lo = m->zoff_lo, *mask = m->zoff_mask;
+        return 3;
+    }
+    *lo = m->seg_lo, *mask = m->seg_mask;
+    return m->nseg;
+}
+
 static void disk_layout(const mw_model *m, mw_offload_layout *lay) {
     int bits[MW_ARR_COUNT];
     disk_bits(m, bits);
-    mw_offload_layout_of(m->nseg, m->seg_lo, m->seg_mask, bits, lay);
+    const size_t *lo;
+    const unsigned *mask;
+    const int n = disk_segs(m, &lo, &mask);
+    mw_offload_layout_of(n, lo, mask, bits, lay);
 }
 
 /* 1 when a chunk boundary of the disk tier's layout cuts a block of the quantised optimizer (then
  * adamw8bit needs its first pass), else 0. */
 static int opt_split(const mw_model *m, const mw_offload_layout *lay) {
-    for (int s = 0; s < m->nseg; s++)
-        for (size_t e = m->seg_lo[s] + lay->chunk; e < m->seg_lo[s + 1]; e += lay->chunk)
+    const size_t *lo;
+    const unsigned *mask;
+    const int n = disk_segs(m, &lo, &mask);
+    for (int s = 0; s < n; s++)
+        for (size_t e = lo[s] + lay->chunk; e < lo[s + 1]; e += lay->chunk)
             if (mw_opt_splits(&m->opt, e)) return 1;
     return 0;
 }
@@ -207,22 +224,30 @@ static float *align_io(float *p) {
 
 /* Adds every buffer of the step to pl (planning), or binds m's pointers to placed (offsets from
  * the planner, same order) inside base. The two modes make the same walk. */
+/* --zero: this rank's shard, the exchange's round (at most the largest shard), and the disk tier's
+ * segments around the shard */
+static void zero_bounds(mw_model *m) {
+    const mw_config *c = &m->cfg;
+    uint64_t lo, hi, mx = 0;
+    mw_zero_shard(m->nfloats, c->world, c->rank, &lo, &hi);
+    m->zlo = lo, m->zhi = hi;
+    for (int r = 0; r < c->world; r++) {
+        uint64_t a, b;
+        mw_zero_shard(m->nfloats, c->world, r, &a, &b);
+        if (b - a > mx) mx = b - a;
+    }
+    m->zrq = mx < MW_ZERO_BUCKET ? (size_t)mx : MW_ZERO_BUCKET;
+    m->zoff_lo[0] = 0, m->zoff_lo[1] = m->zlo, m->zoff_lo[2] = m->zhi, m->zoff_lo[3] = m->nfloats;
+    m->zoff_mask[0] = m->zoff_mask[2] = 0;
+    m->zoff_mask[1] = opt_mask(m);
+}
+
 static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *base) {
     const mw_config *c = &m->cfg;
     const mw_model_def *a = m->arch;
     const int L = c->n_layer, last = m->nops - 1, nslots = a->ngs + (L + 1) * a->nls;
     const uint64_t F = sizeof(float), N = (uint64_t)c->batch * c->seq;
     int idx = 0;
-    if (c->dp) { /* this rank's shard, and the exchange's round: at most the largest shard */
-        uint64_t lo, hi, mx = 0;
-        mw_zero_shard(m->nfloats, c->world, c->rank, &lo, &hi);
-        m->zlo = lo, m->zhi = hi;
-        for (int r = 0; r < c->world; r++) {
-            mw_zero_shard(m->nfloats, c->world, r, &lo, &hi);
-            if (hi - lo > mx) mx = hi - lo;
-        }
-        m->zrq = mx < MW_ZERO_BUCKET ? (size_t)mx : MW_ZERO_BUCKET;
-    }
 #define PERSIST(ptr, bytes, cat, nm)                                                               \
     do {                                                                                           \
         if (placed)                                                                                \
@@ -610,6 +635,10 @@ static mw_status resolve_offload(mw_model *m) {
     for (int i = 0; i < 4; i++) {
         mw_config k = *c;
         k.offload = MODES[i];
+        if (c->dp && MODES[i] != MW_OFFLOAD_NONE && MODES[i] != MW_OFFLOAD_OPTIMIZER) { /* not under --zero */
+            fits[i] = 0, t[i] = 0;
+            continue;
+        }
         mw_plan_summary ps;
         MW_TRY(plan_predicted(&k, &ps));
         fits[i] = ps.fits;
@@ -641,9 +670,13 @@ static mw_status resolve_offload(mw_model *m) {
 /* The disk tier's segments: one for --offload optimizer; with gradients or parameters on disk the
  * tensors before the first block, each block, and those after the last (the table must be in that
  * order, as every model's is). */
+static void zero_bounds(mw_model *m);
+
 static mw_status build_segments(mw_model *m) {
+    if (m->cfg.dp) zero_bounds(m);
     if (m->offload == MW_OFFLOAD_NONE && !grads_mem16(m) && !mw_graph_grads_zero2(m)) return MW_OK;
-    const int L = m->cfg.n_layer, blocks = m->offload != MW_OFFLOAD_OPTIMIZER || grads_mem16(m);
+    const int L = m->cfg.n_layer,
+              blocks = m->offload != MW_OFFLOAD_OPTIMIZER || grads_mem16(m) || mw_graph_grads_zero2(m);
     m->nseg = blocks ? L + 2 : 1;
     m->seg_lo = calloc((size_t)m->nseg + 1, sizeof(size_t));
     m->seg_mask = calloc((size_t)m->nseg, sizeof(unsigned));
@@ -846,7 +879,10 @@ mw_status mw_model_create(mw_model **out, const mw_config *cfg) {
     if (s == MW_OK && m->offload != MW_OFFLOAD_NONE) {
         int bits[MW_ARR_COUNT];
         disk_bits(m, bits);
-        s = mw_offload_create(&m->off, m->cfg.offload_dir, m->nseg, m->seg_lo, m->seg_mask, bits, m->off_stage);
+        const size_t *lo;
+        const unsigned *mask;
+        const int n = disk_segs(m, &lo, &mask);
+        s = mw_offload_create(&m->off, m->cfg.offload_dir, n, lo, mask, bits, m->off_stage);
     }
     if (s != MW_OK) {
         mw_model_destroy(m);

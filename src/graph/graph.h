@@ -139,6 +139,8 @@ struct mw_model {
     size_t zlo, zhi, zrq;
     float *zacc, *zrecv;
     int zk; /* the micro-step running (its exchanges start the sum at 0) */
+    size_t zoff_lo[4];    /* --offload optimizer with --zero >= 1: the disk tier's segments, flat */
+    unsigned zoff_mask[3]; /* elements before the shard (nothing), the shard (M, V), after (nothing) */
     float *zparams; /* --zero 3: the parameters of the shard, the only copy of the blocks' */
     int zres_dirty; /* --zero 3: the resident segments' parameters were written outside a step */
     char offload_why[200];   /* auto's reasons ("" otherwise) */

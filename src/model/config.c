@@ -162,8 +162,11 @@ mw_status mw_config_validate(const mw_config *c) {
     if (c->dp) {
         NEED(c->world >= 1 && c->rank >= 0 && c->rank < c->world, "rank %d of a world of %d", c->rank, c->world);
         NEED(c->zero >= 0 && c->zero <= 3, "--zero takes a ZeRO stage, 0 to 3 (got %d)", c->zero);
-        NEED(c->offload == MW_OFFLOAD_NONE, "--zero with --offload %s: the disk tier under data parallelism is "
-             "not built yet", mw_offload_name(c->offload));
+        NEED(c->offload == MW_OFFLOAD_NONE || c->offload == MW_OFFLOAD_AUTO ||
+                 (c->offload == MW_OFFLOAD_OPTIMIZER && c->zero >= 1),
+             "--zero %d with --offload %s: under data parallelism the disk tier holds each rank's shard of the "
+             "optimizer state (--zero 1 to 3 with --offload optimizer); gradients and parameters on disk are not built "
+             "yet", c->zero, mw_offload_name(c->offload));
         NEED(c->precision == MW_PRECISION_FP32, "--zero with --precision %s: bfloat16 gradients under data "
              "parallelism are not built yet", mw_precision_str(c->precision));
         NEED(c->zero == 0 || c->optim == MW_OPTIM_ADAMW || c->optim == MW_OPTIM_SGD,
