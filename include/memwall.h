@@ -528,6 +528,12 @@ struct mw_comm {
     /* in place: elements [displ[j], displ[j] + count[j]) of buf (elem bytes each) from rank j to
      * every rank */
     mw_status (*allgatherv)(mw_comm *c, void *buf, size_t elem, const size_t *count, const size_t *displ);
+    /* allgatherv started and left to run (*req: its handle), then test (*done: 1 when complete; it
+     * lets the transfer progress) or wait for it: a gather that overlaps computation. May be NULL
+     * (then allgatherv runs at once). */
+    mw_status (*iallgatherv)(mw_comm *c, void *buf, size_t elem, const size_t *count, const size_t *displ, void **req);
+    mw_status (*test)(mw_comm *c, void *req, int *done);
+    mw_status (*wait)(mw_comm *c, void *req);
     /* point to point, bytes (checkpoints stream the moments of other ranks' shards) */
     mw_status (*send)(mw_comm *c, int to, const void *buf, size_t n);
     mw_status (*recv)(mw_comm *c, int from, void *buf, size_t n);

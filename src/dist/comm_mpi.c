@@ -28,6 +28,7 @@ int mw_mpi_local_size(void) {
 #ifdef MW_HAVE_MPI
 #include <mpi.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <time.h>
@@ -175,6 +176,66 @@ static mw_status ring(mw_comm *c, void *buf, size_t elem, const size_t *count, c
 static mw_status p2p_send(mw_comm *c, int to, const void *buf, size_t n) { TIMED("send", p2p_send_(c, to, buf, n)); }
 static mw_status p2p_recv(mw_comm *c, int from, void *buf, size_t n) { TIMED("receive", p2p_recv_(c, from, buf, n)); }
 
+/* A gather left running: MPI's own (a copy: no arithmetic whose order could matter), with int
+ * counts and displacements (a segment of fewer than 2^31 elements; checked) */
+typedef struct igather {
+    MPI_Request r;
+    MPI_Datatype t;
+    int *cnt;
+} igather;
+
+static mw_status iallgatherv(mw_comm *c, void *buf, size_t elem, const size_t *count, const size_t *displ, void **out) {
+    const int W = c->size;
+    igather *g = calloc(1, sizeof *g);
+    int *cnt = malloc(sizeof(int) * 2 * (size_t)W);
+    if (!g || !cnt) {
+        free(g);
+        free(cnt);
+        return mw_fail(MW_ERR_NOMEM, "out of memory");
+    }
+    for (int j = 0; j < W; j++) {
+        if (count[j] > INT32_MAX || displ[j] > INT32_MAX) {
+            free(g);
+            free(cnt);
+            return mw_fail(MW_ERR_ARG, "a block of more than 2^31 elements to gather");
+        }
+        cnt[j] = (int)count[j], cnt[W + j] = (int)displ[j];
+        if (j != c->rank) c->sent += count[c->rank] * elem; /* as the ring would send it on */
+    }
+    int rc = MPI_Type_contiguous((int)elem, MPI_BYTE, &g->t);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&g->t);
+    if (rc == MPI_SUCCESS) rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, g->t, buf, cnt, cnt + W, g->t, MPI_COMM_WORLD, &g->r);
+    if (rc != MPI_SUCCESS) {
+        free(g);
+        free(cnt);
+        return mpi_fail(rc, "all-gather");
+    }
+    g->cnt = cnt;
+    *out = g;
+    return MW_OK;
+}
+
+static void igather_free(igather *g) {
+    MPI_Type_free(&g->t);
+    free(g->cnt);
+    free(g);
+}
+
+static mw_status itest(mw_comm *c, void *req, int *done) {
+    igather *g = req;
+    int rc = MPI_Test(&g->r, done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "all-gather");
+    return MW_OK;
+}
+
+static mw_status iwait_(void *req) {
+    igather *g = req;
+    int rc = MPI_Wait(&g->r, MPI_STATUS_IGNORE);
+    igather_free(g);
+    return rc == MPI_SUCCESS ? MW_OK : mpi_fail(rc, "all-gather");
+}
+static mw_status iwait(mw_comm *c, void *req) { TIMED("block's gather", iwait_(req)); }
+
 static mw_comm world_comm;
 
 mw_status mw_mpi_init(int *argc, char ***argv, double timeout_s, mw_comm **out) {
@@ -190,6 +251,9 @@ mw_status mw_mpi_init(int *argc, char ***argv, double timeout_s, mw_comm **out) 
     c->allgatherv = ring;
     c->send = p2p_send;
     c->recv = p2p_recv;
+    c->iallgatherv = iallgatherv;
+    c->test = itest;
+    c->wait = iwait;
     op_rank = c->rank;
     op_timeout_s = timeout_s;
     pthread_t th;

@@ -209,6 +209,19 @@ mw_status mw_zero_gather_seg(mw_model *m, float *dst, size_t a, size_t b) {
     return st;
 }
 
+mw_status mw_zero_gather_start(mw_model *m, float *dst, size_t a, size_t b, void **req) {
+    const int W = m->cfg.world, R = m->cfg.rank;
+    mw_comm *cm = m->comm;
+    *req = NULL;
+    if (W == 1 || !cm->iallgatherv) return mw_zero_gather_seg(m, dst, a, b);
+    size_t *pc = NULL;
+    MW_TRY(seg_pieces(m, a, b, &pc));
+    if (pc[R]) memcpy(dst + pc[W + R], m->zparams + (a + pc[W + R] - m->zlo), pc[R] * sizeof(float));
+    mw_status st = cm->iallgatherv(cm, dst, sizeof(float), pc, pc + W, req);
+    free(pc);
+    return st;
+}
+
 enum { REQ_M = 0, REQ_V = 1, REQ_P = 2 }; /* what rank 0 asks another rank for */
 
 mw_status mw_zero_fetch_seg(mw_model *m, float *dst, size_t a, size_t b) {

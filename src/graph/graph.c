@@ -258,12 +258,12 @@ static mw_status walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *
     const int pdisk = m->offload == MW_OFFLOAD_ALL, gdisk = grads_on_disk(m), g16 = grads_mem16(m);
     /* a block's staging slot: its padded length, O_DIRECT-aligned inside the arena */
     const uint64_t slot_bytes = (pdisk || gdisk) ? block_slot_floats(m) * F + MW_AIO_ALIGN : 0;
-    if (mw_graph_params_zero3(m)) { /* the shard's, every rank's resident segments, one block's slot
-                                       (the gathers are synchronous: nothing to prefetch into) */
+    if (mw_graph_params_zero3(m)) { /* the shard's, every rank's resident segments, two block slots
+                                       (the block computing, the next one's gather) */
         PERSIST(m->zparams, (m->zhi - m->zlo) * F, MW_CAT_PARAMS, "params_shard");
         PERSIST(m->pres[0], seg_len(m, 0) * F, MW_CAT_PARAMS, "params_pre");
         PERSIST(m->pres[1], seg_len(m, L + 1) * F, MW_CAT_PARAMS, "params_post");
-        PERSIST(m->pslot[0], block_slot_floats(m) * F, MW_CAT_PARAMS, "param_slot");
+        for (int k = 0; k < 2; k++) PERSIST(m->pslot[k], block_slot_floats(m) * F, MW_CAT_PARAMS, "param_slot");
     } else if (pdisk) {
         PERSIST(m->pres[0], seg_len(m, 0) * F, MW_CAT_PARAMS, "params_pre");
         PERSIST(m->pres[1], seg_len(m, L + 1) * F, MW_CAT_PARAMS, "params_post");
@@ -1002,8 +1002,11 @@ static mw_status wait_id(mw_model *m, int *id) {
 /* Writes back parameters written outside a step (pslot[0]: init, checkpoint and weight loads) and
  * forgets every slot's block: a new micro-batch starts from its plan, and the optimizer changes
  * what they would hold. */
+static mw_status zero3_wait(mw_model *m);
+
 static mw_status params_settle(mw_model *m) {
     if (mw_graph_params_zero3(m)) { /* written outside a step: this rank's pieces into its shard */
+        MW_TRY(zero3_wait(m));
         const size_t lo = m->zlo, hi = m->zhi;
         for (int k = 0; k < m->nseg; k++) {
             const int res = k == 0 || k == m->nseg - 1;
@@ -1055,21 +1058,57 @@ static mw_status step_begin(mw_model *m) {
     return params_settle(m);
 }
 
+/* --zero 3, visit j: the block comes from the gather started at the previous visit, or is still
+ * in a slot (the last block's forward, then its backward), or is gathered now; then the next
+ * visit's block starts its gather into the other slot, to run while this one computes. */
+static mw_status zero3_wait(mw_model *m) {
+    if (!m->zpre) return MW_OK;
+    void *r = m->zpre;
+    m->zpre = NULL;
+    MW_TRY(m->comm->wait(m->comm, r));
+    m->pslot_seg[m->zpre_slot] = m->zpre_seg;
+    return MW_OK;
+}
+
+static mw_status zero3_visit(mw_model *m, int j) {
+    const int seg = m->visit_seg[j];
+    if (m->zpre && m->zpre_seg == seg) MW_TRY(zero3_wait(m));
+    int k = m->pslot_seg[0] == seg ? 0 : m->pslot_seg[1] == seg ? 1 : -1;
+    if (k < 0) { /* not prefetched (the first visit): now, into a slot no gather is filling */
+        MW_TRY(zero3_wait(m));
+        k = m->pslot_seg[0] < 0 ? 0 : 1;
+        if (m->pslot_seg[k] >= 0) m->pbase[m->pslot_seg[k]] = NULL;
+        m->pslot_seg[k] = -1;
+        MW_TRY(mw_zero_gather_seg(m, m->pslot[k], m->seg_lo[seg], m->seg_lo[seg + 1]));
+        m->pslot_seg[k] = seg;
+    }
+    m->pbase[seg] = m->pslot[k];
+    const int next = j + 1 < m->nvisit ? m->visit_seg[j + 1] : -1;
+    if (next >= 0 && next != seg && m->pslot_seg[1 - k] != next && !m->zpre) {
+        const int o = 1 - k;
+        if (m->pslot_seg[o] >= 0) m->pbase[m->pslot_seg[o]] = NULL;
+        m->pslot_seg[o] = -1;
+        void *r = NULL;
+        MW_TRY(mw_zero_gather_start(m, m->pslot[o], m->seg_lo[next], m->seg_lo[next + 1], &r));
+        if (r) {
+            m->zpre = r, m->zpre_seg = next, m->zpre_slot = o;
+        } else {
+            m->pslot_seg[o] = next;
+        }
+    }
+    return MW_OK;
+}
+
+/* Lets a gather in flight progress between ops (MPI moves data inside its calls). */
+static void zero3_poll(mw_model *m) {
+    int done = 0;
+    if (m->zpre && m->comm->test) (void)m->comm->test(m->comm, m->zpre, &done);
+}
+
 /* Visit j of the plan: starts its reads (its own when not prefetched, the next visits'), waits for
  * its block's and binds it. */
 static mw_status param_visit(mw_model *m, int j) {
-    if (mw_graph_params_zero3(m)) { /* gathered into the slot, unless it holds the block already (the
-                                       last block's forward, then its backward) */
-        const int seg = m->visit_seg[j];
-        if (m->pslot_seg[0] != seg) {
-            if (m->pslot_seg[0] >= 0) m->pbase[m->pslot_seg[0]] = NULL;
-            m->pslot_seg[0] = -1;
-            MW_TRY(mw_zero_gather_seg(m, m->pslot[0], m->seg_lo[seg], m->seg_lo[seg + 1]));
-            m->pslot_seg[0] = seg;
-        }
-        m->pbase[seg] = m->pslot[0];
-        return MW_OK;
-    }
+    if (mw_graph_params_zero3(m)) return zero3_visit(m, j);
     const int *rd = m->visit_rd + 3 * j;
     for (int e = 0; e < 3 && rd[e] >= 0; e++) {
         const int seg = rd[e] / 4, k = rd[e] % 4;
@@ -1212,6 +1251,7 @@ mw_status mw_model_forward(mw_model *m, const int32_t *inputs, const int32_t *ta
     for (int i = 0; i <= m->head_op; i++) {
         if ((m->offload == MW_OFFLOAD_ALL || mw_graph_params_zero3(m)) && m->op_pv[i] >= 0) MW_TRY(param_visit(m, m->op_pv[i]));
         m->arch->run_op(m, i, 0, 0.0f, &s);
+        if (m->zpre) zero3_poll(m);
     }
     if (targets) *loss = (float)(s / ((double)m->cfg.batch * m->cfg.seq));
     return MW_OK;
@@ -1231,6 +1271,7 @@ mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const in
         if ((m->offload == MW_OFFLOAD_ALL || mw_graph_params_zero3(m)) && m->op_pv[i] >= 0) MW_TRY(param_visit(m, m->op_pv[i]));
         if (gdisk && m->op_gb[i]) MW_TRY(grad_bind(m, l));
         m->arch->run_op(m, i, 1, grad_scale / N, &s);
+        if (m->zpre) zero3_poll(m);
         if (gdisk && m->op_ge[i]) MW_TRY(grad_done(m, l));
     }
     *loss = (float)(s / N);

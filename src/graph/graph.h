@@ -142,6 +142,8 @@ struct mw_model {
     size_t zoff_lo[4];    /* --offload optimizer with --zero >= 1: the disk tier's segments, flat */
     unsigned zoff_mask[3]; /* elements before the shard (nothing), the shard (M, V), after (nothing) */
     float *zparams; /* --zero 3: the parameters of the shard, the only copy of the blocks' */
+    void *zpre;      /* --zero 3: the next block's gather in flight (NULL: none) into pslot[zpre_slot] */
+    int zpre_seg, zpre_slot;
     int zres_dirty; /* --zero 3: the resident segments' parameters were written outside a step */
     char offload_why[200];   /* auto's reasons ("" otherwise) */
     void *off_stage;         /* MW_OFFLOAD_OPTIMIZER: the moments' staging buffer (optimizer op) */
@@ -200,6 +202,8 @@ mw_status mw_zero_exchange(mw_model *m, const float *src, size_t a, size_t b);
  * (mw_model_state_serve; checkpoints) */
 mw_status mw_zero_gather_seg(mw_model *m, float *dst, size_t a, size_t b);
 mw_status mw_zero_fetch_seg(mw_model *m, float *dst, size_t a, size_t b);
+/* ... the gather started, left running (*req NULL when it ran at once): m->comm->wait ends it */
+mw_status mw_zero_gather_start(mw_model *m, float *dst, size_t a, size_t b, void **req);
 /* --zero 3: the blocks' parameters are gathered into slots as the schedule visits them */
 static inline int mw_graph_params_zero3(const mw_model *m) { return m->cfg.dp && m->cfg.zero >= 3 && !m->cfg.inference; }
 /* --zero 2: each micro-batch's gradients pass through block slots (grads_slotted in graph.c) */
