@@ -542,12 +542,14 @@ struct mw_comm {
  * cfg.rank. mw_train and mw_train_step then run the data-parallel step. */
 mw_status mw_model_set_comm(mw_model *m, mw_comm *comm);
 mw_comm *mw_model_comm(const mw_model *m);
-/* Checkpoints of a --zero 1 model: rank 0 writes them (mw_ckpt_save), reading the other ranks'
- * optimizer state from them while they serve it (mw_model_state_serve, returning when rank 0
- * calls mw_model_state_serve_end, which it must do whether its save succeeded or not). Every rank
- * loads the whole checkpoint (mw_ckpt_load), keeping its shard. */
-mw_status mw_model_state_serve(mw_model *m);
-mw_status mw_model_state_serve_end(mw_model *m);
+/* The checkpoint of a data-parallel model, written by every rank at once (collective): rank 0
+ * creates the temporary file under dir (which every rank must see), each rank writes its shard's
+ * pieces of the parameters and the optimizer state where the single-process format puts them,
+ * rank 0 then writes the records and each array's CRC combined from its pieces', and renames it.
+ * The same bytes as mw_ckpt_save's of the same state, so it loads at any world size (every rank
+ * loads the whole file, keeping its shard). Without ranks (no comm), mw_ckpt_save. */
+mw_status mw_ckpt_save_ranks(const char *dir, mw_model *m, const mw_run_state *st, uint64_t train_tokens, char *path,
+                             size_t path_len);
 /* Elements [lo, hi) of the flat parameter buffer of n floats whose optimizer state rank r of world
  * holds under ZeRO stage 1 (whole quanta of the gradient norm's partial sums). */
 void mw_zero_shard(uint64_t n, int world, int r, uint64_t *lo, uint64_t *hi);

@@ -90,6 +90,20 @@ mpirun -np 2 --oversubscribe --mca btl tcp,self "$MW" "${tr[@]}" --zero 1 --accu
   --json-log "$T/tcp.jsonl" >"$T/tcp.out" 2>&1 || fail "the TCP run: $(tail -3 "$T/tcp.out")"
 same a1 tcp "2 ranks over TCP alone (--mca btl tcp,self) = 1 rank"
 
+# the other checkpoint layout (every optimizer but AdamW: its arrays after the tensors), written
+# by every rank at once: SGD sharded, 8-bit AdamW's codes whole (--zero 0)
+run sgd1 1 --zero 1 --accum 4 --optim sgd
+run sgd4 4 --zero 1 --accum 1 --optim sgd
+same sgd1 sgd4 "--optim sgd --zero 1: 4 ranks = 1 rank (its momentum's checkpoint pieces from 4 ranks)"
+run sgdp 0 --optim sgd
+run sgdz1 1 --zero 1 --optim sgd
+same sgdp sgdz1 "--optim sgd: --zero 1 on one rank = the plain run's checkpoint (single writer)"
+"$MW" export --ckpt "$T/sgd4" --out "$T/sgd4.safetensors" >/dev/null 2>&1 &&
+  pass "a checkpoint written by 4 ranks verifies (export reads it)" || fail "export of sgd4's checkpoint"
+run q81 1 --zero 0 --accum 2 --optim adamw8bit
+run q82 2 --zero 0 --accum 1 --optim adamw8bit
+same q81 q82 "--optim adamw8bit --zero 0: 2 ranks = 1 rank (8-bit codes written in two pieces)"
+
 echo "-- each rank's shard of the optimizer state on its disk tier (--offload optimizer)"
 mkdir -p "$T/off"
 run o1 1 --zero 1 --accum 4 --offload optimizer --offload-dir "$T/off"

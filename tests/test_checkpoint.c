@@ -57,6 +57,13 @@ int main(void) {
     for (int n = 0; n < 990; n += 37)
         CHECK(mw_crc32c(5, rnd + n % 8, (size_t)(1000 - n - 8)) == mw_crc32c_sw(5, rnd + n % 8, (size_t)(1000 - n - 8)),
               "crc32c hw/sw at %d", n);
+    /* combining: the CRC of a record from its pieces' CRCs, for every cut (an empty piece too) */
+    for (int cut = 0; cut <= 1000; cut += 53) {
+        const uint32_t whole = mw_crc32c(0, rnd, 1000), a = mw_crc32c(0, rnd, (size_t)cut);
+        const uint32_t b = mw_crc32c(0, rnd + cut, (size_t)(1000 - cut));
+        CHECK(mw_crc32c_combine(a, b, (uint64_t)(1000 - cut)) == whole, "crc32c_combine at cut %d", cut);
+    }
+    CHECK(mw_crc32c_combine(mw_crc32c(0, rnd, 10), mw_crc32c(0, rnd + 10, 1), 1) == mw_crc32c(0, rnd, 11), "one byte");
 
     mw_model *a = tiny(2, 1), *b = tiny(2, 2);
     mw_run_state st = {7, 0xABCDEF0123456789ull};

@@ -40,27 +40,9 @@ static void fmt_eta(double sec, char *buf, size_t n) {
 
 static mw_status save_checkpoint(train_ctx *t, const mw_run_state *st) {
     char path[4096];
-    mw_comm *cm = t->comm;
-    if (cm && cm->rank != 0) { /* rank 0 writes; this rank serves its optimizer state */
-        mw_status s = mw_model_state_serve(t->m);
-        int bad = 0;
-        if (mw_mpi_max_int(cm, s != MW_OK, &bad) != MW_OK) return MW_ERR_IO;
-        if (s != MW_OK) return s;
-        t->last_saved = st->step;
-        return bad ? mw_fail(MW_ERR_IO, "rank 0 could not save the checkpoint (its error is above)") : MW_OK;
-    }
-    mw_status s = mw_ckpt_save(t->o->ckpt_dir, t->m, st, t->train_tokens, path, sizeof path);
-    if (s == MW_OK) s = mw_ckpt_prune(t->o->ckpt_dir, t->o->cfg.keep, st->step);
-    if (cm) { /* the others stop serving whatever happened, then learn whether it worked */
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", mw_last_error());
-        mw_status e = mw_model_state_serve_end(t->m);
-        int bad = 0;
-        if (e == MW_OK) e = mw_mpi_max_int(cm, s != MW_OK, &bad);
-        if (s != MW_OK) return mw_fail(s, "%s", msg);
-        MW_TRY(e);
-    }
-    MW_TRY(s);
+    /* --zero: every rank writes its shard's part of the one file (mw_ckpt_save_ranks) */
+    MW_TRY(mw_ckpt_save_ranks(t->o->ckpt_dir, t->m, st, t->train_tokens, path, sizeof path));
+    if (!t->comm || t->comm->rank == 0) MW_TRY(mw_ckpt_prune(t->o->ckpt_dir, t->o->cfg.keep, st->step));
     t->last_saved = st->step;
     if (!t->tty) printf("  saved %s\n", path);
     return MW_OK;

@@ -7,6 +7,9 @@
 
 /* Extends crc (start with 0) over n bytes. */
 uint32_t mw_crc32c(uint32_t crc, const void *buf, size_t n);
+/* The CRC of A then B, from crc(A), crc(B) and B's length in bytes: pieces of a record checksummed
+ * where they are (by different ranks) give the record's CRC. */
+uint32_t mw_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 /* The table version, the oracle for tests. */
 uint32_t mw_crc32c_sw(uint32_t crc, const void *buf, size_t n);
 #endif

@@ -50,6 +50,19 @@ mw_status mw_model_set_comm(mw_model *m, mw_comm *comm) {
 
 mw_comm *mw_model_comm(const mw_model *m) { return m->comm; }
 
+void mw_model_shard(const mw_model *m, size_t *lo, size_t *hi) {
+    *lo = m->cfg.dp ? m->zlo : 0;
+    *hi = m->cfg.dp ? m->zhi : m->nfloats;
+}
+
+const float *mw_model_shard_params(const mw_model *m) {
+    return mw_graph_params_zero3(m) ? m->zparams : m->params + (m->cfg.dp ? m->zlo : 0);
+}
+
+size_t mw_model_tensor_offset(const mw_model *m, int i) { return m->tensors[i].offset; }
+
+size_t mw_model_flat_floats(const mw_model *m) { return m->nfloats; }
+
 /* The shards of every rank: lo[j], hi[j] (2 x world entries, malloc'd). */
 static mw_status shards(const mw_model *m, size_t **out) {
     const int W = m->cfg.world;
@@ -222,30 +235,6 @@ mw_status mw_zero_gather_start(mw_model *m, float *dst, size_t a, size_t b, void
     return st;
 }
 
-enum { REQ_M = 0, REQ_V = 1, REQ_P = 2 }; /* what rank 0 asks another rank for */
-
-mw_status mw_zero_fetch_seg(mw_model *m, float *dst, size_t a, size_t b) {
-    const int W = m->cfg.world, R = m->cfg.rank;
-    if (W > 1 && (!m->comm || R != 0))
-        return mw_fail(MW_ERR_ARG, "internal: rank %d reads parameters of other ranks' shards", R);
-    size_t *pc = NULL;
-    MW_TRY(seg_pieces(m, a, b, &pc));
-    mw_status st = MW_OK;
-    for (int j = 0; j < W && st == MW_OK; j++) {
-        if (!pc[j]) continue;
-        const size_t off = a + pc[W + j];
-        if (j == R) {
-            memcpy(dst + pc[W + j], m->zparams + (off - m->zlo), pc[j] * sizeof(float));
-            continue;
-        }
-        const uint64_t req[3] = {REQ_P, (uint64_t)off, (uint64_t)pc[j]};
-        st = m->comm->send(m->comm, j, req, sizeof req);
-        if (st == MW_OK) st = m->comm->recv(m->comm, j, dst + pc[W + j], pc[j] * sizeof(float));
-    }
-    free(pc);
-    return st;
-}
-
 /* A chunk [lo, hi) of the disk tier's stream: its moments as read, the shard's parameters and
  * gradients in memory (chunks outside the shard hold nothing of this rank's). */
 typedef struct zopt {
@@ -357,8 +346,6 @@ mw_status mw_zero_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw
 
 /* ---- the optimizer state of a sharded model, for checkpoints ------------------------------------ */
 
-enum { REQ_WORDS = 3 }; /* a request for another rank's state: what (REQ_M, _V, _P), first element, count */
-
 mw_status mw_zero_state_window(const mw_model *m, int which, size_t off, size_t limit, int write, void **p, size_t *n) {
     if (m->opt.bits[which] != 32) return mw_fail(MW_ERR_ARG, "internal: a sharded optimizer array of %d bits", m->opt.bits[which]);
     float *mine = which ? m->v : m->m;
@@ -380,64 +367,10 @@ mw_status mw_zero_state_window(const mw_model *m, int which, size_t off, size_t 
     if (off < m->zlo && m->zlo < end) end = m->zlo;
     const size_t cap = (size_t)m->cfg.world * m->zrq;
     if (end - off > cap) end = off + cap;
-    if (write) { /* another rank's elements, read from a checkpoint by every rank: dropped */
-        *p = m->zrecv;
-        *n = end - off;
-        return MW_OK;
-    }
-    mw_comm *cm = m->comm;
-    if (!cm || cm->rank != 0)
-        return mw_fail(MW_ERR_ARG, "internal: rank %d reads another rank's optimizer state", cm ? cm->rank : -1);
-    int owner = 0;
-    for (int j = 0; j < cm->size; j++) {
-        uint64_t lo, hi;
-        mw_zero_shard(m->nfloats, cm->size, j, &lo, &hi);
-        if (off >= lo && off < hi) {
-            owner = j;
-            if (hi < end) end = (size_t)hi;
-            break;
-        }
-    }
-    const uint64_t req[REQ_WORDS] = {(uint64_t)which, (uint64_t)off, (uint64_t)(end - off)};
-    MW_TRY(cm->send(cm, owner, req, sizeof req));
-    MW_TRY(cm->recv(cm, owner, m->zrecv, (end - off) * sizeof(float)));
-    *p = m->zrecv;
+    if (!write) /* checkpoints write each shard from its rank (mw_ckpt_save_ranks) */
+        return mw_fail(MW_ERR_ARG, "internal: rank %d reads elements %zu.. of the optimizer state, outside its shard",
+                       m->cfg.rank, off);
+    *p = m->zrecv; /* another rank's elements, read from a checkpoint by every rank: dropped */
     *n = end - off;
     return MW_OK;
-}
-
-mw_status mw_model_state_serve(mw_model *m) {
-    mw_comm *cm = m->comm;
-    if (!cm || cm->rank == 0) return MW_OK;
-    for (;;) {
-        uint64_t req[REQ_WORDS];
-        MW_TRY(cm->recv(cm, 0, req, sizeof req));
-        if (req[2] == 0) return mw_model_moments_done(m); /* the disk tier's staging is the step's again */
-        if (!mw_graph_opt_sharded(m) || req[0] > REQ_P || req[1] < m->zlo || req[1] + req[2] > m->zhi ||
-            (req[0] == REQ_P && !mw_graph_params_zero3(m)))
-            return mw_fail(MW_ERR_ARG, "internal: rank 0 asked for elements %llu+%llu of array %llu, outside shard %zu-%zu",
-                           (unsigned long long)req[1], (unsigned long long)req[2], (unsigned long long)req[0], m->zlo,
-                           m->zhi);
-        if (req[0] == REQ_P) {
-            MW_TRY(cm->send(cm, 0, m->zparams + (req[1] - m->zlo), (size_t)req[2] * sizeof(float)));
-            continue;
-        }
-        for (size_t off = (size_t)req[1], end = (size_t)(req[1] + req[2]), k; off < end; off += k) {
-            void *p; /* in memory, or a window of the disk tier's */
-            MW_TRY(mw_zero_state_window(m, (int)req[0], off, end, 0, &p, &k));
-            MW_TRY(cm->send(cm, 0, p, k * sizeof(float)));
-        }
-    }
-}
-
-mw_status mw_model_state_serve_end(mw_model *m) {
-    mw_comm *cm = m->comm;
-    if (!cm || cm->rank != 0) return MW_OK;
-    const uint64_t req[REQ_WORDS] = {0, 0, 0};
-    mw_status st = MW_OK;
-    for (int j = 1; j < cm->size; j++) {
-        mw_status s = cm->send(cm, j, req, sizeof req);
-        if (st == MW_OK) st = s;
-    }
-    return st;
 }

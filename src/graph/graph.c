@@ -1186,17 +1186,16 @@ float *mw_graph_param_access(mw_model *m, int i, int write) {
     if (m->params) return m->params + t->offset;
     const int seg = t->seg;
     float *p = mw_graph_tensor(m, 0, i);
-    if (mw_graph_params_zero3(m)) { /* a block comes into slot 0: gathered to write (every rank, as
-                                       in init and loads), fetched by rank 0 to read (saves) */
+    if (mw_graph_params_zero3(m)) { /* a block comes into slot 0, gathered: every rank calls this in
+                                       the same order (init, loads; checkpoints write each shard
+                                       from its rank instead) */
         if (seg == 0 || seg == m->nseg - 1) {
             if (write) m->zres_dirty = 1;
             return p;
         }
         if (m->pslot_seg[0] != seg) {
             mw_status st = params_settle(m);
-            if (st == MW_OK)
-                st = write ? mw_zero_gather_seg(m, m->pslot[0], m->seg_lo[seg], m->seg_lo[seg + 1])
-                           : mw_zero_fetch_seg(m, m->pslot[0], m->seg_lo[seg], m->seg_lo[seg + 1]);
+            if (st == MW_OK) st = mw_zero_gather_seg(m, m->pslot[0], m->seg_lo[seg], m->seg_lo[seg + 1]);
             if (st != MW_OK) {
                 io_failed(m, st);
                 return NULL;

@@ -191,17 +191,15 @@ const mw_model_def *mw_arch_get(int arch);
 static inline int mw_graph_opt_sharded(const mw_model *m) { return m->cfg.dp && m->cfg.zero >= 1 && !m->cfg.inference; }
 
 /* src/dist/zero.c: the optimizer over this rank's shard, then every rank's parameters gathered;
- * the optimizer arrays' elements [off, limit) of a sharded model (another rank's streamed from it
- * when reading, a scratch window that drops them when writing) */
+ * the optimizer arrays' elements [off, limit) of a sharded model (this rank's shard; another's, to
+ * write only: a scratch window that drops them, as a checkpoint load does) */
 mw_status mw_zero_opt_step(mw_model *m, double lr, double grad_norm, int t);
 /* --zero 2: this rank's gradient of elements [a, b) of the flat buffer (src[e - a]) summed into the
  * ranks' shards (collective: every rank calls it for the same range) */
 mw_status mw_zero_exchange(mw_model *m, const float *src, size_t a, size_t b);
 /* --zero 3: elements [a, b) of the flat parameters (a segment) into dst[e - a] from every rank's
- * shard: gathered (collective), or fetched from the owners by rank 0 while they serve
- * (mw_model_state_serve; checkpoints) */
+ * shard (collective) */
 mw_status mw_zero_gather_seg(mw_model *m, float *dst, size_t a, size_t b);
-mw_status mw_zero_fetch_seg(mw_model *m, float *dst, size_t a, size_t b);
 /* ... the gather started, left running (*req NULL when it ran at once): m->comm->wait ends it */
 mw_status mw_zero_gather_start(mw_model *m, float *dst, size_t a, size_t b, void **req);
 /* --zero 3: the blocks' parameters are gathered into slots as the schedule visits them */

@@ -3,6 +3,12 @@
 #define MW_GRAPH_MODEL_H
 #include "memwall.h"
 
+/* A data-parallel model (cfg.dp): this rank's shard [lo, hi) of the flat buffer (the whole buffer
+ * otherwise), its parameters there (p[e - lo]), and tensor i's first flat element. */
+void mw_model_shard(const mw_model *m, size_t *lo, size_t *hi);
+const float *mw_model_shard_params(const mw_model *m);
+size_t mw_model_tensor_offset(const mw_model *m, int i);
+size_t mw_model_flat_floats(const mw_model *m); /* the flat buffer's length, padding included */
 /* mw_train_step of a data-parallel model (cfg.dp; src/dist/zero.c) */
 mw_status mw_zero_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step_report *r);
 /* Arena-backed token staging of the trainer: 2*B*T + B*(T+1) int32. */

@@ -143,34 +143,53 @@ static int meta_tokenizer(char *buf, size_t n, const mw_config *c) {
                     c->tokenizer.hash);
 }
 
-static mw_status write_all(writer *w, const mw_model *m, const mw_run_state *st,
-                           uint64_t train_tokens) {
-    char meta[4096];
-    int mlen = meta_text(meta, sizeof meta, m, st, train_tokens);
-    mlen += meta_tokenizer(meta + mlen, sizeof meta - (size_t)mlen, mw_model_config(m));
-    mlen += meta_run_text(meta + mlen, sizeof meta - (size_t)mlen, mw_model_config(m));
-    if (mlen >= (int)sizeof meta) return mw_fail(MW_ERR_ARG, "checkpoint configuration text too long");
-    unsigned char h[HEADER] = {0};
+/* The header and the configuration text of m's checkpoint at st. */
+static mw_status head_text(const mw_model *m, const mw_run_state *st, uint64_t train_tokens, unsigned char h[HEADER],
+                           char meta[4096], int *mlen_out) {
+    int mlen = meta_text(meta, 4096, m, st, train_tokens);
+    mlen += meta_tokenizer(meta + mlen, 4096 - (size_t)mlen, mw_model_config(m));
+    mlen += meta_run_text(meta + mlen, 4096 - (size_t)mlen, mw_model_config(m));
+    if (mlen >= 4096) return mw_fail(MW_ERR_ARG, "checkpoint configuration text too long");
     const int v2 = mw_model_config(m)->optim != MW_OPTIM_ADAMW;
+    memset(h, 0, HEADER);
     memcpy(h, MAGIC, 8);
     put32(h + 8, v2 ? VERSION2 : VERSION);
     put32(h + 12, (uint32_t)mlen);
     put32(h + 16, mw_crc32c(0, meta, (size_t)mlen));
     put32(h + 20, (uint32_t)mw_model_num_tensors(m));
     put32(h + 24, mw_crc32c(0, h, 24));
+    *mlen_out = mlen;
+    return MW_OK;
+}
+
+/* Tensor i's record (its bytes: *len) */
+static void tensor_rec(const mw_param_info *t, unsigned char r[REC + 256], size_t *len) {
+    size_t nl = strlen(t->name);
+    put32(r, (uint32_t)nl);
+    put32(r + 4, (uint32_t)t->ndim);
+    put32(r + 8, (uint32_t)t->dims[0]);
+    put32(r + 12, (uint32_t)t->dims[1]);
+    put64(r + 16, t->numel);
+    memcpy(r + REC, t->name, nl);
+    *len = REC + nl;
+}
+
+static mw_status write_all(writer *w, const mw_model *m, const mw_run_state *st,
+                           uint64_t train_tokens) {
+    char meta[4096];
+    int mlen = 0;
+    unsigned char h[HEADER];
+    MW_TRY(head_text(m, st, train_tokens, h, meta, &mlen));
+    const int v2 = mw_model_config(m)->optim != MW_OPTIM_ADAMW;
     MW_TRY(wr(w, h, HEADER));
     MW_TRY(wr(w, meta, (size_t)mlen));
     for (int i = 0; i < mw_model_num_tensors(m); i++) {
         mw_param_info t;
         MW_TRY(mw_model_tensor_info(m, i, &t, 0));
-        unsigned char r[REC + 64];
-        size_t nl = strlen(t.name);
-        put32(r, (uint32_t)nl);
-        put32(r + 4, (uint32_t)t.ndim);
-        put32(r + 8, (uint32_t)t.dims[0]);
-        put32(r + 12, (uint32_t)t.dims[1]);
-        put64(r + 16, t.numel);
-        memcpy(r + REC, t.name, nl);
+        unsigned char r[REC + 256];
+        size_t nl;
+        tensor_rec(&t, r, &nl);
+        nl -= REC;
         MW_TRY(wr(w, r, REC + nl));
         MW_TRY(wr_crc(w, mw_crc32c(0, r, REC + nl)));
         const float *data;
@@ -239,6 +258,227 @@ mw_status mw_ckpt_save(const char *dir, const mw_model *m, const mw_run_state *s
         return s;
     }
     MW_TRY(mw_sync_dir(dir));
+    if (path) snprintf(path, path_len, "%s", final);
+    return MW_OK;
+}
+
+/* ---- writing on every rank at once ----------------------------------------------------------- */
+
+static mw_status pwr(int fd, const char *path, const void *buf, size_t n, uint64_t off) {
+    const char *p = buf;
+    while (n) {
+        ssize_t k = pwrite(fd, p, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return mw_fail(MW_ERR_IO, "cannot write %s: %s", path, k < 0 ? strerror(errno) : "no progress");
+        p += k, n -= (size_t)k, off += (uint64_t)k;
+    }
+    return MW_OK;
+}
+
+/* Elements [a, b) of [lo, hi) and [x, y) (empty: a == b). */
+static void cut(size_t lo, size_t hi, size_t x, size_t y, size_t *a, size_t *b) {
+    *a = lo > x ? lo : x;
+    *b = hi < y ? hi : y;
+    if (*b < *a) *b = *a;
+}
+
+/* Every rank's status: MW_OK when all are. */
+static int all_ok(mw_comm *cm, mw_status mine) {
+    int *v = calloc((size_t)cm->size, sizeof *v);
+    size_t *cd = calloc((size_t)cm->size * 2, sizeof *cd);
+    int ok = v && cd;
+    if (ok) {
+        for (int j = 0; j < cm->size; j++) cd[j] = 1, cd[cm->size + j] = (size_t)j;
+        v[cm->rank] = mine != MW_OK;
+        ok = cm->allgatherv(cm, v, sizeof *v, cd, cd + cm->size) == MW_OK;
+        for (int j = 0; j < cm->size && ok; j++) ok = !v[j];
+    }
+    free(v);
+    free(cd);
+    return ok;
+}
+
+/* The byte range of the optimizer's array part (bits per element, bytes in all) that rank r of
+ * world writes: its shard's elements, and the last rank the array's end. */
+static void part_bytes(uint64_t n, int world, int r, int bits, uint64_t bytes, uint64_t *a, uint64_t *b) {
+    uint64_t lo, hi;
+    mw_zero_shard(n, world, r, &lo, &hi);
+    *a = lo * (uint64_t)bits / 8;
+    *b = r == world - 1 ? bytes : hi * (uint64_t)bits / 8;
+    if (*a > bytes) *a = bytes;
+    if (*b > bytes) *b = bytes;
+    if (*b < *a) *b = *a;
+}
+
+mw_status mw_ckpt_save_ranks(const char *dir, mw_model *m, const mw_run_state *st, uint64_t train_tokens, char *path,
+                             size_t path_len) {
+    mw_comm *cm = mw_model_comm(m);
+    if (!cm) return mw_ckpt_save(dir, m, st, train_tokens, path, path_len);
+    const int R = cm->rank, W = cm->size, nt = mw_model_num_tensors(m);
+    const mw_config *c = mw_model_config(m);
+    const int v2 = c->optim != MW_OPTIM_ADAMW, ncrc = 3 * nt + 3;
+    char meta[4096], final[4096], name[4200] = "";
+    int mlen = 0, fd = -1;
+    unsigned char h[HEADER];
+    mw_status s = head_text(m, st, train_tokens, h, meta, &mlen);
+    /* rank 0 creates the temporary file; every rank writes its shard's pieces into it */
+    snprintf(final, sizeof final, "%s/step-%08d.mwck", dir, st->step);
+    if (R == 0 && s == MW_OK) {
+        s = mw_mkdirs(dir);
+        snprintf(name, sizeof name, "%s/.step-%08d.mwck.tmp.%d", dir, st->step, (int)getpid());
+        if (s == MW_OK && (fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+            s = mw_fail(MW_ERR_IO, "cannot create %s: %s", name, strerror(errno));
+        if (s != MW_OK) name[0] = 0;
+    }
+    size_t *cd = calloc((size_t)W * 2, sizeof *cd);
+    uint32_t *crc = calloc((size_t)W * (size_t)ncrc, sizeof *crc);
+    if (!cd || !crc) {
+        free(cd), free(crc);
+        if (fd >= 0) close(fd), unlink(name);
+        return mw_fail(MW_ERR_NOMEM, "out of memory");
+    }
+    cd[0] = sizeof name; /* the file's name, from rank 0 */
+    mw_status g = cm->allgatherv(cm, name, 1, cd, cd + W);
+    if (g != MW_OK) s = g;
+    if (!name[0] && s == MW_OK) s = mw_fail(MW_ERR_IO, "rank 0 could not create the checkpoint file in %s", dir);
+    if (R != 0 && s == MW_OK && (fd = open(name, O_WRONLY | O_CLOEXEC)) < 0)
+        s = mw_fail(MW_ERR_IO, "rank %d cannot open %s (is --out on a file system every rank shares?): %s", R, name,
+                    strerror(errno));
+    size_t lo, hi;
+    mw_model_shard(m, &lo, &hi);
+    const float *sp = mw_model_shard_params(m);
+    uint32_t *mine = crc + (size_t)R * ncrc;
+    uint64_t o = HEADER + (uint64_t)mlen;
+    for (int i = 0; i < nt && s == MW_OK; i++) { /* records, then each array's piece of the shard */
+        mw_param_info t;
+        if ((s = mw_model_tensor_info(m, i, &t, 0)) != MW_OK) break;
+        o += REC + strlen(t.name) + 4;
+        const size_t to = mw_model_tensor_offset(m, i);
+        size_t a, b;
+        cut(lo, hi, to, to + t.numel, &a, &b);
+        if (a < b) {
+            s = pwr(fd, name, sp + (a - lo), (b - a) * 4, o + (uint64_t)(a - to) * 4);
+            mine[3 * i] = mw_crc32c(0, sp + (a - lo), (b - a) * 4);
+        }
+        o += t.numel * 4 + 4;
+        for (int k = 0; k < 2 && !v2 && s == MW_OK; k++) {
+            uint32_t cc = 0;
+            for (size_t off = a - to, n; off < b - to && s == MW_OK; off += n) {
+                const float *p;
+                if ((s = mw_model_moment_view(m, k, i, off, &p, &n)) != MW_OK) break;
+                if (off + n > b - to) n = b - to - off;
+                s = pwr(fd, name, p, n * 4, o + (uint64_t)off * 4);
+                cc = mw_crc32c(cc, p, n * 4);
+            }
+            mine[3 * i + 1 + k] = cc;
+            o += t.numel * 4 + 4;
+        }
+    }
+    for (int part = 0; part < 3 && v2 && s == MW_OK; part++) { /* the optimizer's arrays, by shard */
+        const uint64_t bytes = mw_model_state_bytes(m, part);
+        o += SREC + 4;
+        uint64_t a = 0, b = R == 0 ? bytes : 0;
+        if (part < 2) part_bytes(mw_model_flat_floats(m), W, R, mw_model_state_bits(m, part), bytes, &a, &b);
+        uint32_t cc = 0;
+        for (uint64_t off = a; off < b && s == MW_OK;) {
+            const void *p;
+            size_t n;
+            if ((s = mw_model_state_view(m, part, off, &p, &n)) != MW_OK) break;
+            if (off + n > b) n = (size_t)(b - off);
+            s = pwr(fd, name, p, n, o + off);
+            cc = mw_crc32c(cc, p, n);
+            off += n;
+        }
+        mine[3 * nt + part] = cc;
+        o += bytes + 4;
+    }
+    mw_status d = mw_model_moments_done(m);
+    if (s == MW_OK) s = d;
+    if (fd >= 0 && R != 0) {
+        if (s == MW_OK && fdatasync(fd) != 0) s = mw_fail(MW_ERR_IO, "cannot sync %s: %s", name, strerror(errno));
+        if (close(fd) != 0 && s == MW_OK) s = mw_fail(MW_ERR_IO, "cannot close %s: %s", name, strerror(errno));
+        fd = -1;
+    }
+    char why[1024];
+    snprintf(why, sizeof why, "%s", s == MW_OK ? "" : mw_last_error());
+    int ok = all_ok(cm, s);
+    for (int j = 0; j < W; j++) cd[j] = (size_t)ncrc, cd[W + j] = (size_t)j * ncrc;
+    if (ok) ok = cm->allgatherv(cm, crc, sizeof *crc, cd, cd + W) == MW_OK;
+    if (R == 0 && ok) { /* the header, the records, every array's CRC from its pieces', the trailer */
+        uint32_t chain = 0;
+        unsigned char b4[4];
+#define PUTCRC(v, at)                                                                              \
+    do {                                                                                           \
+        put32(b4, (v));                                                                            \
+        chain = mw_crc32c(chain, b4, 4);                                                           \
+        if (s == MW_OK) s = pwr(fd, name, b4, 4, (at));                                            \
+    } while (0)
+        s = pwr(fd, name, h, HEADER, 0);
+        if (s == MW_OK) s = pwr(fd, name, meta, (size_t)mlen, HEADER);
+        o = HEADER + (uint64_t)mlen;
+        for (int i = 0; i < nt && s == MW_OK; i++) {
+            mw_param_info t;
+            if ((s = mw_model_tensor_info(m, i, &t, 0)) != MW_OK) break;
+            unsigned char r[REC + 256];
+            size_t rl;
+            tensor_rec(&t, r, &rl);
+            s = pwr(fd, name, r, rl, o);
+            PUTCRC(mw_crc32c(0, r, rl), o + rl);
+            o += rl + 4;
+            const size_t to = mw_model_tensor_offset(m, i);
+            for (int k = 0; k < (v2 ? 1 : 3); k++) {
+                uint32_t cc = 0;
+                for (int j = 0; j < W; j++) { /* the pieces in rank order: the record's order */
+                    uint64_t zl, zh;
+                    size_t a, b;
+                    mw_zero_shard(mw_model_flat_floats(m), W, j, &zl, &zh);
+                    cut((size_t)zl, (size_t)zh, to, to + t.numel, &a, &b);
+                    if (a < b) cc = mw_crc32c_combine(cc, crc[(size_t)j * ncrc + 3 * i + k], (uint64_t)(b - a) * 4);
+                }
+                o += t.numel * 4;
+                PUTCRC(cc, o);
+                o += 4;
+            }
+        }
+        for (int part = 0; part < 3 && v2 && s == MW_OK; part++) {
+            const uint64_t bytes = mw_model_state_bytes(m, part);
+            unsigned char r[SREC];
+            put32(r, (uint32_t)part);
+            put32(r + 4, (uint32_t)mw_model_state_bits(m, part));
+            put64(r + 8, bytes);
+            s = pwr(fd, name, r, SREC, o);
+            PUTCRC(mw_crc32c(0, r, SREC), o + SREC);
+            o += SREC + 4;
+            uint32_t cc = 0;
+            for (int j = 0; j < W; j++) {
+                uint64_t a = 0, b = j == 0 ? bytes : 0;
+                if (part < 2) part_bytes(mw_model_flat_floats(m), W, j, mw_model_state_bits(m, part), bytes, &a, &b);
+                if (a < b) cc = mw_crc32c_combine(cc, crc[(size_t)j * ncrc + 3 * nt + part], b - a);
+            }
+            o += bytes;
+            PUTCRC(cc, o);
+            o += 4;
+        }
+#undef PUTCRC
+        unsigned char tr[TRAILER] = {0};
+        memcpy(tr, END, 8);
+        put64(tr + 8, o + TRAILER);
+        put32(tr + 16, chain);
+        if (s == MW_OK) s = pwr(fd, name, tr, TRAILER, o);
+        if (s == MW_OK && fsync(fd) != 0) s = mw_fail(MW_ERR_IO, "cannot sync %s: %s", name, strerror(errno));
+        if (close(fd) != 0 && s == MW_OK) s = mw_fail(MW_ERR_IO, "cannot close %s: %s", name, strerror(errno));
+        fd = -1;
+        if (s == MW_OK && rename(name, final) != 0)
+            s = mw_fail(MW_ERR_IO, "cannot rename %s to %s: %s", name, final, strerror(errno));
+        if (s == MW_OK) s = mw_sync_dir(dir);
+        if (s != MW_OK) snprintf(why, sizeof why, "%s", mw_last_error());
+    }
+    if (fd >= 0) close(fd);
+    if (ok) ok = all_ok(cm, s); /* rank 0's rename */
+    if (!ok && R == 0) unlink(name);
+    free(cd);
+    free(crc);
+    if (!ok) return mw_fail(MW_ERR_IO, "%s", why[0] ? why : "another rank could not write its part of the checkpoint (its error is above)");
     if (path) snprintf(path, path_len, "%s", final);
     return MW_OK;
 }
