@@ -34,7 +34,7 @@ CFLAGS   += -fno-trapping-math
 # no errno from libm: lets sqrtf vectorise; results are the same bits
 CFLAGS   += -fno-math-errno
 CFLAGS   += -std=c11 -D_GNU_SOURCE -fopenmp $(WARN) -Iinclude -MMD -MP
-LDLIBS   := -fopenmp -lm -lpthread
+LDLIBS   := -fopenmp -lm -lpthread -ldl
 # io_uring for the disk tier (src/memory/aio.c) where liburing-dev is installed
 # (scripts/install-deps.sh installs it); without it the I/O thread pool alone, same results
 URING    := $(shell test -f /usr/include/liburing.h && echo 1)
@@ -44,8 +44,10 @@ LDLIBS   += -luring
 endif
 CFLAGS   += $(URING_CFLAGS)
 # MPI (OpenMPI or MPICH) where mpicc is found (scripts/install-deps.sh installs OpenMPI): the CLI's
-# data parallelism, train --zero (src/dist/comm_mpi.c, the one file that includes mpi.h). Without
-# it the same CLI says that --zero needs the MPI build. MPI=0 builds without it.
+# data parallelism, train --zero, in build/memwall-mpi.so (src/dist/comm_mpi.c, the one file that
+# includes mpi.h), which build/memwall loads from its own folder when a run asks for --zero: the
+# binary links no MPI library. Without it the same CLI says that --zero needs the MPI build. MPI=0
+# builds without it.
 MPICC    := $(if $(filter 0,$(MPI)),,$(shell command -v mpicc 2>/dev/null))
 ifneq ($(MPICC),)
 MPI_CFLAGS := -DMW_HAVE_MPI $(shell $(MPICC) --showme:compile 2>/dev/null || $(MPICC) -compile_info | cut -d' ' -f2-)
@@ -55,10 +57,11 @@ BLAS_LDLIBS := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 LIB_SRC  := $(shell find src -name '*.c' -not -path 'src/cli/*' -not -name comm_mpi.c | sort)
-CLI_SRC  := $(wildcard src/cli/*.c) src/dist/comm_mpi.c
+CLI_SRC  := $(wildcard src/cli/*.c)
+MPI_SO   := $(if $(MPICC),build/memwall-mpi.so)
 TEST_SRC := $(wildcard tests/test_*.c)
 
-all: build/memwall build/libmemwall.a build/attention_bench build/sgemm_rate build/adamw_bench build/optim_bench \
+all: build/memwall $(MPI_SO) build/libmemwall.a build/attention_bench build/sgemm_rate build/adamw_bench build/optim_bench \
      build/bf16_probe
 
 # ---- release build --------------------------------------------------------------------------
@@ -70,10 +73,12 @@ build/libmemwall.a: $(LIB_SRC:%.c=build/obj/%.o)
 	@rm -f $@
 	ar rcs $@ $^
 
-build/obj/src/dist/comm_mpi.o build/asan/obj/src/dist/comm_mpi.o: CFLAGS += $(MPI_CFLAGS)
-
 build/memwall: $(CLI_SRC:%.c=build/obj/%.o) build/libmemwall.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/memwall-mpi.so: src/dist/comm_mpi.c src/dist/comm_mpi.h include/memwall.h
+	@mkdir -p $(dir $@)
+	@echo "CC  $< (MPI, shared)"; $(CC) $(filter-out -MMD -MP,$(CFLAGS)) $(MPI_CFLAGS) -fPIC -shared -o $@ $< $(MPI_LIBS) -lpthread
 
 build/tests/%: build/obj/tests/%.o build/libmemwall.a
 	@mkdir -p $(dir $@)
@@ -98,8 +103,12 @@ build/asan/tests/%: build/asan/obj/tests/%.o build/asan/libmemwall.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
 
-build/asan/memwall: $(CLI_SRC:%.c=build/asan/obj/%.o) build/asan/libmemwall.a
-	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS) $(MPI_LIBS)
+build/asan/memwall: $(CLI_SRC:%.c=build/asan/obj/%.o) build/asan/libmemwall.a $(MPI_SO:build/%=build/asan/%)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
+
+build/asan/memwall-mpi.so: src/dist/comm_mpi.c src/dist/comm_mpi.h include/memwall.h
+	@mkdir -p $(dir $@)
+	@echo "CC  $< (MPI, shared, asan+ubsan)"; $(CC) $(filter-out -O3 -MMD -MP,$(CFLAGS)) -O1 -g $(SAN) $(MPI_CFLAGS) -fPIC -shared -o $@ $< $(MPI_LIBS) -lpthread
 
 TESTS      := $(TEST_SRC:tests/%.c=build/tests/%)
 # end-to-end tests of the CLI: every tests/cli_*.sh, each given the memwall binary to test

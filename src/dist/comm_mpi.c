@@ -1,31 +1,15 @@
-/* mw_comm over MPI point-to-point messages. The collectives are memwall's own schedules (an
- * all-to-all of pairwise messages, a ring all-gather), so that what is summed where is memwall's
- * (src/dist/zero.c) and the bytes each rank sends are counted. */
+/* mw_comm over MPI point-to-point messages, built as build/memwall-mpi.so (the one file that
+ * includes mpi.h), which the CLI loads when a run asks for --zero (src/cli/mpi.c): the memwall
+ * binary itself links no MPI library, so runs without --zero carry none of it. The collectives
+ * are memwall's own schedules (an all-to-all of pairwise messages, a ring all-gather), so that what
+ * is summed where is memwall's (src/dist/zero.c) and the bytes each rank sends are counted. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/status.h"
 #include "comm_mpi.h"
 
-static int env_int(const char *name) {
-    const char *v = getenv(name);
-    return v && *v ? atoi(v) : 0;
-}
-
-int mw_mpi_launched_size(void) {
-    int n = env_int("OMPI_COMM_WORLD_SIZE");
-    if (!n) n = env_int("PMI_SIZE");
-    if (!n) n = env_int("PMIX_SIZE");
-    return n;
-}
-
-int mw_mpi_local_size(void) {
-    int n = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
-    if (!n) n = env_int("MPI_LOCALNRANKS");
-    return n > 0 ? n : 1;
-}
-
-#ifdef MW_HAVE_MPI
+static mw_fail_fn fail_; /* the program's mw_fail: its message is the one mw_last_error gives */
+#define mw_fail fail_
 #include <mpi.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -72,8 +56,6 @@ static void op_end(void) { atomic_store(&op_since_ms, 0); }
 
 #define CHUNK (1 << 30) /* bytes per message at most (MPI counts are int) */
 enum { TAG_A2A = 11, TAG_RING = 12, TAG_P2P = 13 };
-
-int mw_mpi_built(void) { return 1; }
 
 static mw_status mpi_fail(int rc, const char *what) {
     char msg[MPI_MAX_ERROR_STRING];
@@ -238,7 +220,8 @@ static mw_status iwait(mw_comm *c, void *req) { TIMED("block's gather", iwait_(r
 
 static mw_comm world_comm;
 
-mw_status mw_mpi_init(int *argc, char ***argv, double timeout_s, mw_comm **out) {
+static mw_status init(int *argc, char ***argv, double timeout_s, mw_fail_fn fail, mw_comm **out) {
+    fail_ = fail;
     int provided = 0;
     MPI_TRY(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "init");
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -265,9 +248,9 @@ mw_status mw_mpi_init(int *argc, char ***argv, double timeout_s, mw_comm **out) 
     return MW_OK;
 }
 
-void mw_mpi_finalize(void) { MPI_Finalize(); }
+static void finalize(void) { MPI_Finalize(); }
 
-void mw_mpi_abort(int code) {
+static void abort_all(int code) {
     MPI_Abort(MPI_COMM_WORLD, code);
     exit(code);
 }
@@ -276,23 +259,6 @@ static mw_status gather_u64_(uint64_t mine, uint64_t *out) {
     MPI_TRY(MPI_Allgather(&mine, 1, MPI_UINT64_T, out, 1, MPI_UINT64_T, MPI_COMM_WORLD), "all-gather");
     return MW_OK;
 }
-mw_status mw_mpi_allgather_u64(mw_comm *c, uint64_t mine, uint64_t *out) { TIMED("all-gather", gather_u64_(mine, out)); }
+static mw_status allgather_u64(mw_comm *c, uint64_t mine, uint64_t *out) { TIMED("all-gather", gather_u64_(mine, out)); }
 
-static mw_status max_int_(int v, int *out) {
-    MPI_TRY(MPI_Allreduce(&v, out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "all-reduce");
-    return MW_OK;
-}
-mw_status mw_mpi_max_int(mw_comm *c, int v, int *out) { TIMED("all-reduce", max_int_(v, out)); }
-#else
-int mw_mpi_built(void) { return 0; }
-
-static mw_status none(void) {
-    return mw_fail(MW_ERR_ARG, "this memwall was built without MPI: data parallelism (--zero) needs the MPI build "
-                               "(scripts/install-deps.sh installs OpenMPI; then make)");
-}
-mw_status mw_mpi_init(int *argc, char ***argv, double timeout_s, mw_comm **out) { return none(); }
-void mw_mpi_finalize(void) {}
-void mw_mpi_abort(int code) { exit(code); }
-mw_status mw_mpi_allgather_u64(mw_comm *c, uint64_t mine, uint64_t *out) { return none(); }
-mw_status mw_mpi_max_int(mw_comm *c, int v, int *out) { return none(); }
-#endif
+const mw_mpi_api mw_mpi_api_v1 = {MW_MPI_API_VERSION, init, finalize, abort_all, allgather_u64};

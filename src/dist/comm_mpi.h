@@ -1,25 +1,39 @@
-/* The mw_comm of MPI_COMM_WORLD (comm_mpi.c): built with MPI where mpicc is found (MW_HAVE_MPI);
- * elsewhere every call says that the binary has no MPI. */
+/* The MPI side of data parallelism: an mw_comm over MPI_COMM_WORLD (comm_mpi.c, built as
+ * build/memwall-mpi.so where mpicc is found) and the CLI's access to it (src/cli/mpi.c, which loads
+ * that file beside the binary when a run asks for --zero, and otherwise says that the binary has
+ * no MPI build). */
 #ifndef MW_DIST_COMM_MPI_H
 #define MW_DIST_COMM_MPI_H
 #include "memwall.h"
 
-/* 1 when this binary was built with MPI. */
-int mw_mpi_built(void);
+typedef mw_status (*mw_fail_fn)(mw_status s, const char *fmt, ...);
+
+/* What memwall-mpi.so exports (symbol mw_mpi_api_v1). */
+#define MW_MPI_API_VERSION 1
+typedef struct mw_mpi_api {
+    int version;
+    /* MPI_Init (threads funneled) and the communicator of every rank; errors return (through
+     * fail, the program's mw_fail), never abort. timeout_s > 0: a wait for the other ranks longer
+     * than that ends the process (exit 3) with a message naming the wait (a rank that stopped
+     * without dying would leave the others waiting). */
+    mw_status (*init)(int *argc, char ***argv, double timeout_s, mw_fail_fn fail, mw_comm **out);
+    /* MPI_Finalize after a run that ended well on every rank; abort(code) otherwise (a rank that
+     * stops alone would leave the others waiting in a collective) */
+    void (*finalize)(void);
+    void (*abort)(int code);
+    /* every rank's value at out[rank] (out has size entries) */
+    mw_status (*allgather_u64)(mw_comm *c, uint64_t mine, uint64_t *out);
+} mw_mpi_api;
+
+/* src/cli/mpi.c */
 /* The world size a launcher (mpirun, srun) gave this process in its environment; 0 when none. */
 int mw_mpi_launched_size(void);
 /* Ranks of this run on this machine (the launcher's local size; 1 when unknown). */
 int mw_mpi_local_size(void);
-/* MPI_Init (threads funneled) and the communicator of every rank; errors return, never abort.
- * timeout_s > 0: a wait for the other ranks longer than that ends the process (exit 3) with a
- * message naming the wait (a rank that stopped without dying would leave the others waiting). */
+/* Loads memwall-mpi.so from the binary's folder and initialises MPI (see mw_mpi_api.init); a
+ * binary without it: MW_ERR_ARG saying that --zero needs the MPI build. */
 mw_status mw_mpi_init(int *argc, char ***argv, double timeout_s, mw_comm **out);
-/* MPI_Finalize after a run that ended well on every rank; mw_mpi_abort(code) otherwise (a rank
- * that stops alone would leave the others waiting in a collective). */
 void mw_mpi_finalize(void);
 void mw_mpi_abort(int code) __attribute__((noreturn));
-/* Every rank's value at out[rank] (out has size entries). */
 mw_status mw_mpi_allgather_u64(mw_comm *c, uint64_t mine, uint64_t *out);
-/* The largest of every rank's v (errors: the others' statuses, so that all stop together). */
-mw_status mw_mpi_max_int(mw_comm *c, int v, int *out);
 #endif
