@@ -4,9 +4,10 @@
 #     plan's peak and model states (estimate --world N --zero S: exact, as tests/cli_zero.sh checks
 #     rank by rank) beside ZeRO's per-rank formula for memwall's fp32 bytes (4 + 4 + 8 per parameter)
 #     and the paper's mixed-precision figure (2 + 2 + 12);
-#  2. measured training steps of GPT-2 124M at N = 2 and 4 (mpirun --oversubscribe, 1 thread per
-#     rank): each rank's arena peak against its plan, peak RSS, and the floats each rank sent per
-#     step per parameter against the textbook 2(N-1)/N (stages 0-2) and 3(N-1)/N (stage 3);
+#  2. measured training steps of GPT-2 124M and gpt2-medium at N = 2 and 4 (mpirun --oversubscribe,
+#     1 thread per rank; a configuration whose ranks' plans do not fit 80% of the available memory is
+#     skipped, saying so): each rank's arena peak against its plan, peak RSS, and the floats rank 0
+#     sent per step per parameter against the textbook 2(N-1)/N (stages 0-2) and 3(N-1)/N (stage 3);
 #  3. step time of 2 ranks x 1 thread against 1 rank x 2 threads at the same global batch
 #     (GPT-2 124M, B=2 T=128 per micro-batch, 2 micro-batches per step), medians of alternating rounds,
 #     and what the canonical sum costs one process: --zero 0 on one rank (each micro-batch's
@@ -59,31 +60,39 @@ cat /usr/share/common-licenses/{GPL-2,GPL-3,Apache-2.0,Artistic,MPL-2.0} >"$D/co
 "$MW" prepare --tokenizer gpt2 --in "$D/corpus.txt" --out "$D/d" --val-fraction 0 >/dev/null
 
 echo
-echo "## 2. Measured: GPT-2 124M, $STEPS steps of B=1 T=64 per rank, 1 thread per rank"
+echo "## 2. Measured: $STEPS steps of B=1 T=64 per rank, 1 thread per rank"
 echo
-echo "| N | stage | arena peak per rank (MiB) | = plan | peak RSS per rank (MiB) | floats sent per parameter per step (rank 0) | textbook |"
-echo "|---|---|---|---|---|---|---|"
-psi=$("$MW" estimate --preset gpt2 --batch 1 --seq 64 --json | grep -o '"params": [0-9]*' | tail -1 | sed 's/.*: //')
-for n in 2 4; do
-  for s in 0 1 2 3; do
-    log="$D/m_${n}_$s.jsonl"
-    mpirun -np $n --oversubscribe "$MW" train --data "$D/d" --preset gpt2 --batch 1 --seq 64 --steps "$STEPS" \
-      --threads 1 --zero $s --json-log "$log" --log-every 1000 >"$D/m_${n}_$s.out" 2>&1 ||
-      { echo "| $n | $s | failed: $(grep -a memwall: "$D/m_${n}_$s.out" | head -1) |"; continue; }
-    end=$(grep '"event": "end"' "$log")
-    peaks="" same=yes rss=""
-    for r in $(seq 0 $((n - 1))); do
-      blk=$(grep -o "{\"rank\": $r, [^}]*}" <<<"$end")
-      a=$(jnum "$blk" arena_peak_bytes)
-      p=$(jnum "$blk" plan_peak_bytes)
-      [ "$a" = "$p" ] || same=NO
-      peaks="$peaks${peaks:+ / }$(mib "$a")"
-      rss="$rss${rss:+ / }$(mib "$(jnum "$blk" peak_rss_bytes)")"
+echo "| model | N | stage | arena peak per rank (MiB) | = plan | peak RSS per rank (MiB) | floats sent per parameter per step (rank 0) | textbook |"
+echo "|---|---|---|---|---|---|---|---|"
+avail=$(awk '/MemAvailable/ { print $2 * 1024 }' /proc/meminfo)
+for preset in gpt2 gpt2-medium; do
+  psi=$("$MW" estimate --preset $preset --batch 1 --seq 64 --json | grep -o '"params": [0-9]*' | tail -1 | sed 's/.*: //')
+  for n in 2 4; do
+    for s in 0 1 2 3; do
+      need=$("$MW" estimate --preset $preset --batch 1 --seq 64 --threads 1 --zero $s --world $n --json | grep -o '"rank_peak_bytes_max": [0-9]*' | sed 's/.*: //')
+      if [ $((need * n + n * 64 * 1048576)) -gt $((avail * 8 / 10)) ]; then
+        echo "| $preset | $n | $s | skipped: $n x $(mib "$need") MiB planned, $(mib "$avail") MiB available | | | | |"
+        continue
+      fi
+      log="$D/m_${preset}_${n}_$s.jsonl"
+      mpirun -np $n --oversubscribe "$MW" train --data "$D/d" --preset $preset --batch 1 --seq 64 --steps "$STEPS" \
+        --threads 1 --zero $s --json-log "$log" --log-every 1000 >"$D/m.out" 2>&1 ||
+        { echo "| $preset | $n | $s | failed: $(grep -a memwall: "$D/m.out" | head -1) | | | | |"; continue; }
+      end=$(grep '"event": "end"' "$log")
+      peaks="" same=yes rss=""
+      for r in $(seq 0 $((n - 1))); do
+        blk=$(grep -o "{\"rank\": $r, [^}]*}" <<<"$end")
+        a=$(jnum "$blk" arena_peak_bytes)
+        p=$(jnum "$blk" plan_peak_bytes)
+        [ "$a" = "$p" ] || same=NO
+        peaks="$peaks${peaks:+ / }$(mib "$a")"
+        rss="$rss${rss:+ / }$(mib "$(jnum "$blk" peak_rss_bytes)")"
+      done
+      sent=$(jnum "$(grep -o '{"rank": 0, [^}]*}' <<<"$end")" sent_bytes)
+      f=$(awk -v b="$sent" -v s="$STEPS" -v p="$psi" 'BEGIN { printf "%.3f", b / s / 4 / p }')
+      tb=$(awk -v n=$n -v s=$s 'BEGIN { printf "%.3f", (s == 3 ? 3 : 2) * (n - 1) / n }')
+      echo "| $preset | $n | $s | $peaks | $same | $rss | $f | $tb |"
     done
-    sent=$(jnum "$(grep -o '{"rank": 0, [^}]*}' <<<"$end")" sent_bytes)
-    f=$(awk -v b="$sent" -v s="$STEPS" -v p="$psi" 'BEGIN { printf "%.3f", b / s / 4 / p }')
-    tb=$(awk -v n=$n -v s=$s 'BEGIN { printf "%.3f", (s == 3 ? 3 : 2) * (n - 1) / n }')
-    echo "| $n | $s | $peaks | $same | $rss | $f | $tb |"
   done
 done
 
