@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 MW=build/memwall
-[ -x "$MW" ] || make -j"$(nproc)" build/memwall >/dev/null
+[ -x "$MW" ] && [ -f build/memwall-mpi.so ] || make -j"$(nproc)" build/memwall build/memwall-mpi.so >/dev/null
 command -v mpirun >/dev/null || { echo "mpirun not found: scripts/install-deps.sh installs OpenMPI"; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 scripts/fetch-gpt2-vocab.sh >/dev/null

@@ -1186,33 +1186,21 @@ float *mw_graph_param_access(mw_model *m, int i, int write) {
     if (m->params) return m->params + t->offset;
     const int seg = t->seg;
     float *p = mw_graph_tensor(m, 0, i);
-    if (mw_graph_params_zero3(m)) { /* a block comes into slot 0, gathered: every rank calls this in
-                                       the same order (init, loads; checkpoints write each shard
-                                       from its rank instead) */
-        if (seg == 0 || seg == m->nseg - 1) {
-            if (write) m->zres_dirty = 1;
-            return p;
-        }
-        if (m->pslot_seg[0] != seg) {
-            mw_status st = params_settle(m);
-            if (st == MW_OK) st = mw_zero_gather_seg(m, m->pslot[0], m->seg_lo[seg], m->seg_lo[seg + 1]);
-            if (st != MW_OK) {
-                io_failed(m, st);
-                return NULL;
-            }
-            m->pslot_seg[0] = seg;
-            m->pbase[seg] = m->pslot[0];
-            p = mw_graph_tensor(m, 0, i);
-        }
-        if (write) m->access_dirty = 1;
+    const int z3 = mw_graph_params_zero3(m);
+    if (seg == 0 || seg == m->nseg - 1) { /* resident */
+        if (write && z3) m->zres_dirty = 1;
         return p;
     }
-    if (seg == 0 || seg == m->nseg - 1) return p; /* resident */
     if (m->pslot_seg[0] != seg) {
         mw_status st = params_settle(m); /* writes a dirty block back, forgets the slots */
         int id = -1;
-        if (st == MW_OK) st = mw_offload_seg_start(m->off, 0, seg, MW_ARR_P, m->pslot[0], &id);
-        if (st == MW_OK) st = mw_offload_wait(m->off, id);
+        if (z3) { /* gathered: every rank calls this in the same order (init, loads; checkpoints
+                     write each shard from its rank instead) */
+            if (st == MW_OK) st = mw_zero_gather_seg(m, m->pslot[0], m->seg_lo[seg], m->seg_lo[seg + 1]);
+        } else {
+            if (st == MW_OK) st = mw_offload_seg_start(m->off, 0, seg, MW_ARR_P, m->pslot[0], &id);
+            if (st == MW_OK) st = mw_offload_wait(m->off, id);
+        }
         if (st != MW_OK) {
             io_failed(m, st);
             return NULL;
