@@ -139,8 +139,9 @@ typedef struct mw_config {
     /* data parallelism (src/dist/zero.c): dp 1 when the run is one of world ranks (rank 0 ..
      * world-1, world >= 1) sharing each optimizer step's global batch of world x accum micro-
      * batches, under ZeRO stage zero: 0 every rank holds every state; 1 each rank holds the
-     * optimizer state of its shard of the flat parameter buffer only. The losses and weights are
-     * the same bits for every world size at the same world x accum (docs/zero.md). */
+     * optimizer state of its shard of the flat parameter buffer only; 2 also the gradients' sum of
+     * its shard; 3 also the parameters of its shard (docs/zero.md). The losses and weights are the
+     * same bits for every world size and stage at the same world x accum. */
     int dp, world, rank, zero;
 } mw_config;
 #define MW_INFERENCE_EVAL 2 /* mw_config.inference: evaluation (the loss only) */
@@ -534,9 +535,6 @@ struct mw_comm {
     mw_status (*iallgatherv)(mw_comm *c, void *buf, size_t elem, const size_t *count, const size_t *displ, void **req);
     mw_status (*test)(mw_comm *c, void *req, int *done);
     mw_status (*wait)(mw_comm *c, void *req);
-    /* point to point, bytes (checkpoints stream the moments of other ranks' shards) */
-    mw_status (*send)(mw_comm *c, int to, const void *buf, size_t n);
-    mw_status (*recv)(mw_comm *c, int from, void *buf, size_t n);
 };
 /* Binds the ranks of a data-parallel model (cfg.dp): comm's size and rank must be cfg.world and
  * cfg.rank. mw_train and mw_train_step then run the data-parallel step. */

@@ -84,6 +84,11 @@ done
 same a0 a1 "--zero 1 = --zero 0"
 same a0 a2 "--zero 2 = --zero 0"
 same a0 a3 "--zero 3 = --zero 0"
+# every:2 recomputes from block 0, which the forward's last visit prefetches: the validation's
+# forward alone leaves that gather for the model to finish (not for the arena's end)
+run ev0 1 --zero 0 --accum 4 --recompute every:2
+run ev3 2 --zero 3 --accum 2 --recompute every:2
+same ev0 ev3 "--zero 3 with --recompute every:2 (a prefetch past the validation's forward) = --zero 0 on one rank"
 run b1again 2 --zero 1 --accum 2
 same b1 b1again "2 ranks, run to run"
 mpirun -np 2 --oversubscribe --mca btl tcp,self "$MW" "${tr[@]}" --zero 1 --accum 2 --out "$T/tcp" \
@@ -121,6 +126,11 @@ j0=$("$MW" estimate --preset gpt2 --batch 1 --seq 64 --offload optimizer --json)
 fb0=$(echo "$j0" | grep -o '"file_bytes": [0-9]*' | head -1 | cut -d' ' -f2)
 awk -v a="$fb" -v b="$fb0" 'BEGIN { d = (a * 4 - b) / b; exit !(d > -0.01 && d < 0.01) }' &&
   pass "gpt2 over 4 ranks: rank 0's scratch file $fb bytes, a quarter of one process's $fb0 (whole quanta)" || fail "scratch: $fb vs $fb0"
+j=$("$MW" estimate --layers 4 --dim 768 --vocab 256 --seq 16 --zero 1 --world 2 --offload auto --budget 200M --json)
+grep -q '"offload": "optimizer"' <<<"$j" && pass "--zero 1 --offload auto over budget: plans optimizer (never all)" ||
+  fail "auto under --zero: $(grep -o '"offload": "[^"]*"' <<<"$j" | head -1)"
+"$MW" estimate --layers 2 --dim 128 --vocab 256 --seq 16 --zero 0 --world 2 --offload auto --budget 1G --json >"$T/a0.json" 2>&1 &&
+  grep -q '"offload": "none"' "$T/a0.json" && pass "--zero 0 --offload auto: none" || fail "--zero 0 auto: $(head -c 300 "$T/a0.json")"
 expect_error 1 "--zero 0 --offload optimizer (nothing sharded to offload)" -- "$MW" "${tr[@]}" --zero 0 --offload optimizer --offload-dir "$T/off"
 expect_error 1 "--zero 1 --offload all (not built)" -- "$MW" "${tr[@]}" --zero 1 --offload all --offload-dir "$T/off"
 
@@ -259,6 +269,10 @@ mpirun -np 1 "$MW" "${tr[@]}" --zero 1 : -np 1 "$MW" "${tr[@]}" --zero 1 --lr 2e
 rc=$?
 [ $rc -ne 0 ] && grep -q "rank 1's configuration (" "$T/mpmd.out" &&
   pass "ranks given different --lr: refused (exit $rc)" || fail "different --lr: exit $rc, $(grep -a memwall: "$T/mpmd.out" | head -2)"
+mpirun -np 1 "$MW" "${tr[@]}" --zero 1 --out "$T/mk" : -np 1 "$MW" "${tr[@]}" --zero 1 --out "$T/mk" --keep 9 >"$T/mpmd.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "rank 1's configuration (" "$T/mpmd.out" &&
+  pass "ranks given different --keep (the checkpoint's header): refused (exit $rc)" || fail "different --keep: exit $rc, $(grep -a memwall: "$T/mpmd.out" | head -2)"
 head -c 20000 "$T/corpus.txt" >"$T/other.txt"
 "$MW" prepare --tokenizer bytes --in "$T/other.txt" --out "$T/o" >/dev/null || fail "prepare other"
 mpirun -np 1 "$MW" "${tr[@]}" --zero 1 : -np 1 "$MW" "${tr[@]}" --zero 1 --data "$T/o" >"$T/mpmd.out" 2>&1

@@ -404,7 +404,9 @@ static mw_comm *start_ranks(opts *o, int *argc, char ***argv) {
      * or fewer per node), and threads beyond them only take turns */
     cpu_set_t cs;
     int cpus = sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : 0;
-    if (cpus <= 0) cpus = (int)(sysconf(_SC_NPROCESSORS_ONLN) / mw_mpi_local_size());
+    /* ... and shared by the ranks on this machine (unbound ranks each see every CPU) */
+    const int share = (int)(sysconf(_SC_NPROCESSORS_ONLN) / mw_mpi_local_size());
+    if (cpus <= 0 || (share > 0 && share < cpus)) cpus = share;
     if (cpus <= 0) cpus = 1;
     if (!opt_given(o, "threads")) {
         o->cfg.threads = cpus;
@@ -518,12 +520,14 @@ int cmd_train(int argc, char **argv) {
     if (comm) { /* the same run everywhere: configuration and plan, data, checkpoint */
         char key[2048];
         const mw_config *c = &o.cfg;
-        snprintf(key, sizeof key, "%d %d %d %d %d %d %d %d %d %d %.17g %d %d %d %d %d %.17g %.17g %.17g %.17g %.17g %.17g "
-                 "%.17g %llu %d %d %d %d %d %d %s %s",
+        snprintf(key, sizeof key, "%d %d %d %d %d %d %d %d %d %d %.17g %.17g %d %d %d %d %d %.17g %.17g %.17g %.17g %.17g "
+                 "%.17g %.17g %.17g %.17g %.17g %.17g %.17g %llu %d %d %d %d %d %d %d %llu %d %d %s %s %s",
                  c->arch, c->n_layer, c->n_head, c->n_embd, c->vocab, c->ctx, c->n_kv_head, c->ffn, c->tied, c->batch,
-                 c->rope_theta, c->seq, c->accum, c->steps, c->warmup, c->optim, c->lr, c->min_lr_frac, c->beta1, c->beta2,
-                 c->eps, c->weight_decay, c->grad_clip, (unsigned long long)c->seed, c->eval_every, c->eval_batches,
-                 c->precision, c->zero, c->world, c->save_every, plan.pin, c->tokenizer.name);
+                 c->rope_theta, c->norm_eps, c->seq, c->accum, c->steps, c->warmup, c->optim, c->lr, c->min_lr_frac,
+                 c->beta1, c->beta2, c->beta3, c->eps, c->eps2, c->weight_decay, c->grad_clip, c->momentum,
+                 c->clip_threshold, c->decay_rate, (unsigned long long)c->seed, c->eval_every, c->eval_batches,
+                 c->precision, c->zero, c->world, c->save_every, c->keep, (unsigned long long)c->budget, c->offload,
+                 o.stop_at, plan.pin, c->tokenizer.name, o.ckpt_dir ? o.ckpt_dir : "");
         same_on_every_rank(comm, fnv(0xcbf29ce484222325ull, key, strlen(key)),
                            "configuration (the flags, or the recomputation --recompute auto chose: pin it with the "
                            "plan's --recompute value)");

@@ -55,7 +55,7 @@ static void op_begin(const char *what) {
 static void op_end(void) { atomic_store(&op_since_ms, 0); }
 
 #define CHUNK (1 << 30) /* bytes per message at most (MPI counts are int) */
-enum { TAG_A2A = 11, TAG_RING = 12, TAG_P2P = 13 };
+enum { TAG_A2A = 11, TAG_RING = 12 };
 
 static mw_status mpi_fail(int rc, const char *what) {
     char msg[MPI_MAX_ERROR_STRING];
@@ -116,31 +116,6 @@ static mw_status ring_(mw_comm *c, void *buf, size_t elem, const size_t *count, 
     return MW_OK;
 }
 
-static mw_status p2p_send_(mw_comm *c, int to, const void *buf, size_t n) {
-    const char *p = buf;
-    do {
-        const int k = (int)(n < CHUNK ? n : CHUNK);
-        MPI_TRY(MPI_Send(p, k, MPI_BYTE, to, TAG_P2P, MPI_COMM_WORLD), "send");
-        c->sent += (uint64_t)k;
-        p += k, n -= (size_t)k;
-    } while (n);
-    return MW_OK;
-}
-
-/* n bytes from rank from, in as many messages as it sent them (in order: MPI does not overtake) */
-static mw_status p2p_recv_(mw_comm *c, int from, void *buf, size_t n) {
-    char *p = buf;
-    do {
-        MPI_Status s;
-        int k = 0;
-        MPI_TRY(MPI_Recv(p, (int)(n < CHUNK ? n : CHUNK), MPI_BYTE, from, TAG_P2P, MPI_COMM_WORLD, &s), "receive");
-        MPI_TRY(MPI_Get_count(&s, MPI_BYTE, &k), "receive");
-        if (k <= 0) return mw_fail(MW_ERR_IO, "MPI receive: an empty message from rank %d", from);
-        p += k, n -= (size_t)k;
-    } while (n);
-    return MW_OK;
-}
-
 #define TIMED(what, call)                                                                          \
     do {                                                                                           \
         op_begin(what);                                                                            \
@@ -155,8 +130,6 @@ static mw_status a2a(mw_comm *c, const float *send, const size_t *sc, const size
 static mw_status ring(mw_comm *c, void *buf, size_t elem, const size_t *count, const size_t *displ) {
     TIMED("all-gather", ring_(c, buf, elem, count, displ));
 }
-static mw_status p2p_send(mw_comm *c, int to, const void *buf, size_t n) { TIMED("send", p2p_send_(c, to, buf, n)); }
-static mw_status p2p_recv(mw_comm *c, int from, void *buf, size_t n) { TIMED("receive", p2p_recv_(c, from, buf, n)); }
 
 /* A gather left running: MPI's own (a copy: no arithmetic whose order could matter), with int
  * counts and displacements (a segment of fewer than 2^31 elements; checked) */
@@ -232,8 +205,6 @@ static mw_status init(int *argc, char ***argv, double timeout_s, mw_fail_fn fail
     MPI_TRY(MPI_Comm_size(MPI_COMM_WORLD, &c->size), "size");
     c->alltoallv = a2a;
     c->allgatherv = ring;
-    c->send = p2p_send;
-    c->recv = p2p_recv;
     c->iallgatherv = iallgatherv;
     c->test = itest;
     c->wait = iwait;

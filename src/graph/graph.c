@@ -19,6 +19,7 @@
 #include "model.h"
 
 static void policy_text(const mw_model *m, char *out, size_t len);
+static mw_status zero3_wait(mw_model *m);
 static mw_status io_check(const mw_model *m);
 static const char *policy_name(int p);
 static void budget_message(const mw_plan_summary *p);
@@ -236,7 +237,12 @@ static void zero_bounds(mw_model *m) {
         mw_zero_shard(m->nfloats, c->world, r, &a, &b);
         if (b - a > mx) mx = b - a;
     }
-    m->zrq = mx < MW_ZERO_BUCKET ? (size_t)mx : MW_ZERO_BUCKET;
+    /* the receive buffer is world rounds' worth: at most MW_ZERO_RECV floats in all (rounds of at
+     * least 4096 floats per rank), so that it does not grow with the world size */
+    uint64_t q = MW_ZERO_RECV / (uint64_t)c->world;
+    if (q > MW_ZERO_BUCKET) q = MW_ZERO_BUCKET;
+    if (q < 4096) q = 4096;
+    m->zrq = mx < q ? (size_t)mx : (size_t)q;
     m->zoff_lo[0] = 0, m->zoff_lo[1] = m->zlo, m->zoff_lo[2] = m->zhi, m->zoff_lo[3] = m->nfloats;
     m->zoff_mask[0] = m->zoff_mask[2] = 0;
     m->zoff_mask[1] = opt_mask(m);
@@ -635,8 +641,8 @@ static mw_status resolve_offload(mw_model *m) {
     for (int i = 0; i < 4; i++) {
         mw_config k = *c;
         k.offload = MODES[i];
-        if (c->dp && MODES[i] != MW_OFFLOAD_NONE && MODES[i] != MW_OFFLOAD_OPTIMIZER) { /* not under --zero */
-            fits[i] = 0, t[i] = 0;
+        if (c->dp && (MODES[i] > MW_OFFLOAD_OPTIMIZER || (MODES[i] == MW_OFFLOAD_OPTIMIZER && c->zero < 1))) {
+            fits[i] = 0, t[i] = 0; /* --zero: only a shard of the optimizer state goes to disk */
             continue;
         }
         mw_plan_summary ps;
@@ -650,8 +656,8 @@ static mw_status resolve_offload(mw_model *m) {
     char *w = m->offload_why;
     const size_t wn = sizeof m->offload_why;
     size_t u = 0;
-    if (best < 0) {
-        m->offload = MW_OFFLOAD_ALL; /* the smallest plan, which the budget check then refuses */
+    if (best < 0) { /* the smallest plan allowed, which the budget check then refuses */
+        m->offload = !c->dp ? MW_OFFLOAD_ALL : c->zero >= 1 ? MW_OFFLOAD_OPTIMIZER : MW_OFFLOAD_NONE;
         snprintf(w, wn, "no placement fits the budget");
         return MW_OK;
     }
@@ -894,6 +900,7 @@ mw_status mw_model_create(mw_model **out, const mw_config *cfg) {
 }
 
 void mw_model_destroy(mw_model *m) {
+    if (m && m->zpre) (void)zero3_wait(m); /* never free a slot a gather still writes */
     if (!m) return;
     mw_offload_destroy(m->off);
     mw_arena_release(&m->arena);
@@ -1002,8 +1009,6 @@ static mw_status wait_id(mw_model *m, int *id) {
 /* Writes back parameters written outside a step (pslot[0]: init, checkpoint and weight loads) and
  * forgets every slot's block: a new micro-batch starts from its plan, and the optimizer changes
  * what they would hold. */
-static mw_status zero3_wait(mw_model *m);
-
 static mw_status params_settle(mw_model *m) {
     if (mw_graph_params_zero3(m)) { /* written outside a step: this rank's pieces into its shard */
         MW_TRY(zero3_wait(m));
@@ -1241,7 +1246,7 @@ mw_status mw_model_forward(mw_model *m, const int32_t *inputs, const int32_t *ta
         if (m->zpre) zero3_poll(m);
     }
     if (targets) *loss = (float)(s / ((double)m->cfg.batch * m->cfg.seq));
-    return MW_OK;
+    return zero3_wait(m); /* a forward alone may have prefetched the block its backward would begin with */
 }
 
 mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const int32_t *targets,
@@ -1552,6 +1557,8 @@ mw_status mw_model_moment_view(const mw_model *m, int which, int i, size_t off, 
 mw_status mw_model_moment_map(mw_model *m, int which, int i, size_t off, float **p, size_t *n) {
     return moment_window(m, which, i, off, 1, p, n);
 }
+
+mw_status mw_model_params_settle(mw_model *m) { return params_settle(m); }
 
 mw_status mw_model_moments_done(const mw_model *m) {
     if (!m->off) return MW_OK;

@@ -186,7 +186,8 @@ struct mw_model_def {
 /* The model families (src/model/models.c). NULL for an unknown arch. */
 const mw_model_def *mw_arch_get(int arch);
 
-#define MW_ZERO_BUCKET (1u << 18) /* floats per rank of one round of the gradients' exchange */
+#define MW_ZERO_BUCKET (1u << 18) /* floats per rank of one round of the gradients' exchange, at most */
+#define MW_ZERO_RECV (1u << 22)   /* floats of the exchange's receive buffer, at most (16 MiB) */
 /* cfg.dp with --zero >= 1: the optimizer's arrays cover [zlo, zhi) only */
 static inline int mw_graph_opt_sharded(const mw_model *m) { return m->cfg.dp && m->cfg.zero >= 1 && !m->cfg.inference; }
 

@@ -9,6 +9,9 @@ void mw_model_shard(const mw_model *m, size_t *lo, size_t *hi);
 const float *mw_model_shard_params(const mw_model *m);
 size_t mw_model_tensor_offset(const mw_model *m, int i);
 size_t mw_model_flat_floats(const mw_model *m); /* the flat buffer's length, padding included */
+/* Parameters written outside a step (init, loads) go where they live (the disk tier, --zero 3's
+ * shard), and the slots are forgotten; every rank at once under --zero 3. */
+mw_status mw_model_params_settle(mw_model *m);
 /* mw_train_step of a data-parallel model (cfg.dp; src/dist/zero.c) */
 mw_status mw_zero_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step_report *r);
 /* Arena-backed token staging of the trainer: 2*B*T + B*(T+1) int32. */

@@ -298,6 +298,22 @@ static int all_ok(mw_comm *cm, mw_status mine) {
     return ok;
 }
 
+/* 1 when every rank's v is rank 0's (collective). */
+static int all_same(mw_comm *cm, uint32_t v) {
+    uint32_t *a = calloc((size_t)cm->size, sizeof *a);
+    size_t *cd = calloc((size_t)cm->size * 2, sizeof *cd);
+    int ok = a && cd;
+    if (ok) {
+        for (int j = 0; j < cm->size; j++) cd[j] = 1, cd[cm->size + j] = (size_t)j;
+        a[cm->rank] = v;
+        ok = cm->allgatherv(cm, a, sizeof *a, cd, cd + cm->size) == MW_OK;
+        for (int j = 1; j < cm->size && ok; j++) ok = a[j] == a[0];
+    }
+    free(a);
+    free(cd);
+    return ok;
+}
+
 /* The byte range of the optimizer's array part (bits per element, bytes in all) that rank r of
  * world writes: its shard's elements, and the last rank the array's end. */
 static void part_bytes(uint64_t n, int world, int r, int bits, uint64_t bytes, uint64_t *a, uint64_t *b) {
@@ -320,7 +336,11 @@ mw_status mw_ckpt_save_ranks(const char *dir, mw_model *m, const mw_run_state *s
     char meta[4096], final[4096], name[4200] = "";
     int mlen = 0, fd = -1;
     unsigned char h[HEADER];
-    mw_status s = head_text(m, st, train_tokens, h, meta, &mlen);
+    mw_status s = mw_model_params_settle(m); /* --zero 3: what init or a load wrote, into the shard */
+    if (s == MW_OK) s = head_text(m, st, train_tokens, h, meta, &mlen);
+    if (!all_same(cm, s == MW_OK ? mw_crc32c((uint32_t)mlen, meta, (size_t)mlen) : 0))
+        return mw_fail(MW_ERR_ARG, "the ranks' checkpoint headers differ (a setting given to some ranks only: --keep, "
+                                   "--budget, ...): every rank must be given the same command line");
     /* rank 0 creates the temporary file; every rank writes its shard's pieces into it */
     snprintf(final, sizeof final, "%s/step-%08d.mwck", dir, st->step);
     if (R == 0 && s == MW_OK) {
