@@ -64,7 +64,7 @@ echo "## 2. Measured: $STEPS steps of B=1 T=64 per rank, 1 thread per rank"
 echo
 echo "| model | N | stage | arena peak per rank (MiB) | = plan | peak RSS per rank (MiB) | floats sent per parameter per step (rank 0) | textbook |"
 echo "|---|---|---|---|---|---|---|---|"
-avail=$(awk '/MemAvailable/ { print $2 * 1024 }' /proc/meminfo)
+avail=$(awk '/MemAvailable/ { printf "%.0f", $2 * 1024 }' /proc/meminfo)
 for preset in gpt2 gpt2-medium; do
   psi=$("$MW" estimate --preset $preset --batch 1 --seq 64 --json | grep -o '"params": [0-9]*' | tail -1 | sed 's/.*: //')
   for n in 2 4; do
