@@ -6,26 +6,30 @@
 #     and the paper's mixed-precision figure (2 + 2 + 12);
 #  2. measured training steps of GPT-2 124M and gpt2-medium at N = 2 and 4 (mpirun --oversubscribe,
 #     1 thread per rank; a configuration whose ranks' plans do not fit 80% of the available memory is
-#     skipped, saying so): each rank's arena peak against its plan, peak RSS, and the floats rank 0
-#     sent per step per parameter against the textbook 2(N-1)/N (stages 0-2) and 3(N-1)/N (stage 3);
+#     skipped, saying so): each rank's arena peak against its plan, peak RSS, and the floats a rank
+#     sent per step per parameter (the ranks' mean) against the textbook 2(N-1)/N (stages 0-2) and
+#     3(N-1)/N (stage 3);
 #  3. step time of 2 ranks x 1 thread against 1 rank x 2 threads at the same global batch
 #     (GPT-2 124M, B=2 T=128 per micro-batch, 2 micro-batches per step), medians of alternating rounds,
 #     and what the canonical sum costs one process: --zero 0 on one rank (each micro-batch's
 #     gradient from zero, summed in order into a shard-sized sum) against the plain run (the
 #     backward accumulates into the gradients directly).
 #
-#   bench/zero.sh [--steps 4] [--rounds 3]
+#   bench/zero.sh [--steps 4] [--rounds 3] [--sections 123]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=4
 ROUNDS=3
+SECTIONS=123
 while [ $# -gt 0 ]; do
   case $1 in
   --steps) STEPS=$2; shift 2 ;;
   --rounds) ROUNDS=$2; shift 2 ;;
-  *) echo "usage: $0 [--steps N] [--rounds R]" >&2; exit 1 ;;
+  --sections) SECTIONS=$2; shift 2 ;;
+  *) echo "usage: $0 [--steps N] [--rounds R] [--sections 123]" >&2; exit 1 ;;
   esac
 done
+want() { [[ $SECTIONS == *$1* ]]; }
 MW=build/memwall
 [ -x "$MW" ] && [ -f build/memwall-mpi.so ] || make -j"$(nproc)" build/memwall build/memwall-mpi.so >/dev/null
 command -v mpirun >/dev/null || { echo "mpirun not found: scripts/install-deps.sh installs OpenMPI"; exit 1; }
@@ -39,6 +43,7 @@ echo "CPU: $cpu ($(nproc) cores; $flags); memwall $(git rev-parse --short HEAD 2
 jnum() { grep -o "\"$2\": [-0-9.e+]*" <<<"$1" | head -1 | sed 's/.*: //'; }
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
 
+if want 1; then
 echo
 echo "## 1. Per-rank memory, planned (B=1 T=64, fp32 AdamW, recompute none)"
 echo
@@ -55,14 +60,17 @@ for preset in gpt2 gpt2-medium; do
   done
 done
 
+fi
+
 # GPT-2 token ids of the licence texts, for GPT-2 124M's vocabulary
 cat /usr/share/common-licenses/{GPL-2,GPL-3,Apache-2.0,Artistic,MPL-2.0} >"$D/corpus.txt" 2>/dev/null || true
 "$MW" prepare --tokenizer gpt2 --in "$D/corpus.txt" --out "$D/d" --val-fraction 0 >/dev/null
 
+if want 2; then
 echo
 echo "## 2. Measured: $STEPS steps of B=1 T=64 per rank, 1 thread per rank"
 echo
-echo "| model | N | stage | arena peak per rank (MiB) | = plan | peak RSS per rank (MiB) | floats sent per parameter per step (rank 0) | textbook |"
+echo "| model | N | stage | arena peak per rank (MiB) | = plan | peak RSS per rank (MiB) | floats sent per parameter per step (mean of the ranks) | textbook |"
 echo "|---|---|---|---|---|---|---|---|"
 avail=$(awk '/MemAvailable/ { printf "%.0f", $2 * 1024 }' /proc/meminfo)
 for preset in gpt2 gpt2-medium; do
@@ -88,7 +96,7 @@ for preset in gpt2 gpt2-medium; do
         peaks="$peaks${peaks:+ / }$(mib "$a")"
         rss="$rss${rss:+ / }$(mib "$(jnum "$blk" peak_rss_bytes)")"
       done
-      sent=$(jnum "$(grep -o '{"rank": 0, [^}]*}' <<<"$end")" sent_bytes)
+      sent=$(grep -o '"sent_bytes": [0-9]*' <<<"$end" | awk '{ t += $2 } END { printf "%.0f", t / NR }')
       f=$(awk -v b="$sent" -v s="$STEPS" -v p="$psi" 'BEGIN { printf "%.3f", b / s / 4 / p }')
       tb=$(awk -v n=$n -v s=$s 'BEGIN { printf "%.3f", (s == 3 ? 3 : 2) * (n - 1) / n }')
       echo "| $preset | $n | $s | $peaks | $same | $rss | $f | $tb |"
@@ -96,6 +104,8 @@ for preset in gpt2 gpt2-medium; do
   done
 done
 
+fi
+want 3 || exit 0
 echo
 echo "## 3. Step time, the same global batch of 2 x (B=2, T=128): 2 ranks x 1 thread against 1 rank x 2 threads"
 echo
