@@ -282,24 +282,8 @@ static void cut(size_t lo, size_t hi, size_t x, size_t y, size_t *a, size_t *b) 
     if (*b < *a) *b = *a;
 }
 
-/* Every rank's status: MW_OK when all are. */
-static int all_ok(mw_comm *cm, mw_status mine) {
-    int *v = calloc((size_t)cm->size, sizeof *v);
-    size_t *cd = calloc((size_t)cm->size * 2, sizeof *cd);
-    int ok = v && cd;
-    if (ok) {
-        for (int j = 0; j < cm->size; j++) cd[j] = 1, cd[cm->size + j] = (size_t)j;
-        v[cm->rank] = mine != MW_OK;
-        ok = cm->allgatherv(cm, v, sizeof *v, cd, cd + cm->size) == MW_OK;
-        for (int j = 0; j < cm->size && ok; j++) ok = !v[j];
-    }
-    free(v);
-    free(cd);
-    return ok;
-}
-
-/* 1 when every rank's v is rank 0's (collective). */
-static int all_same(mw_comm *cm, uint32_t v) {
+/* Every rank's v into a malloc'd array (collective); NULL when that fails. */
+static uint32_t *gather_u32(mw_comm *cm, uint32_t v) {
     uint32_t *a = calloc((size_t)cm->size, sizeof *a);
     size_t *cd = calloc((size_t)cm->size * 2, sizeof *cd);
     int ok = a && cd;
@@ -307,12 +291,23 @@ static int all_same(mw_comm *cm, uint32_t v) {
         for (int j = 0; j < cm->size; j++) cd[j] = 1, cd[cm->size + j] = (size_t)j;
         a[cm->rank] = v;
         ok = cm->allgatherv(cm, a, sizeof *a, cd, cd + cm->size) == MW_OK;
-        for (int j = 1; j < cm->size && ok; j++) ok = a[j] == a[0];
     }
-    free(a);
     free(cd);
+    if (!ok) free(a);
+    return ok ? a : NULL;
+}
+
+/* 1 when every rank's v is rank 0's (collective). */
+static int all_same(mw_comm *cm, uint32_t v) {
+    uint32_t *a = gather_u32(cm, v);
+    int ok = a != NULL;
+    for (int j = 1; j < cm->size && ok; j++) ok = a[j] == a[0];
+    free(a);
     return ok;
 }
+
+/* 1 when every rank's status is MW_OK (collective). */
+static int all_ok(mw_comm *cm, mw_status mine) { return all_same(cm, mine != MW_OK) && mine == MW_OK; }
 
 /* The byte range of the optimizer's array part (bits per element, bytes in all) that rank r of
  * world writes: its shard's elements, and the last rank the array's end. */
