@@ -520,7 +520,6 @@ mw_status mw_train(mw_model *m, mw_data *train, mw_data *val, mw_run_state *st, 
 typedef struct mw_comm mw_comm;
 struct mw_comm {
     int rank, size;
-    void *impl;
     uint64_t sent; /* bytes this rank has sent, to others (the implementation counts them) */
     /* rank i sends scount[j] floats at send + sdispl[j] to rank j, and receives rcount[j] floats
      * from rank j at recv + rdispl[j] */

@@ -78,35 +78,40 @@ static mw_status shards(const mw_model *m, size_t **out) {
     return MW_OK;
 }
 
+/* Rank j's piece of [a, b): counts and displacements (relative to a) into cnt[0..W), cnt[W..2W). */
+static mw_status seg_pieces(mw_model *m, size_t a, size_t b, size_t **out) {
+    const int W = m->cfg.world;
+    size_t *sh = NULL;
+    MW_TRY(shards(m, &sh));
+    for (int j = 0; j < W; j++) {
+        const size_t lo = sh[j] > a ? sh[j] : a, hi = sh[W + j] < b ? sh[W + j] : b;
+        sh[j] = hi > lo ? hi - lo : 0;
+        sh[W + j] = hi > lo ? lo - a : 0;
+    }
+    *out = sh;
+    return MW_OK;
+}
+
 /* The exchange of elements [a, b) of the flat buffer (src[e - a], this rank's gradient of its
  * micro-batch, formed from zero): every rank's piece of this rank's shard comes in (rounds of at
  * most m->zrq floats per rank) and is added, in rank order, onto the shard's sum of the earlier
  * micro-steps (m->zacc; none when first), into dst[e - zlo]. */
 static mw_status exchange_range(mw_model *m, const float *src, size_t a, size_t b, int first, float *dst) {
     mw_comm *cm = m->comm;
-    const int W = cm->size;
+    const int W = cm->size, R = cm->rank;
     const size_t q = m->zrq;
-    size_t *sh = NULL, *cnt = NULL;
-    MW_TRY(shards(m, &sh));
-    cnt = malloc(sizeof(size_t) * 4 * (size_t)W);
-    if (!cnt) {
-        free(sh);
-        return mw_fail(MW_ERR_NOMEM, "out of memory");
-    }
+    size_t *pc = NULL; /* rank j's piece of [a, b): pc[j] elements from a + pc[W + j] */
+    MW_TRY(seg_pieces(m, a, b, &pc));
+    size_t *cnt = malloc(sizeof(size_t) * 4 * (size_t)W);
     const float **part = malloc(sizeof(float *) * (size_t)W);
-    if (!part) {
-        free(sh);
-        free(cnt);
+    if (!cnt || !part) {
+        free(pc), free(cnt), free(part);
         return mw_fail(MW_ERR_NOMEM, "out of memory");
     }
     size_t *sc = cnt, *sd = cnt + W, *rc = cnt + 2 * W, *rdp = cnt + 3 * W, most = 0;
-    for (int j = 0; j < W; j++) { /* rank j's piece of [a, b): sh[j] .. sh[W + j] */
-        sh[j] = sh[j] > a ? sh[j] : a;
-        sh[W + j] = sh[W + j] < b ? sh[W + j] : b;
-        if (sh[W + j] < sh[j]) sh[W + j] = sh[j];
-        if (sh[W + j] - sh[j] > most) most = sh[W + j] - sh[j];
-    }
-    const size_t mylo = sh[cm->rank], myn = sh[W + cm->rank] - mylo;
+    for (int j = 0; j < W; j++)
+        if (pc[j] > most) most = pc[j];
+    const size_t myn = pc[R], e_lo = a + pc[W + R] - m->zlo; /* this rank's piece, in its shard */
     const size_t rounds = q ? (most + q - 1) / q : 0;
     mw_status st = MW_OK;
     const float *prev = m->zacc;
@@ -114,15 +119,15 @@ static mw_status exchange_range(mw_model *m, const float *src, size_t a, size_t 
     for (size_t t = 0; t < rounds && st == MW_OK; t++) {
         const size_t o = t * q, mine = myn > o ? (myn - o < q ? myn - o : q) : 0;
         for (int j = 0; j < W; j++) { /* this rank's own piece is read where it is */
-            const size_t n = sh[W + j] - sh[j], len = n > o ? (n - o < q ? n - o : q) : 0;
-            const int self = j == cm->rank;
-            sc[j] = self ? 0 : len, sd[j] = len ? sh[j] + o - a : 0;
+            const size_t len = pc[j] > o ? (pc[j] - o < q ? pc[j] - o : q) : 0;
+            const int self = j == R;
+            sc[j] = self ? 0 : len, sd[j] = len ? pc[W + j] + o : 0;
             rc[j] = self ? 0 : mine, rdp[j] = (size_t)j * q;
-            part[j] = self ? src + (mylo + o - a) : rv + (size_t)j * q;
+            part[j] = self ? src + (pc[W + R] + o) : rv + (size_t)j * q;
         }
         if (W > 1) st = cm->alltoallv(cm, src, sc, sd, rv, rc, rdp);
         if (st != MW_OK || !mine) continue;
-        const size_t e0 = mylo + o - m->zlo;
+        const size_t e0 = e_lo + o;
 #pragma omp parallel for schedule(static)
         for (size_t e = 0; e < mine; e++) {
             float x = first ? part[0][e] : prev[e0 + e] + part[0][e];
@@ -132,7 +137,7 @@ static mw_status exchange_range(mw_model *m, const float *src, size_t a, size_t 
     }
     free(part);
     free(cnt);
-    free(sh);
+    free(pc);
     return st;
 }
 
@@ -196,20 +201,6 @@ static mw_status shard_norm(mw_model *m, double *norm) {
     double s = 0.0;
     for (size_t b = 0; b < nb; b++) s += parts[b];
     *norm = sqrt(s);
-    return MW_OK;
-}
-
-/* Rank j's piece of [a, b): counts and displacements (relative to a) into cnt[0..W), cnt[W..2W). */
-static mw_status seg_pieces(mw_model *m, size_t a, size_t b, size_t **out) {
-    const int W = m->cfg.world;
-    size_t *sh = NULL;
-    MW_TRY(shards(m, &sh));
-    for (int j = 0; j < W; j++) {
-        const size_t lo = sh[j] > a ? sh[j] : a, hi = sh[W + j] < b ? sh[W + j] : b;
-        sh[j] = hi > lo ? hi - lo : 0;
-        sh[W + j] = hi > lo ? lo - a : 0;
-    }
-    *out = sh;
     return MW_OK;
 }
 
