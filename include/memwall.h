@@ -425,34 +425,58 @@ void mw_model_memory(const mw_model *m, uint64_t category[MW_CAT_COUNT], uint64_
 
 /* ---- token files --------------------------------------------------------------------------- */
 
-/* A token file: a little-endian header, then the tokens. Version 2 (written): 64 bytes, magic
- * "MWTOKENS", u32 version 2, u32 token width 2 or 4, u64 token count, u32 vocabulary size,
+/* A token file: a little-endian header, then the tokens. Version 3 (written): 64 bytes, magic
+ * "MWTOKENS", u32 version 3, u32 token width 2 or 4, u64 token count, u32 vocabulary size,
  * u32 header size 64, char[16] tokenizer name (NUL-padded), u64 tokenizer hash, u32 CRC-32C of
- * the 56 bytes before it, u32 reserved 0. Version 1 (still read): 32 bytes, the same fields up
- * to the vocabulary size, then u32 reserved 0; its tokenizer is unknown. README "Token file
- * format" has the table. */
+ * the 56 bytes before it, u32 reserved 0; the tokens; then a u32 CRC-32C of each 64 KiB block of
+ * the tokens' bytes (the last block may be shorter), checked whenever a block is read. Version 2
+ * (still read): the same without the block checksums. Version 1 (still read): 32 bytes, the same
+ * fields up to the vocabulary size, then u32 reserved 0; its tokenizer is unknown.
+ * A token set PREFIX is either the files PREFIX.train.bin and PREFIX.val.bin, or the shards
+ * PREFIX.manifest.json lists (src/train/tokset.h), read as one sequence per split. README "Token
+ * file format" and "Token sets" have the tables. */
 typedef struct mw_data mw_data;
 
 /* Opens and checks a token file (header, sizes). MW_ERR_IO or MW_ERR_FORMAT with the path. */
 mw_status mw_data_open(mw_data **out, const char *path);
+/* Opens split "train" or "val" of the token set PREFIX: the shards PREFIX.manifest.json lists
+ * when it exists, else the file PREFIX.<split>.bin. *out is NULL (MW_OK) when the set has no such
+ * split. Every shard is opened and checked before this returns: a missing or truncated one, or
+ * one whose count, checksum table or tokenizer differs from the manifest's, is an error naming
+ * it. Shards are then opened as they are read, at most 64 at once. */
+mw_status mw_data_open_set(mw_data **out, const char *prefix, const char *split);
 void mw_data_close(mw_data *d);
 uint64_t mw_data_count(const mw_data *d);
 uint32_t mw_data_vocab(const mw_data *d);
-int mw_data_version(const mw_data *d); /* 1 or 2 */
+int mw_data_version(const mw_data *d); /* 1, 2 or 3 (a set's lowest) */
 /* The tokenizer that made the ids (name "" for a version-1 file). Owned by d. */
 const mw_tokenizer_id *mw_data_tokenizer(const mw_data *d);
-const char *mw_data_path(const mw_data *d); /* the path it was opened with */
-/* Reads tokens [start, start+n) into out (widened to int32). */
+/* The path it was opened with, or for a manifest's split "PREFIX.manifest.json (train)". */
+const char *mw_data_path(const mw_data *d);
+int mw_data_shards(const mw_data *d); /* 1 for a file */
+const char *mw_data_shard_path(const mw_data *d, int i);
+uint64_t mw_data_shard_count(const mw_data *d, int i);
+/* version 3: the CRC-32C of shard i's block-checksum table (what a manifest records; 0 before) */
+uint32_t mw_data_shard_crc(const mw_data *d, int i);
+/* 1 when d is a manifest's train split whose first parts hold exactly `tokens` tokens and later
+ * parts (prepare --append) more: a set grown since a checkpoint recorded that count. */
+int mw_data_grown_from(const mw_data *d, uint64_t tokens);
+/* Reads tokens [start, start+n) into out (widened to int32). Each 64 KiB block read is checked
+ * against its checksum (version 3): MW_ERR_FORMAT naming the shard, the block and its bytes. */
 mw_status mw_data_read(mw_data *d, uint64_t start, size_t n, int32_t *out);
-/* Writes a version-2 token file atomically (temporary name, fsync, rename, fsync of the
+/* Reads every block of shard i, checking checksums and the vocabulary; *bytes: the bytes read. */
+mw_status mw_data_verify_shard(mw_data *d, int i, uint64_t *bytes);
+/* Writes a version-3 token file atomically (temporary name, fsync, rename, fsync of the
  * directory). width is 2 or 4; tok names the tokenizer that made the ids (a valid name
  * required: MW_ERR_ARG otherwise). */
 mw_status mw_data_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab,
                         int width, const mw_tokenizer_id *tok);
 /* The same written as it comes: open creates PATH.tmp.PID (nothing at PATH yet); append adds
  * tokens (each checked against vocab: MW_ERR_ARG); read reads back tokens written so far; commit
- * keeps the first n (<= count), writes the header, fsyncs and renames it to PATH atomically, and
- * frees w; abort removes the temporary file and frees w. */
+ * keeps the first n (<= count), writes the header and checksums, fsyncs and renames it to PATH
+ * atomically, and frees w; finish does the same but leaves the whole file under its temporary
+ * name (into tmp) for the caller to rename, and gives the CRC-32C of its checksum table (what a
+ * manifest records); abort removes the temporary file and frees w. */
 typedef struct mw_data_writer mw_data_writer;
 mw_status mw_data_writer_open(mw_data_writer **w, const char *path, uint32_t vocab, int width,
                               const mw_tokenizer_id *tok);
@@ -460,7 +484,11 @@ mw_status mw_data_writer_append(mw_data_writer *w, const int32_t *tokens, size_t
 uint64_t mw_data_writer_count(const mw_data_writer *w);
 mw_status mw_data_writer_read(mw_data_writer *w, uint64_t start, size_t n, int32_t *out);
 mw_status mw_data_writer_commit(mw_data_writer *w, uint64_t n);
+mw_status mw_data_writer_finish(mw_data_writer *w, uint64_t n, char *tmp, size_t tmplen, uint32_t *table_crc);
 void mw_data_writer_abort(mw_data_writer *w);
+/* Cuts the version-3 file at path (not yet renamed into place) to its first n tokens in place:
+ * checksums and header rewritten, fsynced; *table_crc as finish gives it. */
+mw_status mw_data_file_cut(const char *path, uint64_t n, uint32_t *table_crc);
 
 /* Deterministic window sampler: B windows of T+1 tokens at uniformly random offsets. */
 typedef struct mw_loader {

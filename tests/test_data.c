@@ -157,7 +157,7 @@ static void test_token_files(const char *tmp) {
     for (int i = 0; i < 100; i++) toks[i] = i * 3;
     mw_tokenizer_id id = {"gpt2", MW_TOKENIZER_GPT2_HASH};
 
-    /* the header: version 2, 64 bytes, the identity, a CRC */
+    /* the header: version 3, 64 bytes, the identity, a CRC; the tokens; a CRC per 64 KiB block */
     dir_syncs = 0, watched_after_rename = 0, watch_path = path;
     CHECK_OK(mw_data_write(path, toks, 100, 50257, 4, &id));
     CHECK(dir_syncs == 1 && watched_after_rename, "the directory was synced %d time(s) after the rename (%d)", dir_syncs,
@@ -165,23 +165,24 @@ static void test_token_files(const char *tmp) {
     watch_path = NULL;
     size_t n;
     unsigned char *h = slurp(path, &n);
-    CHECK(n == 64 + 400, "file of %zu bytes", n);
-    CHECK(memcmp(h, "MWTOKENS", 8) == 0 && get32(h + 8) == 2 && get32(h + 28) == 64 &&
+    CHECK(n == 64 + 400 + 4, "file of %zu bytes", n);
+    CHECK(get32(h + 464) == mw_crc32c(0, h + 64, 400), "the block checksum after the tokens");
+    CHECK(memcmp(h, "MWTOKENS", 8) == 0 && get32(h + 8) == 3 && get32(h + 28) == 64 &&
               memcmp(h + 32, "gpt2\0\0\0\0\0\0\0\0\0\0\0\0", 16) == 0 && get32(h + 56) == mw_crc32c(0, h, 56) &&
               get32(h + 60) == 0,
-          "version-2 header layout");
+          "version-3 header layout");
     mw_data *d;
     CHECK_OK(mw_data_open(&d, path));
-    CHECK(mw_data_version(d) == 2 && strcmp(mw_data_tokenizer(d)->name, "gpt2") == 0 &&
+    CHECK(mw_data_version(d) == 3 && strcmp(mw_data_tokenizer(d)->name, "gpt2") == 0 &&
               mw_data_tokenizer(d)->hash == MW_TOKENIZER_GPT2_HASH && strcmp(mw_data_path(d), path) == 0 &&
               mw_data_count(d) == 100 && mw_data_vocab(d) == 50257,
-          "version-2 round trip");
+          "version-3 round trip");
     int32_t back[100];
     CHECK_OK(mw_data_read(d, 0, 100, back));
     CHECK(memcmp(back, toks, sizeof toks) == 0, "tokens after a 64-byte header");
     mw_data_close(d);
 
-    /* every malformed version-2 header is refused, naming the file */
+    /* every malformed version-3 header is refused, naming the file */
     struct {
         const char *what;
         int off;
@@ -189,17 +190,18 @@ static void test_token_files(const char *tmp) {
         int fix_crc;
         size_t len;
     } cases[] = {
-        {"a flipped count byte", 16, 99, 0, 464},  {"a flipped hash byte", 50, 1, 0, 464},
-        {"a flipped name byte", 33, 'X', 0, 464},  {"header size 32", 28, 32, 1, 464},
-        {"name not NUL-padded", 40, 'x', 1, 464},  {"name of 16 characters", -2, 0, 1, 464},
-        {"an upper-case name", 32, 'G', 1, 464},   {"an empty name", 32, 0, 1, 464},
-        {"reserved not 0", 60, 1, 0, 464},         {"cut inside the header", -1, 0, 0, 40},
-        {"cut after the header", -1, 0, 0, 64},    {"one token short", -1, 0, 0, 460},
-        {"width 3", 12, 3, 1, 464},                {"version 3", 8, 3, 1, 464},
-        {"vocab 2^31 + 50257 (ids are int32)", 27, 0x80, 1, 464}, /* found by fuzz_tokens */
+        {"a flipped count byte", 16, 99, 0, 468},  {"a flipped hash byte", 50, 1, 0, 468},
+        {"a flipped name byte", 33, 'X', 0, 468},  {"header size 32", 28, 32, 1, 468},
+        {"name not NUL-padded", 40, 'x', 1, 468},  {"name of 16 characters", -2, 0, 1, 468},
+        {"an upper-case name", 32, 'G', 1, 468},   {"an empty name", 32, 0, 1, 468},
+        {"reserved not 0", 60, 1, 0, 468},         {"cut inside the header", -1, 0, 0, 40},
+        {"cut after the header", -1, 0, 0, 64},    {"the block checksums cut", -1, 0, 0, 464},
+        {"one token short", -1, 0, 0, 466},        {"width 3", 12, 3, 1, 468},
+        {"version 4", 8, 4, 1, 468},               {"version 0", 8, 0, 1, 468},
+        {"vocab 2^31 + 50257 (ids are int32)", 27, 0x80, 1, 468}, /* found by fuzz_tokens */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        unsigned char b[464];
+        unsigned char b[468];
         memcpy(b, h, sizeof b);
         if (cases[i].off >= 0) b[cases[i].off] = cases[i].val;
         if (cases[i].off == -2) memset(b + 32, 'a', 16);
@@ -209,6 +211,34 @@ static void test_token_files(const char *tmp) {
         mw_status s = mw_data_open(&x, bad);
         CHECK(s == MW_ERR_FORMAT && x == NULL && strstr(mw_last_error(), bad), "%s: %s, %s", cases[i].what,
               mw_status_str(s), mw_last_error());
+    }
+
+    /* a damaged block: the file opens, the read of that block fails naming the file and block */
+    for (int where = 0; where < 2; where++) { /* a token byte, then a byte of its checksum */
+        unsigned char b[468];
+        memcpy(b, h, sizeof b);
+        b[where ? 465 : 64 + 123] ^= 0x10;
+        write_file(bad, b, sizeof b);
+        CHECK_OK(mw_data_open(&d, bad));
+        mw_status s = mw_data_read(d, 90, 10, back);
+        CHECK(s == MW_ERR_FORMAT && strstr(mw_last_error(), bad) && strstr(mw_last_error(), "block 0 (bytes 64 to 464)"),
+              "damaged %s: %s", where ? "checksum" : "token", mw_last_error());
+        uint64_t vb;
+        CHECK(mw_data_verify_shard(d, 0, &vb) == MW_ERR_FORMAT, "verify finds it");
+        mw_data_close(d);
+    }
+    /* version 2 (no block checksums) still reads */
+    {
+        unsigned char b[464];
+        memcpy(b, h, sizeof b);
+        put32(b + 8, 2);
+        put32(b + 56, mw_crc32c(0, b, 56));
+        write_file(bad, b, sizeof b);
+        CHECK_OK(mw_data_open(&d, bad));
+        CHECK(mw_data_version(d) == 2 && mw_data_count(d) == 100, "version 2 opens");
+        CHECK_OK(mw_data_read(d, 0, 100, back));
+        CHECK(memcmp(back, toks, sizeof toks) == 0, "version-2 tokens");
+        mw_data_close(d);
     }
 
     /* version 1 still reads, its tokenizer unknown */
@@ -242,7 +272,7 @@ static void test_token_files(const char *tmp) {
     unlink("plain.bin");
     CHECK(chdir(cwd) == 0, "chdir back");
     unlink(path);
-    printf("token files: version 2 round trip, %zu malformed headers refused, version 1 read\n",
+    printf("token files: version 3 round trip, %zu malformed headers refused, damaged blocks found, versions 1 and 2 read\n",
            sizeof cases / sizeof *cases);
 }
 

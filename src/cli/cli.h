@@ -7,7 +7,8 @@
 
 enum {
     CMD_TRAIN = 1, CMD_BENCH = 2, CMD_PREPARE = 4, CMD_EXPORT = 8, CMD_TOKENIZE = 16,
-    CMD_DETOKENIZE = 32, CMD_SAMPLE = 64, CMD_EVAL = 128, CMD_ESTIMATE = 256, CMD_PLAN = 512
+    CMD_DETOKENIZE = 32, CMD_SAMPLE = 64, CMD_EVAL = 128, CMD_ESTIMATE = 256, CMD_PLAN = 512,
+    CMD_VERIFY = 1024
 };
 enum kind { K_INT, K_DBL, K_SIZE, K_U64, K_STR, K_FLAG, K_PRESET, K_RECOMPUTE, K_ARCH, K_OFFLOAD, K_OPTIM, K_PRECISION };
 
@@ -23,6 +24,10 @@ typedef struct opts {
     double val_fraction, temperature, top_p;
     double comm_timeout; /* train --comm-timeout: seconds a rank waits for the others at most */
     uint64_t prep_memory; /* prepare --memory: its peak RSS bound */
+    uint64_t shard_tokens; /* prepare --shard-tokens: tokens per shard of a set */
+    int append;            /* prepare --append */
+    const char *ins[256];  /* prepare: every --in, in order */
+    int n_in;
     unsigned shape_given; /* bit k: SHAPE_OPTS[k] (--layers, --heads, --dim, --vocab, --ctx) was given */
 } opts;
 
@@ -88,6 +93,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
 int cmd_estimate(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 #endif

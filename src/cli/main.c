@@ -75,7 +75,8 @@ static const opt_def OPTS[] = {
     {"recompute", K_RECOMPUTE, 0, MODEL, "activation recomputation: none, selective, full, every:K, every:sqrt, auto (needs --budget), or blocks:LETTERS (n/s/f per block)"},
     {"offload", K_OFFLOAD, 0, MODEL, "model states on disk, in a scratch file in --offload-dir streamed by asynchronous I/O (the same bits): none, optimizer (the optimizer's per-parameter state: AdamW's moments, 8-bit or 4-bit codes, ...), optimizer+grads (and the blocks' gradients), all (and the blocks' parameters), auto (none or optimizer: the faster that fits --budget)"},
     {"offload-dir", K_STR, O_(offload_dir), MODEL, "folder of the disk tier's scratch file (preallocated before step 1, removed at exit)"},
-    {"data", K_STR, O_(data), CMD_TRAIN, "token files PREFIX.train.bin and PREFIX.val.bin"},
+    {"data", K_STR, O_(data), CMD_TRAIN, "token set PREFIX: PREFIX.manifest.json's shards, or PREFIX.train.bin and PREFIX.val.bin"},
+    {"data", K_STR, O_(data), CMD_VERIFY, "token set PREFIX (or give PREFIX alone: memwall verify PREFIX), or a token file FILE.bin"},
     {"data", K_STR, O_(data), CMD_EVAL, "token file FILE.bin, or PREFIX (reads PREFIX.val.bin)"},
     {"eval-every", K_INT, C_(eval_every), CMD_TRAIN, "validation loss every N steps (and at the end)"},
     {"eval-batches", K_INT, C_(eval_batches), CMD_TRAIN | CMD_EVAL, "micro-batches per validation (eval: at most; 0: all)"},
@@ -92,7 +93,9 @@ static const opt_def OPTS[] = {
     {"timeline", K_STR, O_(timeline), CMD_PLAN, "draw memory over one step, stacked by category, as FILE.svg"},
     {"tokenizer", K_STR, O_(tokenizer), TEXT, "bytes (vocab 256, as gpt2-tiny), gpt2 (GPT-2 BPE, vocab 50257), or PATH: a Hugging Face tokenizer.json or its directory (Llama 2/3: data/llama2, data/llama3); sample, eval: auto (the model's)"},
     {"vocab-dir", K_STR, O_(vocab_dir), TEXT, "GPT-2 vocabulary (encoder.json + vocab.bpe, or tokenizer.json); default data/gpt2"},
-    {"in", K_STR, O_(in), CMD_PREPARE, "input: a text file, a directory (one document per file) or '-' (stdin)"},
+    {"in", K_STR, O_(in), CMD_PREPARE, "input: a text file, a directory (one document per file), a quoted glob ('corpus/*.txt') or '-' (stdin); give --in again for more, all into one set"},
+    {"shard-tokens", K_U64, O_(shard_tokens), CMD_PREPARE, "tokens per shard: a set larger than one shard is written as PREFIX.train.000.bin, ... and PREFIX.manifest.json (given: always so, even for one shard)"},
+    {"append", K_FLAG, O_(append), CMD_PREPARE, "add the input's documents to the existing set PREFIX as new shards (the old ones are not rewritten; same tokenizer required)"},
     {"split-blank-lines", K_FLAG, O_(split_blank), CMD_PREPARE, "documents are separated by blank lines"},
     {"skip-unreadable", K_FLAG, O_(skip_unreadable), CMD_PREPARE, "with --in DIR: skip the files that cannot be opened (a dangling link, no permission), counting them, instead of stopping at the first"},
     {"memory", K_SIZE, O_(prep_memory), CMD_PREPARE, "the most memory prepare uses (peak RSS), e.g. 256MiB, 2GiB: it reads, tokenizes and writes in pieces that fit, whatever the input's size; a document (a file, or a blank-line-separated piece) must fit in a twentieth of what the tokenizer leaves"},
@@ -101,7 +104,7 @@ static const opt_def OPTS[] = {
     {"temperature", K_DBL, O_(temperature), CMD_SAMPLE, "softmax temperature (0: greedy)"},
     {"top-k", K_INT, O_(top_k), CMD_SAMPLE, "sample among the k most likely tokens (0: all)"},
     {"top-p", K_DBL, O_(top_p), CMD_SAMPLE, "sample within the smallest set of probability >= p (1: all)"},
-    {"out", K_STR, O_(out), CMD_PREPARE, "output prefix: writes PREFIX.train.bin, PREFIX.val.bin"},
+    {"out", K_STR, O_(out), CMD_PREPARE, "output prefix: writes PREFIX.train.bin and PREFIX.val.bin, or a sharded set (--shard-tokens)"},
     {"ckpt", K_STR, O_(ckpt), CMD_EXPORT | LOADS, "checkpoint file, or a directory (its newest valid checkpoint)"},
     {"format", K_STR, O_(format), CMD_EXPORT, "output format: safetensors (Hugging Face GPT-2)"},
     {"out", K_STR, O_(out), CMD_EXPORT, "output file, or a directory (gets model.safetensors); config.json goes beside it, missing directories are created"},
@@ -121,6 +124,7 @@ static void set_defaults(opts *o, int mask) {
     o->val_fraction = 0.05;
     o->comm_timeout = 900;
     o->prep_memory = 256ull << 20;
+    o->shard_tokens = 1ull << 28;
     o->tokenizer = "bytes"; /* one rule: bytes unless --tokenizer gpt2; a loaded model decides */
     o->format = "safetensors";
     o->gen_tokens = 200;
@@ -137,7 +141,7 @@ static const struct {
     int cmds;
     const char *meta;
 } METAS[] = {
-    {"data", CMD_TRAIN, "PREFIX"},      {"data", CMD_EVAL, "FILE|PREFIX"}, {"out", CMD_TRAIN, "DIR"},
+    {"data", CMD_TRAIN, "PREFIX"},      {"data", CMD_EVAL | CMD_VERIFY, "FILE|PREFIX"}, {"out", CMD_TRAIN, "DIR"},
     {"out", CMD_PREPARE, "PREFIX"},     {"out", CMD_EXPORT, "FILE"},       {"json-log", ~0, "FILE"},
     {"resume", ~0, "FILE|DIR|auto"},    {"init", ~0, "hf:PATH"},           {"timeline", ~0, "FILE.svg"},
     {"tokenizer", ~0, "NAME"},          {"vocab-dir", ~0, "DIR"},          {"in", ~0, "FILE|DIR|-"},
@@ -218,10 +222,11 @@ static void usage(FILE *f, const char *cmd, int mask) {
                    "  bench     time training steps on random tokens\n"
                    "  estimate  the memory a training step needs, per category, before it runs\n"
                    "  plan      memory over one step, op by op (--timeline FILE.svg)\n"
-                   "  prepare   turn a text file into token files\n"
+                   "  prepare   turn text (files, directories, stdin) into a token set, streamed and sharded\n"
                    "  export    write a checkpoint as Hugging Face safetensors and config.json (GPT-2, Llama)\n"
                    "  sample    generate text from a trained model (KV cache, streamed)\n"
                    "  eval      validation loss and perplexity of a model on a token file\n"
+                   "  verify    check every block of a token set against its checksums (memwall verify PREFIX)\n"
                    "  tokenize  print the token ids of stdin\n"
                    "  detokenize  turn token ids on stdin back into text\n"
                    "  help CMD  the options of a command\n",
@@ -372,6 +377,11 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
                 continue;
             }
             if ((pass == 0) != (d->kind == K_PRESET)) continue;
+            if (strcmp(d->name, "in") == 0 && (mask & CMD_PREPARE)) { /* repeated: every one, in order */
+                if (o->n_in == (int)(sizeof o->ins / sizeof o->ins[0]))
+                    die(1, "prepare: at most %d --in (give a directory or a glob)", (int)(sizeof o->ins / sizeof o->ins[0]));
+                o->ins[o->n_in++] = v;
+            }
             parse_value(o, d, v);
             for (int k = 0; k < 5; k++) o->shape_given |= (unsigned)(d->off == SHAPE_OFF[k]) << k;
             if (d->kind == K_PRESET && mw_config_preset(&o->cfg, v) != MW_OK)
@@ -694,7 +704,8 @@ int main(int argc, char **argv) {
                 {"prepare", cmd_prepare, CMD_PREPARE}, {"export", cmd_export, CMD_EXPORT},
                 {"tokenize", cmd_tokenize, CMD_TOKENIZE}, {"detokenize", cmd_detokenize, CMD_DETOKENIZE},
                 {"sample", cmd_sample, CMD_SAMPLE}, {"eval", cmd_eval, CMD_EVAL},
-                {"estimate", cmd_estimate, CMD_ESTIMATE}, {"plan", cmd_plan, CMD_PLAN}};
+                {"estimate", cmd_estimate, CMD_ESTIMATE}, {"plan", cmd_plan, CMD_PLAN},
+                {"verify", cmd_verify, CMD_VERIFY}};
     omp_default_env(argv);
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
         usage(argc < 2 ? stderr : stdout, NULL, 0);
@@ -728,6 +739,6 @@ int main(int argc, char **argv) {
             return rc;
         }
         }
-    die(1, "unknown command '%s' (commands: train, bench, estimate, plan, prepare, export, sample, eval, tokenize, detokenize, help)", name);
+    die(1, "unknown command '%s' (commands: train, bench, estimate, plan, prepare, verify, export, sample, eval, tokenize, detokenize, help)", name);
     return 1;
 }

@@ -80,12 +80,13 @@ static void train_line(opts *o) {
     apply_init_shape(o);
     finish_config(o);
     for (int k = 0; o->data && k < 2; k++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s.%s.bin", o->data, k ? "val" : "train");
-        if (k && access(path, F_OK) != 0) break; /* the validation file is optional, as in train */
         mw_data *d;
-        if (mw_data_open(&d, path) != MW_OK) die(1, "%s", mw_last_error());
+        if (mw_data_open_set(&d, o->data, k ? "val" : "train") != MW_OK) die(1, "%s", mw_last_error());
+        if (!d && k) break; /* the validation split is optional, as in train */
+        if (!d) die(1, "--data %s: no token set there (neither %s.manifest.json nor %s.train.bin exists)", o->data, o->data, o->data);
         uint32_t v = mw_data_vocab(d);
+        char path[4300];
+        snprintf(path, sizeof path, "%s", mw_data_path(d));
         mw_data_close(d);
         if (v > (uint32_t)o->cfg.vocab)
             die(1, "%s uses a vocabulary of %u but the model has --vocab %d (train would refuse it)", path, v,

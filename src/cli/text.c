@@ -1,6 +1,7 @@
 /* memwall prepare, tokenize, detokenize, sample and eval: text in, text out. */
 #include <dirent.h>
 #include <errno.h>
+#include <glob.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -13,9 +14,11 @@
 #include <unistd.h>
 
 #include "../core/arena.h"
+#include "../core/fsutil.h"
 #include "../core/rng.h"
 #include "../core/status.h"
 #include "../train/docsplit.h"
+#include "../train/tokset.h"
 #include "../train/tokenizer.h"
 #include "cli.h"
 
@@ -167,45 +170,77 @@ static void add_doc(docs *d, const char *text, size_t len) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* the input files, in order (--in a file, or a directory's regular files sorted by name; NULL:
- * stdin), and their total size (0 for stdin) */
-static char **list_inputs(const opts *o, size_t *nf, uint64_t *total, int *is_dir) {
+/* path (NULL: stdin) appended to *files; listed: it came from a directory or a glob (then
+ * --skip-unreadable may skip it) */
+static void add_file(char ***files, char **from, size_t *nf, const char *path, int listed) {
+    *files = realloc(*files, (*nf + 1) * sizeof **files);
+    *from = realloc(*from, *nf + 1);
+    char *copy = path ? strdup(path) : NULL;
+    if (!*files || !*from || (path && !copy)) die(1, "out of memory");
+    (*files)[*nf] = copy;
+    (*from)[(*nf)++] = (char)listed;
+}
+
+/* a directory's regular files, sorted by name */
+static void add_dir(char ***files, char **from, size_t *nf, uint64_t *total, const char *in) {
+    DIR *dir = opendir(in);
+    if (!dir) die(1, "cannot list %s: %s", in, strerror(errno));
+    const size_t n0 = *nf;
+    struct dirent *e;
     struct stat st;
-    *nf = 0;
-    *total = 0;
-    *is_dir = 0;
-    char **files = malloc(sizeof *files);
-    if (!files) die(1, "out of memory");
-    if (strcmp(o->in, "-") == 0) {
-        files[(*nf)++] = NULL;
-        return files;
-    }
-    if (stat(o->in, &st) != 0) die(1, "cannot open --in %s: %s", o->in, strerror(errno));
-    if (S_ISDIR(st.st_mode)) {
-        *is_dir = 1;
-        DIR *dir = opendir(o->in);
-        if (!dir) die(1, "cannot list %s: %s", o->in, strerror(errno));
-        struct dirent *e;
-        while ((e = readdir(dir))) {
-            if (e->d_name[0] == '.') continue;
-            char p[4096];
-            snprintf(p, sizeof p, "%s/%s", o->in, e->d_name);
-            if (stat(p, &st) != 0) { /* a dangling link, or no permission: opening it will say */
-                if (lstat(p, &st) != 0) continue; /* gone since it was listed */
-                st.st_mode = S_IFREG, st.st_size = 0;
-            }
-            if (!S_ISREG(st.st_mode)) continue; /* subdirectories, devices, fifos */
-            files = realloc(files, (*nf + 1) * sizeof *files);
-            if (!files || !(files[(*nf)++] = strdup(p))) die(1, "out of memory");
-            *total += (uint64_t)st.st_size;
+    while ((e = readdir(dir))) {
+        if (e->d_name[0] == '.') continue;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", in, e->d_name);
+        if (stat(p, &st) != 0) { /* a dangling link, or no permission: opening it will say */
+            if (lstat(p, &st) != 0) continue; /* gone since it was listed */
+            st.st_mode = S_IFREG, st.st_size = 0;
         }
-        closedir(dir);
-        qsort(files, *nf, sizeof *files, cmp_str);
-        if (*nf == 0) die(1, "prepare: %s holds no files", o->in);
-    } else {
-        if (!(files[(*nf)++] = strdup(o->in))) die(1, "out of memory");
-        *total = (uint64_t)st.st_size;
+        if (!S_ISREG(st.st_mode)) continue; /* subdirectories, devices, fifos */
+        add_file(files, from, nf, p, 1);
+        *total += (uint64_t)st.st_size;
     }
+    closedir(dir);
+    qsort(*files + n0, *nf - n0, sizeof **files, cmp_str);
+    if (*nf == n0) die(1, "prepare: %s holds no files", in);
+}
+
+/* The input files of every --in, in order (a file; a directory's regular files sorted by name; a
+ * glob's matches sorted; NULL: stdin), into *from whether each came from a directory or glob, and
+ * their total size (0 when stdin is among them: unknown) */
+static char **list_inputs(const opts *o, size_t *nf, uint64_t *total, char **from) {
+    struct stat st;
+    char **files = NULL;
+    int has_stdin = 0;
+    *nf = 0, *total = 0, *from = NULL;
+    for (int i = 0; i < o->n_in; i++) {
+        const char *in = o->ins[i];
+        if (strcmp(in, "-") == 0) {
+            if (has_stdin++) die(1, "prepare: --in - (stdin) given twice");
+            add_file(&files, from, nf, NULL, 0);
+        } else if (stat(in, &st) == 0 && S_ISDIR(st.st_mode)) {
+            add_dir(&files, from, nf, total, in);
+        } else if (stat(in, &st) == 0 || !strpbrk(in, "*?[")) {
+            if (access(in, F_OK) != 0) die(1, "cannot open --in %s: %s", in, strerror(errno));
+            add_file(&files, from, nf, in, 0);
+            *total += (uint64_t)st.st_size;
+        } else { /* a glob the shell did not expand (quoted): its matches, sorted */
+            glob_t g;
+            int r = glob(in, 0, NULL, &g);
+            if (r == GLOB_NOMATCH) die(1, "prepare: --in %s matches no file", in);
+            if (r != 0) die(1, "prepare: cannot expand --in %s", in);
+            for (size_t k = 0; k < g.gl_pathc; k++) {
+                if (stat(g.gl_pathv[k], &st) == 0 && S_ISDIR(st.st_mode)) {
+                    add_dir(&files, from, nf, total, g.gl_pathv[k]);
+                } else {
+                    add_file(&files, from, nf, g.gl_pathv[k], 1);
+                    *total += stat(g.gl_pathv[k], &st) == 0 ? (uint64_t)st.st_size : 0;
+                }
+            }
+            globfree(&g);
+        }
+    }
+    if (has_stdin) *total = 0;
     return files;
 }
 
@@ -225,14 +260,72 @@ typedef struct prep {
     uint64_t skipped;             /* files --skip-unreadable skipped */
     const char *what;             /* the input being read (for errors) */
     int fresh;                    /* documents added since the last flush point into the buffer */
-    int dir;                      /* --in is a directory */
+    int listed;                   /* the input came from a directory or a glob */
+    uint64_t shard;               /* --shard-tokens */
     double t0;
 } prep;
 
-/* prepare's temporary token files, removed if it exits before committing them */
-static mw_data_writer *prep_w[2];
+/* ---- the shards prepare writes ------------------------------------------------------------
+ * A split is written as it comes in shards of --shard-tokens; each full shard is finished (a
+ * whole version-3 file) under its temporary name. Nothing is renamed into place until the end,
+ * when the validation cut is known: then the files get their names (one file per split, or
+ * numbered shards and a manifest written last). At an early exit every temporary file goes. */
+
+typedef struct outfile {
+    char tmp[4400];
+    uint64_t tokens;
+    uint32_t crc; /* of its checksum table, for the manifest */
+    int gone;     /* renamed into place or removed */
+} outfile;
+
+typedef struct stream {
+    mw_data_writer *w; /* the shard being filled (NULL: none yet) */
+    outfile *f;        /* the finished ones */
+    size_t n, cap;
+    const char *prefix, *split;
+    uint32_t vocab;
+    int width;
+    uint64_t per; /* tokens per shard */
+    mw_tokenizer_id tid;
+} stream;
+
+static stream prep_s[2]; /* 0: all the tokens read, in order; 1: the validation cut */
 static void prep_cleanup(void) {
-    for (int k = 0; k < 2; k++) mw_data_writer_abort(prep_w[k]), prep_w[k] = NULL;
+    for (int k = 0; k < 2; k++) {
+        mw_data_writer_abort(prep_s[k].w), prep_s[k].w = NULL;
+        for (size_t i = 0; i < prep_s[k].n; i++)
+            if (!prep_s[k].f[i].gone) unlink(prep_s[k].f[i].tmp), prep_s[k].f[i].gone = 1;
+    }
+}
+
+static void stream_close(stream *s) {
+    if (!s->w) return;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 16;
+        if (!(s->f = realloc(s->f, s->cap * sizeof *s->f))) die(1, "out of memory");
+    }
+    outfile *f = &s->f[s->n];
+    memset(f, 0, sizeof *f);
+    f->tokens = mw_data_writer_count(s->w);
+    mw_status st = mw_data_writer_finish(s->w, f->tokens, f->tmp, sizeof f->tmp, &f->crc);
+    s->w = NULL;
+    if (st != MW_OK) die(1, "%s", mw_last_error());
+    s->n++;
+}
+
+static void stream_append(stream *s, const int32_t *ids, size_t n) {
+    while (n) {
+        if (!s->w) {
+            char path[4300];
+            snprintf(path, sizeof path, "%s.%s.%03zu.bin", s->prefix, s->split, s->n);
+            if (mw_data_writer_open(&s->w, path, s->vocab, s->width, &s->tid) != MW_OK) die(1, "%s", mw_last_error());
+        }
+        const uint64_t room = s->per - mw_data_writer_count(s->w);
+        const size_t k = n < room ? n : (size_t)room;
+        if (mw_data_writer_append(s->w, ids, k) != MW_OK) die(1, "%s", mw_last_error());
+        ids += k, n -= k;
+        if (mw_data_writer_count(s->w) == s->per) stream_close(s);
+    }
 }
 
 static void stage_ids(prep *p, const int32_t *ids, size_t n) {
@@ -242,10 +335,100 @@ static void stage_ids(prep *p, const int32_t *ids, size_t n) {
         memcpy(p->stage + p->nstage, ids, k * sizeof *ids);
         p->nstage += k, ids += k, n -= k;
         if (p->nstage == sizeof p->stage / sizeof *p->stage) {
-            if (mw_data_writer_append(prep_w[0], p->stage, p->nstage) != MW_OK) die(1, "%s", mw_last_error());
+            stream_append(&prep_s[0], p->stage, p->nstage);
             p->nstage = 0;
         }
     }
+}
+
+/* The validation cut: the last n_val of the n tokens read go to stream 1 (copied from stream 0's
+ * files, read back in pieces through stage), and stream 0's files are cut to the rest. */
+static void cut_validation(prep *p, uint64_t n, uint64_t n_val) {
+    stream *s = &prep_s[0];
+    const uint64_t keep = n - n_val;
+    const size_t S = sizeof p->stage / sizeof *p->stage;
+    uint64_t at = 0;
+    for (size_t i = 0; i < s->n; at += s->f[i++].tokens) {
+        outfile *f = &s->f[i];
+        if (at + f->tokens <= keep) continue;
+        const uint64_t from = keep > at ? keep - at : 0;
+        mw_data *d;
+        if (mw_data_open(&d, f->tmp) != MW_OK) die(1, "%s", mw_last_error());
+        for (uint64_t j = from; j < f->tokens; j += S) {
+            const size_t k = f->tokens - j < S ? (size_t)(f->tokens - j) : S;
+            if (mw_data_read(d, j, k, p->stage) != MW_OK) die(1, "%s", mw_last_error());
+            stream_append(&prep_s[1], p->stage, k);
+        }
+        mw_data_close(d);
+    }
+    stream_close(&prep_s[1]);
+    at = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        outfile *f = &s->f[i];
+        const uint64_t t = f->tokens;
+        if (at >= keep) {
+            unlink(f->tmp);
+            f->gone = 1, f->tokens = 0;
+        } else if (at + t > keep) {
+            if (mw_data_file_cut(f->tmp, keep - at, &f->crc) != MW_OK) die(1, "%s", mw_last_error());
+            f->tokens = keep - at;
+        }
+        at += t;
+    }
+}
+
+/* the set --append adds to: PREFIX.manifest.json, or the files PREFIX.train.bin and
+ * PREFIX.val.bin taken as a set of one shard each (version 3 needed: shards carry checksums) */
+static void load_existing(const char *prefix, const char *mpath, mw_manifest *m) {
+    if (access(mpath, F_OK) == 0) {
+        if (mw_manifest_read(m, mpath) != MW_OK) die(1, "prepare --append: %s", mw_last_error());
+        return;
+    }
+    memset(m, 0, sizeof *m);
+    mw_data *d[2] = {NULL, NULL};
+    const char *split[2] = {"train", "val"};
+    mw_set_part part = {0, 0, 0, 0};
+    for (int k = 0; k < 2; k++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s.%s.bin", prefix, split[k]);
+        if (k == 0 && access(path, F_OK) != 0)
+            die(1, "prepare --append: there is no set at %s to add to (neither %s nor %s exists)", prefix, mpath, path);
+        if (k == 1 && access(path, F_OK) != 0) break;
+        if (mw_data_open(&d[k], path) != MW_OK) die(1, "prepare --append: %s", mw_last_error());
+        if (mw_data_version(d[k]) != 3)
+            die(1, "prepare --append: %s is a version-%d token file, without block checksums: prepare it again to add to it",
+                path, mw_data_version(d[k]));
+        const char *slash = strrchr(path, '/');
+        if (mw_manifest_add_shard(m, k, slash ? slash + 1 : path, mw_data_count(d[k]), mw_data_shard_crc(d[k], 0)) != MW_OK)
+            die(1, "prepare --append: %s", mw_last_error());
+        *(k ? &part.val : &part.train) = mw_data_count(d[k]);
+    }
+    m->vocab = mw_data_vocab(d[0]);
+    m->width = m->vocab <= 65536 ? 2 : 4;
+    m->tok = *mw_data_tokenizer(d[0]);
+    if (d[1] && mw_tokenizer_id_conflict(mw_data_tokenizer(d[1]), &m->tok))
+        die(1, "prepare --append: %s.train.bin and %s.val.bin were made by different tokenizers", prefix, prefix);
+    if (mw_manifest_add_part(m, &part) != MW_OK) die(1, "%s", mw_last_error());
+    mw_data_close(d[0]), mw_data_close(d[1]);
+}
+
+/* removes what an earlier prepare left at PREFIX that the new set does not use: the numbered
+ * shards of split from index `from` on (up to the first missing), and with whole, its single file */
+static void remove_stale(const char *prefix, const char *split, size_t from, int whole) {
+    char path[4300];
+    if (whole) {
+        snprintf(path, sizeof path, "%s.%s.bin", prefix, split);
+        unlink(path);
+    }
+    for (size_t i = from;; i++) {
+        snprintf(path, sizeof path, "%s.%s.%03zu.bin", prefix, split, i);
+        if (unlink(path) != 0) break;
+    }
+}
+
+static void rename_into(outfile *f, const char *path) {
+    if (rename(f->tmp, path) != 0) die(1, "cannot write %s: %s", path, strerror(errno));
+    f->gone = 1;
 }
 
 static void fmt_eta(char *b, size_t n, double s) {
@@ -347,14 +530,14 @@ static void add_doc_cb(void *ctx, const char *doc, size_t len) {
 static void prep_input(prep *p, const char *path) {
     const char *what = path ? path : "stdin";
     FILE *f = path ? fopen(path, "rb") : stdin;
-    if (!f && p->o->skip_unreadable && p->dir) {
+    if (!f && p->o->skip_unreadable && p->listed) {
         fprintf(stderr, "memwall: prepare: skipping %s: %s\n", path, strerror(errno));
         p->skipped++;
         return;
     }
     if (!f)
         die(1, "prepare: cannot open %s: %s%s", path, strerror(errno),
-            p->dir ? " (--skip-unreadable skips the files of --in DIR that cannot be opened, counting them)" : "");
+            p->listed ? " (--skip-unreadable skips the files of a directory or glob that cannot be opened, counting them)" : "");
     const size_t P = p->piece;
     mw_docs_stream ds = {p->o->split_blank, 0};
     p->what = what;
@@ -399,8 +582,10 @@ static void prep_input(prep *p, const char *path) {
 int cmd_prepare(int argc, char **argv) {
     opts o;
     parse(&o, CMD_PREPARE, "prepare", argc, argv);
-    if (!o.in || !o.out) die(1, "prepare: --in TEXT|DIR|- and --out PREFIX are required");
+    if (!o.n_in || !o.out) die(1, "prepare: --in TEXT|DIR|GLOB|- and --out PREFIX are required");
     if (!(o.val_fraction >= 0 && o.val_fraction < 1)) die(1, "--val-fraction must be in [0,1)");
+    if (o.shard_tokens < 1024 || o.shard_tokens > (1ull << 40)) die(1, "--shard-tokens must be from 1024 to 2^40");
+    const int explicit_shards = opt_given(&o, "shard-tokens");
     prep *p = calloc(1, sizeof *p);
     if (!p) die(1, "out of memory");
     p->o = &o;
@@ -421,59 +606,106 @@ int cmd_prepare(int argc, char **argv) {
     mw_tokenizer_doc_ids(p->tok, &p->pre, &p->npre, &p->post, &p->npost, NULL);
     int vocab = mw_tokenizer_vocab(p->tok), width = vocab <= 65536 ? 2 : 4;
     mw_tokenizer_id tid;
-    mw_tokenizer_identity(p->tok, &tid); /* recorded in both files */
-    char path[4096];
-    snprintf(path, sizeof path, "%s.train.bin", o.out);
+    mw_tokenizer_identity(p->tok, &tid); /* recorded in every file */
+    char mpath[4200], a1[128], a2[128];
+    mw_manifest_path(o.out, mpath, sizeof mpath);
+    mw_manifest set = {0};
+    if (o.append) { /* the set must be one this tokenizer made */
+        load_existing(o.out, mpath, &set);
+        if (mw_tokenizer_id_conflict(&set.tok, &tid) || set.vocab != (uint32_t)vocab)
+            die(1, "prepare --append: the set %s was made by tokenizer %s (vocabulary %u), --tokenizer is %s (%d)", o.out,
+                mw_tokenizer_id_str(&set.tok, a1, sizeof a1), set.vocab, mw_tokenizer_id_str(&tid, a2, sizeof a2), vocab);
+    }
+    for (int k = 0; k < 2; k++)
+        prep_s[k] = (stream){.prefix = o.out, .split = k ? "val" : "train", .vocab = (uint32_t)vocab, .width = width,
+                             .per = o.shard_tokens, .tid = tid};
     atexit(prep_cleanup);
-    if (mw_data_writer_open(&prep_w[0], path, (uint32_t)vocab, width, &tid) != MW_OK) die(1, "%s", mw_last_error());
     size_t nf;
-    char **files = list_inputs(&o, &nf, &p->total, &p->dir);
+    char *listed;
+    char **files = list_inputs(&o, &nf, &p->total, &listed);
     p->tty = isatty(2);
     p->t0 = now_s();
     for (size_t i = 0; i < nf; i++) {
+        p->listed = listed[i];
         prep_input(p, files[i]);
         free(files[i]);
     }
-    free(files);
+    free(files), free(listed);
     flush_batch(p);
-    if (p->nstage && mw_data_writer_append(prep_w[0], p->stage, p->nstage) != MW_OK) die(1, "%s", mw_last_error());
+    if (p->nstage) stream_append(&prep_s[0], p->stage, p->nstage);
+    stream_close(&prep_s[0]);
     if (p->tty) fprintf(stderr, "\n");
     const double enc_s = now_s() - p->t0;
-    if (p->ndocs == 0) die(1, "prepare: %s is empty%s", o.in, p->skipped ? " (every file was skipped)" : "");
-    const uint64_t n = mw_data_writer_count(prep_w[0]), n_val = (uint64_t)(n * o.val_fraction);
-    if (o.val_fraction > 0 && n_val < 2) die(1, "prepare: %s is too short for a validation part", o.in);
-    /* the validation part first into its temporary file, then train's file committed, then
-     * val's (or an old one removed): a failure before train's commit changes neither */
-    snprintf(path, sizeof path, "%s.val.bin", o.out);
-    if (n_val) { /* the stream's last n_val tokens, copied through the staging buffer */
-        if (mw_data_writer_open(&prep_w[1], path, (uint32_t)vocab, width, &tid) != MW_OK) die(1, "%s", mw_last_error());
-        const size_t S = sizeof p->stage / sizeof *p->stage;
-        for (uint64_t i = n - n_val; i < n; i += S) {
-            const size_t k = n - i < S ? (size_t)(n - i) : S;
-            if (mw_data_writer_read(prep_w[0], i, k, p->stage) != MW_OK ||
-                mw_data_writer_append(prep_w[1], p->stage, k) != MW_OK)
-                die(1, "%s", mw_last_error());
+    const char *in = o.n_in == 1 ? o.ins[0] : "the input";
+    if (p->ndocs == 0) die(1, "prepare: %s is empty%s", in, p->skipped ? " (every file was skipped)" : "");
+    uint64_t n = 0;
+    for (size_t i = 0; i < prep_s[0].n; i++) n += prep_s[0].f[i].tokens;
+    const uint64_t n_val = (uint64_t)(n * o.val_fraction);
+    if (o.val_fraction > 0 && n_val < 2) die(1, "prepare: %s is too short for a validation part", in);
+    cut_validation(p, n, n_val);
+    stream *tr = &prep_s[0], *va = &prep_s[1];
+    size_t ntrain = 0;
+    while (ntrain < tr->n && tr->f[ntrain].tokens) ntrain++;
+    const int single = !explicit_shards && !o.append && ntrain == 1 && va->n <= 1;
+    char path[4300];
+    if (single) { /* one file per split, as before sets: a manifest of an earlier set goes first */
+        if (unlink(mpath) == 0 && mw_sync_parent(mpath) != MW_OK) die(1, "%s", mw_last_error());
+        snprintf(path, sizeof path, "%s.train.bin", o.out);
+        rename_into(&tr->f[0], path);
+        snprintf(path, sizeof path, "%s.val.bin", o.out);
+        if (va->n) rename_into(&va->f[0], path);
+        else unlink(path); /* no validation part: none left from an earlier prepare */
+        if (mw_sync_parent(path) != MW_OK) die(1, "%s", mw_last_error());
+        remove_stale(o.out, "train", 0, 0), remove_stale(o.out, "val", 0, 0);
+    } else { /* numbered shards, then the manifest, written last */
+        if (!o.append) {
+            set = (mw_manifest){.vocab = (uint32_t)vocab, .width = width, .tok = tid};
+            if (unlink(mpath) == 0 && mw_sync_parent(mpath) != MW_OK) die(1, "%s", mw_last_error());
         }
-    }
-    mw_status st = mw_data_writer_commit(prep_w[0], n - n_val);
-    prep_w[0] = NULL;
-    if (st != MW_OK) die(1, "%s", mw_last_error());
-    if (n_val == 0) { /* no validation part: no file, and none left from an earlier prepare */
-        unlink(path);
-    } else {
-        st = mw_data_writer_commit(prep_w[1], n_val);
-        prep_w[1] = NULL;
-        if (st != MW_OK) die(1, "%s", mw_last_error());
+        for (int k = 0; k < 2; k++) {
+            stream *s = &prep_s[k];
+            for (size_t i = 0, idx = (size_t)set.n[k]; i < s->n; i++) {
+                if (!s->f[i].tokens) continue;
+                snprintf(path, sizeof path, "%s.%s.%03zu.bin", o.out, s->split, idx++);
+                const char *slash = strrchr(path, '/'), *file = slash ? slash + 1 : path;
+                for (int q = 0; q < 2; q++)
+                    for (int j = 0; j < set.n[q]; j++)
+                        if (strcmp(set.shard[q][j].file, file) == 0)
+                            die(1, "prepare --append: %s would be named %s, which the set already lists", s->f[i].tmp, file);
+                rename_into(&s->f[i], path);
+                if (mw_manifest_add_shard(&set, k, file, s->f[i].tokens, s->f[i].crc) != MW_OK) die(1, "%s", mw_last_error());
+            }
+        }
+        if (mw_sync_parent(mpath) != MW_OK) die(1, "%s", mw_last_error());
+        const mw_set_part part = {p->ndocs, p->bytes, n - n_val, n_val};
+        if (mw_manifest_add_part(&set, &part) != MW_OK || mw_manifest_write(&set, mpath) != MW_OK)
+            die(1, "%s", mw_last_error());
+        if (!o.append) remove_stale(o.out, "train", (size_t)set.n[0], 1), remove_stale(o.out, "val", (size_t)set.n[1], 1);
     }
     const double mb = p->bytes / 1e6;
-    char skipped[64] = "";
+    char skipped[64] = "", where[8800];
     if (p->skipped) snprintf(skipped, sizeof skipped, " | %llu unreadable files skipped", (unsigned long long)p->skipped);
-    printf("prepare: %llu documents, %.2f MB, %llu tokens (%.2f bytes/token) -> %s.train.bin (%llu), %s.val.bin (%llu) | "
+    if (single) {
+        snprintf(where, sizeof where, "%s.train.bin (%llu), %s.val.bin (%llu)", o.out, (unsigned long long)(n - n_val), o.out,
+                 (unsigned long long)n_val);
+    } else {
+        uint64_t t[2] = {0, 0};
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < set.n[k]; i++) t[k] += set.shard[k][i].tokens;
+        snprintf(where, sizeof where, "%s: train %llu in %d shard%s, val %llu in %d%s", mpath, (unsigned long long)t[0],
+                 set.n[0], set.n[0] == 1 ? "" : "s", (unsigned long long)t[1], set.n[1],
+                 o.append ? " (part added: train " : "");
+        if (o.append)
+            snprintf(where + strlen(where), sizeof where - strlen(where), "%llu, val %llu; the set's part %d)",
+                     (unsigned long long)(n - n_val), (unsigned long long)n_val, set.nparts);
+    }
+    printf("prepare: %llu documents, %.2f MB, %llu tokens (%.2f bytes/token) -> %s | "
            "tokenizer %s (vocab %d) | encoded at %.1f MB/s on %d threads, %.1f s in all | peak RSS %s of --memory %s%s\n",
-           (unsigned long long)p->ndocs, mb, (unsigned long long)n, n ? (double)p->bytes / n : 0.0, o.out,
-           (unsigned long long)(n - n_val), o.out, (unsigned long long)n_val, tid.name, vocab,
+           (unsigned long long)p->ndocs, mb, (unsigned long long)n, n ? (double)p->bytes / n : 0.0, where, tid.name, vocab,
            enc_s > 0 ? mb / enc_s : 0.0, p->threads, enc_s, mw_fmt_bytes(mw_peak_rss(), b1, sizeof b1),
            mw_fmt_bytes(o.prep_memory, b2, sizeof b2), skipped);
+    mw_manifest_free(&set);
+    for (int k = 0; k < 2; k++) free(prep_s[k].f), prep_s[k].f = NULL, prep_s[k].n = 0;
     free(p->held), free(p->d.text), free(p->d.len);
     mw_tokenizer_free(p->tok);
     free(p);
@@ -724,14 +956,15 @@ int cmd_eval(int argc, char **argv) {
     }
     mw_tokenizer_free(mt.beside);
     if (!o.json) print_plan(mw_model_plan(m));
-    char path[4096];
     size_t dl = strlen(o.data);
-    if (dl > 4 && strcmp(o.data + dl - 4, ".bin") == 0)
-        snprintf(path, sizeof path, "%s", o.data);
-    else
-        snprintf(path, sizeof path, "%s.val.bin", o.data);
     mw_data *d;
-    if (mw_data_open(&d, path) != MW_OK) die(1, "%s", mw_last_error());
+    if (dl > 4 && strcmp(o.data + dl - 4, ".bin") == 0) {
+        if (mw_data_open(&d, o.data) != MW_OK) die(1, "%s", mw_last_error());
+    } else {
+        if (mw_data_open_set(&d, o.data, "val") != MW_OK) die(1, "%s", mw_last_error());
+        if (!d) die(1, "eval: --data %s has no validation split (neither %s.manifest.json lists one nor %s.val.bin exists)",
+                    o.data, o.data, o.data);
+    }
     warn_unrecorded(d);
     check_data_tokenizer(d, &mt.id, mt.who);
     uint64_t windows = mw_data_count(d) > 0 ? (mw_data_count(d) - 1) / (uint64_t)c->seq : 0;
@@ -756,9 +989,63 @@ int cmd_eval(int argc, char **argv) {
         printf("}\n");
     }
     else
-        printf("eval: %s | loss %.4f | perplexity %.3f | %llu tokens in %llu batches of %dx%d | %.1f s\n", path,
+        printf("eval: %s | loss %.4f | perplexity %.3f | %llu tokens in %llu batches of %dx%d | %.1f s\n", mw_data_path(d),
                loss, exp(loss), (unsigned long long)tokens, (unsigned long long)used, c->batch, c->seq, secs);
     mw_data_close(d);
     mw_model_destroy(m);
+    return 0;
+}
+
+/* ---- verify ------------------------------------------------------------------------------------ */
+
+int cmd_verify(int argc, char **argv) {
+    const char *target = NULL;
+    if (argc > 0 && strncmp(argv[0], "--", 2) != 0) target = argv[0], argc--, argv++;
+    opts o;
+    parse(&o, CMD_VERIFY, "verify", argc, argv);
+    if (o.data && target) die(1, "verify: give the set once (PREFIX, or --data PREFIX)");
+    if (o.data) target = o.data;
+    if (!target) die(1, "verify: PREFIX is required (memwall verify PREFIX, or a token file FILE.bin)");
+    mw_data *d[2] = {NULL, NULL};
+    const size_t tl = strlen(target);
+    struct stat st;
+    if (tl > 4 && strcmp(target + tl - 4, ".bin") == 0 && stat(target, &st) == 0) {
+        if (mw_data_open(&d[0], target) != MW_OK) die(1, "%s", mw_last_error());
+    } else {
+        for (int k = 0; k < 2; k++)
+            if (mw_data_open_set(&d[k], target, k ? "val" : "train") != MW_OK) die(1, "%s", mw_last_error());
+        if (!d[0]) die(1, "verify: no token set at %s (neither %s.manifest.json nor %s.train.bin exists)", target, target, target);
+    }
+    int bad = 0, shards = 0, unchecked = 0;
+    uint64_t bytes = 0, tokens = 0;
+    const double t0 = now_s();
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; d[k] && i < mw_data_shards(d[k]); i++, shards++) {
+            uint64_t b = 0;
+            const int v = mw_data_version(d[k]);
+            if (mw_data_verify_shard(d[k], i, &b) != MW_OK) {
+                printf("  BAD  %s\n", mw_last_error());
+                bad++;
+            } else {
+                printf("  ok   %s  %llu tokens%s\n", mw_data_shard_path(d[k], i),
+                       (unsigned long long)mw_data_shard_count(d[k], i),
+                       v < 3 ? "  (version 1 or 2: no block checksums; the header, size and vocabulary checked)" : "");
+                unchecked += v < 3;
+            }
+            bytes += b, tokens += mw_data_shard_count(d[k], i);
+        }
+    }
+    const double secs = now_s() - t0;
+    char b1[32];
+    if (bad) {
+        fflush(stdout);
+        die(1, "verify: %s: %d of %d shard%s damaged (named above); prepare the set again, or restore those files", target,
+            bad, shards, shards == 1 ? "" : "s");
+    }
+    printf("verify: %s: %d shard%s, %llu tokens, %s read in %.1f s: %s\n", target, shards, shards == 1 ? "" : "s",
+           (unsigned long long)tokens, mw_fmt_bytes(bytes, b1, sizeof b1), secs,
+           unchecked ? "readable, but without block checksums (prepare it again to add them)"
+                     : "every block matches its checksum");
+    mw_data_close(d[0]), mw_data_close(d[1]);
     return 0;
 }

@@ -85,13 +85,22 @@ static mw_status on_step(const mw_step_report *r, const mw_run_state *st, void *
     return MW_OK;
 }
 
+/* Split suffix of the token set prefix (a manifest's shards, or PREFIX.<suffix>.bin), every shard
+ * checked before step 1; NULL when an optional split is absent. */
 static mw_data *open_data(const char *prefix, const char *suffix, int required) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s.%s.bin", prefix, suffix);
-    if (!required && access(path, F_OK) != 0) return NULL;
     mw_data *d;
-    if (mw_data_open(&d, path) != MW_OK) die(1, "%s", mw_last_error());
+    if (mw_data_open_set(&d, prefix, suffix) != MW_OK) die(1, "%s", mw_last_error());
+    if (!d && required)
+        die(1, "--data %s: no token set there (neither %s.manifest.json nor %s.%s.bin exists; make one with memwall "
+               "prepare)", prefix, prefix, prefix, suffix);
     return d;
+}
+
+/* "PATH 123 tokens" or "PATH (5 shards) 123 tokens" */
+static void data_line(const mw_data *d) {
+    printf("%s", mw_data_path(d));
+    if (mw_data_shards(d) > 1) printf(" in %d shards", mw_data_shards(d));
+    printf(" %llu tokens", (unsigned long long)mw_data_count(d));
 }
 
 /* Finds the checkpoint --resume names and verifies it; path[0] = 0 when auto finds no checkpoint
@@ -502,15 +511,23 @@ int cmd_train(int argc, char **argv) {
     else if (ckpt[0])
         printf("  resume: no --out, so this run saves no checkpoint\n");
     mw_data *train = open_data(o.data, "train", 1), *val = open_data(o.data, "val", 0);
-    printf("  data: %s.train.bin %llu tokens", o.data, (unsigned long long)mw_data_count(train));
-    if (val) printf(", %s.val.bin %llu tokens", o.data, (unsigned long long)mw_data_count(val));
+    printf("  data: ");
+    data_line(train);
+    if (val) printf(", "), data_line(val);
     printf("\n");
     if (val && mw_data_count(val) < (uint64_t)o.cfg.batch * o.cfg.seq + 1)
-        die(1, "%s.val.bin holds %llu tokens, fewer than one batch of %d windows of %d+1 (prepare with a larger "
-               "--val-fraction, or remove it)", o.data, (unsigned long long)mw_data_count(val), o.cfg.batch, o.cfg.seq);
-    if (ckpt[0] && info.train_tokens != mw_data_count(train))
-        die(1, "%s was trained on %llu tokens, --data %s.train.bin holds %llu: not the same data", ckpt,
-            (unsigned long long)info.train_tokens, o.data, (unsigned long long)mw_data_count(train));
+        die(1, "%s holds %llu tokens, fewer than one batch of %d windows of %d+1 (prepare with a larger "
+               "--val-fraction, or remove it)", mw_data_path(val), (unsigned long long)mw_data_count(val), o.cfg.batch, o.cfg.seq);
+    /* a set grown by prepare --append since the checkpoint continues, and says so: the windows
+     * from here on are drawn over the whole grown set (not those the smaller set would give) */
+    const int grown = ckpt[0] && info.train_tokens != mw_data_count(train) && mw_data_grown_from(train, info.train_tokens);
+    if (ckpt[0] && info.train_tokens != mw_data_count(train) && !grown)
+        die(1, "%s was trained on %llu tokens, --data %s holds %llu: not the same data", ckpt,
+            (unsigned long long)info.train_tokens, mw_data_path(train), (unsigned long long)mw_data_count(train));
+    if (grown)
+        printf("  note: the set grew since %s (prepare --append): it trained on the first %llu tokens, the set now "
+               "holds %llu; from step %d the windows are drawn over all of them\n", ckpt,
+               (unsigned long long)info.train_tokens, (unsigned long long)mw_data_count(train), info.state.step);
     if (ckpt[0] && info.state.step > o.cfg.steps)
         die(1, "%s is at step %d, beyond --steps %d", ckpt, info.state.step, o.cfg.steps);
     train_tokenizer(&o, train, val, ckpt, &info); /* the data's tokenizer must be the model's */
@@ -567,6 +584,11 @@ int cmd_train(int argc, char **argv) {
     if (rank0 && o.json_log && ckpt[0]) trim_log(o.json_log, st.step);
     if (rank0 && o.json_log && !(t.jlog = fopen(o.json_log, ckpt[0] ? "a" : "w")))
         die(1, "cannot open --json-log %s: %s", o.json_log, strerror(errno));
+    if (t.jlog && grown) {
+        fprintf(t.jlog, "{\"event\": \"data_grown\", \"step\": %d, \"train_tokens_before\": %llu, \"train_tokens\": %llu}\n",
+                st.step, (unsigned long long)info.train_tokens, (unsigned long long)mw_data_count(train));
+        fflush(t.jlog);
+    }
     if (t.jlog && ov.n) {
         fprintf(t.jlog, "{\"event\": \"override\", \"step\": %d, \"overrides\": {%s}}\n", st.step, ov.json);
         fflush(t.jlog);
