@@ -1,6 +1,7 @@
 /* libFuzzer target: the token file reader (mw_data_open, then mw_data_read of every token in
- * pieces) on arbitrary file contents, versions 1 and 2: the bytes as they are, then with a valid
- * header CRC put in at byte 56, so that the fields behind the version-2 checksum are explored. */
+ * pieces, and mw_data_verify_shard) on arbitrary file contents, versions 1 to 3: the bytes as
+ * they are, then with a valid header CRC put in at byte 56, so that the fields behind the
+ * version-2/3 checksum are explored. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,7 @@ static void read_all(const char *path, size_t size) {
     /* what the reader accepted must be consistent: a known version, a valid name or none */
     const mw_tokenizer_id *id = mw_data_tokenizer(d);
     int v = mw_data_version(d);
-    if ((v != 1 && v != 2) || (v == 1) != (id->name[0] == 0) || (v == 2 && !mw_tokenizer_name_valid(id->name)))
+    if (v < 1 || v > 3 || (v == 1) != (id->name[0] == 0) || (v >= 2 && !mw_tokenizer_name_valid(id->name)))
         abort();
     if (mw_data_count(d) > size) abort(); /* at least one byte per token */
     int32_t buf[97];
@@ -28,6 +29,8 @@ static void read_all(const char *path, size_t size) {
         for (size_t j = 0; j < k; j++)
             if (buf[j] < 0 || (uint32_t)buf[j] >= mw_data_vocab(d)) abort();
     }
+    uint64_t bytes;
+    if (mw_data_verify_shard(d, 0, &bytes) == MW_OK && bytes != 2 * n && bytes != 4 * n) abort(); /* it read every token */
     mw_data_close(d);
 }
 
