@@ -62,7 +62,7 @@ MPI_SO   := $(if $(MPICC),build/memwall-mpi.so)
 TEST_SRC := $(wildcard tests/test_*.c)
 
 all: build/memwall $(MPI_SO) build/libmemwall.a build/attention_bench build/sgemm_rate build/adamw_bench build/optim_bench \
-     build/bf16_probe
+     build/bf16_probe build/loader_bench
 
 # ---- release build --------------------------------------------------------------------------
 build/obj/%.o: %.c
@@ -252,6 +252,9 @@ build/attention_bench: build/obj/bench/attention_bench.o build/libmemwall.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 build/adamw_bench: build/obj/bench/adamw_bench.o build/libmemwall.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/loader_bench: build/obj/bench/loader_bench.o build/libmemwall.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 # what this CPU's bfloat16 instructions compute and how fast (docs/precision.md); no library

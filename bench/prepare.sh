@@ -30,7 +30,7 @@ flags=$(grep -o -w -E 'avx2|avx512f|avx512_bf16' /proc/cpuinfo | sort -u | tr '\
 echo "CPU: $cpu ($(nproc) cores; $flags)"
 echo "memwall $(git rev-parse --short HEAD 2>/dev/null || echo '?'): prepare of ${SIZE_MB} MB of text (the Brown corpus repeated), --split-blank-lines, default --memory"
 free_mb=$(df -Pm "$DIR" | awk 'NR == 2 { print $4 }')
-need_bpe=$((SIZE_MB + SIZE_MB / 2 + 64))    # the text, and GPT-2 token files (about 2 bytes per 4.2 input bytes, twice over while the validation part is copied)
+need_bpe=$((SIZE_MB + SIZE_MB / 2 + 64))    # the text, and GPT-2 token files (about 2 bytes per 4.2 input bytes, the validation part once more while it is copied)
 need_bytes=$((SIZE_MB * 3 + 64))            # the text, and 2-byte ids per byte
 if [ "$free_mb" -lt "$need_bpe" ]; then
   echo "skipped: $free_mb MB free in $DIR, $need_bpe MB needed (the text and GPT-2's token files)"
@@ -54,7 +54,7 @@ run() { # run TOKENIZER THREADS
   kb=$(tail -1 "$DIR/time")
   printf '%-10s %8s %12s %14.1f %13.2fx %9d MiB\n' "$1" "$2" "$rate" "$(awk -v r="$rate" -v t="$2" 'BEGIN { print r / t }')" \
     "$(awk -v r="$rate" -v t="$2" 'BEGIN { print r / t / 42.9 }')" $((kb / 1024))
-  rm -f "$out".train.bin "$out".val.bin
+  rm -f "$out".train.bin "$out".val.bin "$out".manifest.json "$out".train.[0-9]*.bin "$out".val.[0-9]*.bin
 }
 run gpt2 "$(nproc)"
 run gpt2 1
