@@ -367,6 +367,46 @@ static void test_checkpoints(const char *tmp) {
            sizeof bad / sizeof *bad);
 }
 
+/* ---- block checksums when a file is cut: at a block boundary, inside a block, by commit ------- */
+
+static void test_cuts(const char *tmp) {
+    enum { N = 100000 }; /* 200000 bytes at width 2: three whole 64 KiB blocks and a part */
+    static int32_t toks[N], back[N];
+    for (int i = 0; i < N; i++) toks[i] = (i * 7919) % 300;
+    mw_tokenizer_id id = {"bpe", 1};
+    char path[512], tmpn[4400];
+    snprintf(path, sizeof path, "%s/cut.bin", tmp);
+    const uint64_t cuts[] = {N, 32768 * 2, 32768, 40000, 20000, 1};
+    for (size_t c = 0; c < sizeof cuts / sizeof *cuts; c++) {
+        for (int how = 0; how < 2; how++) { /* the writer keeping n of N, or a finished file cut */
+            mw_data_writer *w;
+            uint32_t crc = 0;
+            CHECK_OK(mw_data_writer_open(&w, path, 300, 2, &id));
+            CHECK_OK(mw_data_writer_append(w, toks, N));
+            if (how == 0) {
+                CHECK_OK(mw_data_writer_finish(w, cuts[c], tmpn, sizeof tmpn, &crc));
+            } else {
+                CHECK_OK(mw_data_writer_finish(w, N, tmpn, sizeof tmpn, &crc));
+                CHECK_OK(mw_data_file_cut(tmpn, cuts[c], &crc));
+            }
+            CHECK(rename(tmpn, path) == 0, "rename");
+            mw_data *d;
+            CHECK_OK(mw_data_open(&d, path));
+            uint64_t bytes;
+            CHECK(mw_data_count(d) == cuts[c] && mw_data_shard_crc(d, 0) == crc, "cut %llu (%s): count %llu, crc %08x/%08x",
+                  (unsigned long long)cuts[c], how ? "file" : "writer", (unsigned long long)mw_data_count(d),
+                  mw_data_shard_crc(d, 0), crc);
+            CHECK_OK(mw_data_verify_shard(d, 0, &bytes));
+            CHECK_OK(mw_data_read(d, 0, (size_t)cuts[c], back));
+            CHECK(bytes == 2 * cuts[c] && memcmp(back, toks, sizeof(int32_t) * cuts[c]) == 0, "cut %llu: the tokens",
+                  (unsigned long long)cuts[c]);
+            mw_data_close(d);
+        }
+    }
+    unlink(path);
+    printf("cuts: at and inside blocks, by the writer and of a finished file: checksums and tokens hold\n");
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *gpt2 = getenv("MW_GPT2_DIR") ? getenv("MW_GPT2_DIR") : "data/gpt2";
@@ -384,6 +424,7 @@ int main(void) {
     }
     test_identity(gpt2, tmp);
     test_token_files(tmp);
+    test_cuts(tmp);
     test_checkpoints(tmp);
     char p[600];
     snprintf(p, sizeof p, "%s/hfnames/vocab.json", tmp);

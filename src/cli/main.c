@@ -235,7 +235,7 @@ static void usage(FILE *f, const char *cmd, int mask) {
     }
     opts d; /* the defaults parse() starts from: help prints them, so they cannot drift */
     set_defaults(&d, mask);
-    fprintf(f, "usage: memwall %s [options]\n\noptions:\n", cmd);
+    fprintf(f, "usage: memwall %s%s [options]\n\noptions:\n", cmd, mask & CMD_VERIFY ? " PREFIX|FILE.bin" : "");
     for (size_t i = 0; i < NOPTS; i++) {
         if (!(OPTS[i].cmds & mask)) continue;
         char left[64], def[96];
