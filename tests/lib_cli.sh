@@ -2,6 +2,9 @@
 # test) and T (the test's temporary folder) are set. A test counts failures in $fails and exits
 # non-zero when there is any.
 fails=0
+# progress lines on stderr (not a terminal: one every MEMWALL_PROGRESS_SECONDS) would break
+# expect_error's one-line rule on a slow machine; tests that check progress set their own
+export MEMWALL_PROGRESS_SECONDS=${MEMWALL_PROGRESS_SECONDS:-100000}
 pass() { echo "  ok   $*"; }
 fail() { echo "  FAIL $*"; fails=$((fails + 1)); }
 # json_field FILE KEY: the values of KEY in every line of a JSON-lines file

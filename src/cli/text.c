@@ -261,6 +261,7 @@ typedef struct prep {
     const char *what;             /* the input being read (for errors) */
     int fresh;                    /* documents added since the last flush point into the buffer */
     int listed;                   /* the input came from a directory or a glob */
+    double every, last;           /* not a terminal: seconds between progress lines, and the last one */
     uint64_t shard;               /* --shard-tokens */
     double t0;
 } prep;
@@ -437,18 +438,24 @@ static void fmt_eta(char *b, size_t n, double s) {
     else snprintf(b, n, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
 }
 
-static void progress(const prep *p) {
-    if (!p->tty) return;
-    const double secs = now_s() - p->t0, mb = p->bytes / 1e6, rate = secs > 0 ? mb / secs : 0.0;
+/* On a terminal a line redrawn in place; elsewhere (a log) a line every MEMWALL_PROGRESS_SECONDS
+ * (default 10), as train's and eval's progress. */
+static void progress(prep *p) {
+    const double now = now_s();
+    if (!p->tty) {
+        if (p->every > 0 && now - p->last < p->every) return;
+        p->last = now;
+    }
+    const double secs = now - p->t0, mb = p->bytes / 1e6, rate = secs > 0 ? mb / secs : 0.0;
     char eta[32];
     if (p->total) {
         const double frac = (double)p->bytes / (double)p->total;
         const int w = 30, k = (int)(frac * w > w ? w : frac * w);
         fmt_eta(eta, sizeof eta, rate > 0 && frac <= 1 ? (p->total - p->bytes) / 1e6 / rate : -1);
-        fprintf(stderr, "\r  [%.*s%*s] %3.0f%%  %.1f of %.1f MB  %.1f MB/s  ETA %s   ", k,
-                "##############################", w - k, "", frac * 100, mb, p->total / 1e6, rate, eta);
+        fprintf(stderr, "%s  [%.*s%*s] %3.0f%%  %.1f of %.1f MB  %.1f MB/s  ETA %s   %s", p->tty ? "\r" : "prepare:", k,
+                "##############################", w - k, "", frac * 100, mb, p->total / 1e6, rate, eta, p->tty ? "" : "\n");
     } else {
-        fprintf(stderr, "\r  %.1f MB  %.1f MB/s   ", mb, rate);
+        fprintf(stderr, "%s  %.1f MB  %.1f MB/s   %s", p->tty ? "\r" : "prepare:", mb, rate, p->tty ? "" : "\n");
     }
     fflush(stderr);
 }
@@ -624,7 +631,11 @@ int cmd_prepare(int argc, char **argv) {
     char *listed;
     char **files = list_inputs(&o, &nf, &p->total, &listed);
     p->tty = isatty(2);
-    p->t0 = now_s();
+    p->t0 = p->last = now_s();
+    const char *ev = getenv("MEMWALL_PROGRESS_SECONDS");
+    char *evend;
+    p->every = ev && *ev ? strtod(ev, &evend) : 10.0;
+    if (ev && *ev && (*evend || !(p->every >= 0))) p->every = 10.0;
     for (size_t i = 0; i < nf; i++) {
         p->listed = listed[i];
         prep_input(p, files[i]);
