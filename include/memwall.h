@@ -448,6 +448,7 @@ mw_status mw_data_open_set(mw_data **out, const char *prefix, const char *split)
 void mw_data_close(mw_data *d);
 uint64_t mw_data_count(const mw_data *d);
 uint32_t mw_data_vocab(const mw_data *d);
+int mw_data_width(const mw_data *d); /* bytes per token: 2 or 4 */
 int mw_data_version(const mw_data *d); /* 1, 2 or 3 (a set's lowest) */
 /* The tokenizer that made the ids (name "" for a version-1 file). Owned by d. */
 const mw_tokenizer_id *mw_data_tokenizer(const mw_data *d);
@@ -482,6 +483,7 @@ mw_status mw_data_writer_open(mw_data_writer **w, const char *path, uint32_t voc
                               const mw_tokenizer_id *tok);
 mw_status mw_data_writer_append(mw_data_writer *w, const int32_t *tokens, size_t n);
 uint64_t mw_data_writer_count(const mw_data_writer *w);
+const char *mw_data_writer_tmp(const mw_data_writer *w); /* its temporary file's name */
 mw_status mw_data_writer_read(mw_data_writer *w, uint64_t start, size_t n, int32_t *out);
 mw_status mw_data_writer_commit(mw_data_writer *w, uint64_t n);
 mw_status mw_data_writer_finish(mw_data_writer *w, uint64_t n, char *tmp, size_t tmplen, uint32_t *table_crc);

@@ -58,6 +58,13 @@ has "$T/m4.out" "3 documents" "three files, a folder, a quoted glob and stdin be
 MEMWALL_PROGRESS_SECONDS=0 "$MW" "${P[@]}" --in "$T/parts" --memory 16MiB --out "$T/pg" >/dev/null 2>"$T/pg.err" &&
   grep -q '^prepare:  \[[# ]*\] *[0-9]*%  [0-9.]* of 0.1 MB  [0-9.]* MB/s  ETA ' "$T/pg.err" &&
   pass "progress in a log (not a terminal): $(head -1 "$T/pg.err" | tr -s ' ')" || fail "progress: $(head -3 "$T/pg.err")"
+mkdir -p "$T/parts/sub" "$T/parts/empty.txt.d"
+cp $L/GPL-2 "$T/parts/sub/x.txt"
+"$MW" "${P[@]}" --in "$T/parts/*" --out "$T/m6" >/dev/null 2>&1 && [ "$(toks "$T/m6.train.bin")" = "$want" ] &&
+  pass "a glob's directories are skipped, as --in DIR's subdirectories" || fail "glob with directories"
+rm -r "$T/parts/sub" "$T/parts/empty.txt.d"
+expect_error 1 "a file given twice (a name and a glob)" -- "$MW" "${P[@]}" --in "$T/parts/a.txt" --in "$T/parts/*.txt" --out "$T/m7"
+has "$T/err" "a.txt and $T/parts/a.txt are the same file, given twice by --in" "the refusal names both"
 expect_error 1 "a glob that matches nothing" -- "$MW" "${P[@]}" --in "$T/parts/*.md" --out "$T/m5"
 
 echo "== train reads a set as one sequence"
@@ -187,6 +194,21 @@ expect_error 1 "an unreadable file after the first" -- "$MW" "${P[@]}" --in "$T/
 "$MW" "${P[@]}" --in "$T/parts" --out "$T/sk" --shard-tokens 4096 --skip-unreadable >"$T/sk.out" 2>&1 &&
   has "$T/sk.out" "1 unreadable files skipped" "--skip-unreadable skips it and counts it"
 rm "$T/parts/z.txt"
+for sig in TERM INT; do
+  "$MW" "${P[@]}" --in "$T/fifo" --split-blank-lines --memory 32MiB --out "$T/g" --shard-tokens 1024 >/dev/null 2>&1 &
+  pid=$!
+  exec 3>"$T/fifo"
+  for i in $(seq 40); do cat "$T/corpus.txt" >&3; done
+  for i in $(seq 50); do ls "$T" | grep -q 'g\.train\.[0-9]*\.bin\.tmp\.' && break; sleep 0.1; done
+  kill -$sig $pid
+  exec 3>&-
+  wait $pid 2>/dev/null
+  [ "$(gsum)" = "$sha_g" ] && ! ls "$T" | grep -q '\.tmp\.' && pass "SIG$sig: the old set unchanged and the temporary shards removed" ||
+    fail "SIG$sig: $(ls "$T" | grep tmp | head -3)"
+done
+"$MW" "${P[@]}" --in "$T/corpus.txt" --out "$T/o2" --shard-tokens 1024 >/dev/null 2>&1 && [ ! -f "$T/o2.train.bin" ] &&
+  [ "$(ls "$T"/o2.train.*.bin | wc -l)" -eq "$ntr" ] && "$MW" verify "$T/o2" >/dev/null 2>&1 &&
+  pass "a fresh sharded prepare over an appended two-file set: its files replaced, none left over" || fail "fresh over appended: $(ls "$T" | grep '^o2')"
 "$MW" "${P[@]}" --in "$T/corpus.txt" --out "$T/sh" >/dev/null 2>&1 && [ ! -f "$T/sh.manifest.json" ] &&
   ! ls "$T" | grep -q '^sh\.train\.[0-9]' && pass "a single-file prepare over a set removes its manifest and shards" ||
   fail "single over set: $(ls "$T" | grep '^sh\.' | head)"

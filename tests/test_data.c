@@ -10,6 +10,7 @@
 
 #include "../src/core/crc32c.h"
 #include "../src/train/tokenizer.h"
+#include "../src/train/tokset.h"
 #include "check.h"
 #include "memwall.h"
 
@@ -407,6 +408,67 @@ static void test_cuts(const char *tmp) {
     printf("cuts: at and inside blocks, by the writer and of a finished file: checksums and tokens hold\n");
 }
 
+/* ---- a set read as one sequence; a shard replaced while the set is open ---------------------- */
+
+static void test_set(const char *tmp) {
+    enum { S = 70, PER = 100 }; /* more shards than the 64 the reader keeps open */
+    mw_tokenizer_id id = {"bpe", 1};
+    mw_manifest m = {.vocab = 300, .width = 2, .tok = id};
+    static int32_t toks[S * PER], back[S * PER];
+    for (int i = 0; i < S * PER; i++) toks[i] = (i * 31) % 300;
+    char path[600], tmpn[4400], prefix[512], mpath[600];
+    snprintf(prefix, sizeof prefix, "%s/set", tmp);
+    for (int k = 0; k < S; k++) {
+        mw_data_writer *w;
+        uint32_t crc;
+        snprintf(path, sizeof path, "%s.train.%03d.bin", prefix, k);
+        CHECK_OK(mw_data_writer_open(&w, path, 300, 2, &id));
+        CHECK_OK(mw_data_writer_append(w, toks + k * PER, PER));
+        CHECK_OK(mw_data_writer_finish(w, PER, tmpn, sizeof tmpn, &crc));
+        CHECK(rename(tmpn, path) == 0, "rename");
+        CHECK_OK(mw_manifest_add_shard(&m, 0, strrchr(path, '/') + 1, PER, crc));
+    }
+    mw_set_part part = {S, S * PER, S * PER, 0};
+    CHECK_OK(mw_manifest_add_part(&m, &part));
+    mw_manifest_path(prefix, mpath, sizeof mpath);
+    CHECK_OK(mw_manifest_write(&m, mpath));
+    mw_manifest_free(&m);
+    mw_data *d, *none;
+    CHECK_OK(mw_data_open_set(&d, prefix, "train"));
+    CHECK_OK(mw_data_open_set(&none, prefix, "val"));
+    CHECK(d && !none && mw_data_shards(d) == S && mw_data_count(d) == S * PER, "the set opens: %d shards",
+          d ? mw_data_shards(d) : -1);
+    CHECK_OK(mw_data_read(d, 0, S * PER, back));
+    CHECK(memcmp(back, toks, sizeof toks) == 0, "one read across every shard");
+    for (int start = 0; start < S * PER - 250; start += 97) { /* windows across boundaries */
+        CHECK_OK(mw_data_read(d, (uint64_t)start, 250, back));
+        CHECK(memcmp(back, toks + start, 250 * sizeof *toks) == 0, "window at %d", start);
+    }
+    /* shard 0, closed since (least recently read of 70), replaced by a copy of shard 1 (same count,
+     * valid checksums of its own): reopened, it is refused, not read */
+    char src[600], copy[700];
+    snprintf(src, sizeof src, "%s.train.001.bin", prefix);
+    snprintf(copy, sizeof copy, "%s.copy", src);
+    size_t n;
+    unsigned char *b = slurp(src, &n);
+    write_file(copy, b, n);
+    free(b);
+    snprintf(path, sizeof path, "%s.train.000.bin", prefix);
+    CHECK(rename(copy, path) == 0, "replace");
+    mw_status st = mw_data_read(d, 10, 5, back);
+    CHECK(st == MW_ERR_IO && strstr(mw_last_error(), "changed while it was being read"), "a replaced shard: %s",
+          mw_last_error());
+    mw_data_close(d);
+    CHECK(mw_data_open_set(&d, prefix, "train") == MW_ERR_FORMAT && strstr(mw_last_error(), "is not the shard"),
+          "and at open the manifest's checksum tells: %s", mw_last_error());
+    for (int k = 0; k < S; k++) {
+        snprintf(path, sizeof path, "%s.train.%03d.bin", prefix, k);
+        unlink(path);
+    }
+    unlink(mpath);
+    printf("sets: %d shards read as one sequence, across boundaries; a shard replaced while open refused\n", S);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *gpt2 = getenv("MW_GPT2_DIR") ? getenv("MW_GPT2_DIR") : "data/gpt2";
@@ -425,6 +487,7 @@ int main(void) {
     test_identity(gpt2, tmp);
     test_token_files(tmp);
     test_cuts(tmp);
+    test_set(tmp);
     test_checkpoints(tmp);
     char p[600];
     snprintf(p, sizeof p, "%s/hfnames/vocab.json", tmp);

@@ -6,6 +6,7 @@
 #include <malloc.h>
 #endif
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,6 +171,20 @@ static void add_doc(docs *d, const char *text, size_t len) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+typedef struct file_id {
+    dev_t dev;
+    ino_t ino;
+    size_t i; /* its position among the inputs */
+} file_id;
+
+/* by device and inode, then by position */
+static int cmp_id(const void *a, const void *b) {
+    const file_id *x = a, *y = b;
+    if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
+    if (x->ino != y->ino) return x->ino < y->ino ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
 /* path (NULL: stdin) appended to *files; listed: it came from a directory or a glob (then
  * --skip-unreadable may skip it) */
 static void add_file(char ***files, char **from, size_t *nf, const char *path, int listed) {
@@ -229,18 +244,31 @@ static char **list_inputs(const opts *o, size_t *nf, uint64_t *total, char **fro
             int r = glob(in, 0, NULL, &g);
             if (r == GLOB_NOMATCH) die(1, "prepare: --in %s matches no file", in);
             if (r != 0) die(1, "prepare: cannot expand --in %s", in);
-            for (size_t k = 0; k < g.gl_pathc; k++) {
-                if (stat(g.gl_pathv[k], &st) == 0 && S_ISDIR(st.st_mode)) {
-                    add_dir(&files, from, nf, total, g.gl_pathv[k]);
-                } else {
-                    add_file(&files, from, nf, g.gl_pathv[k], 1);
-                    *total += stat(g.gl_pathv[k], &st) == 0 ? (uint64_t)st.st_size : 0;
-                }
+            size_t added = 0;
+            for (size_t k = 0; k < g.gl_pathc; k++) { /* as a directory's: regular files only */
+                const int ok = stat(g.gl_pathv[k], &st) == 0;
+                if (ok && !S_ISREG(st.st_mode)) continue;
+                add_file(&files, from, nf, g.gl_pathv[k], 1); /* a dangling link: opening it will say */
+                *total += ok ? (uint64_t)st.st_size : 0;
+                added++;
             }
             globfree(&g);
+            if (!added) die(1, "prepare: --in %s matches no regular file", in);
         }
     }
     if (has_stdin) *total = 0;
+    /* a file given twice (a glob and a name, two globs) would be two documents, perhaps one in
+     * each split: refused, naming both */
+    file_id *ids = malloc((*nf ? *nf : 1) * sizeof *ids);
+    size_t n = 0;
+    if (!ids) die(1, "out of memory");
+    for (size_t i = 0; i < *nf; i++)
+        if (files[i] && stat(files[i], &st) == 0) ids[n++] = (file_id){st.st_dev, st.st_ino, i};
+    qsort(ids, n, sizeof *ids, cmp_id);
+    for (size_t i = 1; i < n; i++)
+        if (ids[i].dev == ids[i - 1].dev && ids[i].ino == ids[i - 1].ino)
+            die(1, "prepare: %s and %s are the same file, given twice by --in", files[ids[i - 1].i], files[ids[i].i]);
+    free(ids);
     return files;
 }
 
@@ -281,6 +309,7 @@ typedef struct outfile {
 
 typedef struct stream {
     mw_data_writer *w; /* the shard being filled (NULL: none yet) */
+    char cur[4400];    /* its temporary file */
     outfile *f;        /* the finished ones */
     size_t n, cap;
     const char *prefix, *split;
@@ -297,6 +326,18 @@ static void prep_cleanup(void) {
         for (size_t i = 0; i < prep_s[k].n; i++)
             if (!prep_s[k].f[i].gone) unlink(prep_s[k].f[i].tmp), prep_s[k].f[i].gone = 1;
     }
+}
+
+/* SIGINT, SIGTERM, SIGHUP: the temporary files go (unlink only: safe in a handler), then the
+ * signal's own action */
+static void prep_signal(int sig) {
+    for (int k = 0; k < 2; k++) {
+        if (prep_s[k].w) unlink(prep_s[k].cur);
+        for (size_t i = 0; i < prep_s[k].n; i++)
+            if (!prep_s[k].f[i].gone) unlink(prep_s[k].f[i].tmp);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 static void stream_close(stream *s) {
@@ -320,6 +361,7 @@ static void stream_append(stream *s, const int32_t *ids, size_t n) {
             char path[4300];
             snprintf(path, sizeof path, "%s.%s.%03zu.bin", s->prefix, s->split, s->n);
             if (mw_data_writer_open(&s->w, path, s->vocab, s->width, &s->tid) != MW_OK) die(1, "%s", mw_last_error());
+            snprintf(s->cur, sizeof s->cur, "%s", mw_data_writer_tmp(s->w));
         }
         const uint64_t room = s->per - mw_data_writer_count(s->w);
         const size_t k = n < room ? n : (size_t)room;
@@ -389,6 +431,7 @@ static void load_existing(const char *prefix, const char *mpath, mw_manifest *m)
     mw_data *d[2] = {NULL, NULL};
     const char *split[2] = {"train", "val"};
     mw_set_part part = {0, 0, 0, 0};
+    char a[128], b[128];
     for (int k = 0; k < 2; k++) {
         char path[4200];
         snprintf(path, sizeof path, "%s.%s.bin", prefix, split[k]);
@@ -399,32 +442,60 @@ static void load_existing(const char *prefix, const char *mpath, mw_manifest *m)
         if (mw_data_version(d[k]) != 3)
             die(1, "prepare --append: %s is a version-%d token file, without block checksums: prepare it again to add to it",
                 path, mw_data_version(d[k]));
+        if (k == 1 && (mw_data_vocab(d[1]) != mw_data_vocab(d[0]) || mw_data_width(d[1]) != mw_data_width(d[0]) ||
+                       mw_tokenizer_id_conflict(mw_data_tokenizer(d[1]), mw_data_tokenizer(d[0]))))
+            die(1, "prepare --append: %s.train.bin (%s, vocabulary %u, width %d) and %s.val.bin (%s, %u, %d) are not one set",
+                prefix, mw_tokenizer_id_str(mw_data_tokenizer(d[0]), a, sizeof a), mw_data_vocab(d[0]), mw_data_width(d[0]),
+                prefix, mw_tokenizer_id_str(mw_data_tokenizer(d[1]), b, sizeof b), mw_data_vocab(d[1]), mw_data_width(d[1]));
+        if (mw_data_count(d[k]) == 0) {
+            if (k == 0) die(1, "prepare --append: %s holds no tokens", path);
+            continue; /* an empty validation file: no shard */
+        }
         const char *slash = strrchr(path, '/');
         if (mw_manifest_add_shard(m, k, slash ? slash + 1 : path, mw_data_count(d[k]), mw_data_shard_crc(d[k], 0)) != MW_OK)
             die(1, "prepare --append: %s", mw_last_error());
         *(k ? &part.val : &part.train) = mw_data_count(d[k]);
     }
     m->vocab = mw_data_vocab(d[0]);
-    m->width = m->vocab <= 65536 ? 2 : 4;
+    m->width = mw_data_width(d[0]);
     m->tok = *mw_data_tokenizer(d[0]);
-    if (d[1] && mw_tokenizer_id_conflict(mw_data_tokenizer(d[1]), &m->tok))
-        die(1, "prepare --append: %s.train.bin and %s.val.bin were made by different tokenizers", prefix, prefix);
     if (mw_manifest_add_part(m, &part) != MW_OK) die(1, "%s", mw_last_error());
     mw_data_close(d[0]), mw_data_close(d[1]);
 }
 
-/* removes what an earlier prepare left at PREFIX that the new set does not use: the numbered
- * shards of split from index `from` on (up to the first missing), and with whole, its single file */
-static void remove_stale(const char *prefix, const char *split, size_t from, int whole) {
-    char path[4300];
-    if (whole) {
-        snprintf(path, sizeof path, "%s.%s.bin", prefix, split);
+/* whether name is "BASE.train.N.bin" or "BASE.val.N.bin" (N decimal digits): a shard prepare
+ * named at the prefix whose last part is base */
+static int is_shard_name(const char *name, const char *base) {
+    const size_t bl = strlen(base);
+    if (strncmp(name, base, bl) != 0) return 0;
+    const char *p = name + bl;
+    if (strncmp(p, ".train.", 7) == 0) p += 7;
+    else if (strncmp(p, ".val.", 5) == 0) p += 5;
+    else return 0;
+    const char *q = p;
+    while (*q >= '0' && *q <= '9') q++;
+    return q > p && strcmp(q, ".bin") == 0;
+}
+
+/* removes the numbered shards an earlier prepare left at PREFIX that m (NULL: none) does not list */
+static void remove_stale(const char *prefix, const mw_manifest *m) {
+    char dir[4200];
+    const char *slash = strrchr(prefix, '/'), *base = slash ? slash + 1 : prefix;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - prefix) + 1 : 1, slash ? prefix : ".");
+    DIR *dp = opendir(dir);
+    if (!dp) return;
+    struct dirent *e;
+    while ((e = readdir(dp))) {
+        if (!is_shard_name(e->d_name, base)) continue;
+        int listed = 0;
+        for (int k = 0; m && k < 2 && !listed; k++)
+            for (int i = 0; i < m->n[k] && !listed; i++) listed = strcmp(m->shard[k][i].file, e->d_name) == 0;
+        if (listed) continue;
+        char path[4500];
+        snprintf(path, sizeof path, "%s%s%s", dir, slash ? "" : "/", e->d_name);
         unlink(path);
     }
-    for (size_t i = from;; i++) {
-        snprintf(path, sizeof path, "%s.%s.%03zu.bin", prefix, split, i);
-        if (unlink(path) != 0) break;
-    }
+    closedir(dp);
 }
 
 static void rename_into(outfile *f, const char *path) {
@@ -627,6 +698,7 @@ int cmd_prepare(int argc, char **argv) {
         prep_s[k] = (stream){.prefix = o.out, .split = k ? "val" : "train", .vocab = (uint32_t)vocab, .width = width,
                              .per = o.shard_tokens, .tid = tid};
     atexit(prep_cleanup);
+    signal(SIGINT, prep_signal), signal(SIGTERM, prep_signal), signal(SIGHUP, prep_signal);
     size_t nf;
     char *listed;
     char **files = list_inputs(&o, &nf, &p->total, &listed);
@@ -658,40 +730,63 @@ int cmd_prepare(int argc, char **argv) {
     size_t ntrain = 0;
     while (ntrain < tr->n && tr->f[ntrain].tokens) ntrain++;
     const int single = !explicit_shards && !o.append && ntrain == 1 && va->n <= 1;
-    char path[4300];
-    if (single) { /* one file per split, as before sets: a manifest of an earlier set goes first */
-        if (unlink(mpath) == 0 && mw_sync_parent(mpath) != MW_OK) die(1, "%s", mw_last_error());
-        snprintf(path, sizeof path, "%s.train.bin", o.out);
-        rename_into(&tr->f[0], path);
-        snprintf(path, sizeof path, "%s.val.bin", o.out);
-        if (va->n) rename_into(&va->f[0], path);
-        else unlink(path); /* no validation part: none left from an earlier prepare */
-        if (mw_sync_parent(path) != MW_OK) die(1, "%s", mw_last_error());
-        remove_stale(o.out, "train", 0, 0), remove_stale(o.out, "val", 0, 0);
+    char path[4300], tpath[4300], vpath[4300];
+    snprintf(tpath, sizeof tpath, "%s.train.bin", o.out);
+    snprintf(vpath, sizeof vpath, "%s.val.bin", o.out);
+    if (single) {
+        /* one file per split. What the prefix held goes first, its train file before all: a stop
+         * in between leaves no set, or a manifest naming a missing shard, never a new train file
+         * beside an old validation file or an old file read as a whole set */
+        unlink(tpath);
+        unlink(mpath);
+        if (mw_sync_parent(mpath) != MW_OK) die(1, "%s", mw_last_error());
+        if (va->n) rename_into(&va->f[0], vpath);
+        else unlink(vpath); /* no validation part: none left from an earlier prepare */
+        if (mw_sync_parent(vpath) != MW_OK) die(1, "%s", mw_last_error());
+        rename_into(&tr->f[0], tpath);
+        if (mw_sync_parent(tpath) != MW_OK) die(1, "%s", mw_last_error());
+        remove_stale(o.out, NULL);
     } else { /* numbered shards, then the manifest, written last */
-        if (!o.append) {
-            set = (mw_manifest){.vocab = (uint32_t)vocab, .width = width, .tok = tid};
-            if (unlink(mpath) == 0 && mw_sync_parent(mpath) != MW_OK) die(1, "%s", mw_last_error());
-        }
+        if (!o.append) set = (mw_manifest){.vocab = (uint32_t)vocab, .width = width, .tok = tid};
+        mw_manifest add = set; /* the names first, every one checked before anything changes */
+        add.shard[0] = add.shard[1] = NULL, add.n[0] = add.n[1] = add.cap[0] = add.cap[1] = 0;
+        add.part = NULL, add.nparts = add.partcap = 0;
         for (int k = 0; k < 2; k++) {
             stream *s = &prep_s[k];
             for (size_t i = 0, idx = (size_t)set.n[k]; i < s->n; i++) {
                 if (!s->f[i].tokens) continue;
-                snprintf(path, sizeof path, "%s.%s.%03zu.bin", o.out, s->split, idx++);
+                if ((size_t)snprintf(path, sizeof path, "%s.%s.%03zu.bin", o.out, s->split, idx++) >= sizeof path)
+                    die(1, "prepare: --out %.64s...: too long", o.out);
                 const char *slash = strrchr(path, '/'), *file = slash ? slash + 1 : path;
+                if (mw_manifest_add_shard(&add, k, file, s->f[i].tokens, s->f[i].crc) != MW_OK)
+                    die(1, "prepare: --out %s cannot name the shards of a set: %s", o.out, mw_last_error());
                 for (int q = 0; q < 2; q++)
                     for (int j = 0; j < set.n[q]; j++)
                         if (strcmp(set.shard[q][j].file, file) == 0)
-                            die(1, "prepare --append: %s would be named %s, which the set already lists", s->f[i].tmp, file);
-                rename_into(&s->f[i], path);
-                if (mw_manifest_add_shard(&set, k, file, s->f[i].tokens, s->f[i].crc) != MW_OK) die(1, "%s", mw_last_error());
+                            die(1, "prepare --append: a new shard would be named %s, which the set already lists", file);
             }
         }
+        if (!o.append) { /* the old set goes: its single files first, then its manifest */
+            unlink(tpath), unlink(vpath), unlink(mpath);
+            if (mw_sync_parent(mpath) != MW_OK) die(1, "%s", mw_last_error());
+        }
+        for (int k = 0; k < 2; k++) {
+            stream *s = &prep_s[k];
+            for (size_t i = 0, j = 0; i < s->n; i++) {
+                if (!s->f[i].tokens) continue;
+                const mw_set_shard *sh = &add.shard[k][j++];
+                const char *slash = strrchr(o.out, '/');
+                snprintf(path, sizeof path, "%.*s%s", slash ? (int)(slash - o.out) + 1 : 0, o.out, sh->file);
+                rename_into(&s->f[i], path);
+                if (mw_manifest_add_shard(&set, k, sh->file, sh->tokens, sh->crc) != MW_OK) die(1, "%s", mw_last_error());
+            }
+        }
+        mw_manifest_free(&add);
         if (mw_sync_parent(mpath) != MW_OK) die(1, "%s", mw_last_error());
         const mw_set_part part = {p->ndocs, p->bytes, n - n_val, n_val};
         if (mw_manifest_add_part(&set, &part) != MW_OK || mw_manifest_write(&set, mpath) != MW_OK)
             die(1, "%s", mw_last_error());
-        if (!o.append) remove_stale(o.out, "train", (size_t)set.n[0], 1), remove_stale(o.out, "val", (size_t)set.n[1], 1);
+        if (!o.append) remove_stale(o.out, &set);
     }
     const double mb = p->bytes / 1e6;
     char skipped[64] = "", where[8800];

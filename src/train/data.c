@@ -29,6 +29,10 @@ typedef struct shard {
     uint64_t count, first; /* its tokens, and the set's index of its first */
     uint64_t used;         /* when it was last read (which to close first) */
     uint32_t crc;          /* version 3: CRC-32C of its block-checksum table */
+    dev_t dev;             /* the file checked when the set was opened: a reopen must find it */
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
 } shard;
 
 struct mw_data {
@@ -95,6 +99,7 @@ typedef struct file_info {
     uint64_t count;
     mw_tokenizer_id tok;
     uint32_t table_crc; /* version 3: CRC-32C of its block-checksum table */
+    struct stat st;
 } file_info;
 
 /* Checks the token file open at fd (header, sizes; for version 3 reads its checksum table, in
@@ -137,7 +142,7 @@ static mw_status check_file(int fd, const char *path, file_info *fi, unsigned ch
         crc = mw_crc32c(crc, buf, k);
     }
     fi->version = (int)version, fi->width = width, fi->vocab = vocab, fi->header = (uint32_t)header;
-    fi->count = count, fi->table_crc = crc;
+    fi->count = count, fi->table_crc = crc, fi->st = st;
     return MW_OK;
 }
 
@@ -176,7 +181,8 @@ mw_status mw_data_open(mw_data **out, const char *path) {
         close(fd), free(p), mw_data_close(d);
         return s;
     }
-    d->s[0] = (shard){p, fd, fi.version, fi.header, fi.count, 0, 0, fi.table_crc};
+    d->s[0] = (shard){p, fd, fi.version, fi.header, fi.count, 0, 0, fi.table_crc, fi.st.st_dev, fi.st.st_ino,
+                      fi.st.st_size, fi.st.st_mtim};
     d->nopen = 1, d->version = fi.version, d->width = fi.width, d->vocab = fi.vocab, d->count = fi.count;
     d->tok = fi.tok;
     snprintf(d->name, sizeof d->name, "%s", path);
@@ -229,6 +235,7 @@ static mw_status open_manifest(mw_data **out, const char *mpath, int split) {
                         path, mpath, fi.vocab, fi.width, mw_tokenizer_id_str(&fi.tok, a, sizeof a), m.vocab, m.width,
                         mw_tokenizer_id_str(&m.tok, b, sizeof b));
         sh->version = 3, sh->header = fi.header, sh->count = fi.count, sh->first = first, sh->crc = fi.table_crc;
+        sh->dev = fi.st.st_dev, sh->ino = fi.st.st_ino, sh->size = fi.st.st_size, sh->mtime = fi.st.st_mtim;
         first += fi.count;
     }
     if (s == MW_OK && split == 0 && !(d->parts = malloc((size_t)m.nparts * sizeof *d->parts)))
@@ -262,6 +269,7 @@ mw_status mw_data_open_set(mw_data **out, const char *prefix, const char *split)
 
 uint64_t mw_data_count(const mw_data *d) { return d->count; }
 uint32_t mw_data_vocab(const mw_data *d) { return d->vocab; }
+int mw_data_width(const mw_data *d) { return (int)d->width; }
 int mw_data_version(const mw_data *d) { return d->version; }
 const mw_tokenizer_id *mw_data_tokenizer(const mw_data *d) { return &d->tok; }
 const char *mw_data_path(const mw_data *d) { return d->name; }
@@ -291,6 +299,13 @@ static mw_status shard_fd(mw_data *d, int i) {
     sh->fd = open(sh->path, O_RDONLY | O_CLOEXEC);
     if (sh->fd < 0) return mw_fail(MW_ERR_IO, "cannot open shard %s: %s", sh->path, strerror(errno));
     d->nopen++;
+    /* the file checked at open, not another put in its place since (a new prepare at the prefix):
+     * its blocks would pass their own checksums */
+    struct stat st;
+    if (fstat(sh->fd, &st) != 0 || st.st_dev != sh->dev || st.st_ino != sh->ino || st.st_size != sh->size ||
+        st.st_mtim.tv_sec != sh->mtime.tv_sec || st.st_mtim.tv_nsec != sh->mtime.tv_nsec)
+        return mw_fail(MW_ERR_IO, "%s changed while it was being read (replaced or rewritten since the set was opened): "
+                                  "the run stops rather than read other tokens", sh->path);
     return MW_OK;
 }
 
@@ -473,6 +488,7 @@ mw_status mw_data_writer_append(mw_data_writer *w, const int32_t *tokens, size_t
 }
 
 uint64_t mw_data_writer_count(const mw_data_writer *w) { return w->count; }
+const char *mw_data_writer_tmp(const mw_data_writer *w) { return w->tmp; }
 
 mw_status mw_data_writer_read(mw_data_writer *w, uint64_t start, size_t n, int32_t *out) {
     if (start > w->count || n > w->count - start)
