@@ -25,16 +25,8 @@ for i in 1 2 3 4 5; do cat $L/GPL-2; done >"$T/dir/a.txt"
 for i in 1 2 3 4 5; do cat $L/GPL-3; done >"$T/dir/b.txt"
 for i in 1 2 3 4 5; do cat $L/Apache-2.0; done >"$T/dir/c.txt"
 
-# toksum FILE: the sha256 of a token file's tokens (after its header, without version 3's block
-# checksums), so that the sums below stay those of the whole-input prepare's version-2 files
-toksum() {
-  local v w n
-  v=$(od -An -t u4 -j 8 -N 4 "$1" | tr -d ' ') w=$(od -An -t u4 -j 12 -N 4 "$1" | tr -d ' ')
-  n=$(od -An -t u8 -j 16 -N 8 "$1" | tr -d ' ')
-  tail -c +$((v == 1 ? 33 : 65)) "$1" | head -c $((n * w)) | sha256sum | cut -c1-64
-}
 # sums PREFIX: the tokens' sha256 of PREFIX.train.bin and PREFIX.val.bin on one line
-sums() { echo "$(toksum "$1.train.bin") $(toksum "$1.val.bin") "; }
+sums() { echo "$(toks "$1.train.bin") $(toks "$1.val.bin") "; } # toks: lib_cli.sh
 # check NAME WANT_TRAIN WANT_VAL ARGS...: prepare ARGS into $T/NAME; its files must have those sums
 check() {
   local n=$1 wt=$2 wv=$3

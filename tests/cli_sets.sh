@@ -12,15 +12,6 @@ T=$(mktemp -d /tmp/mw_sets_XXXXXX)
 trap 'pkill -9 -f "$T/" 2>/dev/null; rm -rf "$T"' EXIT
 . "$(dirname "$0")/lib_cli.sh"
 has() { grep -qF -- "$2" "$1" && pass "$3" || fail "$3: '$2' not in $(head -c 600 "$1")"; }
-# toks FILE...: the sha256 of the tokens of token files (after each header, without block checksums)
-toks() {
-  local f v w n
-  for f in "$@"; do
-    v=$(od -An -t u4 -j 8 -N 4 "$f" | tr -d ' ') w=$(od -An -t u4 -j 12 -N 4 "$f" | tr -d ' ')
-    n=$(od -An -t u8 -j 16 -N 8 "$f" | tr -d ' ')
-    tail -c +$((v == 1 ? 33 : 65)) "$f" | head -c $((n * w))
-  done | sha256sum | cut -c1-64
-}
 L=/usr/share/common-licenses
 mkdir -p "$T/parts"
 cp $L/GPL-2 "$T/parts/a.txt"

@@ -30,7 +30,6 @@ else
   fail "prepare: $(cat "$T/out")"
 fi
 total=$(stat -c %s "$CORPUS")
-ntok() { od -An -t u8 -j 16 -N 8 "$1" | tr -d ' '; } # a token file's count, from its header
 tr_tok=$(ntok "$T/lic.train.bin")
 va_tok=$(ntok "$T/lic.val.bin")
 [ $((tr_tok + va_tok)) -eq "$total" ] && [ "$va_tok" -eq $((total * 5 / 100)) ] &&

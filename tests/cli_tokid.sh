@@ -78,7 +78,6 @@ err_has "$T/mix.train.bin" "$T/mix.val.bin"
 echo "-- resume: the checkpoint's tokenizer must be the data's"
 # two token files of one length: GPT-2 ids of a text, and the bytes of as many characters
 "$MW" prepare --tokenizer gpt2 --vocab-dir "$VOCAB" --in "$T/c.txt" --out "$T/rg" --val-fraction 0 >/dev/null 2>&1
-ntok() { od -An -t u8 -j 16 -N 8 "$1" | tr -d ' '; } # a token file's count, from its header
 n=$(ntok "$T/rg.train.bin")
 head -c "$n" "$T/c.txt" >"$T/rb.txt"
 "$MW" prepare --tokenizer bytes --in "$T/rb.txt" --out "$T/rb" --val-fraction 0 >/dev/null 2>&1

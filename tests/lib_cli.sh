@@ -23,3 +23,14 @@ expect_error() {
     fail "$what: exit $rc (want $code), stderr: $(head -c 400 "$T/err")"
   fi
 }
+# ntok FILE: a token file's count, from its header
+ntok() { od -An -t u8 -j 16 -N 8 "$1" | tr -d ' '; }
+# toks FILE...: the sha256 of the tokens of token files, in order (after each header, without
+# version 3's block checksums): the same for one file and for the shards of a set
+toks() {
+  local f v w
+  for f in "$@"; do
+    v=$(od -An -t u4 -j 8 -N 4 "$f" | tr -d ' ') w=$(od -An -t u4 -j 12 -N 4 "$f" | tr -d ' ')
+    tail -c +$((v == 1 ? 33 : 65)) "$f" | head -c $(($(ntok "$f") * w))
+  done | sha256sum | cut -c1-64
+}
