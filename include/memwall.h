@@ -423,7 +423,7 @@ double mw_lr_at(const mw_config *cfg, int s);
  * measurement is mw_peak_rss(). */
 void mw_model_memory(const mw_model *m, uint64_t category[MW_CAT_COUNT], uint64_t *peak);
 
-/* ---- token files --------------------------------------------------------------------------- */
+/* ---- token files and sets ---------------------------------------------------------------- */
 
 /* A token file: a little-endian header, then the tokens. Version 3 (written): 64 bytes, magic
  * "MWTOKENS", u32 version 3, u32 token width 2 or 4, u64 token count, u32 vocabulary size,
@@ -597,7 +597,7 @@ typedef struct mw_ckpt_info {
     mw_config cfg;          /* the configuration the run was started with; cfg.tokenizer is
                                the model's tokenizer (name "" when the file predates it) */
     mw_run_state state;     /* where it stood */
-    uint64_t train_tokens;  /* size of the training token file it read */
+    uint64_t train_tokens;  /* tokens of the training split it read (a resume on a set grown since continues: README "Token sets") */
     int has_run_keys;       /* 1: cfg's save_every, keep, budget and recompute come from the file;
                                0: an older checkpoint without them (cfg holds their defaults) */
 } mw_ckpt_info;
