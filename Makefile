@@ -61,8 +61,31 @@ CLI_SRC  := $(wildcard src/cli/*.c)
 MPI_SO   := $(if $(MPICC),build/memwall-mpi.so)
 TEST_SRC := $(wildcard tests/test_*.c)
 
+# ---- CUDA (issue 18): compiled wherever nvcc is; run only where a GPU is (bench/gpu_check.sh) ----
+NVCC      ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+CUDA_BINS := $(if $(NVCC),build/cuda/test_cuda_ops)
+
 all: build/memwall $(MPI_SO) build/libmemwall.a build/attention_bench build/sgemm_rate build/adamw_bench build/optim_bench \
-     build/bf16_probe build/loader_bench
+     build/bf16_probe build/loader_bench $(CUDA_BINS)
+
+cuda: $(CUDA_BINS)
+	@$(if $(NVCC),echo "built $(CUDA_BINS) with $(NVCC)",echo "no nvcc: the CUDA kernels are not built"; exit 1)
+
+# fmad off: an elementwise formula shared with the CPU kernels (built with -ffp-contract=off)
+# gives their bits
+build/cuda/ops.o: src/kernels/cuda/ops.cu src/kernels/cuda/cuda_ops.h
+	@mkdir -p $(dir $@)
+	$(NVCC) -O3 -std=c++17 --fmad=false $(CUDA_ARCH) -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror \
+	  -Iinclude -c $< -o $@
+
+build/cuda/test_cuda_ops.o: tests/gpu/test_cuda_ops.c src/kernels/cuda/cuda_ops.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
+
+build/cuda/test_cuda_ops: build/cuda/test_cuda_ops.o build/cuda/ops.o build/libmemwall.a
+	$(CC) $(CFLAGS) -o $@ $^ -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++ $(LDLIBS)
 
 # ---- release build --------------------------------------------------------------------------
 build/obj/%.o: %.c
@@ -121,7 +144,7 @@ gpt2-vocab:
 
 # Unit tests, then the end-to-end CLI tests. Fails (non-zero) on the first failing test.
 test: all $(TESTS) gpt2-vocab
-	@for t in $(TESTS); do echo "== $$t"; $$t || exit 1; done
+	@for t in $(TESTS) $(CUDA_BINS); do echo "== $$t"; $$t || exit 1; done
 	@echo "== build/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx"; build/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx
 	@for s in $(CLI_TESTS); do echo "== $$s"; $$s build/memwall || exit 1; done
 	@echo "all tests passed"
@@ -270,6 +293,6 @@ bench: all build/sgemm_rate
 clean:
 	rm -rf build
 
-.PHONY: all test test-asan fuzz demo bench clean gpt2-vocab aarch64 test-aarch64 test-v2
+.PHONY: all test test-asan fuzz demo bench clean gpt2-vocab aarch64 test-aarch64 test-v2 cuda
 .SECONDARY:
 -include $(shell find build -name '*.d' 2>/dev/null)
