@@ -139,8 +139,8 @@ __global__ void k_encoder_fwd(float *out, const int32_t *inp, const float *wte, 
 // per group u (one token id): table row += the rows listed, in order
 __global__ void k_group_sum(float *table, const float *dout, const int32_t *grp, int ngroups, int C) {
     // grp: ngroups+1 starts, then ngroups ids, then the rows
-    int u = blockIdx.y;
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    int u = blockIdx.x; // groups on x: there may be more than y's 65535
+    int c = blockIdx.y * blockDim.x + threadIdx.x;
     if (u >= ngroups || c >= C) return;
     const int32_t *start = grp, *ids = grp + ngroups + 1, *rows = ids + ngroups;
     float *e = table + (long)ids[u] * C + c;
@@ -209,7 +209,7 @@ extern "C" void mw_cuda_embedding_backward(mw_cuda *cu, float *dtable, const flo
                                            int N, int C) {
     int ng = group_rows(cu, inp_host, N);
     if (ng <= 0) return;
-    dim3 g(blocks(C, 128), (unsigned)ng);
+    dim3 g((unsigned)ng, blocks(C, 128));
     k_group_sum<<<g, 128, 0, cu->s>>>(dtable, dout, cu->grp, ng, C);
     LAUNCHED(cu);
 }
@@ -227,7 +227,7 @@ extern "C" void mw_cuda_encoder_backward(mw_cuda *cu, float *dwte, float *dwpe, 
 // ((x - mean) * rstd * d); 2: RMSNorm's dw (d * (x * rstd))
 __global__ void k_colsum_part(float *part, const float *d, const float *x, const float *mean, const float *rstd,
                               int N, int C, int kind) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x, k = blockIdx.y;
+    int c = blockIdx.y * blockDim.x + threadIdx.x, k = blockIdx.x; // chunks on x: any number of rows
     if (c >= C) return;
     int n0 = k * MW_CUDA_ROWS, n1 = n0 + MW_CUDA_ROWS < N ? n0 + MW_CUDA_ROWS : N;
     float acc = 0.0f;
@@ -252,7 +252,7 @@ static void colsum(mw_cuda *cu, float *dst, const float *d, const float *x, cons
                    int C, int kind) {
     int chunks = (N + MW_CUDA_ROWS - 1) / MW_CUDA_ROWS;
     if (!grow(cu, (void **)&cu->part, &cu->part_floats, (size_t)chunks * C, sizeof(float))) return;
-    dim3 g(blocks(C, 128), (unsigned)chunks);
+    dim3 g((unsigned)chunks, blocks(C, 128));
     k_colsum_part<<<g, 128, 0, cu->s>>>(cu->part, d, x, mean, rstd, N, C, kind);
     k_colsum_final<<<blocks(C, 128), 128, 0, cu->s>>>(dst, cu->part, chunks, C);
     LAUNCHED(cu);
