@@ -64,7 +64,7 @@ TEST_SRC := $(wildcard tests/test_*.c)
 # ---- CUDA (issue 18): compiled wherever nvcc is; run only where a GPU is (bench/gpu_check.sh) ----
 NVCC      ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
-CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_75,code=compute_75 # the H200; PTX for others
 CUDA_BINS := $(if $(NVCC),build/cuda/test_cuda_ops)
 
 all: build/memwall $(MPI_SO) build/libmemwall.a build/attention_bench build/sgemm_rate build/adamw_bench build/optim_bench \
@@ -77,7 +77,7 @@ cuda: $(CUDA_BINS)
 # gives their bits
 build/cuda/ops.o: src/kernels/cuda/ops.cu src/kernels/cuda/cuda_ops.h
 	@mkdir -p $(dir $@)
-	$(NVCC) -O3 -std=c++17 --fmad=false $(CUDA_ARCH) -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror \
+	$(NVCC) -O3 -std=c++17 --fmad=false $(CUDA_ARCH) -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror,-ffp-contract=off \
 	  -Iinclude -c $< -o $@
 
 build/cuda/test_cuda_ops.o: tests/gpu/test_cuda_ops.c src/kernels/cuda/cuda_ops.h

@@ -97,6 +97,11 @@ static void t_encoder(int B, int T, int C, int V) {
     mw_cuda_encoder_forward(cu, dout, dinp, dwte, dwpe, B, T, C);
     float *g = back(dout, (size_t)N * C);
     agree("encoder forward", "out", g, out, (size_t)N * C, 0);
+    mw_embedding_forward(out, inp, wte, N, C);
+    mw_cuda_embedding_forward(cu, dout, dinp, dwte, N, C);
+    free(g);
+    g = back(dout, (size_t)N * C);
+    agree("embedding forward", "out", g, out, (size_t)N * C, 0);
     /* backward: the CPU's sums in the CPU's order: the same bits */
     float *dy = rnd((size_t)N * C, 1.0f), *gw = rnd((size_t)V * C, 0.01f), *gp = rnd((size_t)T * C, 0.01f);
     float *ddy = dev(dy, (size_t)N * C * 4), *dgw = dev(gw, (size_t)V * C * 4), *dgp = dev(gp, (size_t)T * C * 4);
@@ -123,6 +128,11 @@ static void t_layernorm(int N, int C, int rms) {
     float *g = back(dout, (size_t)N * C), *gr = back(dr, N);
     agree(rms ? "rmsnorm forward" : "layernorm forward", "out", g, out, (size_t)N * C, TOL);
     agree(rms ? "rmsnorm forward" : "layernorm forward", "rstd", gr, rstd, N, TOL);
+    if (!rms) {
+        float *gm = back(dm, N);
+        agree("layernorm forward", "mean", gm, mean, N, TOL);
+        free(gm);
+    }
     /* backward from the CPU's statistics on both sides */
     float *dy = rnd((size_t)N * C, 1.0f), *gi = rnd((size_t)N * C, 0.1f), *gw = rnd(C, 0.1f), *gb = rnd(C, 0.1f);
     float *ddy = dev(dy, (size_t)N * C * 4), *dgi = dev(gi, (size_t)N * C * 4), *dgw = dev(gw, C * 4), *dgb = dev(gb, C * 4);
@@ -178,6 +188,18 @@ static void t_matmul(int N, int C, int OC) {
     agree("matmul backward", "dw", r1[1], gw, (size_t)OC * C, TOL);
     agree("matmul backward", "db", r1[2], gb, OC, TOL);
     same("matmul backward (dw)", r1[1], r2[1], (size_t)OC * C);
+    /* without bias, accumulating: out += inp @ w^T; dinp += dout @ w, no db */
+    float *acc = rnd((size_t)N * OC, 1.0f), *dinp0 = rnd((size_t)N * C, 1.0f);
+    cudaMemcpy(dout, acc, (size_t)N * OC * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(dgi, dinp0, (size_t)N * C * 4, cudaMemcpyHostToDevice);
+    mw_matmul_forward(acc, x, w, NULL, N, C, OC, 1, &ws);
+    mw_cuda_matmul_forward(cu, dout, dx, dw, NULL, N, C, OC, 1);
+    mw_cuda_matmul_backward(cu, dgi, dgw, NULL, ddy, dx, dw, N, C, OC, 1);
+    mw_matmul_backward(dinp0, gw, NULL, dy, x, w, N, C, OC, 1, &ws);
+    float *ga = back(dout, (size_t)N * OC), *gd = back(dgi, (size_t)N * C);
+    agree("matmul forward acc, no bias", "out", ga, acc, (size_t)N * OC, TOL);
+    agree("matmul backward acc, no db", "dinp", gd, dinp0, (size_t)N * C, TOL);
+    free(acc), free(dinp0), free(ga), free(gd);
     same("matmul backward (db)", r1[2], r2[2], OC);
     for (int k = 0; k < 3; k++) free(r1[k]), free(r2[k]);
     cudaFree(dx), cudaFree(dw), cudaFree(db), cudaFree(dout), cudaFree(ddy), cudaFree(dgi), cudaFree(dgw), cudaFree(dgb);
@@ -269,6 +291,13 @@ static void t_xent(int N, int V) {
     }
     float *dz = dev(z, (size_t)N * V * 4), *dl = dev(NULL, N * 4);
     int32_t *dt = dev(t, N * 4);
+    float *l0 = malloc(N * 4);
+    mw_crossentropy(z, l0, t, 1.0f / N, 0, N, V); /* the loss alone, logits untouched */
+    mw_cuda_crossentropy(cu, dz, dl, dt, 1.0f / N, 0, N, V);
+    float *gl0 = back(dl, N), *gz0 = back(dz, (size_t)N * V);
+    agree("cross-entropy, no grad", "losses", gl0, l0, N, TOL);
+    agree("cross-entropy, no grad", "logits", gz0, z, (size_t)N * V, 0);
+    free(l0), free(gl0), free(gz0);
     mw_crossentropy(z, l, t, 1.0f / N, 1, N, V);
     mw_cuda_crossentropy(cu, dz, dl, dt, 1.0f / N, 1, N, V);
     float *g = back(dz, (size_t)N * V), *gl = back(dl, N);
@@ -312,11 +341,14 @@ int main(void) {
     t_encoder(4, 64, 96, 512);
     t_layernorm(1000, 768, 0);
     t_layernorm(1000, 576, 1);
+    t_layernorm(77, 100, 0); /* C not a multiple of 32, rows not of the chunk */
+    t_layernorm(77, 100, 1);
     t_matmul(1000, 768, 2304);
     t_matmul(257, 576, 1536);
     t_attention(2, 256, 12, 12, 64);
     t_attention(2, 192, 8, 2, 128);
     t_attention(1, 100, 4, 1, 32);
+    t_attention(1, 70, 2, 2, 256);
     t_elementwise(1 << 20);
     t_rope(2, 128, 6, 64);
     t_xent(64, 50257);

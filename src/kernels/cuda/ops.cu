@@ -32,7 +32,7 @@ static void note(mw_cuda *cu, cudaError_t e) {
 
 static void *grow(mw_cuda *cu, void **p, size_t *cap, size_t need, size_t elt) {
     if (need <= *cap) return *p;
-    cudaStreamSynchronize(cu->s);
+    note(cu, cudaStreamSynchronize(cu->s));
     if (*p) cudaFree(*p);
     *p = NULL;
     *cap = 0;
@@ -208,6 +208,7 @@ extern "C" void mw_cuda_embedding_forward(mw_cuda *cu, float *out, const int32_t
 extern "C" void mw_cuda_embedding_backward(mw_cuda *cu, float *dtable, const float *dout, const int32_t *inp_host,
                                            int N, int C) {
     int ng = group_rows(cu, inp_host, N);
+    if (ng < 0) note(cu, cudaErrorMemoryAllocation); // reported by mw_cuda_sync, never skipped silently
     if (ng <= 0) return;
     dim3 g((unsigned)ng, blocks(C, 128));
     k_group_sum<<<g, 128, 0, cu->s>>>(dtable, dout, cu->grp, ng, C);
