@@ -440,7 +440,8 @@ typedef struct mw_data mw_data;
 /* Opens and checks a token file (header, sizes). MW_ERR_IO or MW_ERR_FORMAT with the path. */
 mw_status mw_data_open(mw_data **out, const char *path);
 /* Opens split "train" or "val" of the token set PREFIX: the shards PREFIX.manifest.json lists
- * when it exists, else the file PREFIX.<split>.bin. *out is NULL (MW_OK) when the set has no such
+ * when it exists, else the file PREFIX.<split>.bin. PREFIX may also be given as the path of the
+ * manifest or of one of the two files. *out is NULL (MW_OK) when the set has no such
  * split. Every shard is opened and checked before this returns: a missing or truncated one, or
  * one whose count, checksum table or tokenizer differs from the manifest's, is an error naming
  * it. Shards are then opened as they are read, at most 64 at once. */

@@ -70,6 +70,9 @@ losses() { grep -o '"loss": [^,]*\|"val_loss": [^,}]*' "$T/$1.jsonl" | tr '\n' '
   pass "$ntr shards against one file: the same losses, validation losses and checkpoint, bit for bit" ||
   fail "set against file: $(losses one) / $(losses sh)"
 has "$T/sh.tr" "sh.manifest.json (train) in $ntr shards" "train names the set and its shards"
+"$MW" "${tr[@]}" --steps 1 --data "$T/sh.manifest.json" >"$T/mf.tr" 2>&1 && grep -q "in $ntr shards" "$T/mf.tr" &&
+  "$MW" "${tr[@]}" --steps 1 --data "$T/one.train.bin" >/dev/null 2>&1 &&
+  pass "--data also takes the manifest's path, or the set's train file" || fail "--data MANIFEST: $(tail -2 "$T/mf.tr")"
 "$MW" plan --data "$T/sh" --layers 2 --heads 4 --dim 64 --vocab 256 --ctx 64 --batch 2 --seq 64 >/dev/null 2>&1 &&
   pass "plan --data reads the set" || fail "plan --data set"
 e1=$("$MW" eval --ckpt "$T/D.one" --data "$T/one" --eval-batches 3 2>/dev/null | tail -1 | grep -o 'loss [0-9.]*')

@@ -44,7 +44,7 @@ struct mw_data {
     uint64_t *parts; /* a manifest's set: its train tokens at the end of each part, and how many */
     int nparts;
     mw_tokenizer_id tok;
-    char name[4240]; /* the file, or "PREFIX.manifest.json (train)" */
+    char name[4400]; /* the file, or "PREFIX.manifest.json (train)" */
     int cs;          /* the block in buf: shard cs (-1: none), block cb, clen bytes */
     uint64_t cb;
     size_t clen;
@@ -259,7 +259,19 @@ mw_status mw_data_open_set(mw_data **out, const char *prefix, const char *split)
     *out = NULL;
     const int k = strcmp(split, "val") == 0;
     if (!k && strcmp(split, "train") != 0) return mw_fail(MW_ERR_ARG, "a token set's splits are train and val, not %s", split);
-    char mpath[4200], path[4200];
+    char mpath[4300], path[4300], pre[4200];
+    /* the manifest's path, or one of the set's two files, names the set too */
+    const size_t pl = strlen(prefix);
+    static const char *const SUFFIX[3] = {".manifest.json", ".train.bin", ".val.bin"};
+    snprintf(pre, sizeof pre, "%s", prefix);
+    for (int i = 0; i < 3; i++) {
+        const size_t sl = strlen(SUFFIX[i]);
+        if (pl > sl && pl < sizeof pre && strcmp(prefix + pl - sl, SUFFIX[i]) == 0 && access(prefix, F_OK) == 0) {
+            pre[pl - sl] = 0;
+            break;
+        }
+    }
+    prefix = pre;
     mw_manifest_path(prefix, mpath, sizeof mpath);
     if (access(mpath, F_OK) == 0) return open_manifest(out, mpath, k);
     snprintf(path, sizeof path, "%s.%s.bin", prefix, split);
