@@ -4,12 +4,14 @@
  * atomics in reductions, cuBLAS without TF32 and with a fixed workspace). Shapes: GPT-2's head
  * size 64 and Llama's 128, grouped-query attention, rows not a multiple of the column sums'
  * chunk. Where no GPU runs it says so and exits 0: it is built everywhere nvcc is (make cuda)
- * and run by bench/gpu_check.sh on a lent GPU. Exit 1 on any failure. */
+ * and run by bench/gpu_check.sh on a lent GPU. Exit 1 on any failure. With --bench, after the checks
+ * pass: the fp32 GEMM's and attention's speed at T = 2048, for that session's figures. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_runtime_api.h>
 
@@ -322,7 +324,73 @@ static void t_adamw(size_t n) {
     free(p), free(g), free(m), free(v), free(hp_), free(hm), free(hv);
 }
 
-int main(void) {
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+/* the median of 5 timed runs of what run does (after one untimed), in ms */
+static double timed(void (*run)(void *), void *ctx) {
+    char why[256];
+    double t[5];
+    run(ctx);
+    for (int r = 0; r < 6; r++) {
+        double t0 = now_s();
+        run(ctx);
+        if (mw_cuda_sync(cu, why, sizeof why) != 0) {
+            printf("  FAIL a timed kernel failed: %s\n", why);
+            exit(1);
+        }
+        if (r) t[r - 1] = (now_s() - t0) * 1e3;
+    }
+    qsort(t, 5, sizeof *t, cmp_d);
+    return t[2];
+}
+typedef struct bench_ctx {
+    float *a, *b, *c, *d, *e, *f;
+    int B, T, H, hs, N, C, OC;
+} bench_ctx;
+static void run_gemm(void *p) {
+    bench_ctx *x = p;
+    mw_cuda_matmul_forward(cu, x->c, x->a, x->b, NULL, x->N, x->C, x->OC, 0);
+}
+static void run_attn_fwd(void *p) {
+    bench_ctx *x = p;
+    mw_cuda_attention_forward(cu, x->b, x->c, x->a, x->B, x->T, x->H, x->H, x->hs);
+}
+static void run_attn_bwd(void *p) {
+    bench_ctx *x = p;
+    mw_cuda_attention_backward(cu, x->e, x->d, x->a, x->b, x->c, x->B, x->T, x->H, x->H, x->hs);
+}
+/* figures for the lent GPU's session: fp32 GEMM (cuBLAS, no TF32) and attention at T = 2048 */
+static void bench(void) {
+    bench_ctx x = {0};
+    x.N = x.C = x.OC = 4096;
+    x.a = dev(NULL, (size_t)x.N * x.C * 4), x.b = dev(NULL, (size_t)x.OC * x.C * 4), x.c = dev(NULL, (size_t)x.N * x.OC * 4);
+    cudaMemset(x.a, 0, (size_t)x.N * x.C * 4), cudaMemset(x.b, 0, (size_t)x.OC * x.C * 4);
+    double ms = timed(run_gemm, &x);
+    printf("bench: fp32 GEMM 4096^3 (cuBLAS, TF32 off): %.2f ms, %.1f TFLOPS\n", ms, 2.0 * 4096 * 4096 * 4096 / ms / 1e9);
+    cudaFree(x.a), cudaFree(x.b), cudaFree(x.c);
+    x.B = 1, x.T = 2048, x.H = 16, x.hs = 128;
+    const size_t nq = (size_t)x.B * x.T * 3 * x.H * x.hs, no = (size_t)x.B * x.T * x.H * x.hs;
+    float *q = rnd(nq, 1.0f);
+    x.a = dev(q, nq * 4), x.b = dev(NULL, no * 4), x.c = dev(NULL, (size_t)x.B * x.H * x.T * 4);
+    x.d = dev(q, no * 4), x.e = dev(NULL, nq * 4);
+    const double fl = 4.0 * x.B * x.H * (double)x.T * x.T * x.hs / 2; /* causal: half the QK^T and PV products */
+    ms = timed(run_attn_fwd, &x);
+    printf("bench: attention forward B=1 H=16 T=2048 hs=128: %.2f ms, %.2f TFLOPS (causal)\n", ms, fl / ms / 1e9);
+    ms = timed(run_attn_bwd, &x);
+    printf("bench: attention backward, same shape: %.2f ms, %.2f TFLOPS (2.5x the forward's products)\n", ms,
+           2.5 * fl / ms / 1e9);
+    cudaFree(x.a), cudaFree(x.b), cudaFree(x.c), cudaFree(x.d), cudaFree(x.e);
+    free(q);
+}
+
+int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     char why[256];
     if (!mw_cuda_probe(why, sizeof why)) {
@@ -353,6 +421,7 @@ int main(void) {
     t_rope(2, 128, 6, 64);
     t_xent(64, 50257);
     t_adamw(1 << 20);
+    if (argc > 1 && strcmp(argv[1], "--bench") == 0 && !fails) bench();
     mw_cuda_free(cu);
     printf("test_cuda_ops: %s\n", fails ? "FAILED" : "all passed");
     return fails ? 1 : 0;
