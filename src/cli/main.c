@@ -108,7 +108,7 @@ static const opt_def OPTS[] = {
     {"ckpt", K_STR, O_(ckpt), CMD_EXPORT | LOADS, "checkpoint file, or a directory (its newest valid checkpoint)"},
     {"format", K_STR, O_(format), CMD_EXPORT, "output format: safetensors (Hugging Face GPT-2)"},
     {"out", K_STR, O_(out), CMD_EXPORT, "output file, or a directory (gets model.safetensors); config.json goes beside it, missing directories are created"},
-    {"val-fraction", K_DBL, O_(val_fraction), CMD_PREPARE, "fraction of the text (its end) kept for validation"},
+    {"val-fraction", K_DBL, O_(val_fraction), CMD_PREPARE, "fraction of the tokens kept for validation: the end of the stream (of each --append part)"},
     {"kernel", K_STR, O_(kernel), EVERY, "compute kernel: auto (the best this CPU runs), portable, avx2, avx512, avx512bf16; all give the same bits; MEMWALL_KERNEL=NAME sets the default"},
 };
 #define NOPTS (sizeof OPTS / sizeof OPTS[0])
