@@ -46,7 +46,7 @@ for m in m1 m2 m3 m4; do
   [ "$(toks "$T/$m.train.bin")" = "$want" ] || fail "$m: other tokens"
 done
 has "$T/m4.out" "3 documents" "three files, a folder, a quoted glob and stdin between files: the tokens of their concatenation, one document each"
-MEMWALL_PROGRESS_SECONDS=0 "$MW" "${P[@]}" --in "$T/parts" --memory 16MiB --out "$T/pg" >/dev/null 2>"$T/pg.err" &&
+MEMWALL_PROGRESS_SECONDS=0 "$MW" "${P[@]}" --in "$T/parts" --out "$T/pg" >/dev/null 2>"$T/pg.err" &&
   grep -q '^prepare:  \[[# ]*\] *[0-9]*%  [0-9.]* of 0.1 MB  [0-9.]* MB/s  ETA ' "$T/pg.err" &&
   pass "progress in a log (not a terminal): $(head -1 "$T/pg.err" | tr -s ' ')" || fail "progress: $(head -3 "$T/pg.err")"
 mkdir -p "$T/parts/sub" "$T/parts/empty.txt.d"
