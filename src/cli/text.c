@@ -340,8 +340,17 @@ static void prep_signal(int sig) {
     raise(sig);
 }
 
+/* the signals prep_signal handles held off while the lists it reads change (1), then let in (0) */
+static void hold_signals(int on) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT), sigaddset(&set, SIGTERM), sigaddset(&set, SIGHUP);
+    sigprocmask(on ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
+}
+
 static void stream_close(stream *s) {
     if (!s->w) return;
+    hold_signals(1);
     if (s->n == s->cap) {
         s->cap = s->cap ? 2 * s->cap : 16;
         if (!(s->f = realloc(s->f, s->cap * sizeof *s->f))) die(1, "out of memory");
@@ -353,6 +362,7 @@ static void stream_close(stream *s) {
     s->w = NULL;
     if (st != MW_OK) die(1, "%s", mw_last_error());
     s->n++;
+    hold_signals(0);
 }
 
 static void stream_append(stream *s, const int32_t *ids, size_t n) {
@@ -360,8 +370,10 @@ static void stream_append(stream *s, const int32_t *ids, size_t n) {
         if (!s->w) {
             char path[4300];
             snprintf(path, sizeof path, "%s.%s.%03zu.bin", s->prefix, s->split, s->n);
+            hold_signals(1);
             if (mw_data_writer_open(&s->w, path, s->vocab, s->width, &s->tid) != MW_OK) die(1, "%s", mw_last_error());
             snprintf(s->cur, sizeof s->cur, "%s", mw_data_writer_tmp(s->w));
+            hold_signals(0);
         }
         const uint64_t room = s->per - mw_data_writer_count(s->w);
         const size_t k = n < room ? n : (size_t)room;
