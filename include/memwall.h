@@ -474,7 +474,7 @@ mw_status mw_data_verify_shard(mw_data *d, int i, uint64_t *bytes);
 mw_status mw_data_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab,
                         int width, const mw_tokenizer_id *tok);
 /* The same written as it comes: open creates PATH.tmp.PID (nothing at PATH yet); append adds
- * tokens (each checked against vocab: MW_ERR_ARG); read reads back tokens written so far; commit
+ * tokens (each checked against vocab: MW_ERR_ARG); commit
  * keeps the first n (<= count), writes the header and checksums, fsyncs and renames it to PATH
  * atomically, and frees w; finish does the same but leaves the whole file under its temporary
  * name (into tmp) for the caller to rename, and gives the CRC-32C of its checksum table (what a
@@ -485,7 +485,6 @@ mw_status mw_data_writer_open(mw_data_writer **w, const char *path, uint32_t voc
 mw_status mw_data_writer_append(mw_data_writer *w, const int32_t *tokens, size_t n);
 uint64_t mw_data_writer_count(const mw_data_writer *w);
 const char *mw_data_writer_tmp(const mw_data_writer *w); /* its temporary file's name */
-mw_status mw_data_writer_read(mw_data_writer *w, uint64_t start, size_t n, int32_t *out);
 mw_status mw_data_writer_commit(mw_data_writer *w, uint64_t n);
 mw_status mw_data_writer_finish(mw_data_writer *w, uint64_t n, char *tmp, size_t tmplen, uint32_t *table_crc);
 void mw_data_writer_abort(mw_data_writer *w);

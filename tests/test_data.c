@@ -458,6 +458,7 @@ static void test_set(const char *tmp) {
     mw_status st = mw_data_read(d, 10, 5, back);
     CHECK(st == MW_ERR_IO && strstr(mw_last_error(), "changed while it was being read"), "a replaced shard: %s",
           mw_last_error());
+    CHECK(mw_data_read(d, 10, 5, back) == MW_ERR_IO, "and read again, it is refused again (not left open)");
     mw_data_close(d);
     CHECK(mw_data_open_set(&d, prefix, "train") == MW_ERR_FORMAT && strstr(mw_last_error(), "is not the shard"),
           "and at open the manifest's checksum tells: %s", mw_last_error());

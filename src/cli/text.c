@@ -290,7 +290,6 @@ typedef struct prep {
     int fresh;                    /* documents added since the last flush point into the buffer */
     int listed;                   /* the input came from a directory or a glob */
     double every, last;           /* not a terminal: seconds between progress lines, and the last one */
-    uint64_t shard;               /* --shard-tokens */
     double t0;
 } prep;
 
@@ -716,10 +715,9 @@ int cmd_prepare(int argc, char **argv) {
     char **files = list_inputs(&o, &nf, &p->total, &listed);
     p->tty = isatty(2);
     p->t0 = p->last = now_s();
-    const char *ev = getenv("MEMWALL_PROGRESS_SECONDS");
-    char *evend;
-    p->every = ev && *ev ? strtod(ev, &evend) : 10.0;
-    if (ev && *ev && (*evend || !(p->every >= 0))) p->every = 10.0;
+    progress_line pl; /* its policy for a log: a line every MEMWALL_PROGRESS_SECONDS */
+    progress_init(&pl, "prepare");
+    p->every = pl.every;
     for (size_t i = 0; i < nf; i++) {
         p->listed = listed[i];
         prep_input(p, files[i]);
@@ -760,9 +758,7 @@ int cmd_prepare(int argc, char **argv) {
         remove_stale(o.out, NULL);
     } else { /* numbered shards, then the manifest, written last */
         if (!o.append) set = (mw_manifest){.vocab = (uint32_t)vocab, .width = width, .tok = tid};
-        mw_manifest add = set; /* the names first, every one checked before anything changes */
-        add.shard[0] = add.shard[1] = NULL, add.n[0] = add.n[1] = add.cap[0] = add.cap[1] = 0;
-        add.part = NULL, add.nparts = add.partcap = 0;
+        mw_manifest add = {0}; /* the new shards' names first, every one checked before anything changes */
         for (int k = 0; k < 2; k++) {
             stream *s = &prep_s[k];
             for (size_t i = 0, idx = (size_t)set.n[k]; i < s->n; i++) {

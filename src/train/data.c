@@ -315,9 +315,12 @@ static mw_status shard_fd(mw_data *d, int i) {
      * its blocks would pass their own checksums */
     struct stat st;
     if (fstat(sh->fd, &st) != 0 || st.st_dev != sh->dev || st.st_ino != sh->ino || st.st_size != sh->size ||
-        st.st_mtim.tv_sec != sh->mtime.tv_sec || st.st_mtim.tv_nsec != sh->mtime.tv_nsec)
+        st.st_mtim.tv_sec != sh->mtime.tv_sec || st.st_mtim.tv_nsec != sh->mtime.tv_nsec) {
+        close(sh->fd); /* closed again: a later read must not find it open and read it */
+        sh->fd = -1, d->nopen--;
         return mw_fail(MW_ERR_IO, "%s changed while it was being read (replaced or rewritten since the set was opened): "
                                   "the run stops rather than read other tokens", sh->path);
+    }
     return MW_OK;
 }
 
@@ -502,22 +505,6 @@ mw_status mw_data_writer_append(mw_data_writer *w, const int32_t *tokens, size_t
 uint64_t mw_data_writer_count(const mw_data_writer *w) { return w->count; }
 const char *mw_data_writer_tmp(const mw_data_writer *w) { return w->tmp; }
 
-mw_status mw_data_writer_read(mw_data_writer *w, uint64_t start, size_t n, int32_t *out) {
-    if (start > w->count || n > w->count - start)
-        return mw_fail(MW_ERR_ARG, "%s: read past the end (%llu+%zu of %llu tokens)", w->tmp,
-                       (unsigned long long)start, n, (unsigned long long)w->count);
-    const size_t per = sizeof w->buf / (size_t)w->width;
-    for (size_t i0 = 0; i0 < n; i0 += per) {
-        const size_t k = n - i0 < per ? n - i0 : per;
-        MW_TRY(read_full(w->fd, w->buf, k * (size_t)w->width, HEADER_V2 + (start + i0) * (uint64_t)w->width, w->tmp));
-        for (size_t i = 0; i < k; i++) {
-            const unsigned char *p = w->buf + i * (size_t)w->width;
-            out[i0 + i] = (int32_t)(w->width == 2 ? (uint32_t)(p[0] | p[1] << 8) : rd32(p));
-        }
-    }
-    return MW_OK;
-}
-
 /* Writes the first n tokens' checksum table, the header, truncates and fsyncs: a whole version-3
  * file under w->tmp, whose table's CRC goes to *sum. */
 static mw_status finish_file(mw_data_writer *w, uint64_t n, uint32_t *sum) {
@@ -564,36 +551,39 @@ static void writer_free(mw_data_writer *w) {
     free(w);
 }
 
-mw_status mw_data_writer_commit(mw_data_writer *w, uint64_t n) {
-    mw_status st = finish_file(w, n, NULL);
-    if (st == MW_OK && close(w->fd) != 0) st = mw_fail(MW_ERR_IO, "cannot write %s: %s", w->tmp, strerror(errno));
-    else if (st != MW_OK) close(w->fd);
+/* finish_file, then the file closed; on failure the temporary file goes */
+static mw_status finish_close(mw_data_writer *w, uint64_t n, uint32_t *sum) {
+    mw_status st = finish_file(w, n, sum);
+    if (close(w->fd) != 0 && st == MW_OK) st = mw_fail(MW_ERR_IO, "cannot write %s: %s", w->tmp, strerror(errno));
     w->fd = -1;
-    if (st == MW_OK && rename(w->tmp, w->path) != 0)
-        st = mw_fail(MW_ERR_IO, "cannot write %s: %s", w->path, strerror(errno));
     if (st != MW_OK) unlink(w->tmp);
+    return st;
+}
+
+mw_status mw_data_writer_commit(mw_data_writer *w, uint64_t n) {
+    mw_status st = finish_close(w, n, NULL);
+    if (st == MW_OK && rename(w->tmp, w->path) != 0) {
+        st = mw_fail(MW_ERR_IO, "cannot write %s: %s", w->path, strerror(errno));
+        unlink(w->tmp);
+    }
     if (st == MW_OK) st = mw_sync_parent(w->path); /* the rename itself survives a crash */
     writer_free(w);
     return st;
 }
 
 mw_status mw_data_writer_finish(mw_data_writer *w, uint64_t n, char *tmp, size_t tmplen, uint32_t *sum) {
-    mw_status st = finish_file(w, n, sum);
-    if (st == MW_OK && close(w->fd) != 0) st = mw_fail(MW_ERR_IO, "cannot write %s: %s", w->tmp, strerror(errno));
-    else if (st != MW_OK) close(w->fd);
-    w->fd = -1;
-    if (st == MW_OK && (size_t)snprintf(tmp, tmplen, "%s", w->tmp) >= tmplen)
+    mw_status st = finish_close(w, n, sum);
+    if (st == MW_OK && (size_t)snprintf(tmp, tmplen, "%s", w->tmp) >= tmplen) {
         st = mw_fail(MW_ERR_ARG, "internal: temporary name longer than %zu bytes", tmplen);
-    if (st != MW_OK) unlink(w->tmp);
+        unlink(w->tmp);
+    }
     writer_free(w);
     return st;
 }
 
 void mw_data_writer_abort(mw_data_writer *w) {
     if (!w) return;
-    if (w->fd >= 0) close(w->fd);
     unlink(w->tmp);
-    w->fd = -1;
     writer_free(w);
 }
 
