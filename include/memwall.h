@@ -631,21 +631,25 @@ mw_status mw_ckpt_latest(const char *dir, char *path, size_t path_len, mw_ckpt_i
  * The family by the tensors: model.embed_tokens.weight is Llama, wte.weight GPT-2.
  * GPT-2: n_layer, n_embd, vocab and ctx from its tensors' shapes. config is 1 when a config.json
  * lies beside it (read whole, at most 16 MiB); n_head comes from it, 0 when there is none or it
- * gives no n_head. A config.json that is malformed, not model_type "gpt2", or whose n_layer,
- * n_embd, vocab_size or n_positions differ from the weights is MW_ERR_FORMAT. Names may carry a
- * "transformer." prefix.
- * Llama (model_type "llama", or "mistral" without a sliding window): config.json is required; it
- * gives the heads, key/value heads, ctx (max_position_embeddings), rope_theta, rms_norm_eps and
- * tied (tie_word_embeddings), with transformers' defaults; every tensor the configuration implies
- * must be there with its shape, and options memwall's Llama does not compute are refused
- * (rope_scaling, biases, another hidden_act or head_dim), each MW_ERR_FORMAT in one line naming
- * the key or the tensor. */
+ * gives no n_head. A config.json that is malformed, not model_type "gpt2", whose n_layer,
+ * n_embd, vocab_size or n_positions differ from the weights, or that asks for math memwall's GPT-2
+ * does not compute (another activation_function, layer_norm_epsilon, n_inner or head tying,
+ * scale_attn_weights false, scale_attn_by_inverse_layer_idx or add_cross_attention true) is
+ * MW_ERR_FORMAT naming the key and its value. Names may carry a "transformer." prefix.
+ * Llama (model_type "llama", or "mistral"): config.json is required; it gives the heads,
+ * key/value heads, ctx (max_position_embeddings), rope_theta, rms_norm_eps, tied
+ * (tie_word_embeddings) and Mistral's sliding_window, with transformers' defaults; every tensor
+ * the configuration implies must be there with its shape, and options memwall's Llama does not
+ * compute are refused (rope_scaling or rope_parameters other than the default RoPE, biases,
+ * another hidden_act or head_dim), each MW_ERR_FORMAT in one line naming the key or the tensor.
+ * mw_hf_load refuses a model whose ctx exceeds sliding_window (attention within it is exact). */
 typedef struct mw_hf_shape {
     int n_layer, n_head, n_embd, vocab, ctx;
     int config;
     int arch;                   /* MW_ARCH_GPT2 or MW_ARCH_LLAMA */
     int n_kv_head, ffn, tied;   /* Llama (GPT-2: 0, 0, 1) */
     double rope_theta, norm_eps; /* Llama (GPT-2: 0) */
+    int sliding_window;          /* Mistral: attention's window; a model's ctx must not exceed it (0: none) */
 } mw_hf_shape;
 mw_status mw_hf_inspect(const char *path, mw_hf_shape *shape);
 /* Loads the weights (PATH as for mw_hf_inspect) into m's parameters, each read from its file
@@ -653,7 +657,8 @@ mw_status mw_hf_inspect(const char *path, mw_hf_shape *shape);
  * to (out,in); F32, F16, BF16 and F64 converted exactly). The moments are left as they are. Extra
  * tensors (attention masks, a tied lm_head) are ignored; a missing or misshapen one is
  * MW_ERR_FORMAT naming it. A Llama model also needs config.json to be its configuration (all but
- * ctx). */
+ * ctx, which must not exceed a Mistral sliding_window); a config.json beside GPT-2 weights is
+ * checked as mw_hf_inspect checks it. */
 mw_status mw_hf_load(const char *path, mw_model *m);
 /* Writes m's parameters as a Hugging Face model.safetensors (F32, names sorted, {"format": "pt"}
  * metadata; GPT-2 in Conv1D layout) and config.json beside it (GPT2Config, or LlamaConfig for
@@ -663,6 +668,15 @@ mw_status mw_hf_export(const mw_model *m, const char *out);
  * checkpoint with mw_hf_export_ckpt.) */
 /* The same from a checkpoint file, after verifying it, without building a model. */
 mw_status mw_hf_export_ckpt(const char *ckpt, const char *out);
+/* The same, with the tokenizer files of `tokenizer` (NULL: none) beside config.json, so that
+ * mw_hf_inspect's caller finds the model's tokenizer (docs/hf.md): tokenizer is a directory or a
+ * tokenizer.json as mw_tokenizer_load takes it; its files are written under Hugging Face's names
+ * (GPT-2's encoder.json + vocab.bpe as vocab.json + merges.txt; tokenizer.json and the
+ * tokenizer_config.json beside it). MW_ERR_ARG, before anything is written, when its identity is
+ * not the one the checkpoint records (unless that is unknown) or it has more tokens than the
+ * model. Every export refuses (MW_ERR_ARG) a directory holding a tokenizer file (encoder.json,
+ * vocab.bpe, vocab.json, merges.txt, tokenizer.json, tokenizer_config.json) it does not write. */
+mw_status mw_hf_export_ckpt_tokenizer(const char *ckpt, const char *out, const char *tokenizer);
 
 /* The disk tier of a model (cfg->offload resolved to other than none): its scratch file, the I/O
  * engine ("io_uring" or "threads", and why not io_uring), whether O_DIRECT took, the stale files

@@ -77,4 +77,85 @@ grep -q "16 MiB" "$T/err" || fail "the size refusal does not name the limit"
   grep -q "heads 8 (config.json)" "$T/out" && pass "a config.json past 64 KiB is read whole" ||
   fail "70 kB config.json: $(head -2 "$T/out")"
 
+echo "-- GPT2Config options that change the math are refused, naming the key and its value (issue 30, item 6)"
+cp "$T/conf.bak" "$T/new/a/b/config.json"
+for kv in '"activation_function": "relu"' '"layer_norm_epsilon": 0.5' '"scale_attn_weights": false' \
+  '"scale_attn_by_inverse_layer_idx": true' '"tie_word_embeddings": false' '"n_inner": 100'; do
+  key=${kv%%:*}
+  python3 - "$T/conf.bak" "$T/new/a/b/config.json" "{$kv}" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c.update(json.loads(sys.argv[3])); json.dump(c, open(sys.argv[2], "w"))
+PY
+  expect_error 1 "config.json with $kv" -- "$MW" eval --init "hf:$T/new/a/b" --data "$T/d" --tokenizer bytes --seq 32
+  grep -q "config.json: ${key//\"/}" "$T/err" || fail "the refusal of $kv does not name ${key//\"/}"
+done
+cp "$T/conf.bak" "$T/new/a/b/config.json"
+"$MW" eval --init "hf:$T/new/a/b" --data "$T/d" --tokenizer bytes --seq 32 >"$T/e3" 2>&1 && [ "$(grep -o 'loss [0-9.]*' "$T/e3" | head -1)" = "$l1" ] &&
+  pass "the stock config.json back: the same loss ($l1)" || fail "stock config.json: $(tail -1 "$T/e3")"
+
+echo "-- sample: a model's tokenizer is never guessed from its size (issue 30, item 5)"
+# a GPT-2 of vocabulary 50304 (not GPT-2's 50257) without tokenizer files: no GPT-2 text, a refusal
+"$MW" train --data "$T/d" --layers 1 --heads 2 --dim 16 --vocab 50304 --ctx 32 --batch 1 --seq 16 --steps 1 --out "$T/ckv" >"$T/out" 2>&1 ||
+  fail "train vocab 50304: $(tail -2 "$T/out")"
+"$MW" export --ckpt "$T/ckv" --out "$T/xv/" >"$T/out" 2>&1 || fail "export vocab 50304: $(cat "$T/out")"
+expect_error 1 "sample of a 50304-token GPT-2 without tokenizer files" -- "$MW" sample --init "hf:$T/xv" --prompt "Hello world" --tokens 2
+grep -q -- "--tokenizer" "$T/err" || fail "the refusal does not name --tokenizer"
+"$MW" sample --init "hf:$T/xv" --tokenizer bytes --prompt "Hello world" --tokens 2 >"$T/out" 2>&1 &&
+  pass "--tokenizer bytes samples it" || fail "sample --tokenizer bytes: $(tail -1 "$T/out")"
+
+echo "-- export writes the model's tokenizer beside config.json; --init hf: reads it back (issue 30, item 21)"
+VOCAB=$(realpath data/gpt2)
+[ -f "$VOCAB/encoder.json" ] || { echo "FAIL: $VOCAB/encoder.json missing (make gpt2-vocab)"; exit 1; }
+# GPT-2's: vocab.json + merges.txt, its encoder.json + vocab.bpe under Hugging Face's names
+"$MW" prepare --tokenizer gpt2 --vocab-dir "$VOCAB" --in "$T/c.txt" --out "$T/g" >"$T/out" 2>&1 || fail "prepare gpt2: $(cat "$T/out")"
+"$MW" train --data "$T/g" --layers 1 --heads 2 --dim 16 --vocab 50257 --ctx 32 --batch 1 --seq 16 --steps 1 --out "$T/ckg" >"$T/out" 2>&1 ||
+  fail "train gpt2: $(tail -2 "$T/out")"
+"$MW" export --ckpt "$T/ckg" --vocab-dir "$VOCAB" --out "$T/xg/" >"$T/out" 2>&1 && cmp -s "$T/xg/vocab.json" "$VOCAB/encoder.json" &&
+  cmp -s "$T/xg/merges.txt" "$VOCAB/vocab.bpe" && [ ! -e "$T/xg/tokenizer.json" ] &&
+  pass "GPT-2: vocab.json + merges.txt beside config.json ($(grep tokenizer: "$T/out" | cut -c1-60)...)" || fail "GPT-2 export: $(cat "$T/out")"
+"$MW" train --data "$T/g" --init "hf:$T/xg" --steps 1 --batch 1 --seq 16 >"$T/out" 2>&1 &&
+  grep -q "tokenizer: gpt2 (vocabulary hash fe1712a09e6b9e60), the tokenizer files in $T/xg" "$T/out" &&
+  pass "GPT-2: the export reads back as gpt2 from its own files" || fail "GPT-2 re-import: $(grep -i tokenizer "$T/out")"
+# a tokenizer.json (a small byte-level BPE): the checkpoint records it, export needs it named
+mkdir -p "$T/tiny"
+python3 - "$T/tiny/tokenizer.json" <<'PY' || fail "tiny tokenizer.json"
+import json, sys
+bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+cs, n = bs[:], 0
+for b in range(256):
+    if b not in bs: bs.append(b); cs.append(256 + n); n += 1
+vocab = {chr(c): b for b, c in zip(bs, cs)}
+merges = [("t", "h"), ("th", "e"), ("\u0120", "t"), ("i", "n")]
+for a, b in merges: vocab[a + b] = len(vocab)
+bl = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+json.dump({"version": "1.0", "added_tokens": [], "normalizer": None, "pre_tokenizer": bl, "post_processor": None,
+           "decoder": bl, "model": {"type": "BPE", "dropout": None, "unk_token": None, "fuse_unk": False,
+           "byte_fallback": False, "vocab": vocab, "merges": [a + " " + b for a, b in merges]}}, open(sys.argv[1], "w"))
+PY
+"$MW" prepare --tokenizer "$T/tiny" --in "$T/c.txt" --out "$T/b" >"$T/out" 2>&1 || fail "prepare tiny: $(cat "$T/out")"
+"$MW" train --data "$T/b" --preset llama-tiny --layers 1 --dim 32 --heads 2 --kv-heads 1 --ffn 64 --vocab 300 --ctx 32 --batch 1 \
+  --seq 16 --steps 1 --out "$T/ckb" >"$T/out" 2>&1 || fail "train tiny: $(tail -2 "$T/out")"
+id=$(grep -o "tokenizer: bpe (vocabulary hash [0-9a-f]*)" "$T/out" | sed 's/tokenizer: //')
+expect_error 1 "export of a tokenizer.json model without --tokenizer" -- "$MW" export --ckpt "$T/ckb" --out "$T/xb/"
+grep -q -- "--tokenizer PATH" "$T/err" && [ ! -e "$T/xb" ] || fail "the refusal does not name --tokenizer PATH, or wrote $T/xb"
+expect_error 1 "export with GPT-2's files for a tokenizer.json model" -- "$MW" export --ckpt "$T/ckb" --tokenizer "$VOCAB" --out "$T/xb/"
+grep -q "is gpt2 .*but the model reads tokenizer bpe" "$T/err" && [ ! -e "$T/xb" ] || fail "the refusal does not name both, or wrote $T/xb"
+"$MW" export --ckpt "$T/ckb" --tokenizer "$T/tiny/tokenizer.json" --out "$T/xb/" >"$T/out" 2>&1 &&
+  cmp -s "$T/xb/tokenizer.json" "$T/tiny/tokenizer.json" && pass "tokenizer.json beside config.json" || fail "export tiny: $(cat "$T/out")"
+"$MW" train --data "$T/b" --init "hf:$T/xb" --steps 1 --batch 1 --seq 16 >"$T/out" 2>&1 &&
+  grep -q "tokenizer: $id, the tokenizer files in $T/xb" "$T/out" &&
+  pass "the export reads back as $id, and its data is accepted" || fail "tiny re-import: $(grep -i tokenizer "$T/out")"
+"$MW" sample --init "hf:$T/xb" --prompt "the " --tokens 3 --temperature 0 >"$T/s1" 2>&1 &&
+  "$MW" sample --ckpt "$T/ckb" --tokenizer "$T/tiny" --prompt "the " --tokens 3 --temperature 0 >"$T/s2" 2>&1 &&
+  cmp -s <(grep -av "^  init: " "$T/s1") "$T/s2" && pass "sample of the export (its own tokenizer) == of the checkpoint" ||
+  fail "sample: $(cat "$T/s1") vs $(cat "$T/s2")"
+# a tokenizer file the export would not write is refused: --init hf: would read it instead
+cp "$VOCAB/encoder.json" "$T/xb/"
+expect_error 1 "a stale encoder.json in the output directory" -- "$MW" export --ckpt "$T/ckb" --tokenizer "$T/tiny" --out "$T/xb/"
+cmp -s "$T/xb/tokenizer.json" "$T/tiny/tokenizer.json" || fail "the refused export changed $T/xb"
+rm "$T/xb/encoder.json"
+expect_error 1 "a bytes model into a directory holding tokenizer.json" -- "$MW" export --ckpt "$T/ck" --out "$T/xb/"
+"$MW" export --ckpt "$T/ckb" --tokenizer none --out "$T/xn/" >"$T/out" 2>&1 && [ ! -e "$T/xn/tokenizer.json" ] &&
+  pass "--tokenizer none: the weights alone" || fail "--tokenizer none: $(cat "$T/out")"
+
 [ $fails -eq 0 ] && echo "cli_hf: all passed" || { echo "cli_hf: $fails failure(s)"; exit 1; }

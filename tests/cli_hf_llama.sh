@@ -89,4 +89,25 @@ expect_error 1 "--arch gpt2 against Llama weights" -- "$MW" train --data "$T/d" 
   l1=$(grep -o 'loss [0-9.]*' "$T/e1" | head -1) && [ -n "$l1" ] && [ "$l1" = "$(grep -o 'loss [0-9.]*' "$T/e2" | head -1)" ] &&
   pass "tied: eval of the export == eval of the checkpoint ($l1)" || fail "tied eval: $(tail -1 "$T/e1") vs $(tail -1 "$T/e2")"
 
+echo "-- a Mistral sliding_window: a context up to it is exact, one beyond it is refused (issue 30, item 6)"
+sed 's/"model_type": "llama"/"model_type": "mistral", "sliding_window": 32/' "$FIX/config.json" >"$T/h/config.json"
+expect_error 1 "--ctx 64 beyond sliding_window 32 (= max_position_embeddings)" -- "$MW" estimate --init "hf:$T/h" --ctx 64 --seq 16
+grep -q "sliding_window 32" "$T/err" || fail "the refusal does not name sliding_window"
+sed 's/"model_type": "llama"/"model_type": "mistral", "sliding_window": 16/' "$FIX/config.json" >"$T/h/config.json"
+expect_error 1 "--ctx 32 beyond sliding_window 16" -- "$MW" train --data "$T/d" --init "hf:$T/h" --ctx 32 --seq 16 --steps 1
+grep -q "sliding_window 16.*pass --ctx 16 or less" "$T/err" || fail "the refusal does not name sliding_window and --ctx"
+"$MW" estimate --init "hf:$T/h" --ctx 16 --seq 16 >"$T/out" 2>&1 && grep -q "ctx 16 (--ctx)" "$T/out" &&
+  pass "--ctx 16 within the window of 16 is accepted" || fail "--ctx 16 in the window: $(tail -2 "$T/out")"
+"$MW" estimate --init "hf:$T/h" --seq 16 >"$T/out" 2>&1 &&
+  grep -q "ctx 16 (config.json's sliding_window, below max_position_embeddings)" "$T/out" &&
+  pass "without --ctx, the window: $(grep -o 'ctx 16 (.*' "$T/out")" || fail "default ctx in the window: $(tail -2 "$T/out")"
+
+echo "-- sample: a Llama's tokenizer is never guessed from its size (issue 30, item 5)"
+# a Llama of exactly GPT-2's 50257 tokens without tokenizer files is not GPT-2: refused, naming --tokenizer
+"$MW" train --data "$T/d" --preset llama-tiny --layers 1 --dim 32 --heads 2 --kv-heads 1 --ffn 64 --vocab 50257 --ctx 32 \
+  --batch 1 --seq 16 --steps 1 --out "$T/ckv" >"$T/out" 2>&1 || fail "train vocab 50257: $(tail -2 "$T/out")"
+"$MW" export --ckpt "$T/ckv" --out "$T/xv/" >"$T/out" 2>&1 || fail "export vocab 50257: $(cat "$T/out")"
+expect_error 1 "sample of a 50257-token Llama without tokenizer files" -- "$MW" sample --init "hf:$T/xv" --prompt "Hello world" --tokens 2
+grep -q -- "--tokenizer PATH" "$T/err" || fail "the refusal does not name --tokenizer"
+
 [ $fails -eq 0 ] && echo "cli_hf_llama: all passed" || { echo "cli_hf_llama: $fails failure(s)"; exit 1; }

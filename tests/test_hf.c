@@ -109,6 +109,21 @@ static void test_config(const char *dir) {
         {"n_embd differs", "{\"n_head\": 4, \"n_embd\": 768}", "n_embd is 768"},
         {"vocab_size differs", "{\"n_head\": 4, \"vocab_size\": 50257}", "vocab_size is 50257"},
         {"n_positions differs", "{\"n_head\": 4, \"n_positions\": 1024}", "n_positions is 1024"},
+        /* GPT2Config options that change the math: memwall's GPT-2 computes the defaults only */
+        {"relu", "{\"n_head\": 4, \"activation_function\": \"relu\"}",
+         "activation_function is \"relu\": memwall's GPT-2 MLP is the tanh GELU"},
+        {"exact gelu", "{\"n_head\": 4, \"activation_function\": \"gelu\"}", "activation_function is \"gelu\""},
+        {"layer_norm_epsilon", "{\"n_head\": 4, \"layer_norm_epsilon\": 0.5}",
+         "layer_norm_epsilon is 0.5: memwall's GPT-2 LayerNorm epsilon is 1e-05"},
+        {"layer_norm_epsilon 1e-6", "{\"n_head\": 4, \"layer_norm_epsilon\": 1e-6}", "layer_norm_epsilon is 9.99999"},
+        {"scale_attn_weights", "{\"n_head\": 4, \"scale_attn_weights\": false}",
+         "scale_attn_weights is false: memwall's GPT-2 scales attention scores by 1/sqrt(head size)"},
+        {"scale_attn_by_inverse_layer_idx", "{\"n_head\": 4, \"scale_attn_by_inverse_layer_idx\": true}",
+         "scale_attn_by_inverse_layer_idx is true"},
+        {"add_cross_attention", "{\"n_head\": 4, \"add_cross_attention\": true}", "add_cross_attention is true"},
+        {"untied", "{\"n_head\": 4, \"tie_word_embeddings\": false}", "tie_word_embeddings is false"},
+        {"n_inner", "{\"n_head\": 4, \"n_inner\": 100}", "n_inner is 100: memwall's GPT-2 MLP width is 4 x n_embd = 192"},
+        {"a flag not a boolean", "{\"n_head\": 4, \"scale_attn_weights\": 1}", "scale_attn_weights is 1"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         write_text(cj, bad[i].text);
@@ -116,6 +131,12 @@ static void test_config(const char *dir) {
         CHECK(s == MW_ERR_FORMAT && strstr(mw_last_error(), bad[i].msg), "config.json %s: %s (%s)", bad[i].what,
               mw_status_str(s), mw_last_error());
     }
+    /* the defaults written out, and what does not change the function, are accepted */
+    write_text(cj, "{\"n_head\": 4, \"n_embd\": 48, \"n_inner\": 192, \"activation_function\": \"gelu_pytorch_tanh\", "
+                   "\"layer_norm_epsilon\": 1e-05, \"scale_attn_weights\": true, \"scale_attn_by_inverse_layer_idx\": "
+                   "false, \"add_cross_attention\": false, \"tie_word_embeddings\": true, \"reorder_and_upcast_attn\": "
+                   "true, \"attn_pdrop\": 0.3, \"n_ctx\": 7}");
+    CHECK(mw_hf_inspect(d, &sh) == MW_OK && sh.n_head == 4, "GPT2Config's defaults written out: %s", mw_last_error());
     /* a config.json without n_head: known to be there, the head count still unknown */
     write_text(cj, "{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_head\": null}");
     CHECK_OK(mw_hf_inspect(d, &sh));

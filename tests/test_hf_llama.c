@@ -335,8 +335,11 @@ static void test_config(const char *dir) {
         {"\"model_type\": \"llama\"", "\"model_type\": \"gemma\"", "model_type is \"gemma\", not \"gpt2\", \"llama\" or \"mistral\""},
         {"\"model_type\": \"llama\"", "\"model_type\": \"gpt2\"", "model_type is \"gpt2\", but the weights in"},
         {"\"model_type\": \"llama\",", "", "model_type is absent, but the weights in"},
-        {"\"model_type\": \"llama\"", "\"model_type\": \"mistral\", \"sliding_window\": 16",
-         "sliding_window 16 is below max_position_embeddings 32: sliding-window attention is not supported"},
+        {"\"rope_scaling\": null", "\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4.0}",
+         "rope_parameters is not null (\"yarn\"): memwall's RoPE has no scaling"},
+        {"\"rope_theta\": 50000.0", "\"rope_theta\": 50000.0, \"rope_parameters\": {\"rope_type\": \"default\", "
+         "\"rope_theta\": 10000.0}", "rope_parameters.rope_theta is 10000, but rope_theta is 50000"},
+        {"\"hidden_act\": \"silu\"", "\"hidden_act\": \"relu\"", "hidden_act is \"relu\": memwall's Llama MLP is SwiGLU"},
     };
     size_t nbad = sizeof bad / sizeof bad[0];
     mw_hf_shape sh;
@@ -348,14 +351,23 @@ static void test_config(const char *dir) {
         CHECK(s == MW_ERR_FORMAT && strstr(mw_last_error(), bad[i].msg) && !strchr(mw_last_error(), '\n'),
               "config.json with %s: %s (%s)", bad[i].to, mw_status_str(s), mw_last_error());
     }
-    /* MistralConfig's default window of 4096 */
+    /* MistralConfig's default window of 4096, returned for the caller to hold the context to */
     char *t = replace(config_with("\"model_type\": \"llama\"", "\"model_type\": \"mistral\""),
                       "\"max_position_embeddings\": 32,", "\"max_position_embeddings\": 32768,");
     write_text(p, t);
     free(t);
-    CHECK(mw_hf_inspect(d, &sh) == MW_ERR_FORMAT &&
-              strstr(mw_last_error(), "sliding_window 4096 is below max_position_embeddings 32768"),
-          "mistral's default window: %s", mw_last_error());
+    CHECK(mw_hf_inspect(d, &sh) == MW_OK && sh.sliding_window == 4096 && sh.ctx == 32768,
+          "mistral's default window: %d (%s)", sh.sliding_window, mw_last_error());
+    /* rope_scaling and rope_parameters of rope_type "default" are the plain RoPE (theta from the
+     * latter); hidden_act "swish" is SiLU */
+    t = replace(config_with("\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"default\"}, "
+                                                      "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 50000.0}"),
+                "\"hidden_act\": \"silu\"", "\"hidden_act\": \"swish\"");
+    t = replace(t, "\"rope_theta\": 50000.0,", "");
+    write_text(p, t);
+    free(t);
+    CHECK(mw_hf_inspect(d, &sh) == MW_OK && sh.rope_theta == 50000.0,
+          "rope_type default, rope_parameters' theta, swish: %g (%s)", sh.rope_theta, mw_last_error());
     /* Mistral without a sliding window is Llama's math */
     t = config_with("\"model_type\": \"llama\"", "\"model_type\": \"mistral\", \"sliding_window\": null");
     write_text(p, t);
@@ -463,6 +475,33 @@ static mw_status logits_of(const char *path, mw_config c, const int32_t *tok, fl
     if (s == MW_OK) memcpy(out, mw_model_logits(m), n * 4);
     mw_model_destroy(m);
     return s;
+}
+
+/* a Mistral window: attention within it is exact, so a model whose context is at most the window
+ * loads, and one beyond it is refused naming sliding_window */
+static void test_window(const char *dir) {
+    char d[600];
+    snprintf(d, sizeof d, "%s/window", dir);
+    char *t = config_with("\"model_type\": \"llama\"", "\"model_type\": \"mistral\", \"sliding_window\": 16");
+    fixture_copy(d, t);
+    free(t);
+    mw_hf_shape sh;
+    CHECK(mw_hf_inspect(d, &sh) == MW_OK && sh.sliding_window == 16 && sh.ctx == 32, "window 16: %d (%s)",
+          sh.sliding_window, mw_last_error());
+    for (int ctx = 32; ctx >= 16; ctx -= 16) {
+        mw_config c = fixture_config(1);
+        c.ctx = ctx;
+        mw_model *m;
+        CHECK_OK(mw_model_create(&m, &c));
+        mw_status s = mw_hf_load(d, m);
+        if (ctx > 16)
+            CHECK(s == MW_ERR_FORMAT && strstr(mw_last_error(), "sliding_window is 16, the model's context 32"),
+                  "a context beyond the window: %s", mw_last_error());
+        else
+            CHECK(s == MW_OK, "a context within the window: %s", mw_last_error());
+        mw_model_destroy(m);
+    }
+    printf("window: a Mistral sliding_window of 16 loads at context 16, is refused at 32\n");
 }
 
 /* the Llama model: the sharded fixture gives PyTorch's logits; export (from the model and from a
@@ -678,6 +717,7 @@ int main(void) {
     test_index_parse();
     test_shards(dir);
     test_config(dir);
+    test_window(dir);
     test_model(dir);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -73,14 +73,17 @@ void progress_update(progress_line *p, long done, long total);
 /* An mw_progress_fn: user is a progress_line. */
 void progress_fn(void *user, int done, int total);
 /* Tokenizer identities (tokid.c). hf_tokenizer: the tokenizer of the Hugging Face model at PATH
- * with vocabulary vocab into *id: from tokenizer files beside the weights (returned, the caller
- * frees it), else GPT-2's when vocab is 50257, else unknown (name ""); src (may be NULL) says
- * which. warn_unrecorded: a warning on stderr when d (may be NULL) is a version-1 token file.
+ * of family arch and vocabulary vocab into *id: from tokenizer files beside the weights (returned,
+ * the caller frees it), else GPT-2's for a GPT-2 model of exactly 50257 tokens (GPT-2 itself),
+ * else unknown (name ""); src (may be NULL) says which. warn_unrecorded: a warning on stderr when d (may be NULL) is a version-1 token file.
  * check_data_tokenizer: exits 1 naming both when d's tokenizer and the model's (who) differ.
  * train_tokenizer: train's check of the data against the resumed checkpoint (ckpt, info) or the
  * --init weights; sets o->cfg.tokenizer, which checkpoints record. */
 typedef struct mw_tokenizer mw_tokenizer;
-mw_tokenizer *hf_tokenizer(const char *path, int vocab, mw_tokenizer_id *id, char *src, size_t n);
+/* The GPT-2 vocabulary directory (text.c): --vocab-dir, $MEMWALL_VOCAB_DIR, ./data/gpt2, or
+ * data/gpt2 beside the memwall binary's build/ directory (in buf, n bytes, when that one). */
+const char *vocab_dir(const opts *o, char *buf, size_t n);
+mw_tokenizer *hf_tokenizer(const char *path, int arch, int vocab, mw_tokenizer_id *id, char *src, size_t n);
 void warn_unrecorded(const mw_data *d);
 void check_data_tokenizer(const mw_data *d, const mw_tokenizer_id *model, const char *who);
 void train_tokenizer(opts *o, const mw_data *train, const mw_data *val, const char *ckpt, const mw_ckpt_info *info);

@@ -108,6 +108,8 @@ static const opt_def OPTS[] = {
     {"ckpt", K_STR, O_(ckpt), CMD_EXPORT | LOADS, "checkpoint file, or a directory (its newest valid checkpoint)"},
     {"format", K_STR, O_(format), CMD_EXPORT, "output format: safetensors (Hugging Face GPT-2)"},
     {"out", K_STR, O_(out), CMD_EXPORT, "output file, or a directory (gets model.safetensors); config.json goes beside it, missing directories are created"},
+    {"tokenizer", K_STR, O_(tokenizer), CMD_EXPORT, "the tokenizer written beside config.json (docs/hf.md): auto (the checkpoint's: GPT-2's vocab.json + merges.txt from --vocab-dir, Llama 2/3's tokenizer.json from data/llama2, data/llama3, none for bytes), PATH (a tokenizer.json or its directory; it must be the checkpoint's), or none"},
+    {"vocab-dir", K_STR, O_(vocab_dir), CMD_EXPORT, "GPT-2 vocabulary for --tokenizer auto (encoder.json + vocab.bpe, or tokenizer.json); default data/gpt2"},
     {"val-fraction", K_DBL, O_(val_fraction), CMD_PREPARE, "fraction of the tokens kept for validation: the end of the stream (of each --append part)"},
     {"kernel", K_STR, O_(kernel), EVERY, "compute kernel: auto (the best this CPU runs), portable, avx2, avx512, avx512bf16; all give the same bits; MEMWALL_KERNEL=NAME sets the default"},
 };
@@ -131,7 +133,7 @@ static void set_defaults(opts *o, int mask) {
     o->temperature = 1.0;
     o->top_p = 1.0;
     o->kernel = "auto";
-    if (mask & LOADS) o->tokenizer = "auto";
+    if (mask & (LOADS | CMD_EXPORT)) o->tokenizer = "auto";
     if (mask & CMD_EVAL) o->cfg.eval_batches = 0, o->cfg.batch = 0, o->cfg.seq = 0;
 }
 
@@ -487,13 +489,23 @@ void apply_init_shape(opts *o) {
             if (opt_given(o, f[k].flag) && f[k].mine != f[k].file)
                 die(1, "--%s %.17g disagrees with --init %s, whose config.json gives %.17g (drop --%s)", f[k].flag,
                     f[k].mine, o->init, f[k].file, f[k].flag);
+        /* Mistral: attention over at most sliding_window positions is full attention, so the
+         * model runs exactly at a context up to the window: that context by default, and a
+         * --ctx beyond it is refused */
+        const int windowed = sh.sliding_window && !ctx_given && o->cfg.ctx > sh.sliding_window;
+        if (windowed) o->cfg.ctx = sh.sliding_window;
+        if (sh.sliding_window && o->cfg.ctx > sh.sliding_window)
+            die(1, "--init %s: --ctx %d is beyond config.json's sliding_window %d: sliding-window attention is not "
+                   "supported; pass --ctx %d or less (attention within the window is exact)",
+                o->init, o->cfg.ctx, sh.sliding_window, sh.sliding_window);
         o->cfg.n_kv_head = sh.n_kv_head, o->cfg.ffn = sh.ffn, o->cfg.tied = sh.tied;
         o->cfg.rope_theta = sh.rope_theta, o->cfg.norm_eps = sh.norm_eps;
         fprintf(o->json ? stderr : stdout,
                 "  init: %s: llama L=%d C=%d F=%d V=%d (safetensors shapes; config.json agrees), heads %d, kv heads "
                 "%d, rope_theta %g, rms_norm_eps %g, %s head (config.json), ctx %d (%s)\n",
                 path, sh.n_layer, sh.n_embd, sh.ffn, sh.vocab, sh.n_head, sh.n_kv_head, sh.rope_theta, sh.norm_eps,
-                sh.tied ? "tied" : "untied", o->cfg.ctx, ctx_given ? "--ctx" : "config.json");
+                sh.tied ? "tied" : "untied", o->cfg.ctx,
+                ctx_given ? "--ctx" : windowed ? "config.json's sliding_window, below max_position_embeddings" : "config.json");
         return;
     }
     fprintf(o->json ? stderr : stdout, /* stdout holds only the JSON line then */

@@ -25,9 +25,7 @@
 
 /* ---- tokenizers ------------------------------------------------------------------------------ */
 
-/* The GPT-2 vocabulary directory: --vocab-dir, $MEMWALL_VOCAB_DIR, ./data/gpt2, or data/gpt2
- * beside the memwall binary's build/ directory. */
-static const char *vocab_dir(const opts *o, char *buf, size_t n) {
+const char *vocab_dir(const opts *o, char *buf, size_t n) {
     if (o->vocab_dir) return o->vocab_dir;
     const char *env = getenv("MEMWALL_VOCAB_DIR");
     if (env && *env) return env;
@@ -55,11 +53,14 @@ typedef struct model_tok {
     mw_tokenizer_id id;
     char who[4200];
     mw_tokenizer *beside;
+    int arch; /* the model's family */
 } model_tok;
 
 /* Opens the tokenizer --tokenizer names; "auto" takes the model's (mt, may be NULL: the one beside
- * hf: weights, or its recorded identity), else picks by the model's vocabulary. A tokenizer other
- * than the model's known one is refused, naming both. */
+ * hf: weights, or its recorded identity); for a model that does not know its tokenizer, bytes
+ * when its vocabulary is 256, GPT-2's for a GPT-2 model of exactly 50257 tokens, and otherwise a
+ * refusal naming --tokenizer (never a guess by size). A tokenizer other than the model's known
+ * one is refused, naming both. */
 static mw_tokenizer *open_tokenizer(const opts *o, int model_vocab, model_tok *mt) {
     const char *name = o->tokenizer;
     int is_auto = strcmp(name, "auto") == 0;
@@ -75,8 +76,13 @@ static mw_tokenizer *open_tokenizer(const opts *o, int model_vocab, model_tok *m
         name = mt->id.name;
     } else if (is_auto) {
         if (model_vocab == 256) name = "bytes";
-        else if (model_vocab >= 50257) name = "gpt2";
-        else die(1, "the model's vocabulary is %d: pass --tokenizer gpt2 or bytes", model_vocab);
+        else if (model_vocab == 50257 && mt && mt->arch == MW_ARCH_GPT2) name = "gpt2";
+        else
+            die(1, "the tokenizer of the model%s%s%s is unknown (no tokenizer files beside it, none recorded) and a "
+                   "%s vocabulary of %d does not say which: pass --tokenizer PATH of its tokenizer.json (or "
+                   "--tokenizer gpt2 or bytes)",
+                mt ? " (" : "", mt ? mt->who : "", mt ? ")" : "", mt && mt->arch == MW_ARCH_LLAMA ? "Llama" : "GPT-2",
+                model_vocab);
     }
     char label[4400]; /* the tokenizer for messages: bytes, or gpt2 and where it came from */
     snprintf(label, sizeof label, "%s", name);
@@ -902,10 +908,12 @@ static mw_model *load_model(opts *o, int mode, int batch, int seq, int *trained_
         if (!seq) seq = info.cfg.seq;
         if (trained_seq) *trained_seq = info.cfg.seq;
         mt->id = info.cfg.tokenizer;
+        mt->arch = info.cfg.arch;
         snprintf(mt->who, sizeof mt->who, "%s", path);
     } else {
         apply_init_shape(o);
-        mt->beside = hf_tokenizer(o->init + 3, o->cfg.vocab, &mt->id, NULL, 0);
+        mt->beside = hf_tokenizer(o->init + 3, o->cfg.arch, o->cfg.vocab, &mt->id, NULL, 0);
+        mt->arch = o->cfg.arch;
         snprintf(mt->who, sizeof mt->who, "%s", o->init);
         if (trained_seq) *trained_seq = o->cfg.ctx;
         if (!batch) batch = 1;

@@ -17,7 +17,7 @@ static int is_file(const char *dir, const char *name) {
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-mw_tokenizer *hf_tokenizer(const char *path, int vocab, mw_tokenizer_id *id, char *src, size_t n) {
+mw_tokenizer *hf_tokenizer(const char *path, int arch, int vocab, mw_tokenizer_id *id, char *src, size_t n) {
     char dir[4096];
     struct stat st;
     snprintf(dir, sizeof dir, "%s", path);
@@ -35,13 +35,15 @@ mw_tokenizer *hf_tokenizer(const char *path, int vocab, mw_tokenizer_id *id, cha
         if (src) snprintf(src, n, "the tokenizer files in %s", dir);
         return t;
     }
-    if (vocab == 50257) { /* GPT-2's vocabulary size: GPT-2's tokenizer */
+    if (arch == MW_ARCH_GPT2 && vocab == 50257) { /* GPT-2 itself: GPT-2's tokenizer */
         snprintf(id->name, sizeof id->name, "gpt2");
         id->hash = MW_TOKENIZER_GPT2_HASH;
-        if (src) snprintf(src, n, "GPT-2's, by the vocabulary size 50257 (no tokenizer files in %s)", dir);
+        if (src) snprintf(src, n, "GPT-2's, by the vocabulary size 50257 of a GPT-2 model (no tokenizer files in %s)", dir);
         return NULL;
     }
-    if (src) snprintf(src, n, "unknown: no tokenizer files in %s and a vocabulary of %d, not GPT-2's", dir, vocab);
+    if (src)
+        snprintf(src, n, "unknown: no tokenizer files in %s, and a %s model of vocabulary %d is not GPT-2 itself", dir,
+                 arch == MW_ARCH_LLAMA ? "Llama" : "GPT-2", vocab);
     return NULL;
 }
 
@@ -77,7 +79,7 @@ void train_tokenizer(opts *o, const mw_data *train, const mw_data *val, const ch
         model = info->cfg.tokenizer;
         snprintf(who, sizeof who, "checkpoint %s", ckpt);
     } else if (o->init) { /* Hugging Face weights read their own tokenizer's ids */
-        mw_tokenizer_free(hf_tokenizer(o->init + 3, o->cfg.vocab, &model, src, sizeof src));
+        mw_tokenizer_free(hf_tokenizer(o->init + 3, o->cfg.arch, o->cfg.vocab, &model, src, sizeof src));
         snprintf(who, sizeof who, "--init %s", o->init);
     }
     if (known && model.name[0]) check_data_tokenizer(known, &model, who);

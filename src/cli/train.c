@@ -744,9 +744,39 @@ int cmd_export(int argc, char **argv) {
     char path[4096];
     mw_ckpt_info info;
     resolve_ckpt(o.ckpt, path, sizeof path, &info);
-    if (mw_hf_export_ckpt(path, o.out) != MW_OK) die(1, "%s", mw_last_error());
+    /* the tokenizer beside config.json (docs/hf.md): the checkpoint's, so that --init hf: reads
+     * the export back with the same identity */
+    const mw_tokenizer_id *rec = &info.cfg.tokenizer;
+    const char *tok = NULL;
+    char buf[4200], id[128], note[4400];
+    mw_tokenizer_id_str(rec, id, sizeof id);
+    struct stat st;
+    if (strcmp(o.tokenizer, "none") == 0) {
+        snprintf(note, sizeof note, "none (--tokenizer none)");
+    } else if (strcmp(o.tokenizer, "bytes") == 0 || (strcmp(o.tokenizer, "auto") == 0 && strcmp(rec->name, "bytes") == 0)) {
+        if (rec->name[0] && strcmp(rec->name, "bytes") != 0)
+            die(1, "export: --tokenizer bytes, but the checkpoint %s records tokenizer %s", path, id);
+        snprintf(note, sizeof note, "bytes: no file (Hugging Face has none); a vocabulary of 256 reads back as bytes%s",
+                 info.cfg.vocab == 256 ? "" : ", this one of another size needs --tokenizer bytes");
+    } else if (strcmp(o.tokenizer, "auto") == 0 && !rec->name[0]) {
+        snprintf(note, sizeof note, "none: the checkpoint does not record one (--tokenizer PATH writes it)");
+    } else if (strcmp(o.tokenizer, "gpt2") == 0 || (strcmp(o.tokenizer, "auto") == 0 && strcmp(rec->name, "gpt2") == 0)) {
+        tok = vocab_dir(&o, buf, sizeof buf);
+    } else if (strcmp(o.tokenizer, "auto") == 0) {
+        snprintf(buf, sizeof buf, "data/%s", rec->name);
+        if ((strcmp(rec->name, "llama2") && strcmp(rec->name, "llama3")) || stat(buf, &st) != 0)
+            die(1, "export: the checkpoint %s reads tokenizer %s: pass --tokenizer PATH of its tokenizer.json (or "
+                   "--tokenizer none to export the weights alone)",
+                path, id);
+        tok = buf;
+    } else {
+        tok = o.tokenizer;
+    }
+    if (tok) snprintf(note, sizeof note, "%s from %s", rec->name[0] ? id : "the one", tok);
+    if (mw_hf_export_ckpt_tokenizer(path, o.out, tok) != MW_OK) die(1, "%s", mw_last_error());
     printf("export: %s -> %s (Hugging Face %s safetensors, F32, and config.json beside it)\n", path, o.out,
            info.cfg.arch == MW_ARCH_LLAMA ? "Llama (LlamaForCausalLM)" : "GPT-2");
+    printf("  tokenizer: %s\n", note);
     return 0;
 }
 

@@ -67,12 +67,74 @@ static mw_status get_bool(const mw_json *j, const char *what, const char *key, i
     return MW_OK;
 }
 
+/* key of object 0 when it is present and not null, else NULL */
+static const mw_json_node *given(const mw_json *j, const char *key) {
+    int v = mw_json_get(j, 0, key);
+    return v < 0 || j->nodes[v].type == MW_JSON_NULL ? NULL : &j->nodes[v];
+}
+
+/* the value of x for a message: "relu" (quoted, at most 40 bytes), 0.5, true, or its JSON type */
+static const char *value_str(const mw_json_node *x, char *b, size_t n) {
+    switch (x->type) {
+    case MW_JSON_STR: snprintf(b, n, "\"%.40s\"", x->str); break;
+    case MW_JSON_NUM: snprintf(b, n, "%.17g", x->num); break;
+    case MW_JSON_BOOL: snprintf(b, n, "%s", x->i ? "true" : "false"); break;
+    case MW_JSON_OBJ: snprintf(b, n, "an object"); break;
+    case MW_JSON_ARR: snprintf(b, n, "an array"); break;
+    default: snprintf(b, n, "null"); break;
+    }
+    return b;
+}
+
+/* key, when given, must be one of the strings ok[0..n) (what memwall computes: `does`) */
+static mw_status want_str(const mw_json *j, const char *what, const char *key, const char *const *ok, int n,
+                          const char *does) {
+    const mw_json_node *x = given(j, key);
+    for (int i = 0; x && x->type == MW_JSON_STR && i < n; i++)
+        if (strcmp(x->str, ok[i]) == 0) return MW_OK;
+    char b[64];
+    return x ? mw_fail(MW_ERR_FORMAT, "%s: %s is %s: %s", what, key, value_str(x, b, sizeof b), does) : MW_OK;
+}
+
+/* key, when given, must be the boolean ok */
+static mw_status want_bool(const mw_json *j, const char *what, const char *key, int ok, const char *does) {
+    const mw_json_node *x = given(j, key);
+    char b[64];
+    if (x && (x->type != MW_JSON_BOOL || (x->i != 0) != ok))
+        return mw_fail(MW_ERR_FORMAT, "%s: %s is %s: %s", what, key, value_str(x, b, sizeof b), does);
+    return MW_OK;
+}
+
+/* GPT2Config: the shape, and a refusal of every option whose math memwall's GPT-2 does not
+ * compute (its GPT-2 is GPT2LMHeadModel with the defaults: tanh GELU, LayerNorm epsilon 1e-5,
+ * attention scaled by 1/sqrt(head size) in every layer, MLP width 4 x n_embd, tied head).
+ * Dropout, initializer_range, summary_*, reorder_and_upcast_attn (the same math in float32) and
+ * the token ids do not change the model's function and are accepted as they are. */
 static mw_status parse_gpt2(const mw_json *j, const char *what, mw_hf_config *c) {
-    static const char *const keys[] = {"n_layer", "n_head", "n_embd", "vocab_size", "n_positions"};
-    int *dst[] = {&c->n_layer, &c->n_head, &c->n_embd, &c->vocab, &c->ctx};
-    for (int k = 0; k < 5; k++) MW_TRY(get_int(j, what, keys[k], dst[k]));
+    static const char *const keys[] = {"n_layer", "n_head", "n_embd", "vocab_size", "n_positions", "n_inner"};
+    int n_inner = 0;
+    int *dst[] = {&c->n_layer, &c->n_head, &c->n_embd, &c->vocab, &c->ctx, &n_inner};
+    for (int k = 0; k < 6; k++) MW_TRY(get_int(j, what, keys[k], dst[k]));
     c->arch = MW_ARCH_GPT2;
     c->tied = 1;
+    static const char *const gelu[] = {"gelu_new", "gelu_pytorch_tanh"};
+    MW_TRY(want_str(j, what, "activation_function", gelu, 2,
+                    "memwall's GPT-2 MLP is the tanh GELU (\"gelu_new\", \"gelu_pytorch_tanh\")"));
+    const mw_json_node *x = given(j, "layer_norm_epsilon");
+    char b[64];
+    if (x && (x->type != MW_JSON_NUM || x->num != 1e-5))
+        return mw_fail(MW_ERR_FORMAT, "%s: layer_norm_epsilon is %s: memwall's GPT-2 LayerNorm epsilon is 1e-05", what,
+                       value_str(x, b, sizeof b));
+    MW_TRY(want_bool(j, what, "scale_attn_weights", 1,
+                     "memwall's GPT-2 scales attention scores by 1/sqrt(head size) (scale_attn_weights true)"));
+    MW_TRY(want_bool(j, what, "scale_attn_by_inverse_layer_idx", 0,
+                     "memwall's GPT-2 does not scale attention by 1/(layer index + 1)"));
+    MW_TRY(want_bool(j, what, "add_cross_attention", 0, "memwall's GPT-2 has no cross-attention"));
+    MW_TRY(want_bool(j, what, "tie_word_embeddings", 1, "memwall's GPT-2 LM head is the token embedding (tied)"));
+    if (n_inner && c->n_embd && n_inner != 4 * c->n_embd)
+        return mw_fail(MW_ERR_FORMAT, "%s: n_inner is %d: memwall's GPT-2 MLP width is 4 x n_embd = %d", what, n_inner,
+                       4 * c->n_embd);
+    c->ffn = n_inner; /* for a check against the weights' width when n_embd is not given */
     return MW_OK;
 }
 
@@ -98,20 +160,30 @@ static mw_status parse_llama(const mw_json *j, const char *what, mw_hf_config *c
     if (attn_bias || mlp_bias)
         return mw_fail(MW_ERR_FORMAT, "%s: %s is true: memwall's Llama has no biases", what,
                        attn_bias ? "attention_bias" : "mlp_bias");
-    int v = mw_json_get(j, 0, "hidden_act");
-    if (v >= 0 && j->nodes[v].type != MW_JSON_NULL &&
-        (j->nodes[v].type != MW_JSON_STR || strcmp(j->nodes[v].str, "silu") != 0))
-        return mw_fail(MW_ERR_FORMAT, "%s: hidden_act is %s%.40s%s: memwall's Llama MLP is SwiGLU (\"silu\")", what,
-                       j->nodes[v].type == MW_JSON_STR ? "\"" : "",
-                       j->nodes[v].type == MW_JSON_STR ? j->nodes[v].str : "not a string",
-                       j->nodes[v].type == MW_JSON_STR ? "\"" : "");
-    v = mw_json_get(j, 0, "rope_scaling");
-    if (v >= 0 && j->nodes[v].type != MW_JSON_NULL) {
+    static const char *const silu[] = {"silu", "swish"}; /* transformers' ACT2FN: both are SiLU */
+    MW_TRY(want_str(j, what, "hidden_act", silu, 2, "memwall's Llama MLP is SwiGLU (\"silu\")"));
+    /* rope_scaling (transformers 4) and rope_parameters (transformers 5, which also holds
+     * rope_theta): null, or rope_type "default", the plain RoPE */
+    static const char *const ropes[] = {"rope_scaling", "rope_parameters"};
+    for (int k = 0; k < 2; k++) {
+        int v = mw_json_get(j, 0, ropes[k]);
+        if (v < 0 || j->nodes[v].type == MW_JSON_NULL) continue;
         int t = j->nodes[v].type == MW_JSON_OBJ ? mw_json_get(j, v, "rope_type") : -1;
         if (t < 0 && j->nodes[v].type == MW_JSON_OBJ) t = mw_json_get(j, v, "type");
         int named = t >= 0 && j->nodes[t].type == MW_JSON_STR;
-        return mw_fail(MW_ERR_FORMAT, "%s: rope_scaling is not null%s%.40s%s: memwall's RoPE has no scaling", what,
-                       named ? " (\"" : "", named ? j->nodes[t].str : "", named ? "\")" : "");
+        if (!named || strcmp(j->nodes[t].str, "default") != 0)
+            return mw_fail(MW_ERR_FORMAT, "%s: %s is not null%s%.40s%s: memwall's RoPE has no scaling", what,
+                           ropes[k], named ? " (\"" : "", named ? j->nodes[t].str : "", named ? "\")" : "");
+        int th = mw_json_get(j, v, "rope_theta");
+        if (th >= 0 && j->nodes[th].type != MW_JSON_NULL) {
+            const mw_json_node *x = &j->nodes[th], *top = given(j, "rope_theta");
+            if (x->type != MW_JSON_NUM || !(x->num > 0) || !isfinite(x->num))
+                return mw_fail(MW_ERR_FORMAT, "%s: %s.rope_theta is not a positive number", what, ropes[k]);
+            if (top && top->type == MW_JSON_NUM && top->num != x->num)
+                return mw_fail(MW_ERR_FORMAT, "%s: %s.rope_theta is %.17g, but rope_theta is %.17g", what, ropes[k],
+                               x->num, top->num);
+            c->rope_theta = x->num;
+        }
     }
     if (c->head_dim && c->n_head && c->n_embd && c->head_dim * c->n_head != c->n_embd)
         return mw_fail(MW_ERR_FORMAT, "%s: head_dim is %d, not hidden_size / num_attention_heads = %d / %d", what,
@@ -119,21 +191,21 @@ static mw_status parse_llama(const mw_json *j, const char *what, mw_hf_config *c
     if (c->n_head && c->n_kv_head && c->n_head % c->n_kv_head)
         return mw_fail(MW_ERR_FORMAT, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", what,
                        c->n_head, c->n_kv_head);
-    if (mistral) { /* MistralConfig's sliding_window defaults to 4096; null means none */
-        int sw = 4096;
-        v = mw_json_get(j, 0, "sliding_window");
+    if (mistral) { /* MistralConfig's sliding_window defaults to 4096; null means none. Attention
+                    * over at most sliding_window positions is full attention: the model runs
+                    * exactly at a context up to it (the caller refuses more) */
+        int sw = 4096, v = mw_json_get(j, 0, "sliding_window");
         if (v >= 0 && j->nodes[v].type == MW_JSON_NULL) sw = 0;
         else MW_TRY(get_int(j, what, "sliding_window", &sw));
-        if (sw && sw < c->ctx)
-            return mw_fail(MW_ERR_FORMAT,
-                           "%s: sliding_window %d is below max_position_embeddings %d: sliding-window attention "
-                           "is not supported",
-                           what, sw, c->ctx);
+        c->sliding_window = sw;
     }
     return MW_OK;
 }
 
-mw_status mw_hf_config_parse(const char *text, size_t len, const char *what, mw_hf_config *c) {
+/* mw_hf_config_parse; want_arch >= 0: the weights (named `weights`) are of that family, and a
+ * model_type of the other is refused as such before its options are audited */
+static mw_status config_parse(const char *text, size_t len, const char *what, mw_hf_config *c, int want_arch,
+                              const char *weights) {
     memset(c, 0, sizeof *c);
     mw_json j;
     MW_TRY(mw_json_parse(&j, text, len, what, MW_JSON_MAX_CONFIG));
@@ -144,6 +216,9 @@ mw_status mw_hf_config_parse(const char *text, size_t len, const char *what, mw_
         s = mw_fail(MW_ERR_FORMAT, "%s: not a JSON object", what);
     } else if (t && t->type != MW_JSON_STR) {
         s = mw_fail(MW_ERR_FORMAT, "%s: model_type is not a string", what);
+    } else if (want_arch >= 0 && (want_arch == MW_ARCH_GPT2) != (!t || strcmp(t->str, "gpt2") == 0)) {
+        s = mw_fail(MW_ERR_FORMAT, "%s: model_type is %s%.40s%s, but the weights in %s are %s", what, t ? "\"" : "",
+                    t ? t->str : "absent", t ? "\"" : "", weights, want_arch == MW_ARCH_GPT2 ? "GPT-2's" : "Llama's");
     } else if (!t || strcmp(t->str, "gpt2") == 0) {
         s = parse_gpt2(&j, what, c);
     } else if (strcmp(t->str, "llama") == 0 || strcmp(t->str, "mistral") == 0) {
@@ -160,6 +235,10 @@ mw_status mw_hf_config_parse(const char *text, size_t len, const char *what, mw_
     if (s == MW_OK && t) snprintf(c->model_type, sizeof c->model_type, "%s", t->str);
     mw_json_free(&j);
     return s;
+}
+
+mw_status mw_hf_config_parse(const char *text, size_t len, const char *what, mw_hf_config *c) {
+    return config_parse(text, len, what, c, -1, NULL);
 }
 
 /* path read whole, at most MW_HF_MAX_CONFIG_FILE bytes, into *buf (NUL-terminated; the caller
@@ -200,14 +279,15 @@ static mw_status read_small(const char *p, char **buf, size_t *len, int *found) 
     return MW_OK;
 }
 
-/* dir/config.json into *c; *found = 0 (and MW_OK) when there is none. */
-static mw_status read_config(const char *dir, mw_hf_config *c, int *found) {
+/* dir/config.json into *c, for the weights `weights` of family arch; *found = 0 (and MW_OK) when
+ * there is none. */
+static mw_status read_config(const char *dir, mw_hf_config *c, int *found, int arch, const char *weights) {
     char p[1200], *buf;
     size_t n;
     snprintf(p, sizeof p, "%s/config.json", dir);
     memset(c, 0, sizeof *c);
     MW_TRY(read_small(p, &buf, &n, found));
-    mw_status s = *found ? mw_hf_config_parse(buf, n, p, c) : MW_OK;
+    mw_status s = *found ? config_parse(buf, n, p, c, arch, weights) : MW_OK;
     free(buf);
     if (s != MW_OK) *found = 0;
     return s;
@@ -442,10 +522,7 @@ static mw_status inspect_gpt2(const mw_hf_files *h, mw_hf_shape *shape) {
     }
     /* config.json beside the weights: the head count, and its shape must be the weights' */
     mw_hf_config c;
-    MW_TRY(read_config(h->dir, &c, &shape->config));
-    if (shape->config && c.arch != MW_ARCH_GPT2)
-        return mw_fail(MW_ERR_FORMAT, "%s/config.json: model_type is \"%s\", but the weights in %s are GPT-2's",
-                       h->dir, c.model_type, h->what);
+    MW_TRY(read_config(h->dir, &c, &shape->config, MW_ARCH_GPT2, h->what));
     static const char *const keys[] = {"n_layer", "n_embd", "vocab_size", "n_positions"};
     const int cv[] = {c.n_layer, c.n_embd, c.vocab, c.ctx},
               wv[] = {shape->n_layer, shape->n_embd, shape->vocab, shape->ctx};
@@ -453,6 +530,9 @@ static mw_status inspect_gpt2(const mw_hf_files *h, mw_hf_shape *shape) {
         if (cv[k] && cv[k] != wv[k])
             return mw_fail(MW_ERR_FORMAT, "%s/config.json: %s is %d, but the weights in %s have %d", h->dir, keys[k],
                            cv[k], h->what, wv[k]);
+    if (c.ffn && c.ffn != 4 * shape->n_embd)
+        return mw_fail(MW_ERR_FORMAT, "%s/config.json: n_inner is %d: memwall's GPT-2 MLP width is 4 x n_embd = %d", h->dir,
+                       c.ffn, 4 * shape->n_embd);
     shape->n_head = c.n_head;
     return MW_OK;
 }
@@ -499,15 +579,11 @@ static mw_status inspect_llama(const mw_hf_files *h, mw_hf_shape *shape) {
     const mw_st_tensor *emb = mw_hf_files_find(h, "model.embed_tokens.weight", &ef);
     char cj[1200], b1[64], b2[64];
     snprintf(cj, sizeof cj, "%s/config.json", h->dir);
-    MW_TRY(read_config(h->dir, &c, &shape->config));
+    MW_TRY(read_config(h->dir, &c, &shape->config, MW_ARCH_LLAMA, h->what));
     if (!shape->config)
         return mw_fail(MW_ERR_FORMAT, "%s: Llama weights need their config.json (heads, key/value heads, rope_theta): "
                                       "there is none in %s",
                        h->what, h->dir);
-    if (c.arch != MW_ARCH_LLAMA)
-        return mw_fail(MW_ERR_FORMAT, "%s: model_type is %s%s%s, but the weights in %s are Llama's", cj,
-                       c.model_type[0] ? "\"" : "", c.model_type[0] ? c.model_type : "absent",
-                       c.model_type[0] ? "\"" : "", h->what);
     if (!emb) return mw_fail(MW_ERR_FORMAT, "%s: tensor model.embed_tokens.weight is missing", h->what);
     if (emb->ndim != 2 || emb->shape[0] < 1 || emb->shape[1] < 1 || emb->shape[0] >= (1 << 30) ||
         emb->shape[1] >= (1 << 30))
@@ -548,7 +624,7 @@ static mw_status inspect_llama(const mw_hf_files *h, mw_hf_shape *shape) {
     shape->n_layer = (int)layers, shape->n_head = c.n_head, shape->n_embd = C, shape->vocab = V, shape->ctx = c.ctx;
     shape->n_kv_head = c.n_kv_head, shape->tied = c.tied;
     shape->ffn = c.ffn ? c.ffn : gate && gate->ndim == 2 && gate->shape[0] < (1 << 30) ? (int)gate->shape[0] : 0;
-    shape->rope_theta = c.rope_theta, shape->norm_eps = c.norm_eps;
+    shape->rope_theta = c.rope_theta, shape->norm_eps = c.norm_eps, shape->sliding_window = c.sliding_window;
     if (!shape->ffn) return mw_fail(MW_ERR_FORMAT, "%s: no intermediate_size, and no 2-D model.layers.0.mlp.gate_proj.weight", cj);
     /* every tensor the configuration implies, with its shape */
     char tn[128];
@@ -600,6 +676,10 @@ static mw_status check_llama(const mw_hf_files *h, const mw_config *mc) {
         if (f[k].file != f[k].model)
             return mw_fail(MW_ERR_FORMAT, "%s/config.json: %s is %.17g, the model's is %.17g", h->dir, f[k].key,
                            f[k].file, f[k].model);
+    if (sh.sliding_window && mc->ctx > sh.sliding_window)
+        return mw_fail(MW_ERR_FORMAT, "%s/config.json: sliding_window is %d, the model's context %d: sliding-window "
+                                      "attention is not supported (a context up to %d is exact)",
+                       h->dir, sh.sliding_window, mc->ctx, sh.sliding_window);
     return MW_OK;
 }
 
@@ -611,6 +691,11 @@ mw_status mw_hf_load(const char *path, mw_model *m) {
     mw_status s = llama ? check_llama(&h, mw_model_config(m))
                   : pre ? MW_OK
                         : mw_fail(MW_ERR_FORMAT, "%s: no wte.weight: not GPT-2 weights", h.what);
+    if (s == MW_OK && !llama) { /* a config.json beside GPT-2 weights must ask for memwall's GPT-2 */
+        mw_hf_config c;
+        int found;
+        s = read_config(h.dir, &c, &found, MW_ARCH_GPT2, h.what);
+    }
     for (int i = 0; s == MW_OK && i < mw_model_num_tensors(m); i++) {
         mw_param_info p;
         if ((s = mw_model_tensor(m, i, &p)) != MW_OK) break; /* the disk tier's read may fail */
@@ -809,11 +894,32 @@ static int config_text(const mw_config *c, char *b, size_t n) {
                     eot, eot, c->ctx, c->n_embd, c->n_head, c->n_layer, c->ctx, c->vocab);
 }
 
+/* src copied to the new file dst (mode 0644) through buf (XBUF floats), synced */
+static mw_status copy_synced(const char *src, const char *dst, float *buf) {
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0) return mw_fail(MW_ERR_IO, "cannot open %s: %s", src, strerror(errno));
+    exporter x = {open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), -1, dst, NULL};
+    mw_status s = x.fd < 0 ? mw_fail(MW_ERR_IO, "cannot create %s: %s", dst, strerror(errno)) : MW_OK;
+    while (s == MW_OK) {
+        ssize_t k = read(in, buf, XBUF * sizeof(float));
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) s = mw_fail(MW_ERR_IO, "cannot read %s: %s", src, strerror(errno));
+        if (k <= 0) break;
+        s = put(&x, buf, (size_t)k);
+    }
+    if (s == MW_OK && fsync(x.fd) != 0) s = mw_fail(MW_ERR_IO, "cannot sync %s: %s", dst, strerror(errno));
+    if (x.fd >= 0 && close(x.fd) != 0 && s == MW_OK) s = mw_fail(MW_ERR_IO, "cannot close %s: %s", dst, strerror(errno));
+    close(in);
+    return s;
+}
+
 /* out: FILE, or an existing directory (or one ending in '/'), which gets model.safetensors. The
- * weights and DIR/config.json are written to temporary files, synced, renamed into place, and the
- * directory synced; missing directories of DIR are created. */
+ * weights, DIR/config.json and the tokenizer files tf (may be NULL: none) are written to
+ * temporary files, synced, renamed into place, and the directory synced; missing directories of
+ * DIR are created. A tokenizer file in DIR that tf does not write is refused first: --init hf:
+ * would read it instead of the model's. */
 static mw_status export_tensors(src_tensor *t, int n, const char *out_arg, int src_fd, const char *src_path,
-                                const mw_config *cfg) {
+                                const mw_config *cfg, const mw_hf_tokfiles *tf) {
     char out[1200], dir[1100];
     size_t al = strlen(out_arg);
     struct stat ost;
@@ -824,6 +930,18 @@ static mw_status export_tensors(src_tensor *t, int n, const char *out_arg, int s
     } else {
         resolve(out_arg, out, sizeof out, dir, sizeof dir);
         if (!dir[0]) snprintf(dir, sizeof dir, "/");
+    }
+    for (int k = 0; k < MW_HF_TOK_NAMES; k++) {
+        int writes = 0;
+        for (int i = 0; tf && i < tf->n; i++) writes |= strcmp(tf->dst[i], mw_hf_tok_names[k]) == 0;
+        char p[1200];
+        struct stat pst;
+        snprintf(p, sizeof p, "%s/%s", dir, mw_hf_tok_names[k]);
+        if (!writes && stat(p, &pst) == 0)
+            return mw_fail(MW_ERR_ARG, "export: %s is there already and this export does not write it (%s): "
+                                       "--init hf: would read it as the model's tokenizer; remove it or export "
+                                       "elsewhere",
+                           p, tf && tf->n ? "its tokenizer has other files" : "it writes no tokenizer");
     }
     MW_TRY(mw_mkdirs(dir));
     qsort(t, (size_t)n, sizeof *t, cmp_name);
@@ -875,12 +993,25 @@ static mw_status export_tensors(src_tensor *t, int n, const char *out_arg, int s
             if (s == MW_OK && fsync(c.fd) != 0) s = mw_fail(MW_ERR_IO, "cannot sync %s: %s", ctmp, strerror(errno));
             if (close(c.fd) != 0 && s == MW_OK) s = mw_fail(MW_ERR_IO, "cannot close %s: %s", ctmp, strerror(errno));
         }
+        char ttmp[2][1200], tpath[2][1200];
+        const int nt = tf ? tf->n : 0;
+        for (int i = 0; i < nt; i++) {
+            snprintf(ttmp[i], sizeof ttmp[i], "%s/.%s.tmp.%d", dir, tf->dst[i], (int)getpid());
+            snprintf(tpath[i], sizeof tpath[i], "%s/%s", dir, tf->dst[i]);
+            if (s == MW_OK) s = copy_synced(tf->src[i], ttmp[i], buf);
+        }
         if (s == MW_OK && rename(tmp, out) != 0)
             s = mw_fail(MW_ERR_IO, "cannot rename %s to %s: %s", tmp, out, strerror(errno));
         if (s == MW_OK && rename(ctmp, cpath) != 0)
             s = mw_fail(MW_ERR_IO, "cannot rename %s to %s: %s", ctmp, cpath, strerror(errno));
+        for (int i = 0; s == MW_OK && i < nt; i++)
+            if (rename(ttmp[i], tpath[i]) != 0)
+                s = mw_fail(MW_ERR_IO, "cannot rename %s to %s: %s", ttmp[i], tpath[i], strerror(errno));
         if (s == MW_OK) s = mw_sync_dir(dir);
-        if (s != MW_OK) unlink(tmp), unlink(ctmp);
+        if (s != MW_OK) {
+            unlink(tmp), unlink(ctmp);
+            for (int i = 0; i < nt; i++) unlink(ttmp[i]);
+        }
     }
     free(h);
     free(buf);
@@ -899,12 +1030,14 @@ mw_status mw_hf_export(const mw_model *m, const char *out) {
         mw_model_tensor(m, i, &p);
         t[i] = (src_tensor){p.name, p.ndim, {p.dims[0], p.dims[1]}, p.data, 0};
     }
-    mw_status s = export_tensors(t, n, out, -1, NULL, mw_model_config(m));
+    mw_status s = export_tensors(t, n, out, -1, NULL, mw_model_config(m), NULL);
     free(t);
     return s;
 }
 
-mw_status mw_hf_export_ckpt(const char *ckpt, const char *out) {
+mw_status mw_hf_export_ckpt(const char *ckpt, const char *out) { return mw_hf_export_ckpt_tokenizer(ckpt, out, NULL); }
+
+mw_status mw_hf_export_ckpt_tokenizer(const char *ckpt, const char *out, const char *tokenizer) {
     mw_ckpt_index idx = {0, calloc(MW_CKPT_MAX_INDEX, sizeof(mw_ckpt_entry))};
     src_tensor *t = calloc(MW_CKPT_MAX_INDEX, sizeof *t);
     mw_ckpt_info info;
@@ -929,7 +1062,9 @@ mw_status mw_hf_export_ckpt(const char *ckpt, const char *out) {
         for (int i = 0; i < idx.n; i++)
             t[i] = (src_tensor){idx.e[i].name, idx.e[i].ndim, {idx.e[i].dims[0], idx.e[i].dims[1]}, NULL,
                                 idx.e[i].offset};
-        s = export_tensors(t, idx.n, out, fd, ckpt, &info.cfg);
+        mw_hf_tokfiles tf;
+        if (tokenizer) s = mw_hf_tokfiles_resolve(tokenizer, &info.cfg.tokenizer, info.cfg.vocab, &tf);
+        if (s == MW_OK) s = export_tensors(t, idx.n, out, fd, ckpt, &info.cfg, tokenizer ? &tf : NULL);
     }
     if (fd >= 0) close(fd);
     free(idx.e);

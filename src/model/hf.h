@@ -13,26 +13,33 @@
 
 /* The fields of a config.json; 0 where the file does not give one (absent or null), except the
  * Llama scalars, which get LlamaConfig's (MistralConfig's) defaults.
- * GPT-2 (model_type "gpt2" or none): n_layer, n_head, n_embd, vocab_size, n_positions.
+ * GPT-2 (model_type "gpt2" or none): n_layer, n_head, n_embd, vocab_size, n_positions, and n_inner
+ * in ffn (0 when absent or null: 4 x n_embd).
  * Llama (model_type "llama", "mistral"): num_hidden_layers, num_attention_heads, hidden_size,
  * vocab_size, max_position_embeddings (default 2048; Mistral 131072), num_key_value_heads
  * (default num_attention_heads; Mistral 8), intermediate_size, tie_word_embeddings (default
- * false), rope_theta (default 10000), rms_norm_eps (default 1e-6). */
+ * false), rope_theta (default 10000; or rope_parameters.rope_theta), rms_norm_eps (default 1e-6),
+ * Mistral's sliding_window (default 4096, null: none). */
 typedef struct mw_hf_config {
     int n_layer, n_head, n_embd, vocab, ctx;
     int arch; /* MW_ARCH_GPT2 or MW_ARCH_LLAMA */
     int n_kv_head, ffn, tied, head_dim; /* head_dim: 0 when not given */
+    int sliding_window;                 /* Mistral: attention's window (default 4096); 0: none */
     double rope_theta, norm_eps;
     char model_type[16]; /* as given ("" when absent) */
 } mw_hf_config;
 
-/* Parses text[0..len) (`what` names it in messages). MW_ERR_FORMAT, one line naming the key, when
- * it is not a JSON object; its model_type is not "gpt2", "llama" or "mistral" (qwen2 and others
- * are refused by name); a shape field is not a positive integer below 2^30; or it asks for what
- * memwall's Llama does not compute: rope_scaling other than null, hidden_act other than "silu",
- * attention_bias or mlp_bias true, head_dim other than hidden_size / num_attention_heads, a
- * Mistral sliding_window below max_position_embeddings; rope_theta and rms_norm_eps must be
- * positive finite numbers. */
+/* Parses text[0..len) (`what` names it in messages). MW_ERR_FORMAT, one line naming the key and
+ * its value, when it is not a JSON object; its model_type is not "gpt2", "llama" or "mistral"
+ * (qwen2 and others are refused by name); a shape field is not a positive integer below 2^30; or
+ * it asks for what memwall does not compute. GPT-2: activation_function other than "gelu_new" or
+ * "gelu_pytorch_tanh", layer_norm_epsilon other than 1e-05, scale_attn_weights false,
+ * scale_attn_by_inverse_layer_idx true, add_cross_attention true, tie_word_embeddings false,
+ * n_inner other than 4 x n_embd. Llama: rope_scaling or rope_parameters with a rope_type other
+ * than "default", hidden_act other than "silu" ("swish"), attention_bias or mlp_bias true,
+ * head_dim other than hidden_size / num_attention_heads; rope_theta and rms_norm_eps must be
+ * positive finite numbers. (A Mistral sliding_window is returned: the caller refuses a context
+ * beyond it.) */
 mw_status mw_hf_config_parse(const char *text, size_t len, const char *what, mw_hf_config *c);
 
 /* model.safetensors.index.json: weight_map {tensor name: shard file name}. Shard names are plain
@@ -61,4 +68,22 @@ mw_status mw_hf_files_open(mw_hf_files *h, const char *path);
 /* The tensor called name (and its file in *file), or NULL. */
 const mw_st_tensor *mw_hf_files_find(const mw_hf_files *h, const char *name, const mw_st_file **file);
 void mw_hf_files_close(mw_hf_files *h);
+
+/* The tokenizer files of an export (hf_tok.c, docs/hf.md). mw_hf_tok_names: every name a
+ * tokenizer is read from beside Hugging Face weights (an export refuses a directory holding one it
+ * does not write). mw_hf_tokfiles_resolve: the files mw_tokenizer_load reads from src (a directory
+ * or a tokenizer.json), each with the name it gets beside config.json (encoder.json + vocab.bpe
+ * become vocab.json + merges.txt; a tokenizer.json by any name tokenizer.json, with the
+ * tokenizer_config.json beside it), and the tokenizer's identity. MW_ERR_ARG when that identity
+ * is not want's (want may be NULL or unknown: no check) or it has more tokens than model_vocab
+ * (0: no check); the loader's status when it cannot be read. */
+#define MW_HF_TOK_NAMES 6
+extern const char *const mw_hf_tok_names[MW_HF_TOK_NAMES];
+typedef struct mw_hf_tokfiles {
+    int n;
+    char src[2][4200];
+    const char *dst[2]; /* static strings */
+    mw_tokenizer_id id;
+} mw_hf_tokfiles;
+mw_status mw_hf_tokfiles_resolve(const char *src, const mw_tokenizer_id *want, int model_vocab, mw_hf_tokfiles *tf);
 #endif
