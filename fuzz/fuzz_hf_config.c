@@ -1,7 +1,8 @@
 /* libFuzzer target: the Hugging Face JSON readers, each on the same bytes: config.json as
  * mw_hf_inspect parses it (mw_hf_config_parse: GPT-2 and the Llama family) and
  * model.safetensors.index.json (mw_hf_index_parse). Must never crash, leak or read out of bounds.
- * An accepted config's shape fields are 0 (not given) or positive and below 2^30, a Llama one's
+ * An accepted config's shape fields (and a Mistral window) are 0 (not given) or positive and below
+ * 2^30, a GPT-2 one's n_inner 0 or 4 x n_embd when both are given, a Llama one's
  * RoPE theta and RMSNorm epsilon positive and finite; an accepted index's names are sorted and
  * distinct, each with a shard among at most MW_HF_MAX_SHARDS plain file names. */
 #include <math.h>
@@ -14,14 +15,15 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     mw_hf_config c;
     if (mw_hf_config_parse((const char *)data, size, "config.json", &c) == MW_OK) {
-        const int v[9] = {c.n_layer, c.n_head, c.n_embd, c.vocab, c.ctx, c.n_kv_head, c.ffn, c.head_dim, 0};
-        for (int k = 0; k < 8; k++)
+        const int v[9] = {c.n_layer, c.n_head, c.n_embd, c.vocab, c.ctx, c.n_kv_head, c.ffn, c.head_dim, c.sliding_window};
+        for (int k = 0; k < 9; k++)
             if (v[k] < 0 || v[k] >= (1 << 30)) abort();
         if (c.arch == MW_ARCH_LLAMA && (!(c.rope_theta > 0) || !isfinite(c.rope_theta) || !(c.norm_eps > 0) ||
                                         !isfinite(c.norm_eps) || c.ctx < 1 || c.n_kv_head < 0 ||
                                         (c.n_head && c.n_kv_head && c.n_head % c.n_kv_head)))
             abort();
         if (c.arch != MW_ARCH_LLAMA && c.arch != MW_ARCH_GPT2) abort();
+        if (c.arch == MW_ARCH_GPT2 && c.ffn && c.n_embd && c.ffn != 4 * c.n_embd) abort();
     }
     mw_hf_index ix;
     if (mw_hf_index_parse((const char *)data, size, "index.json", &ix) == MW_OK) {
