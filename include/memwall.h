@@ -92,7 +92,8 @@ typedef struct mw_config {
     int n_layer, n_head, n_embd, vocab, ctx;
     /* Llama family (0 for GPT-2): key/value heads (grouped-query attention; n_head divides by it),
      * the SwiGLU MLP's hidden width, 1 when the LM head is the embedding (tied), RoPE's base and
-     * RMSNorm's epsilon */
+     * RMSNorm's epsilon. GPT-2: norm_eps is LayerNorm's epsilon, 0 for GPT-2's 1e-5 (another only
+     * from a Hugging Face config.json's layer_norm_epsilon; recorded in checkpoints) */
     int n_kv_head, ffn, tied;
     double rope_theta, norm_eps;
     /* batch */
@@ -648,7 +649,7 @@ typedef struct mw_hf_shape {
     int config;
     int arch;                   /* MW_ARCH_GPT2 or MW_ARCH_LLAMA */
     int n_kv_head, ffn, tied;   /* Llama (GPT-2: 0, 0, 1) */
-    double rope_theta, norm_eps; /* Llama (GPT-2: 0) */
+    double rope_theta, norm_eps; /* Llama; GPT-2: 0, and norm_eps its layer_norm_epsilon unless 1e-05 */
     int sliding_window;          /* Mistral: attention's window; a model's ctx must not exceed it (0: none) */
 } mw_hf_shape;
 mw_status mw_hf_inspect(const char *path, mw_hf_shape *shape);

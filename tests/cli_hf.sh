@@ -79,7 +79,7 @@ grep -q "16 MiB" "$T/err" || fail "the size refusal does not name the limit"
 
 echo "-- GPT2Config options that change the math are refused, naming the key and its value (issue 30, item 6)"
 cp "$T/conf.bak" "$T/new/a/b/config.json"
-for kv in '"activation_function": "relu"' '"layer_norm_epsilon": 0.5' '"scale_attn_weights": false' \
+for kv in '"activation_function": "relu"' '"layer_norm_epsilon": 0' '"scale_attn_weights": false' \
   '"scale_attn_by_inverse_layer_idx": true' '"tie_word_embeddings": false' '"n_inner": 100'; do
   key=${kv%%:*}
   python3 - "$T/conf.bak" "$T/new/a/b/config.json" "{$kv}" <<'PY'
@@ -92,6 +92,20 @@ done
 cp "$T/conf.bak" "$T/new/a/b/config.json"
 "$MW" eval --init "hf:$T/new/a/b" --data "$T/d" --tokenizer bytes --seq 32 >"$T/e3" 2>&1 && [ "$(grep -o 'loss [0-9.]*' "$T/e3" | head -1)" = "$l1" ] &&
   pass "the stock config.json back: the same loss ($l1)" || fail "stock config.json: $(tail -1 "$T/e3")"
+# layer_norm_epsilon is implemented: another loss, kept by training, its checkpoint and export
+mkdir -p "$T/eps" && cp "$T/new/a/b/model.safetensors" "$T/eps/"
+sed 's/"layer_norm_epsilon": 1e-05/"layer_norm_epsilon": 0.25/' "$T/conf.bak" >"$T/eps/config.json"
+"$MW" eval --init "hf:$T/eps" --data "$T/d" --tokenizer bytes --seq 32 >"$T/e4" 2>&1 && grep -q "layer_norm_epsilon 0.25 (config.json)" "$T/e4" &&
+  l4=$(grep -o 'loss [0-9.]*' "$T/e4" | head -1) && [ -n "$l4" ] && [ "$l4" != "$l1" ] &&
+  pass "layer_norm_epsilon 0.25: the model computes it ($l4, stock $l1)" || fail "layer_norm_epsilon 0.25: $(tail -2 "$T/e4")"
+"$MW" train --data "$T/d" --init "hf:$T/eps" --steps 2 --batch 1 --seq 16 --out "$T/cke" >"$T/out" 2>&1 &&
+  grep -aq "^norm_eps=0.25$" "$T"/cke/step-*.mwck && "$MW" export --ckpt "$T/cke" --out "$T/xe/" >"$T/out" 2>&1 &&
+  grep -q '"layer_norm_epsilon": 0.25,' "$T/xe/config.json" &&
+  "$MW" eval --init "hf:$T/xe" --data "$T/d" --tokenizer bytes --seq 32 >"$T/e5" 2>&1 &&
+  "$MW" eval --ckpt "$T/cke" --data "$T/d" --tokenizer bytes --seq 32 >"$T/e6" 2>&1 &&
+  l5=$(grep -o 'loss [0-9.]*' "$T/e5" | head -1) && [ -n "$l5" ] && [ "$l5" = "$(grep -o 'loss [0-9.]*' "$T/e6" | head -1)" ] &&
+  pass "its checkpoint records norm_eps=0.25, its export layer_norm_epsilon 0.25: eval of both $l5" ||
+  fail "layer_norm_epsilon through train/export: $(tail -2 "$T/out") $(tail -1 "$T/e5") $(tail -1 "$T/e6" 2>/dev/null)"
 
 echo "-- sample: a model's tokenizer is never guessed from its size (issue 30, item 5)"
 # a GPT-2 of vocabulary 50304 (not GPT-2's 50257) without tokenizer files: no GPT-2 text, a refusal

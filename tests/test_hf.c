@@ -113,9 +113,11 @@ static void test_config(const char *dir) {
         {"relu", "{\"n_head\": 4, \"activation_function\": \"relu\"}",
          "activation_function is \"relu\": memwall's GPT-2 MLP is the tanh GELU"},
         {"exact gelu", "{\"n_head\": 4, \"activation_function\": \"gelu\"}", "activation_function is \"gelu\""},
-        {"layer_norm_epsilon", "{\"n_head\": 4, \"layer_norm_epsilon\": 0.5}",
-         "layer_norm_epsilon is 0.5: memwall's GPT-2 LayerNorm epsilon is 1e-05"},
-        {"layer_norm_epsilon 1e-6", "{\"n_head\": 4, \"layer_norm_epsilon\": 1e-6}", "layer_norm_epsilon is 9.99999"},
+        {"layer_norm_epsilon 0", "{\"n_head\": 4, \"layer_norm_epsilon\": 0}",
+         "layer_norm_epsilon is 0: memwall takes a LayerNorm epsilon in (0, 1)"},
+        {"layer_norm_epsilon 1.5", "{\"n_head\": 4, \"layer_norm_epsilon\": 1.5}", "layer_norm_epsilon is 1.5"},
+        {"layer_norm_epsilon a string", "{\"n_head\": 4, \"layer_norm_epsilon\": \"1e-5\"}",
+         "layer_norm_epsilon is \"1e-5\""},
         {"scale_attn_weights", "{\"n_head\": 4, \"scale_attn_weights\": false}",
          "scale_attn_weights is false: memwall's GPT-2 scales attention scores by 1/sqrt(head size)"},
         {"scale_attn_by_inverse_layer_idx", "{\"n_head\": 4, \"scale_attn_by_inverse_layer_idx\": true}",
@@ -194,6 +196,129 @@ static int files_equal(const char *a, const char *b) {
     return eq;
 }
 
+/* parameter `name` of m (NULL when absent) */
+static const float *param(const mw_model *m, const char *name) {
+    for (int i = 0; i < mw_model_num_tensors(m); i++) {
+        mw_param_info p;
+        if (mw_model_tensor((mw_model *)m, i, &p) == MW_OK && strcmp(p.name, name) == 0) return p.data;
+    }
+    return NULL;
+}
+
+/* LayerNorm of x (C) with epsilon eps into y, in double */
+static void ln_d(double *y, const double *x, const float *w, const float *b, int C, double eps) {
+    double mu = 0, var = 0;
+    for (int i = 0; i < C; i++) mu += x[i];
+    mu /= C;
+    for (int i = 0; i < C; i++) var += (x[i] - mu) * (x[i] - mu);
+    var /= C;
+    for (int i = 0; i < C; i++) y[i] = (x[i] - mu) / sqrt(var + eps) * w[i] + b[i];
+}
+
+/* y (O) = W (O, I) x + b, in double */
+static void lin_d(double *y, const float *W, const float *b, const double *x, int O, int I, int acc) {
+    for (int o = 0; o < O; o++) {
+        double t = b[o];
+        for (int i = 0; i < I; i++) t += (double)W[(size_t)o * I + i] * x[i];
+        y[o] = acc ? y[o] + t : t;
+    }
+}
+
+/* GPT-2's logits (V) at position 0 of m's weights with LayerNorm epsilon eps, in double: at the
+ * first position attention is its own value, so every LayerNorm (ln_1, ln_2, ln_f) counts */
+static void pos0_logits(const mw_model *m, int32_t tok, double eps, double *logits) {
+    const mw_config *c = mw_model_config(m);
+    const int C = c->n_embd;
+    double x[256], h[256], v[256], f[1024];
+    const float *wte = param(m, "wte.weight"), *wpe = param(m, "wpe.weight");
+    for (int i = 0; i < C; i++) x[i] = (double)wte[(size_t)tok * C + i] + wpe[i];
+    for (int l = 0; l < c->n_layer; l++) {
+        char n[12][64];
+        const char *part[] = {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
+                              "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
+                              "mlp.c_proj.weight", "mlp.c_proj.bias"};
+        const float *P[12];
+        for (int k = 0; k < 12; k++) snprintf(n[k], sizeof n[k], "h.%d.%s", l, part[k]), P[k] = param(m, n[k]);
+        ln_d(h, x, P[0], P[1], C, eps);
+        lin_d(v, P[2] + (size_t)2 * C * C, P[3] + 2 * C, h, C, C, 0); /* v: rows 2C..3C of c_attn */
+        lin_d(x, P[4], P[5], v, C, C, 1);
+        ln_d(h, x, P[6], P[7], C, eps);
+        lin_d(f, P[8], P[9], h, 4 * C, C, 0);
+        for (int i = 0; i < 4 * C; i++)
+            f[i] = 0.5 * f[i] * (1 + tanh(0.7978845608028654 * (f[i] + 0.044715 * f[i] * f[i] * f[i])));
+        lin_d(x, P[10], P[11], f, C, 4 * C, 1);
+    }
+    ln_d(h, x, param(m, "ln_f.weight"), param(m, "ln_f.bias"), C, eps);
+    for (int t = 0; t < c->vocab; t++) {
+        double z = 0;
+        for (int i = 0; i < C; i++) z += (double)wte[(size_t)t * C + i] * h[i];
+        logits[t] = z;
+    }
+}
+
+static double rel_err_d(const float *a, const double *b, int n) {
+    double num = 0, den = 0;
+    for (int i = 0; i < n; i++) num += (a[i] - b[i]) * (a[i] - b[i]), den += b[i] * b[i];
+    return sqrt(num / (den + 1e-30));
+}
+
+/* config.json's layer_norm_epsilon is implemented: the model takes it (mw_config.norm_eps), and
+ * its logits are GPT-2's with that epsilon (forward and decode); a model of another epsilon is
+ * refused; export writes it, and a checkpoint records it */
+static void test_layer_norm_epsilon(const char *dir, mw_config c) {
+    char d[600], p[700];
+    snprintf(d, sizeof d, "%s/eps", dir);
+    mkdir(d, 0777);
+    snprintf(p, sizeof p, "%s/model.safetensors", d);
+    copy_file("tests/ref/hf_tiny/model.safetensors", p);
+    snprintf(p, sizeof p, "%s/config.json", d);
+    write_text(p, "{\"model_type\": \"gpt2\", \"n_head\": 4, \"layer_norm_epsilon\": 0.5}");
+    mw_hf_shape sh;
+    CHECK(mw_hf_inspect(d, &sh) == MW_OK && sh.norm_eps == 0.5, "inspect: layer_norm_epsilon %g (%s)", sh.norm_eps,
+          mw_last_error());
+    c.inference = 1, c.batch = 1, c.seq = 5;
+    mw_model *m;
+    CHECK_OK(mw_model_create(&m, &c)); /* GPT-2's 1e-5: refused */
+    CHECK(mw_hf_load(d, m) == MW_ERR_FORMAT && strstr(mw_last_error(), "layer_norm_epsilon is 0.5, the model's is 1e-05"),
+          "a model of epsilon 1e-5: %s", mw_last_error());
+    mw_model_destroy(m);
+    c.norm_eps = 0.5;
+    CHECK_OK(mw_model_create(&m, &c));
+    CHECK_OK(mw_hf_load(d, m));
+    const int32_t tok[5] = {3, 14, 15, 92, 65};
+    float loss;
+    double want[97], stock[97];
+    pos0_logits(m, tok[0], 0.5, want);
+    pos0_logits(m, tok[0], 1e-5, stock);
+    CHECK_OK(mw_model_forward(m, tok, NULL, &loss));
+    const double e = rel_err_d(mw_model_logits(m), want, 97), e0 = rel_err_d(mw_model_logits(m), stock, 97);
+    const float *dec = mw_model_decode(m, tok[0], 0);
+    const double ed = dec ? rel_err_d(dec, want, 97) : 1;
+    CHECK(e < 1e-5 && ed < 1e-5 && e0 > 1e-2,
+          "epsilon 0.5: logits vs the double reference rel err %.3g (decode %.3g); vs epsilon 1e-5's %.3g", e, ed, e0);
+    mw_model_destroy(m);
+    /* a checkpoint records it; export writes it and reads back */
+    char ck[4096], out[700];
+    mw_run_state st = {0, 1};
+    snprintf(p, sizeof p, "%s/ck", d);
+    mkdir(p, 0777);
+    c.inference = 0;
+    CHECK_OK(mw_model_create(&m, &c));
+    CHECK_OK(mw_hf_load(d, m));
+    CHECK_OK(mw_ckpt_save(p, m, &st, 1, ck, sizeof ck));
+    mw_ckpt_info info;
+    CHECK(mw_ckpt_verify(ck, &info) == MW_OK && info.cfg.norm_eps == 0.5, "checkpoint: norm_eps %g (%s)",
+          info.cfg.norm_eps, mw_last_error());
+    snprintf(out, sizeof out, "%s/x/", d);
+    CHECK_OK(mw_hf_export_ckpt(ck, out));
+    CHECK(mw_hf_inspect(out, &sh) == MW_OK && sh.norm_eps == 0.5, "export: layer_norm_epsilon %g (%s)", sh.norm_eps,
+          mw_last_error());
+    mw_model_destroy(m);
+    printf("layer_norm_epsilon 0.5: logits (forward, decode) vs double reference %.2e, %.2e (vs 1e-5's %.2e); "
+           "refused by a model of 1e-5; checkpoint and export keep it\n",
+           e, ed, e0);
+}
+
 int main(void) {
     char dir[] = "/tmp/mw_test_hf_XXXXXX";
     if (!mkdtemp(dir)) return 1;
@@ -207,6 +332,7 @@ int main(void) {
     c.n_layer = sh.n_layer, c.n_head = sh.n_head, c.n_embd = sh.n_embd, c.vocab = sh.vocab, c.ctx = sh.ctx;
     c.batch = 2, c.seq = 9;
     mw_model *m, *m2;
+    test_layer_norm_epsilon(dir, c);
     CHECK_OK(mw_model_create(&m, &c));
     CHECK_OK(mw_model_create(&m2, &c));
     CHECK_OK(mw_hf_load("tests/ref/hf_tiny/model.safetensors", m));

@@ -66,6 +66,7 @@ typedef struct {
     double *x, *w, *b;
     const float *wl; /* loss weights */
     double *out;
+    double eps; /* 0: GPT-2's 1e-5 */
 } ln_ctx;
 static void ln_twin(ln_ctx *c) {
     for (int n = 0; n < c->N; n++) {
@@ -75,7 +76,7 @@ static void ln_twin(ln_ctx *c) {
         m /= c->C;
         for (int i = 0; i < c->C; i++) v += (x[i] - m) * (x[i] - m);
         v /= c->C;
-        double s = 1 / sqrt(v + 1e-5);
+        double s = 1 / sqrt(v + (c->eps > 0 ? c->eps : 1e-5));
         for (int i = 0; i < c->C; i++) c->out[(size_t)n * c->C + i] = (x[i] - m) * s * c->w[i] + c->b[i];
     }
 }
@@ -92,7 +93,7 @@ static void test_layernorm(void) {
     randn(w, C, 1);
     randn(b, C, 1);
     randn(wl, N * C, 1);
-    ln_ctx c = {N, C, dnew(N * C), dnew(C), dnew(C), wl, dnew(N * C)};
+    ln_ctx c = {N, C, dnew(N * C), dnew(C), dnew(C), wl, dnew(N * C), 0};
     f2d(c.x, x, N * C);
     f2d(c.w, w, C);
     f2d(c.b, b, C);
@@ -112,6 +113,20 @@ static void test_layernorm(void) {
     int acc_ok = 1;
     for (int i = 0; i < N * C; i++) acc_ok &= fabsf(dx2[i] - 2 * dx[i]) <= 1e-6f * (1 + fabsf(dx[i]));
     CHECK(acc_ok, "layernorm backward does not accumulate into dinp");
+    /* another epsilon (a config.json's layer_norm_epsilon): the twin's, and backward through the
+     * rstd it keeps; 1e-5f is the plain kernel bit for bit */
+    c.eps = 0.5;
+    mw_layernorm_forward_eps(out, 0, mean, rstd, x, w, b, N, C, 0.5f);
+    ln_twin(&c);
+    e = err_fd(out, c.out, N * C);
+    CHECK(e < 1e-5, "layernorm forward eps 0.5 rel err %.3g", e);
+    memset(dx, 0, sizeof(float) * N * C), memset(dw, 0, sizeof(float) * C), memset(db, 0, sizeof(float) * C);
+    mw_layernorm_backward_acc(dx, dw, db, wl, x, w, mean, rstd, N, C);
+    check_grad("layernorm eps 0.5 dinp", dx, c.x, N * C, ln_loss, &c, 1000);
+    mw_layernorm_forward_eps(dx2, 0, mean, rstd, x, w, b, N, C, 1e-5f);
+    mw_layernorm_forward(out, mean, rstd, x, w, b, N, C);
+    CHECK(memcmp(dx2, out, sizeof(float) * N * C) == 0, "layernorm eps 1e-5f differs from the plain kernel");
+    printf("  layernorm forward, eps 0.5: %.2e\n", e);
     free(x), free(w), free(b), free(out), free(mean), free(rstd), free(wl), free(dx), free(dw), free(db), free(dx2);
     free(c.x), free(c.w), free(c.b), free(c.out);
 }

@@ -476,7 +476,7 @@ void apply_init_shape(opts *o) {
         die(1, "--arch %s disagrees with --init %s, whose weights are %s's (drop --arch)", mw_arch_name(o->cfg.arch),
             o->init, llama ? "Llama" : "GPT-2");
     o->cfg.arch = sh.arch;
-    if (!llama) o->cfg.n_kv_head = o->cfg.ffn = 0, o->cfg.tied = 1, o->cfg.rope_theta = o->cfg.norm_eps = 0.0;
+    if (!llama) o->cfg.n_kv_head = o->cfg.ffn = 0, o->cfg.tied = 1, o->cfg.rope_theta = 0.0, o->cfg.norm_eps = sh.norm_eps;
     if (llama) { /* the Llama fields: config.json's, and a flag that says otherwise is refused */
         const struct {
             const char *flag;
@@ -508,10 +508,12 @@ void apply_init_shape(opts *o) {
                 ctx_given ? "--ctx" : windowed ? "config.json's sliding_window, below max_position_embeddings" : "config.json");
         return;
     }
+    char eps[64] = ""; /* GPT-2's 1e-5 unsaid */
+    if (sh.norm_eps > 0) snprintf(eps, sizeof eps, ", layer_norm_epsilon %g (config.json)", sh.norm_eps);
     fprintf(o->json ? stderr : stdout, /* stdout holds only the JSON line then */
-            "  init: %s: L=%d C=%d V=%d ctx=%d (safetensors shapes%s), heads %d (%s)\n", path, sh.n_layer,
+            "  init: %s: L=%d C=%d V=%d ctx=%d (safetensors shapes%s), heads %d (%s)%s\n", path, sh.n_layer,
            sh.n_embd, sh.vocab, sh.ctx, sh.config ? "; config.json agrees" : "", o->cfg.n_head,
-           sh.n_head ? "config.json" : "--heads");
+           sh.n_head ? "config.json" : "--heads", eps);
 }
 
 static double mono_s(void) {

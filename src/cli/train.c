@@ -261,9 +261,9 @@ static const char *shape_name(const mw_config *c) {
         mw_config p = *c;
         mw_config_preset(&p, names[i]);
         if (p.n_layer == c->n_layer && p.n_head == c->n_head && p.n_embd == c->n_embd && p.vocab == c->vocab &&
-            p.ctx == c->ctx && p.arch == c->arch &&
+            p.ctx == c->ctx && p.arch == c->arch && p.norm_eps == c->norm_eps &&
             (c->arch != MW_ARCH_LLAMA || (p.n_kv_head == c->n_kv_head && p.ffn == c->ffn && p.tied == c->tied &&
-                                          p.rope_theta == c->rope_theta && p.norm_eps == c->norm_eps)))
+                                          p.rope_theta == c->rope_theta)))
             return names[i];
     }
     return "custom";

@@ -101,6 +101,7 @@ mw_status mw_config_validate(const mw_config *c) {
     if (c->arch == MW_ARCH_GPT2) {
         NEED(c->n_kv_head == 0 && c->ffn == 0,
              "--kv-heads and --ffn are for --arch llama (GPT-2's MLP is 4 x --dim)");
+        NEED(c->norm_eps >= 0 && c->norm_eps < 1, "the LayerNorm epsilon must be in (0,1) (0: GPT-2's 1e-5)");
     } else {
         NEED(c->n_head >= 1 && c->n_kv_head >= 1 && c->n_head % c->n_kv_head == 0,
              "--heads (%d) must be a multiple of --kv-heads (%d)", c->n_head, c->n_kv_head);

@@ -214,6 +214,10 @@ static void product_out(mw_model *m, void *out, float *chunk, const void *inp, c
     }
 }
 
+/* LayerNorm's epsilon: cfg.norm_eps when given (a config.json's layer_norm_epsilon), else GPT-2's
+ * 1e-5 */
+static float ln_eps(const mw_config *c) { return c->norm_eps > 0 ? (float)c->norm_eps : 1e-5f; }
+
 /* Runs op i. train: compute gradients in the head (the loss's gradient scaled by dloss). */
 static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum) {
     const mw_config *c = &m->cfg;
@@ -233,7 +237,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         break;
     case K_LN1QKV:
     case K_LN1:
-        mw_layernorm_forward_x(P[1], b16, F(2), F(2) + N, F(0), p[LN1W], p[LN1B], N, C);
+        mw_layernorm_forward_eps(P[1], b16, F(2), F(2) + N, F(0), p[LN1W], p[LN1B], N, C, ln_eps(c));
         if (m->ops[i].kind == K_LN1QKV) product_out(m, P[3], F(4), P[1], p[QKVW], p[QKVB], N, C, 3 * C);
         break;
     case K_ATTN:
@@ -245,7 +249,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         break;
     case K_LN2FC:
     case K_LN2:
-        mw_layernorm_forward_x(P[1], b16, F(2), F(2) + N, F(0), p[LN2W], p[LN2B], N, C);
+        mw_layernorm_forward_eps(P[1], b16, F(2), F(2) + N, F(0), p[LN2W], p[LN2B], N, C, ln_eps(c));
         if (m->ops[i].kind == K_LN2FC) product_out(m, P[3], F(4), P[1], p[FCW], p[FCB], N, C, 4 * C);
         break;
     case K_GELU:
@@ -262,7 +266,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         void *lnf = P[2];
         float *stats = F(3), *logits = F(4), *losses = F(5);
         const float *x = F(0);
-        mw_layernorm_forward_x(lnf, b16, stats, stats + N, x, LNFW(0), LNFB(0), N, C);
+        mw_layernorm_forward_eps(lnf, b16, stats, stats + N, x, LNFW(0), LNFB(0), N, C, ln_eps(c));
         const int grad = kind == K_HEAD && train;
         for (int n0 = 0; n0 < N; n0 += LOSS_ROWS) { /* positions in fixed quanta */
             const int rows = n0 + LOSS_ROWS < N ? LOSS_ROWS : N - n0;
@@ -335,7 +339,7 @@ static const float *decode(mw_model *m, int32_t token, int pos) {
         float *p[NLAYERT];
         layer_ptrs(m, 0, l, p);
         float *K = m->ext[E_KCACHE] + (size_t)l * CTX * C, *Vc = m->ext[E_VCACHE] + (size_t)l * CTX * C;
-        mw_layernorm_forward(h, stats, stats + 1, x, p[LN1W], p[LN1B], 1, C);
+        mw_layernorm_forward_eps(h, 0, stats, stats + 1, x, p[LN1W], p[LN1B], 1, C, ln_eps(c));
         mw_matmul_forward(qkv, h, p[QKVW], p[QKVB], 1, C, 3 * C, 0, WS);
         if (B16(m)) /* as the forward stores qkv: rounded */
             for (int k = 0; k < 3 * C; k++) qkv[k] = mw_bf16_round(qkv[k]);
@@ -343,14 +347,14 @@ static const float *decode(mw_model *m, int32_t token, int pos) {
         memcpy(Vc + (size_t)pos * C, qkv + 2 * C, sizeof(float) * C);
         mw_attention_decode(y, qkv, K, Vc, C, pos, H, H, hs, att);
         mw_matmul_forward(x, y, p[PROJW], p[PROJB], 1, C, C, 1, WS);
-        mw_layernorm_forward(h, stats, stats + 1, x, p[LN2W], p[LN2B], 1, C);
+        mw_layernorm_forward_eps(h, 0, stats, stats + 1, x, p[LN2W], p[LN2B], 1, C, ln_eps(c));
         mw_matmul_forward(fc, h, p[FCW], p[FCB], 1, C, 4 * C, 0, WS);
         if (B16(m)) /* as the forward stores fch: rounded (the rest the products round) */
             for (int k = 0; k < 4 * C; k++) fc[k] = mw_bf16_round(fc[k]);
         mw_gelu_forward(fc, fc, 4 * C);
         mw_matmul_forward(x, fc, p[FCPW], p[FCPB], 1, 4 * C, C, 1, WS);
     }
-    mw_layernorm_forward(h, stats, stats + 1, x, LNFW(0), LNFB(0), 1, C);
+    mw_layernorm_forward_eps(h, 0, stats, stats + 1, x, LNFW(0), LNFB(0), 1, C, ln_eps(c));
     mw_matmul_forward(logits, h, wte, NULL, 1, C, V, 0, WS);
     return logits;
 }

@@ -105,9 +105,9 @@ static mw_status want_bool(const mw_json *j, const char *what, const char *key, 
     return MW_OK;
 }
 
-/* GPT2Config: the shape, and a refusal of every option whose math memwall's GPT-2 does not
- * compute (its GPT-2 is GPT2LMHeadModel with the defaults: tanh GELU, LayerNorm epsilon 1e-5,
- * attention scaled by 1/sqrt(head size) in every layer, MLP width 4 x n_embd, tied head).
+/* GPT2Config: the shape, layer_norm_epsilon, and a refusal of every option whose math memwall's
+ * GPT-2 does not compute (its GPT-2 is GPT2LMHeadModel with the defaults: tanh GELU, attention
+ * scaled by 1/sqrt(head size) in every layer, MLP width 4 x n_embd, tied head).
  * Dropout, initializer_range, summary_*, reorder_and_upcast_attn (the same math in float32) and
  * the token ids do not change the model's function and are accepted as they are. */
 static mw_status parse_gpt2(const mw_json *j, const char *what, mw_hf_config *c) {
@@ -120,11 +120,12 @@ static mw_status parse_gpt2(const mw_json *j, const char *what, mw_hf_config *c)
     static const char *const gelu[] = {"gelu_new", "gelu_pytorch_tanh"};
     MW_TRY(want_str(j, what, "activation_function", gelu, 2,
                     "memwall's GPT-2 MLP is the tanh GELU (\"gelu_new\", \"gelu_pytorch_tanh\")"));
-    const mw_json_node *x = given(j, "layer_norm_epsilon");
+    const mw_json_node *x = given(j, "layer_norm_epsilon"); /* implemented: norm_eps, 0 for GPT-2's 1e-05 */
     char b[64];
-    if (x && (x->type != MW_JSON_NUM || x->num != 1e-5))
-        return mw_fail(MW_ERR_FORMAT, "%s: layer_norm_epsilon is %s: memwall's GPT-2 LayerNorm epsilon is 1e-05", what,
+    if (x && (x->type != MW_JSON_NUM || !(x->num > 0 && x->num < 1)))
+        return mw_fail(MW_ERR_FORMAT, "%s: layer_norm_epsilon is %s: memwall takes a LayerNorm epsilon in (0, 1)", what,
                        value_str(x, b, sizeof b));
+    c->norm_eps = x && x->num != 1e-5 ? x->num : 0.0;
     MW_TRY(want_bool(j, what, "scale_attn_weights", 1,
                      "memwall's GPT-2 scales attention scores by 1/sqrt(head size) (scale_attn_weights true)"));
     MW_TRY(want_bool(j, what, "scale_attn_by_inverse_layer_idx", 0,
@@ -534,6 +535,7 @@ static mw_status inspect_gpt2(const mw_hf_files *h, mw_hf_shape *shape) {
         return mw_fail(MW_ERR_FORMAT, "%s/config.json: n_inner is %d: memwall's GPT-2 MLP width is 4 x n_embd = %d", h->dir,
                        c.ffn, 4 * shape->n_embd);
     shape->n_head = c.n_head;
+    shape->norm_eps = c.norm_eps;
     return MW_OK;
 }
 
@@ -658,6 +660,8 @@ mw_status mw_hf_inspect(const char *path, mw_hf_shape *shape) {
 
 /* ---- load ------------------------------------------------------------------------------------ */
 
+static const char *py_float(double v, char *b, size_t n);
+
 /* A Llama model: the checkpoint must be the model's configuration (config.json included: heads,
  * key/value heads, RoPE's theta, RMSNorm's epsilon, the tied head; ctx may differ). */
 static mw_status check_llama(const mw_hf_files *h, const mw_config *mc) {
@@ -695,6 +699,12 @@ mw_status mw_hf_load(const char *path, mw_model *m) {
         mw_hf_config c;
         int found;
         s = read_config(h.dir, &c, &found, MW_ARCH_GPT2, h.what);
+        const double want = c.norm_eps > 0 ? c.norm_eps : 1e-5, eps = mw_model_config(m)->norm_eps,
+                     have = eps > 0 ? eps : 1e-5; /* 0: GPT-2's 1e-5 */
+        char b1[32], b2[32];
+        if (s == MW_OK && found && want != have)
+            s = mw_fail(MW_ERR_FORMAT, "%s/config.json: layer_norm_epsilon is %s, the model's is %s", h.dir,
+                        py_float(want, b1, sizeof b1), py_float(have, b2, sizeof b2));
     }
     for (int i = 0; s == MW_OK && i < mw_model_num_tensors(m); i++) {
         mw_param_info p;
@@ -853,11 +863,13 @@ static int llama_config_text(const mw_config *c, char *b, size_t n) {
 }
 
 /* config.json as Hugging Face's GPT-2 has it (GPT2Config, keys sorted as save_pretrained writes
- * them), with this model's shape; memwall's GPT-2 is exactly that architecture (tanh GELU,
- * LayerNorm eps 1e-5, tied embeddings, MLP width 4C). */
+ * them), with this model's shape and LayerNorm epsilon (1e-05 unless imported with another);
+ * memwall's GPT-2 is exactly that architecture (tanh GELU, tied embeddings, MLP width 4C). */
 static int config_text(const mw_config *c, char *b, size_t n) {
     if (c->arch == MW_ARCH_LLAMA) return llama_config_text(c, b, n);
-    char eot[16];
+    char eot[16], eps[32];
+    if (c->norm_eps > 0) py_float(c->norm_eps, eps, sizeof eps);
+    else snprintf(eps, sizeof eps, "1e-05");
     if (c->vocab > 50256) snprintf(eot, sizeof eot, "50256");
     else snprintf(eot, sizeof eot, "null"); /* no GPT-2 end-of-text token (a byte vocabulary) */
     return snprintf(b, n,
@@ -869,7 +881,7 @@ static int config_text(const mw_config *c, char *b, size_t n) {
                     "  \"embd_pdrop\": 0.1,\n"
                     "  \"eos_token_id\": %s,\n"
                     "  \"initializer_range\": 0.02,\n"
-                    "  \"layer_norm_epsilon\": 1e-05,\n"
+                    "  \"layer_norm_epsilon\": %s,\n"
                     "  \"model_type\": \"gpt2\",\n"
                     "  \"n_ctx\": %d,\n"
                     "  \"n_embd\": %d,\n"
@@ -891,7 +903,7 @@ static int config_text(const mw_config *c, char *b, size_t n) {
                     "  \"use_cache\": true,\n"
                     "  \"vocab_size\": %d\n"
                     "}\n",
-                    eot, eot, c->ctx, c->n_embd, c->n_head, c->n_layer, c->ctx, c->vocab);
+                    eot, eot, eps, c->ctx, c->n_embd, c->n_head, c->n_layer, c->ctx, c->vocab);
 }
 
 /* src copied to the new file dst (mode 0644) through buf (XBUF floats), synced */

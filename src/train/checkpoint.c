@@ -103,6 +103,8 @@ static int meta_text(char *buf, size_t n, const mw_model *m, const mw_run_state 
         k += snprintf(buf + k, n - (size_t)k,
                       "n_kv_head=%d\nffn=%d\ntied=%d\nrope_theta=%.17g\nnorm_eps=%.17g\n", c->n_kv_head,
                       c->ffn, c->tied, c->rope_theta, c->norm_eps);
+    if (c->arch == MW_ARCH_GPT2 && c->norm_eps > 0 && k >= 0 && (size_t)k < n) /* an imported LayerNorm epsilon */
+        k += snprintf(buf + k, n - (size_t)k, "norm_eps=%.17g\n", c->norm_eps);
     if (c->optim != MW_OPTIM_ADAMW && k >= 0 && (size_t)k < n) /* version 2: the optimizer */
         k += snprintf(buf + k, n - (size_t)k,
                       "optim=%s\nmomentum=%.17g\nbeta3=%.17g\neps2=%.17g\nclip_threshold=%.17g\n"
@@ -743,6 +745,11 @@ static mw_status parse_meta(const char *path, const char *meta, mw_ckpt_info *in
             }
             if (!ok) return mw_fail(MW_ERR_FORMAT, "%s: bad value '%s' for '%s'", path, v, lk[k].key);
         }
+    } else if (meta_get(meta, "norm_eps", v, sizeof v)) { /* GPT-2: absent for GPT-2's 1e-5 */
+        errno = 0;
+        c->norm_eps = strtod(v, &end);
+        if (!(v[0] >= '0' && v[0] <= '9') || *end || errno || !(c->norm_eps > 0 && c->norm_eps < 1))
+            return mw_fail(MW_ERR_FORMAT, "%s: bad value '%s' for 'norm_eps'", path, v);
     }
     struct {
         const char *key;
@@ -929,9 +936,9 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
     if (m) {
         const mw_config *c = mw_model_config(m);
         const mw_config *k = &info->cfg;
-        if (c->arch != k->arch ||
+        if (c->arch != k->arch || c->norm_eps != k->norm_eps ||
             (c->arch == MW_ARCH_LLAMA && (c->n_kv_head != k->n_kv_head || c->ffn != k->ffn || c->tied != k->tied ||
-                                          c->rope_theta != k->rope_theta || c->norm_eps != k->norm_eps))) {
+                                          c->rope_theta != k->rope_theta))) {
             s = mw_fail(MW_ERR_ARG,
                         "%s is from another model: checkpoint %s (kv heads %d, ffn %d, tied %d, rope "
                         "theta %g, eps %g), this run %s (kv heads %d, ffn %d, tied %d, rope theta %g, eps %g)",

@@ -59,6 +59,11 @@ void mw_layernorm_forward(float *out, float *mean, float *rstd, const float *inp
 
 void mw_layernorm_forward_x(void *out, int out16, float *mean, float *rstd, const float *inp,
                             const float *w, const float *b, int N, int C) {
+    mw_layernorm_forward_eps(out, out16, mean, rstd, inp, w, b, N, C, 1e-5f);
+}
+
+void mw_layernorm_forward_eps(void *out, int out16, float *mean, float *rstd, const float *inp,
+                              const float *w, const float *b, int N, int C, float eps) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (long)n * C;
@@ -71,7 +76,7 @@ void mw_layernorm_forward_x(void *out, int out16, float *mean, float *rstd, cons
             v += d * d;
         }
         v /= C;
-        float s = 1.0f / sqrtf(v + 1e-5f);
+        float s = 1.0f / sqrtf(v + eps);
         if (!out16) {
             float *o = (float *)out + (long)n * C;
             for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + b[c];

@@ -26,6 +26,10 @@ void mw_layernorm_forward(float *out, float *mean, float *rstd, const float *inp
  * rounds the fp32 values the plain kernel writes). */
 void mw_layernorm_forward_x(void *out, int out16, float *mean, float *rstd, const float *inp,
                             const float *w, const float *b, int N, int C);
+/* The same with the epsilon eps (a GPT-2 config.json's layer_norm_epsilon); eps 1e-5f is the
+ * functions above, bit for bit. */
+void mw_layernorm_forward_eps(void *out, int out16, float *mean, float *rstd, const float *inp,
+                              const float *w, const float *b, int N, int C, float eps);
 /* dinp (N,C) += ...; dw, db (C) += ... */
 void mw_layernorm_backward_acc(float *dinp, float *dw, float *db, const float *dout,
                                const float *inp, const float *w, const float *mean,
