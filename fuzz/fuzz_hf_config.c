@@ -2,7 +2,8 @@
  * mw_hf_inspect parses it (mw_hf_config_parse: GPT-2 and the Llama family) and
  * model.safetensors.index.json (mw_hf_index_parse). Must never crash, leak or read out of bounds.
  * An accepted config's shape fields (and a Mistral window) are 0 (not given) or positive and below
- * 2^30, a GPT-2 one's n_inner 0 or 4 x n_embd when both are given, a Llama one's
+ * 2^30, a GPT-2 one's n_inner 0 or 4 x n_embd when both are given and its LayerNorm epsilon
+ * in [0, 1), a Llama one's
  * RoPE theta and RMSNorm epsilon positive and finite; an accepted index's names are sorted and
  * distinct, each with a shard among at most MW_HF_MAX_SHARDS plain file names. */
 #include <math.h>
@@ -23,7 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                         (c.n_head && c.n_kv_head && c.n_head % c.n_kv_head)))
             abort();
         if (c.arch != MW_ARCH_LLAMA && c.arch != MW_ARCH_GPT2) abort();
-        if (c.arch == MW_ARCH_GPT2 && c.ffn && c.n_embd && c.ffn != 4 * c.n_embd) abort();
+        if (c.arch == MW_ARCH_GPT2 && ((c.ffn && c.n_embd && c.ffn != 4 * c.n_embd) || !(c.norm_eps >= 0 && c.norm_eps < 1)))
+            abort();
     }
     mw_hf_index ix;
     if (mw_hf_index_parse((const char *)data, size, "index.json", &ix) == MW_OK) {
