@@ -663,7 +663,8 @@ mw_status mw_hf_inspect(const char *path, mw_hf_shape *shape);
 mw_status mw_hf_load(const char *path, mw_model *m);
 /* Writes m's parameters as a Hugging Face model.safetensors (F32, names sorted, {"format": "pt"}
  * metadata; GPT-2 in Conv1D layout) and config.json beside it (GPT2Config, or LlamaConfig for
- * LlamaForCausalLM), atomically. Streams with a fixed 1 MiB buffer. */
+ * LlamaForCausalLM), atomically. Streams with a fixed 1 MiB buffer. No tokenizer files are written
+ * (mw_hf_export_ckpt_tokenizer writes them), and a directory holding one is refused. */
 mw_status mw_hf_export(const mw_model *m, const char *out);
 /* (MW_ERR_ARG for a model with its parameters on the disk tier, --offload all: export its
  * checkpoint with mw_hf_export_ckpt.) */
