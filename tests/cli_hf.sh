@@ -146,6 +146,7 @@ json.dump({"version": "1.0", "added_tokens": [], "normalizer": None, "pre_tokeni
            "decoder": bl, "model": {"type": "BPE", "dropout": None, "unk_token": None, "fuse_unk": False,
            "byte_fallback": False, "vocab": vocab, "merges": [a + " " + b for a, b in merges]}}, open(sys.argv[1], "w"))
 PY
+echo '{"add_bos_token": false, "model_max_length": 32}' >"$T/tiny/tokenizer_config.json"
 "$MW" prepare --tokenizer "$T/tiny" --in "$T/c.txt" --out "$T/b" >"$T/out" 2>&1 || fail "prepare tiny: $(cat "$T/out")"
 "$MW" train --data "$T/b" --preset llama-tiny --layers 1 --dim 32 --heads 2 --kv-heads 1 --ffn 64 --vocab 300 --ctx 32 --batch 1 \
   --seq 16 --steps 1 --out "$T/ckb" >"$T/out" 2>&1 || fail "train tiny: $(tail -2 "$T/out")"
@@ -155,7 +156,8 @@ grep -q -- "--tokenizer PATH" "$T/err" && [ ! -e "$T/xb" ] || fail "the refusal 
 expect_error 1 "export with GPT-2's files for a tokenizer.json model" -- "$MW" export --ckpt "$T/ckb" --tokenizer "$VOCAB" --out "$T/xb/"
 grep -q "is gpt2 .*but the model reads tokenizer bpe" "$T/err" && [ ! -e "$T/xb" ] || fail "the refusal does not name both, or wrote $T/xb"
 "$MW" export --ckpt "$T/ckb" --tokenizer "$T/tiny/tokenizer.json" --out "$T/xb/" >"$T/out" 2>&1 &&
-  cmp -s "$T/xb/tokenizer.json" "$T/tiny/tokenizer.json" && pass "tokenizer.json beside config.json" || fail "export tiny: $(cat "$T/out")"
+  cmp -s "$T/xb/tokenizer.json" "$T/tiny/tokenizer.json" && cmp -s "$T/xb/tokenizer_config.json" "$T/tiny/tokenizer_config.json" &&
+  pass "tokenizer.json and its tokenizer_config.json beside config.json" || fail "export tiny: $(cat "$T/out")"
 "$MW" train --data "$T/b" --init "hf:$T/xb" --steps 1 --batch 1 --seq 16 >"$T/out" 2>&1 &&
   grep -q "tokenizer: $id, the tokenizer files in $T/xb" "$T/out" &&
   pass "the export reads back as $id, and its data is accepted" || fail "tiny re-import: $(grep -i tokenizer "$T/out")"
