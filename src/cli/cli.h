@@ -10,6 +10,7 @@ enum {
     CMD_DETOKENIZE = 32, CMD_SAMPLE = 64, CMD_EVAL = 128, CMD_ESTIMATE = 256, CMD_PLAN = 512,
     CMD_VERIFY = 1024
 };
+#define CLI_MAX_OPTS 128 /* at least the entries of main.c's option table */
 enum kind { K_INT, K_DBL, K_SIZE, K_U64, K_STR, K_FLAG, K_PRESET, K_RECOMPUTE, K_ARCH, K_OFFLOAD, K_OPTIM, K_PRECISION };
 
 typedef struct opts {
@@ -18,7 +19,10 @@ typedef struct opts {
     const char *vocab_dir, *prompt, *timeline, *offload_dir;
     const char *kernel;     /* --kernel NAME (parse sets the library's kernel) */
     const char *override;   /* train --override KEY[,KEY...] */
-    const char *given[128]; /* the names of the options on the command line (parse) */
+    /* the distinct names of the options on the command line (parse): an option given again is
+     * recorded once, so this holds at most one name per entry of the option table (main.c asserts
+     * that CLI_MAX_OPTS covers the table) and no option is ever dropped, however many are given */
+    const char *given[CLI_MAX_OPTS];
     int n_given;
     int log_every, bench_warmup, json, stop_at, split_blank, gen_tokens, top_k, reset_optim, skip_unreadable;
     double val_fraction, temperature, top_p;

@@ -112,6 +112,7 @@ static const opt_def OPTS[] = {
     {"kernel", K_STR, O_(kernel), EVERY, "compute kernel: auto (the best this CPU runs), portable, avx2, avx512, avx512bf16; all give the same bits; MEMWALL_KERNEL=NAME sets the default"},
 };
 #define NOPTS (sizeof OPTS / sizeof OPTS[0])
+_Static_assert(NOPTS <= CLI_MAX_OPTS, "opts.given holds one name per option table entry at most");
 
 #define MAX_THREADS 1024 /* --threads, as mw_config_validate allows */
 
@@ -319,7 +320,7 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
     set_defaults(o, mask);
     /* estimate and plan take a train command line as it stands (see usage) */
     const int accept = mask & (CMD_ESTIMATE | CMD_PLAN) ? mask | CMD_TRAIN : mask;
-    char ignored[512] = "";
+    char ignored[CLI_MAX_OPTS * 32] = ""; /* ", --NAME" for distinct names (each under 28 bytes) */
     const char *arch = NULL;
     /* the preset first, so that the shape flags override it wherever they stand */
     for (int pass = 0; pass < 2; pass++) {
@@ -351,12 +352,12 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
                     strncmp(OPTS[k].name, name, len) == 0)
                     d = &OPTS[k];
             if (d && !(d->cmds & mask) && pass == 1 && strcmp(d->name, "data") != 0 &&
-                strcmp(d->name, "init") != 0 && !strstr(ignored, a)) {
+                strcmp(d->name, "init") != 0 && !opt_given(o, d->name)) { /* each name once: it fits */
                 size_t u = strlen(ignored);
-                snprintf(ignored + u, sizeof ignored - u, "%s%.*s", u ? ", " : "", (int)(len + 2), a);
+                snprintf(ignored + u, sizeof ignored - u, "%s--%s", u ? ", " : "", d->name);
             }
             if (!d) die(1, "%s: unknown option '--%.*s' (see memwall help %s)", cmd, (int)len, name, cmd);
-            if (pass == 1 && o->n_given < (int)(sizeof o->given / sizeof o->given[0])) o->given[o->n_given++] = d->name;
+            if (pass == 1 && !opt_given(o, d->name)) o->given[o->n_given++] = d->name; /* one per name: fits */
             const char *v = NULL;
             if (d->kind == K_FLAG) {
                 if (eq) die(1, "--%s takes no value", d->name);

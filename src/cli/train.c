@@ -375,18 +375,29 @@ static void check_no_newer_run(const char *dir, int start) {
 static void trim_log(const char *path, int step) {
     FILE *in = fopen(path, "r");
     if (!in) return;
-    char tmp[4200], line[1024];
+    char tmp[4200], *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
     FILE *out;
     if (mw_tmp_create(path, tmp, sizeof tmp, &out) != MW_OK) die(1, "--json-log: %s", mw_last_error());
-    while (fgets(line, sizeof line, in)) {
+    errno = 0;
+    /* whole lines of any length (an end line grows with the ranks: 1.2 KB at 6): a line read in
+     * pieces would keep its tail as a line that is not JSON */
+    while ((n = getline(&line, &cap, in)) > 0) {
         int s;
-        size_t n = strlen(line);
-        if (n == 0 || line[n - 1] != '\n') continue; /* a line cut by a kill */
+        if (line[n - 1] != '\n' || (size_t)n != strlen(line)) continue; /* a line cut by a kill */
         if (sscanf(line, "{\"event\": \"override\", \"step\": %d,", &s) == 1 && s >= step) continue;
         if (sscanf(line, "{\"step\": %d,", &s) == 1 ? s <= step : strstr(line, "\"event\": \"end\"") == NULL)
             fputs(line, out);
     }
+    const int rerr = ferror(in) ? errno ? errno : EIO : 0;
+    free(line);
     fclose(in);
+    if (rerr) {
+        fclose(out);
+        unlink(tmp);
+        die(1, "cannot read --json-log %s: %s", path, strerror(rerr));
+    }
     if (fclose(out) != 0 || rename(tmp, path) != 0) {
         int err = errno;
         unlink(tmp);
@@ -499,6 +510,18 @@ int cmd_train(int argc, char **argv) {
         }
         if (ckpt[0]) adopt_checkpoint(&o, &info, ckpt, &ov);
         else printf("  resume auto: no checkpoint in %s yet, starting from step 0\n", o.ckpt_dir);
+    }
+    /* a stop the user set is never trained past: at the checkpoint's step there is nothing to do
+     * (a rerun of the same command line finds its work done); before it, the two disagree */
+    if (ckpt[0] && o.stop_at > 0 && o.stop_at < info.state.step)
+        die(1, "--stop-at %d is before %s's step %d: nothing trained (give a later --stop-at, or drop it)", o.stop_at,
+            ckpt, info.state.step);
+    if (ckpt[0] && o.stop_at > 0 && o.stop_at == info.state.step) {
+        printf("  resume: %s is at step %d, which is --stop-at %d: nothing to train, nothing saved\n", ckpt,
+               info.state.step, o.stop_at);
+        if (lock >= 0) close(lock);
+        if (comm) mw_mpi_finalize();
+        return 0;
     }
     finish_config(&o);
     print_config(&o, "train");

