@@ -66,6 +66,58 @@ ls "$T/S" >"$T/before"
 expect_error 1 "--stop-at 1 before the resumed step 2 is refused" -- "$MW" "${tr[@]}" --resume auto --out "$T/S" --stop-at 1
 [ "$(ls "$T/S")" = "$(cat "$T/before")" ] && pass "and nothing in --out changed" || fail "--out changed: $(ls "$T/S")"
 
+echo "-- item 22: refusals come before the header"
+"$MW" prepare --tokenizer gpt2 --vocab-dir "$(dirname "$0")/../data/gpt2" --in "$T/corpus.txt" --out "$T/g" >/dev/null ||
+  fail "prepare with gpt2"
+expect_error 1 "GPT-2 tokens for a model of --vocab 256" -- "$MW" "${tr[@]/$T\/d/$T/g}" --steps 1
+has "$T/err" "give --vocab 50257" "the refusal suggests --vocab 50257"
+[ ! -s "$T/out" ] && pass "and comes before the header and the plan" || fail "printed before the refusal: $(cat "$T/out")"
+expect_error 1 "--recompute auto without --budget" -- "$MW" "${tr[@]}" --steps 1 --recompute auto
+[ ! -s "$T/out" ] && pass "refused before the header and the plan" || fail "printed before the refusal: $(cat "$T/out")"
+expect_error 2 "a plan over --budget" -- "$MW" "${tr[@]}" --steps 1 --budget 1MiB
+[ ! -s "$T/out" ] && pass "refused before the header and the plan" || fail "printed before the refusal: $(cat "$T/out")"
+expect_error 2 "bench: a plan over --budget" -- "$MW" bench --steps 1 --budget 1MiB
+[ ! -s "$T/out" ] && pass "refused before bench's header" || fail "bench printed before the refusal: $(cat "$T/out")"
+
+echo "-- item 18: logs under mpirun"
+if ! command -v mpirun >/dev/null || "$MW" train --data /nonexistent --zero 0 2>&1 | grep -q "built without MPI"; then
+  fail "mpirun or the MPI build is missing (scripts/install-deps.sh installs OpenMPI)"
+else
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  if ldd "$MW" | grep -q libasan; then # the sanitizer build: OpenMPI's own leaks are not memwall's
+    export OMPI_MCA_mca_base_component_disable_dlclose=1
+    export LSAN_OPTIONS="suppressions=$(realpath "$(dirname "$0")")/lsan_mpi.supp:print_suppressions=0"
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+  fi
+  mpirun -np 2 --oversubscribe "$MW" "${tr[@]}" --zero 1 --steps 4 --save-every 2 --out "$T/M" --log-every 1 >"$T/mout" 2>"$T/merr"
+  rc=$?
+  [ $rc -eq 0 ] && ! grep -q $'\r\|\033' "$T/mout" && [ "$(grep -c '^step [1-4]/4 ' "$T/mout")" -eq 4 ] &&
+    pass "2 ranks into a file: a line per step, no carriage return or erase code (OpenMPI's pseudo-terminal)" ||
+    fail "2 ranks into a file: exit $rc, $(cat -A "$T/mout" | grep step | head -c 400)"
+  [ "$(grep -c "^  saved $T/M/step-0000000[24].mwck" "$T/mout")" -eq 2 ] && pass "and the two 'saved' lines" ||
+    fail "'saved' lines under mpirun: $(grep saved "$T/mout")"
+  mpirun -np 2 --oversubscribe "$MW" "${tr[@]}" --zero 1 --steps 2 --progress tty >"$T/mout" 2>"$T/merr" &&
+    grep -q $'\r\033\[Kstep 2/2' "$T/mout" && pass "--progress tty draws in place under mpirun when asked" ||
+    fail "--progress tty under mpirun: $(cat -A "$T/mout" | grep step | head -c 300)"
+  mpirun -np 3 --oversubscribe "$MW" "${tr[@]}" --zero 1 --steps 1 --budget 1MiB >"$T/mout" 2>"$T/merr"
+  rc=$?
+  [ $rc -eq 2 ] && [ "$(grep -c '^memwall:' "$T/merr")" -eq 1 ] && grep -q "^memwall: .*the plan needs" "$T/merr" &&
+    ! grep -q MPI_ABORT "$T/merr" && [ ! -s "$T/mout" ] &&
+    pass "3 ranks over --budget: exit 2, the refusal once, before the header, no MPI_ABORT banner" ||
+    fail "3 ranks over --budget: exit $rc, stdout $(head -c 200 "$T/mout"), stderr $(grep -c '^memwall:' "$T/merr") memwall lines: $(head -c 600 "$T/merr")"
+  mpirun -np 3 --oversubscribe "$MW" "${tr[@]}" --zero 1 --steps 1 --recompute bogus >"$T/mout" 2>"$T/merr"
+  rc=$?
+  [ $rc -eq 1 ] && [ "$(grep -c '^memwall:' "$T/merr")" -eq 1 ] && ! grep -q MPI_ABORT "$T/merr" &&
+    pass "3 ranks, a bad flag: exit 1, the refusal once" ||
+    fail "3 ranks, a bad flag: exit $rc, $(head -c 600 "$T/merr")"
+  mpirun -np 3 --oversubscribe "$MW" "${tr[@]}" --zero 1 --steps 1 --data "$T/g" >"$T/mout" 2>"$T/merr"
+  rc=$?
+  [ $rc -eq 1 ] && [ "$(grep -c '^memwall:' "$T/merr")" -eq 1 ] && grep -q "give --vocab 50257" "$T/merr" &&
+    ! grep -q MPI_ABORT "$T/merr" && [ ! -s "$T/mout" ] &&
+    pass "3 ranks, data of another vocabulary: exit 1, the refusal once, before the header" ||
+    fail "3 ranks, another vocabulary: exit $rc, $(head -c 600 "$T/merr")"
+fi
+
 if [ $fails -ne 0 ]; then
   echo "cli_promises: $fails check(s) failed"
   exit 1

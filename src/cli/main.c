@@ -14,6 +14,7 @@
 #include "../core/arena.h"
 #include "../core/rng.h"
 #include "../core/status.h"
+#include "../dist/comm_mpi.h"
 #include "cli.h"
 #include "memwall.h"
 
@@ -109,6 +110,7 @@ static const opt_def OPTS[] = {
     {"format", K_STR, O_(format), CMD_EXPORT, "output format: safetensors (Hugging Face GPT-2)"},
     {"out", K_STR, O_(out), CMD_EXPORT, "output file, or a directory (gets model.safetensors); config.json goes beside it, missing directories are created"},
     {"val-fraction", K_DBL, O_(val_fraction), CMD_PREPARE, "fraction of the tokens kept for validation: the end of the stream (of each --append part)"},
+    {"progress", K_STR, O_(progress), CMD_TRAIN | CMD_BENCH | CMD_EVAL | CMD_PREPARE, "progress lines: auto (redrawn in place on a terminal, a line at a time elsewhere and always under mpirun, whose ranks write to a pseudo-terminal even when the output is a file), plain (a line at a time), tty (in place), none (train: only the steps with a validation loss and the last)"},
     {"kernel", K_STR, O_(kernel), EVERY, "compute kernel: auto (the best this CPU runs), portable, avx2, avx512, avx512bf16; all give the same bits; MEMWALL_KERNEL=NAME sets the default"},
 };
 #define NOPTS (sizeof OPTS / sizeof OPTS[0])
@@ -132,6 +134,7 @@ static void set_defaults(opts *o, int mask) {
     o->temperature = 1.0;
     o->top_p = 1.0;
     o->kernel = "auto";
+    o->progress = "auto";
     if (mask & LOADS) o->tokenizer = "auto";
     if (mask & CMD_EVAL) o->cfg.eval_batches = 0, o->cfg.batch = 0, o->cfg.seq = 0;
 }
@@ -147,7 +150,7 @@ static const struct {
     {"resume", ~0, "FILE|DIR|auto"},    {"init", ~0, "hf:PATH"},           {"timeline", ~0, "FILE.svg"},
     {"tokenizer", ~0, "NAME"},          {"vocab-dir", ~0, "DIR"},          {"in", ~0, "FILE|DIR|-"},
     {"prompt", ~0, "TEXT"},             {"ckpt", ~0, "FILE|DIR"},          {"format", ~0, "NAME"},
-    {"kernel", ~0, "NAME"},             {"offload-dir", ~0, "DIR"},
+    {"kernel", ~0, "NAME"},             {"progress", ~0, "MODE"},             {"offload-dir", ~0, "DIR"},
 };
 static const char *placeholder(const opt_def *d, int mask) {
     switch (d->kind) {
@@ -197,6 +200,17 @@ static void format_default(const opts *o, const opt_def *d, char *buf, size_t n)
 }
 
 void (*die_hook)(int code);
+void (*die_refuse_hook)(int code, const char *msg);
+static int progress_mode; /* --progress: 0 auto, 1 plain, 2 tty, 3 none */
+static int die_quiet; /* parse under mpirun, on a rank other than 0: the same refusal as rank 0's */
+
+void die_print(const char *msg) {
+    fprintf(stderr, "memwall: ");
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) /* one line, always */
+        if (*p < 0x20 || *p == 0x7f) fprintf(stderr, "\\x%02x", *p);
+        else fputc(*p, stderr);
+    fprintf(stderr, "\n");
+}
 
 void die(int code, const char *fmt, ...) {
     va_list ap;
@@ -205,11 +219,8 @@ void die(int code, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "memwall: ");
-    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) /* one line, always */
-        if (*p < 0x20 || *p == 0x7f) fprintf(stderr, "\\x%02x", *p);
-        else fputc(*p, stderr);
-    fprintf(stderr, "\n");
+    if (die_refuse_hook) die_refuse_hook(code, msg); /* returns only when it leaves the message to die */
+    if (!die_quiet) die_print(msg);
     if (die_hook) die_hook(code);
     exit(code);
 }
@@ -318,6 +329,8 @@ static const size_t SHAPE_OFF[5] = {C_(n_layer), C_(n_head), C_(n_embd), C_(voca
 
 void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
     set_defaults(o, mask);
+    /* the command line alone decides here, alike on every rank mpirun starts: rank 0 says it once */
+    die_quiet = mw_mpi_launched_rank() > 0;
     /* estimate and plan take a train command line as it stands (see usage) */
     const int accept = mask & (CMD_ESTIMATE | CMD_PLAN) ? mask | CMD_TRAIN : mask;
     char ignored[CLI_MAX_OPTS * 32] = ""; /* ", --NAME" for distinct names (each under 28 bytes) */
@@ -424,6 +437,12 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
         die(1, "--threads must be in 0..%d (0: all cores), got %d", MAX_THREADS, o->cfg.threads);
     if (ignored[0]) fprintf(stderr, "memwall: note: %s ignores %s (no effect on memory)\n", cmd, ignored);
     choose_kernel(opt_given(o, "kernel") ? o->kernel : NULL);
+    static const char *const PROGRESS[] = {"auto", "plain", "tty", "none"};
+    progress_mode = -1;
+    for (int k = 0; k < 4; k++)
+        if (strcmp(o->progress, PROGRESS[k]) == 0) progress_mode = k;
+    if (progress_mode < 0) die(1, "--progress must be auto, plain, tty or none (got '%s')", o->progress);
+    die_quiet = 0;
 }
 
 int opt_given(const opts *o, const char *name) {
@@ -509,16 +528,23 @@ static double mono_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+int progress_tty(int fd) {
+    return progress_mode == 2 || (progress_mode == 0 && isatty(fd) && mw_mpi_launched_size() == 0);
+}
+
+int progress_quiet(void) { return progress_mode == 3; }
+
 void progress_init(progress_line *p, const char *what) {
     const char *e = getenv("MEMWALL_PROGRESS_SECONDS");
     char *end;
     double every = e && *e ? strtod(e, &end) : 10.0;
     if (e && *e && (*end || !(every >= 0))) every = 10.0;
-    *p = (progress_line){.what = what, .tty = isatty(2), .every = every};
+    *p = (progress_line){.what = what, .tty = progress_tty(2), .quiet = progress_quiet(), .every = every};
     p->t0 = p->last = mono_s();
 }
 
 void progress_update(progress_line *p, long done, long total) {
+    if (p->quiet) return;
     double now = mono_s();
     if (done <= 0) {
         p->t0 = p->last = now;

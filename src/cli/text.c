@@ -275,7 +275,7 @@ static char **list_inputs(const opts *o, size_t *nf, uint64_t *total, char **fro
 typedef struct prep {
     const opts *o;
     mw_tokenizer *tok;
-    int threads, tty;
+    int threads, tty, quiet; /* quiet: --progress none */
     size_t piece; /* text bytes per batch */
     const int32_t *pre, *post; /* the special tokens around each document */
     size_t npre, npost;
@@ -523,6 +523,7 @@ static void fmt_eta(char *b, size_t n, double s) {
 /* On a terminal a line redrawn in place; elsewhere (a log) a line every MEMWALL_PROGRESS_SECONDS
  * (default 10), as train's and eval's progress. */
 static void progress(prep *p) {
+    if (p->quiet) return;
     const double now = now_s();
     if (!p->tty) {
         if (p->every > 0 && now - p->last < p->every) return;
@@ -713,10 +714,10 @@ int cmd_prepare(int argc, char **argv) {
     size_t nf;
     char *listed;
     char **files = list_inputs(&o, &nf, &p->total, &listed);
-    p->tty = isatty(2);
-    p->t0 = p->last = now_s();
-    progress_line pl; /* its policy for a log: a line every MEMWALL_PROGRESS_SECONDS */
+    progress_line pl; /* its policy: a terminal (--progress), or a line every MEMWALL_PROGRESS_SECONDS */
     progress_init(&pl, "prepare");
+    p->tty = pl.tty, p->quiet = pl.quiet;
+    p->t0 = p->last = now_s();
     p->every = pl.every;
     for (size_t i = 0; i < nf; i++) {
         p->listed = listed[i];
@@ -727,7 +728,7 @@ int cmd_prepare(int argc, char **argv) {
     flush_batch(p);
     if (p->nstage) stream_append(&prep_s[0], p->stage, p->nstage);
     stream_close(&prep_s[0]);
-    if (p->tty) fprintf(stderr, "\n");
+    if (p->tty && !p->quiet) fprintf(stderr, "\n");
     const double enc_s = now_s() - p->t0;
     const char *in = o.n_in == 1 ? o.ins[0] : "the input";
     if (p->ndocs == 0) die(1, "prepare: %s is empty%s", in, p->skipped ? " (every file was skipped)" : "");

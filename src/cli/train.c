@@ -44,7 +44,8 @@ static mw_status save_checkpoint(train_ctx *t, const mw_run_state *st) {
     MW_TRY(mw_ckpt_save_ranks(t->o->ckpt_dir, t->m, st, t->train_tokens, path, sizeof path));
     if (!t->comm || t->comm->rank == 0) MW_TRY(mw_ckpt_prune(t->o->ckpt_dir, t->o->cfg.keep, st->step));
     t->last_saved = st->step;
-    if (!t->tty) printf("  saved %s\n", path);
+    printf("%s  saved %s\n", t->tty ? "\r\033[K" : "", path); /* on a terminal, over the step's line */
+    fflush(stdout);
     return MW_OK;
 }
 
@@ -67,7 +68,7 @@ static mw_status on_step(const mw_step_report *r, const mw_run_state *st, void *
         fflush(t->jlog);
     }
     int last = r->step == c->steps;
-    if (r->step % t->log_every == 0 || last || r->has_val || t->steps_run == 1) {
+    if (progress_quiet() ? last || r->has_val : r->step % t->log_every == 0 || last || r->has_val || t->steps_run == 1) {
         char eta[32];
         fmt_eta(t->ms_total / t->steps_run * (c->steps - r->step) / 1e3, eta, sizeof eta);
         uint64_t cat[MW_CAT_COUNT], peak;
@@ -405,6 +406,44 @@ static void trim_log(const char *path, int step) {
     }
 }
 
+/* --zero on more than one rank, until the run starts: every rank ends this phase in exactly one
+ * vote, agree() when its checks passed or the refusal die() hands refuse_vote(). When any rank
+ * refused, the lowest such rank prints its message (once, however many ranks refused alike), and
+ * every rank leaves MPI and exits with that rank's code: no MPI_ABORT banner, no header first. */
+static mw_comm *voters;
+
+static void vote(int code, const char *msg) {
+    mw_comm *cm = voters;
+    voters = NULL, die_refuse_hook = NULL; /* from here on die() aborts every rank (die_hook) */
+    uint64_t *all = calloc((size_t)cm->size, sizeof *all);
+    if (!all || mw_mpi_allgather_u64(cm, (uint64_t)code, all) != MW_OK) {
+        if (msg) die_print(msg);
+        else die_print(all ? mw_last_error() : "out of memory");
+        mw_mpi_abort(code ? code : 1);
+    }
+    int j = 0;
+    while (j < cm->size && !all[j]) j++;
+    if (j == cm->size) {
+        free(all);
+        return;
+    }
+    const int rc = (int)all[j];
+    free(all);
+    if (j == cm->rank) {
+        char line[8400];
+        snprintf(line, sizeof line, "rank %d: %s", j, msg ? msg : "");
+        die_print(j ? line : msg ? msg : "");
+    }
+    fflush(stdout);
+    fflush(stderr);
+    mw_mpi_finalize();
+    exit(rc);
+}
+static void refuse_vote(int code, const char *msg) { vote(code ? code : 1, msg); }
+static void agree(void) {
+    if (voters) vote(0, NULL);
+}
+
 /* --zero: MPI, this rank's place in the run, and its output (rank 0 alone prints on stdout) */
 static mw_comm *start_ranks(opts *o, int *argc, char ***argv) {
     const int launched = mw_mpi_launched_size();
@@ -415,9 +454,12 @@ static mw_comm *start_ranks(opts *o, int *argc, char ***argv) {
         return NULL;
     }
     mw_comm *cm;
-    if (o->comm_timeout < 0) die(1, "--comm-timeout must be >= 0 seconds (0: wait forever), got %g", o->comm_timeout);
     if (mw_mpi_init(argc, argv, o->comm_timeout, &cm) != MW_OK) die(1, "%s", mw_last_error());
-    if (cm->size > 1) die_hook = mw_mpi_abort; /* one rank's error stops every rank */
+    if (cm->size > 1) { /* one rank's error stops every rank: until the run starts, by a vote */
+        die_hook = mw_mpi_abort;
+        voters = cm, die_refuse_hook = refuse_vote;
+    }
+    if (o->comm_timeout < 0) die(1, "--comm-timeout must be >= 0 seconds (0: wait forever), got %g", o->comm_timeout);
     o->cfg.world = cm->size;
     o->cfg.rank = cm->rank;
     /* the CPUs this rank may run on: mpirun binds each rank to one core by default (OpenMPI, 2 ranks
@@ -516,14 +558,48 @@ int cmd_train(int argc, char **argv) {
     if (ckpt[0] && o.stop_at > 0 && o.stop_at < info.state.step)
         die(1, "--stop-at %d is before %s's step %d: nothing trained (give a later --stop-at, or drop it)", o.stop_at,
             ckpt, info.state.step);
-    if (ckpt[0] && o.stop_at > 0 && o.stop_at == info.state.step) {
+    const int nothing = ckpt[0] && o.stop_at > 0 && o.stop_at == info.state.step;
+    finish_config(&o);
+    /* every refusal comes before the header: the data, its vocabulary and tokenizer, the plan */
+    mw_data *train = NULL, *val = NULL;
+    int grown = 0;
+    char tokline[4600] = "";
+    mw_plan_summary plan;
+    if (!nothing) {
+        train = open_data(o.data, "train", 1), val = open_data(o.data, "val", 0);
+        if (val && mw_data_count(val) < (uint64_t)o.cfg.batch * o.cfg.seq + 1)
+            die(1, "%s holds %llu tokens, fewer than one batch of %d windows of %d+1 (prepare with a larger "
+                   "--val-fraction, or remove it)", mw_data_path(val), (unsigned long long)mw_data_count(val), o.cfg.batch, o.cfg.seq);
+        for (int k = 0; k < 2; k++) {
+            const mw_data *d = k ? val : train;
+            if (!d || mw_data_vocab(d) <= (uint32_t)o.cfg.vocab) continue;
+            if (ckpt[0] || o.init)
+                die(1, "%s's tokens use a vocabulary of %u, but the model (%s) has %d: not this model's data",
+                    mw_data_path(d), mw_data_vocab(d), ckpt[0] ? ckpt : o.init, o.cfg.vocab);
+            die(1, "%s's tokens use a vocabulary of %u, but the model has --vocab %d: give --vocab %u (or a preset "
+                   "of that vocabulary%s)", mw_data_path(d), mw_data_vocab(d), o.cfg.vocab, mw_data_vocab(d),
+                mw_data_vocab(d) == 50257 ? ", e.g. --preset gpt2" : "");
+        }
+        /* a set grown by prepare --append since the checkpoint continues, and says so: the windows
+         * from here on are drawn over the whole grown set (not those the smaller set would give) */
+        grown = ckpt[0] && info.train_tokens != mw_data_count(train) && mw_data_grown_from(train, info.train_tokens);
+        if (ckpt[0] && info.train_tokens != mw_data_count(train) && !grown)
+            die(1, "%s was trained on %llu tokens, --data %s holds %llu: not the same data", ckpt,
+                (unsigned long long)info.train_tokens, mw_data_path(train), (unsigned long long)mw_data_count(train));
+        if (ckpt[0] && info.state.step > o.cfg.steps)
+            die(1, "%s is at step %d, beyond --steps %d", ckpt, info.state.step, o.cfg.steps);
+        train_tokenizer(&o, train, val, ckpt, &info, tokline, sizeof tokline); /* the data's must be the model's */
+        if (mw_plan(&o.cfg, &plan) != MW_OK) die(1, "%s", mw_last_error());
+        if (!plan.fits) mw_model_destroy(create_model(&o)); /* exits 2, saying what does not fit */
+    }
+    agree(); /* --zero: every rank passed its checks, or the run stops here */
+    if (nothing) {
         printf("  resume: %s is at step %d, which is --stop-at %d: nothing to train, nothing saved\n", ckpt,
                info.state.step, o.stop_at);
         if (lock >= 0) close(lock);
         if (comm) mw_mpi_finalize();
         return 0;
     }
-    finish_config(&o);
     print_config(&o, "train");
     if (ov.n) printf("  resume: --override %s: %s\n", o.override, ov.text);
     if (o.ckpt_dir && o.cfg.save_every > 0)
@@ -533,29 +609,15 @@ int cmd_train(int argc, char **argv) {
         printf("  checkpoints: %s at the end, keeping the newest %d\n", o.ckpt_dir, o.cfg.keep);
     else if (ckpt[0])
         printf("  resume: no --out, so this run saves no checkpoint\n");
-    mw_data *train = open_data(o.data, "train", 1), *val = open_data(o.data, "val", 0);
     printf("  data: ");
     data_line(train);
     if (val) printf(", "), data_line(val);
     printf("\n");
-    if (val && mw_data_count(val) < (uint64_t)o.cfg.batch * o.cfg.seq + 1)
-        die(1, "%s holds %llu tokens, fewer than one batch of %d windows of %d+1 (prepare with a larger "
-               "--val-fraction, or remove it)", mw_data_path(val), (unsigned long long)mw_data_count(val), o.cfg.batch, o.cfg.seq);
-    /* a set grown by prepare --append since the checkpoint continues, and says so: the windows
-     * from here on are drawn over the whole grown set (not those the smaller set would give) */
-    const int grown = ckpt[0] && info.train_tokens != mw_data_count(train) && mw_data_grown_from(train, info.train_tokens);
-    if (ckpt[0] && info.train_tokens != mw_data_count(train) && !grown)
-        die(1, "%s was trained on %llu tokens, --data %s holds %llu: not the same data", ckpt,
-            (unsigned long long)info.train_tokens, mw_data_path(train), (unsigned long long)mw_data_count(train));
     if (grown)
         printf("  note: the set grew since %s (prepare --append): it trained on the first %llu tokens, the set now "
                "holds %llu; from step %d the windows are drawn over all of them\n", ckpt,
                (unsigned long long)info.train_tokens, (unsigned long long)mw_data_count(train), info.state.step);
-    if (ckpt[0] && info.state.step > o.cfg.steps)
-        die(1, "%s is at step %d, beyond --steps %d", ckpt, info.state.step, o.cfg.steps);
-    train_tokenizer(&o, train, val, ckpt, &info); /* the data's tokenizer must be the model's */
-    mw_plan_summary plan;
-    if (mw_plan(&o.cfg, &plan) != MW_OK) die(1, "%s", mw_last_error());
+    fputs(tokline, stdout);
     print_plan(&plan);
     if (comm) { /* the same run everywhere: configuration and plan, data, checkpoint */
         char key[2048];
@@ -601,7 +663,7 @@ int cmd_train(int argc, char **argv) {
     } else {
         mw_model_init_gpt2(m, o.cfg.seed);
     }
-    train_ctx t = {.o = &o, .m = m, .comm = comm, .tty = rank0 && isatty(1), .last_saved = ckpt[0] ? st.step : -1,
+    train_ctx t = {.o = &o, .m = m, .comm = comm, .tty = rank0 && progress_tty(1), .last_saved = ckpt[0] ? st.step : -1,
                    .train_tokens = mw_data_count(train)};
     t.log_every = o.log_every > 0 ? o.log_every : t.tty ? 1 : (o.cfg.steps + 19) / 20;
     if (rank0 && o.json_log && ckpt[0]) trim_log(o.json_log, st.step);
@@ -708,6 +770,9 @@ int cmd_bench(int argc, char **argv) {
     parse(&o, CMD_BENCH, "bench", argc, argv);
     finish_config(&o);
     if (o.bench_warmup < 0) die(1, "--warmup must be >= 0");
+    mw_plan_summary plan; /* every refusal before the header */
+    if (mw_plan(&o.cfg, &plan) != MW_OK) die(1, "%s", mw_last_error());
+    if (!plan.fits) mw_model_destroy(create_model(&o)); /* exits 2, saying what does not fit */
     if (!o.json) print_config(&o, "bench");
     mw_model *m = create_model(&o);
     if (!o.json) print_plan(mw_model_plan(m));
