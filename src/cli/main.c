@@ -40,10 +40,10 @@ static const opt_def OPTS[] = {
     {"dim", K_INT, C_(n_embd), MODEL, "embedding width C"},
     {"vocab", K_INT, C_(vocab), MODEL, "vocabulary size"},
     {"ctx", K_INT, C_(ctx), MODEL, "position-table rows (maximum sequence length)"},
-    {"kv-heads", K_INT, C_(n_kv_head), MODEL, "llama: key/value heads (grouped-query attention; default --heads)"},
+    {"kv-heads", K_INT, C_(n_kv_head), MODEL, "llama: key/value heads, for grouped-query attention (default --heads)"},
     {"ffn", K_INT, C_(ffn), MODEL, "llama: SwiGLU hidden width (default 8/3 x --dim rounded up to 256)"},
-    {"rope-theta", K_DBL, C_(rope_theta), MODEL, "llama: rotary embedding base (10000; Llama 3: 500000)"},
-    {"tied", K_INT, C_(tied), MODEL, "llama: 1 when the LM head is the embedding matrix, 0 for its own"},
+    {"rope-theta", K_DBL, C_(rope_theta), MODEL, "llama: rotary embedding base (default 10000; Llama 3: 500000)"},
+    {"tied", K_INT, C_(tied), MODEL, "llama: 1 when the LM head is the embedding matrix, 0 for its own (default: the preset's: llama-tiny, tinyllama-1.1b and the Llama 2/3 presets are untied, the SmolLM presets tied; --arch llama on a GPT-2 preset: untied, as Hugging Face's LlamaConfig)"},
     {"batch", K_INT, C_(batch), MODEL, "sequences per micro-batch B"},
     {"batch", K_INT, C_(batch), CMD_EVAL, "sequences per batch (0: the checkpoint's --batch; 1 with --init)"},
     {"seq", K_INT, C_(seq), MODEL, "tokens per sequence T"},
@@ -107,7 +107,7 @@ static const opt_def OPTS[] = {
     {"top-p", K_DBL, O_(top_p), CMD_SAMPLE, "sample within the smallest set of probability >= p (1: all)"},
     {"out", K_STR, O_(out), CMD_PREPARE, "output prefix: writes PREFIX.train.bin and PREFIX.val.bin, or a sharded set (--shard-tokens)"},
     {"ckpt", K_STR, O_(ckpt), CMD_EXPORT | LOADS, "checkpoint file, or a directory (its newest valid checkpoint)"},
-    {"format", K_STR, O_(format), CMD_EXPORT, "output format: safetensors (Hugging Face GPT-2)"},
+    {"format", K_STR, O_(format), CMD_EXPORT, "output format: safetensors (Hugging Face GPT-2 or Llama, as the checkpoint's model)"},
     {"out", K_STR, O_(out), CMD_EXPORT, "output file, or a directory (gets model.safetensors); config.json goes beside it, missing directories are created"},
     {"val-fraction", K_DBL, O_(val_fraction), CMD_PREPARE, "fraction of the tokens kept for validation: the end of the stream (of each --append part)"},
     {"progress", K_STR, O_(progress), CMD_TRAIN | CMD_BENCH | CMD_EVAL | CMD_PREPARE, "progress lines: auto (redrawn in place on a terminal, a line at a time elsewhere and always under mpirun, whose ranks write to a pseudo-terminal even when the output is a file), plain (a line at a time), tty (in place), none (train: only the steps with a validation loss and the last)"},
@@ -181,7 +181,13 @@ static void format_default(const opts *o, const opt_def *d, char *buf, size_t n)
     switch (d->kind) {
     case K_INT: snprintf(buf, n, "%d", *(const int *)p); break;
     case K_U64: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)p); break;
-    case K_SIZE: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)p); break;
+    case K_SIZE: { /* as a size is written: 256MiB, 2GiB (what --budget and --memory take) */
+        const uint64_t v = *(const uint64_t *)p;
+        if (v && v % (1ull << 30) == 0) snprintf(buf, n, "%lluGiB", (unsigned long long)(v >> 30));
+        else if (v && v % (1ull << 20) == 0) snprintf(buf, n, "%lluMiB", (unsigned long long)(v >> 20));
+        else snprintf(buf, n, "%llu", (unsigned long long)v);
+        break;
+    }
     case K_DBL: snprintf(buf, n, "%g", *(const double *)p); break;
     case K_STR:
     case K_PRESET:
@@ -227,7 +233,7 @@ void die(int code, const char *fmt, ...) {
 
 static void usage(FILE *f, const char *cmd, int mask) {
     if (!cmd) {
-        fprintf(f, "memwall %s: train GPT-2 models inside a hard memory budget\n\n"
+        fprintf(f, "memwall %s: train GPT-2 and Llama models inside a hard memory budget\n\n"
                    "usage: memwall COMMAND [options]\n\n"
                    "commands:\n"
                    "  train     train a model on token files (memwall train --data PREFIX)\n"
@@ -254,6 +260,7 @@ static void usage(FILE *f, const char *cmd, int mask) {
         const char *meta = placeholder(&OPTS[i], mask);
         snprintf(left, sizeof left, "--%s%s%s", OPTS[i].name, *meta ? " " : "", meta);
         format_default(&d, &OPTS[i], def, sizeof def);
+        if (strstr(OPTS[i].help, "(default ") || strstr(OPTS[i].help, "default:")) def[0] = 0; /* it says its own */
         fprintf(f, "  %-22s %s%s%s%s\n", left, OPTS[i].help, def[0] ? " (default " : "", def, def[0] ? ")" : "");
     }
     if (mask & (CMD_ESTIMATE | CMD_PLAN))
@@ -626,10 +633,10 @@ void print_config(const opts *o, const char *cmd) {
     int run = strcmp(cmd, "estimate") != 0 && strcmp(cmd, "plan") != 0;
     char llama[96] = "";
     if (c->arch == MW_ARCH_LLAMA)
-        snprintf(llama, sizeof llama, " KV=%d F=%d%s", c->n_kv_head, c->ffn, c->tied ? " tied" : "");
+        snprintf(llama, sizeof llama, " KV=%d F=%d %s", c->n_kv_head, c->ffn, c->tied ? "tied" : "untied");
     printf("memwall %s | %s L=%d H=%d%s C=%d V=%d ctx=%d (%.2fM params) | B=%d T=%d", cmd, label, c->n_layer,
            c->n_head, llama, c->n_embd, c->vocab, c->ctx, mw_config_num_params(c) / 1e6, c->batch, c->seq);
-    if (run) printf(" accum=%d | %d steps", c->accum, c->steps);
+    if (run) printf(" accum=%d | %d step%s", c->accum, c->steps, c->steps == 1 ? "" : "s");
     printf(" | threads %d", c->threads);
     if (run) printf(" | kernel %s", mw_kernel_get());
     if (c->precision != MW_PRECISION_FP32) printf(" | precision %s", mw_precision_str(c->precision));

@@ -814,10 +814,11 @@ int cmd_prepare(int argc, char **argv) {
             snprintf(where + strlen(where), sizeof where - strlen(where), "%llu, val %llu; the set's part %d)",
                      (unsigned long long)(n - n_val), (unsigned long long)n_val, set.nparts);
     }
-    printf("prepare: %llu documents, %.2f MB, %llu tokens (%.2f bytes/token) -> %s | "
-           "tokenizer %s (vocab %d) | encoded at %.1f MB/s on %d threads, %.1f s in all | peak RSS %s of --memory %s%s\n",
-           (unsigned long long)p->ndocs, mb, (unsigned long long)n, n ? (double)p->bytes / n : 0.0, where, tid.name, vocab,
-           enc_s > 0 ? mb / enc_s : 0.0, p->threads, enc_s, mw_fmt_bytes(mw_peak_rss(), b1, sizeof b1),
+    printf("prepare: %llu document%s, %.2f MB, %llu token%s (%.2f bytes/token) -> %s | "
+           "tokenizer %s (vocab %d) | encoded at %.1f MB/s on %d thread%s, %.1f s in all | peak RSS %s of --memory %s%s\n",
+           (unsigned long long)p->ndocs, p->ndocs == 1 ? "" : "s", mb, (unsigned long long)n, n == 1 ? "" : "s",
+           n ? (double)p->bytes / n : 0.0, where, tid.name, vocab, enc_s > 0 ? mb / enc_s : 0.0, p->threads,
+           p->threads == 1 ? "" : "s", enc_s, mw_fmt_bytes(mw_peak_rss(), b1, sizeof b1),
            mw_fmt_bytes(o.prep_memory, b2, sizeof b2), skipped);
     mw_manifest_free(&set);
     for (int k = 0; k < 2; k++) free(prep_s[k].f), prep_s[k].f = NULL, prep_s[k].n = 0;

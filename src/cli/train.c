@@ -603,8 +603,8 @@ int cmd_train(int argc, char **argv) {
     print_config(&o, "train");
     if (ov.n) printf("  resume: --override %s: %s\n", o.override, ov.text);
     if (o.ckpt_dir && o.cfg.save_every > 0)
-        printf("  checkpoints: %s every %d steps and at the end, keeping the newest %d\n", o.ckpt_dir,
-               o.cfg.save_every, o.cfg.keep);
+        printf("  checkpoints: %s every %d step%s and at the end, keeping the newest %d\n", o.ckpt_dir,
+               o.cfg.save_every, o.cfg.save_every == 1 ? "" : "s", o.cfg.keep);
     else if (o.ckpt_dir)
         printf("  checkpoints: %s at the end, keeping the newest %d\n", o.ckpt_dir, o.cfg.keep);
     else if (ckpt[0])
@@ -688,7 +688,7 @@ int cmd_train(int argc, char **argv) {
     uint64_t cat[MW_CAT_COUNT], peak, rss = mw_peak_rss();
     mw_model_memory(m, cat, &peak);
     char b1[32], b2[32], b3[32];
-    printf("done: %d steps in %.1f s | arena peak %s (plan %s) | peak RSS %s\n", t.steps_run,
+    printf("done: %d step%s in %.1f s | arena peak %s (plan %s) | peak RSS %s\n", t.steps_run, t.steps_run == 1 ? "" : "s",
            t.ms_total / 1e3, mw_fmt_bytes(peak, b1, sizeof b1), mw_fmt_bytes(plan.peak, b2, sizeof b2),
            mw_fmt_bytes(rss, b3, sizeof b3));
     uint64_t *rk = NULL; /* --zero: every rank's arena peak, plan, peak RSS and bytes sent */
@@ -804,17 +804,16 @@ int cmd_bench(int argc, char **argv) {
     if (o.json) {
         printf("{\"tokens_per_s\": %.3f, \"ms_per_step\": %.3f, \"ms_min\": %.3f, \"ms_max\": %.3f, "
                "\"model_gflops\": %.3f, \"params\": %zu, \"threads\": %d, \"batch\": %d, \"seq\": %d, "
-               "\"accum\": %d, \"steps\": %d, \"kernel\": \"%s\", \"precision\": \"%s\", \"peak_rss_bytes\": %llu, ",
+               "\"accum\": %d, \"steps\": %d, \"kernel\": \"%s\", \"precision\": \"%s\", ",
                tps, med, ms[0], ms[c->steps - 1], gflops, mw_config_num_params(c), c->threads,
-               c->batch, c->seq, c->accum, c->steps, mw_kernel_get(), mw_precision_str(c->precision),
-               (unsigned long long)mw_peak_rss());
-        json_categories(stdout, m);
+               c->batch, c->seq, c->accum, c->steps, mw_kernel_get(), mw_precision_str(c->precision));
+        json_categories(stdout, m); /* peak_bytes, peak_rss_bytes, the categories, ... */
         printf("}\n");
     } else {
         char b1[32], b2[32];
-        printf("median %.1f ms/step (min %.1f, max %.1f over %d steps) | %.1f tokens/s | %.1f model "
+        printf("median %.1f ms/step (min %.1f, max %.1f over %d step%s) | %.1f tokens/s | %.1f model "
                "GFLOP/s | arena peak %s | peak RSS %s\n",
-               med, ms[0], ms[c->steps - 1], c->steps, tps, gflops, mw_fmt_bytes(peak, b1, sizeof b1),
+               med, ms[0], ms[c->steps - 1], c->steps, c->steps == 1 ? "" : "s", tps, gflops, mw_fmt_bytes(peak, b1, sizeof b1),
                mw_fmt_bytes(mw_peak_rss(), b2, sizeof b2));
     }
     free(ms);
