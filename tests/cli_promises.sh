@@ -79,6 +79,61 @@ expect_error 2 "a plan over --budget" -- "$MW" "${tr[@]}" --steps 1 --budget 1Mi
 expect_error 2 "bench: a plan over --budget" -- "$MW" bench --steps 1 --budget 1MiB
 [ ! -s "$T/out" ] && pass "refused before bench's header" || fail "bench printed before the refusal: $(cat "$T/out")"
 
+echo "-- item 22: the smaller things"
+"$MW" bench --steps 1 --warmup 0 --json >"$T/b.json" 2>/dev/null && [ "$(grep -o '"peak_rss_bytes"' "$T/b.json" | wc -l)" -eq 1 ] &&
+  pass "bench --json: peak_rss_bytes once in its object" || fail "bench --json: $(grep -o '"peak_rss_bytes": [0-9]*' "$T/b.json")"
+tf=$fails
+for cmd in train bench estimate plan prepare export sample eval; do
+  "$MW" help $cmd >"$T/h"
+  grep -n "(default .*(default \|SIZE .*(default [0-9]\{7,\})" "$T/h" | while read -r l; do echo "$cmd: $l"; done >"$T/dd"
+  [ -s "$T/dd" ] && fail "help $cmd: a doubled or unreadable default: $(cat "$T/dd")"
+done
+[ $fails -eq $tf ] && pass "help: no option shows two defaults, no size as a bare byte count"
+"$MW" help prepare | grep -q -- "--memory SIZE .*(default 256MiB)$" && pass "prepare --memory: (default 256MiB)" ||
+  fail "prepare --memory's default: $("$MW" help prepare | grep -- --memory)"
+"$MW" help | head -1 | grep -q "train GPT-2 and Llama models" && pass "the top line names both families" ||
+  fail "top line: $("$MW" help | head -1)"
+"$MW" help export | grep -q -- "--format NAME .*GPT-2 or Llama" && pass "export --format: GPT-2 or Llama" ||
+  fail "export --format: $("$MW" help export | grep -- --format)"
+"$MW" estimate --preset llama-tiny | head -1 | grep -q "KV=2 F=352 untied" && "$MW" estimate --preset smollm-135m |
+  head -1 | grep -q "F=1536 tied" && "$MW" help train | grep -q -- "--tied N .*llama-tiny.* untied" &&
+  pass "llama-tiny's head is said untied (header and help), smollm-135m's tied" ||
+  fail "tied: $("$MW" estimate --preset llama-tiny | head -1)"
+echo "one" >"$T/one.txt"
+"$MW" prepare --in "$T/one.txt" --out "$T/one" --val-fraction 0 --threads 1 | grep -q "prepare: 1 document, .* 4 tokens .* on 1 thread," &&
+  pass "prepare: 1 document, on 1 thread" || fail "prepare plurals: $("$MW" prepare --in "$T/one.txt" --out "$T/one2" --val-fraction 0 --threads 1)"
+"$MW" "${tr[@]}" --steps 1 --out "$T/P" --save-every 1 >"$T/out" 2>&1 && grep -q "accum=1 | 1 step |" "$T/out" &&
+  grep -q "every 1 step and" "$T/out" && grep -q "^done: 1 step in" "$T/out" && pass "train: 1 step, every 1 step, done: 1 step" ||
+  fail "train plurals: $(grep -E 'step' "$T/out" | head -3)"
+# the timeline's disk labels: each names its op, stands clear of every bar of its lane, and the lane's
+# total in the margin is the optimizer step's (estimate's per step, over --accum micro-batches)
+pl=(--preset gpt2-tiny --batch 2 --seq 32 --offload all --accum 2)
+"$MW" plan "${pl[@]}" --timeline "$T/tl.svg" >/dev/null || fail "plan --offload all --timeline"
+"$MW" estimate "${pl[@]}" >"$T/est"
+rd=$(grep "read per optimizer step" "$T/est" | awk '{ print $4, $5 }')
+wr=$(grep "written per optimizer step" "$T/est" | awk '{ print $2, $3 }')
+verdict=$(awk -v rd="$rd" -v wr="$wr" '
+  /<g id="lane-disk-/ { lane = ($0 ~ /read/) ? "read" : "write"; nb = 0; nl = 0; next }
+  /<\/g>/ { if (lane != "") { for (i = 0; i < nl; i++) for (j = 0; j < nb; j++)
+               if (lx0[i] < bx1[j] && lx1[i] > bx0[j]) bad = bad " overlap:" lt[i];
+             for (i = 0; i < nl; i++) if (!(lt[i] in ops)) bad = bad " unnamed:" lt[i] }
+           lane = ""; next }
+  lane != "" && /<rect / { match($0, /x="[0-9.]+"/); x = substr($0, RSTART + 3, RLENGTH - 4) + 0
+           match($0, /width="[0-9.]+"/); wd = substr($0, RSTART + 7, RLENGTH - 8) + 0
+           bx0[nb] = x; bx1[nb] = x + wd; nb++
+           match($0, /<title>[^:]*:/); ops[substr($0, RSTART + 7, RLENGTH - 8)] = 1; next }
+  lane != "" && /<text / && !/disk-total/ && !/>disk (read|write)</ {
+           match($0, /x="[0-9.]+"/); x = substr($0, RSTART + 3, RLENGTH - 4) + 0
+           match($0, />[^<]*<\/text>/); t = substr($0, RSTART + 1, RLENGTH - 8)
+           sub(/ [0-9.]+ [KMG]?i?B$/, "", t); n = length(t) + 10
+           if ($0 ~ /text-anchor="end"/) { lx0[nl] = x - 6 * n; lx1[nl] = x } else { lx0[nl] = x; lx1[nl] = x + 6 * n }
+           lt[nl] = t; nl++; labels++; next }
+  lane != "" && /disk-total/ { match($0, /<\/title>[^<]*/); tot = substr($0, RSTART + 8, RLENGTH - 8)
+           want = (lane == "read" ? rd : wr) " per step"; if (tot != want) bad = bad " total:" tot "!=" want; totals++ }
+  END { if (labels == 0) bad = bad " no labels"; if (totals != 2) bad = bad " totals:" totals; print bad == "" ? "ok" : bad }' "$T/tl.svg")
+[ "$verdict" = ok ] && pass "timeline: disk labels name their op, clear of the bars; margin totals = estimate's per step ($rd read, $wr written)" ||
+  fail "timeline disk labels:$verdict"
+
 echo "-- item 18: logs under mpirun"
 if ! command -v mpirun >/dev/null || "$MW" train --data /nonexistent --zero 0 2>&1 | grep -q "built without MPI"; then
   fail "mpirun or the MPI build is missing (scripts/install-deps.sh installs OpenMPI)"
