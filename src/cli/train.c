@@ -570,6 +570,15 @@ int cmd_train(int argc, char **argv) {
         if (val && mw_data_count(val) < (uint64_t)o.cfg.batch * o.cfg.seq + 1)
             die(1, "%s holds %llu tokens, fewer than one batch of %d windows of %d+1 (prepare with a larger "
                    "--val-fraction, or remove it)", mw_data_path(val), (unsigned long long)mw_data_count(val), o.cfg.batch, o.cfg.seq);
+        /* a set grown by prepare --append since the checkpoint continues, and says so: the windows
+         * from here on are drawn over the whole grown set (not those the smaller set would give) */
+        grown = ckpt[0] && info.train_tokens != mw_data_count(train) && mw_data_grown_from(train, info.train_tokens);
+        if (ckpt[0] && info.train_tokens != mw_data_count(train) && !grown)
+            die(1, "%s was trained on %llu tokens, --data %s holds %llu: not the same data", ckpt,
+                (unsigned long long)info.train_tokens, mw_data_path(train), (unsigned long long)mw_data_count(train));
+        if (ckpt[0] && info.state.step > o.cfg.steps)
+            die(1, "%s is at step %d, beyond --steps %d", ckpt, info.state.step, o.cfg.steps);
+        train_tokenizer(&o, train, val, ckpt, &info, tokline, sizeof tokline); /* the data's must be the model's */
         for (int k = 0; k < 2; k++) {
             const mw_data *d = k ? val : train;
             if (!d || mw_data_vocab(d) <= (uint32_t)o.cfg.vocab) continue;
@@ -580,15 +589,6 @@ int cmd_train(int argc, char **argv) {
                    "of that vocabulary%s)", mw_data_path(d), mw_data_vocab(d), o.cfg.vocab, mw_data_vocab(d),
                 mw_data_vocab(d) == 50257 ? ", e.g. --preset gpt2" : "");
         }
-        /* a set grown by prepare --append since the checkpoint continues, and says so: the windows
-         * from here on are drawn over the whole grown set (not those the smaller set would give) */
-        grown = ckpt[0] && info.train_tokens != mw_data_count(train) && mw_data_grown_from(train, info.train_tokens);
-        if (ckpt[0] && info.train_tokens != mw_data_count(train) && !grown)
-            die(1, "%s was trained on %llu tokens, --data %s holds %llu: not the same data", ckpt,
-                (unsigned long long)info.train_tokens, mw_data_path(train), (unsigned long long)mw_data_count(train));
-        if (ckpt[0] && info.state.step > o.cfg.steps)
-            die(1, "%s is at step %d, beyond --steps %d", ckpt, info.state.step, o.cfg.steps);
-        train_tokenizer(&o, train, val, ckpt, &info, tokline, sizeof tokline); /* the data's must be the model's */
         if (mw_plan(&o.cfg, &plan) != MW_OK) die(1, "%s", mw_last_error());
         if (!plan.fits) mw_model_destroy(create_model(&o)); /* exits 2, saying what does not fit */
     }
