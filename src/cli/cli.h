@@ -10,6 +10,7 @@ enum {
     CMD_DETOKENIZE = 32, CMD_SAMPLE = 64, CMD_EVAL = 128, CMD_ESTIMATE = 256, CMD_PLAN = 512,
     CMD_VERIFY = 1024
 };
+#define CLI_MAX_OPTS 128 /* at least the entries of main.c's option table */
 enum kind { K_INT, K_DBL, K_SIZE, K_U64, K_STR, K_FLAG, K_PRESET, K_RECOMPUTE, K_ARCH, K_OFFLOAD, K_OPTIM, K_PRECISION };
 
 typedef struct opts {
@@ -17,8 +18,12 @@ typedef struct opts {
     const char *preset, *data, *json_log, *tokenizer, *in, *out, *ckpt_dir, *resume, *init, *ckpt, *format;
     const char *vocab_dir, *prompt, *timeline, *offload_dir;
     const char *kernel;     /* --kernel NAME (parse sets the library's kernel) */
+    const char *progress;   /* --progress auto|plain|tty|none (parse sets it for progress_tty) */
     const char *override;   /* train --override KEY[,KEY...] */
-    const char *given[128]; /* the names of the options on the command line (parse) */
+    /* the distinct names of the options on the command line (parse): an option given again is
+     * recorded once, so this holds at most one name per entry of the option table (main.c asserts
+     * that CLI_MAX_OPTS covers the table) and no option is ever dropped, however many are given */
+    const char *given[CLI_MAX_OPTS];
     int n_given;
     int log_every, bench_warmup, json, stop_at, split_blank, gen_tokens, top_k, reset_optim, skip_unreadable;
     double val_fraction, temperature, top_p;
@@ -37,6 +42,11 @@ typedef struct opts {
 void omp_default_env(char **argv);
 /* Called by die before it exits, when set (a data-parallel run aborts every rank). */
 extern void (*die_hook)(int code);
+/* Called by die with its message, when set: --zero's refusal before the run starts (train.c), which
+ * exits, or returns to let die print and exit as usual. */
+extern void (*die_refuse_hook)(int code, const char *msg);
+/* Prints "memwall: <msg>" on stderr as one line (control characters escaped). */
+void die_print(const char *msg);
 /* Prints "memwall: <message>" on stderr and exits with code. */
 void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 /* Parses the options of one command (mask) into o, with defaults; exits on a bad option. */
@@ -64,10 +74,16 @@ void json_num(FILE *f, const char *fmt, double v);
  * (default 10; 0: every unit), so that short phases print nothing. */
 typedef struct progress_line {
     const char *what;
-    int tty, drawn;
+    int tty, drawn, quiet; /* quiet: --progress none */
     double every, t0, last;
 } progress_line;
 void progress_init(progress_line *p, const char *what);
+/* --progress (train, bench, eval, prepare): auto (a terminal on fd draws in place; under mpirun,
+ * whose ranks write to a pseudo-terminal even when its output is a file, never), plain (a line at a
+ * time), tty (in place), none (no progress). progress_tty: whether fd's progress draws in place;
+ * progress_quiet: whether there is none. */
+int progress_tty(int fd);
+int progress_quiet(void);
 /* done = 0 starts the phase; done = total ends it. */
 void progress_update(progress_line *p, long done, long total);
 /* An mw_progress_fn: user is a progress_line. */
@@ -78,7 +94,7 @@ void progress_fn(void *user, int done, int total);
  * else unknown (name ""); src (may be NULL) says which. warn_unrecorded: a warning on stderr when d (may be NULL) is a version-1 token file.
  * check_data_tokenizer: exits 1 naming both when d's tokenizer and the model's (who) differ.
  * train_tokenizer: train's check of the data against the resumed checkpoint (ckpt, info) or the
- * --init weights; sets o->cfg.tokenizer, which checkpoints record. */
+ * --init weights; sets o->cfg.tokenizer, which checkpoints record, and writes its line into line. */
 typedef struct mw_tokenizer mw_tokenizer;
 /* The GPT-2 vocabulary directory (text.c): --vocab-dir, $MEMWALL_VOCAB_DIR, ./data/gpt2, or
  * data/gpt2 beside the memwall binary's build/ directory (in buf, n bytes, when that one). */
@@ -86,7 +102,8 @@ const char *vocab_dir(const opts *o, char *buf, size_t n);
 mw_tokenizer *hf_tokenizer(const char *path, int arch, int vocab, mw_tokenizer_id *id, char *src, size_t n);
 void warn_unrecorded(const mw_data *d);
 void check_data_tokenizer(const mw_data *d, const mw_tokenizer_id *model, const char *who);
-void train_tokenizer(opts *o, const mw_data *train, const mw_data *val, const char *ckpt, const mw_ckpt_info *info);
+void train_tokenizer(opts *o, const mw_data *train, const mw_data *val, const char *ckpt, const mw_ckpt_info *info,
+                     char *line, size_t n); /* line: its "  tokenizer: ...\n", printed by the caller after the header */
 
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);

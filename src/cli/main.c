@@ -14,6 +14,7 @@
 #include "../core/arena.h"
 #include "../core/rng.h"
 #include "../core/status.h"
+#include "../dist/comm_mpi.h"
 #include "cli.h"
 #include "memwall.h"
 
@@ -39,10 +40,10 @@ static const opt_def OPTS[] = {
     {"dim", K_INT, C_(n_embd), MODEL, "embedding width C"},
     {"vocab", K_INT, C_(vocab), MODEL, "vocabulary size"},
     {"ctx", K_INT, C_(ctx), MODEL, "position-table rows (maximum sequence length)"},
-    {"kv-heads", K_INT, C_(n_kv_head), MODEL, "llama: key/value heads (grouped-query attention; default --heads)"},
+    {"kv-heads", K_INT, C_(n_kv_head), MODEL, "llama: key/value heads, for grouped-query attention (default --heads)"},
     {"ffn", K_INT, C_(ffn), MODEL, "llama: SwiGLU hidden width (default 8/3 x --dim rounded up to 256)"},
-    {"rope-theta", K_DBL, C_(rope_theta), MODEL, "llama: rotary embedding base (10000; Llama 3: 500000)"},
-    {"tied", K_INT, C_(tied), MODEL, "llama: 1 when the LM head is the embedding matrix, 0 for its own"},
+    {"rope-theta", K_DBL, C_(rope_theta), MODEL, "llama: rotary embedding base (default 10000; Llama 3: 500000)"},
+    {"tied", K_INT, C_(tied), MODEL, "llama: 1 when the LM head is the embedding matrix, 0 for its own (default: the preset's: llama-tiny, tinyllama-1.1b and the Llama 2/3 presets are untied, the SmolLM presets tied; --arch llama on a GPT-2 preset: untied, as Hugging Face's LlamaConfig)"},
     {"batch", K_INT, C_(batch), MODEL, "sequences per micro-batch B"},
     {"batch", K_INT, C_(batch), CMD_EVAL, "sequences per batch (0: the checkpoint's --batch; 1 with --init)"},
     {"seq", K_INT, C_(seq), MODEL, "tokens per sequence T"},
@@ -106,14 +107,16 @@ static const opt_def OPTS[] = {
     {"top-p", K_DBL, O_(top_p), CMD_SAMPLE, "sample within the smallest set of probability >= p (1: all)"},
     {"out", K_STR, O_(out), CMD_PREPARE, "output prefix: writes PREFIX.train.bin and PREFIX.val.bin, or a sharded set (--shard-tokens)"},
     {"ckpt", K_STR, O_(ckpt), CMD_EXPORT | LOADS, "checkpoint file, or a directory (its newest valid checkpoint)"},
-    {"format", K_STR, O_(format), CMD_EXPORT, "output format: safetensors (Hugging Face GPT-2)"},
+    {"format", K_STR, O_(format), CMD_EXPORT, "output format: safetensors (Hugging Face GPT-2 or Llama, as the checkpoint's model)"},
     {"out", K_STR, O_(out), CMD_EXPORT, "output file, or a directory (gets model.safetensors); config.json goes beside it, missing directories are created"},
     {"tokenizer", K_STR, O_(tokenizer), CMD_EXPORT, "the tokenizer written beside config.json (docs/hf.md): auto (the checkpoint's: GPT-2's vocab.json + merges.txt from --vocab-dir, Llama 2/3's tokenizer.json from data/llama2, data/llama3, none for bytes), PATH (a tokenizer.json or its directory; it must be the checkpoint's), or none"},
     {"vocab-dir", K_STR, O_(vocab_dir), CMD_EXPORT, "GPT-2 vocabulary for --tokenizer auto (encoder.json + vocab.bpe, or tokenizer.json); default data/gpt2"},
     {"val-fraction", K_DBL, O_(val_fraction), CMD_PREPARE, "fraction of the tokens kept for validation: the end of the stream (of each --append part)"},
+    {"progress", K_STR, O_(progress), CMD_TRAIN | CMD_BENCH | CMD_EVAL | CMD_PREPARE, "progress lines: auto (redrawn in place on a terminal, a line at a time elsewhere and always under mpirun, whose ranks write to a pseudo-terminal even when the output is a file), plain (a line at a time), tty (in place), none (train: only the steps with a validation loss and the last)"},
     {"kernel", K_STR, O_(kernel), EVERY, "compute kernel: auto (the best this CPU runs), portable, avx2, avx512, avx512bf16; all give the same bits; MEMWALL_KERNEL=NAME sets the default"},
 };
 #define NOPTS (sizeof OPTS / sizeof OPTS[0])
+_Static_assert(NOPTS <= CLI_MAX_OPTS, "opts.given holds one name per option table entry at most");
 
 #define MAX_THREADS 1024 /* --threads, as mw_config_validate allows */
 
@@ -133,6 +136,7 @@ static void set_defaults(opts *o, int mask) {
     o->temperature = 1.0;
     o->top_p = 1.0;
     o->kernel = "auto";
+    o->progress = "auto";
     if (mask & (LOADS | CMD_EXPORT)) o->tokenizer = "auto";
     if (mask & CMD_EVAL) o->cfg.eval_batches = 0, o->cfg.batch = 0, o->cfg.seq = 0;
 }
@@ -148,7 +152,7 @@ static const struct {
     {"resume", ~0, "FILE|DIR|auto"},    {"init", ~0, "hf:PATH"},           {"timeline", ~0, "FILE.svg"},
     {"tokenizer", ~0, "NAME"},          {"vocab-dir", ~0, "DIR"},          {"in", ~0, "FILE|DIR|-"},
     {"prompt", ~0, "TEXT"},             {"ckpt", ~0, "FILE|DIR"},          {"format", ~0, "NAME"},
-    {"kernel", ~0, "NAME"},             {"offload-dir", ~0, "DIR"},
+    {"kernel", ~0, "NAME"},             {"progress", ~0, "MODE"},             {"offload-dir", ~0, "DIR"},
 };
 static const char *placeholder(const opt_def *d, int mask) {
     switch (d->kind) {
@@ -179,7 +183,13 @@ static void format_default(const opts *o, const opt_def *d, char *buf, size_t n)
     switch (d->kind) {
     case K_INT: snprintf(buf, n, "%d", *(const int *)p); break;
     case K_U64: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)p); break;
-    case K_SIZE: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)p); break;
+    case K_SIZE: { /* as a size is written: 256MiB, 2GiB (what --budget and --memory take) */
+        const uint64_t v = *(const uint64_t *)p;
+        if (v && v % (1ull << 30) == 0) snprintf(buf, n, "%lluGiB", (unsigned long long)(v >> 30));
+        else if (v && v % (1ull << 20) == 0) snprintf(buf, n, "%lluMiB", (unsigned long long)(v >> 20));
+        else snprintf(buf, n, "%llu", (unsigned long long)v);
+        break;
+    }
     case K_DBL: snprintf(buf, n, "%g", *(const double *)p); break;
     case K_STR:
     case K_PRESET:
@@ -198,6 +208,17 @@ static void format_default(const opts *o, const opt_def *d, char *buf, size_t n)
 }
 
 void (*die_hook)(int code);
+void (*die_refuse_hook)(int code, const char *msg);
+static int progress_mode; /* --progress: 0 auto, 1 plain, 2 tty, 3 none */
+static int die_quiet; /* parse under mpirun, on a rank other than 0: the same refusal as rank 0's */
+
+void die_print(const char *msg) {
+    fprintf(stderr, "memwall: ");
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) /* one line, always */
+        if (*p < 0x20 || *p == 0x7f) fprintf(stderr, "\\x%02x", *p);
+        else fputc(*p, stderr);
+    fprintf(stderr, "\n");
+}
 
 void die(int code, const char *fmt, ...) {
     va_list ap;
@@ -206,18 +227,15 @@ void die(int code, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "memwall: ");
-    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) /* one line, always */
-        if (*p < 0x20 || *p == 0x7f) fprintf(stderr, "\\x%02x", *p);
-        else fputc(*p, stderr);
-    fprintf(stderr, "\n");
+    if (die_refuse_hook) die_refuse_hook(code, msg); /* returns only when it leaves the message to die */
+    if (!die_quiet) die_print(msg);
     if (die_hook) die_hook(code);
     exit(code);
 }
 
 static void usage(FILE *f, const char *cmd, int mask) {
     if (!cmd) {
-        fprintf(f, "memwall %s: train GPT-2 models inside a hard memory budget\n\n"
+        fprintf(f, "memwall %s: train GPT-2 and Llama models inside a hard memory budget\n\n"
                    "usage: memwall COMMAND [options]\n\n"
                    "commands:\n"
                    "  train     train a model on token files (memwall train --data PREFIX)\n"
@@ -244,6 +262,7 @@ static void usage(FILE *f, const char *cmd, int mask) {
         const char *meta = placeholder(&OPTS[i], mask);
         snprintf(left, sizeof left, "--%s%s%s", OPTS[i].name, *meta ? " " : "", meta);
         format_default(&d, &OPTS[i], def, sizeof def);
+        if (strstr(OPTS[i].help, "(default ") || strstr(OPTS[i].help, "default:")) def[0] = 0; /* it says its own */
         fprintf(f, "  %-22s %s%s%s%s\n", left, OPTS[i].help, def[0] ? " (default " : "", def, def[0] ? ")" : "");
     }
     if (mask & (CMD_ESTIMATE | CMD_PLAN))
@@ -319,9 +338,11 @@ static const size_t SHAPE_OFF[5] = {C_(n_layer), C_(n_head), C_(n_embd), C_(voca
 
 void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
     set_defaults(o, mask);
+    /* the command line alone decides here, alike on every rank mpirun starts: rank 0 says it once */
+    die_quiet = mw_mpi_launched_rank() > 0;
     /* estimate and plan take a train command line as it stands (see usage) */
     const int accept = mask & (CMD_ESTIMATE | CMD_PLAN) ? mask | CMD_TRAIN : mask;
-    char ignored[512] = "";
+    char ignored[CLI_MAX_OPTS * 32] = ""; /* ", --NAME" for distinct names (each under 28 bytes) */
     const char *arch = NULL;
     /* the preset first, so that the shape flags override it wherever they stand */
     for (int pass = 0; pass < 2; pass++) {
@@ -353,12 +374,12 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
                     strncmp(OPTS[k].name, name, len) == 0)
                     d = &OPTS[k];
             if (d && !(d->cmds & mask) && pass == 1 && strcmp(d->name, "data") != 0 &&
-                strcmp(d->name, "init") != 0 && !strstr(ignored, a)) {
+                strcmp(d->name, "init") != 0 && !opt_given(o, d->name)) { /* each name once: it fits */
                 size_t u = strlen(ignored);
-                snprintf(ignored + u, sizeof ignored - u, "%s%.*s", u ? ", " : "", (int)(len + 2), a);
+                snprintf(ignored + u, sizeof ignored - u, "%s--%s", u ? ", " : "", d->name);
             }
             if (!d) die(1, "%s: unknown option '--%.*s' (see memwall help %s)", cmd, (int)len, name, cmd);
-            if (pass == 1 && o->n_given < (int)(sizeof o->given / sizeof o->given[0])) o->given[o->n_given++] = d->name;
+            if (pass == 1 && !opt_given(o, d->name)) o->given[o->n_given++] = d->name; /* one per name: fits */
             const char *v = NULL;
             if (d->kind == K_FLAG) {
                 if (eq) die(1, "--%s takes no value", d->name);
@@ -425,6 +446,12 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
         die(1, "--threads must be in 0..%d (0: all cores), got %d", MAX_THREADS, o->cfg.threads);
     if (ignored[0]) fprintf(stderr, "memwall: note: %s ignores %s (no effect on memory)\n", cmd, ignored);
     choose_kernel(opt_given(o, "kernel") ? o->kernel : NULL);
+    static const char *const PROGRESS[] = {"auto", "plain", "tty", "none"};
+    progress_mode = -1;
+    for (int k = 0; k < 4; k++)
+        if (strcmp(o->progress, PROGRESS[k]) == 0) progress_mode = k;
+    if (progress_mode < 0) die(1, "--progress must be auto, plain, tty or none (got '%s')", o->progress);
+    die_quiet = 0;
 }
 
 int opt_given(const opts *o, const char *name) {
@@ -522,16 +549,23 @@ static double mono_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+int progress_tty(int fd) {
+    return progress_mode == 2 || (progress_mode == 0 && isatty(fd) && mw_mpi_launched_size() == 0);
+}
+
+int progress_quiet(void) { return progress_mode == 3; }
+
 void progress_init(progress_line *p, const char *what) {
     const char *e = getenv("MEMWALL_PROGRESS_SECONDS");
     char *end;
     double every = e && *e ? strtod(e, &end) : 10.0;
     if (e && *e && (*end || !(every >= 0))) every = 10.0;
-    *p = (progress_line){.what = what, .tty = isatty(2), .every = every};
+    *p = (progress_line){.what = what, .tty = progress_tty(2), .quiet = progress_quiet(), .every = every};
     p->t0 = p->last = mono_s();
 }
 
 void progress_update(progress_line *p, long done, long total) {
+    if (p->quiet) return;
     double now = mono_s();
     if (done <= 0) {
         p->t0 = p->last = now;
@@ -613,10 +647,10 @@ void print_config(const opts *o, const char *cmd) {
     int run = strcmp(cmd, "estimate") != 0 && strcmp(cmd, "plan") != 0;
     char llama[96] = "";
     if (c->arch == MW_ARCH_LLAMA)
-        snprintf(llama, sizeof llama, " KV=%d F=%d%s", c->n_kv_head, c->ffn, c->tied ? " tied" : "");
+        snprintf(llama, sizeof llama, " KV=%d F=%d %s", c->n_kv_head, c->ffn, c->tied ? "tied" : "untied");
     printf("memwall %s | %s L=%d H=%d%s C=%d V=%d ctx=%d (%.2fM params) | B=%d T=%d", cmd, label, c->n_layer,
            c->n_head, llama, c->n_embd, c->vocab, c->ctx, mw_config_num_params(c) / 1e6, c->batch, c->seq);
-    if (run) printf(" accum=%d | %d steps", c->accum, c->steps);
+    if (run) printf(" accum=%d | %d step%s", c->accum, c->steps, c->steps == 1 ? "" : "s");
     printf(" | threads %d", c->threads);
     if (run) printf(" | kernel %s", mw_kernel_get());
     if (c->precision != MW_PRECISION_FP32) printf(" | precision %s", mw_precision_str(c->precision));

@@ -24,6 +24,13 @@ int mw_mpi_launched_size(void) {
     return n;
 }
 
+int mw_mpi_launched_rank(void) {
+    int r = env_int("OMPI_COMM_WORLD_RANK");
+    if (!r) r = env_int("PMI_RANK");
+    if (!r) r = env_int("PMIX_RANK");
+    return r > 0 ? r : 0;
+}
+
 int mw_mpi_local_size(void) {
     int n = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
     if (!n) n = env_int("MPI_LOCALNRANKS");

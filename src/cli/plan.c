@@ -523,21 +523,51 @@ static void write_svg(FILE *f, const mw_plan_op *ops, int n, const mw_plan_summa
         fprintf(f, "<g id=\"lane-disk-%s\" fill=\"%s\">\n", lane ? "write" : "read", lane ? "#b07aa1" : "#9c755f");
         fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\" fill=\"black\">disk %s</text>\n", left - 5,
                 y + 12, lane ? "write" : "read");
-        uint64_t most = 0; /* labels only on the lane's larger transfers, so they do not overlap */
-        for (int i = 0; i < n; i++) {
-            const uint64_t bytes = lane ? ops[i].disk_write : ops[i].disk_read;
-            if (bytes > most) most = bytes;
-        }
+        /* a label names the op whose own transfer it is ("optimizer 6.55 MiB") and stands beside its
+         * bar, right or left, only where no other bar or label of the lane is: the larger transfers
+         * first; the optimizer step's total (over --accum micro-batches) is in the right margin */
+        int *order = malloc(sizeof *order * (size_t)(n > 0 ? n : 1)), m = 0;
+        double *taken = malloc(sizeof *taken * 2 * (size_t)(2 * n + 1)); /* occupied x ranges */
+        int nt = 0;
         for (int i = 0; i < n; i++) {
             const uint64_t bytes = lane ? ops[i].disk_write : ops[i].disk_read;
             if (!bytes) continue;
+            const double x = left + i * bw, w = bw * 0.92 > 3 ? bw * 0.92 : 3;
             fprintf(f, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%.0f\"><title>%s: %s %s %s</title></rect>\n",
-                    left + i * bw, y, bw * 0.92 > 3 ? bw * 0.92 : 3, lane_h - 4, ops[i].name, lane ? "writes" : "reads",
+                    x, y, w, lane_h - 4, ops[i].name, lane ? "writes" : "reads",
                     mw_fmt_bytes(bytes, b1, sizeof b1), lane ? "to the disk tier" : "from the disk tier");
-            if (bytes * 4 >= most)
-                fprintf(f, "<text x=\"%.2f\" y=\"%.0f\" text-anchor=\"end\" fill=\"black\">%s</text>\n",
-                        left + i * bw - 4, y + 12, mw_fmt_bytes(bytes, b1, sizeof b1));
+            if (order && taken) order[m++] = i, taken[2 * nt] = x, taken[2 * nt + 1] = x + w, nt++;
         }
+        for (int a = 0; a < m; a++) /* the larger transfers first (insertion sort: few bars) */
+            for (int b = a; b > 0; b--) {
+                const int u = order[b], v = order[b - 1];
+                if ((lane ? ops[u].disk_write : ops[u].disk_read) <= (lane ? ops[v].disk_write : ops[v].disk_read)) break;
+                order[b] = v, order[b - 1] = u;
+            }
+        for (int a = 0; a < m; a++) {
+            const int i = order[a];
+            char label[96];
+            snprintf(label, sizeof label, "%s %s", ops[i].name,
+                     mw_fmt_bytes(lane ? ops[i].disk_write : ops[i].disk_read, b1, sizeof b1));
+            const double tw = 6.2 * (double)strlen(label), x = left + i * bw, w = bw * 0.92 > 3 ? bw * 0.92 : 3;
+            const double cand[2][2] = {{x + w + 3, x + w + 3 + tw}, {x - 3 - tw, x - 3}}; /* right, left */
+            for (int side = 0; side < 2; side++) {
+                int free_ = cand[side][0] >= left && cand[side][1] <= left + pw;
+                for (int q = 0; q < nt && free_; q++)
+                    free_ = cand[side][1] + 2 <= taken[2 * q] || cand[side][0] - 2 >= taken[2 * q + 1];
+                if (!free_) continue;
+                fprintf(f, "<text class=\"disk-label\" x=\"%.2f\" y=\"%.0f\" fill=\"black\">%s</text>\n",
+                        cand[side][0], y + 12, label);
+                taken[2 * nt] = cand[side][0], taken[2 * nt + 1] = cand[side][1], nt++;
+                break;
+            }
+        }
+        free(order), free(taken);
+        /* the timeline is one micro-batch: the step's total is the planner's, over --accum of them */
+        fprintf(f, "<text class=\"disk-total\" x=\"%.0f\" y=\"%.0f\" fill=\"black\"><title>the bars: each op's own "
+                   "transfer; this: the optimizer step's total (%d micro-batch%s)</title>%s per step</text>\n",
+                left + pw + 4, y + 12, c->accum, c->accum == 1 ? "" : "es",
+                mw_fmt_bytes(lane ? p->disk_write : p->disk_read, b1, sizeof b1));
         fprintf(f, "</g>\n");
     }
     fprintf(f, "</svg>\n");

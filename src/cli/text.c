@@ -281,7 +281,7 @@ static char **list_inputs(const opts *o, size_t *nf, uint64_t *total, char **fro
 typedef struct prep {
     const opts *o;
     mw_tokenizer *tok;
-    int threads, tty;
+    int threads, tty, quiet; /* quiet: --progress none */
     size_t piece; /* text bytes per batch */
     const int32_t *pre, *post; /* the special tokens around each document */
     size_t npre, npost;
@@ -529,6 +529,7 @@ static void fmt_eta(char *b, size_t n, double s) {
 /* On a terminal a line redrawn in place; elsewhere (a log) a line every MEMWALL_PROGRESS_SECONDS
  * (default 10), as train's and eval's progress. */
 static void progress(prep *p) {
+    if (p->quiet) return;
     const double now = now_s();
     if (!p->tty) {
         if (p->every > 0 && now - p->last < p->every) return;
@@ -719,10 +720,10 @@ int cmd_prepare(int argc, char **argv) {
     size_t nf;
     char *listed;
     char **files = list_inputs(&o, &nf, &p->total, &listed);
-    p->tty = isatty(2);
-    p->t0 = p->last = now_s();
-    progress_line pl; /* its policy for a log: a line every MEMWALL_PROGRESS_SECONDS */
+    progress_line pl; /* its policy: a terminal (--progress), or a line every MEMWALL_PROGRESS_SECONDS */
     progress_init(&pl, "prepare");
+    p->tty = pl.tty, p->quiet = pl.quiet;
+    p->t0 = p->last = now_s();
     p->every = pl.every;
     for (size_t i = 0; i < nf; i++) {
         p->listed = listed[i];
@@ -733,7 +734,7 @@ int cmd_prepare(int argc, char **argv) {
     flush_batch(p);
     if (p->nstage) stream_append(&prep_s[0], p->stage, p->nstage);
     stream_close(&prep_s[0]);
-    if (p->tty) fprintf(stderr, "\n");
+    if (p->tty && !p->quiet) fprintf(stderr, "\n");
     const double enc_s = now_s() - p->t0;
     const char *in = o.n_in == 1 ? o.ins[0] : "the input";
     if (p->ndocs == 0) die(1, "prepare: %s is empty%s", in, p->skipped ? " (every file was skipped)" : "");
@@ -819,10 +820,11 @@ int cmd_prepare(int argc, char **argv) {
             snprintf(where + strlen(where), sizeof where - strlen(where), "%llu, val %llu; the set's part %d)",
                      (unsigned long long)(n - n_val), (unsigned long long)n_val, set.nparts);
     }
-    printf("prepare: %llu documents, %.2f MB, %llu tokens (%.2f bytes/token) -> %s | "
-           "tokenizer %s (vocab %d) | encoded at %.1f MB/s on %d threads, %.1f s in all | peak RSS %s of --memory %s%s\n",
-           (unsigned long long)p->ndocs, mb, (unsigned long long)n, n ? (double)p->bytes / n : 0.0, where, tid.name, vocab,
-           enc_s > 0 ? mb / enc_s : 0.0, p->threads, enc_s, mw_fmt_bytes(mw_peak_rss(), b1, sizeof b1),
+    printf("prepare: %llu document%s, %.2f MB, %llu token%s (%.2f bytes/token) -> %s | "
+           "tokenizer %s (vocab %d) | encoded at %.1f MB/s on %d thread%s, %.1f s in all | peak RSS %s of --memory %s%s\n",
+           (unsigned long long)p->ndocs, p->ndocs == 1 ? "" : "s", mb, (unsigned long long)n, n == 1 ? "" : "s",
+           n ? (double)p->bytes / n : 0.0, where, tid.name, vocab, enc_s > 0 ? mb / enc_s : 0.0, p->threads,
+           p->threads == 1 ? "" : "s", enc_s, mw_fmt_bytes(mw_peak_rss(), b1, sizeof b1),
            mw_fmt_bytes(o.prep_memory, b2, sizeof b2), skipped);
     mw_manifest_free(&set);
     for (int k = 0; k < 2; k++) free(prep_s[k].f), prep_s[k].f = NULL, prep_s[k].n = 0;

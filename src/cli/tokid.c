@@ -63,7 +63,8 @@ void check_data_tokenizer(const mw_data *d, const mw_tokenizer_id *model, const 
             mw_tokenizer_id_str(model, b, sizeof b));
 }
 
-void train_tokenizer(opts *o, const mw_data *train, const mw_data *val, const char *ckpt, const mw_ckpt_info *info) {
+void train_tokenizer(opts *o, const mw_data *train, const mw_data *val, const char *ckpt, const mw_ckpt_info *info,
+                     char *line, size_t n) {
     char a[128], b[128], who[4300], src[4400] = "";
     warn_unrecorded(train);
     warn_unrecorded(val);
@@ -84,5 +85,6 @@ void train_tokenizer(opts *o, const mw_data *train, const mw_data *val, const ch
     }
     if (known && model.name[0]) check_data_tokenizer(known, &model, who);
     o->cfg.tokenizer = model.name[0] ? model : *data; /* recorded in every checkpoint */
-    printf("  tokenizer: %s%s%s\n", mw_tokenizer_id_str(&o->cfg.tokenizer, a, sizeof a), src[0] ? ", " : "", src);
+    snprintf(line, n, "  tokenizer: %s%s%s\n", mw_tokenizer_id_str(&o->cfg.tokenizer, a, sizeof a), src[0] ? ", " : "",
+             src);
 }

@@ -44,7 +44,8 @@ static mw_status save_checkpoint(train_ctx *t, const mw_run_state *st) {
     MW_TRY(mw_ckpt_save_ranks(t->o->ckpt_dir, t->m, st, t->train_tokens, path, sizeof path));
     if (!t->comm || t->comm->rank == 0) MW_TRY(mw_ckpt_prune(t->o->ckpt_dir, t->o->cfg.keep, st->step));
     t->last_saved = st->step;
-    if (!t->tty) printf("  saved %s\n", path);
+    printf("%s  saved %s\n", t->tty ? "\r\033[K" : "", path); /* on a terminal, over the step's line */
+    fflush(stdout);
     return MW_OK;
 }
 
@@ -67,7 +68,7 @@ static mw_status on_step(const mw_step_report *r, const mw_run_state *st, void *
         fflush(t->jlog);
     }
     int last = r->step == c->steps;
-    if (r->step % t->log_every == 0 || last || r->has_val || t->steps_run == 1) {
+    if (progress_quiet() ? last || r->has_val : r->step % t->log_every == 0 || last || r->has_val || t->steps_run == 1) {
         char eta[32];
         fmt_eta(t->ms_total / t->steps_run * (c->steps - r->step) / 1e3, eta, sizeof eta);
         uint64_t cat[MW_CAT_COUNT], peak;
@@ -375,23 +376,72 @@ static void check_no_newer_run(const char *dir, int start) {
 static void trim_log(const char *path, int step) {
     FILE *in = fopen(path, "r");
     if (!in) return;
-    char tmp[4200], line[1024];
+    char tmp[4200], *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
     FILE *out;
     if (mw_tmp_create(path, tmp, sizeof tmp, &out) != MW_OK) die(1, "--json-log: %s", mw_last_error());
-    while (fgets(line, sizeof line, in)) {
+    errno = 0;
+    /* whole lines of any length (an end line grows with the ranks: 1.2 KB at 6): a line read in
+     * pieces would keep its tail as a line that is not JSON */
+    while ((n = getline(&line, &cap, in)) > 0) {
         int s;
-        size_t n = strlen(line);
-        if (n == 0 || line[n - 1] != '\n') continue; /* a line cut by a kill */
+        if (line[n - 1] != '\n' || (size_t)n != strlen(line)) continue; /* a line cut by a kill */
         if (sscanf(line, "{\"event\": \"override\", \"step\": %d,", &s) == 1 && s >= step) continue;
         if (sscanf(line, "{\"step\": %d,", &s) == 1 ? s <= step : strstr(line, "\"event\": \"end\"") == NULL)
             fputs(line, out);
     }
+    const int rerr = ferror(in) ? errno ? errno : EIO : 0;
+    free(line);
     fclose(in);
+    if (rerr) {
+        fclose(out);
+        unlink(tmp);
+        die(1, "cannot read --json-log %s: %s", path, strerror(rerr));
+    }
     if (fclose(out) != 0 || rename(tmp, path) != 0) {
         int err = errno;
         unlink(tmp);
         die(1, "cannot rewrite --json-log %s: %s", path, strerror(err));
     }
+}
+
+/* --zero on more than one rank, until the run starts: every rank ends this phase in exactly one
+ * vote, agree() when its checks passed or the refusal die() hands refuse_vote(). When any rank
+ * refused, the lowest such rank prints its message (once, however many ranks refused alike), and
+ * every rank leaves MPI and exits with that rank's code: no MPI_ABORT banner, no header first. */
+static mw_comm *voters;
+
+static void vote(int code, const char *msg) {
+    mw_comm *cm = voters;
+    voters = NULL, die_refuse_hook = NULL; /* from here on die() aborts every rank (die_hook) */
+    uint64_t *all = calloc((size_t)cm->size, sizeof *all);
+    if (!all || mw_mpi_allgather_u64(cm, (uint64_t)code, all) != MW_OK) {
+        if (msg) die_print(msg);
+        else die_print(all ? mw_last_error() : "out of memory");
+        mw_mpi_abort(code ? code : 1);
+    }
+    int j = 0;
+    while (j < cm->size && !all[j]) j++;
+    if (j == cm->size) {
+        free(all);
+        return;
+    }
+    const int rc = (int)all[j];
+    free(all);
+    if (j == cm->rank) {
+        char line[8400];
+        snprintf(line, sizeof line, "rank %d: %s", j, msg ? msg : "");
+        die_print(j ? line : msg ? msg : "");
+    }
+    fflush(stdout);
+    fflush(stderr);
+    mw_mpi_finalize();
+    exit(rc);
+}
+static void refuse_vote(int code, const char *msg) { vote(code ? code : 1, msg); }
+static void agree(void) {
+    if (voters) vote(0, NULL);
 }
 
 /* --zero: MPI, this rank's place in the run, and its output (rank 0 alone prints on stdout) */
@@ -404,9 +454,12 @@ static mw_comm *start_ranks(opts *o, int *argc, char ***argv) {
         return NULL;
     }
     mw_comm *cm;
-    if (o->comm_timeout < 0) die(1, "--comm-timeout must be >= 0 seconds (0: wait forever), got %g", o->comm_timeout);
     if (mw_mpi_init(argc, argv, o->comm_timeout, &cm) != MW_OK) die(1, "%s", mw_last_error());
-    if (cm->size > 1) die_hook = mw_mpi_abort; /* one rank's error stops every rank */
+    if (cm->size > 1) { /* one rank's error stops every rank: until the run starts, by a vote */
+        die_hook = mw_mpi_abort;
+        voters = cm, die_refuse_hook = refuse_vote;
+    }
+    if (o->comm_timeout < 0) die(1, "--comm-timeout must be >= 0 seconds (0: wait forever), got %g", o->comm_timeout);
     o->cfg.world = cm->size;
     o->cfg.rank = cm->rank;
     /* the CPUs this rank may run on: mpirun binds each rank to one core by default (OpenMPI, 2 ranks
@@ -500,39 +553,71 @@ int cmd_train(int argc, char **argv) {
         if (ckpt[0]) adopt_checkpoint(&o, &info, ckpt, &ov);
         else printf("  resume auto: no checkpoint in %s yet, starting from step 0\n", o.ckpt_dir);
     }
+    /* a stop the user set is never trained past: at the checkpoint's step there is nothing to do
+     * (a rerun of the same command line finds its work done); before it, the two disagree */
+    if (ckpt[0] && o.stop_at > 0 && o.stop_at < info.state.step)
+        die(1, "--stop-at %d is before %s's step %d: nothing trained (give a later --stop-at, or drop it)", o.stop_at,
+            ckpt, info.state.step);
+    const int nothing = ckpt[0] && o.stop_at > 0 && o.stop_at == info.state.step;
     finish_config(&o);
+    /* every refusal comes before the header: the data, its vocabulary and tokenizer, the plan */
+    mw_data *train = NULL, *val = NULL;
+    int grown = 0;
+    char tokline[4600] = "";
+    mw_plan_summary plan;
+    if (!nothing) {
+        train = open_data(o.data, "train", 1), val = open_data(o.data, "val", 0);
+        if (val && mw_data_count(val) < (uint64_t)o.cfg.batch * o.cfg.seq + 1)
+            die(1, "%s holds %llu tokens, fewer than one batch of %d windows of %d+1 (prepare with a larger "
+                   "--val-fraction, or remove it)", mw_data_path(val), (unsigned long long)mw_data_count(val), o.cfg.batch, o.cfg.seq);
+        /* a set grown by prepare --append since the checkpoint continues, and says so: the windows
+         * from here on are drawn over the whole grown set (not those the smaller set would give) */
+        grown = ckpt[0] && info.train_tokens != mw_data_count(train) && mw_data_grown_from(train, info.train_tokens);
+        if (ckpt[0] && info.train_tokens != mw_data_count(train) && !grown)
+            die(1, "%s was trained on %llu tokens, --data %s holds %llu: not the same data", ckpt,
+                (unsigned long long)info.train_tokens, mw_data_path(train), (unsigned long long)mw_data_count(train));
+        if (ckpt[0] && info.state.step > o.cfg.steps)
+            die(1, "%s is at step %d, beyond --steps %d", ckpt, info.state.step, o.cfg.steps);
+        train_tokenizer(&o, train, val, ckpt, &info, tokline, sizeof tokline); /* the data's must be the model's */
+        for (int k = 0; k < 2; k++) {
+            const mw_data *d = k ? val : train;
+            if (!d || mw_data_vocab(d) <= (uint32_t)o.cfg.vocab) continue;
+            if (ckpt[0] || o.init)
+                die(1, "%s's tokens use a vocabulary of %u, but the model (%s) has %d: not this model's data",
+                    mw_data_path(d), mw_data_vocab(d), ckpt[0] ? ckpt : o.init, o.cfg.vocab);
+            die(1, "%s's tokens use a vocabulary of %u, but the model has --vocab %d: give --vocab %u (or a preset "
+                   "of that vocabulary%s)", mw_data_path(d), mw_data_vocab(d), o.cfg.vocab, mw_data_vocab(d),
+                mw_data_vocab(d) == 50257 ? ", e.g. --preset gpt2" : "");
+        }
+        if (mw_plan(&o.cfg, &plan) != MW_OK) die(1, "%s", mw_last_error());
+        if (!plan.fits) mw_model_destroy(create_model(&o)); /* exits 2, saying what does not fit */
+    }
+    agree(); /* --zero: every rank passed its checks, or the run stops here */
+    if (nothing) {
+        printf("  resume: %s is at step %d, which is --stop-at %d: nothing to train, nothing saved\n", ckpt,
+               info.state.step, o.stop_at);
+        if (lock >= 0) close(lock);
+        if (comm) mw_mpi_finalize();
+        return 0;
+    }
     print_config(&o, "train");
     if (ov.n) printf("  resume: --override %s: %s\n", o.override, ov.text);
     if (o.ckpt_dir && o.cfg.save_every > 0)
-        printf("  checkpoints: %s every %d steps and at the end, keeping the newest %d\n", o.ckpt_dir,
-               o.cfg.save_every, o.cfg.keep);
+        printf("  checkpoints: %s every %d step%s and at the end, keeping the newest %d\n", o.ckpt_dir,
+               o.cfg.save_every, o.cfg.save_every == 1 ? "" : "s", o.cfg.keep);
     else if (o.ckpt_dir)
         printf("  checkpoints: %s at the end, keeping the newest %d\n", o.ckpt_dir, o.cfg.keep);
     else if (ckpt[0])
         printf("  resume: no --out, so this run saves no checkpoint\n");
-    mw_data *train = open_data(o.data, "train", 1), *val = open_data(o.data, "val", 0);
     printf("  data: ");
     data_line(train);
     if (val) printf(", "), data_line(val);
     printf("\n");
-    if (val && mw_data_count(val) < (uint64_t)o.cfg.batch * o.cfg.seq + 1)
-        die(1, "%s holds %llu tokens, fewer than one batch of %d windows of %d+1 (prepare with a larger "
-               "--val-fraction, or remove it)", mw_data_path(val), (unsigned long long)mw_data_count(val), o.cfg.batch, o.cfg.seq);
-    /* a set grown by prepare --append since the checkpoint continues, and says so: the windows
-     * from here on are drawn over the whole grown set (not those the smaller set would give) */
-    const int grown = ckpt[0] && info.train_tokens != mw_data_count(train) && mw_data_grown_from(train, info.train_tokens);
-    if (ckpt[0] && info.train_tokens != mw_data_count(train) && !grown)
-        die(1, "%s was trained on %llu tokens, --data %s holds %llu: not the same data", ckpt,
-            (unsigned long long)info.train_tokens, mw_data_path(train), (unsigned long long)mw_data_count(train));
     if (grown)
         printf("  note: the set grew since %s (prepare --append): it trained on the first %llu tokens, the set now "
                "holds %llu; from step %d the windows are drawn over all of them\n", ckpt,
                (unsigned long long)info.train_tokens, (unsigned long long)mw_data_count(train), info.state.step);
-    if (ckpt[0] && info.state.step > o.cfg.steps)
-        die(1, "%s is at step %d, beyond --steps %d", ckpt, info.state.step, o.cfg.steps);
-    train_tokenizer(&o, train, val, ckpt, &info); /* the data's tokenizer must be the model's */
-    mw_plan_summary plan;
-    if (mw_plan(&o.cfg, &plan) != MW_OK) die(1, "%s", mw_last_error());
+    fputs(tokline, stdout);
     print_plan(&plan);
     if (comm) { /* the same run everywhere: configuration and plan, data, checkpoint */
         char key[2048];
@@ -578,7 +663,7 @@ int cmd_train(int argc, char **argv) {
     } else {
         mw_model_init_gpt2(m, o.cfg.seed);
     }
-    train_ctx t = {.o = &o, .m = m, .comm = comm, .tty = rank0 && isatty(1), .last_saved = ckpt[0] ? st.step : -1,
+    train_ctx t = {.o = &o, .m = m, .comm = comm, .tty = rank0 && progress_tty(1), .last_saved = ckpt[0] ? st.step : -1,
                    .train_tokens = mw_data_count(train)};
     t.log_every = o.log_every > 0 ? o.log_every : t.tty ? 1 : (o.cfg.steps + 19) / 20;
     if (rank0 && o.json_log && ckpt[0]) trim_log(o.json_log, st.step);
@@ -603,7 +688,7 @@ int cmd_train(int argc, char **argv) {
     uint64_t cat[MW_CAT_COUNT], peak, rss = mw_peak_rss();
     mw_model_memory(m, cat, &peak);
     char b1[32], b2[32], b3[32];
-    printf("done: %d steps in %.1f s | arena peak %s (plan %s) | peak RSS %s\n", t.steps_run,
+    printf("done: %d step%s in %.1f s | arena peak %s (plan %s) | peak RSS %s\n", t.steps_run, t.steps_run == 1 ? "" : "s",
            t.ms_total / 1e3, mw_fmt_bytes(peak, b1, sizeof b1), mw_fmt_bytes(plan.peak, b2, sizeof b2),
            mw_fmt_bytes(rss, b3, sizeof b3));
     uint64_t *rk = NULL; /* --zero: every rank's arena peak, plan, peak RSS and bytes sent */
@@ -685,6 +770,9 @@ int cmd_bench(int argc, char **argv) {
     parse(&o, CMD_BENCH, "bench", argc, argv);
     finish_config(&o);
     if (o.bench_warmup < 0) die(1, "--warmup must be >= 0");
+    mw_plan_summary plan; /* every refusal before the header */
+    if (mw_plan(&o.cfg, &plan) != MW_OK) die(1, "%s", mw_last_error());
+    if (!plan.fits) mw_model_destroy(create_model(&o)); /* exits 2, saying what does not fit */
     if (!o.json) print_config(&o, "bench");
     mw_model *m = create_model(&o);
     if (!o.json) print_plan(mw_model_plan(m));
@@ -716,17 +804,16 @@ int cmd_bench(int argc, char **argv) {
     if (o.json) {
         printf("{\"tokens_per_s\": %.3f, \"ms_per_step\": %.3f, \"ms_min\": %.3f, \"ms_max\": %.3f, "
                "\"model_gflops\": %.3f, \"params\": %zu, \"threads\": %d, \"batch\": %d, \"seq\": %d, "
-               "\"accum\": %d, \"steps\": %d, \"kernel\": \"%s\", \"precision\": \"%s\", \"peak_rss_bytes\": %llu, ",
+               "\"accum\": %d, \"steps\": %d, \"kernel\": \"%s\", \"precision\": \"%s\", ",
                tps, med, ms[0], ms[c->steps - 1], gflops, mw_config_num_params(c), c->threads,
-               c->batch, c->seq, c->accum, c->steps, mw_kernel_get(), mw_precision_str(c->precision),
-               (unsigned long long)mw_peak_rss());
-        json_categories(stdout, m);
+               c->batch, c->seq, c->accum, c->steps, mw_kernel_get(), mw_precision_str(c->precision));
+        json_categories(stdout, m); /* peak_bytes, peak_rss_bytes, the categories, ... */
         printf("}\n");
     } else {
         char b1[32], b2[32];
-        printf("median %.1f ms/step (min %.1f, max %.1f over %d steps) | %.1f tokens/s | %.1f model "
+        printf("median %.1f ms/step (min %.1f, max %.1f over %d step%s) | %.1f tokens/s | %.1f model "
                "GFLOP/s | arena peak %s | peak RSS %s\n",
-               med, ms[0], ms[c->steps - 1], c->steps, tps, gflops, mw_fmt_bytes(peak, b1, sizeof b1),
+               med, ms[0], ms[c->steps - 1], c->steps, c->steps == 1 ? "" : "s", tps, gflops, mw_fmt_bytes(peak, b1, sizeof b1),
                mw_fmt_bytes(mw_peak_rss(), b2, sizeof b2));
     }
     free(ms);

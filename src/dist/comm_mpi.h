@@ -28,6 +28,8 @@ typedef struct mw_mpi_api {
 /* src/cli/mpi.c */
 /* The world size a launcher (mpirun, srun) gave this process in its environment; 0 when none. */
 int mw_mpi_launched_size(void);
+/* This process's rank in that world, from the same environment; 0 when none. */
+int mw_mpi_launched_rank(void);
 /* Ranks of this run on this machine (the launcher's local size; 1 when unknown). */
 int mw_mpi_local_size(void);
 /* Loads memwall-mpi.so from the binary's folder and initialises MPI (see mw_mpi_api.init); a
