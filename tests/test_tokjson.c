@@ -111,6 +111,31 @@ static void expect_pieces(const char *pat, const char *s, const char *want) {
     mw_regex_free(re);
 }
 
+/* Long runs (4 MiB) in linear time and a few KiB: letters, spaces before a letter (Llama 3's
+ * \s*[\r\n]+ backtracks over the whole run before \s+(?!\S) matches), newlines, digits; and the
+ * need each match reports: the match is final once the text is known that far. */
+static void test_regex_long(void) {
+    const size_t N = 4u << 20;
+    unsigned char *s = malloc(N + 1);
+    mw_regex *re;
+    CHECK_OK(mw_regex_compile(&re, LLAMA3_RE, strlen(LLAMA3_RE), "test"));
+    const struct { char c, last; size_t ms, me; } runs[] = {
+        {'a', 'a', 0, N}, {' ', 'x', 0, N - 2}, {'\n', '\n', 0, N}, {'7', '7', 0, 3}};
+    for (size_t k = 0; k < sizeof runs / sizeof *runs; k++) {
+        memset(s, runs[k].c, N - 1);
+        s[N - 1] = (unsigned char)runs[k].last;
+        size_t ms = 1, me = 0, need = 0;
+        int r = mw_regex_find_need(re, NULL, s, N, 0, &ms, &me, &need);
+        CHECK(r == 1 && ms == runs[k].ms && me == runs[k].me, "a 4 MiB run of %#x: %d [%zu, %zu) for [%zu, %zu)",
+              runs[k].c, r, ms, me, runs[k].ms, runs[k].me);
+        /* a match that reached the end of the text may grow with more text; one that did not is final */
+        int final = me < N - 1;
+        CHECK(final ? need <= N : need == SIZE_MAX, "a run of %#x: need %zu of %zu", runs[k].c, need, N);
+    }
+    free(s);
+    mw_regex_free(re);
+}
+
 static void test_regex(void) {
     /* Llama 3's pattern: digits in groups of 1-3, case-insensitive contractions, a non-letter
      * before letters, newlines with the punctuation before them */
@@ -138,6 +163,7 @@ static void test_regex(void) {
     size_t ms, me;
     CHECK(mw_regex_find(re, NULL, (const unsigned char *)many, 199, 0, &ms, &me) == 0, "(a|a)*b matched");
     mw_regex_free(re);
+    test_regex_long();
     /* refused, each with a reason */
     const char *bad[] = {"a*", "x|", "^a", "a$", "\\bx", "(a*)*", "\\p{Lu}", "(?<=a)b", "\\1", "[a", "(a",
                          "a)", "a{3,2}", "a**", "(?!ab)", "(?i:\\u00e9)", "(?i:[a-z])", "\\q", "a{1001}"};

@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -566,39 +567,17 @@ mw_status mw_regex_compile(mw_regex **out, const char *pat, size_t n, const char
 
 /* ---- matching ------------------------------------------------------------------------------ */
 
-/* Failed states (pc, pos) of one attempt, once it has taken many steps. */
-typedef struct memo {
-    uint64_t *keys; /* key + 1; 0 free */
-    size_t mask, n;
-} memo;
+/* What a match read of the text: the end of the furthest character it decoded (counted as 4
+ * bytes unless ASCII), and whether it looked past the end (then a longer text could match
+ * otherwise). */
+typedef struct seen {
+    size_t far;
+    int end;
+} seen;
 
-#define MEMO_MAX ((size_t)1 << 24) /* slots: 128 MiB */
-
-static int memo_visit(memo *m, uint64_t key) { /* 1: seen before; 0: new; -1: out of memory */
-    if (2 * (m->n + 1) > m->mask + 1 || !m->keys) {
-        size_t cap = m->keys ? 2 * (m->mask + 1) : 4096;
-        if (cap > MEMO_MAX) return -1; /* a pattern that backtracks over this much text: refused */
-        uint64_t *k = calloc(cap, sizeof *k);
-        if (!k) return -1;
-        for (size_t i = 0; m->keys && i <= m->mask; i++) {
-            if (!m->keys[i]) continue;
-            size_t j = (m->keys[i] * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
-            while (k[j]) j = (j + 1) & (cap - 1);
-            k[j] = m->keys[i];
-        }
-        free(m->keys);
-        m->keys = k;
-        m->mask = cap - 1;
-    }
-    key++;
-    size_t j = (key * 0x9E3779B97F4A7C15ull >> 20) & m->mask;
-    while (m->keys[j]) {
-        if (m->keys[j] == key) return 1;
-        j = (j + 1) & m->mask;
-    }
-    m->keys[j] = key;
-    m->n++;
-    return 0;
+static inline void saw(seen *v, const unsigned char *s, size_t pos, size_t n) {
+    if (pos >= n) v->end = 1;
+    else if (pos + (s[pos] < 0x80 ? 1 : 4) > v->far) v->far = pos + (s[pos] < 0x80 ? 1 : 4);
 }
 
 typedef struct thread {
@@ -606,12 +585,12 @@ typedef struct thread {
     size_t pos;
 } thread;
 
-#define STEPS_BEFORE_MEMO 4096
+#define STEPS_BEFORE_PIKE 4096
 
-/* One attempt anchored at start: 1 and *end, 0 no match, -1 out of memory, -2 too many steps
- * without a memo (m NULL). */
+/* One attempt anchored at start by backtracking: 1 and *end, 0 no match, -1 out of memory, -2
+ * more than STEPS_BEFORE_PIKE steps (then the attempt is run again by pike). */
 static int attempt(const mw_regex *re, const uint8_t *bmp, const unsigned char *s, size_t n,
-                   size_t start, size_t *end, memo *m) {
+                   size_t start, size_t *end, seen *v) {
     thread local[64], *stack = local;
     size_t nst = 0, cap = 64, steps = 0;
     int result = 0;
@@ -619,16 +598,13 @@ static int attempt(const mw_regex *re, const uint8_t *bmp, const unsigned char *
     while (nst && result == 0) {
         thread th = stack[--nst];
         for (;;) {
-            if (m) {
-                int v = memo_visit(m, (uint64_t)th.pos * (uint64_t)re->ncode + (uint64_t)th.pc);
-                if (v < 0) { result = -1; break; }
-                if (v) break;
-            } else if (++steps > STEPS_BEFORE_MEMO) {
+            if (++steps > STEPS_BEFORE_PIKE) {
                 result = -2;
                 break;
             }
             const inst *in = &re->code[th.pc];
             if (in->op == OP_CLASS) {
+                saw(v, s, th.pos, n);
                 if (th.pos >= n) break;
                 uint32_t cp;
                 size_t l = decode(s, n, th.pos, &cp);
@@ -650,6 +626,7 @@ static int attempt(const mw_regex *re, const uint8_t *bmp, const unsigned char *
                 th.pc = in->x;
             } else if (in->op == OP_LOOK || in->op == OP_NLOOK) {
                 int has = 0;
+                saw(v, s, th.pos, n);
                 if (th.pos < n) {
                     uint32_t cp;
                     decode(s, n, th.pos, &cp);
@@ -668,24 +645,116 @@ static int attempt(const mw_regex *re, const uint8_t *bmp, const unsigned char *
     return result;
 }
 
-int mw_regex_find(const mw_regex *re, const uint8_t *bmp, const unsigned char *s, size_t n,
-                  size_t from, size_t *ms, size_t *me) {
-    for (size_t i = from; i < n;) {
-        size_t end = i;
-        int r = attempt(re, bmp, s, n, i, &end, NULL);
-        if (r == -2) { /* many steps: again, with a memo of failed states */
-            memo m = {0};
-            r = attempt(re, bmp, s, n, i, &end, &m);
-            free(m.keys);
+/* The same attempt as a Pike VM (Thompson's simulation with the threads kept in priority order,
+ * as RE2 runs leftmost-first matching): every thread advances one character at a time, so a match
+ * over m characters takes O(m * ncode) time and O(ncode) memory, whatever the text, and gives
+ * the backtracker's answer (no backreferences: a thread's future depends on (pc, pos) alone; of
+ * two threads at one pc the first in priority order wins, as backtracking would try it first). */
+typedef struct pike {
+    int *list[2], *stack;
+    unsigned *mark, gen;
+} pike;
+
+static void pike_free(pike *k) {
+    free(k->list[0]);
+    free(k->mark);
+}
+
+/* Adds pc at pos and what it reaches without reading a character to list (n_ entries), in
+ * priority order. */
+static void pike_add(const mw_regex *re, const uint8_t *bmp, pike *k, int *list, int *nl, int pc0,
+                     const unsigned char *s, size_t n, size_t pos, seen *v) {
+    int ns = 0;
+    k->stack[ns++] = pc0;
+    while (ns) {
+        int pc = k->stack[--ns];
+        if (k->mark[pc] == k->gen) continue;
+        k->mark[pc] = k->gen;
+        const inst *in = &re->code[pc];
+        switch (in->op) {
+        case OP_JMP: k->stack[ns++] = in->x; break;
+        case OP_SPLIT: k->stack[ns++] = in->y, k->stack[ns++] = in->x; break; /* x first */
+        case OP_LOOK:
+        case OP_NLOOK: {
+            int has = 0;
+            saw(v, s, pos, n);
+            if (pos < n) {
+                uint32_t cp;
+                decode(s, n, pos, &cp);
+                has = cls_has(&re->cls[in->x], category(bmp, cp), cp);
+            }
+            if (has == (in->op == OP_LOOK)) k->stack[ns++] = pc + 1;
+            break;
         }
-        if (r < 0) return -1;
+        default: list[(*nl)++] = pc; /* CLASS, MATCH */
+        }
+    }
+}
+
+static int pike_attempt(const mw_regex *re, const uint8_t *bmp, pike *k, const unsigned char *s,
+                        size_t n, size_t start, size_t *end, seen *v) {
+    if (!k->mark) { /* a mark is cleared by the next generation; the stack holds each pc at most twice */
+        const size_t nc = (size_t)re->ncode;
+        k->list[0] = malloc((4 * nc + 1) * sizeof(int));
+        k->mark = calloc(nc, sizeof *k->mark);
+        if (!k->list[0] || !k->mark) return -1;
+        k->list[1] = k->list[0] + nc;
+        k->stack = k->list[0] + 2 * nc;
+    }
+    int cur = 0, nc = 0, found = 0;
+    size_t pos = start;
+    k->gen++;
+    pike_add(re, bmp, k, k->list[cur], &nc, 0, s, n, pos, v);
+    while (nc) {
+        uint32_t cp = 0;
+        size_t l = 1;
+        int cat = 0;
+        int nn = 0, *next = k->list[!cur];
+        k->gen++;
+        if (pos < n) l = decode(s, n, pos, &cp), cat = category(bmp, cp);
+        for (int i = 0; i < nc; i++) {
+            const inst *in = &re->code[k->list[cur][i]];
+            if (in->op == OP_MATCH) { /* the threads after this one are of lower priority */
+                *end = pos;
+                found = 1;
+                break;
+            }
+            saw(v, s, pos, n);
+            if (pos < n && cls_has(&re->cls[in->x], cat, cp))
+                pike_add(re, bmp, k, next, &nn, k->list[cur][i] + 1, s, n, pos + l, v);
+        }
+        cur = !cur, nc = nn, pos += l;
+    }
+    return found;
+}
+
+int mw_regex_find_need(const mw_regex *re, const uint8_t *bmp, const unsigned char *s, size_t n,
+                       size_t from, size_t *ms, size_t *me, size_t *need) {
+    seen v = {0, 0};
+    pike k = {0};
+    int r = 0;
+    size_t i = from;
+    for (; i < n;) {
+        size_t end = i;
+        r = attempt(re, bmp, s, n, i, &end, &v);
+        if (r == -2) r = pike_attempt(re, bmp, &k, s, n, i, &end, &v); /* long: in linear time */
+        if (r < 0) break;
         if (r == 1) {
             *ms = i;
             *me = end;
-            return 1;
+            break;
         }
         uint32_t cp;
+        saw(&v, s, i, n);
         i += decode(s, n, i, &cp);
     }
-    return 0;
+    pike_free(&k);
+    if (r == 0) v.end = 1; /* no match in the text: a longer one may hold one */
+    if (need) *need = v.end ? SIZE_MAX : v.far;
+    return r;
+}
+
+int mw_regex_find(const mw_regex *re, const uint8_t *bmp, const unsigned char *s, size_t n,
+                  size_t from, size_t *ms, size_t *me) {
+    return mw_regex_find_need(re, bmp, s, n, from, ms, me, NULL);
 }

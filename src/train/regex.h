@@ -15,8 +15,10 @@
  *
  * Text is bytes: a byte that starts no well-formed UTF-8 sequence is a character of its own,
  * matched as U+FFFD (what a JavaScript string decoded from those bytes holds there).
- * Backtracking is exact; an attempt that takes many steps switches to a memo of failed states,
- * so no pattern takes exponential time. A compiled regex is immutable: it may be used from
+ * Backtracking is exact; an attempt that takes many steps is run again as a Pike VM (the threads
+ * in priority order, one character at a time), which gives the same match in time linear in the
+ * text it reads and memory linear in the pattern: a run of millions of letters or spaces is matched
+ * as fast as short ones, in no more memory. A compiled regex is immutable: it may be used from
  * several threads at once. */
 #ifndef MW_REGEX_H
 #define MW_REGEX_H
@@ -34,10 +36,15 @@ mw_status mw_regex_compile(mw_regex **out, const char *pat, size_t n, const char
 void mw_regex_free(mw_regex *re); /* NULL is a no-op */
 
 /* The first match in s[from..n) that starts at a character boundary at or after from: 1 and
- * [*ms, *me) (non-empty), or 0 when there is none; -1 when out of memory (a memo was needed, and
- * it would pass 2^24 slots: a pattern that backtracks that much is not run).
+ * [*ms, *me) (non-empty), or 0 when there is none; -1 when out of memory (a few bytes per
+ * instruction of the pattern).
  * bmp: the MW_UC_* class of every code point below 0x10000, or NULL (a binary search). */
 int mw_regex_find(const mw_regex *re, const uint8_t *bmp, const unsigned char *s, size_t n,
                   size_t from, size_t *ms, size_t *me);
+/* The same; *need (may be NULL) gets how much of s decided the answer: the answer is the same
+ * for every text that starts with s[0..*need) (*need <= n), or SIZE_MAX when it is not (the
+ * matcher looked at the end of s, or found no match). Streaming cuts a text where *need <= n. */
+int mw_regex_find_need(const mw_regex *re, const uint8_t *bmp, const unsigned char *s, size_t n,
+                       size_t from, size_t *ms, size_t *me, size_t *need);
 
 #endif
