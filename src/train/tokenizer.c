@@ -24,78 +24,8 @@
 #include "../core/json.h"
 #include "../core/status.h"
 #include "regex.h"
+#include "tokenizer_impl.h"
 #include "unicode_tables.h"
-
-enum { KIND_BYTES, KIND_BPE, KIND_SPBPE };
-
-#define CACHE_SLOTS (1u << 18) /* words cached at most; full slots are never evicted */
-#define CACHE_PROBES 8
-#define CACHE_MAX_WORD 128 /* longer words are merged every time */
-
-/* A cached word: its bytes and their ids. Immutable once published in a slot. */
-typedef struct cache_entry {
-    uint64_t hash;
-    uint32_t len, nids;
-    int32_t ids[]; /* nids ids, then len bytes */
-} cache_entry;
-
-/* A normalizer step: prepend a (always, or only when the text does not start with a), or
- * replace every a with b. */
-enum { NORM_PREPEND, NORM_PREPEND_IF_NOT, NORM_REPLACE };
-typedef struct norm_op {
-    int kind;
-    char a[32], b[32];
-    size_t alen, blen;
-} norm_op;
-#define MAX_NORM 8
-
-/* A pre-tokenizer step: a Split regex (Isolated), or GPT-2's pattern (ByteLevel's use_regex). */
-typedef struct pretok_step {
-    mw_regex *re; /* NULL: GPT-2's pattern */
-} pretok_step;
-#define MAX_PRETOK 8
-#define MAX_AFFIX 8
-
-/* One entry of the pair table: (left, right) ids -> merge rank and the merged id. */
-typedef struct pair_slot {
-    uint64_t key; /* left << 32 | right; PAIR_EMPTY when free */
-    int32_t rank, merged;
-} pair_slot;
-#define PAIR_EMPTY UINT64_MAX
-
-struct mw_tokenizer {
-    int kind, vocab;
-    int32_t eot;
-    char *bytes;       /* every piece, concatenated */
-    uint32_t *off;     /* piece i is bytes[off[i] .. off[i+1]) */
-    int32_t byte_id[256];
-    pair_slot *pairs;  /* open addressing, pair_mask + 1 slots */
-    uint64_t pair_mask;
-    uint8_t *bmp_class;             /* the class of every code point below 0x10000 */
-    _Atomic(cache_entry *) *cache;  /* CACHE_SLOTS slots, filled lock-free, freed with t */
-    mw_tokenizer_id id;             /* name and vocabulary hash */
-    /* tokenizer.json pipelines (all zero for GPT-2's files): see tokjson below */
-    int hf;                         /* merges in Hugging Face's order (least rank, leftmost first) */
-    int ignore_merges;              /* a pre-token that is a token is that token */
-    norm_op norm[MAX_NORM];         /* the normalizer, step by step */
-    int nnorm;
-    pretok_step pre[MAX_PRETOK];    /* the pre-tokenizer, step by step; none: GPT-2's pattern */
-    int npre, no_pretok;            /* no_pretok: the whole (normalized) text is one word */
-    int strip_lead;                 /* decode drops up to this many leading spaces (a Strip decoder) */
-    char *key;                      /* spbpe: the vocabulary's own spellings (lookups, merges); */
-    uint32_t *koff;                 /*   NULL: the pieces themselves */
-    int32_t *imap;                  /* spelling -> id of the model's vocabulary, imask + 1 slots */
-    uint64_t imask;
-    int32_t *bmp_id;                /* spbpe: the token of each character below 0x10000, or -1 */
-    int sp_split;                   /* spbpe without a pre-tokenizer whose tokens never hold the
-                                       decoder's replaced string (▁) after another character: the
-                                       text is merged word by word (before each such ▁), which
-                                       gives the ids of merging it whole, faster */
-    char sp_r[32];
-    size_t sp_rlen;
-    int32_t doc_pre[MAX_AFFIX], doc_post[MAX_AFFIX]; /* ids around each document */
-    int ndoc_pre, ndoc_post, doc_own;
-};
 
 /* ---- hashing ---------------------------------------------------------------------------- */
 
@@ -212,7 +142,11 @@ static inline int char_class(const mw_tokenizer *t, const unsigned char *s, size
 
 /* The end of the pre-token that starts at s[i] (i < n): GPT-2's pattern, alternative by
  * alternative, as a leftmost-first regex engine would match it. */
-static size_t pretoken_end(const mw_tokenizer *t, const unsigned char *s, size_t n, size_t i) {
+int mw_tok_class(const mw_tokenizer *t, const unsigned char *s, size_t n, size_t i, size_t *len) {
+    return char_class(t, s, n, i, len);
+}
+
+size_t mw_tok_pretoken_end(const mw_tokenizer *t, const unsigned char *s, size_t n, size_t i) {
     if (s[i] == '\'' && i + 1 < n) { /* 's 't 're 've 'm 'll 'd */
         unsigned a = s[i + 1];
         if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
@@ -536,6 +470,12 @@ static size_t first_symbols(const mw_tokenizer *t, const unsigned char *s, size_
 
 /* ---- the word cache --------------------------------------------------------------------- */
 
+/* What caching a word of n bytes and nids ids costs: the entry and malloc's header, in its 16-byte
+ * granules. */
+static size_t cache_cost(size_t n, size_t nids) {
+    return (sizeof(cache_entry) + nids * sizeof(int32_t) + n + 8 + 15) & ~(size_t)15;
+}
+
 /* The cached ids of word s[0..n), or NULL. Lock-free: slots are published once, never changed. */
 static const cache_entry *cache_find(const mw_tokenizer *t, const unsigned char *s, size_t n,
                                      uint64_t h) {
@@ -552,8 +492,16 @@ static const cache_entry *cache_find(const mw_tokenizer *t, const unsigned char 
  * a failed allocation only means the word is not cached. */
 static void cache_add(const mw_tokenizer *t, const unsigned char *s, size_t n, uint64_t h,
                       const int32_t *ids, size_t nids) {
+    const size_t bytes = cache_cost(n, nids);
+    if (atomic_fetch_add_explicit(t->cache_used, bytes, memory_order_relaxed) + bytes > t->cache_limit) {
+        atomic_fetch_sub_explicit(t->cache_used, bytes, memory_order_relaxed); /* full: not cached */
+        return;
+    }
     cache_entry *e = malloc(sizeof *e + nids * sizeof(int32_t) + n);
-    if (!e) return;
+    if (!e) {
+        atomic_fetch_sub_explicit(t->cache_used, bytes, memory_order_relaxed);
+        return;
+    }
     e->hash = h;
     e->len = (uint32_t)n;
     e->nids = (uint32_t)nids;
@@ -568,6 +516,23 @@ static void cache_add(const mw_tokenizer *t, const unsigned char *s, size_t n, u
         if (cur->hash == h && cur->len == n && memcmp(cur->ids + cur->nids, s, n) == 0) break;
     }
     free(e); /* another thread cached it first, or no room */
+    atomic_fetch_sub_explicit(t->cache_used, bytes, memory_order_relaxed);
+}
+
+void mw_tokenizer_set_limits(mw_tokenizer *t, size_t cache_bytes, size_t word_bytes) {
+    t->cache_limit = cache_bytes;
+    t->word_max = word_bytes;
+}
+
+size_t mw_tokenizer_cache_bytes(const mw_tokenizer *t) {
+    return t->cache_used ? atomic_load_explicit(t->cache_used, memory_order_relaxed) : 0;
+}
+
+size_t mw_tokenizer_word_cost(const mw_tokenizer *t) {
+    if (t->kind == KIND_BYTES) return 0;
+    /* bpe_hf: next/prev links 8, a heap of 3 entries of 16; bpe_word: id, length, prev 12 and two
+     * arrays of 3 entries of 16 */
+    return t->hf ? 8 + 48 : 12 + 48 + 48;
 }
 
 /* ---- encoding --------------------------------------------------------------------------- */
@@ -595,6 +560,12 @@ static inline void encode_word(const mw_tokenizer *t, enc_out *o, const unsigned
     if (o->st != MW_OK) return;
     if (wn > INT32_MAX / 4) { /* positions are int32 */
         o->st = mw_fail(MW_ERR_ARG, "tokenizer: a single word of %zu bytes is too long", wn);
+        return;
+    }
+    if (wn > t->word_max) {
+        o->st = mw_fail(MW_ERR_ARG, "a single word (pre-token: a run of letters, spaces, ... that nothing splits) of "
+                                    "%zu bytes, over the %zu bytes whose merging the memory allows",
+                        wn, t->word_max);
         return;
     }
     if (!reserve(&o->buf, &o->c, o->m + wn)) goto nomem; /* a word has at most one id per byte */
@@ -641,7 +612,7 @@ static void split_encode(const mw_tokenizer *t, enc_out *o, int level, const uns
     if (!re) { /* GPT-2's pattern */
         int last = level + 1 == t->npre;
         for (size_t i = 0; i < n && o->st == MW_OK;) {
-            size_t e = pretoken_end(t, s, n, i);
+            size_t e = mw_tok_pretoken_end(t, s, n, i);
             if (last) encode_word(t, o, s + i, e - i);
             else split_encode(t, o, level + 1, s + i, e - i);
             i = e;
@@ -665,8 +636,7 @@ static void split_encode(const mw_tokenizer *t, enc_out *o, int level, const uns
     split_encode(t, o, level + 1, s + at, n - at);
 }
 
-/* Applies the normalizer to s[0..n) (n >= 1) into a malloc'd *out of *on bytes; 0: no memory. */
-static int normalize(const mw_tokenizer *t, const unsigned char *s, size_t n, char **out, size_t *on) {
+int mw_tok_normalize(const mw_tokenizer *t, const unsigned char *s, size_t n, int first, char **out, size_t *on) {
     char *cur = malloc(n);
     if (!cur) return 0;
     memcpy(cur, s, n);
@@ -676,6 +646,7 @@ static int normalize(const mw_tokenizer *t, const unsigned char *s, size_t n, ch
         size_t nn = cn;
         char *nb;
         if (op->kind != NORM_REPLACE) {
+            if (!first) continue; /* the rest of a document: only its start gets the prefix */
             if (op->kind == NORM_PREPEND_IF_NOT && cn >= op->alen && memcmp(cur, op->a, op->alen) == 0) continue;
             if (!(nb = malloc(cn + op->alen))) goto nomem;
             memcpy(nb, op->a, op->alen);
@@ -715,6 +686,11 @@ nomem:
 
 mw_status mw_tokenizer_encode(const mw_tokenizer *t, const char *text, size_t n, int32_t **ids,
                               size_t *len, size_t *cap) {
+    return mw_tokenizer_encode_part(t, text, n, 1, ids, len, cap);
+}
+
+mw_status mw_tokenizer_encode_part(const mw_tokenizer *t, const char *text, size_t n, int first,
+                                   int32_t **ids, size_t *len, size_t *cap) {
     const unsigned char *s = (const unsigned char *)text;
     /* work on local copies: the caller's len may share a cache line with another thread's */
     enc_out o = {*ids, *len, *cap, MW_OK};
@@ -727,7 +703,7 @@ mw_status mw_tokenizer_encode(const mw_tokenizer *t, const char *text, size_t n,
     } else if (n) {
         char *norm = NULL;
         if (t->nnorm) {
-            if (!normalize(t, s, n, &norm, &n)) {
+            if (!mw_tok_normalize(t, s, n, first, &norm, &n)) {
                 o.st = mw_fail(MW_ERR_NOMEM, "tokenizer: out of memory normalizing %zu bytes", n);
                 n = 0;
             }
@@ -807,6 +783,12 @@ void mw_tokenizer_doc_ids(const mw_tokenizer *t, const int32_t **pre, size_t *np
 mw_status mw_tokenizer_encode_docs(const mw_tokenizer *t, const char *const *docs,
                                    const size_t *lens, size_t ndocs, int threads,
                                    int32_t **out_ids, size_t *out_lens) {
+    return mw_tokenizer_encode_parts(t, docs, lens, NULL, ndocs, threads, out_ids, out_lens);
+}
+
+mw_status mw_tokenizer_encode_parts(const mw_tokenizer *t, const char *const *docs,
+                                    const size_t *lens, const unsigned char *rest, size_t ndocs,
+                                    int threads, int32_t **out_ids, size_t *out_lens) {
     for (size_t i = 0; i < ndocs; i++) out_ids[i] = NULL, out_lens[i] = 0;
     if (threads <= 0) threads = omp_get_max_threads();
     int failed = 0;
@@ -821,7 +803,7 @@ mw_status mw_tokenizer_encode_docs(const mw_tokenizer *t, const char *const *doc
         size_t cap = lens[i] / 3 + 16; /* GPT-2 averages ~4 bytes a token on English */
         mw_status s = (out_ids[i] = malloc(cap * sizeof **out_ids)) ? MW_OK : MW_ERR_NOMEM;
         if (s != MW_OK) mw_fail(s, "tokenizer: out of memory");
-        else s = mw_tokenizer_encode(t, docs[i], lens[i], &out_ids[i], &out_lens[i], &cap);
+        else s = mw_tokenizer_encode_part(t, docs[i], lens[i], !(rest && rest[i]), &out_ids[i], &out_lens[i], &cap);
         if (s != MW_OK) {
 #pragma omp critical(mw_tokenizer_docs)
             if (!failed) {
@@ -850,6 +832,7 @@ void mw_tokenizer_free(mw_tokenizer *t) {
     if (t->cache)
         for (uint32_t i = 0; i < CACHE_SLOTS; i++) free(atomic_load(&t->cache[i]));
     free(t->cache);
+    free(t->cache_used);
     for (int i = 0; i < t->npre; i++) mw_regex_free(t->pre[i].re);
     free(t->key);
     free(t->koff);
@@ -1382,7 +1365,9 @@ static mw_status build(mw_tokenizer *t, spec *sp, const char *what) {
 
     t->bmp_class = calloc(0x10000, 1);
     t->cache = calloc(CACHE_SLOTS, sizeof *t->cache);
-    if (!t->bmp_class || !t->cache) return mw_fail(MW_ERR_NOMEM, "%s: out of memory", what);
+    t->cache_used = calloc(1, sizeof *t->cache_used);
+    t->cache_limit = t->word_max = SIZE_MAX;
+    if (!t->bmp_class || !t->cache || !t->cache_used) return mw_fail(MW_ERR_NOMEM, "%s: out of memory", what);
     for (int r = 0; r < mw_uc_nranges && mw_uc_ranges[r].lo < 0x10000; r++)
         for (uint32_t cp = mw_uc_ranges[r].lo; cp <= mw_uc_ranges[r].hi && cp < 0x10000; cp++)
             t->bmp_class[cp] = (uint8_t)mw_uc_ranges[r].cls;

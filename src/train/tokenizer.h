@@ -72,6 +72,21 @@ int32_t mw_tokenizer_eot(const mw_tokenizer *t); /* the id of <|endoftext|> (502
  * caller and *len is as it was. */
 mw_status mw_tokenizer_encode(const mw_tokenizer *t, const char *text, size_t n, int32_t **ids,
                               size_t *len, size_t *cap);
+/* The same for a part of a document: first says whether it is the document's start (a
+ * normalizer's Prepend applies there only). Encoding a document in the parts that
+ * mw_tokstream_cut (tokstream.h) gives appends the ids of encoding it whole. */
+mw_status mw_tokenizer_encode_part(const mw_tokenizer *t, const char *text, size_t n, int first,
+                                   int32_t **ids, size_t *len, size_t *cap);
+/* Bounds the memory encoding takes (call before the tokenizer is shared between threads): the
+ * word cache keeps at most cache_bytes of words (each word's entry and malloc's header; words met
+ * once it is full are merged every time: the ids do not change), and a word (a pre-token) longer
+ * than word_bytes is refused (MW_ERR_ARG, saying so) rather than merged: merging one takes
+ * mw_tokenizer_word_cost bytes per byte besides its ids. Both are SIZE_MAX after loading. */
+void mw_tokenizer_set_limits(mw_tokenizer *t, size_t cache_bytes, size_t word_bytes);
+/* The bytes the word cache holds now (at most the limit). */
+size_t mw_tokenizer_cache_bytes(const mw_tokenizer *t);
+/* The working memory merging a word takes, in bytes per byte of the word (0 for bytes). */
+size_t mw_tokenizer_word_cost(const mw_tokenizer *t);
 /* The bytes of token id (not NUL-terminated, owned by t); NULL and *n = 0 for an id out of range. */
 const char *mw_tokenizer_piece(const mw_tokenizer *t, int32_t id, size_t *n);
 /* Appends the bytes of ids[0..n) to *text, a realloc'd buffer like mw_tokenizer_encode's; a
@@ -95,4 +110,9 @@ void mw_tokenizer_doc_ids(const mw_tokenizer *t, const int32_t **pre, size_t *np
 mw_status mw_tokenizer_encode_docs(const mw_tokenizer *t, const char *const *docs,
                                    const size_t *lens, size_t ndocs, int threads,
                                    int32_t **out_ids, size_t *out_lens);
+/* The same for parts of documents: rest[i] nonzero says docs[i] is not a document's start (as
+ * mw_tokenizer_encode_part's first = 0); rest may be NULL (every one a start). */
+mw_status mw_tokenizer_encode_parts(const mw_tokenizer *t, const char *const *docs,
+                                    const size_t *lens, const unsigned char *rest, size_t ndocs,
+                                    int threads, int32_t **out_ids, size_t *out_lens);
 #endif
