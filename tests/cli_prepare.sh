@@ -97,11 +97,67 @@ for c in "many|--in $T/many" "tiny|--in $T/tiny.txt --split-blank-lines" "blank|
     pass "$n: --memory 32MiB peaks at $((kb / 1024)) MiB, the default's files" || fail "$n: peak ${kb:-?} KiB, or other files"
 done
 
+echo "== a document of any length streams, its ids those of the whole document (issue 30)"
+# long.txt: 1.2 MB with no blank line but those of its runs: prose, and every 40 lines runs of
+# 1500 letters, spaces (before a letter and before a newline), digits, newlines, tabs, é, an
+# invalid byte and punctuation, each one word for a BPE (within the word limit); long.2.txt: the
+# same with runs of 200 KB (3.5 MB), for the bytes tokenizer; digits.txt: 1 MB of digits in prose
+# (Llama 3's pre-tokenizer splits digits in threes). With --split-blank-lines, long.sp.txt: long.txt
+# without its runs of newlines (blank lines), one document. --memory makes half a piece 0.5 MiB or so:
+# prepare must say it cut documents into parts.
+grep -v '^[[:space:]]*$' $L/GPL-3 >"$T/prose.txt"
+mklong() { # R EVERY OUT [NL: the runs of newlines, 1 (default) or 0]
+  awk -v R="$1" -v E="$2" -v NL="${4:-1}" 'function run(u, n,  i) { for (i = 0; i < n; i++) printf "%s", u }
+    { print; if (NR % E == 0) { run("a", R); printf " "; run(" ", R); printf "x"; run("7", R); run(" ", R)
+      printf "\n"; run("\n", NL * R); run("\t", R / 2); run("\303\251", R / 2); printf "\377"; run(".", R); print "" } }' \
+    "$T/prose.txt" "$T/prose.txt" "$T/prose.txt" "$T/prose.txt" "$T/prose.txt" >"$3"
+}
+mklong 1500 40 "$T/long.txt"
+mklong 1500 40 "$T/long.sp.txt" 0
+mklong 200000 1000 "$T/long.2.txt"
+{ cat "$T/prose.txt"; awk 'BEGIN { for (i = 0; i < 1000000; i++) printf "%d", i % 10 }'; cat "$T/prose.txt"; } >"$T/digits.txt"
+for spec in "bytes|bytes|long.2|16" "gpt2|gpt2 --vocab-dir $VOCAB|long|24" "llama2|$(realpath data/llama2)|long|32" \
+  "llama3|$(realpath data/llama3)|long|60" "llama3|$(realpath data/llama3)|digits|60"; do
+  IFS='|' read -r name tok in mem <<<"$spec"
+  if [ "$name" != bytes ] && [ "$name" != gpt2 ] && [ ! -f "$tok/tokenizer.json" ]; then
+    echo "  skip $name: $tok/tokenizer.json is missing (scripts/fetch-llama-tokenizers.sh)"
+    continue
+  fi
+  read -r -a targs <<<"$tok"
+  for sp in "" --split-blank-lines; do
+    [ -n "$sp" ] && [ -f "$T/$in.sp.txt" ] && in=$in.sp
+    # the reference in one part: at 1 GiB half a piece is over 40 MiB, so each document is tokenized whole
+    "$MW" prepare --tokenizer "${targs[@]}" --in "$T/$in.txt" --val-fraction 0 --memory 1GiB $sp --out "$T/$name.whole" >/dev/null 2>&1 ||
+      fail "$name $in $sp: the whole-document prepare failed"
+    kb=$(/usr/bin/time -f %M -o "$T/time" "$MW" prepare --tokenizer "${targs[@]}" --in "$T/$in.txt" --val-fraction 0 --memory ${mem}MiB \
+      --threads 2 $sp --out "$T/$name.parts" >"$T/parts.out" 2>&1 && tail -1 "$T/time")
+    if [ -z "$kb" ]; then
+      fail "$name $in $sp at --memory ${mem}MiB: $("$MW" prepare --tokenizer "${targs[@]}" --in "$T/$in.txt" --memory ${mem}MiB $sp --out "$T/x" 2>&1 | tail -1)"
+    elif ! grep -q "documents\? over .* in parts" "$T/parts.out"; then
+      fail "$name $in $sp: no document was cut into parts: $(cat "$T/parts.out")"
+    elif [ "$(toks "$T/$name.parts.train.bin")" != "$(toks "$T/$name.whole.train.bin")" ]; then
+      fail "$name $in $sp: the streamed ids are not the whole document's ($(ntok "$T/$name.parts.train.bin") against $(ntok "$T/$name.whole.train.bin"))"
+    else
+      rss_ok "$kb" "$mem" && pass "$name $sp: $in.txt ($(stat -c %s "$T/$in.txt") bytes) in parts at --memory ${mem}MiB, peak RSS $((kb / 1024)) MiB: the ids of the whole document ($(ntok "$T/$name.whole.train.bin"); $(grep -o '[0-9]* documents\? over [^|]*' "$T/parts.out"))" ||
+        fail "$name $in $sp: peak RSS $kb KiB over --memory ${mem}MiB"
+    fi
+  done
+done
+# the word cache within --memory: 6 MB of distinct 100-letter words (the cache alone would take
+# about 14 MiB)
+awk 'BEGIN { srand(7); for (i = 0; i < 60000; i++) { w = ""; for (j = 0; j < 100; j++) w = w sprintf("%c", 97 + int(rand() * 26)); print w } }' >"$T/words.txt"
+kb=$(rss_kb --tokenizer gpt2 --vocab-dir "$VOCAB" --in "$T/words.txt" --memory 24MiB --out "$T/words")
+rss_ok "$kb" 24 && pass "GPT-2 BPE, 6 MB of distinct 100-letter words at --memory 24MiB: peak RSS $((kb / 1024)) MiB" ||
+  fail "GPT-2 BPE, distinct words at --memory 24MiB: peak RSS ${kb:-?} KiB"
+
 echo "== bad input loses nothing"
 cp "$T/b.256MiB.1.train.bin" "$T/keep.train.bin"
 cp "$T/b.256MiB.1.val.bin" "$T/keep.val.bin"
-expect_error 1 "a document longer than --memory allows" -- "$MW" prepare --tokenizer bytes --in "$T/big.txt" --memory $SMALL --out "$T/keep"
-grep -q "give a larger --memory, or --split-blank-lines" "$T/err" && pass "the error says what to do" || fail "$(cat "$T/err")"
+# one word (a pre-token) longer than --memory lets a thread merge: GPT-2's BPE of a 200 KB run of
+# letters at 48 MiB (about 3 MiB a piece: a word of at most 14 KB on 2 threads)
+awk 'BEGIN { printf "Some text, then "; for (i = 0; i < 200000; i++) printf "a"; print " and more." }' >"$T/word.txt"
+expect_error 1 "a word longer than --memory allows" -- "$MW" prepare --tokenizer gpt2 --vocab-dir "$VOCAB" --in "$T/word.txt" --memory 48MiB --threads 2 --out "$T/keep"
+grep -q "a single word .* of 200001 bytes, over the [0-9]* bytes .*give a larger --memory" "$T/err" && pass "the error says what to do" || fail "$(cat "$T/err")"
 cmp -s "$T/keep.train.bin" "$T/b.256MiB.1.train.bin" && cmp -s "$T/keep.val.bin" "$T/b.256MiB.1.val.bin" &&
   pass "the earlier files stay as they were" || fail "the earlier files changed"
 ls "$T" | grep -q '\.tmp\.' && fail "a temporary file was left: $(ls "$T" | grep '\.tmp\.')" || pass "no temporary file left"

@@ -21,6 +21,7 @@
 #include "../train/docsplit.h"
 #include "../train/tokset.h"
 #include "../train/tokenizer.h"
+#include "../train/tokstream.h"
 #include "cli.h"
 
 /* ---- tokenizers ------------------------------------------------------------------------------ */
@@ -154,22 +155,31 @@ static double now_s(void) {
  * those a whole-input prepare writes, for any --memory and thread count. The validation part is
  * the end of the token stream, as before: once the total is known, its last --val-fraction is
  * copied from the temporary file into PREFIX.val.bin and the train file keeps the rest. Memory:
- * the tokenizer, then ten pieces of what --memory leaves it (prep_input counts seven; a document
- * is at most half a piece). */
+ * the tokenizer, then twelve pieces of what --memory leaves it (prep_input counts them). A
+ * document longer than half a piece goes in parts of at most half a piece, cut where the
+ * pre-tokenizer cuts anyway (mw_tokstream_cut), so its ids are those of the whole document. */
 
+/* A document longer than half a piece goes in parts (cut by mw_tokstream_cut where its ids are
+ * those of the whole): flag DOC_REST marks a part after the first, DOC_MORE one with more after it. */
+enum { DOC_REST = 1, DOC_MORE = 2 };
 typedef struct docs {
     const char **text;
     size_t *len, n, cap, bytes;
+    unsigned char *rest, *more;
 } docs;
 
-static void add_doc(docs *d, const char *text, size_t len) {
+static void add_doc(docs *d, const char *text, size_t len, int flags) {
     if (d->n == d->cap) {
         d->cap = d->cap ? 2 * d->cap : 256;
         d->text = realloc(d->text, d->cap * sizeof *d->text);
         d->len = realloc(d->len, d->cap * sizeof *d->len);
-        if (!d->text || !d->len) die(1, "out of memory");
+        d->rest = realloc(d->rest, d->cap);
+        d->more = realloc(d->more, d->cap);
+        if (!d->text || !d->len || !d->rest || !d->more) die(1, "out of memory");
     }
     d->text[d->n] = text;
+    d->rest[d->n] = !!(flags & DOC_REST);
+    d->more[d->n] = !!(flags & DOC_MORE);
     d->len[d->n++] = len;
     d->bytes += len;
 }
@@ -294,6 +304,8 @@ typedef struct prep {
     uint64_t skipped;             /* files --skip-unreadable skipped */
     const char *what;             /* the input being read (for errors) */
     int fresh;                    /* documents added since the last flush point into the buffer */
+    int in_doc;                   /* a document's first parts are done: the next text continues it */
+    uint64_t nparted;             /* documents tokenized in parts */
     int listed;                   /* the input came from a directory or a glob */
     double every, last;           /* not a terminal: seconds between progress lines, and the last one */
     double t0;
@@ -558,18 +570,22 @@ static void flush_batch(prep *p) {
         int32_t **part = calloc(i1 - i0, sizeof *part);
         size_t *plen = calloc(i1 - i0, sizeof *plen);
         if (!part || !plen) die(1, "out of memory");
-        if (mw_tokenizer_encode_docs(p->tok, p->d.text + i0, p->d.len + i0, i1 - i0, p->threads, part, plen) != MW_OK)
-            die(1, "%s", mw_last_error());
+        const mw_status es = mw_tokenizer_encode_parts(p->tok, p->d.text + i0, p->d.len + i0, p->d.rest + i0, i1 - i0,
+                                                       p->threads, part, plen);
+        if (es != MW_OK)
+            die(1, "prepare: %s%s", mw_last_error(),
+                es == MW_ERR_ARG ? ": give a larger --memory (the word limit is what it leaves to merging "
+                                                 "one, per thread)" : "");
         for (size_t i = 0; i < i1 - i0; i++) {
             /* GPT-2's convention: <|endoftext|> starts a document; a tokenizer.json's template
-             * (or tokenizer_config.json) says its own: <s>, <|begin_of_text|>, ... */
-            stage_ids(p, p->pre, p->npre);
+             * (or tokenizer_config.json) says its own: <s>, <|begin_of_text|>, ... (a document
+             * in parts: before its first, after its last) */
+            if (!p->d.rest[i0 + i]) stage_ids(p, p->pre, p->npre);
             stage_ids(p, part[i], plen[i]);
-            stage_ids(p, p->post, p->npost);
+            if (!p->d.more[i0 + i]) stage_ids(p, p->post, p->npost), p->ndocs++;
             free(part[i]);
         }
         free(part), free(plen);
-        p->ndocs += i1 - i0;
         p->bytes += b;
         i0 = i1;
         progress(p);
@@ -596,24 +612,62 @@ static size_t read_some(FILE *f, char *buf, size_t n, const char *what) {
     return got;
 }
 
-static void too_big(const prep *p, const char *what) {
+/* No cut within half a piece: one pre-token (a run of letters, of spaces, ... that the
+ * pre-tokenizer does not split) is longer, or the tokenizer cannot tokenize a text in parts
+ * (reason: mw_last_error's) */
+static void too_big(const prep *p, const char *what, const char *reason) {
     char b[32], c[32];
-    die(1, "prepare: %s: a document longer than %s, the most --memory %s allows (a twentieth of what "
-           "the tokenizer leaves); give a larger --memory%s",
-        what, mw_fmt_bytes(p->piece / 2, b, sizeof b), mw_fmt_bytes(p->o->prep_memory, c, sizeof c),
-        p->o->split_blank ? "" : ", or --split-blank-lines if blank lines separate its documents");
+    if (reason)
+        die(1, "prepare: %s: a document longer than %s, the most --memory %s allows, and %s; give a larger --memory%s",
+            what, mw_fmt_bytes(p->piece / 2, b, sizeof b), mw_fmt_bytes(p->o->prep_memory, c, sizeof c), reason,
+            p->o->split_blank ? "" : ", or --split-blank-lines if blank lines separate its documents");
+    die(1, "prepare: %s: a single word (a run of letters, spaces, ... that the tokenizer does not split) longer than "
+           "%s, the most --memory %s allows; give a larger --memory",
+        what, mw_fmt_bytes(p->piece / 2, b, sizeof b), mw_fmt_bytes(p->o->prep_memory, c, sizeof c));
 }
 
 /* The batch is full: a piece of text, or so many documents that their bookkeeping (the
  * batch's arrays, the tokenizer's array per document) would count (small documents) */
 static int batch_full(const prep *p) { return p->d.bytes >= p->piece || p->d.n >= p->piece / 512 + 1024; }
 
+/* With --split-blank-lines a part must not end or start inside a blank line (the rest of the
+ * document is split again, and must find the blank lines the whole text has): no cut before a
+ * newline, nor between two blanks. */
+static int blank_ch(char c) { return c == '\n' || c == ' ' || c == '\t' || c == '\r'; }
+static int cut_ok(void *ctx, const char *s, size_t n, size_t q) {
+    (void)ctx;
+    return q < n && s[q] != '\n' && !(blank_ch(s[q]) && blank_ch(s[q - 1]));
+}
+
+/* Tokenizes the first parts of a document doc[0..len) that is longer than half a piece (whole:
+ * all of it; else what has been read of it) until what is left is at most half a piece: each
+ * part is cut where its ids are those of the whole (mw_tokstream_cut) and flushed at once, so
+ * that doc's buffer is not held. Returns the bytes done. */
+static size_t parts(prep *p, const char *doc, size_t len) {
+    size_t done = 0;
+    while (len - done > p->piece / 2) {
+        size_t c;
+        if (mw_tokstream_cut(p->tok, doc + done, len - done, p->piece / 2, !p->in_doc,
+                             p->o->split_blank ? cut_ok : NULL, NULL, &c) != MW_OK)
+            too_big(p, p->what, mw_last_error());
+        if (!c) too_big(p, p->what, NULL);
+        add_doc(&p->d, doc + done, c, (p->in_doc ? DOC_REST : 0) | DOC_MORE);
+        p->nparted += !p->in_doc;
+        p->in_doc = 1;
+        flush_batch(p);
+        done += c;
+    }
+    return done;
+}
+
 /* mw_docs_feed's callback: a document into the batch, flushed as soon as it is full (the text
- * being fed stays: the batch holds only buffers of earlier reads, which it frees) */
+ * being fed stays: the batch holds only buffers of earlier reads, which it frees); a long one in
+ * parts, and the rest of one whose first parts are done goes as its last part */
 static void add_doc_cb(void *ctx, const char *doc, size_t len) {
     prep *p = ctx;
-    if (len > p->piece / 2) too_big(p, p->what);
-    add_doc(&p->d, doc, len);
+    const size_t done = parts(p, doc, len);
+    add_doc(&p->d, doc + done, len - done, p->in_doc ? DOC_REST : 0);
+    p->in_doc = 0;
     p->fresh = 1;
     if (batch_full(p)) flush_batch(p);
 }
@@ -622,7 +676,10 @@ static void add_doc_cb(void *ctx, const char *doc, size_t len) {
  * documents read so far to the batch, which is flushed when full; the rest waits for the next
  * read. Memory, in pieces: this buffer (what is not consumed, at most half a piece, and a piece:
  * 1.5), the next one's (1.5), the ids of half a piece of text being tokenized (4 bytes each, at
- * most one per byte, and up to twice that while the tokenizer's arrays grow: 4); 7 of the 10. */
+ * most one per byte, and up to twice that while the tokenizer's arrays grow: 4), the normalizer's
+ * copies of that text (Llama 2's: 1 + 3 bytes a byte: 2; or mw_tokstream_cut's, at another
+ * time), the word cache (1), the merging of words (1: the word limit is what it leaves a thread);
+ * 11 of the 12. */
 static void prep_input(prep *p, const char *path) {
     const char *what = path ? path : "stdin";
     FILE *f = path ? fopen(path, "rb") : stdin;
@@ -641,7 +698,11 @@ static void prep_input(prep *p, const char *path) {
     char *buf = malloc(cap);
     if (!buf) die(1, "out of memory");
     for (;;) {
-        if (len > P / 2) too_big(p, what); /* a partial document longer than half a piece */
+        if (len > P / 2) { /* what is read of a document, longer than half a piece: its first parts */
+            const size_t done = parts(p, buf, len);
+            memmove(buf, buf + done, len - done);
+            len -= done;
+        }
         if (len + P > cap) {
             char *nb = realloc(buf, cap = len + P);
             if (!nb) die(1, "out of memory");
@@ -687,7 +748,7 @@ int cmd_prepare(int argc, char **argv) {
     p->o = &o;
     p->threads = mw_set_threads(o.cfg.threads);
     p->tok = open_tokenizer(&o, 0, NULL);
-    /* what the tokenizer left of --memory, in ten pieces (the header comment); big buffers are
+    /* what the tokenizer left of --memory, in twelve pieces (the header comment); big buffers are
      * mapped on their own, so that freeing them gives their memory back */
 #if defined(__GLIBC__)
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
@@ -698,7 +759,11 @@ int cmd_prepare(int argc, char **argv) {
         die(1, "prepare: --memory %s is too small: the tokenizer alone takes %s, and prepare needs %s more",
             mw_fmt_bytes(o.prep_memory, b1, sizeof b1), mw_fmt_bytes(base, b2, sizeof b2),
             mw_fmt_bytes(floor, (char[32]){0}, 32));
-    p->piece = (size_t)((o.prep_memory - base) / 10);
+    p->piece = (size_t)((o.prep_memory - base) / 12);
+    /* the word cache gets a piece; merging a word takes mw_tokenizer_word_cost bytes a byte on
+     * each thread, within another piece */
+    const size_t cost = mw_tokenizer_word_cost(p->tok);
+    mw_tokenizer_set_limits(p->tok, p->piece, cost ? p->piece / (cost * (size_t)p->threads) : SIZE_MAX);
     mw_tokenizer_doc_ids(p->tok, &p->pre, &p->npre, &p->post, &p->npost, NULL);
     int vocab = mw_tokenizer_vocab(p->tok), width = vocab <= 65536 ? 2 : 4;
     mw_tokenizer_id tid;
@@ -804,8 +869,11 @@ int cmd_prepare(int argc, char **argv) {
         if (!o.append) remove_stale(o.out, &set);
     }
     const double mb = p->bytes / 1e6;
-    char skipped[64] = "", where[8800];
+    char skipped[160] = "", where[8800];
     if (p->skipped) snprintf(skipped, sizeof skipped, " | %llu unreadable files skipped", (unsigned long long)p->skipped);
+    if (p->nparted)
+        snprintf(skipped + strlen(skipped), sizeof skipped - strlen(skipped), " | %llu document%s over %s in parts",
+                 (unsigned long long)p->nparted, p->nparted == 1 ? "" : "s", mw_fmt_bytes(p->piece / 2, b1, sizeof b1));
     if (single) {
         snprintf(where, sizeof where, "%s.train.bin (%llu), %s.val.bin (%llu)", o.out, (unsigned long long)(n - n_val), o.out,
                  (unsigned long long)n_val);
@@ -828,7 +896,7 @@ int cmd_prepare(int argc, char **argv) {
            mw_fmt_bytes(o.prep_memory, b2, sizeof b2), skipped);
     mw_manifest_free(&set);
     for (int k = 0; k < 2; k++) free(prep_s[k].f), prep_s[k].f = NULL, prep_s[k].n = 0;
-    free(p->held), free(p->d.text), free(p->d.len);
+    free(p->held), free(p->d.text), free(p->d.len), free(p->d.rest), free(p->d.more);
     mw_tokenizer_free(p->tok);
     free(p);
     return 0;
