@@ -8,6 +8,9 @@
  *     9 merges, <|endoftext|>), a tiny byte-level BPE with Llama 3's Split regex and ignore_merges,
  *     a tiny SentencePiece BPE with Llama 2's pipeline (byte fallback, Strip decoder), all built
  *     here, and Llama 2's and Llama 3's own tokenizers when data/llama2 and data/llama3 hold them.
+ * Each of those encodes the input in parts too, as prepare does a long document: cut by
+ * mw_tokstream_cut knowing only a window of it (sizes drawn from the input), the ids must be those
+ * of the whole (issue 30).
  * Must never crash, leak or read out of bounds; every encoding must decode to the input byte for
  * byte (the byte-level tokenizers are lossless; the SentencePiece ones give U+2581 back as a
  * space), with ids inside the vocabulary. */
@@ -20,6 +23,7 @@
 
 #include "../src/train/regex.h"
 #include "../src/train/tokenizer.h"
+#include "../src/train/tokstream.h"
 
 /* check: 0 ids in range only; 1 lossless; 2 lossless but for U+2581, which decodes as a space */
 static void round_trip_as(const mw_tokenizer *t, const uint8_t *data, size_t size, int check) {
@@ -44,6 +48,33 @@ static void round_trip_as(const mw_tokenizer *t, const uint8_t *data, size_t siz
     free(text);
 }
 static void round_trip(const mw_tokenizer *t, const uint8_t *data, size_t size) { round_trip_as(t, data, size, 1); }
+
+/* The input encoded in parts must give the ids of the input encoded whole: each cut made knowing
+ * the part so far and a window past it, max and window drawn from the input's bytes. */
+static void streamed(const mw_tokenizer *t, const uint8_t *data, size_t size) {
+    int32_t *whole = NULL, *ids = NULL;
+    size_t nw = 0, cw = 0, ni = 0, ci = 0, at = 0, k = 0;
+    if (mw_tokenizer_encode(t, (const char *)data, size, &whole, &nw, &cw) != MW_OK) abort();
+    while (at < size) {
+        size_t max = 1 + (size ? data[k++ % size] % 16 : 0), cut = 0;
+        for (;;) {
+            if (at + max >= size) {
+                cut = size - at;
+                break;
+            }
+            size_t win = max + data[k++ % size] % 8;
+            if (at + win > size) win = size - at;
+            if (mw_tokstream_cut(t, (const char *)data + at, win, max, at == 0, NULL, NULL, &cut) != MW_OK) abort();
+            if (cut) break;
+            max *= 2;
+        }
+        if (cut == 0 || cut > size - at) abort();
+        if (mw_tokenizer_encode_part(t, (const char *)data + at, cut, at == 0, &ids, &ni, &ci) != MW_OK) abort();
+        at += cut;
+    }
+    if (ni != nw || (nw && memcmp(ids, whole, nw * sizeof *ids) != 0)) abort();
+    free(whole), free(ids);
+}
 
 /* the path of a memfd holding data */
 static const char *as_file(const uint8_t *data, size_t size) {
@@ -139,12 +170,14 @@ static mw_tokenizer *tiny_sp(void) {
 static void regex_run(const uint8_t *data, size_t size) {
     mw_regex *re;
     if (mw_regex_compile(&re, (const char *)data, size, "fuzz") != MW_OK) return;
-    size_t at = 0, ms, me;
+    size_t at = 0, ms, me, need, ms2, me2;
     for (;;) {
-        int r = mw_regex_find(re, NULL, data, size, at, &ms, &me);
+        int r = mw_regex_find_need(re, NULL, data, size, at, &ms, &me, &need);
         if (r < 0) abort();
         if (r == 0) break;
         if (ms < at || me <= ms || me > size) abort();
+        /* decided by data[0..need): the same match in that prefix */
+        if (need <= size && (mw_regex_find(re, NULL, data, need, at, &ms2, &me2) != 1 || ms2 != ms || me2 != me)) abort();
         at = me;
     }
     mw_regex_free(re);
@@ -166,6 +199,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     round_trip_as(sp, data, size, 2);
     if (real2) round_trip_as(real2, data, size, 2);
     if (real3) round_trip(real3, data, size);
+    streamed(bytes, data, size);
+    streamed(bpe, data, size);
+    streamed(l3, data, size);
+    streamed(sp, data, size);
+    if (real2) streamed(real2, data, size);
+    if (real3) streamed(real3, data, size);
     regex_run(data, size);
     mw_tokenizer *t;
     if (mw_tokenizer_load(&t, as_file(data, size)) == MW_OK) {

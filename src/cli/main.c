@@ -99,7 +99,7 @@ static const opt_def OPTS[] = {
     {"append", K_FLAG, O_(append), CMD_PREPARE, "add the input's documents to the existing set PREFIX as new shards (the old ones are not rewritten; same tokenizer required)"},
     {"split-blank-lines", K_FLAG, O_(split_blank), CMD_PREPARE, "documents are separated by blank lines"},
     {"skip-unreadable", K_FLAG, O_(skip_unreadable), CMD_PREPARE, "with --in DIR: skip the files that cannot be opened (a dangling link, no permission), counting them, instead of stopping at the first"},
-    {"memory", K_SIZE, O_(prep_memory), CMD_PREPARE, "the most memory prepare uses (peak RSS), e.g. 256MiB, 2GiB: it reads, tokenizes and writes in pieces that fit, whatever the input's size; a document (a file, or a blank-line-separated piece) must fit in a twentieth of what the tokenizer leaves"},
+    {"memory", K_SIZE, O_(prep_memory), CMD_PREPARE, "the most memory prepare uses (peak RSS), e.g. 256MiB, 2GiB: it reads, tokenizes and writes in pieces that fit, whatever the input's size, counting the tokenizer's word cache; a long document (a file, or a blank-line-separated piece) goes in parts with the ids of the whole; one word (a run of letters, spaces, ... the tokenizer does not split) longer than the memory lets a thread merge is refused"},
     {"prompt", K_STR, O_(prompt), CMD_SAMPLE, "text to continue (default: a document start)"},
     {"tokens", K_INT, O_(gen_tokens), CMD_SAMPLE, "tokens to generate"},
     {"temperature", K_DBL, O_(temperature), CMD_SAMPLE, "softmax temperature (0: greedy)"},

@@ -306,6 +306,7 @@ typedef struct prep {
     int fresh;                    /* documents added since the last flush point into the buffer */
     int in_doc;                   /* a document's first parts are done: the next text continues it */
     uint64_t nparted;             /* documents tokenized in parts */
+    size_t word_max;              /* the longest word the tokenizer merges */
     int listed;                   /* the input came from a directory or a glob */
     double every, last;           /* not a terminal: seconds between progress lines, and the last one */
     double t0;
@@ -574,8 +575,8 @@ static void flush_batch(prep *p) {
                                                        p->threads, part, plen);
         if (es != MW_OK)
             die(1, "prepare: %s%s", mw_last_error(),
-                es == MW_ERR_ARG ? ": give a larger --memory (the word limit is what it leaves to merging "
-                                                 "one, per thread)" : "");
+                es == MW_ERR_ARG ? ": give a larger --memory (a thread merges a word in a twelfth of what "
+                                                 "the tokenizer leaves)" : "");
         for (size_t i = 0; i < i1 - i0; i++) {
             /* GPT-2's convention: <|endoftext|> starts a document; a tokenizer.json's template
              * (or tokenizer_config.json) says its own: <s>, <|begin_of_text|>, ... (a document
@@ -621,9 +622,9 @@ static void too_big(const prep *p, const char *what, const char *reason) {
         die(1, "prepare: %s: a document longer than %s, the most --memory %s allows, and %s; give a larger --memory%s",
             what, mw_fmt_bytes(p->piece / 2, b, sizeof b), mw_fmt_bytes(p->o->prep_memory, c, sizeof c), reason,
             p->o->split_blank ? "" : ", or --split-blank-lines if blank lines separate its documents");
-    die(1, "prepare: %s: a single word (a run of letters, spaces, ... that the tokenizer does not split) longer than "
-           "%s, the most --memory %s allows; give a larger --memory",
-        what, mw_fmt_bytes(p->piece / 2, b, sizeof b), mw_fmt_bytes(p->o->prep_memory, c, sizeof c));
+    die(1, "prepare: %s: a single word (pre-token: a run of letters, spaces, ... that nothing splits) longer than %s; "
+           "--memory %s lets a thread merge words of up to %zu bytes: give a larger --memory",
+        what, mw_fmt_bytes(p->piece / 2, b, sizeof b), mw_fmt_bytes(p->o->prep_memory, c, sizeof c), p->word_max);
 }
 
 /* The batch is full: a piece of text, or so many documents that their bookkeeping (the
@@ -763,7 +764,8 @@ int cmd_prepare(int argc, char **argv) {
     /* the word cache gets a piece; merging a word takes mw_tokenizer_word_cost bytes a byte on
      * each thread, within another piece */
     const size_t cost = mw_tokenizer_word_cost(p->tok);
-    mw_tokenizer_set_limits(p->tok, p->piece, cost ? p->piece / (cost * (size_t)p->threads) : SIZE_MAX);
+    p->word_max = cost ? p->piece / (cost * (size_t)p->threads) : SIZE_MAX;
+    mw_tokenizer_set_limits(p->tok, p->piece, p->word_max);
     mw_tokenizer_doc_ids(p->tok, &p->pre, &p->npre, &p->post, &p->npost, NULL);
     int vocab = mw_tokenizer_vocab(p->tok), width = vocab <= 65536 ? 2 : 4;
     mw_tokenizer_id tid;

@@ -1397,6 +1397,18 @@ static mw_status build(mw_tokenizer *t, spec *sp, const char *what) {
         }
     }
     t->kind = sp->raw ? KIND_SPBPE : KIND_BPE;
+    /* each byte's normalized length, when the Replace steps map bytes one by one (tokstream.c) */
+    t->norm_bytewise = 1;
+    for (int k = 0; k < t->nnorm; k++)
+        if (t->norm[k].kind == NORM_REPLACE && t->norm[k].alen != 1) t->norm_bytewise = 0;
+    for (int c = 0; c < 256 && t->norm_bytewise; c++) {
+        unsigned char b = (unsigned char)c;
+        char *o = NULL;
+        size_t on = 1;
+        if (t->nnorm && !mw_tok_normalize(t, &b, 1, 0, &o, &on)) return mw_fail(MW_ERR_NOMEM, "%s: out of memory", what);
+        free(o);
+        t->norm_img[c] = (uint32_t)on;
+    }
     return MW_OK;
 }
 

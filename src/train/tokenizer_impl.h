@@ -81,6 +81,8 @@ struct mw_tokenizer {
     /* limits (mw_tokenizer_set_limits): the word cache's bytes, counted in cache_used; the
      * longest word merged */
     size_t cache_limit, word_max;
+    int norm_bytewise;       /* the normalizer's Replace steps each replace one byte: then */
+    uint32_t norm_img[256];  /*   byte c normalizes to norm_img[c] bytes wherever it is */
     _Atomic(size_t) *cache_used;
 };
 

@@ -24,25 +24,6 @@ static size_t gpt2_need(const mw_tokenizer *t, const unsigned char *s, size_t n,
     return need > i + 5 ? need : i + 5;
 }
 
-/* The normalized length of each byte: the normalizer's Replace steps (of one byte each) map every
- * byte on its own, so the normalized text is the prefix (Prepend) and then each byte's image. 0:
- * a Replace of several bytes (no such map), -1: out of memory. */
-static int byte_images(const mw_tokenizer *t, size_t len[256]) {
-    for (int k = 0; k < t->nnorm; k++)
-        if (t->norm[k].kind == NORM_REPLACE && t->norm[k].alen != 1) return 0;
-    for (int c = 0; c < 256; c++) {
-        unsigned char b = (unsigned char)c;
-        char *o = NULL;
-        size_t on = 1;
-        if (t->nnorm) {
-            if (!mw_tok_normalize(t, &b, 1, 0, &o, &on)) return -1;
-            free(o);
-        }
-        len[c] = on;
-    }
-    return 1;
-}
-
 /* A piece of the pre-tokenizer's first step over the (normalized) text: [start, end), need as
  * gpt2_need's or mw_regex_find_need's, raw: the raw text's position at its end (0: none). */
 typedef struct piece {
@@ -122,10 +103,8 @@ mw_status mw_tokstream_cut(const mw_tokenizer *t, const char *text, size_t n, si
     if (t->no_pretok && !t->sp_split)
         return mw_fail(MW_ERR_FORMAT, "this tokenizer merges a whole document as one word (no pre-tokenizer): it "
                                       "cannot be tokenized in parts");
-    size_t img[256];
-    int bi = byte_images(t, img);
-    if (bi < 0) return mw_fail(MW_ERR_NOMEM, "tokenizer: out of memory");
-    if (bi == 0)
+    const uint32_t *img = t->norm_img; /* the normalized text: the prefix, then each byte's image */
+    if (!t->norm_bytewise)
         return mw_fail(MW_ERR_FORMAT, "this tokenizer's normalizer replaces strings of several bytes: a document "
                                       "cannot be tokenized in parts");
     if (max == 0) return MW_OK;
