@@ -116,14 +116,21 @@ mklong 1500 40 "$T/long.txt"
 mklong 1500 40 "$T/long.sp.txt" 0
 mklong 200000 1000 "$T/long.2.txt"
 { cat "$T/prose.txt"; awk 'BEGIN { for (i = 0; i < 1000000; i++) printf "%d", i % 10 }'; cat "$T/prose.txt"; } >"$T/digits.txt"
-for spec in "bytes|bytes|long.2|16" "gpt2|gpt2 --vocab-dir $VOCAB|long|24" "llama2|$(realpath data/llama2)|long|32" \
-  "llama3|$(realpath data/llama3)|long|60" "llama3|$(realpath data/llama3)|digits|60"; do
+# base_mib TOKENIZER...: what the tokenizer alone takes (prepare's refusal of a tiny --memory), MiB rounded up
+base_mib() {
+  "$MW" prepare --tokenizer "$@" --in "$T/prose.txt" --memory 1MiB --out "$T/x" 2>&1 |
+    grep -o 'alone takes [0-9.]* MiB' | awk '{ printf "%d", $3 + 1 }'
+}
+# --memory: what the tokenizer takes and 12-18 MiB more (a sanitizer build's tokenizer takes more)
+for spec in "bytes|bytes|long.2|14" "gpt2|gpt2 --vocab-dir $VOCAB|long|13" "llama2|$(realpath data/llama2)|long|18" \
+  "llama3|$(realpath data/llama3)|long|12" "llama3|$(realpath data/llama3)|digits|12"; do
   IFS='|' read -r name tok in mem <<<"$spec"
   if [ "$name" != bytes ] && [ "$name" != gpt2 ] && [ ! -f "$tok/tokenizer.json" ]; then
     echo "  skip $name: $tok/tokenizer.json is missing (scripts/fetch-llama-tokenizers.sh)"
     continue
   fi
   read -r -a targs <<<"$tok"
+  mem=$(($(base_mib "${targs[@]}") + mem))
   for sp in "" --split-blank-lines; do
     [ -n "$sp" ] && [ -f "$T/$in.sp.txt" ] && in=$in.sp
     # the reference in one part: at 1 GiB half a piece is over 40 MiB, so each document is tokenized whole
@@ -144,17 +151,19 @@ for spec in "bytes|bytes|long.2|16" "gpt2|gpt2 --vocab-dir $VOCAB|long|24" "llam
   done
 done
 # the word cache within --memory: 6 MB of distinct 100-letter words (the cache alone would take
-# about 14 MiB)
+# about 14 MiB) at 12 MiB more than the tokenizer takes
 awk 'BEGIN { srand(7); for (i = 0; i < 60000; i++) { w = ""; for (j = 0; j < 100; j++) w = w sprintf("%c", 97 + int(rand() * 26)); print w } }' >"$T/words.txt"
-kb=$(rss_kb --tokenizer gpt2 --vocab-dir "$VOCAB" --in "$T/words.txt" --memory 24MiB --out "$T/words")
-rss_ok "$kb" 24 && pass "GPT-2 BPE, 6 MB of distinct 100-letter words at --memory 24MiB: peak RSS $((kb / 1024)) MiB" ||
-  fail "GPT-2 BPE, distinct words at --memory 24MiB: peak RSS ${kb:-?} KiB"
+mem=$(($(base_mib gpt2 --vocab-dir "$VOCAB") + 12))
+kb=$(rss_kb --tokenizer gpt2 --vocab-dir "$VOCAB" --in "$T/words.txt" --memory ${mem}MiB --out "$T/words")
+rss_ok "$kb" $mem && pass "GPT-2 BPE, 6 MB of distinct 100-letter words at --memory ${mem}MiB: peak RSS $((kb / 1024)) MiB" ||
+  fail "GPT-2 BPE, distinct words at --memory ${mem}MiB: peak RSS ${kb:-?} KiB"
 
 echo "== bad input loses nothing"
 cp "$T/b.256MiB.1.train.bin" "$T/keep.train.bin"
 cp "$T/b.256MiB.1.val.bin" "$T/keep.val.bin"
 # one word (a pre-token) longer than --memory lets a thread merge: GPT-2's BPE of a 200 KB run of
-# letters at 48 MiB (about 3 MiB a piece: a word of at most 14 KB on 2 threads)
+# letters at 48 MiB (about 3 MiB a piece: a word of at most 14 KB on 2 threads; a sanitizer
+# build's: about 1 MiB, 5 KB)
 awk 'BEGIN { printf "Some text, then "; for (i = 0; i < 200000; i++) printf "a"; print " and more." }' >"$T/word.txt"
 expect_error 1 "a word longer than --memory allows" -- "$MW" prepare --tokenizer gpt2 --vocab-dir "$VOCAB" --in "$T/word.txt" --memory 48MiB --threads 2 --out "$T/keep"
 grep -q "a single word .* of 200001 bytes, over the [0-9]* bytes .*give a larger --memory" "$T/err" && pass "the error says what to do" || fail "$(cat "$T/err")"

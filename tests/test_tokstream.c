@@ -152,7 +152,7 @@ int main(void) {
     mw_tokenizer_free(t);
     const char *base = getenv("MW_LLAMA_DIR") ? getenv("MW_LLAMA_DIR") : "data";
     for (int k = 2; k <= 3; k++) {
-        char path[512], name[16];
+        char path[512], name[32];
         snprintf(name, sizeof name, "llama%d", k);
         snprintf(path, sizeof path, "%s/llama%d/tokenizer.json", base, k);
         if (access(path, R_OK) != 0) {
