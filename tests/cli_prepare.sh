@@ -167,6 +167,10 @@ cp "$T/b.256MiB.1.val.bin" "$T/keep.val.bin"
 awk 'BEGIN { printf "Some text, then "; for (i = 0; i < 200000; i++) printf "a"; print " and more." }' >"$T/word.txt"
 expect_error 1 "a word longer than --memory allows" -- "$MW" prepare --tokenizer gpt2 --vocab-dir "$VOCAB" --in "$T/word.txt" --memory 48MiB --threads 2 --out "$T/keep"
 grep -q "a single word .* of 200001 bytes, over the [0-9]* bytes .*give a larger --memory" "$T/err" && pass "the error says what to do" || fail "$(cat "$T/err")"
+# with --split-blank-lines a run of white space after a newline cannot be cut (it may end in a
+# blank line): 3 MB of it at 24 MiB (bytes: half a piece under 1 MiB) is refused, saying so
+awk 'BEGIN { printf "x\n"; for (i = 0; i < 3000000; i++) printf " "; print "y" }' >"$T/spaces.txt"
+expect_error 1 "a run of white space longer than --split-blank-lines can cut" -- "$MW" prepare --tokenizer bytes --in "$T/spaces.txt" --split-blank-lines --memory 24MiB --out "$T/keep"
 cmp -s "$T/keep.train.bin" "$T/b.256MiB.1.train.bin" && cmp -s "$T/keep.val.bin" "$T/b.256MiB.1.val.bin" &&
   pass "the earlier files stay as they were" || fail "the earlier files changed"
 ls "$T" | grep -q '\.tmp\.' && fail "a temporary file was left: $(ls "$T" | grep '\.tmp\.')" || pass "no temporary file left"

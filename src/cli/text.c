@@ -622,6 +622,10 @@ static void too_big(const prep *p, const char *what, const char *reason) {
         die(1, "prepare: %s: a document longer than %s, the most --memory %s allows, and %s; give a larger --memory%s",
             what, mw_fmt_bytes(p->piece / 2, b, sizeof b), mw_fmt_bytes(p->o->prep_memory, c, sizeof c), reason,
             p->o->split_blank ? "" : ", or --split-blank-lines if blank lines separate its documents");
+    if (p->word_max == SIZE_MAX) /* bytes: only --split-blank-lines' rule can leave no cut */
+        die(1, "prepare: %s: a run of white space longer than %s, which --split-blank-lines cannot cut (it may hold a "
+               "blank line); give a larger --memory",
+            what, mw_fmt_bytes(p->piece / 2, b, sizeof b));
     die(1, "prepare: %s: a single word (pre-token: a run of letters, spaces, ... that nothing splits) longer than %s; "
            "--memory %s lets a thread merge words of up to %zu bytes: give a larger --memory",
         what, mw_fmt_bytes(p->piece / 2, b, sizeof b), mw_fmt_bytes(p->o->prep_memory, c, sizeof c), p->word_max);

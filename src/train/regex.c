@@ -691,6 +691,14 @@ static void pike_add(const mw_regex *re, const uint8_t *bmp, pike *k, int *list,
     }
 }
 
+/* A new generation of marks; on wrapping around, the old marks are cleared. */
+static void pike_next_gen(pike *k, const mw_regex *re) {
+    if (++k->gen == 0) {
+        memset(k->mark, 0, (size_t)re->ncode * sizeof *k->mark);
+        k->gen = 1;
+    }
+}
+
 static int pike_attempt(const mw_regex *re, const uint8_t *bmp, pike *k, const unsigned char *s,
                         size_t n, size_t start, size_t *end, seen *v) {
     if (!k->mark) { /* a mark is cleared by the next generation; the stack holds each pc at most twice */
@@ -703,14 +711,14 @@ static int pike_attempt(const mw_regex *re, const uint8_t *bmp, pike *k, const u
     }
     int cur = 0, nc = 0, found = 0;
     size_t pos = start;
-    k->gen++;
+    pike_next_gen(k, re);
     pike_add(re, bmp, k, k->list[cur], &nc, 0, s, n, pos, v);
     while (nc) {
         uint32_t cp = 0;
         size_t l = 1;
         int cat = 0;
         int nn = 0, *next = k->list[!cur];
-        k->gen++;
+        pike_next_gen(k, re);
         if (pos < n) l = decode(s, n, pos, &cp), cat = category(bmp, cp);
         for (int i = 0; i < nc; i++) {
             const inst *in = &re->code[k->list[cur][i]];
