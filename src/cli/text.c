@@ -646,22 +646,33 @@ static int cut_ok(void *ctx, const char *s, size_t n, size_t q) {
 
 /* Tokenizes the first parts of a document doc[0..len) that is longer than half a piece (whole:
  * all of it; else what has been read of it) until what is left is at most half a piece: each
- * part is cut where its ids are those of the whole (mw_tokstream_cut) and flushed at once, so
+ * part is cut where its ids are those of the whole (mw_tokstream_cut), in parts of about half a
+ * piece over the thread count, so that each thread encodes one, and flushed by half a piece, so
  * that doc's buffer is not held. Returns the bytes done. */
 static size_t parts(prep *p, const char *doc, size_t len) {
-    size_t done = 0;
-    while (len - done > p->piece / 2) {
-        size_t c;
-        if (mw_tokstream_cut(p->tok, doc + done, len - done, p->piece / 2, !p->in_doc,
-                             p->o->split_blank ? cut_ok : NULL, NULL, &c) != MW_OK)
-            too_big(p, p->what, mw_last_error());
-        if (!c) too_big(p, p->what, NULL);
+    const size_t half = p->piece / 2, sub = half / (size_t)p->threads > 0 ? half / (size_t)p->threads : 1;
+    size_t done = 0, round = 0; /* round: the bytes of parts in the batch, not yet flushed */
+    while (len - done > half) {
+        const size_t room = half - round;
+        size_t c = 0;
+        for (size_t max = sub < room ? sub : room;; max = room) { /* a part of sub bytes, else of all the room */
+            if (mw_tokstream_cut(p->tok, doc + done, len - done, max, !p->in_doc,
+                                 p->o->split_blank ? cut_ok : NULL, NULL, &c) != MW_OK)
+                too_big(p, p->what, mw_last_error());
+            if (c || max == room) break;
+        }
+        if (!c) {
+            if (!round) too_big(p, p->what, NULL);
+            flush_batch(p), round = 0; /* again with the whole of half a piece */
+            continue;
+        }
         add_doc(&p->d, doc + done, c, (p->in_doc ? DOC_REST : 0) | DOC_MORE);
         p->nparted += !p->in_doc;
         p->in_doc = 1;
-        flush_batch(p);
-        done += c;
+        done += c, round += c;
+        if (half - round < sub) flush_batch(p), round = 0;
     }
+    if (round) flush_batch(p);
     return done;
 }
 
