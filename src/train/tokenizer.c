@@ -368,14 +368,19 @@ done:
  * transformers.js) does: repeatedly the adjacent pair of least merge rank, the leftmost (by its
  * left symbol's first position) among equals, one at a time; a heap of candidates, each checked
  * when popped, so a word of m symbols takes O(m log m). 0: out of memory. */
+/* A candidate merge of bpe_hf: the pair whose left symbol starts at symbol pos, of merge rank. */
+typedef struct hf_ent {
+    int32_t rank, pos;
+} hf_ent;
+
 static int bpe_hf(const mw_tokenizer *t, int32_t *ids, size_t m, size_t *nout) {
     *nout = m;
     if (m < 2) return 1;
     enum { SMALL = 64 };
     int32_t lsmall[2 * SMALL];
-    heap_ent hsmall[3 * SMALL];
+    hf_ent hsmall[3 * SMALL];
     int32_t *nxt = lsmall, *prv;
-    heap_ent *heap = hsmall;
+    hf_ent *heap = hsmall;
     size_t nh = 0;
     if (m > SMALL) {
         nxt = malloc(2 * m * sizeof *nxt);
@@ -392,7 +397,7 @@ static int bpe_hf(const mw_tokenizer *t, int32_t *ids, size_t m, size_t *nout) {
 #define HLESS(a, b) ((a).rank < (b).rank || ((a).rank == (b).rank && (a).pos < (b).pos))
 #define HPUSH(e)                                                                                   \
     do {                                                                                           \
-        heap_ent e_ = (e);                                                                         \
+        hf_ent e_ = (e);                                                                         \
         size_t k_ = nh++;                                                                          \
         while (k_ > 0 && HLESS(e_, heap[(k_ - 1) / 2])) heap[k_] = heap[(k_ - 1) / 2], k_ = (k_ - 1) / 2; \
         heap[k_] = e_;                                                                             \
@@ -400,9 +405,9 @@ static int bpe_hf(const mw_tokenizer *t, int32_t *ids, size_t m, size_t *nout) {
     int32_t rank, merged;
     for (size_t i = 0; i + 1 < m; i++)
         if (pair_lookup(t, ids[i], ids[i + 1], &rank, &merged))
-            HPUSH(((heap_ent){rank, (int32_t)i, ids[i], ids[i + 1]}));
+            HPUSH(((hf_ent){rank, (int32_t)i}));
     while (nh) {
-        heap_ent top = heap[0], last = heap[--nh];
+        hf_ent top = heap[0], last = heap[--nh];
         size_t k = 0;
         for (;;) { /* sift last down from the root */
             size_t c = 2 * k + 1;
@@ -414,16 +419,16 @@ static int bpe_hf(const mw_tokenizer *t, int32_t *ids, size_t m, size_t *nout) {
         }
         if (nh) heap[k] = last;
         int32_t p = top.pos, r = nxt[p];
-        if (ids[p] != top.lid || r < 0 || ids[r] != top.rid) continue; /* stale */
-        pair_lookup(t, top.lid, top.rid, &rank, &merged);
+        /* stale unless the pair at p is still one of that rank (a rank names one pair) */
+        if (ids[p] < 0 || r < 0 || !pair_lookup(t, ids[p], ids[r], &rank, &merged) || rank != top.rank) continue;
         ids[p] = merged;
         ids[r] = -1;
         nxt[p] = nxt[r];
         if (nxt[r] >= 0) prv[nxt[r]] = p;
         if (prv[p] >= 0 && pair_lookup(t, ids[prv[p]], ids[p], &rank, &merged))
-            HPUSH(((heap_ent){rank, prv[p], ids[prv[p]], ids[p]}));
+            HPUSH(((hf_ent){rank, prv[p]}));
         if (nxt[p] >= 0 && pair_lookup(t, ids[p], ids[nxt[p]], &rank, &merged))
-            HPUSH(((heap_ent){rank, p, ids[p], ids[nxt[p]]}));
+            HPUSH(((hf_ent){rank, p}));
     }
 #undef HPUSH
 #undef HLESS
@@ -530,9 +535,9 @@ size_t mw_tokenizer_cache_bytes(const mw_tokenizer *t) {
 
 size_t mw_tokenizer_word_cost(const mw_tokenizer *t) {
     if (t->kind == KIND_BYTES) return 0;
-    /* bpe_hf: next/prev links 8, a heap of 3 entries of 16; bpe_word: id, length, prev 12 and two
+    /* bpe_hf: next/prev links 8, a heap of 3 entries of 8; bpe_word: id, length, prev 12 and two
      * arrays of 3 entries of 16 */
-    return t->hf ? 8 + 48 : 12 + 48 + 48;
+    return t->hf ? 8 + 24 : 12 + 48 + 48;
 }
 
 /* ---- encoding --------------------------------------------------------------------------- */
