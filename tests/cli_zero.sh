@@ -109,6 +109,26 @@ run q81 1 --zero 0 --accum 2 --optim adamw8bit
 run q82 2 --zero 0 --accum 1 --optim adamw8bit
 same q81 q82 "--optim adamw8bit --zero 0: 2 ranks = 1 rank (8-bit codes written in two pieces)"
 
+echo "-- --recompute auto: the ranks agree on one policy"
+# 4 blocks at B=4: rank 1's plan is 0.36 MiB larger than rank 0's, so at these budgets each rank
+# alone chooses differently (main refused: "rank 1's configuration ... differs")
+mdl=(--layers 4 --heads 4 --dim 128 --vocab 256 --ctx 64 --batch 4 --seq 64 --threads 1 --zero 1 --recompute auto)
+ra=(train --data "$T/d" "${mdl[@]}" --steps 2 --log-every 100)
+differed=0
+for b in 15800K 21M; do
+  mpr 2 "${ra[@]}" --budget $b >"$T/ra$b.out" 2>&1
+  rc=$?
+  line=$(grep -a "recompute: --recompute auto over 2 ranks" "$T/ra$b.out")
+  grep -q "chose differently alone" <<<"$line" && differed=$((differed + 1))
+  pin=$(grep -o -- "--recompute [a-z]*:[a-z0-9]*" <<<"$line" | head -1 | cut -d' ' -f2)
+  est=$("$MW" estimate "${mdl[@]}" --world 2 --budget $b | grep -o -- "to run exactly this plan: --recompute [^)]*" | cut -d' ' -f7)
+  [ $rc -eq 0 ] && [ -n "$pin" ] && [ "$pin" = "$est" ] &&
+    pass "--recompute auto --budget $b on 2 ranks: one policy for both ($pin, estimate --world 2 says the same)" ||
+    fail "--recompute auto --budget $b: exit $rc, '$line', estimate '$est': $(grep -a memwall: "$T/ra$b.out" | head -2)"
+done
+[ $differed -ge 1 ] && pass "the ranks alone chose differently ($differed of 2 budgets): the agreement was exercised" ||
+  fail "the ranks alone chose alike at both budgets: the test no longer exercises the agreement (adjust the budgets)"
+
 echo "-- each rank's shard of the optimizer state on its disk tier (--offload optimizer)"
 mkdir -p "$T/off"
 run o1 1 --zero 1 --accum 4 --offload optimizer --offload-dir "$T/off"

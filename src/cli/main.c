@@ -73,7 +73,7 @@ static const opt_def OPTS[] = {
     {"seed", K_U64, C_(seed), MODEL | CMD_SAMPLE, "seed of initialisation and data sampling (sample: of sampling)"},
     {"threads", K_INT, C_(threads), MODEL | TEXT, "OpenMP threads (0: all cores; at most 1024)"},
     {"budget", K_SIZE, C_(budget), MODEL, "memory budget, e.g. 512MiB, 2GiB (0: none)"},
-    {"recompute", K_RECOMPUTE, 0, MODEL, "activation recomputation: none, selective, full, every:K, every:sqrt, auto (needs --budget), or blocks:LETTERS (n/s/f per block)"},
+    {"recompute", K_RECOMPUTE, 0, MODEL, "activation recomputation: none, selective, full, every:K, every:sqrt, auto (needs --budget; with --zero the ranks agree on one), or blocks:LETTERS (n/s/f per block)"},
     {"offload", K_OFFLOAD, 0, MODEL, "model states on disk, in a scratch file in --offload-dir streamed by asynchronous I/O (the same bits): none, optimizer (the optimizer's per-parameter state: AdamW's moments, 8-bit or 4-bit codes, ...), optimizer+grads (and the blocks' gradients), all (and the blocks' parameters), auto (none or optimizer: the faster that fits --budget)"},
     {"offload-dir", K_STR, O_(offload_dir), MODEL, "folder of the disk tier's scratch file (preallocated before step 1, removed at exit)"},
     {"data", K_STR, O_(data), CMD_TRAIN, "token set PREFIX: PREFIX.manifest.json's shards, or PREFIX.train.bin and PREFIX.val.bin"},

@@ -213,6 +213,62 @@ static void zero_estimate(const mw_config *c, zero_est *z) {
     z->paper = zero_formula(c->zero, c->world, 2, 2, 12, psi);
 }
 
+/* --zero over world ranks with --recompute auto: the choice every rank runs (train agrees on it
+ * through MPI the same way, src/cli/train.c agree_recompute): every rank's own choice is a
+ * candidate, the largest rank's plan's first, and the first that fits every rank's budget is
+ * pinned in *c. Returns the rank whose choice it is, or -1 when none fits every rank (c unchanged:
+ * the estimate then shows the largest rank's plan not fitting). */
+static int agree_auto(mw_config *c) {
+    if (!c->dp || c->world <= 1 || c->recompute != MW_RECOMPUTE_AUTO) return -1;
+    mw_plan_summary s;
+    plan_or_die(c, &s); /* the flat buffer's length */
+    int nr = 0, rank[4];
+    char pin[4][sizeof s.pin];
+    uint64_t peak[4];
+    for (int r = 0; r < c->world; r++) { /* one rank per distinct shard length (at most 4) */
+        uint64_t lo, hi, len = 0;
+        mw_zero_shard(s.flat_floats, c->world, r, &lo, &hi);
+        int dup = 0;
+        for (int j = 0; j < nr && !dup; j++) {
+            uint64_t a, b;
+            mw_zero_shard(s.flat_floats, c->world, rank[j], &a, &b);
+            len = hi - lo, dup = b - a == len;
+        }
+        if (dup) continue;
+        if (nr == 4) die(1, "internal: more than 4 shard lengths among %d ranks", c->world);
+        mw_config k = *c;
+        k.rank = r;
+        mw_plan_summary q;
+        plan_or_die(&k, &q);
+        rank[nr] = r, peak[nr] = q.peak;
+        memcpy(pin[nr], q.pin, sizeof q.pin);
+        nr++;
+    }
+    int order[4] = {0, 1, 2, 3};
+    for (int a = 1; a < nr; a++)
+        for (int b = a; b > 0 && peak[order[b]] > peak[order[b - 1]]; b--) {
+            const int x = order[b];
+            order[b] = order[b - 1], order[b - 1] = x;
+        }
+    for (int k = 0; k < nr; k++) {
+        mw_config t = *c;
+        if (!pin[order[k]][0] || mw_recompute_parse(&t, pin[order[k]]) != MW_OK) continue;
+        int all = 1;
+        for (int j = 0; j < nr && all; j++) {
+            mw_config u = t;
+            mw_plan_summary q;
+            u.rank = rank[j];
+            plan_or_die(&u, &q);
+            all = q.fits;
+        }
+        if (all) {
+            *c = t;
+            return rank[order[k]];
+        }
+    }
+    return -1;
+}
+
 /* "fits (12 MiB to spare)" or "DOES NOT FIT (3 MiB over)" */
 static const char *fit_text(uint64_t peak, uint64_t budget, char *buf, size_t n) {
     char b[32];
@@ -224,6 +280,7 @@ static const char *fit_text(uint64_t peak, uint64_t budget, char *buf, size_t n)
 int cmd_estimate(int argc, char **argv) {
     opts o;
     parse(&o, CMD_ESTIMATE, "estimate", argc, argv);
+    const int agreed = agree_auto(&o.cfg); /* --zero: the one recomputation every rank runs */
     train_line(&o);
     const mw_config *c = &o.cfg;
     double t0 = now_s();
@@ -432,6 +489,9 @@ int cmd_estimate(int argc, char **argv) {
     if (c->recompute == MW_RECOMPUTE_AUTO)
         printf("    (auto's choice rests on op times measured now; to run exactly this plan: "
                "--recompute %s)\n", p.pin);
+    else if (agreed >= 0)
+        printf("    (--recompute auto over %d ranks: every rank runs rank %d's choice, the largest plan's that fits "
+               "every rank; to run exactly this plan: --recompute %s)\n", c->world, agreed, p.pin);
     printf("    %-11s %14s %14s %6s   %s\n", "policy", "activations", "peak", "fits",
            korth ? "Korthikanti et al., x2 for fp32" : "");
     for (int i = 0; i < npp; i++) {

@@ -501,6 +501,64 @@ static void same_on_every_rank(mw_comm *cm, uint64_t v, const char *what) {
     free(all);
 }
 
+/* --zero with --recompute auto: each rank planned its own share (its shard, its op timings), so the
+ * ranks' choices may differ. They agree on one: every rank's choice is a candidate, taken in the
+ * order of the plans that chose them, largest first (the rank with the least room left recomputes
+ * the most), and the first that fits every rank's --budget is pinned on every rank (cfg->recompute
+ * becomes that choice, a blocks: or every: value, and the plan is made again with it). When none
+ * fits every rank, the run is refused, naming the ranks and the budget. */
+static void agree_recompute(opts *o, mw_comm *cm, mw_plan_summary *plan, char *line, size_t line_len) {
+    line[0] = 0;
+    if (!cm || cm->size == 1 || o->cfg.recompute != MW_RECOMPUTE_AUTO) return;
+    const int W = cm->size;
+    const size_t P = sizeof plan->pin;
+    char *pins = calloc((size_t)W, P);
+    uint64_t *peak = calloc((size_t)W, sizeof *peak), *fit = calloc((size_t)W, sizeof *fit);
+    size_t *cd = calloc(2 * (size_t)W, sizeof *cd);
+    int *order = calloc((size_t)W, sizeof *order);
+    if (!pins || !peak || !fit || !cd || !order) die(1, "out of memory");
+    memcpy(pins + (size_t)cm->rank * P, plan->pin, P);
+    for (int j = 0; j < W; j++) cd[j] = P, cd[W + j] = (size_t)j * P;
+    if (cm->allgatherv(cm, pins, 1, cd, cd + W) != MW_OK) die(1, "%s", mw_last_error());
+    if (mw_mpi_allgather_u64(cm, plan->peak, peak) != MW_OK) die(1, "%s", mw_last_error());
+    for (int j = 0; j < W; j++) order[j] = j;
+    for (int a = 1; a < W; a++) /* by peak, largest first; the lower rank first on ties */
+        for (int b = a; b > 0 && peak[order[b]] > peak[order[b - 1]]; b--) {
+            const int x = order[b];
+            order[b] = order[b - 1], order[b - 1] = x;
+        }
+    int chosen = -1;
+    for (int k = 0; k < W && chosen < 0; k++) {
+        const int j = order[k];
+        const char *pin = pins + (size_t)j * P;
+        int seen = 0;
+        for (int q = 0; q < k && !seen; q++) seen = strcmp(pins + (size_t)order[q] * P, pin) == 0;
+        if (seen || !pin[0]) continue;
+        mw_config c = o->cfg;
+        mw_plan_summary s;
+        const int mine = mw_recompute_parse(&c, pin) == MW_OK && mw_plan(&c, &s) == MW_OK && s.fits;
+        if (mw_mpi_allgather_u64(cm, (uint64_t)mine, fit) != MW_OK) die(1, "%s", mw_last_error());
+        int all = 1;
+        for (int r = 0; r < W; r++) all &= fit[r] == 1;
+        if (all) chosen = j;
+    }
+    if (chosen < 0) { /* every rank refuses alike (a vote: rank 0's message) */
+        char b1[32], b2[32];
+        die(2, "--recompute auto over %d ranks: no rank's choice fits every rank's --budget %s (the largest plan, "
+               "rank %d's %s with --recompute %s): give a larger --budget, or fewer ranks per budget",
+            W, mw_fmt_bytes(o->cfg.budget, b1, sizeof b1), order[0], mw_fmt_bytes(peak[order[0]], b2, sizeof b2),
+            pins + (size_t)order[0] * P);
+    }
+    char pin[sizeof plan->pin];
+    memcpy(pin, pins + (size_t)chosen * P, P);
+    int differ = 0;
+    for (int j = 0; j < W; j++) differ |= strcmp(pins + (size_t)j * P, pin) != 0;
+    if (mw_recompute_parse(&o->cfg, pin) != MW_OK || mw_plan(&o->cfg, plan) != MW_OK) die(1, "%s", mw_last_error());
+    snprintf(line, line_len, "  recompute: --recompute auto over %d ranks: --recompute %s, rank %d's choice (its plan "
+             "the largest%s), on every rank\n", W, pin, chosen, differ ? "; the ranks chose differently alone" : "");
+    free(pins), free(peak), free(fit), free(cd), free(order);
+}
+
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
     const unsigned char *b = p;
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
@@ -593,6 +651,12 @@ int cmd_train(int argc, char **argv) {
         if (!plan.fits) mw_model_destroy(create_model(&o)); /* exits 2, saying what does not fit */
     }
     agree(); /* --zero: every rank passed its checks, or the run stops here */
+    char agreed[512] = "";
+    if (!nothing && comm && comm->size > 1) { /* with every rank here: what they decide together */
+        voters = comm, die_refuse_hook = refuse_vote; /* a refusal: every rank reaches it alike */
+        agree_recompute(&o, comm, &plan, agreed, sizeof agreed);
+        agree();
+    }
     if (nothing) {
         printf("  resume: %s is at step %d, which is --stop-at %d: nothing to train, nothing saved\n", ckpt,
                info.state.step, o.stop_at);
@@ -618,6 +682,7 @@ int cmd_train(int argc, char **argv) {
                "holds %llu; from step %d the windows are drawn over all of them\n", ckpt,
                (unsigned long long)info.train_tokens, (unsigned long long)mw_data_count(train), info.state.step);
     fputs(tokline, stdout);
+    if (agreed[0]) fputs(agreed, stdout);
     print_plan(&plan);
     if (comm) { /* the same run everywhere: configuration and plan, data, checkpoint */
         char key[2048];
