@@ -284,6 +284,16 @@ rc=$?
 [ $rc -ne 0 ] && grep -q "without --zero: each would train the whole model alone" "$T/nozero.out" && [ ! -e "$T/nozero" ] &&
   pass "mpirun -np 2 without --zero: refused (exit $rc), nothing written" || fail "without --zero: exit $rc, $(head -c 300 "$T/nozero.out")"
 
+# the ranks of one machine share its memory: 2 plans of about 21 MiB each fit 30 MiB alone, not
+# together (main ran them: each rank checked MemAvailable alone)
+MEMWALL_AVAILABLE_OVERRIDE=30M mpr 2 "${ra[@]}" --recompute none --out "$T/mem" >"$T/mem.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "the 2 ranks on this machine (rank 0 and 1 more) plan .* together .* but only 30.00 MiB is available" "$T/mem.out" &&
+  [ ! -e "$T/mem" ] && pass "2 ranks whose plans add up to more than the machine has: refused (exit $rc), nothing written" ||
+  fail "2 ranks over the machine's memory together: exit $rc, $(grep -a memwall: "$T/mem.out" | head -2)"
+MEMWALL_AVAILABLE_OVERRIDE=50M mpr 2 "${ra[@]}" --recompute none >"$T/mem2.out" 2>&1 &&
+  pass "2 ranks whose plans add up to less: run" || fail "2 ranks within 50M: $(grep -a memwall: "$T/mem2.out" | head -2)"
+
 # every rank must be given the same run (mpirun's MPMD form gives each its own command line)
 mpirun -np 1 "$MW" "${tr[@]}" --zero 1 : -np 1 "$MW" "${tr[@]}" --zero 1 --lr 2e-3 >"$T/mpmd.out" 2>&1
 rc=$?

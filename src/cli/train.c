@@ -559,6 +559,66 @@ static void agree_recompute(opts *o, mw_comm *cm, mw_plan_summary *plan, char *l
     free(pins), free(peak), free(fit), free(cd), free(order);
 }
 
+/* This machine, as the ranks tell machines apart: its host name and the kernel's boot id. */
+static uint64_t machine_id(void) {
+    char host[256] = "", boot[64] = "";
+    if (gethostname(host, sizeof host - 1) != 0) host[0] = 0;
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(boot, sizeof boot, f)) boot[0] = 0;
+        fclose(f);
+    }
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *p = host; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    h = (h ^ '/') * 0x100000001b3ull;
+    for (const char *p = boot; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    return h;
+}
+
+/* --zero: each rank's arena passes the memory check alone (mw_arena_init), but the ranks of one
+ * machine share its memory: before any of them maps its arena, every rank tells its machine, its
+ * plan's peak and the memory it sees available, and a machine whose ranks' plans add up to more
+ * than that refuses the run on every rank (exit 2), named by its first rank: refused, never
+ * OOM-killed, under mpirun too. The measurements all come before any mapping (the gathers wait
+ * for every rank). */
+static void machine_memory_check(mw_comm *cm, uint64_t peak) {
+    if (!cm || cm->size == 1) return;
+    const int W = cm->size;
+    uint64_t avail;
+    char why[600];
+    if (mw_mem_available(&avail, why, sizeof why) != MW_OK) die(1, "%s", mw_last_error());
+    uint64_t *all = calloc(3 * (size_t)W, sizeof *all), *node = all, *pk = all + W, *av = all + 2 * W;
+    if (!all) die(1, "out of memory");
+    if (mw_mpi_allgather_u64(cm, machine_id(), node) != MW_OK || mw_mpi_allgather_u64(cm, peak, pk) != MW_OK ||
+        mw_mpi_allgather_u64(cm, avail, av) != MW_OK)
+        die(1, "%s", mw_last_error());
+    for (int f = 0; f < W; f++) { /* f: the first rank of a machine */
+        int first = 1, n = 0;
+        for (int j = 0; j < f && first; j++) first = node[j] != node[f];
+        if (!first) continue;
+        uint64_t sum = 0, room = UINT64_MAX, most = 0;
+        for (int j = f; j < W; j++)
+            if (node[j] == node[f]) {
+                sum += pk[j], n++;
+                if (av[j] < room) room = av[j];
+                if (pk[j] > most) most = pk[j];
+            }
+        if (n < 2 || room == UINT64_MAX || sum <= room) continue;
+        if (cm->rank == f) {
+            char b1[32], b2[32], b3[32];
+            die(2, "the %d ranks on this machine (rank %d and %d more) plan %s together (%s each at most) but only %s is "
+                   "available (%s): fewer ranks per machine (mpirun -np, --map-by ppr:1:node), a smaller --batch or "
+                   "--seq, more recomputation (--recompute full), or --offload optimizer",
+                n, f, n - 1, mw_fmt_bytes(sum, b1, sizeof b1), mw_fmt_bytes(most, b2, sizeof b2),
+                mw_fmt_bytes(room, b3, sizeof b3), why);
+        }
+        die_hook = NULL; /* rank f says why and aborts every rank */
+        sleep(5);
+        exit(2);
+    }
+    free(all);
+}
+
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
     const unsigned char *b = p;
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
@@ -704,6 +764,7 @@ int cmd_train(int argc, char **argv) {
                                          : 0,
                            "checkpoint to resume (its step and loader state)");
     }
+    machine_memory_check(comm, plan.peak); /* --zero: the ranks of one machine, together */
     mw_model *m = create_model(&o); /* exits 2 when the plan does not fit --budget */
     print_offload(m);
     if (comm && mw_model_set_comm(m, comm) != MW_OK) die(1, "%s", mw_last_error());
