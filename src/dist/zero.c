@@ -244,6 +244,100 @@ static void zopt_chunk(void *ctx, size_t lo, size_t hi, int seg, void *const arr
     mw_opt_chunk(&m->opt, a->hp, a->pass, lo, hi, p, g, arr[MW_ARR_M], arr[MW_ARR_V], m->ostate, m->oscratch);
 }
 
+/* Pass k of the optimizer over this rank's shard: in memory, or streamed through the disk tier. */
+static mw_status shard_pass(mw_model *m, const mw_opt_hp *hp, int k) {
+    const mw_config *c = &m->cfg;
+    if (m->off) { /* this rank's shard of the moments streams through the disk tier */
+        zopt a = {m, hp, k};
+        const unsigned rd = m->opt.rd[k] & MW_ARR_MV, wr = m->opt.wr[k] & MW_ARR_MV;
+        return mw_offload_stream(m->off, rd, wr, zopt_chunk, &a);
+    }
+    const int b0 = m->opt.bits[0], b1 = m->opt.bits[1];
+    mw_opt_chunk(&m->opt, hp, k, m->zlo, m->zhi, c->zero >= 3 ? m->zparams : m->params + m->zlo, mw_zero_grads(m),
+                 b0 ? m->m : NULL, b1 ? m->v : NULL, m->ostate, m->oscratch);
+    return MW_OK;
+}
+
+/* MW_OPT_JOIN_MAX: the first n floats of buf, non-negative maxima on every rank, become their
+ * maximum over the ranks on every rank (exact in any order). Piece j of buf is maximised by rank j
+ * from every rank's copy (an all-to-all in rounds of m->zrq floats per rank, through m->zrecv),
+ * then the pieces are gathered. */
+static mw_status join_max(mw_model *m, float *buf, size_t n) {
+    mw_comm *cm = m->comm;
+    const int W = cm->size, R = cm->rank;
+    if (W == 1 || !n) return MW_OK;
+    size_t *cnt = malloc(sizeof(size_t) * 6 * (size_t)W);
+    if (!cnt) return mw_fail(MW_ERR_NOMEM, "out of memory");
+    size_t *plo = cnt, *plen = cnt + W, *sc = cnt + 2 * W, *sd = cnt + 3 * W, *rc = cnt + 4 * W, *rd = cnt + 5 * W;
+    size_t most = 0;
+    for (int j = 0; j < W; j++) {
+        plo[j] = n * (size_t)j / (size_t)W, plen[j] = n * (size_t)(j + 1) / (size_t)W - plo[j];
+        if (plen[j] > most) most = plen[j];
+    }
+    const size_t q = m->zrq, rounds = (most + q - 1) / q;
+    mw_status st = MW_OK;
+    for (size_t t = 0; t < rounds && st == MW_OK; t++) {
+        const size_t o = t * q, mine = plen[R] > o ? (plen[R] - o < q ? plen[R] - o : q) : 0;
+        for (int j = 0; j < W; j++) {
+            const size_t len = plen[j] > o ? (plen[j] - o < q ? plen[j] - o : q) : 0;
+            sc[j] = j == R ? 0 : len, sd[j] = len ? plo[j] + o : 0;
+            rc[j] = j == R ? 0 : mine, rd[j] = (size_t)j * q;
+        }
+        st = cm->alltoallv(cm, buf, sc, sd, m->zrecv, rc, rd);
+        if (st != MW_OK) break;
+        float *x = buf + plo[R] + o;
+        for (int j = 0; j < W; j++) {
+            if (j == R) continue;
+            const float *y = m->zrecv + (size_t)j * q;
+            for (size_t e = 0; e < mine; e++)
+                if (y[e] > x[e]) x[e] = y[e];
+        }
+    }
+    if (st == MW_OK) st = cm->allgatherv(cm, buf, sizeof(float), plen, plo);
+    free(cnt);
+    return st;
+}
+
+/* MW_OPT_JOIN_CHAIN: pass k's sums run through the elements in order, so the ranks take it in
+ * turn, each continuing from the scratch and the small state the rank before it left (a point-to-
+ * point send through the all-to-all), exactly as one process continues from chunk to chunk; the
+ * last rank's, which has seen every element, then goes to every rank. The pass's time is one
+ * process's (the ranks wait for each other); it only reads the gradient once (Adafactor's and
+ * CAME's statistics), the update itself runs on every rank at once. */
+static mw_status chain_pass(mw_model *m, const mw_opt_hp *hp, int k) {
+    mw_comm *cm = m->comm;
+    const int W = cm->size, R = cm->rank;
+    const size_t nsc = (size_t)(m->opt.scratch_bytes / sizeof(float)), nst = (size_t)(m->opt.state_bytes / sizeof(float));
+    size_t *cnt = calloc(4 * (size_t)W, sizeof(size_t));
+    if (!cnt) return mw_fail(MW_ERR_NOMEM, "out of memory");
+    size_t *sc = cnt, *z = cnt + W, *rc = cnt + 2 * W, *gd = cnt + 3 * W; /* z: zeros */
+    mw_status st = MW_OK;
+    for (int j = 0; j < W && st == MW_OK; j++) {
+        if (j == R) st = shard_pass(m, hp, k);
+        if (st != MW_OK || j == W - 1) continue;
+        float *bufs[2] = {(float *)m->oscratch, (float *)m->ostate};
+        const size_t lens[2] = {nsc, nst};
+        for (int b = 0; b < 2 && st == MW_OK; b++) { /* rank j's to rank j + 1 */
+            if (!lens[b]) continue;
+            sc[j + 1] = R == j ? lens[b] : 0;
+            rc[j] = R == j + 1 ? lens[b] : 0;
+            st = cm->alltoallv(cm, bufs[b], sc, z, bufs[b], rc, z);
+            sc[j + 1] = rc[j] = 0;
+        }
+    }
+    /* the last rank's to every rank */
+    float *bufs[2] = {(float *)m->oscratch, (float *)m->ostate};
+    const size_t lens[2] = {nsc, nst};
+    for (int b = 0; b < 2 && st == MW_OK && W > 1; b++) {
+        if (!lens[b]) continue;
+        gd[W - 1] = lens[b];
+        st = cm->allgatherv(cm, bufs[b], sizeof(float), gd, z);
+        gd[W - 1] = 0;
+    }
+    free(cnt);
+    return st;
+}
+
 mw_status mw_zero_opt_step(mw_model *m, double lr, double grad_norm, int t) {
     const mw_config *c = &m->cfg;
     if (!m->comm) return mw_fail(MW_ERR_ARG, "a --zero %d model needs its ranks (mw_model_set_comm)", c->zero);
@@ -255,15 +349,17 @@ mw_status mw_zero_opt_step(mw_model *m, double lr, double grad_norm, int t) {
     mw_opt_hp hp;
     mw_opt_hp_of(&hp, c, lr, coef, t);
     mw_opt_begin(&m->opt, &hp, m->ostate, m->oscratch);
+    /* shards are whole quanta of MW_NORM_QUANTUM: they cut no 8-bit block (tensors start on one) and
+     * no byte of 4-bit codes; what a shard's edge does cut (a 4-bit block, a row, a piece of a
+     * sum) is joined below, so every rank ends each pass with one process's scratch and state */
+    const int split = mw_graph_opt_split(m);
     for (int k = 0; k < m->opt.npasses; k++) {
-        if (!mw_opt_pass_needed(&m->opt, k, 0)) continue;
-        if (m->off) { /* this rank's shard of the moments streams through the disk tier */
-            zopt a = {m, &hp, k};
-            const unsigned rd = m->opt.rd[k] & MW_ARR_MV, wr = m->opt.wr[k] & MW_ARR_MV;
-            MW_TRY(mw_offload_stream(m->off, rd, wr, zopt_chunk, &a));
+        if (!mw_opt_pass_needed(&m->opt, k, split)) continue;
+        if (m->opt.join[k] == MW_OPT_JOIN_CHAIN) {
+            MW_TRY(chain_pass(m, &hp, k));
         } else {
-            mw_opt_chunk(&m->opt, &hp, k, m->zlo, m->zhi, c->zero >= 3 ? m->zparams : m->params + m->zlo,
-                         mw_zero_grads(m), m->m, m->v, m->ostate, m->oscratch);
+            MW_TRY(shard_pass(m, &hp, k));
+            if (m->opt.join[k] == MW_OPT_JOIN_MAX) MW_TRY(join_max(m, (float *)m->oscratch, m->opt.max_floats));
         }
         mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
     }
@@ -339,8 +435,10 @@ mw_status mw_zero_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw
 /* ---- the optimizer state of a sharded model, for checkpoints ------------------------------------ */
 
 mw_status mw_zero_state_window(const mw_model *m, int which, size_t off, size_t limit, int write, void **p, size_t *n) {
-    if (m->opt.bits[which] != 32) return mw_fail(MW_ERR_ARG, "internal: a sharded optimizer array of %d bits", m->opt.bits[which]);
-    float *mine = which ? m->v : m->m;
+    const int bits = m->opt.bits[which];
+    if (bits != 32 && bits != 8 && bits != 4)
+        return mw_fail(MW_ERR_ARG, "internal: a sharded optimizer array of %d bits", bits);
+    void *mine = which ? m->v : m->m;
     if (off >= m->zlo && off < m->zhi) {
         const size_t end = limit < m->zhi ? limit : m->zhi;
         if (m->off) { /* on the disk tier, through its staging */
@@ -351,7 +449,7 @@ mw_status mw_zero_state_window(const mw_model *m, int which, size_t off, size_t 
             *p = (void *)q;
             return MW_OK;
         }
-        *p = mine + (off - m->zlo);
+        *p = mw_opt_elem(mine, bits, off - m->zlo); /* zlo is even: whole bytes of 4-bit codes */
         *n = end - off;
         return MW_OK;
     }

@@ -183,6 +183,13 @@ static int opt_split(const mw_model *m, const mw_offload_layout *lay) {
     return 0;
 }
 
+int mw_graph_opt_split(const mw_model *m) {
+    if (!m->off) return 0;
+    mw_offload_layout lay;
+    disk_layout(m, &lay);
+    return opt_split(m, &lay);
+}
+
 /* The bytes the optimizer's passes read from and write to the disk tier per step. */
 static void opt_traffic(const mw_model *m, const mw_offload_layout *lay, uint64_t *rd, uint64_t *wr) {
     *rd = *wr = 0;

@@ -208,6 +208,9 @@ static inline int mw_graph_params_zero3(const mw_model *m) { return m->cfg.dp &&
 /* --zero 2: each micro-batch's gradients pass through block slots (grads_slotted in graph.c) */
 static inline int mw_graph_grads_zero2(const mw_model *m) { return m->cfg.dp && m->cfg.zero >= 2 && !m->cfg.inference; }
 mw_status mw_zero_state_window(const mw_model *m, int which, size_t off, size_t limit, int write, void **p, size_t *n);
+/* 1 when a chunk of the disk tier's stream cuts a block of the quantised optimizer (adamw8bit then
+ * needs its first pass); 0 without the disk tier */
+int mw_graph_opt_split(const mw_model *m);
 
 /* For models: */
 void mw_graph_push(mw_model *m, int kind, int layer);

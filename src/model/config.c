@@ -170,9 +170,6 @@ mw_status mw_config_validate(const mw_config *c) {
              "yet", c->zero, mw_offload_name(c->offload));
         NEED(c->precision == MW_PRECISION_FP32, "--zero with --precision %s: bfloat16 gradients under data "
              "parallelism are not built yet", mw_precision_str(c->precision));
-        NEED(c->zero == 0 || c->optim == MW_OPTIM_ADAMW || c->optim == MW_OPTIM_SGD,
-             "--zero 1 to 3 shard element-wise optimizer state (adamw, sgd); --optim %s keeps state across elements "
-             "(blocks, rows): use --zero 0", mw_optim_str(c->optim));
     }
 #undef NEED
     return MW_OK;

@@ -140,6 +140,8 @@ mw_status mw_opt_layout_init(mw_opt_layout *L, const mw_config *cfg, size_t n, i
             extra = L->maxcols * (size_t)L->nthreads;
         }
         sc = (st + extra + 1) / 2;
+        L->join[0] = L->join[1] = MW_OPT_JOIN_MAX; /* the new scales: 8-bit's in pass 1, 4-bit's in pass 0 */
+        L->max_floats = st;
         break;
     }
     case MW_OPTIM_ADAFACTOR:
@@ -166,6 +168,10 @@ mw_status mw_opt_layout_init(mw_opt_layout *L, const mw_config *cfg, size_t n, i
         }
         L->st_off[ntensors] = st;
         L->sc_off[ntensors] = sc;
+        /* the second moment's row and column sums (pass 0), V and the pieces of sum(u*u) (pass 1),
+         * CAME's residual's sums (pass 2) */
+        L->join[0] = L->join[1] = MW_OPT_JOIN_CHAIN;
+        if (came) L->join[2] = MW_OPT_JOIN_CHAIN;
         break;
     }
     default: mw_opt_layout_free(L); return mw_fail(MW_ERR_ARG, "unknown optimizer %d", cfg->optim);

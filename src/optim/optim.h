@@ -22,6 +22,7 @@ enum { MW_OA_G = 0, MW_OA_P, MW_OA_M, MW_OA_V }; /* the same indices as the disk
 #define MW_OPT_PIECE 65536 /* a tensor's sums of squares: pieces of this many elements from its first */
 #define MW_OPT_BLOCK8 2048 /* adamw8bit: elements per scale */
 #define MW_OPT_BLOCK4 128  /* adam4bit: elements per scale */
+enum { MW_OPT_JOIN_NONE = 0, MW_OPT_JOIN_MAX, MW_OPT_JOIN_CHAIN };
 
 extern const float mw_qmap_signed8[256], mw_qmap_unsigned8[256], mw_qmap_signed4[16], mw_qmap_linear4[16];
 
@@ -49,6 +50,14 @@ typedef struct mw_opt_layout {
     unsigned rd[MW_OPT_MAXPASS], wr[MW_OPT_MAXPASS];
     int zero_pass;              /* the pass that zeroes the gradients (the last reading them) */
     size_t *st_off, *sc_off;    /* per tensor: its small state (floats) and scratch (doubles) */
+    /* How the shards of the elements (--zero 1 to 3, src/dist/zero.c) join pass k's results before
+     * mw_opt_end_pass: MW_OPT_JOIN_NONE, elementwise, nothing to join; _MAX, the scratch's first
+     * max_floats floats are non-negative maxima (new scales, row and column maxima): their maximum
+     * over the shards, exact in any order; _CHAIN, the pass's sums run element after element
+     * through the scratch (and the small state it updates per element, a 1-D tensor's V): each
+     * shard continues from the one before it, in element order, as one process does chunk by chunk. */
+    int join[MW_OPT_MAXPASS];
+    size_t max_floats;
     size_t nblocks;             /* the quantised first moment's blocks (adamw8bit: also V's) */
     size_t maxcols;             /* adam4bit: the widest 2-D tensor's columns ... */
     int nthreads;               /* ... and the threads whose column maxima the scratch holds */
