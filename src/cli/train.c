@@ -559,64 +559,108 @@ static void agree_recompute(opts *o, mw_comm *cm, mw_plan_summary *plan, char *l
     free(pins), free(peak), free(fit), free(cd), free(order);
 }
 
-/* This machine, as the ranks tell machines apart: its host name and the kernel's boot id. */
+static uint64_t fnv_str(uint64_t h, const char *p) {
+    for (; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    return (h ^ '/') * 0x100000001b3ull;
+}
+
+/* The first line of path starting with key ("" when none). */
+static void read_line(const char *path, const char *key, char *out, size_t n) {
+    out[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[4096];
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, strlen(key)) == 0) {
+            const size_t k = strlen(line) < n - 1 ? strlen(line) : n - 1;
+            memcpy(out, line, k);
+            out[k] = 0;
+            break;
+        }
+    fclose(f);
+}
+
+/* This machine, as the ranks tell machines apart (its host name and the kernel's boot id), and
+ * this process's cgroups (ranks in one share its limit). */
 static uint64_t machine_id(void) {
-    char host[256] = "", boot[64] = "";
+    char host[256] = "", boot[128];
     if (gethostname(host, sizeof host - 1) != 0) host[0] = 0;
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (f) {
-        if (!fgets(boot, sizeof boot, f)) boot[0] = 0;
-        fclose(f);
-    }
+    read_line("/proc/sys/kernel/random/boot_id", "", boot, sizeof boot);
+    return fnv_str(fnv_str(0xcbf29ce484222325ull, host), boot);
+}
+
+static uint64_t cgroup_id(void) {
     uint64_t h = 0xcbf29ce484222325ull;
-    for (const char *p = host; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
-    h = (h ^ '/') * 0x100000001b3ull;
-    for (const char *p = boot; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f) return h;
+    char line[4096];
+    while (fgets(line, sizeof line, f)) h = fnv_str(h, line);
+    fclose(f);
     return h;
+}
+
+/* The machine's MemAvailable alone (the cgroups' room apart), MEMWALL_AVAILABLE_OVERRIDE's figure
+ * when set; UINT64_MAX when unknown. */
+static uint64_t machine_available(uint64_t overall) {
+    const char *ov = getenv("MEMWALL_AVAILABLE_OVERRIDE");
+    if (ov && *ov) return overall;
+    char line[256];
+    read_line("/proc/meminfo", "MemAvailable:", line, sizeof line);
+    unsigned long long kb;
+    return sscanf(line, "MemAvailable: %llu kB", &kb) == 1 ? (uint64_t)kb * 1024 : UINT64_MAX;
 }
 
 /* --zero: each rank's arena passes the memory check alone (mw_arena_init), but the ranks of one
  * machine share its memory: before any of them maps its arena, every rank tells its machine, its
- * plan's peak and the memory it sees available, and a machine whose ranks' plans add up to more
- * than that refuses the run on every rank (exit 2), named by its first rank: refused, never
- * OOM-killed, under mpirun too. The measurements all come before any mapping (the gathers wait
- * for every rank). */
+ * cgroups, its plan's peak and the memory it sees, and the run is refused on every rank (exit 2,
+ * naming the first rank of the group) when the plans of the ranks of one machine add up to more
+ * than its MemAvailable, or those of the ranks that also share their cgroups to more than the
+ * room they see (the least of both): refused, never OOM-killed, under mpirun too. Every rank
+ * measures before any maps (the gathers wait for every rank). */
 static void machine_memory_check(mw_comm *cm, uint64_t peak) {
     if (!cm || cm->size == 1) return;
     const int W = cm->size;
     uint64_t avail;
     char why[600];
     if (mw_mem_available(&avail, why, sizeof why) != MW_OK) die(1, "%s", mw_last_error());
-    uint64_t *all = calloc(3 * (size_t)W, sizeof *all), *node = all, *pk = all + W, *av = all + 2 * W;
-    if (!all) die(1, "out of memory");
-    if (mw_mpi_allgather_u64(cm, machine_id(), node) != MW_OK || mw_mpi_allgather_u64(cm, peak, pk) != MW_OK ||
-        mw_mpi_allgather_u64(cm, avail, av) != MW_OK)
-        die(1, "%s", mw_last_error());
-    for (int f = 0; f < W; f++) { /* f: the first rank of a machine */
-        int first = 1, n = 0;
-        for (int j = 0; j < f && first; j++) first = node[j] != node[f];
-        if (!first) continue;
-        uint64_t sum = 0, room = UINT64_MAX, most = 0;
-        for (int j = f; j < W; j++)
-            if (node[j] == node[f]) {
-                sum += pk[j], n++;
-                if (av[j] < room) room = av[j];
-                if (pk[j] > most) most = pk[j];
+    enum { NODE, CG, PEAK, ALL, MACH, NQ };
+    const uint64_t mine[NQ] = {machine_id(), cgroup_id(), peak, avail, machine_available(avail)};
+    uint64_t *q = calloc(NQ * (size_t)W, sizeof *q);
+    if (!q) die(1, "out of memory");
+    for (int k = 0; k < NQ; k++)
+        if (mw_mpi_allgather_u64(cm, mine[k], q + (size_t)k * W) != MW_OK) die(1, "%s", mw_last_error());
+    const uint64_t *node = q + NODE * W, *cg = q + CG * W, *pk = q + PEAK * W;
+    for (int pass = 0; pass < 2; pass++) { /* the machine's MemAvailable; then a cgroup's room as well */
+        const uint64_t *av = q + (size_t)(pass ? ALL : MACH) * W;
+        for (int f = 0; f < W; f++) { /* f: the first rank of a group */
+#define SAME(j) (node[j] == node[f] && (!pass || cg[j] == cg[f]))
+            int first = 1, n = 0;
+            for (int j = 0; j < f && first; j++) first = !SAME(j);
+            if (!first) continue;
+            uint64_t sum = 0, room = UINT64_MAX, most = 0;
+            for (int j = f; j < W; j++)
+                if (SAME(j)) {
+                    sum += pk[j], n++;
+                    if (av[j] < room) room = av[j];
+                    if (pk[j] > most) most = pk[j];
+                }
+#undef SAME
+            if (n < 2 || room == UINT64_MAX || sum <= room) continue;
+            if (cm->rank == f) {
+                char b1[32], b2[32], b3[32];
+                die(2, "the %d ranks on this machine%s (rank %d and %d more) plan %s together (%s each at most) but only %s "
+                       "is available (%s): fewer ranks per machine (mpirun -np, --map-by ppr:1:node), a smaller --batch "
+                       "or --seq, more recomputation (--recompute full), or --offload optimizer",
+                    n, pass ? " and in this cgroup" : "", f, n - 1, mw_fmt_bytes(sum, b1, sizeof b1),
+                    mw_fmt_bytes(most, b2, sizeof b2), mw_fmt_bytes(room, b3, sizeof b3),
+                    pass ? why : getenv("MEMWALL_AVAILABLE_OVERRIDE") ? "MEMWALL_AVAILABLE_OVERRIDE" : "MemAvailable");
             }
-        if (n < 2 || room == UINT64_MAX || sum <= room) continue;
-        if (cm->rank == f) {
-            char b1[32], b2[32], b3[32];
-            die(2, "the %d ranks on this machine (rank %d and %d more) plan %s together (%s each at most) but only %s is "
-                   "available (%s): fewer ranks per machine (mpirun -np, --map-by ppr:1:node), a smaller --batch or "
-                   "--seq, more recomputation (--recompute full), or --offload optimizer",
-                n, f, n - 1, mw_fmt_bytes(sum, b1, sizeof b1), mw_fmt_bytes(most, b2, sizeof b2),
-                mw_fmt_bytes(room, b3, sizeof b3), why);
+            die_hook = NULL; /* rank f says why and aborts every rank */
+            sleep(5);
+            exit(2);
         }
-        die_hook = NULL; /* rank f says why and aborts every rank */
-        sleep(5);
-        exit(2);
     }
-    free(all);
+    free(q);
 }
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
