@@ -312,7 +312,7 @@ rc=$?
 # together (main ran them: each rank checked MemAvailable alone)
 MEMWALL_AVAILABLE_OVERRIDE=30M mpr 2 "${ra[@]}" --recompute none --out "$T/mem" >"$T/mem.out" 2>&1
 rc=$?
-[ $rc -eq 2 ] && grep -q "the 2 ranks on this machine (rank 0 and 1 more) plan .* together .* but only 30.00 MiB is available" "$T/mem.out" &&
+[ $rc -eq 2 ] && grep -q "the 2 ranks on one machine (rank 0 and 1 more) plan .* together .* but only 30.00 MiB is available" "$T/mem.out" &&
   [ ! -e "$T/mem" ] && pass "2 ranks whose plans add up to more than the machine has: refused (exit $rc), nothing written" ||
   fail "2 ranks over the machine's memory together: exit $rc, $(grep -a memwall: "$T/mem.out" | head -2)"
 MEMWALL_AVAILABLE_OVERRIDE=50M mpr 2 "${ra[@]}" --recompute none >"$T/mem2.out" 2>&1 &&

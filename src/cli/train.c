@@ -622,7 +622,7 @@ static void machine_memory_check(mw_comm *cm, uint64_t peak) {
     const int W = cm->size;
     uint64_t avail;
     char why[600];
-    if (mw_mem_available(&avail, why, sizeof why) != MW_OK) die(1, "%s", mw_last_error());
+    if (mw_mem_available(&avail, why, sizeof why) != MW_OK) avail = UINT64_MAX; /* the arena's check says why */
     enum { NODE, CG, PEAK, ALL, MACH, NQ };
     const uint64_t mine[NQ] = {machine_id(), cgroup_id(), peak, avail, machine_available(avail)};
     uint64_t *q = calloc(NQ * (size_t)W, sizeof *q);
@@ -646,18 +646,14 @@ static void machine_memory_check(mw_comm *cm, uint64_t peak) {
                 }
 #undef SAME
             if (n < 2 || room == UINT64_MAX || sum <= room) continue;
-            if (cm->rank == f) {
-                char b1[32], b2[32], b3[32];
-                die(2, "the %d ranks on this machine%s (rank %d and %d more) plan %s together (%s each at most) but only %s "
-                       "is available (%s): fewer ranks per machine (mpirun -np, --map-by ppr:1:node), a smaller --batch "
-                       "or --seq, more recomputation (--recompute full), or --offload optimizer",
-                    n, pass ? " and in this cgroup" : "", f, n - 1, mw_fmt_bytes(sum, b1, sizeof b1),
-                    mw_fmt_bytes(most, b2, sizeof b2), mw_fmt_bytes(room, b3, sizeof b3),
-                    pass ? why : getenv("MEMWALL_AVAILABLE_OVERRIDE") ? "MEMWALL_AVAILABLE_OVERRIDE" : "MemAvailable");
-            }
-            die_hook = NULL; /* rank f says why and aborts every rank */
-            sleep(5);
-            exit(2);
+            /* every rank refuses alike (a vote: rank 0 prints), naming the group by its ranks */
+            char b1[32], b2[32], b3[32];
+            die(2, "the %d ranks on one machine%s (rank %d and %d more) plan %s together (%s each at most) but only %s "
+                   "is available (%s): fewer ranks per machine (mpirun -np, --map-by ppr:1:node), a smaller --batch "
+                   "or --seq, more recomputation (--recompute full), or --offload optimizer",
+                n, pass ? ", in one cgroup" : "", f, n - 1, mw_fmt_bytes(sum, b1, sizeof b1),
+                mw_fmt_bytes(most, b2, sizeof b2), mw_fmt_bytes(room, b3, sizeof b3),
+                pass ? "the least any of them sees" : getenv("MEMWALL_AVAILABLE_OVERRIDE") ? "MEMWALL_AVAILABLE_OVERRIDE" : "MemAvailable");
         }
     }
     free(q);
@@ -759,6 +755,7 @@ int cmd_train(int argc, char **argv) {
     if (!nothing && comm && comm->size > 1) { /* with every rank here: what they decide together */
         voters = comm, die_refuse_hook = refuse_vote; /* a refusal: every rank reaches it alike */
         agree_recompute(&o, comm, &plan, agreed, sizeof agreed);
+        machine_memory_check(comm, plan.peak); /* the ranks of one machine, together */
         agree();
     }
     if (nothing) {
@@ -808,7 +805,6 @@ int cmd_train(int argc, char **argv) {
                                          : 0,
                            "checkpoint to resume (its step and loader state)");
     }
-    machine_memory_check(comm, plan.peak); /* --zero: the ranks of one machine, together */
     mw_model *m = create_model(&o); /* exits 2 when the plan does not fit --budget */
     print_offload(m);
     if (comm && mw_model_set_comm(m, comm) != MW_OK) die(1, "%s", mw_last_error());
