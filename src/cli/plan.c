@@ -139,14 +139,15 @@ typedef struct optim_row {
  * and gradients, 4 of fp32 master weights, and the state. */
 static const double TEXTBOOK_BPP[MW_OPTIM_COUNT] = {16, 10, 9, 8, 12, 12};
 
-static void optim_rows(const mw_config *c, optim_row rows[MW_OPTIM_COUNT]) {
+static void optim_rows(const mw_config *c, const mw_plan_summary *own, optim_row rows[MW_OPTIM_COUNT]) {
     for (int i = 0; i < MW_OPTIM_COUNT; i++) {
         mw_config k = *c;
         k.optim = i;
         if (i != c->optim) mw_optim_defaults(&k);
         memset(&rows[i], 0, sizeof rows[i]);
         mw_plan_summary s;
-        if (mw_plan(&k, &s) != MW_OK) continue;
+        if (i == c->optim) s = *own; /* c's own optimizer: its plan is made already */
+        else if (mw_plan(&k, &s) != MW_OK) continue;
         rows[i].states = s.category[MW_CAT_PARAMS] + s.category[MW_CAT_GRADS] + s.category[MW_CAT_OPTIM];
         rows[i].optim = s.category[MW_CAT_OPTIM];
         if (c->budget) rows[i].fit_params = largest_fit(&k, k.offload, rows[i].fit, sizeof rows[i].fit);
@@ -252,7 +253,7 @@ int cmd_estimate(int argc, char **argv) {
     size_t np_fit[4] = {0, 0, 0, 0};
     for (int f = 0; c->budget && f < 4; f++) np_fit[f] = largest_fit(c, FIT_MODES[f], fitp[f], sizeof fitp[f]);
     optim_row orow[MW_OPTIM_COUNT];
-    optim_rows(c, orow);
+    optim_rows(c, &p, orow);
     zero_est zs;
     if (c->dp) zero_estimate(c, &zs);
     if (o.json) {
