@@ -176,6 +176,18 @@ smin=$(printf '%s\n' "${peaks[@]}" | sort -n | head -1)
 smax=$(printf '%s\n' "${peaks[@]}" | sort -n | tail -1)
 [ "$emin" = "$smin" ] && [ "$emax" = "$smax" ] && pass "estimate --world 4 --zero 1: $emin to $emax, the ranks' plans" ||
   fail "estimate $emin..$emax, ranks $smin..$smax"
+# without --threads: a rank's default threads are its share of the machine's CPUs, and estimate
+# --world N plans with that share too (it planned with every CPU: 2 threads' scratch where 2 ranks
+# on this 2-CPU machine run 1 each)
+mpirun -np 2 --oversubscribe --bind-to none "$MW" train --data "$T/d" --layers 2 --heads 4 --dim 128 --vocab 256 \
+  --ctx 64 --batch 2 --seq 64 --steps 1 --eval-batches 1 --zero 1 --out "$T/thr" --json-log "$T/thr.jsonl" \
+  >"$T/thr.out" 2>&1 || fail "2 ranks without --threads: $(grep -a memwall: "$T/thr.out" | head -1)"
+tp=$(grep '"event": "end"' "$T/thr.jsonl" | grep -o '{"rank": [0-9]*, [^}]*}' | grep -o '"plan_peak_bytes": [0-9]*' |
+  cut -d' ' -f2 | sort -n | tr '\n' ' ')
+est=$("$MW" estimate --layers 2 --heads 4 --dim 128 --vocab 256 --ctx 64 --batch 2 --seq 64 --zero 1 --world 2 --json)
+ep="$(echo "$est" | grep -o '"rank_peak_bytes_min": [0-9]*' | cut -d' ' -f2) $(echo "$est" | grep -o '"rank_peak_bytes_max": [0-9]*' | cut -d' ' -f2) "
+[ -n "$tp" ] && [ "$tp" = "$ep" ] && pass "without --threads, estimate --world 2 plans each rank's default threads: $ep" ||
+  fail "without --threads: ranks planned [$tp], estimate --world 2 [$ep]"
 # GPT-2 124M: model states per rank against ZeRO's formula (padding apart), optimizer state / N
 for s in 0 1; do
   for w in 2 4; do

@@ -51,7 +51,7 @@ static const opt_def OPTS[] = {
     {"accum", K_INT, C_(accum), MODEL, "micro-batches accumulated per optimizer step (with --zero: per rank; the step's global batch is ranks x accum x batch)"},
     {"zero", K_INT, C_(zero), CMD_TRAIN | CMD_ESTIMATE | CMD_PLAN, "data parallelism over the ranks mpirun starts (the MPI build): ZeRO stage 0 (every rank holds every state), 1 (each rank holds the optimizer state of its shard), 2 (and the gradients' sum of its shard, the blocks' passing through one slot) or 3 (and the parameters of its shard, each block gathered into a slot before its forward and its backward); the same bits for any stage and any number of ranks at the same ranks x --accum (docs/zero.md)"},
     {"comm-timeout", K_DBL, O_(comm_timeout), CMD_TRAIN, "with --zero: seconds a rank waits for the others in one exchange before it concludes that one stopped and exits (0: forever)"},
-    {"world", K_INT, C_(world), CMD_ESTIMATE | CMD_PLAN, "with --zero: the number of ranks to plan for (estimate answers without MPI)"},
+    {"world", K_INT, C_(world), CMD_ESTIMATE | CMD_PLAN, "with --zero: the number of ranks to plan for (estimate answers without MPI), each running its share of this machine's CPUs as threads unless --threads says otherwise"},
     {"steps", K_INT, C_(steps), MODEL, "optimizer steps (bench: timed steps)"},
     {"warmup", K_INT, C_(warmup), CMD_TRAIN, "learning-rate warm-up steps"},
     {"warmup", K_INT, O_(bench_warmup), CMD_BENCH, "untimed warm-up steps"},
@@ -469,6 +469,9 @@ void finish_config(opts *o) {
         if (o->cfg.offload == MW_OFFLOAD_NONE)
             die(1, "--offload-dir %s without --offload: say what goes there (--offload optimizer or auto)", o->offload_dir);
     }
+    /* estimate and plan --zero --world N: a rank's threads as train's ranks take them by default,
+     * N ranks sharing this machine (train has set its own from its rank's CPUs already) */
+    if (o->cfg.dp && o->cfg.threads == 0 && !opt_given(o, "threads")) o->cfg.threads = mw_mpi_rank_cpus(o->cfg.world);
     o->cfg.threads = mw_set_threads(o->cfg.threads);
 }
 
@@ -652,6 +655,9 @@ void print_config(const opts *o, const char *cmd) {
            c->n_head, llama, c->n_embd, c->vocab, c->ctx, mw_config_num_params(c) / 1e6, c->batch, c->seq);
     if (run) printf(" accum=%d | %d step%s", c->accum, c->steps, c->steps == 1 ? "" : "s");
     printf(" | threads %d", c->threads);
+    if (!run && c->dp && !opt_given(o, "threads"))
+        printf(" a rank (%d rank%s sharing this machine's %ld CPUs)", c->world, c->world == 1 ? "" : "s",
+               sysconf(_SC_NPROCESSORS_ONLN));
     if (run) printf(" | kernel %s", mw_kernel_get());
     if (c->precision != MW_PRECISION_FP32) printf(" | precision %s", mw_precision_str(c->precision));
     if (c->dp) printf(" | --zero %d over %d rank%s", c->zero, c->world, c->world == 1 ? "" : "s");

@@ -1,6 +1,5 @@
 /* memwall train, bench and export. */
 #include <errno.h>
-#include <sched.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -463,13 +462,8 @@ static mw_comm *start_ranks(opts *o, int *argc, char ***argv) {
     o->cfg.world = cm->size;
     o->cfg.rank = cm->rank;
     /* the CPUs this rank may run on: mpirun binds each rank to one core by default (OpenMPI, 2 ranks
-     * or fewer per node), and threads beyond them only take turns */
-    cpu_set_t cs;
-    int cpus = sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : 0;
-    /* ... and shared by the ranks on this machine (unbound ranks each see every CPU) */
-    const int share = (int)(sysconf(_SC_NPROCESSORS_ONLN) / mw_mpi_local_size());
-    if (cpus <= 0 || (share > 0 && share < cpus)) cpus = share;
-    if (cpus <= 0) cpus = 1;
+     * or fewer per node), and threads beyond them only take turns; estimate --world takes the same */
+    const int cpus = mw_mpi_rank_cpus(mw_mpi_local_size());
     if (!opt_given(o, "threads")) {
         o->cfg.threads = cpus;
     } else if (o->cfg.threads > cpus && cm->rank == 0) {
