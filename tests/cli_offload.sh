@@ -189,6 +189,24 @@ grep -q '"offload_why": "predicted s/step (recomputation + transfers): none [0-9
 [ "$(scratch_count "$T/escr")" = 0 ] && pass "the measurement leaves no scratch file" || fail "measurement left $(ls "$T/escr")"
 run auto --steps 6 --threads 2 --budget "$mid" --offload auto --offload-dir "$T/scr"
 same_weights mem auto "--offload auto under a budget"
+has "$T/auto.out" "--offload auto with --budget and no --recompute chose the recomputation too: --recompute auto -> " \
+  "train says that auto chose the recomputation too"
+# one budget, one decision: no placement keeps every activation within 16 MB here, recomputing
+# some does; with --budget and no --recompute, --offload auto chooses both (it said "no placement
+# fits" and exit 2 while --recompute auto fitted)
+ob=(--layers 4 --heads 4 --dim 64 --vocab 256 --ctx 256 --batch 4 --seq 256 --budget 16MB --offload auto)
+"$MW" plan "${ob[@]}" --recompute none --json >"$T/p_rn.json"
+rc=$?
+[ $rc -eq 2 ] && grep -q '"fits": false' "$T/p_rn.json" && pass "--recompute none: no placement fits (exit 2)" ||
+  fail "--recompute none: exit $rc, $(head -c 200 "$T/p_rn.json")"
+"$MW" plan "${ob[@]}" >"$T/p_ra.out"
+rc=$?
+[ $rc -eq 0 ] && grep -q "chose the recomputation too: --recompute auto -> .* (to run exactly this plan: --recompute blocks:" "$T/p_ra.out" &&
+  grep -q "budget 15.26 MiB: fits" "$T/p_ra.out" && pass "no --recompute: auto chooses it too, fits, and says what it chose" ||
+  fail "no --recompute: exit $rc, $(grep -a "auto\|budget\|memwall:" "$T/p_ra.out" | head -3)"
+"$MW" plan "${ob[@]}" --json >"$T/p_ra.json" && grep -q '"fits": true' "$T/p_ra.json" &&
+  grep -q '"recompute_by_offload_auto": true' "$T/p_ra.json" && pass "plan --json: recompute_by_offload_auto" ||
+  fail "plan --json: $(grep -o '"recompute[a-z_]*": [^,]*' "$T/p_ra.json")"
 expect_error 2 "the in-memory plan over the budget" -- "$MW" "${tr[@]}" --steps 2 --budget "$mid"
 has "$T/err" "--offload optimizer --offload-dir DIR moves the optimizer state" "the refusal suggests offloading"
 

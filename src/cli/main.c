@@ -73,8 +73,8 @@ static const opt_def OPTS[] = {
     {"seed", K_U64, C_(seed), MODEL | CMD_SAMPLE, "seed of initialisation and data sampling (sample: of sampling)"},
     {"threads", K_INT, C_(threads), MODEL | TEXT, "OpenMP threads (0: all cores; at most 1024)"},
     {"budget", K_SIZE, C_(budget), MODEL, "memory budget, e.g. 512MiB, 2GiB (0: none)"},
-    {"recompute", K_RECOMPUTE, 0, MODEL, "activation recomputation: none, selective, full, every:K, every:sqrt, auto (needs --budget), or blocks:LETTERS (n/s/f per block)"},
-    {"offload", K_OFFLOAD, 0, MODEL, "model states on disk, in a scratch file in --offload-dir streamed by asynchronous I/O (the same bits): none, optimizer (the optimizer's per-parameter state: AdamW's moments, 8-bit or 4-bit codes, ...), optimizer+grads (and the blocks' gradients), all (and the blocks' parameters), auto (none or optimizer: the faster that fits --budget)"},
+    {"recompute", K_RECOMPUTE, 0, MODEL, "activation recomputation: none, selective, full, every:K, every:sqrt, auto (needs --budget), or blocks:LETTERS (n/s/f per block); not given, --offload auto with --budget chooses it (auto)"},
+    {"offload", K_OFFLOAD, 0, MODEL, "model states on disk, in a scratch file in --offload-dir streamed by asynchronous I/O (the same bits): none, optimizer (the optimizer's per-parameter state: AdamW's moments, 8-bit or 4-bit codes, ...), optimizer+grads (and the blocks' gradients), all (and the blocks' parameters), auto (the fastest of these that fits --budget, by predicted recomputation and transfer time; without --recompute it chooses the recomputation too)"},
     {"offload-dir", K_STR, O_(offload_dir), MODEL, "folder of the disk tier's scratch file (preallocated before step 1, removed at exit)"},
     {"data", K_STR, O_(data), CMD_TRAIN, "token set PREFIX: PREFIX.manifest.json's shards, or PREFIX.train.bin and PREFIX.val.bin"},
     {"data", K_STR, O_(data), CMD_VERIFY, "token set PREFIX (or give PREFIX alone: memwall verify PREFIX), or a token file FILE.bin"},
@@ -441,6 +441,13 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
         if (!opt_given(o, "world")) o->cfg.world = 1;
         if (o->cfg.world < 1 || o->cfg.world > (1 << 20)) die(1, "--world must be in 1..%d, got %d", 1 << 20, o->cfg.world);
     }
+    /* one budget, one decision: --offload auto with --budget chooses the recomputation with the
+     * placement unless --recompute is given (a resume then takes the checkpoint's, as for any flag
+     * not given; finish_config drops it past the blocks auto can choose for) */
+    if (o->cfg.offload == MW_OFFLOAD_AUTO && o->cfg.budget && !opt_given(o, "recompute")) {
+        o->cfg.recompute = MW_RECOMPUTE_AUTO;
+        o->recompute_implied = 1;
+    }
     /* one rule for every command: OpenMP is never asked for an absurd team (libgomp crashes) */
     if (o->cfg.threads < 0 || o->cfg.threads > MAX_THREADS)
         die(1, "--threads must be in 0..%d (0: all cores), got %d", MAX_THREADS, o->cfg.threads);
@@ -469,6 +476,8 @@ void finish_config(opts *o) {
         if (o->cfg.offload == MW_OFFLOAD_NONE)
             die(1, "--offload-dir %s without --offload: say what goes there (--offload optimizer or auto)", o->offload_dir);
     }
+    if (o->recompute_implied && o->cfg.recompute == MW_RECOMPUTE_AUTO && o->cfg.n_layer > MW_MAX_BLOCK_POLICIES)
+        o->cfg.recompute = MW_RECOMPUTE_NONE, o->recompute_implied = 0;
     /* estimate and plan --zero --world N: a rank's threads as train's ranks take them by default,
      * N ranks sharing this machine (train has set its own from its rank's CPUs already) */
     if (o->cfg.dp && o->cfg.threads == 0 && !opt_given(o, "threads")) o->cfg.threads = mw_mpi_rank_cpus(o->cfg.world);
@@ -707,6 +716,12 @@ void print_plan(const mw_plan_summary *p) {
         printf("  disk tier: predicted %.2f s per step for its transfers (measured here: %.2f GB/s read, %.2f GB/s write)\n",
                p->pred_disk_s, p->disk_read_bw / 1e9, p->disk_write_bw / 1e9);
     if (p->offload_why[0]) printf("  --offload auto: %s -> %s\n", p->offload_why, mw_offload_name(p->offload));
+}
+
+void print_recompute_choice(const opts *o, const mw_plan_summary *p) {
+    if (o->recompute_implied && o->cfg.recompute == MW_RECOMPUTE_AUTO)
+        printf("  --offload auto with --budget and no --recompute chose the recomputation too: --recompute auto -> %s "
+               "(to run exactly this plan: --recompute %s)\n", p->policy, p->pin);
 }
 
 void print_offload(const mw_model *m) {

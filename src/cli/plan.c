@@ -316,8 +316,9 @@ int cmd_estimate(int argc, char **argv) {
         json_num(stdout, "%.0f", korth ? korth16 : NAN);
         printf(", \"korthikanti_activations_fp32\": ");
         json_num(stdout, "%.0f", korth ? korth32 : NAN);
-        printf("}, \"plan_seconds\": %.6f, \"recompute\": \"%s\", \"recompute_pin\": \"%s\", \"policies\": {",
-               plan_s, p.policy, p.pin);
+        printf("}, \"plan_seconds\": %.6f, \"recompute\": \"%s\", \"recompute_pin\": \"%s\", "
+               "\"recompute_by_offload_auto\": %s, \"policies\": {",
+               plan_s, p.policy, p.pin, o.recompute_implied ? "true" : "false");
         for (int i = 0; i < npp; i++)
             printf("%s\"%s\": {\"activations\": %llu, \"peak_bytes\": %llu, \"fits\": %s, \"plan\": \"%s\"}",
                    i ? ", " : "", POLICIES[i], (unsigned long long)pp[i].category[MW_CAT_ACTS],
@@ -361,6 +362,7 @@ int cmd_estimate(int argc, char **argv) {
             printf("  (give --offload-dir DIR to measure the disk there and predict the transfers' time)\n");
     }
     if (p.offload_why[0]) printf("\n  --offload auto: %s -> %s\n", p.offload_why, mw_offload_name(p.offload));
+    print_recompute_choice(&o, &p);
     if (c->dp) {
         char b3[32], b4[32], b5[32];
         printf("\n  data parallelism, --zero %d over %d rank%s (the table above is rank 0's plan):\n", c->zero, c->world,
@@ -618,7 +620,8 @@ int cmd_plan(int argc, char **argv) {
         if (mw_plan_buffers(c, &bufs, &nb) != MW_OK) die(1, "%s", mw_last_error());
         mw_plan_summary pp[NPOLICIES];
         int npp = policy_plans(c, &p, pp);
-        printf("], \"recompute\": \"%s\", \"recompute_pin\": \"%s\", \"policies\": {", p.policy, p.pin);
+        printf("], \"recompute\": \"%s\", \"recompute_pin\": \"%s\", \"recompute_by_offload_auto\": %s, \"policies\": {",
+               p.policy, p.pin, o.recompute_implied ? "true" : "false");
         for (int i = 0; i < npp; i++)
             printf("%s\"%s\": {\"activations\": %llu, \"peak_bytes\": %llu, \"fits\": %s}", i ? ", " : "",
                    POLICIES[i], (unsigned long long)pp[i].category[MW_CAT_ACTS], (unsigned long long)pp[i].peak,
@@ -657,6 +660,7 @@ int cmd_plan(int argc, char **argv) {
         printf("arena peak %s (recompute %s; exactly this plan: --recompute %s)%s%s\n",
                mw_fmt_bytes(p.peak, t, sizeof t), p.policy, p.pin, o.timeline ? ", timeline in " : "",
                o.timeline ? o.timeline : "");
+        print_recompute_choice(&o, &p);
         mw_plan_summary pp[NPOLICIES];
         int npp = policy_plans(c, &p, pp);
         printf("activations by policy:");

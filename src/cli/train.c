@@ -613,6 +613,7 @@ int cmd_train(int argc, char **argv) {
                (unsigned long long)info.train_tokens, (unsigned long long)mw_data_count(train), info.state.step);
     fputs(tokline, stdout);
     print_plan(&plan);
+    print_recompute_choice(&o, &plan);
     if (comm) { /* the same run everywhere: configuration and plan, data, checkpoint */
         char key[2048];
         const mw_config *c = &o.cfg;
@@ -770,6 +771,7 @@ int cmd_bench(int argc, char **argv) {
     if (!o.json) print_config(&o, "bench");
     mw_model *m = create_model(&o);
     if (!o.json) print_plan(mw_model_plan(m));
+    if (!o.json) print_recompute_choice(&o, mw_model_plan(m));
     if (!o.json) print_offload(m);
     mw_model_init_gpt2(m, o.cfg.seed);
     const mw_config *c = &o.cfg;

@@ -1663,12 +1663,18 @@ static mw_status measure_costs(const mw_config *c, const mw_model_def *a, double
     mw_config k;
     calib_config(c, &k);
     const int nt = omp_get_max_threads();
-    /* the calibration of the last shape is kept (per thread): max_batch plans many batch sizes */
-    static _Thread_local mw_config cached_k;
-    static _Thread_local int cached_nt;
-    static _Thread_local double cached[64];
+    /* the calibrations of the last NCAL shapes are kept (per thread): max_batch plans many batch
+     * sizes, and estimate's tables plan every preset under each optimizer and placement, which
+     * --offload auto with --budget does under --recompute auto too */
+    enum { NCAL = 32 };
+    static _Thread_local mw_config cal_k[NCAL];
+    static _Thread_local int cal_nt[NCAL], cal_next;
+    static _Thread_local double cal[NCAL][64];
     if (a->nkinds > 64) return mw_fail(MW_ERR_ARG, "internal: too many op kinds");
-    if (!(cached_nt == nt && memcmp(&cached_k, &k, sizeof k) == 0)) {
+    int e = 0;
+    while (e < NCAL && !(cal_nt[e] == nt && memcmp(&cal_k[e], &k, sizeof k) == 0)) e++;
+    double *cached = cal[e < NCAL ? e : cal_next];
+    if (e == NCAL) {
         mw_model *m;
         MW_TRY(mw_model_create(&m, &k));
         mw_model_init(m, 1);
@@ -1692,8 +1698,9 @@ static mw_status measure_costs(const mw_config *c, const mw_model_def *a, double
         mw_model_destroy(m);
         MW_TRY(st);
         for (int i = 0; i < a->nkinds; i++) cached[i] = kind_is_forward_a(a, i) ? best[i] : 0.0;
-        cached_k = k;
-        cached_nt = nt;
+        cal_k[cal_next] = k;
+        cal_nt[cal_next] = nt;
+        cal_next = (cal_next + 1) % NCAL;
     }
     const double Nr = (double)c->batch * c->seq, Cr = c->n_embd, N = k.seq, C = k.n_embd;
     for (int i = 0; i < a->nkinds; i++) {
