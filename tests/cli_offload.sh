@@ -227,6 +227,10 @@ nw=$(grep -o '"disk_write": [1-9][0-9]*' "$T/plan.json" | wc -l)
 [ "$nr" -ge 3 ] && [ "$nw" -eq 5 ] && pass "transfers sit on their ops: $nr ops read, $nw write (4 blocks' gradients, the optimizer)" ||
   fail "ops with transfers: $nr reading, $nw writing"
 
+"$MW" help train | grep -- "--offload MODE" >"$T/help_off"
+grep -q "auto (the fastest of these that fits --budget" "$T/help_off" && ! grep -q "none or optimizer" "$T/help_off" &&
+  pass "--offload's help: auto considers every placement" || fail "--offload help: $(cat "$T/help_off")"
+
 echo "-- refusals"
 expect_error 1 "--offload optimizer without --offload-dir" -- "$MW" "${tr[@]}" --steps 2 --offload optimizer
 expect_error 1 "an unknown --offload" -- "$MW" "${tr[@]}" --steps 2 --offload disk

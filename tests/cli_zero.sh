@@ -271,6 +271,14 @@ expect_error 1 "--zero 1 --optim adafactor" -- "$MW" "${tr[@]}" --zero 1 --optim
 expect_error 1 "--zero with --precision bf16" -- "$MW" "${tr[@]}" --zero 0 --precision bf16
 expect_error 1 "estimate --world without --zero" -- "$MW" estimate --world 4
 expect_error 1 "--comm-timeout -1" -- "$MW" "${tr[@]}" --zero 0 --comm-timeout -1
+# over the budget, the hint names only flags the run accepts: --zero 0 refuses --offload optimizer
+expect_error 2 "--zero 0 over --budget" -- "$MW" "${tr[@]}" --zero 0 --budget 8MB
+grep -q "(--zero 0 keeps the whole optimizer state, .* with --zero 1 to 3, --offload optimizer" "$T/err" &&
+  ! grep -q "(--offload optimizer --offload-dir" "$T/err" && pass "the --zero 0 refusal hints at sharding, not --offload alone" ||
+  fail "--zero 0 hint: $(cat "$T/err")"
+expect_error 2 "--zero 1 over --budget" -- "$MW" "${tr[@]}" --zero 1 --budget 8MB
+grep -q "(--offload optimizer --offload-dir DIR moves this rank's shard of the optimizer state" "$T/err" &&
+  pass "the --zero 1 refusal hints at the rank's shard on disk" || fail "--zero 1 hint: $(cat "$T/err")"
 mpr 2 "${tr[@]}" --out "$T/nozero" >"$T/nozero.out" 2>&1
 rc=$?
 [ $rc -ne 0 ] && grep -q "without --zero: each would train the whole model alone" "$T/nozero.out" && [ ! -e "$T/nozero" ] &&
