@@ -56,6 +56,8 @@ grep -qE "disk tier: .*memwall-offload-[0-9]+\.scratch \(.*(io_uring|threads)" "
 grep -qE "arena peak ([0-9.]+ [KMG]iB) \(plan \1\)" "$T/off.out" && pass "arena peak == plan peak, offloaded" ||
   fail "arena vs plan: $(grep 'arena peak' "$T/off.out")"
 [ "$(scratch_count "$T/scr")" = 0 ] && pass "the scratch file is removed at exit" || fail "scratch left: $(ls "$T/scr")"
+[ -z "$(ls -A "$T/scr")" ] && pass "nothing else stays in --offload-dir (the folder lock is removed too)" ||
+  fail "left in --offload-dir: $(ls -A "$T/scr")"
 mp=$(grep -o "arena peak [0-9.]* [KMG]iB" "$T/mem.out"); op=$(grep -o "arena peak [0-9.]* [KMG]iB" "$T/off.out")
 [ "$mp" != "$op" ] && pass "the offloaded arena is smaller ($op vs $mp)" || fail "same arena: $op"
 MEMWALL_AIO=threads run offth --steps 6 --threads 2 --offload optimizer --offload-dir "$T/scr"

@@ -104,6 +104,35 @@ static mw_status remove_stale(const char *dir, int *count, uint64_t *bytes) {
     return MW_OK;
 }
 
+/* The folder lock: DIR/.memwall-offload.lock, flocked. Its holder removes it before unlocking (no
+ * empty file stays in the folder), so a waiter that gets the lock of a file no longer at that
+ * path took a removed one: it tries again with the path's current file, which it may create. The
+ * fd, or -1 with errno set. */
+static int folder_lock(const char *lockp) {
+    for (;;) {
+        int lk = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (lk < 0) return -1;
+        int r;
+        while ((r = flock(lk, LOCK_EX)) != 0 && errno == EINTR) {
+        }
+        struct stat a, b;
+        if (r == 0 && fstat(lk, &a) == 0 && stat(lockp, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+            return lk;
+        const int e = errno;
+        close(lk);
+        if (r != 0) {
+            errno = e;
+            return -1;
+        }
+    }
+}
+
+static void folder_unlock(const char *lockp, int lk) {
+    unlink(lockp);
+    flock(lk, LOCK_UN);
+    close(lk);
+}
+
 mw_status mw_scratch_create(mw_scratch *s, const char *dir, uint64_t bytes, int *stale, uint64_t *stale_bytes) {
     memset(s, 0, sizeof *s);
     s->fd = -1;
@@ -112,10 +141,8 @@ mw_status mw_scratch_create(mw_scratch *s, const char *dir, uint64_t bytes, int 
     if (mw_mkdirs(dir) != MW_OK) return mw_fail(MW_ERR_IO, "--offload-dir: %s", mw_last_error());
     char lockp[4400];
     snprintf(lockp, sizeof lockp, "%s/.memwall-offload.lock", dir);
-    int lk = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int lk = folder_lock(lockp);
     if (lk < 0) return mw_fail(MW_ERR_IO, "--offload-dir %s is not writable: %s", dir, strerror(errno));
-    while (flock(lk, LOCK_EX) != 0 && errno == EINTR) {
-    }
     mw_status st = remove_stale(dir, stale, stale_bytes);
     pthread_mutex_lock(&mu);
     stale_total += *stale;
@@ -162,8 +189,7 @@ mw_status mw_scratch_create(mw_scratch *s, const char *dir, uint64_t bytes, int 
         close(fd);
         fd = -1;
     }
-    flock(lk, LOCK_UN);
-    close(lk);
+    folder_unlock(lockp, lk);
     if (st != MW_OK) return st;
     s->fd = fd;
     s->bytes = bytes;

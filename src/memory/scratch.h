@@ -5,8 +5,9 @@
  * They are scratch, never durable state: the checkpoint is. A run killed with SIGKILL leaves its
  * file behind, unlocked; the next run that creates a scratch file in the same folder recognises it
  * by the lock it can take (a live run's file stays locked, so it is never touched) and removes it.
- * A folder lock (DIR/.memwall-offload.lock, held while scanning and creating) keeps two runs
- * starting at once from mistaking each other's new files for stale ones. */
+ * A folder lock (DIR/.memwall-offload.lock, held while scanning and creating, and removed by its
+ * holder before it lets go) keeps two runs starting at once from mistaking each other's new files
+ * for stale ones; nothing of memwall's stays in the folder after a run that ends. */
 #ifndef MW_SCRATCH_H
 #define MW_SCRATCH_H
 #include <stdint.h>
