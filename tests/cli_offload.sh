@@ -218,6 +218,48 @@ has "$T/err" "--offload optimizer --offload-dir DIR moves the optimizer state" "
 run rauto --steps 2 --threads 2 --budget "$mid" --recompute auto --offload optimizer --offload-dir "$T/rscr"
 [ "$(scratch_count "$T/rscr")" = 0 ] && pass "and trains, leaving no scratch file" || fail "scratch left: $(ls "$T/rscr")"
 
+echo "-- the disk is part of the budget"
+# Llama 2 70B's disk tier under --offload all is a 1.0 TiB file: more than this disk gives, so
+# estimate says it does not fit (exit 2), auto takes no placement whose file the folder cannot
+# hold, and train refuses before it writes anything (estimate said "fits" and exit 0 here)
+big=(--preset llama2-70b --batch 1 --seq 64 --recompute full --offload-dir "$T/big")
+"$MW" estimate "${big[@]}" --offload all --json >"$T/big.json"
+rc=$?
+fb=$(grep -o '"file_bytes": [0-9]*' "$T/big.json" | cut -d' ' -f2)
+avail=$(df -B1 --output=avail "$T" | tail -1 | tr -d ' ')
+if [ -n "$fb" ] && [ "$avail" -ge "$fb" ]; then
+  echo "  skip the disk-room checks: this disk has $avail bytes free, more than the $fb-byte file"
+else
+  [ $rc -eq 2 ] && grep -q '"room_bytes": [0-9]*, "fits": false' "$T/big.json" && grep -q '"fits": false, "budget_bytes"' "$T/big.json" &&
+    pass "estimate: a $fb-byte file in $avail free bytes does not fit (exit 2)" ||
+    fail "estimate --offload all past the disk: exit $rc, $(grep -o '"room_bytes": [^,]*, "fits": [a-z]*' "$T/big.json")"
+  "$MW" estimate "${big[@]}" --offload all >"$T/big.out"
+  grep -q "^  room .*--offload-dir can give it" "$T/big.out" && grep -q "^ *DOES NOT FIT (.* over)" "$T/big.out" &&
+    pass "estimate prints the folder's room and the verdict" || fail "no room line: $(grep -A1 room "$T/big.out")"
+  "$MW" plan "${big[@]}" --offload auto --budget 30GiB >"$T/bigauto.out"
+  rc=$?
+  [ $rc -eq 2 ] && grep -q "disk tier: a file of .* DOES NOT FIT" "$T/bigauto.out" &&
+    pass "--offload auto under 30 GiB: only all fits memory, its file not the disk: no placement (exit 2)" ||
+    fail "auto past the disk: exit $rc, $(tail -2 "$T/bigauto.out")"
+  expect_error 2 "train with a disk tier the folder cannot hold" -- "$MW" train --data "$T/d" "${big[@]}" --offload all \
+    --steps 1 --out "$T/bigout"
+  grep -q "the disk tier's file needs $fb bytes .* but --offload-dir $T/big can give it" "$T/err" &&
+    [ ! -e "$T/bigout" ] && [ "$(scratch_count "$T/big")" = 0 ] &&
+    pass "the refusal names the file and the room; nothing written" || fail "refusal: $(cat "$T/err"); $(ls -A "$T/big" "$T/bigout" 2>&1)"
+fi
+# 64 ranks on this machine, each with its shard of the optimizer state on disk: each file fits the
+# folder, all of them together do not
+"$MW" estimate "${big[@]}" --zero 1 --world 64 --offload optimizer --json >"$T/bigz.json"
+rc=$?
+all=$(grep -o '"disk_file_bytes_all_ranks": [0-9]*' "$T/bigz.json" | cut -d' ' -f2)
+if [ -n "$all" ] && [ "$avail" -ge "$all" ]; then
+  echo "  skip the ranks' disk-room check: this disk has $avail bytes free, more than the ranks' $all"
+else
+  [ $rc -eq 2 ] && grep -q '"room_bytes": [0-9]*, "fits": true' "$T/bigz.json" && grep -q '"disk_fits": false' "$T/bigz.json" &&
+    pass "estimate --zero 1 --world 64: each rank's file fits, the 64 together ($all bytes) do not (exit 2)" ||
+    fail "ranks' files: exit $rc, all $all, $(grep -o '"disk_fits": [a-z]*' "$T/bigz.json")"
+fi
+
 echo "-- plan: the transfers in the timeline"
 "$MW" plan --preset gpt2-tiny --batch 2 --seq 32 --offload all --timeline "$T/tl.svg" --json >"$T/plan.json" ||
   fail "plan --offload all: $(head -c 300 "$T/plan.json")"

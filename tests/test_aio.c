@@ -160,6 +160,25 @@ static void scratch_files(void) {
     snprintf(bad, sizeof bad, "%s/file/sub", dir);
     CHECK(mw_scratch_create(&s, bad, 1 << 16, &stale, &sb) == MW_ERR_IO && strstr(mw_last_error(), "--offload-dir"),
           "an impossible folder: %s", mw_last_error());
+    /* the room a run there would have: the free bytes, of the nearest existing folder when the
+     * folder is not made yet, and a stale file's blocks (8 MiB; another process freeing that much
+     * between the two looks would be needed to fail this) */
+    uint64_t room = 0, room_sub = 0;
+    char deep[300], stale8[300];
+    snprintf(deep, sizeof deep, "%s/not/made/yet/", dir);
+    CHECK(mw_scratch_room(dir, &room) == 1 && room > 0 && mw_scratch_room(deep, &room_sub) == 1 &&
+              (room_sub > room ? room_sub - room : room - room_sub) < (64u << 20) && !exists(deep),
+          "room of a folder not made yet: %llu, of its parent %llu", (unsigned long long)room_sub, (unsigned long long)room);
+    snprintf(stale8, sizeof stale8, "%s/memwall-offload-999999.scratch", dir);
+    fd = open(stale8, O_CREAT | O_WRONLY, 0600);
+    CHECK(fd >= 0 && posix_fallocate(fd, 0, 8 << 20) == 0, "make an 8 MiB stale file");
+    close(fd);
+    CHECK(mw_scratch_room(dir, &room) == 1, "room with a stale file");
+    const uint64_t freeb = mw_scratch_free_bytes(dir);
+    CHECK(room > freeb && room - freeb >= (4u << 20), "a stale file's blocks count as room: room %llu, free %llu",
+          (unsigned long long)room, (unsigned long long)freeb);
+    CHECK(exists(stale8), "looking at the room removes nothing");
+    unlink(stale8);
     /* the folder lock is removed by its holder: nothing stays after a run, refused ones included */
     char lockp[300];
     snprintf(lockp, sizeof lockp, "%s/.memwall-offload.lock", dir);

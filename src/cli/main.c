@@ -711,6 +711,9 @@ void print_plan(const mw_plan_summary *p) {
                mw_offload_name(p->offload), on, mw_fmt_bytes(p->disk_file, f, sizeof f),
                mw_fmt_bytes(p->disk_read, r, sizeof r), mw_fmt_bytes(p->disk_write, w, sizeof w),
                mw_fmt_bytes(p->disk_staging, s, sizeof s));
+        if (p->disk_room)
+            printf("  disk tier: --offload-dir can give the file %s (free space, and stale scratch files): %s\n",
+                   mw_fmt_bytes(p->disk_room, b, sizeof b), p->disk_short ? "DOES NOT FIT" : "fits");
     }
     if (p->pred_disk_s >= 0)
         printf("  disk tier: predicted %.2f s per step for its transfers (measured here: %.2f GB/s read, %.2f GB/s write)\n",

@@ -15,6 +15,7 @@
 #include "../memory/aio.h"
 #include "../memory/offload.h"
 #include "../memory/planner.h"
+#include "../memory/scratch.h"
 #include "../optim/adamw.h"
 #include "model.h"
 
@@ -421,6 +422,14 @@ static mw_status plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
                 if (m->visit_rd[j] >= 0) s->disk_read += acc * mw_offload_pad(seg_len(m, m->visit_rd[j] / 4)) * sizeof(float);
     }
     s->fits = s->budget == 0 || s->peak <= s->budget;
+    /* the disk is part of the budget: a file the folder cannot hold does not fit, and a run is
+     * refused before it writes anything (auto passes such placements over) */
+    uint64_t room;
+    if (s->disk_file && m->cfg.offload_dir[0] && mw_scratch_room(m->cfg.offload_dir, &room)) {
+        s->disk_room = room;
+        s->disk_short = s->disk_file > room;
+        if (s->disk_short) s->fits = 0;
+    }
     policy_text(m, s->policy, sizeof s->policy);
     if (!m->cfg.inference && m->seg > 0) {
         snprintf(s->pin, sizeof s->pin, "every:%d", m->seg);
@@ -637,7 +646,7 @@ static mw_status resolve_offload(mw_model *m) {
     /* the placements from least to most on disk */
     static const int MODES[4] = {MW_OFFLOAD_NONE, MW_OFFLOAD_OPTIMIZER, MW_OFFLOAD_OPTIMIZER_GRADS, MW_OFFLOAD_ALL};
     double t[4];
-    int fits[4], measured = 1, best = -1;
+    int fits[4], short_disk[4] = {0, 0, 0, 0}, measured = 1, best = -1;
     for (int i = 0; i < 4; i++) {
         mw_config k = *c;
         k.offload = MODES[i];
@@ -647,7 +656,8 @@ static mw_status resolve_offload(mw_model *m) {
         }
         mw_plan_summary ps;
         MW_TRY(plan_predicted(&k, &ps));
-        fits[i] = ps.fits;
+        fits[i] = ps.fits; /* the disk tier within the folder's room too */
+        short_disk[i] = ps.disk_short && (!ps.budget || ps.peak <= ps.budget);
         t[i] = ps.pred_recompute_s + (i ? ps.pred_disk_s : 0.0);
         if (i && ps.pred_disk_s < 0) measured = 0;
     }
@@ -658,7 +668,8 @@ static mw_status resolve_offload(mw_model *m) {
     size_t u = 0;
     if (best < 0) { /* the smallest plan allowed, which the budget check then refuses */
         m->offload = !c->dp ? MW_OFFLOAD_ALL : c->zero >= 1 ? MW_OFFLOAD_OPTIMIZER : MW_OFFLOAD_NONE;
-        snprintf(w, wn, "no placement fits the budget");
+        snprintf(w, wn, "no placement fits the budget%s",
+                 c->offload_dir[0] ? " with its disk tier in --offload-dir's room (free space and stale scratch files)" : "");
         return MW_OK;
     }
     m->offload = MODES[best];
@@ -669,7 +680,8 @@ static mw_status resolve_offload(mw_model *m) {
     u += (size_t)snprintf(w + u, wn - u, "predicted s/step (recomputation + transfers):");
     for (int i = 0; i < 4 && u < wn; i++)
         u += fits[i] ? (size_t)snprintf(w + u, wn - u, " %s %.2f", mw_offload_name(MODES[i]), t[i])
-                     : (size_t)snprintf(w + u, wn - u, " %s over budget", mw_offload_name(MODES[i]));
+                     : (size_t)snprintf(w + u, wn - u, " %s %s", mw_offload_name(MODES[i]),
+                                        short_disk[i] ? "over the disk's room" : "over budget");
     return MW_OK;
 }
 
@@ -946,9 +958,20 @@ static void budget_message(const mw_model *m) {
             snprintf(hint, sizeof hint, " (--offload optimizer+grads --offload-dir DIR moves the blocks' gradients to "
                      "disk, all their parameters too; --optim %s's state stays in memory)", mw_optim_str(c->optim));
     }
-    mw_fail(MW_ERR_BUDGET, "the plan needs %llu bytes (%s) but --budget is %llu bytes (%s): %s%s",
-            (unsigned long long)p->peak, mw_fmt_bytes(p->peak, pk, sizeof pk),
-            (unsigned long long)p->budget, mw_fmt_bytes(p->budget, bu, sizeof bu), msg, hint);
+    char disk[1400] = "";
+    if (p->disk_short)
+        snprintf(disk, sizeof disk, "the disk tier's file needs %llu bytes (%s) but --offload-dir %s can give it %llu "
+                 "bytes (%s: its free space, and stale scratch files a run there removes): free some space, choose "
+                 "another folder, or offload less", (unsigned long long)p->disk_file,
+                 mw_fmt_bytes(p->disk_file, b[1], sizeof b[1]), c->offload_dir, (unsigned long long)p->disk_room,
+                 mw_fmt_bytes(p->disk_room, b[2], sizeof b[2]));
+    if (p->budget && p->peak > p->budget)
+        mw_fail(MW_ERR_BUDGET, "the plan needs %llu bytes (%s) but --budget is %llu bytes (%s): %s%s%s%s",
+                (unsigned long long)p->peak, mw_fmt_bytes(p->peak, pk, sizeof pk),
+                (unsigned long long)p->budget, mw_fmt_bytes(p->budget, bu, sizeof bu), msg, hint, disk[0] ? "; and " : "",
+                disk);
+    else
+        mw_fail(MW_ERR_BUDGET, "%s", disk);
 }
 
 const mw_config *mw_model_config(const mw_model *m) { return &m->cfg; }

@@ -32,4 +32,8 @@ void mw_scratch_stale_removed(int *count, uint64_t *bytes);
 void mw_scratch_close(mw_scratch *s);
 /* Free bytes for an unprivileged user in dir's file system (statvfs); 0 when unknown. */
 uint64_t mw_scratch_free_bytes(const char *dir);
+/* The bytes a scratch file created in dir could have: the free bytes of dir's file system (of the
+ * nearest folder above it that exists, when dir does not yet), and the stale scratch files in dir
+ * that the creation would remove first (only looked at here). 1 and *room set; 0 when unknown. */
+int mw_scratch_room(const char *dir, uint64_t *room);
 #endif
