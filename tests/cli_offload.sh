@@ -230,9 +230,9 @@ avail=$(df -B1 --output=avail "$T" | tail -1 | tr -d ' ')
 if [ -n "$fb" ] && [ "$avail" -ge "$fb" ]; then
   echo "  skip the disk-room checks: this disk has $avail bytes free, more than the $fb-byte file"
 else
-  [ $rc -eq 2 ] && grep -q '"room_bytes": [0-9]*, "fits": false' "$T/big.json" && grep -q '"fits": false, "budget_bytes"' "$T/big.json" &&
+  [ $rc -eq 2 ] && grep -q '"room_bytes": [0-9]*, "fits_in_room": false' "$T/big.json" && grep -q '"fits": false, "budget_bytes"' "$T/big.json" &&
     pass "estimate: a $fb-byte file in $avail free bytes does not fit (exit 2)" ||
-    fail "estimate --offload all past the disk: exit $rc, $(grep -o '"room_bytes": [^,]*, "fits": [a-z]*' "$T/big.json")"
+    fail "estimate --offload all past the disk: exit $rc, $(grep -o '"room_bytes": [^,]*, "fits_in_room": [a-z]*' "$T/big.json")"
   "$MW" estimate "${big[@]}" --offload all >"$T/big.out"
   grep -q "^  room .*--offload-dir can give it" "$T/big.out" && grep -q "^ *DOES NOT FIT (.* over)" "$T/big.out" &&
     pass "estimate prints the folder's room and the verdict" || fail "no room line: $(grep -A1 room "$T/big.out")"
@@ -255,7 +255,7 @@ all=$(grep -o '"disk_file_bytes_all_ranks": [0-9]*' "$T/bigz.json" | cut -d' ' -
 if [ -n "$all" ] && [ "$avail" -ge "$all" ]; then
   echo "  skip the ranks' disk-room check: this disk has $avail bytes free, more than the ranks' $all"
 else
-  [ $rc -eq 2 ] && grep -q '"room_bytes": [0-9]*, "fits": true' "$T/bigz.json" && grep -q '"disk_fits": false' "$T/bigz.json" &&
+  [ $rc -eq 2 ] && grep -q '"room_bytes": [0-9]*, "fits_in_room": true' "$T/bigz.json" && grep -q '"disk_fits": false' "$T/bigz.json" &&
     pass "estimate --zero 1 --world 64: each rank's file fits, the 64 together ($all bytes) do not (exit 2)" ||
     fail "ranks' files: exit $rc, all $all, $(grep -o '"disk_fits": [a-z]*' "$T/bigz.json")"
 fi

@@ -278,7 +278,7 @@ int cmd_estimate(int argc, char **argv) {
                (unsigned long long)p.disk_staging);
         if (p.disk_room) printf("%llu", (unsigned long long)p.disk_room);
         else printf("null");
-        printf(", \"fits\": %s, \"predicted_seconds\": ", p.disk_short ? "false" : "true");
+        printf(", \"fits_in_room\": %s, \"predicted_seconds\": ", p.disk_short ? "false" : "true");
         json_num(stdout, "%.6f", p.pred_disk_s >= 0 ? p.pred_disk_s : NAN);
         printf(", \"read_bytes_per_s\": %.0f, \"write_bytes_per_s\": %.0f}, \"offload_why\": \"%s\", "
                "\"predicted_recompute_seconds\": ", p.disk_read_bw, p.disk_write_bw, p.offload_why);
