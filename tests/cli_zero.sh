@@ -276,6 +276,12 @@ expect_error 2 "--zero 0 over --budget" -- "$MW" "${tr[@]}" --zero 0 --budget 8M
 grep -q "(--zero 0 keeps the whole optimizer state, .* with --zero 1 to 3, --offload optimizer" "$T/err" &&
   ! grep -q "(--offload optimizer --offload-dir" "$T/err" && pass "the --zero 0 refusal hints at sharding, not --offload alone" ||
   fail "--zero 0 hint: $(cat "$T/err")"
+# --offload auto with --budget chooses the recomputation too, but not under --zero (each rank
+# would time the ops itself, and ranks that chose differently are refused)
+"$MW" estimate --layers 2 --heads 4 --dim 128 --vocab 256 --ctx 64 --batch 2 --seq 64 --zero 1 --world 2 --offload auto \
+  --budget 100MB --json >"$T/za.json" &&
+  grep -q '"recompute": "none", "recompute_pin": "[a-z:]*", "recompute_by_offload_auto": false' "$T/za.json" &&
+  pass "--zero with --offload auto and --budget keeps --recompute none" || fail "--zero auto: $(grep -o '"recompute[a-z_]*": [^,]*' "$T/za.json")"
 expect_error 2 "--zero 1 over --budget" -- "$MW" "${tr[@]}" --zero 1 --budget 8MB
 grep -q "(--offload optimizer --offload-dir DIR moves this rank's shard of the optimizer state" "$T/err" &&
   pass "the --zero 1 refusal hints at the rank's shard on disk" || fail "--zero 1 hint: $(cat "$T/err")"

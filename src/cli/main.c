@@ -73,9 +73,9 @@ static const opt_def OPTS[] = {
     {"seed", K_U64, C_(seed), MODEL | CMD_SAMPLE, "seed of initialisation and data sampling (sample: of sampling)"},
     {"threads", K_INT, C_(threads), MODEL | TEXT, "OpenMP threads (0: all cores; at most 1024)"},
     {"budget", K_SIZE, C_(budget), MODEL, "memory budget, e.g. 512MiB, 2GiB (0: none)"},
-    {"recompute", K_RECOMPUTE, 0, MODEL, "activation recomputation: none, selective, full, every:K, every:sqrt, auto (needs --budget), or blocks:LETTERS (n/s/f per block); not given, --offload auto with --budget chooses it (auto)"},
-    {"offload", K_OFFLOAD, 0, MODEL, "model states on disk, in a scratch file in --offload-dir streamed by asynchronous I/O (the same bits): none, optimizer (the optimizer's per-parameter state: AdamW's moments, 8-bit or 4-bit codes, ...), optimizer+grads (and the blocks' gradients), all (and the blocks' parameters), auto (the fastest of these that fits --budget, by predicted recomputation and transfer time; without --recompute it chooses the recomputation too)"},
-    {"offload-dir", K_STR, O_(offload_dir), MODEL, "folder of the disk tier's scratch file (preallocated before step 1, removed at exit)"},
+    {"recompute", K_RECOMPUTE, 0, MODEL, "activation recomputation: none, selective, full, every:K, every:sqrt, auto (needs --budget), or blocks:LETTERS (n/s/f per block); not given, --offload auto with --budget chooses it (auto; not under --zero)"},
+    {"offload", K_OFFLOAD, 0, MODEL, "model states on disk, in a scratch file in --offload-dir streamed by asynchronous I/O (the same bits): none, optimizer (the optimizer's per-parameter state: AdamW's moments, 8-bit or 4-bit codes, ...), optimizer+grads (and the blocks' gradients), all (and the blocks' parameters), auto (the fastest of these that fits --budget, by predicted recomputation and transfer time; without --recompute, and without --zero, it chooses the recomputation too)"},
+    {"offload-dir", K_STR, O_(offload_dir), MODEL, "folder of the disk tier's scratch file (preallocated before step 1, removed at exit); part of the budget: a file larger than its free space does not fit"},
     {"data", K_STR, O_(data), CMD_TRAIN, "token set PREFIX: PREFIX.manifest.json's shards, or PREFIX.train.bin and PREFIX.val.bin"},
     {"data", K_STR, O_(data), CMD_VERIFY, "token set PREFIX (or give PREFIX alone: memwall verify PREFIX), or a token file FILE.bin"},
     {"data", K_STR, O_(data), CMD_EVAL, "token file FILE.bin, or PREFIX (reads PREFIX.val.bin)"},
@@ -443,8 +443,10 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
     }
     /* one budget, one decision: --offload auto with --budget chooses the recomputation with the
      * placement unless --recompute is given (a resume then takes the checkpoint's, as for any flag
-     * not given; finish_config drops it past the blocks auto can choose for) */
-    if (o->cfg.offload == MW_OFFLOAD_AUTO && o->cfg.budget && !opt_given(o, "recompute")) {
+     * not given; finish_config drops it past the blocks auto can choose for). Not under --zero:
+     * each rank would time the ops on its own and might choose another policy, which the ranks'
+     * agreement check refuses */
+    if (o->cfg.offload == MW_OFFLOAD_AUTO && o->cfg.budget && !opt_given(o, "recompute") && !o->cfg.dp) {
         o->cfg.recompute = MW_RECOMPUTE_AUTO;
         o->recompute_implied = 1;
     }
