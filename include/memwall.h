@@ -283,7 +283,8 @@ typedef struct mw_plan_summary {
     uint64_t peak;                   /* the arena's size: every placed buffer's end, at most */
     uint64_t live_peak;              /* the most bytes alive at once (peak - this: fragmentation) */
     uint64_t budget;                 /* copy of cfg->budget (0: unlimited) */
-    int fits;                        /* peak <= budget, or no budget */
+    int fits;                        /* peak <= budget, or no budget; and the disk tier's file
+                                        fits in cfg->offload_dir (disk_room) when one is given */
     char policy[160];                /* the recomputation it plans: "full", "every:3",
                                         "selective 0-3, none 4-11" (auto's choice) */
     char pin[MW_MAX_BLOCK_POLICIES + 16]; /* the --recompute value that gives exactly this plan:
@@ -295,6 +296,11 @@ typedef struct mw_plan_summary {
     int offload;
     uint64_t disk[MW_CAT_COUNT];
     uint64_t disk_file, disk_read, disk_write, disk_staging;
+    /* with cfg->offload_dir and a disk tier: the bytes the folder can give its file (free bytes of
+     * its file system, and stale scratch files a run there removes first); disk_short: 1 when the
+     * file is larger (then fits is 0). disk_room 0: no folder, no disk tier, or unknown. */
+    uint64_t disk_room;
+    int disk_short;
     /* predictions, in seconds per optimizer step, from this machine's measurements: the
      * recomputation the policy adds (op costs timed as --recompute auto does), and the disk
      * tier's transfers at the bandwidth measured in cfg->offload_dir (bytes/s; 0 when no folder

@@ -56,6 +56,8 @@ grep -qE "disk tier: .*memwall-offload-[0-9]+\.scratch \(.*(io_uring|threads)" "
 grep -qE "arena peak ([0-9.]+ [KMG]iB) \(plan \1\)" "$T/off.out" && pass "arena peak == plan peak, offloaded" ||
   fail "arena vs plan: $(grep 'arena peak' "$T/off.out")"
 [ "$(scratch_count "$T/scr")" = 0 ] && pass "the scratch file is removed at exit" || fail "scratch left: $(ls "$T/scr")"
+[ -z "$(ls -A "$T/scr")" ] && pass "nothing else stays in --offload-dir (the folder lock is removed too)" ||
+  fail "left in --offload-dir: $(ls -A "$T/scr")"
 mp=$(grep -o "arena peak [0-9.]* [KMG]iB" "$T/mem.out"); op=$(grep -o "arena peak [0-9.]* [KMG]iB" "$T/off.out")
 [ "$mp" != "$op" ] && pass "the offloaded arena is smaller ($op vs $mp)" || fail "same arena: $op"
 MEMWALL_AIO=threads run offth --steps 6 --threads 2 --offload optimizer --offload-dir "$T/scr"
@@ -189,6 +191,24 @@ grep -q '"offload_why": "predicted s/step (recomputation + transfers): none [0-9
 [ "$(scratch_count "$T/escr")" = 0 ] && pass "the measurement leaves no scratch file" || fail "measurement left $(ls "$T/escr")"
 run auto --steps 6 --threads 2 --budget "$mid" --offload auto --offload-dir "$T/scr"
 same_weights mem auto "--offload auto under a budget"
+has "$T/auto.out" "--offload auto with --budget and no --recompute chose the recomputation too: --recompute auto -> " \
+  "train says that auto chose the recomputation too"
+# one budget, one decision: no placement keeps every activation within 16 MB here, recomputing
+# some does; with --budget and no --recompute, --offload auto chooses both (it said "no placement
+# fits" and exit 2 while --recompute auto fitted)
+ob=(--layers 4 --heads 4 --dim 64 --vocab 256 --ctx 256 --batch 4 --seq 256 --budget 16MB --offload auto)
+"$MW" plan "${ob[@]}" --recompute none --json >"$T/p_rn.json"
+rc=$?
+[ $rc -eq 2 ] && grep -q '"fits": false' "$T/p_rn.json" && pass "--recompute none: no placement fits (exit 2)" ||
+  fail "--recompute none: exit $rc, $(head -c 200 "$T/p_rn.json")"
+"$MW" plan "${ob[@]}" >"$T/p_ra.out"
+rc=$?
+[ $rc -eq 0 ] && grep -q "chose the recomputation too: --recompute auto -> .* (to run exactly this plan: --recompute blocks:" "$T/p_ra.out" &&
+  grep -q "budget 15.26 MiB: fits" "$T/p_ra.out" && pass "no --recompute: auto chooses it too, fits, and says what it chose" ||
+  fail "no --recompute: exit $rc, $(grep -a "auto\|budget\|memwall:" "$T/p_ra.out" | head -3)"
+"$MW" plan "${ob[@]}" --json >"$T/p_ra.json" && grep -q '"fits": true' "$T/p_ra.json" &&
+  grep -q '"recompute_by_offload_auto": true' "$T/p_ra.json" && pass "plan --json: recompute_by_offload_auto" ||
+  fail "plan --json: $(grep -o '"recompute[a-z_]*": [^,]*' "$T/p_ra.json")"
 expect_error 2 "the in-memory plan over the budget" -- "$MW" "${tr[@]}" --steps 2 --budget "$mid"
 has "$T/err" "--offload optimizer --offload-dir DIR moves the optimizer state" "the refusal suggests offloading"
 
@@ -197,6 +217,48 @@ has "$T/err" "--offload optimizer --offload-dir DIR moves the optimizer state" "
   fail "recompute auto + offload: $(head -c 300 "$T/e_ra.json")"
 run rauto --steps 2 --threads 2 --budget "$mid" --recompute auto --offload optimizer --offload-dir "$T/rscr"
 [ "$(scratch_count "$T/rscr")" = 0 ] && pass "and trains, leaving no scratch file" || fail "scratch left: $(ls "$T/rscr")"
+
+echo "-- the disk is part of the budget"
+# Llama 2 70B's disk tier under --offload all is a 1.0 TiB file: more than this disk gives, so
+# estimate says it does not fit (exit 2), auto takes no placement whose file the folder cannot
+# hold, and train refuses before it writes anything (estimate said "fits" and exit 0 here)
+big=(--preset llama2-70b --batch 1 --seq 64 --recompute full --offload-dir "$T/big")
+"$MW" estimate "${big[@]}" --offload all --json >"$T/big.json"
+rc=$?
+fb=$(grep -o '"file_bytes": [0-9]*' "$T/big.json" | cut -d' ' -f2)
+avail=$(df -B1 --output=avail "$T" | tail -1 | tr -d ' ')
+if [ -n "$fb" ] && [ "$avail" -ge "$fb" ]; then
+  echo "  skip the disk-room checks: this disk has $avail bytes free, more than the $fb-byte file"
+else
+  [ $rc -eq 2 ] && grep -q '"room_bytes": [0-9]*, "fits_in_room": false' "$T/big.json" && grep -q '"fits": false, "budget_bytes"' "$T/big.json" &&
+    pass "estimate: a $fb-byte file in $avail free bytes does not fit (exit 2)" ||
+    fail "estimate --offload all past the disk: exit $rc, $(grep -o '"room_bytes": [^,]*, "fits_in_room": [a-z]*' "$T/big.json")"
+  "$MW" estimate "${big[@]}" --offload all >"$T/big.out"
+  grep -q "^  room .*--offload-dir can give it" "$T/big.out" && grep -q "^ *DOES NOT FIT (.* over)" "$T/big.out" &&
+    pass "estimate prints the folder's room and the verdict" || fail "no room line: $(grep -A1 room "$T/big.out")"
+  "$MW" plan "${big[@]}" --offload auto --budget 30GiB >"$T/bigauto.out"
+  rc=$?
+  [ $rc -eq 2 ] && grep -q "disk tier: a file of .* DOES NOT FIT" "$T/bigauto.out" &&
+    pass "--offload auto under 30 GiB: only all fits memory, its file not the disk: no placement (exit 2)" ||
+    fail "auto past the disk: exit $rc, $(tail -2 "$T/bigauto.out")"
+  expect_error 2 "train with a disk tier the folder cannot hold" -- "$MW" train --data "$T/d" "${big[@]}" --offload all \
+    --steps 1 --out "$T/bigout"
+  grep -q "the disk tier's file needs $fb bytes .* but --offload-dir $T/big can give it" "$T/err" &&
+    [ ! -e "$T/bigout" ] && [ "$(scratch_count "$T/big")" = 0 ] &&
+    pass "the refusal names the file and the room; nothing written" || fail "refusal: $(cat "$T/err"); $(ls -A "$T/big" "$T/bigout" 2>&1)"
+fi
+# 64 ranks on this machine, each with its shard of the optimizer state on disk: each file fits the
+# folder, all of them together do not
+"$MW" estimate "${big[@]}" --zero 1 --world 64 --offload optimizer --json >"$T/bigz.json"
+rc=$?
+all=$(grep -o '"disk_file_bytes_all_ranks": [0-9]*' "$T/bigz.json" | cut -d' ' -f2)
+if [ -n "$all" ] && [ "$avail" -ge "$all" ]; then
+  echo "  skip the ranks' disk-room check: this disk has $avail bytes free, more than the ranks' $all"
+else
+  [ $rc -eq 2 ] && grep -q '"room_bytes": [0-9]*, "fits_in_room": true' "$T/bigz.json" && grep -q '"disk_fits": false' "$T/bigz.json" &&
+    pass "estimate --zero 1 --world 64: each rank's file fits, the 64 together ($all bytes) do not (exit 2)" ||
+    fail "ranks' files: exit $rc, all $all, $(grep -o '"disk_fits": [a-z]*' "$T/bigz.json")"
+fi
 
 echo "-- plan: the transfers in the timeline"
 "$MW" plan --preset gpt2-tiny --batch 2 --seq 32 --offload all --timeline "$T/tl.svg" --json >"$T/plan.json" ||
@@ -208,6 +270,10 @@ nw=$(grep -o '"disk_write": [1-9][0-9]*' "$T/plan.json" | wc -l)
 # gpt2-tiny's 4 blocks: reads at the visits that start them, writes after each block's backward
 [ "$nr" -ge 3 ] && [ "$nw" -eq 5 ] && pass "transfers sit on their ops: $nr ops read, $nw write (4 blocks' gradients, the optimizer)" ||
   fail "ops with transfers: $nr reading, $nw writing"
+
+"$MW" help train | grep -- "--offload MODE" >"$T/help_off"
+grep -q "auto (the fastest of these that fits --budget" "$T/help_off" && ! grep -q "none or optimizer" "$T/help_off" &&
+  pass "--offload's help: auto considers every placement" || fail "--offload help: $(cat "$T/help_off")"
 
 echo "-- refusals"
 expect_error 1 "--offload optimizer without --offload-dir" -- "$MW" "${tr[@]}" --steps 2 --offload optimizer

@@ -221,6 +221,18 @@ smin=$(printf '%s\n' "${peaks[@]}" | sort -n | head -1)
 smax=$(printf '%s\n' "${peaks[@]}" | sort -n | tail -1)
 [ "$emin" = "$smin" ] && [ "$emax" = "$smax" ] && pass "estimate --world 4 --zero 1: $emin to $emax, the ranks' plans" ||
   fail "estimate $emin..$emax, ranks $smin..$smax"
+# without --threads: a rank's default threads are its share of the machine's CPUs, and estimate
+# --world N plans with that share too (it planned with every CPU: 2 threads' scratch where 2 ranks
+# on this 2-CPU machine run 1 each)
+mpirun -np 2 --oversubscribe --bind-to none "$MW" train --data "$T/d" --layers 2 --heads 4 --dim 128 --vocab 256 \
+  --ctx 64 --batch 2 --seq 64 --steps 1 --eval-batches 1 --zero 1 --out "$T/thr" --json-log "$T/thr.jsonl" \
+  >"$T/thr.out" 2>&1 || fail "2 ranks without --threads: $(grep -a memwall: "$T/thr.out" | head -1)"
+tp=$(grep '"event": "end"' "$T/thr.jsonl" | grep -o '{"rank": [0-9]*, [^}]*}' | grep -o '"plan_peak_bytes": [0-9]*' |
+  cut -d' ' -f2 | sort -n | tr '\n' ' ')
+est=$("$MW" estimate --layers 2 --heads 4 --dim 128 --vocab 256 --ctx 64 --batch 2 --seq 64 --zero 1 --world 2 --json)
+ep="$(echo "$est" | grep -o '"rank_peak_bytes_min": [0-9]*' | cut -d' ' -f2) $(echo "$est" | grep -o '"rank_peak_bytes_max": [0-9]*' | cut -d' ' -f2) "
+[ -n "$tp" ] && [ "$tp" = "$ep" ] && pass "without --threads, estimate --world 2 plans each rank's default threads: $ep" ||
+  fail "without --threads: ranks planned [$tp], estimate --world 2 [$ep]"
 # GPT-2 124M: model states per rank against ZeRO's formula (padding apart), optimizer state / N
 for s in 0 1; do
   for w in 2 4; do
@@ -303,6 +315,20 @@ expect_error 1 "--zero 5" -- "$MW" "${tr[@]}" --zero 5
 expect_error 1 "--zero with --precision bf16" -- "$MW" "${tr[@]}" --zero 0 --precision bf16
 expect_error 1 "estimate --world without --zero" -- "$MW" estimate --world 4
 expect_error 1 "--comm-timeout -1" -- "$MW" "${tr[@]}" --zero 0 --comm-timeout -1
+# over the budget, the hint names only flags the run accepts: --zero 0 refuses --offload optimizer
+expect_error 2 "--zero 0 over --budget" -- "$MW" "${tr[@]}" --zero 0 --budget 8MB
+grep -q "(--zero 0 keeps the whole optimizer state, .* with --zero 1 to 3, --offload optimizer" "$T/err" &&
+  ! grep -q "(--offload optimizer --offload-dir" "$T/err" && pass "the --zero 0 refusal hints at sharding, not --offload alone" ||
+  fail "--zero 0 hint: $(cat "$T/err")"
+# --offload auto with --budget chooses the recomputation too, but not under --zero (each rank
+# would time the ops itself, and ranks that chose differently are refused)
+"$MW" estimate --layers 2 --heads 4 --dim 128 --vocab 256 --ctx 64 --batch 2 --seq 64 --zero 1 --world 2 --offload auto \
+  --budget 100MB --json >"$T/za.json" &&
+  grep -q '"recompute": "none", "recompute_pin": "[a-z:]*", "recompute_by_offload_auto": false' "$T/za.json" &&
+  pass "--zero with --offload auto and --budget keeps --recompute none" || fail "--zero auto: $(grep -o '"recompute[a-z_]*": [^,]*' "$T/za.json")"
+expect_error 2 "--zero 1 over --budget" -- "$MW" "${tr[@]}" --zero 1 --budget 8MB
+grep -q "(--offload optimizer --offload-dir DIR moves this rank's shard of the optimizer state" "$T/err" &&
+  pass "the --zero 1 refusal hints at the rank's shard on disk" || fail "--zero 1 hint: $(cat "$T/err")"
 mpr 2 "${tr[@]}" --out "$T/nozero" >"$T/nozero.out" 2>&1
 rc=$?
 [ $rc -ne 0 ] && grep -q "without --zero: each would train the whole model alone" "$T/nozero.out" && [ ! -e "$T/nozero" ] &&

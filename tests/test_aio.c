@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../src/memory/aio.h"
@@ -159,6 +160,70 @@ static void scratch_files(void) {
     snprintf(bad, sizeof bad, "%s/file/sub", dir);
     CHECK(mw_scratch_create(&s, bad, 1 << 16, &stale, &sb) == MW_ERR_IO && strstr(mw_last_error(), "--offload-dir"),
           "an impossible folder: %s", mw_last_error());
+    /* the room a run there would have: the free bytes, of the nearest existing folder when the
+     * folder is not made yet, and a stale file's blocks (8 MiB; another process freeing that much
+     * between the two looks would be needed to fail this) */
+    uint64_t room = 0, room_sub = 0;
+    char deep[300], stale8[300];
+    snprintf(deep, sizeof deep, "%s/not/made/yet/", dir);
+    CHECK(mw_scratch_room(dir, &room) == 1 && room > 0 && mw_scratch_room(deep, &room_sub) == 1 &&
+              (room_sub > room ? room_sub - room : room - room_sub) < (64u << 20) && !exists(deep),
+          "room of a folder not made yet: %llu, of its parent %llu", (unsigned long long)room_sub, (unsigned long long)room);
+    snprintf(stale8, sizeof stale8, "%s/memwall-offload-999999.scratch", dir);
+    fd = open(stale8, O_CREAT | O_WRONLY, 0600);
+    CHECK(fd >= 0 && posix_fallocate(fd, 0, 8 << 20) == 0, "make an 8 MiB stale file");
+    close(fd);
+    CHECK(mw_scratch_room(dir, &room) == 1, "room with a stale file");
+    const uint64_t freeb = mw_scratch_free_bytes(dir);
+    CHECK(room > freeb && room - freeb >= (4u << 20), "a stale file's blocks count as room: room %llu, free %llu",
+          (unsigned long long)room, (unsigned long long)freeb);
+    CHECK(exists(stale8), "looking at the room removes nothing");
+    unlink(stale8);
+    /* the folder lock is removed by its holder: nothing stays after a run, refused ones included */
+    char lockp[300];
+    snprintf(lockp, sizeof lockp, "%s/.memwall-offload.lock", dir);
+    CHECK(!exists(lockp), "the folder lock stays in the folder after the refusals");
+    CHECK_OK(mw_scratch_create(&s, dir, 1 << 16, &stale, &sb));
+    CHECK(!exists(lockp), "the folder lock stays in the folder while a scratch file is held");
+    mw_scratch_close(&s);
+    CHECK(!exists(lockp) && count_scratch() == 0, "the folder is not left empty of memwall's files after a close");
+}
+
+/* Processes creating scratch files in one folder at once, each holding its file a moment: the
+ * folder lock, though each holder removes it, still keeps them apart, so none takes another's new
+ * file for a stale one (each file is still there, the same file, when its creator looks). */
+static void scratch_concurrent(void) {
+    enum { KIDS = 6, ROUNDS = 40 };
+    char sub[128];
+    snprintf(sub, sizeof sub, "%s/conc", dir);
+    pid_t kid[KIDS];
+    for (int k = 0; k < KIDS; k++) {
+        kid[k] = fork();
+        if (kid[k] == 0) {
+            int bad = 0;
+            for (int r = 0; r < ROUNDS && !bad; r++) {
+                mw_scratch s;
+                int stale;
+                uint64_t sb;
+                struct stat a, b;
+                if (mw_scratch_create(&s, sub, 4096, &stale, &sb) != MW_OK) bad = 1;
+                else if (stale != 0 || fstat(s.fd, &a) != 0 || stat(s.path, &b) != 0 || a.st_ino != b.st_ino) bad = 2;
+                if (!bad) usleep(200);
+                if (!bad && (stat(s.path, &b) != 0 || a.st_ino != b.st_ino)) bad = 3;
+                if (bad != 1) mw_scratch_close(&s);
+            }
+            _exit(bad);
+        }
+    }
+    int bad = 0;
+    for (int k = 0; k < KIDS; k++) {
+        int st = 0;
+        if (kid[k] < 0 || waitpid(kid[k], &st, 0) != kid[k] || !WIFEXITED(st) || WEXITSTATUS(st) != 0) bad = 1;
+    }
+    CHECK(!bad, "%d processes creating scratch files at once took one another's for stale ones", KIDS);
+    char lockp[300];
+    snprintf(lockp, sizeof lockp, "%s/.memwall-offload.lock", sub);
+    CHECK(!exists(lockp), "the folder lock is left behind by processes that took turns");
 }
 
 /* The stream over segments (n floats, not a multiple of anything; a middle segment that also holds
@@ -346,6 +411,7 @@ int main(void) {
     close(fd);
     engine_roundtrip(MW_AIO_AUTO);
     scratch_files();
+    scratch_concurrent();
     offload_stream(0);
     offload_stream(1);
     offload_narrow();

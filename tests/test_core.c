@@ -508,6 +508,40 @@ static void test_planner_deep(void) {
     }
 }
 
+/* The CPU time, in seconds, of one plan of deep_config(L) under policy (the process's: other
+ * processes on a busy machine stretch wall time, not this). */
+static double plan_s(int L, const char *policy) {
+    mw_config c;
+    deep_config(&c, L);
+    CHECK_OK(mw_recompute_parse(&c, policy));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+    mw_plan_summary s;
+    CHECK_OK(mw_plan(&c, &s));
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+    return (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+}
+
+/* Planning grows near-linearly with depth: 4 times the blocks may take at most 6 times as long
+ * (O(n log n) gives about 4.5; the placer that scanned every placed buffer for each zero-byte one,
+ * which an fp32 plan makes per bf16 workspace, gave 15, and estimate took 80 s at 4096 blocks).
+ * CPU time, each size's best of 7 runs, the two sizes taking turns, so that a busy machine's
+ * stalls do not count and a slower spell slows both. */
+static void test_planner_scaling(void) {
+    const char *policies[] = {"none", "full"};
+    for (int k = 0; k < 2; k++) {
+        double a = 1e30, b = 1e30;
+        for (int r = 0; r < 7; r++) {
+            const double x = plan_s(256, policies[k]), y = plan_s(1024, policies[k]);
+            a = x < a ? x : a, b = y < b ? y : b;
+        }
+        printf("  recompute %s: 256 blocks planned in %.1f ms of CPU, 1024 in %.1f ms (x%.2f)\n", policies[k], a * 1e3,
+               b * 1e3, b / a);
+        CHECK(b <= 6 * a, "recompute %s: 1024 blocks plan in %.1f ms, %.1f times 256 blocks' %.1f ms (at most 6)",
+              policies[k], b * 1e3, b / a, a * 1e3);
+    }
+}
+
 static void write_file(const char *path, const void *buf, size_t n) {
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(buf, 1, n, f) != n) {
@@ -624,6 +658,7 @@ int main(void) {
     test_planner_matches_reference();
     test_plan_fingerprints();
     test_planner_deep();
+    test_planner_scaling();
     test_plan_matches_allocation();
     test_token_files(dir);
     test_available(dir);

@@ -34,6 +34,7 @@ typedef struct opts {
     const char *ins[256];  /* prepare: every --in, in order */
     int n_in;
     unsigned shape_given; /* bit k: SHAPE_OPTS[k] (--layers, --heads, --dim, --vocab, --ctx) was given */
+    int recompute_implied; /* --offload auto with --budget and no --recompute: recompute auto (parse) */
 } opts;
 
 
@@ -61,6 +62,8 @@ void apply_init_shape(opts *o);
 void resolve_ckpt(const char *arg, char *path, size_t n, mw_ckpt_info *info);
 void print_config(const opts *o, const char *cmd);
 void print_plan(const mw_plan_summary *p);
+/* When --offload auto chose the recomputation too (opts.recompute_implied): a line saying what. */
+void print_recompute_choice(const opts *o, const mw_plan_summary *p);
 /* The disk tier of a created model, when it has one: its file, engine and what it removed. */
 void print_offload(const mw_model *m);
 /* Creates the model or exits: 2 when the plan does not fit the budget. */

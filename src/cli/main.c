@@ -51,7 +51,7 @@ static const opt_def OPTS[] = {
     {"accum", K_INT, C_(accum), MODEL, "micro-batches accumulated per optimizer step (with --zero: per rank; the step's global batch is ranks x accum x batch)"},
     {"zero", K_INT, C_(zero), CMD_TRAIN | CMD_ESTIMATE | CMD_PLAN, "data parallelism over the ranks mpirun starts (the MPI build): ZeRO stage 0 (every rank holds every state), 1 (each rank holds the optimizer state of its shard, for every --optim), 2 (and the gradients' sum of its shard, the blocks' passing through one slot) or 3 (and the parameters of its shard, each block gathered into a slot before its forward and its backward); the same bits for any stage and any number of ranks at the same ranks x --accum (docs/zero.md)"},
     {"comm-timeout", K_DBL, O_(comm_timeout), CMD_TRAIN, "with --zero: seconds a rank waits for the others in one exchange before it concludes that one stopped and exits (0: forever)"},
-    {"world", K_INT, C_(world), CMD_ESTIMATE | CMD_PLAN, "with --zero: the number of ranks to plan for (estimate answers without MPI)"},
+    {"world", K_INT, C_(world), CMD_ESTIMATE | CMD_PLAN, "with --zero: the number of ranks to plan for (estimate answers without MPI), each running its share of this machine's CPUs as threads unless --threads says otherwise"},
     {"steps", K_INT, C_(steps), MODEL, "optimizer steps (bench: timed steps)"},
     {"warmup", K_INT, C_(warmup), CMD_TRAIN, "learning-rate warm-up steps"},
     {"warmup", K_INT, O_(bench_warmup), CMD_BENCH, "untimed warm-up steps"},
@@ -73,9 +73,9 @@ static const opt_def OPTS[] = {
     {"seed", K_U64, C_(seed), MODEL | CMD_SAMPLE, "seed of initialisation and data sampling (sample: of sampling)"},
     {"threads", K_INT, C_(threads), MODEL | TEXT, "OpenMP threads (0: all cores; at most 1024)"},
     {"budget", K_SIZE, C_(budget), MODEL, "memory budget, e.g. 512MiB, 2GiB (0: none)"},
-    {"recompute", K_RECOMPUTE, 0, MODEL, "activation recomputation: none, selective, full, every:K, every:sqrt, auto (needs --budget; with --zero the ranks agree on one), or blocks:LETTERS (n/s/f per block)"},
-    {"offload", K_OFFLOAD, 0, MODEL, "model states on disk, in a scratch file in --offload-dir streamed by asynchronous I/O (the same bits): none, optimizer (the optimizer's per-parameter state: AdamW's moments, 8-bit or 4-bit codes, ...), optimizer+grads (and the blocks' gradients), all (and the blocks' parameters), auto (none or optimizer: the faster that fits --budget)"},
-    {"offload-dir", K_STR, O_(offload_dir), MODEL, "folder of the disk tier's scratch file (preallocated before step 1, removed at exit)"},
+    {"recompute", K_RECOMPUTE, 0, MODEL, "activation recomputation: none, selective, full, every:K, every:sqrt, auto (needs --budget; with --zero the ranks agree on one), or blocks:LETTERS (n/s/f per block); not given, --offload auto with --budget chooses it (auto; not under --zero)"},
+    {"offload", K_OFFLOAD, 0, MODEL, "model states on disk, in a scratch file in --offload-dir streamed by asynchronous I/O (the same bits): none, optimizer (the optimizer's per-parameter state: AdamW's moments, 8-bit or 4-bit codes, ...), optimizer+grads (and the blocks' gradients), all (and the blocks' parameters), auto (the fastest of these that fits --budget, by predicted recomputation and transfer time; without --recompute, and without --zero, it chooses the recomputation too)"},
+    {"offload-dir", K_STR, O_(offload_dir), MODEL, "folder of the disk tier's scratch file (preallocated before step 1, removed at exit); part of the budget: a file larger than its free space does not fit"},
     {"data", K_STR, O_(data), CMD_TRAIN, "token set PREFIX: PREFIX.manifest.json's shards, or PREFIX.train.bin and PREFIX.val.bin"},
     {"data", K_STR, O_(data), CMD_VERIFY, "token set PREFIX (or give PREFIX alone: memwall verify PREFIX), or a token file FILE.bin"},
     {"data", K_STR, O_(data), CMD_EVAL, "token file FILE.bin, or PREFIX (reads PREFIX.val.bin)"},
@@ -441,6 +441,15 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
         if (!opt_given(o, "world")) o->cfg.world = 1;
         if (o->cfg.world < 1 || o->cfg.world > (1 << 20)) die(1, "--world must be in 1..%d, got %d", 1 << 20, o->cfg.world);
     }
+    /* one budget, one decision: --offload auto with --budget chooses the recomputation with the
+     * placement unless --recompute is given (a resume then takes the checkpoint's, as for any flag
+     * not given; finish_config drops it past the blocks auto can choose for). Not under --zero:
+     * each rank would time the ops on its own and might choose another policy, which the ranks'
+     * agreement check refuses */
+    if (o->cfg.offload == MW_OFFLOAD_AUTO && o->cfg.budget && !opt_given(o, "recompute") && !o->cfg.dp) {
+        o->cfg.recompute = MW_RECOMPUTE_AUTO;
+        o->recompute_implied = 1;
+    }
     /* one rule for every command: OpenMP is never asked for an absurd team (libgomp crashes) */
     if (o->cfg.threads < 0 || o->cfg.threads > MAX_THREADS)
         die(1, "--threads must be in 0..%d (0: all cores), got %d", MAX_THREADS, o->cfg.threads);
@@ -469,6 +478,11 @@ void finish_config(opts *o) {
         if (o->cfg.offload == MW_OFFLOAD_NONE)
             die(1, "--offload-dir %s without --offload: say what goes there (--offload optimizer or auto)", o->offload_dir);
     }
+    if (o->recompute_implied && o->cfg.recompute == MW_RECOMPUTE_AUTO && o->cfg.n_layer > MW_MAX_BLOCK_POLICIES)
+        o->cfg.recompute = MW_RECOMPUTE_NONE, o->recompute_implied = 0;
+    /* estimate and plan --zero --world N: a rank's threads as train's ranks take them by default,
+     * N ranks sharing this machine (train has set its own from its rank's CPUs already) */
+    if (o->cfg.dp && o->cfg.threads == 0 && !opt_given(o, "threads")) o->cfg.threads = mw_mpi_rank_cpus(o->cfg.world);
     o->cfg.threads = mw_set_threads(o->cfg.threads);
 }
 
@@ -652,6 +666,9 @@ void print_config(const opts *o, const char *cmd) {
            c->n_head, llama, c->n_embd, c->vocab, c->ctx, mw_config_num_params(c) / 1e6, c->batch, c->seq);
     if (run) printf(" accum=%d | %d step%s", c->accum, c->steps, c->steps == 1 ? "" : "s");
     printf(" | threads %d", c->threads);
+    if (!run && c->dp && !opt_given(o, "threads"))
+        printf(" a rank (%d rank%s sharing this machine's %ld CPUs)", c->world, c->world == 1 ? "" : "s",
+               sysconf(_SC_NPROCESSORS_ONLN));
     if (run) printf(" | kernel %s", mw_kernel_get());
     if (c->precision != MW_PRECISION_FP32) printf(" | precision %s", mw_precision_str(c->precision));
     if (c->dp) printf(" | --zero %d over %d rank%s", c->zero, c->world, c->world == 1 ? "" : "s");
@@ -696,11 +713,20 @@ void print_plan(const mw_plan_summary *p) {
                mw_offload_name(p->offload), on, mw_fmt_bytes(p->disk_file, f, sizeof f),
                mw_fmt_bytes(p->disk_read, r, sizeof r), mw_fmt_bytes(p->disk_write, w, sizeof w),
                mw_fmt_bytes(p->disk_staging, s, sizeof s));
+        if (p->disk_room)
+            printf("  disk tier: --offload-dir can give the file %s (free space, and stale scratch files): %s\n",
+                   mw_fmt_bytes(p->disk_room, b, sizeof b), p->disk_short ? "DOES NOT FIT" : "fits");
     }
     if (p->pred_disk_s >= 0)
         printf("  disk tier: predicted %.2f s per step for its transfers (measured here: %.2f GB/s read, %.2f GB/s write)\n",
                p->pred_disk_s, p->disk_read_bw / 1e9, p->disk_write_bw / 1e9);
     if (p->offload_why[0]) printf("  --offload auto: %s -> %s\n", p->offload_why, mw_offload_name(p->offload));
+}
+
+void print_recompute_choice(const opts *o, const mw_plan_summary *p) {
+    if (o->recompute_implied && o->cfg.recompute == MW_RECOMPUTE_AUTO)
+        printf("  --offload auto with --budget and no --recompute chose the recomputation too: --recompute auto -> %s "
+               "(to run exactly this plan: --recompute %s)\n", p->policy, p->pin);
 }
 
 void print_offload(const mw_model *m) {

@@ -4,6 +4,7 @@
  * do. */
 #include <dlfcn.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,18 @@ int mw_mpi_local_size(void) {
     int n = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
     if (!n) n = env_int("MPI_LOCALNRANKS");
     return n > 0 ? n : 1;
+}
+
+int mw_mpi_rank_cpus(int local_ranks) {
+    cpu_set_t cs;
+    int cpus = sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : 0;
+    /* the machine's CPUs shared by the ranks on it (unbound ranks each see every CPU); more ranks
+     * than CPUs: one thread each, since threads beyond the CPUs only take turns */
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int share = online > 0 ? (int)(online / (local_ranks > 0 ? local_ranks : 1)) : 0;
+    if (online > 0 && share < 1) share = 1;
+    if (cpus <= 0 || (share > 0 && share < cpus)) cpus = share;
+    return cpus > 0 ? cpus : 1;
 }
 
 static const mw_mpi_api *api;

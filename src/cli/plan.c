@@ -12,7 +12,6 @@
 #include "../core/arena.h"
 #include "../core/fsutil.h"
 #include "../memory/offload.h"
-#include "../memory/scratch.h"
 #include "cli.h"
 
 static double now_s(void) {
@@ -113,9 +112,8 @@ static size_t largest_fit(const mw_config *cfg, int offload, char *name, size_t 
         k.offload = offload;
         const size_t np = mw_config_num_params(&k);
         mw_plan_summary s;
+        /* with a folder given, fits says the disk tier fits it too */
         if (np <= best || mw_plan(&k, &s) != MW_OK || !s.fits) continue;
-        /* with a folder given, the disk tier must fit its free space too */
-        if (s.disk_file && cfg->offload_dir[0] && s.disk_file > mw_scratch_free_bytes(cfg->offload_dir)) continue;
         best = np;
         snprintf(name, n, "%s", PRESETS[i]);
     }
@@ -139,14 +137,15 @@ typedef struct optim_row {
  * and gradients, 4 of fp32 master weights, and the state. */
 static const double TEXTBOOK_BPP[MW_OPTIM_COUNT] = {16, 10, 9, 8, 12, 12};
 
-static void optim_rows(const mw_config *c, optim_row rows[MW_OPTIM_COUNT]) {
+static void optim_rows(const mw_config *c, const mw_plan_summary *own, optim_row rows[MW_OPTIM_COUNT]) {
     for (int i = 0; i < MW_OPTIM_COUNT; i++) {
         mw_config k = *c;
         k.optim = i;
         if (i != c->optim) mw_optim_defaults(&k);
         memset(&rows[i], 0, sizeof rows[i]);
         mw_plan_summary s;
-        if (mw_plan(&k, &s) != MW_OK) continue;
+        if (i == c->optim) s = *own; /* c's own optimizer: its plan is made already */
+        else if (mw_plan(&k, &s) != MW_OK) continue;
         rows[i].states = s.category[MW_CAT_PARAMS] + s.category[MW_CAT_GRADS] + s.category[MW_CAT_OPTIM];
         rows[i].optim = s.category[MW_CAT_OPTIM];
         if (c->budget) rows[i].fit_params = largest_fit(&k, k.offload, rows[i].fit, sizeof rows[i].fit);
@@ -158,6 +157,8 @@ static void optim_rows(const mw_config *c, optim_row rows[MW_OPTIM_COUNT]) {
  * parameter (P weights, G gradients, K optimizer state) and for the paper's mixed precision. */
 typedef struct zero_est {
     uint64_t peak_min, peak_max, states_max, params, grads, optim; /* the largest rank's categories */
+    uint64_t disk_all; /* every rank's disk tier file together (ranks on one machine share its disk) */
+    int disk_short;    /* 1 when --offload-dir's room cannot hold them all */
     int rank_max;
     double formula, paper, P, G, K;
 } zero_est;
@@ -186,20 +187,25 @@ static void zero_estimate(const mw_config *c, zero_est *z) {
     memset(z, 0, sizeof *z);
     mw_plan_summary s;
     plan_or_die(c, &s); /* rank 0's, which gives the flat buffer's length */
-    uint64_t lens[4];
+    uint64_t lens[4], files[4];
     int nl = 0;
     for (int r = 0; r < c->world; r++) {
         uint64_t lo, hi;
         mw_zero_shard(s.flat_floats, c->world, r, &lo, &hi);
         int j = 0;
         while (j < nl && lens[j] != hi - lo) j++;
-        if (j < nl) continue;
+        if (j < nl) {
+            z->disk_all += files[j];
+            continue;
+        }
         if (nl == 4) die(1, "internal: more than 4 shard lengths among %d ranks", c->world);
         lens[nl++] = hi - lo;
         mw_config k = *c;
         k.rank = r;
         mw_plan_summary q;
         plan_or_die(&k, &q);
+        files[nl - 1] = q.disk_file;
+        z->disk_all += q.disk_file;
         if (!r || q.peak < z->peak_min) z->peak_min = q.peak;
         if (!r || q.peak > z->peak_max) {
             z->peak_max = q.peak, z->rank_max = r;
@@ -207,6 +213,9 @@ static void zero_estimate(const mw_config *c, zero_est *z) {
             z->states_max = z->params + z->grads + z->optim;
         }
     }
+    /* the ranks of estimate --world N are on this machine (as for their threads): their files
+     * share --offload-dir's room */
+    z->disk_short = s.disk_room && z->disk_all > s.disk_room;
     const double psi = (double)mw_config_num_params(c);
     z->P = 4, z->G = 4, z->K = TEXTBOOK_BPP[c->optim] - 8;
     z->formula = zero_formula(c->zero, c->world, z->P, z->G, z->K, psi);
@@ -309,9 +318,10 @@ int cmd_estimate(int argc, char **argv) {
     size_t np_fit[4] = {0, 0, 0, 0};
     for (int f = 0; c->budget && f < 4; f++) np_fit[f] = largest_fit(c, FIT_MODES[f], fitp[f], sizeof fitp[f]);
     optim_row orow[MW_OPTIM_COUNT];
-    optim_rows(c, orow);
+    optim_rows(c, &p, orow);
     zero_est zs;
     if (c->dp) zero_estimate(c, &zs);
+    if (c->dp && zs.disk_short) p.fits = 0; /* the ranks' files together exceed the folder's room */
     if (o.json) {
         printf("{\"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"tiers\": {\"device\": %llu, \"disk\": %llu}, "
                "\"offload\": \"%s\", \"disk\": {\"categories\": {",
@@ -320,9 +330,12 @@ int cmd_estimate(int argc, char **argv) {
         for (int k = 0; k < MW_CAT_COUNT; k++)
             printf("%s\"%s\": %llu", k ? ", " : "", mw_category_name(k), (unsigned long long)p.disk[k]);
         printf("}, \"file_bytes\": %llu, \"read_bytes_per_step\": %llu, \"write_bytes_per_step\": %llu, "
-               "\"staging_bytes\": %llu, \"predicted_seconds\": ",
+               "\"staging_bytes\": %llu, \"room_bytes\": ",
                (unsigned long long)p.disk_file, (unsigned long long)p.disk_read, (unsigned long long)p.disk_write,
                (unsigned long long)p.disk_staging);
+        if (p.disk_room) printf("%llu", (unsigned long long)p.disk_room);
+        else printf("null");
+        printf(", \"fits_in_room\": %s, \"predicted_seconds\": ", p.disk_short ? "false" : "true");
         json_num(stdout, "%.6f", p.pred_disk_s >= 0 ? p.pred_disk_s : NAN);
         printf(", \"read_bytes_per_s\": %.0f, \"write_bytes_per_s\": %.0f}, \"offload_why\": \"%s\", "
                "\"predicted_recompute_seconds\": ", p.disk_read_bw, p.disk_write_bw, p.offload_why);
@@ -348,11 +361,13 @@ int cmd_estimate(int argc, char **argv) {
             printf(", \"zero\": {\"stage\": %d, \"world\": %d, \"rank_peak_bytes_min\": %llu, \"rank_peak_bytes_max\": %llu, "
                    "\"largest_rank\": %d, \"model_state_bytes\": %llu, \"categories\": {\"parameters\": %llu, "
                    "\"gradients\": %llu, \"optimizer\": %llu}, \"formula_bytes\": %.0f, \"formula\": \"%s\", "
-                   "\"paper_mixed_precision_bytes\": %.0f, \"floats_sent_per_param_per_step\": %.6f}",
+                   "\"paper_mixed_precision_bytes\": %.0f, \"floats_sent_per_param_per_step\": %.6f, "
+                   "\"disk_file_bytes_all_ranks\": %llu, \"disk_fits\": %s}",
                    c->zero, c->world, (unsigned long long)zs.peak_min, (unsigned long long)zs.peak_max, zs.rank_max,
                    (unsigned long long)zs.states_max, (unsigned long long)zs.params, (unsigned long long)zs.grads,
                    (unsigned long long)zs.optim, zs.formula, ZERO_FORMULA[c->zero], zs.paper,
-                   zero_sent(c->zero, c->world, c->accum));
+                   zero_sent(c->zero, c->world, c->accum), (unsigned long long)zs.disk_all,
+                   zs.disk_short ? "false" : "true");
         else
             printf(", \"zero\": null");
         printf(", \"optim\": \"%s\", \"model_state_bytes_per_param\": %.6f, \"disk_bytes_per_param\": %.6f, \"optimizers\": {",
@@ -372,8 +387,9 @@ int cmd_estimate(int argc, char **argv) {
         json_num(stdout, "%.0f", korth ? korth16 : NAN);
         printf(", \"korthikanti_activations_fp32\": ");
         json_num(stdout, "%.0f", korth ? korth32 : NAN);
-        printf("}, \"plan_seconds\": %.6f, \"recompute\": \"%s\", \"recompute_pin\": \"%s\", \"policies\": {",
-               plan_s, p.policy, p.pin);
+        printf("}, \"plan_seconds\": %.6f, \"recompute\": \"%s\", \"recompute_pin\": \"%s\", "
+               "\"recompute_by_offload_auto\": %s, \"policies\": {",
+               plan_s, p.policy, p.pin, o.recompute_implied ? "true" : "false");
         for (int i = 0; i < npp; i++)
             printf("%s\"%s\": {\"activations\": %llu, \"peak_bytes\": %llu, \"fits\": %s, \"plan\": \"%s\"}",
                    i ? ", " : "", POLICIES[i], (unsigned long long)pp[i].category[MW_CAT_ACTS],
@@ -406,6 +422,12 @@ int cmd_estimate(int argc, char **argv) {
                "  %-12s %16s %12s   staging in memory, counted above)\n", "file", (unsigned long long)p.disk_file,
                mw_fmt_bytes(p.disk_file, b1, sizeof b1), mw_fmt_bytes(p.disk_staging, b2, sizeof b2), "", "", "");
         printf("  %-12s %16.3f %12s  bytes on disk per parameter\n", "", (double)p.disk_file / P, "");
+        if (p.disk_room) {
+            char fit[96];
+            printf("  %-12s %16llu %12s  --offload-dir can give it (free space, and stale scratch files a run removes):\n"
+                   "  %-12s %16s %12s  %s\n", "room", (unsigned long long)p.disk_room,
+                   mw_fmt_bytes(p.disk_room, b1, sizeof b1), "", "", "", fit_text(p.disk_file, p.disk_room, fit, sizeof fit));
+        }
         printf("  %-12s %16llu %12s  read per optimizer step\n", "per step", (unsigned long long)p.disk_read,
                mw_fmt_bytes(p.disk_read, b1, sizeof b1));
         printf("  %-12s %16llu %12s  written per optimizer step\n", "", (unsigned long long)p.disk_write,
@@ -417,6 +439,7 @@ int cmd_estimate(int argc, char **argv) {
             printf("  (give --offload-dir DIR to measure the disk there and predict the transfers' time)\n");
     }
     if (p.offload_why[0]) printf("\n  --offload auto: %s -> %s\n", p.offload_why, mw_offload_name(p.offload));
+    print_recompute_choice(&o, &p);
     if (c->dp) {
         char b3[32], b4[32], b5[32];
         printf("\n  data parallelism, --zero %d over %d rank%s (the table above is rank 0's plan):\n", c->zero, c->world,
@@ -426,6 +449,12 @@ int cmd_estimate(int argc, char **argv) {
         printf("    model states         %s on rank %d (parameters %s, gradients %s, optimizer %s)\n",
                mw_fmt_bytes(zs.states_max, b1, sizeof b1), zs.rank_max, mw_fmt_bytes(zs.params, b2, sizeof b2),
                mw_fmt_bytes(zs.grads, b3, sizeof b3), mw_fmt_bytes(zs.optim, b4, sizeof b4));
+        if (zs.disk_all && p.disk_room) {
+            char fit[96];
+            printf("    disk tier            %s in the %d ranks' files on this machine's --offload-dir (room %s): %s\n",
+                   mw_fmt_bytes(zs.disk_all, b1, sizeof b1), c->world, mw_fmt_bytes(p.disk_room, b2, sizeof b2),
+                   fit_text(zs.disk_all, p.disk_room, fit, sizeof fit));
+        }
         printf("    ZeRO's formula       %s = %s with P=%.0f G=%.0f K=%.0f bytes per parameter (this run's)\n",
                mw_fmt_bytes((uint64_t)zs.formula, b1, sizeof b1), ZERO_FORMULA[c->zero], zs.P, zs.G, zs.K);
         printf("    the paper's figure   %s (mixed precision: P=2 G=2 K=12)\n", mw_fmt_bytes((uint64_t)zs.paper, b5, sizeof b5));
@@ -439,8 +468,14 @@ int cmd_estimate(int argc, char **argv) {
     }
     if (c->budget) {
         char fit[96];
-        printf("\n  budget %s: %s; ", mw_fmt_bytes(c->budget, b1, sizeof b1), fit_text(p.peak, c->budget, fit, sizeof fit));
+        if (p.disk_short)
+            printf("\n  budget %s: DOES NOT FIT: memory %s, the disk tier not (above); ", mw_fmt_bytes(c->budget, b1, sizeof b1),
+                   fit_text(p.peak, c->budget, fit, sizeof fit));
+        else
+            printf("\n  budget %s: %s; ", mw_fmt_bytes(c->budget, b1, sizeof b1), fit_text(p.peak, c->budget, fit, sizeof fit));
         if (mb > 0) printf("the largest micro-batch that fits is %d\n", mb);
+        else if (one_peak <= c->budget) /* memory would fit: the disk tier's file, the same at every batch, does not */
+            printf("no micro-batch fits: the disk tier's file does not fit --offload-dir at any\n");
         else printf("even B=1 does not fit: it needs %s, %s more than the budget\n", mw_fmt_bytes(one_peak, b1, sizeof b1),
                     mw_fmt_bytes(one_peak - c->budget, b2, sizeof b2));
         printf("  the largest %s preset that fits it at B=%d T=%d, recompute %s%s:\n", mw_arch_name(c->arch), c->batch,
@@ -677,7 +712,8 @@ int cmd_plan(int argc, char **argv) {
         if (mw_plan_buffers(c, &bufs, &nb) != MW_OK) die(1, "%s", mw_last_error());
         mw_plan_summary pp[NPOLICIES];
         int npp = policy_plans(c, &p, pp);
-        printf("], \"recompute\": \"%s\", \"recompute_pin\": \"%s\", \"policies\": {", p.policy, p.pin);
+        printf("], \"recompute\": \"%s\", \"recompute_pin\": \"%s\", \"recompute_by_offload_auto\": %s, \"policies\": {",
+               p.policy, p.pin, o.recompute_implied ? "true" : "false");
         for (int i = 0; i < npp; i++)
             printf("%s\"%s\": {\"activations\": %llu, \"peak_bytes\": %llu, \"fits\": %s}", i ? ", " : "",
                    POLICIES[i], (unsigned long long)pp[i].category[MW_CAT_ACTS], (unsigned long long)pp[i].peak,
@@ -716,6 +752,7 @@ int cmd_plan(int argc, char **argv) {
         printf("arena peak %s (recompute %s; exactly this plan: --recompute %s)%s%s\n",
                mw_fmt_bytes(p.peak, t, sizeof t), p.policy, p.pin, o.timeline ? ", timeline in " : "",
                o.timeline ? o.timeline : "");
+        print_recompute_choice(&o, &p);
         mw_plan_summary pp[NPOLICIES];
         int npp = policy_plans(c, &p, pp);
         printf("activations by policy:");
@@ -726,6 +763,11 @@ int cmd_plan(int argc, char **argv) {
         if (c->budget) {
             char fit[96];
             printf("budget %s: %s\n", mw_fmt_bytes(c->budget, t, sizeof t), fit_text(p.peak, c->budget, fit, sizeof fit));
+        }
+        if (p.disk_room) {
+            char fit[96];
+            printf("disk tier: a file of %s, --offload-dir can give it %s: %s\n", mw_fmt_bytes(p.disk_file, t, sizeof t),
+                   mw_fmt_bytes(p.disk_room, b[0], sizeof b[0]), fit_text(p.disk_file, p.disk_room, fit, sizeof fit));
         }
     }
     free(ops);

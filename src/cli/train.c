@@ -1,6 +1,5 @@
 /* memwall train, bench and export. */
 #include <errno.h>
-#include <sched.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -463,13 +462,8 @@ static mw_comm *start_ranks(opts *o, int *argc, char ***argv) {
     o->cfg.world = cm->size;
     o->cfg.rank = cm->rank;
     /* the CPUs this rank may run on: mpirun binds each rank to one core by default (OpenMPI, 2 ranks
-     * or fewer per node), and threads beyond them only take turns */
-    cpu_set_t cs;
-    int cpus = sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : 0;
-    /* ... and shared by the ranks on this machine (unbound ranks each see every CPU) */
-    const int share = (int)(sysconf(_SC_NPROCESSORS_ONLN) / mw_mpi_local_size());
-    if (cpus <= 0 || (share > 0 && share < cpus)) cpus = share;
-    if (cpus <= 0) cpus = 1;
+     * or fewer per node), and threads beyond them only take turns; estimate --world takes the same */
+    const int cpus = mw_mpi_rank_cpus(mw_mpi_local_size());
     if (!opt_given(o, "threads")) {
         o->cfg.threads = cpus;
     } else if (o->cfg.threads > cpus && cm->rank == 0) {
@@ -785,6 +779,7 @@ int cmd_train(int argc, char **argv) {
     fputs(tokline, stdout);
     if (agreed[0]) fputs(agreed, stdout);
     print_plan(&plan);
+    print_recompute_choice(&o, &plan);
     if (comm) { /* the same run everywhere: configuration and plan, data, checkpoint */
         char key[2048];
         const mw_config *c = &o.cfg;
@@ -942,6 +937,7 @@ int cmd_bench(int argc, char **argv) {
     if (!o.json) print_config(&o, "bench");
     mw_model *m = create_model(&o);
     if (!o.json) print_plan(mw_model_plan(m));
+    if (!o.json) print_recompute_choice(&o, mw_model_plan(m));
     if (!o.json) print_offload(m);
     mw_model_init_gpt2(m, o.cfg.seed);
     const mw_config *c = &o.cfg;

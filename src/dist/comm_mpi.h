@@ -32,6 +32,11 @@ int mw_mpi_launched_size(void);
 int mw_mpi_launched_rank(void);
 /* Ranks of this run on this machine (the launcher's local size; 1 when unknown). */
 int mw_mpi_local_size(void);
+/* The threads a rank runs by default when local_ranks ranks share this machine: the CPUs this
+ * process may run on (mpirun binds a rank to one core by default), at most this machine's CPUs
+ * divided among the ranks, at least 1. train's ranks and estimate --world N (as mpirun -np N on
+ * this machine) both take it. */
+int mw_mpi_rank_cpus(int local_ranks);
 /* Loads memwall-mpi.so from the binary's folder and initialises MPI (see mw_mpi_api.init); a
  * binary without it: MW_ERR_ARG saying that --zero needs the MPI build. */
 mw_status mw_mpi_init(int *argc, char ***argv, double timeout_s, mw_comm **out);

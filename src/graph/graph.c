@@ -15,14 +15,15 @@
 #include "../memory/aio.h"
 #include "../memory/offload.h"
 #include "../memory/planner.h"
+#include "../memory/scratch.h"
 #include "../optim/adamw.h"
+#include "budget.h"
 #include "model.h"
 
 static void policy_text(const mw_model *m, char *out, size_t len);
 static mw_status zero3_wait(mw_model *m);
 static mw_status io_check(const mw_model *m);
 static const char *policy_name(int p);
-static void budget_message(const mw_plan_summary *p);
 
 void mw_graph_add_tensor(mw_model *m, const char *name, int r, int c, int decay, int pad) {
     mw_tensor *t = &m->tensors[m->ntensors++];
@@ -428,6 +429,14 @@ static mw_status plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
                 if (m->visit_rd[j] >= 0) s->disk_read += acc * mw_offload_pad(seg_len(m, m->visit_rd[j] / 4)) * sizeof(float);
     }
     s->fits = s->budget == 0 || s->peak <= s->budget;
+    /* the disk is part of the budget: a file the folder cannot hold does not fit, and a run is
+     * refused before it writes anything (auto passes such placements over) */
+    uint64_t room;
+    if (s->disk_file && m->cfg.offload_dir[0] && mw_scratch_room(m->cfg.offload_dir, &room)) {
+        s->disk_room = room;
+        s->disk_short = s->disk_file > room;
+        if (s->disk_short) s->fits = 0;
+    }
     policy_text(m, s->policy, sizeof s->policy);
     if (!m->cfg.inference && m->seg > 0) {
         snprintf(s->pin, sizeof s->pin, "every:%d", m->seg);
@@ -644,7 +653,7 @@ static mw_status resolve_offload(mw_model *m) {
     /* the placements from least to most on disk */
     static const int MODES[4] = {MW_OFFLOAD_NONE, MW_OFFLOAD_OPTIMIZER, MW_OFFLOAD_OPTIMIZER_GRADS, MW_OFFLOAD_ALL};
     double t[4];
-    int fits[4], measured = 1, best = -1;
+    int fits[4], short_disk[4] = {0, 0, 0, 0}, measured = 1, best = -1;
     for (int i = 0; i < 4; i++) {
         mw_config k = *c;
         k.offload = MODES[i];
@@ -654,7 +663,8 @@ static mw_status resolve_offload(mw_model *m) {
         }
         mw_plan_summary ps;
         MW_TRY(plan_predicted(&k, &ps));
-        fits[i] = ps.fits;
+        fits[i] = ps.fits; /* the disk tier within the folder's room too */
+        short_disk[i] = ps.disk_short && (!ps.budget || ps.peak <= ps.budget);
         t[i] = ps.pred_recompute_s + (i ? ps.pred_disk_s : 0.0);
         if (i && ps.pred_disk_s < 0) measured = 0;
     }
@@ -665,7 +675,8 @@ static mw_status resolve_offload(mw_model *m) {
     size_t u = 0;
     if (best < 0) { /* the smallest plan allowed, which the budget check then refuses */
         m->offload = !c->dp ? MW_OFFLOAD_ALL : c->zero >= 1 ? MW_OFFLOAD_OPTIMIZER : MW_OFFLOAD_NONE;
-        snprintf(w, wn, "no placement fits the budget");
+        snprintf(w, wn, "no placement fits the budget%s",
+                 c->offload_dir[0] ? " with its disk tier in --offload-dir's room (free space and stale scratch files)" : "");
         return MW_OK;
     }
     m->offload = MODES[best];
@@ -676,7 +687,8 @@ static mw_status resolve_offload(mw_model *m) {
     u += (size_t)snprintf(w + u, wn - u, "predicted s/step (recomputation + transfers):");
     for (int i = 0; i < 4 && u < wn; i++)
         u += fits[i] ? (size_t)snprintf(w + u, wn - u, " %s %.2f", mw_offload_name(MODES[i]), t[i])
-                     : (size_t)snprintf(w + u, wn - u, " %s over budget", mw_offload_name(MODES[i]));
+                     : (size_t)snprintf(w + u, wn - u, " %s %s", mw_offload_name(MODES[i]),
+                                        short_disk[i] ? "over the disk's room" : "over budget");
     return MW_OK;
 }
 
@@ -872,7 +884,7 @@ mw_status mw_model_create(mw_model **out, const mw_config *cfg) {
         return s;
     }
     if (!m->plan.fits) {
-        budget_message(&m->plan);
+        mw_budget_refusal(m);
         s = MW_ERR_BUDGET;
     }
     if (s == MW_OK) {
@@ -919,21 +931,6 @@ void mw_model_destroy(mw_model *m) {
     free(m->seg_lo), free(m->seg_mask), free(m->pbase), free(m->gbase), free(m->gfresh);
     free(m->op_pv), free(m->op_gb), free(m->op_ge), free(m->visit_seg), free(m->visit_slot), free(m->visit_rd);
     free(m);
-}
-
-static void budget_message(const mw_plan_summary *p) {
-    char b[MW_CAT_COUNT][32], pk[32], bu[32], msg[400];
-    int n = 0;
-    for (int k = 0; k < MW_CAT_COUNT; k++)
-        n += snprintf(msg + n, sizeof msg - n, "%s%s %s", k ? ", " : "", mw_category_name(k),
-                      mw_fmt_bytes(p->category[k], b[k], sizeof b[k]));
-    char hint[160] = "";
-    if (p->offload == MW_OFFLOAD_NONE && p->category[MW_CAT_OPTIM] > 0)
-        snprintf(hint, sizeof hint, " (--offload optimizer --offload-dir DIR moves the optimizer state, %s, to disk)",
-                 mw_fmt_bytes(p->category[MW_CAT_OPTIM], b[0], sizeof b[0]));
-    mw_fail(MW_ERR_BUDGET, "the plan needs %llu bytes (%s) but --budget is %llu bytes (%s): %s%s",
-            (unsigned long long)p->peak, mw_fmt_bytes(p->peak, pk, sizeof pk),
-            (unsigned long long)p->budget, mw_fmt_bytes(p->budget, bu, sizeof bu), msg, hint);
 }
 
 const mw_config *mw_model_config(const mw_model *m) { return &m->cfg; }
@@ -1670,12 +1667,18 @@ static mw_status measure_costs(const mw_config *c, const mw_model_def *a, double
     mw_config k;
     calib_config(c, &k);
     const int nt = omp_get_max_threads();
-    /* the calibration of the last shape is kept (per thread): max_batch plans many batch sizes */
-    static _Thread_local mw_config cached_k;
-    static _Thread_local int cached_nt;
-    static _Thread_local double cached[64];
+    /* the calibrations of the last NCAL shapes are kept (per thread): max_batch plans many batch
+     * sizes, and estimate's tables plan every preset under each optimizer and placement, which
+     * --offload auto with --budget does under --recompute auto too */
+    enum { NCAL = 32 };
+    static _Thread_local mw_config cal_k[NCAL];
+    static _Thread_local int cal_nt[NCAL], cal_next;
+    static _Thread_local double cal[NCAL][64];
     if (a->nkinds > 64) return mw_fail(MW_ERR_ARG, "internal: too many op kinds");
-    if (!(cached_nt == nt && memcmp(&cached_k, &k, sizeof k) == 0)) {
+    int e = 0;
+    while (e < NCAL && !(cal_nt[e] == nt && memcmp(&cal_k[e], &k, sizeof k) == 0)) e++;
+    double *cached = cal[e < NCAL ? e : cal_next];
+    if (e == NCAL) {
         mw_model *m;
         MW_TRY(mw_model_create(&m, &k));
         mw_model_init(m, 1);
@@ -1699,8 +1702,9 @@ static mw_status measure_costs(const mw_config *c, const mw_model_def *a, double
         mw_model_destroy(m);
         MW_TRY(st);
         for (int i = 0; i < a->nkinds; i++) cached[i] = kind_is_forward_a(a, i) ? best[i] : 0.0;
-        cached_k = k;
-        cached_nt = nt;
+        cal_k[cal_next] = k;
+        cal_nt[cal_next] = nt;
+        cal_next = (cal_next + 1) % NCAL;
     }
     const double Nr = (double)c->batch * c->seq, Cr = c->n_embd, N = k.seq, C = k.n_embd;
     for (int i = 0; i < a->nkinds; i++) {

@@ -76,6 +76,56 @@ static int is_scratch_name(const char *n) {
     return l > pl + sl && strncmp(n, PREFIX, pl) == 0 && strcmp(n + l - sl, SUFFIX) == 0;
 }
 
+/* 1 when the scratch file named n in dir (fd open on it) is stale: nobody holds its lock, or the
+ * run its name gives is gone (a killed run's io_uring can keep the file, and so its lock, alive
+ * for a moment after the process has died). keep: give the lock back (only looking). */
+static int is_stale(int fd, const char *n, int keep) {
+    const long pid = strtol(n + strlen(PREFIX), NULL, 10);
+    const int gone = pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    if (gone) return 1;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) return 0;
+    if (keep) flock(fd, LOCK_UN);
+    return 1;
+}
+
+int mw_scratch_room(const char *dir, uint64_t *room) {
+    /* the folder, or the nearest one above it that exists (the run makes the rest) */
+    char d[4400];
+    snprintf(d, sizeof d, "%s", dir);
+    struct statvfs v;
+    while (statvfs(d, &v) != 0) {
+        if (errno != ENOENT) return 0;
+        size_t l = strlen(d);
+        while (l > 1 && d[l - 1] == '/') d[--l] = 0;
+        char *slash = strrchr(d, '/');
+        if (!slash) {
+            if (strcmp(d, ".") == 0) return 0;
+            snprintf(d, sizeof d, ".");
+        } else if (slash == d) {
+            if (d[1] == 0) return 0;
+            d[1] = 0;
+        } else {
+            *slash = 0;
+        }
+    }
+    uint64_t r = (uint64_t)v.f_bavail * v.f_frsize;
+    DIR *dd = opendir(dir); /* the stale scratch files a run there would remove first */
+    struct dirent *e;
+    while (dd && (e = readdir(dd))) {
+        if (!is_scratch_name(e->d_name)) continue;
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0) continue;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && is_stale(fd, e->d_name, 1)) r += (uint64_t)st.st_blocks * 512;
+        close(fd);
+    }
+    if (dd) closedir(dd);
+    *room = r;
+    return 1;
+}
+
 /* Removes every scratch file in dir that no live run holds locked. */
 static mw_status remove_stale(const char *dir, int *count, uint64_t *bytes) {
     DIR *d = opendir(dir);
@@ -88,11 +138,7 @@ static mw_status remove_stale(const char *dir, int *count, uint64_t *bytes) {
         int fd = open(p, O_RDWR | O_CLOEXEC);
         if (fd < 0) continue; /* gone already, or not ours to touch */
         struct stat st;
-        /* stale: nobody holds its lock, or the run its name gives is gone (a killed run's io_uring
-         * can keep the file, and so its lock, alive for a moment after the process has died) */
-        const long pid = strtol(e->d_name + strlen(PREFIX), NULL, 10);
-        const int gone = pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-        if ((flock(fd, LOCK_EX | LOCK_NB) == 0 || gone) && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        if (is_stale(fd, e->d_name, 0) && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
             if (unlink(p) == 0) {
                 (*count)++;
                 *bytes += (uint64_t)st.st_blocks * 512;
@@ -104,6 +150,35 @@ static mw_status remove_stale(const char *dir, int *count, uint64_t *bytes) {
     return MW_OK;
 }
 
+/* The folder lock: DIR/.memwall-offload.lock, flocked. Its holder removes it before unlocking (no
+ * empty file stays in the folder), so a waiter that gets the lock of a file no longer at that
+ * path took a removed one: it tries again with the path's current file, which it may create. The
+ * fd, or -1 with errno set. */
+static int folder_lock(const char *lockp) {
+    for (;;) {
+        int lk = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (lk < 0) return -1;
+        int r;
+        while ((r = flock(lk, LOCK_EX)) != 0 && errno == EINTR) {
+        }
+        struct stat a, b;
+        if (r == 0 && fstat(lk, &a) == 0 && stat(lockp, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+            return lk;
+        const int e = errno;
+        close(lk);
+        if (r != 0) {
+            errno = e;
+            return -1;
+        }
+    }
+}
+
+static void folder_unlock(const char *lockp, int lk) {
+    unlink(lockp);
+    flock(lk, LOCK_UN);
+    close(lk);
+}
+
 mw_status mw_scratch_create(mw_scratch *s, const char *dir, uint64_t bytes, int *stale, uint64_t *stale_bytes) {
     memset(s, 0, sizeof *s);
     s->fd = -1;
@@ -112,10 +187,8 @@ mw_status mw_scratch_create(mw_scratch *s, const char *dir, uint64_t bytes, int 
     if (mw_mkdirs(dir) != MW_OK) return mw_fail(MW_ERR_IO, "--offload-dir: %s", mw_last_error());
     char lockp[4400];
     snprintf(lockp, sizeof lockp, "%s/.memwall-offload.lock", dir);
-    int lk = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int lk = folder_lock(lockp);
     if (lk < 0) return mw_fail(MW_ERR_IO, "--offload-dir %s is not writable: %s", dir, strerror(errno));
-    while (flock(lk, LOCK_EX) != 0 && errno == EINTR) {
-    }
     mw_status st = remove_stale(dir, stale, stale_bytes);
     pthread_mutex_lock(&mu);
     stale_total += *stale;
@@ -162,8 +235,7 @@ mw_status mw_scratch_create(mw_scratch *s, const char *dir, uint64_t bytes, int 
         close(fd);
         fd = -1;
     }
-    flock(lk, LOCK_UN);
-    close(lk);
+    folder_unlock(lockp, lk);
     if (st != MW_OK) return st;
     s->fd = fd;
     s->bytes = bytes;

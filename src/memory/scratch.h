@@ -5,8 +5,9 @@
  * They are scratch, never durable state: the checkpoint is. A run killed with SIGKILL leaves its
  * file behind, unlocked; the next run that creates a scratch file in the same folder recognises it
  * by the lock it can take (a live run's file stays locked, so it is never touched) and removes it.
- * A folder lock (DIR/.memwall-offload.lock, held while scanning and creating) keeps two runs
- * starting at once from mistaking each other's new files for stale ones. */
+ * A folder lock (DIR/.memwall-offload.lock, held while scanning and creating, and removed by its
+ * holder before it lets go) keeps two runs starting at once from mistaking each other's new files
+ * for stale ones; nothing of memwall's stays in the folder after a run that ends. */
 #ifndef MW_SCRATCH_H
 #define MW_SCRATCH_H
 #include <stdint.h>
@@ -31,4 +32,8 @@ void mw_scratch_stale_removed(int *count, uint64_t *bytes);
 void mw_scratch_close(mw_scratch *s);
 /* Free bytes for an unprivileged user in dir's file system (statvfs); 0 when unknown. */
 uint64_t mw_scratch_free_bytes(const char *dir);
+/* The bytes a scratch file created in dir could have: the free bytes of dir's file system (of the
+ * nearest folder above it that exists, when dir does not yet), and the stale scratch files in dir
+ * that the creation would remove first (only looked at here). 1 and *room set; 0 when unknown. */
+int mw_scratch_room(const char *dir, uint64_t *room);
 #endif
