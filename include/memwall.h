@@ -228,8 +228,8 @@ typedef enum mw_optim {
 mw_status mw_optim_parse(mw_config *cfg, const char *s);
 /* "adamw", "adamw8bit", "adam4bit", "adafactor", "came", "sgd" ("?" when out of range) */
 const char *mw_optim_str(int optim);
-/* Sets beta1, beta2, beta3, eps, eps2, weight_decay, momentum, clip_threshold and decay_rate to
- * cfg->optim's defaults (docs/optimizers.md). */
+/* Sets lr, beta1, beta2, beta3, eps, eps2, weight_decay, momentum, clip_threshold and decay_rate
+ * to cfg->optim's defaults (docs/optimizers.md). */
 void mw_optim_defaults(mw_config *cfg);
 
 /* The products' precision (mw_config.precision). */

@@ -114,6 +114,25 @@ grep -q -- "--reset-optimizer" "$T/err" && pass "the refusal names --reset-optim
   fail "--reset-optimizer: $(tail -1 "$T/reset.out")"
 has "$T/reset.out" "SGD lr" "the resumed run is SGD's"
 expect_error 1 "--reset-optimizer without --resume" -- "$MW" "${tr[@]}" --reset-optimizer
+
+echo "== SGD's own learning rate (AdamW's 3e-4 barely moved it)"
+# tr without its --lr: each optimizer's default
+nolr=(train --data "$T/d" --batch 2 --seq 32 --warmup 2 --steps 40 --eval-batches 2)
+"$MW" "${nolr[@]}" --optim sgd --json-log "$T/sgd40.jsonl" >"$T/sgd40.out" 2>&1 || fail "sgd, 40 steps: $(tail -1 "$T/sgd40.out")"
+"$MW" "${nolr[@]}" --json-log "$T/adamw40.jsonl" >"$T/adamw40.out" 2>&1 || fail "adamw, 40 steps: $(tail -1 "$T/adamw40.out")"
+has "$T/sgd40.out" "SGD lr 0.1 (" "--optim sgd without --lr: lr 0.1"
+has "$T/adamw40.out" "AdamW lr 0.0003 (" "adamw without --lr: lr 3e-4"
+s40=$(json_field "$T/sgd40.jsonl" val_loss | tail -1) a40=$(json_field "$T/adamw40.jsonl" val_loss | tail -1)
+awk -v s="$s40" -v a="$a40" 'BEGIN { exit !(s != "" && s < a) }' &&
+  pass "sgd's default trains: validation loss $s40 after 40 steps, adamw's default $a40" ||
+  fail "sgd's default lr: validation loss $s40 after 40 steps, not below adamw's default $a40"
+"$MW" "${nolr[@]}" --steps 6 --out "$T/a6" >/dev/null 2>&1 || fail "adamw, 6 steps"
+expect_error 1 "--reset-optimizer from adamw to sgd without --lr (the defaults differ)" -- \
+  "$MW" "${nolr[@]}" --out "$T/a6" --resume auto --optim sgd --steps 8 --override steps --reset-optimizer
+grep -q -- "give --lr" "$T/err" && pass "the refusal asks for --lr" || fail "the refusal does not ask for --lr: $(cat "$T/err")"
+"$MW" "${nolr[@]}" --out "$T/a6" --resume auto --optim adamw8bit --steps 8 --override steps --reset-optimizer \
+  >"$T/a6r.out" 2>&1 && has "$T/a6r.out" "8-bit AdamW lr 0.0003 (" "adamw to adamw8bit without --lr: the checkpoint's lr continues" ||
+  fail "adamw to adamw8bit: $(tail -1 "$T/a6r.out")"
 expect_error 1 "an unknown --optim" -- "$MW" "${tr[@]}" --optim lion
 
 echo "== a corrupted optimizer state"

@@ -55,7 +55,7 @@ static const opt_def OPTS[] = {
     {"steps", K_INT, C_(steps), MODEL, "optimizer steps (bench: timed steps)"},
     {"warmup", K_INT, C_(warmup), CMD_TRAIN, "learning-rate warm-up steps"},
     {"warmup", K_INT, O_(bench_warmup), CMD_BENCH, "untimed warm-up steps"},
-    {"lr", K_DBL, C_(lr), MODEL, "peak learning rate"},
+    {"lr", K_DBL, C_(lr), MODEL, "peak learning rate (--optim sgd: 0.1 unless given)"},
     {"min-lr-frac", K_DBL, C_(min_lr_frac), MODEL, "final learning rate as a fraction of --lr"},
     {"weight-decay", K_DBL, C_(weight_decay), MODEL, "weight decay of 2-D weights (AdamW family, Adafactor, CAME: decoupled; sgd: L2)"},
     {"beta1", K_DBL, C_(beta1), MODEL, "first-moment decay (Adafactor: 0 keeps no first moment)"},
@@ -427,7 +427,7 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
         static const struct {
             const char *flag;
             size_t off;
-        } HP[] = {{"beta1", offsetof(mw_config, beta1)}, {"beta2", offsetof(mw_config, beta2)},
+        } HP[] = {{"lr", offsetof(mw_config, lr)}, {"beta1", offsetof(mw_config, beta1)}, {"beta2", offsetof(mw_config, beta2)},
                   {"beta3", offsetof(mw_config, beta3)}, {"eps", offsetof(mw_config, eps)},
                   {"eps2", offsetof(mw_config, eps2)}, {"weight-decay", offsetof(mw_config, weight_decay)},
                   {"momentum", offsetof(mw_config, momentum)}, {"clip-threshold", offsetof(mw_config, clip_threshold)},

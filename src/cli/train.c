@@ -301,6 +301,16 @@ static void adopt_checkpoint(opts *o, const mw_ckpt_info *info, const char *ckpt
         die(1, "--resume: %s holds --optim %s state, the command line says --optim %s: add --reset-optimizer to start "
                "%s's state from zero (keeping the parameters and the step), or drop --optim",
             ckpt, mw_optim_str(k->optim), mw_optim_str(c->optim), mw_optim_str(c->optim));
+    /* the learning rate is the user's, so it continues, unless the two optimizers' defaults
+     * disagree (SGD's 0.1, the Adam family's 3e-4): then the checkpoint's would not suit the new one */
+    if (new_optim && !opt_given(o, "lr")) {
+        mw_config was_d = *k, now_d = *c;
+        mw_optim_defaults(&was_d), mw_optim_defaults(&now_d);
+        if (was_d.lr != now_d.lr)
+            die(1, "--resume: %s trained --optim %s at --lr %g; --optim %s's default learning rate is %g, not %s's %g: "
+                   "give --lr (and --override lr)",
+                ckpt, mw_optim_str(k->optim), k->lr, mw_optim_str(c->optim), now_d.lr, mw_optim_str(k->optim), was_d.lr);
+    }
     static const char *const HP[] = {"optim", "beta1", "beta2", "beta3", "eps", "eps2", "weight-decay", "momentum",
                                      "clip-threshold", "decay-rate"};
     for (size_t i = 0; i < NKEYS; i++) {

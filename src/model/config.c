@@ -289,12 +289,15 @@ mw_status mw_optim_parse(mw_config *cfg, const char *s) {
 void mw_optim_defaults(mw_config *c) {
     /* the Adam family: memwall's AdamW (GPT-style betas); the others: their papers' and reference
      * implementations' (docs/optimizers.md) */
-    c->beta1 = 0.9, c->beta2 = 0.95, c->eps = 1e-8, c->weight_decay = 0.1;
+    c->lr = 3e-4, c->beta1 = 0.9, c->beta2 = 0.95, c->eps = 1e-8, c->weight_decay = 0.1;
     c->beta3 = 0.9999, c->eps2 = 1e-16, c->momentum = 0.9, c->clip_threshold = 1.0, c->decay_rate = -0.8;
     switch (c->optim) {
     case MW_OPTIM_ADAFACTOR: c->beta1 = 0.0, c->eps = 1e-30, c->weight_decay = 0.0; break;
     case MW_OPTIM_CAME: c->beta1 = 0.9, c->beta2 = 0.999, c->eps = 1e-30, c->weight_decay = 0.0; break;
-    case MW_OPTIM_SGD: c->weight_decay = 0.0; break;
+    /* SGD steps by lr times the (clipped) gradient, not by a normalised step as the Adam family and
+     * the factored ones do, so their 3e-4 barely moves it: 0.1 with momentum 0.9 is the classic
+     * recipe (He et al. 2016; torchvision's reference training). torch.optim.SGD has no default. */
+    case MW_OPTIM_SGD: c->lr = 0.1, c->weight_decay = 0.0; break;
     default: break;
     }
 }
