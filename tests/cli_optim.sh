@@ -115,6 +115,17 @@ grep -q -- "--reset-optimizer" "$T/err" && pass "the refusal names --reset-optim
 has "$T/reset.out" "SGD lr" "the resumed run is SGD's"
 expect_error 1 "--reset-optimizer without --resume" -- "$MW" "${tr[@]}" --reset-optimizer
 
+echo "== CAME's and Adafactor's defaults: their references' tuning advice (bench/README.md)"
+for o in came adafactor; do
+  "$MW" train --data "$T/d" --batch 2 --seq 32 --steps 1 --eval-batches 1 --optim "$o" >"$T/def_$o.out" 2>&1 || fail "$o, 1 step"
+done
+# CAME: its authors' 0.5-0.9x AdamW's rate, beta2 as AdamW's, beta3 0.995 (the paper's 0.999/0.9999
+# and AdamW's rate ended 22% above AdamW on bench/optim_convergence.sh)
+has "$T/def_came.out" "CAME lr 0.00015 (" "came: half AdamW's default rate"
+has "$T/def_came.out" "betas 0.9/0.95/0.995 " "came: betas 0.9/0.95/0.995"
+has "$T/def_adafactor.out" "Adafactor lr 0.00015 (" "adafactor: half AdamW's default rate"
+has "$T/def_adafactor.out" "beta1 0 decay-rate -0.8 eps 1e-30 clip-threshold 1 " "adafactor: no momentum, the paper's decay and clipping"
+
 echo "== SGD's own learning rate (AdamW's 3e-4 barely moved it)"
 # tr without its --lr: each optimizer's default
 nolr=(train --data "$T/d" --batch 2 --seq 32 --warmup 2 --steps 40 --eval-batches 2)

@@ -292,8 +292,18 @@ void mw_optim_defaults(mw_config *c) {
     c->lr = 3e-4, c->beta1 = 0.9, c->beta2 = 0.95, c->eps = 1e-8, c->weight_decay = 0.1;
     c->beta3 = 0.9999, c->eps2 = 1e-16, c->momentum = 0.9, c->clip_threshold = 1.0, c->decay_rate = -0.8;
     switch (c->optim) {
-    case MW_OPTIM_ADAFACTOR: c->beta1 = 0.0, c->eps = 1e-30, c->weight_decay = 0.0; break;
-    case MW_OPTIM_CAME: c->beta1 = 0.9, c->beta2 = 0.999, c->eps = 1e-30, c->weight_decay = 0.0; break;
+    /* Adafactor without momentum steps by the whole normalised gradient each step, noisier than
+     * Adam's averaged step: half AdamW's rate (bench/README.md: its best on the Brown benchmark,
+     * 7e-4 to 1e-3 where AdamW's is 2e-3) */
+    case MW_OPTIM_ADAFACTOR: c->lr = 1.5e-4, c->beta1 = 0.0, c->eps = 1e-30, c->weight_decay = 0.0; break;
+    /* CAME's authors (github.com/yangluo7/CAME, "Hyper-parameter Tuning"): 0.5-0.9x AdamW's rate,
+     * beta1 and beta2 as AdamW's, beta3 in [0.99, 0.999] when those are 0.9/0.95 (0.995: their
+     * Llama pre-training's). Its paper's 0.999/0.9999 suit long runs only: the confidence
+     * statistics carry no bias correction, so steps are (1 - beta3^t)^-1/2 times too large:
+     * with 0.9999 3.2x at step 1000, with 0.995 1.07x at step 400 */
+    case MW_OPTIM_CAME:
+        c->lr = 1.5e-4, c->beta1 = 0.9, c->beta2 = 0.95, c->beta3 = 0.995, c->eps = 1e-30, c->weight_decay = 0.0;
+        break;
     /* SGD steps by lr times the (clipped) gradient, not by a normalised step as the Adam family and
      * the factored ones do, so their 3e-4 barely moves it: 0.1 with momentum 0.9 is the classic
      * recipe (He et al. 2016; torchvision's reference training). torch.optim.SGD has no default. */
