@@ -55,7 +55,7 @@ static const opt_def OPTS[] = {
     {"steps", K_INT, C_(steps), MODEL, "optimizer steps (bench: timed steps)"},
     {"warmup", K_INT, C_(warmup), CMD_TRAIN, "learning-rate warm-up steps"},
     {"warmup", K_INT, O_(bench_warmup), CMD_BENCH, "untimed warm-up steps"},
-    {"lr", K_DBL, C_(lr), MODEL, "peak learning rate (--optim sgd: 0.1 unless given)"},
+    {"lr", K_DBL, C_(lr), MODEL, "peak learning rate (unless given: --optim adafactor and came 1.5e-4, sgd 0.1)"},
     {"min-lr-frac", K_DBL, C_(min_lr_frac), MODEL, "final learning rate as a fraction of --lr"},
     {"weight-decay", K_DBL, C_(weight_decay), MODEL, "weight decay of 2-D weights (AdamW family, Adafactor, CAME: decoupled; sgd: L2)"},
     {"beta1", K_DBL, C_(beta1), MODEL, "first-moment decay (Adafactor: 0 keeps no first moment)"},

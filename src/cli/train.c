@@ -302,7 +302,8 @@ static void adopt_checkpoint(opts *o, const mw_ckpt_info *info, const char *ckpt
                "%s's state from zero (keeping the parameters and the step), or drop --optim",
             ckpt, mw_optim_str(k->optim), mw_optim_str(c->optim), mw_optim_str(c->optim));
     /* the learning rate is the user's, so it continues, unless the two optimizers' defaults
-     * disagree (SGD's 0.1, the Adam family's 3e-4): then the checkpoint's would not suit the new one */
+     * disagree (the Adam family's 3e-4, Adafactor's and CAME's 1.5e-4, SGD's 0.1): then the
+     * checkpoint's would not suit the new one */
     if (new_optim && !opt_given(o, "lr")) {
         mw_config was_d = *k, now_d = *c;
         mw_optim_defaults(&was_d), mw_optim_defaults(&now_d);
