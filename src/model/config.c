@@ -293,8 +293,8 @@ void mw_optim_defaults(mw_config *c) {
     c->beta3 = 0.9999, c->eps2 = 1e-16, c->momentum = 0.9, c->clip_threshold = 1.0, c->decay_rate = -0.8;
     switch (c->optim) {
     /* Adafactor without momentum steps by the whole normalised gradient each step, noisier than
-     * Adam's averaged step: half AdamW's rate (bench/README.md: its best on the Brown benchmark,
-     * 7e-4 to 1e-3 where AdamW's is 2e-3) */
+     * Adam's averaged step: half AdamW's rate (bench/README.md: on the Brown benchmark, where
+     * AdamW's is 2e-3, its best are 7e-4 to 1.4e-3, and 2e-3 is past a cliff) */
     case MW_OPTIM_ADAFACTOR: c->lr = 1.5e-4, c->beta1 = 0.0, c->eps = 1e-30, c->weight_decay = 0.0; break;
     /* CAME's authors (github.com/yangluo7/CAME, "Hyper-parameter Tuning"): 0.5-0.9x AdamW's rate,
      * beta1 and beta2 as AdamW's, beta3 in [0.99, 0.999] when those are 0.9/0.95 (0.995: their
