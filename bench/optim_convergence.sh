@@ -8,12 +8,12 @@
 #   bench/optim_convergence.sh [--steps N] [--out DIR] [--optims "adamw adamw8bit ..."]
 #
 # Model: 4 blocks, C=256, 4 heads, byte tokens, B=8 T=128 (1024 tokens a step), cosine schedule
-# with 10% warm-up. Learning rate 2e-3 for the Adam family; each other optimizer at the same
-# multiple of its default rate that 2e-3 is of AdamW's 3e-4, where its default is half AdamW's
-# (Adafactor, CAME: 1e-3; docs/optimizers.md says why); SGD 0.2 (its row is for reference, it has
-# no target). Every other hyperparameter is the optimizer's default. An entry NAME,--flag=value,...
-# adds flags (and a --lr there replaces the rate): the defaults run Adafactor also with momentum
-# at AdamW's rate, and CAME also at AdamW's rate; NAME,--precision=bf16 runs it with bf16 products. Targets
+# with 10% warm-up. Learning rate 2e-3 for the Adam family, half that (1e-3) for Adafactor and
+# CAME, whose default rates are half AdamW's (docs/optimizers.md says why), and 0.2 for SGD (its
+# row is for reference, it has no target). Every other hyperparameter is the optimizer's default.
+# An entry NAME,--flag=value,... adds flags (and a --lr there replaces the rate): the defaults run
+# Adafactor also with momentum at AdamW's rate, and CAME also at AdamW's rate;
+# NAME,--precision=bf16 runs it with bf16 products. Targets
 # (the issue's): bf16 AdamW and adamw8bit within 1% of fp32 AdamW, adafactor, came and adam4bit
 # within 3%, in either precision.
 set -euo pipefail
