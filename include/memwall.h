@@ -453,6 +453,11 @@ mw_status mw_data_open(mw_data **out, const char *path);
  * one whose count, checksum table or tokenizer differs from the manifest's, is an error naming
  * it. Shards are then opened as they are read, at most 64 at once. */
 mw_status mw_data_open_set(mw_data **out, const char *prefix, const char *split);
+/* The same for checking a set (memwall verify): a shard (or file) that fails its check at open
+ * does not fail the open. It stays in the set with the manifest's count (a file of a two-file set:
+ * 0) and its error, which mw_data_verify_shard and any read of it return. Only a manifest that
+ * cannot be read, or no memory, fails. */
+mw_status mw_data_open_set_lenient(mw_data **out, const char *prefix, const char *split);
 void mw_data_close(mw_data *d);
 uint64_t mw_data_count(const mw_data *d);
 uint32_t mw_data_vocab(const mw_data *d);
@@ -473,7 +478,9 @@ int mw_data_grown_from(const mw_data *d, uint64_t tokens);
 /* Reads tokens [start, start+n) into out (widened to int32). Each 64 KiB block read is checked
  * against its checksum (version 3): MW_ERR_FORMAT naming the shard, the block and its bytes. */
 mw_status mw_data_read(mw_data *d, uint64_t start, size_t n, int32_t *out);
-/* Reads every block of shard i, checking checksums and the vocabulary; *bytes: the bytes read. */
+/* Reads every block of shard i, checking checksums and the vocabulary; *bytes: the bytes read.
+ * A block that fails its checksum does not stop the read: the error counts the shard's damaged
+ * blocks and names the first (MW_ERR_FORMAT). */
 mw_status mw_data_verify_shard(mw_data *d, int i, uint64_t *bytes);
 /* Writes a version-3 token file atomically (temporary name, fsync, rename, fsync of the
  * directory). width is 2 or 4; tok names the tokenizer that made the ids (a valid name

@@ -5,7 +5,7 @@
 # --append adds shards without rewriting the old ones, and a resumed run on the grown set says so;
 # a missing, truncated or replaced shard stops train before step 1 naming it; a damaged block
 # stops training naming the shard and block, the last checkpoint staying good; verify checks a
-# whole set; a killed prepare leaves the old set as it was. Usage: tests/cli_sets.sh build/memwall
+# whole set, naming each damaged shard; a killed prepare leaves the old set as it was. Usage: tests/cli_sets.sh build/memwall
 set -u
 MW=$(realpath "${1:-build/memwall}")
 T=$(mktemp -d /tmp/mw_sets_XXXXXX)
@@ -126,6 +126,8 @@ done
 rc=$?
 [ $rc -eq 1 ] && [ "$(grep -c '^  BAD' "$T/v.out")" -eq "$ntr" ] && grep -q "$ntr of $(ls "$T"/sh.*.[0-9]*.bin | wc -l) shards damaged" "$T/v.err" &&
   pass "verify: exit 1, each damaged shard named: $(grep -m1 BAD "$T/v.out" | cut -c1-150)" || fail "verify damaged: rc $rc $(tail -n 2 "$T/v.out" "$T/v.err")"
+grep '^  BAD' "$T/v.out" | grep -q "memwall verify" && fail "a BAD line tells verify's user to run verify" ||
+  pass "no BAD line sends its reader to memwall verify"
 expect_error 1 "resuming on damaged shards" -- "$MW" "${tr[@]}" --data "$T/sh" --steps 8 --override steps --resume auto --out "$T/D.sh"
 grep -q "sh.train.[0-9]*.bin: block 0 (bytes 64 to [0-9]*) fails its checksum" "$T/err" && pass "the error names the shard, block and bytes" ||
   fail "damaged: $(cat "$T/err")"
@@ -134,6 +136,35 @@ cp "$T"/good/*.bin "$T/"
 "$MW" "${tr[@]}" --data "$T/sh" --steps 8 --override steps --resume auto --out "$T/D.sh" >"$T/r.out" 2>&1 &&
   grep -q "resumed from .*step-00000006.mwck at step 6 of 8" "$T/r.out" &&
   pass "with the shards restored the run resumes from its last checkpoint to step 8" || fail "restored: $(tail -3 "$T/r.out")"
+
+echo "== verify reads on past a damaged shard: each one named, whatever is wrong with it, then exit 1"
+truncate -s -2 "$T/sh.train.001.bin"
+printf '\x7f' | dd of="$T/sh.train.002.bin" bs=1 seek=66 conv=notrunc status=none
+rm "$T/sh.train.003.bin"
+"$MW" verify "$T/sh" >"$T/v.out" 2>"$T/v.err"
+rc=$?
+nall=$(ls "$T"/sh.*.[0-9]*.bin | wc -l) # one gone
+[ $rc -eq 1 ] && [ "$(grep -c '^  BAD' "$T/v.out")" -eq 3 ] && [ "$(grep -c '^  ok' "$T/v.out")" -eq $((nall - 2)) ] &&
+  grep -q "3 of $((nall + 1)) shards damaged" "$T/v.err" && pass "verify: exit 1, the truncated, damaged and missing shards all named" ||
+  fail "verify three: rc $rc $(grep -v '^  ok' "$T/v.out") $(cat "$T/v.err")"
+has "$T/v.out" "BAD  $T/sh.train.001.bin: header says 1024 tokens but the file holds" "the truncated one"
+has "$T/v.out" "BAD  $T/sh.train.002.bin: block 0 of its 1 (bytes 64 to 2112) fails its checksum" "the damaged block"
+has "$T/v.out" "BAD  shard 3 of $T/sh.manifest.json is missing" "the missing one"
+cp "$T"/good/*.bin "$T/"
+cp "$T/one.train.bin" "$T/two.train.bin" && cp "$T/one.val.bin" "$T/two.val.bin"
+truncate -s -2 "$T/two.train.bin"
+printf '\x7f' | dd of="$T/two.val.bin" bs=1 seek=66 conv=notrunc status=none
+"$MW" verify "$T/two" >"$T/v.out" 2>"$T/v.err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "BAD  $T/two.train.bin: header says" "$T/v.out" && grep -q "BAD  $T/two.val.bin: block 0 of" "$T/v.out" &&
+  grep -q "2 of 2 shards damaged" "$T/v.err" && pass "a two-file set: both damaged files named" ||
+  fail "verify two: rc $rc $(cat "$T/v.out" "$T/v.err")"
+cp "$T/one.train.bin" "$T/two.train.bin" # 3 blocks: the first and the last damaged
+printf '\x7f' | dd of="$T/two.train.bin" bs=1 seek=66 conv=notrunc status=none
+printf '\x7f' | dd of="$T/two.train.bin" bs=1 seek=$((64 + 2 * 65536 + 6)) conv=notrunc status=none
+"$MW" verify "$T/two.train.bin" >"$T/v.out" 2>"$T/v.err"
+grep -q "BAD  $T/two.train.bin: 2 of its 3 blocks fail their checksums (the first: block 0, bytes 64 to 65600)" "$T/v.out" &&
+  pass "a file's damaged blocks are counted, the first named" || fail "blocks: $(cat "$T/v.out" "$T/v.err")"
 
 echo "== --append adds shards; a resumed run on the grown set says so"
 "$MW" "${P[@]}" --in "$T/parts/a.txt" --out "$T/g" --shard-tokens 8192 >/dev/null 2>&1 || fail "prepare g"

@@ -1222,7 +1222,7 @@ int cmd_verify(int argc, char **argv) {
         if (mw_data_open(&d[0], target) != MW_OK) die(1, "%s", mw_last_error());
     } else {
         for (int k = 0; k < 2; k++)
-            if (mw_data_open_set(&d[k], target, k ? "val" : "train") != MW_OK) die(1, "%s", mw_last_error());
+            if (mw_data_open_set_lenient(&d[k], target, k ? "val" : "train") != MW_OK) die(1, "%s", mw_last_error());
         if (!d[0]) die(1, "verify: no token set at %s (neither %s.manifest.json nor %s.train.bin exists)", target, target, target);
     }
     int bad = 0, shards = 0, unchecked = 0;

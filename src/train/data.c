@@ -33,6 +33,7 @@ typedef struct shard {
     ino_t ino;
     off_t size;
     struct timespec mtime;
+    char *bad; /* a set opened by mw_data_open_set_lenient: why the shard failed its check (NULL: it passed) */
 } shard;
 
 struct mw_data {
@@ -159,7 +160,7 @@ void mw_data_close(mw_data *d) {
     if (!d) return;
     for (int i = 0; i < d->n; i++) {
         if (d->s[i].fd >= 0) close(d->s[i].fd);
-        free(d->s[i].path);
+        free(d->s[i].path), free(d->s[i].bad);
     }
     free(d->s), free(d->parts);
     free(d);
@@ -182,7 +183,7 @@ mw_status mw_data_open(mw_data **out, const char *path) {
         return s;
     }
     d->s[0] = (shard){p, fd, fi.version, fi.header, fi.count, 0, 0, fi.table_crc, fi.st.st_dev, fi.st.st_ino,
-                      fi.st.st_size, fi.st.st_mtim};
+                      fi.st.st_size, fi.st.st_mtim, NULL};
     d->nopen = 1, d->version = fi.version, d->width = fi.width, d->vocab = fi.vocab, d->count = fi.count;
     d->tok = fi.tok;
     snprintf(d->name, sizeof d->name, "%s", path);
@@ -191,8 +192,10 @@ mw_status mw_data_open(mw_data **out, const char *path) {
 }
 
 /* A manifest's split (0 train, 1 val): every shard opened and checked against the manifest
- * before any is read, then closed (reads open them again, at most MAX_OPEN at once). */
-static mw_status open_manifest(mw_data **out, const char *mpath, int split) {
+ * before any is read, then closed (reads open them again, at most MAX_OPEN at once). lenient: a
+ * shard that fails its check keeps the manifest's count and its error (sh->bad) instead of
+ * failing the open. */
+static mw_status open_manifest(mw_data **out, const char *mpath, int split, int lenient) {
     mw_manifest m;
     MW_TRY(mw_manifest_read(&m, mpath));
     if (m.n[split] == 0) {
@@ -214,26 +217,31 @@ static mw_status open_manifest(mw_data **out, const char *mpath, int split) {
             break;
         }
         int fd = open(path, O_RDONLY | O_CLOEXEC);
+        file_info fi;
         if (fd < 0) {
             s = mw_fail(MW_ERR_IO, "shard %d of %s is missing: cannot open %s: %s", i, mpath, path, strerror(errno));
-            break;
+        } else {
+            s = check_file(fd, path, &fi, d->buf, sizeof d->buf);
+            close(fd);
         }
-        file_info fi;
-        s = check_file(fd, path, &fi, d->buf, sizeof d->buf);
-        close(fd);
-        if (s != MW_OK) break;
         char a[128], b[128];
-        if (fi.version != 3)
+        if (s == MW_OK && fi.version != 3)
             s = mw_fail(MW_ERR_FORMAT, "%s: version %d, a shard of a set is version 3 (with block checksums)", path, fi.version);
-        else if (fi.count != ms->tokens || fi.table_crc != ms->crc)
+        else if (s == MW_OK && (fi.count != ms->tokens || fi.table_crc != ms->crc))
             s = mw_fail(MW_ERR_FORMAT, "%s is not the shard %s lists: it holds %llu tokens (checksum %08x), the manifest "
                                        "says %llu (%08x)", path, mpath, (unsigned long long)fi.count, fi.table_crc,
                         (unsigned long long)ms->tokens, ms->crc);
-        else if (fi.width != (uint32_t)m.width || fi.vocab != m.vocab || strcmp(fi.tok.name, m.tok.name) != 0 ||
-                 fi.tok.hash != m.tok.hash)
+        else if (s == MW_OK && (fi.width != (uint32_t)m.width || fi.vocab != m.vocab ||
+                                strcmp(fi.tok.name, m.tok.name) != 0 || fi.tok.hash != m.tok.hash))
             s = mw_fail(MW_ERR_FORMAT, "%s does not match %s: vocabulary %u width %u tokenizer %s, the manifest says %u, %d, %s",
                         path, mpath, fi.vocab, fi.width, mw_tokenizer_id_str(&fi.tok, a, sizeof a), m.vocab, m.width,
                         mw_tokenizer_id_str(&m.tok, b, sizeof b));
+        if (s != MW_OK && lenient && s != MW_ERR_NOMEM) { /* kept, as the manifest describes it */
+            if (!(sh->bad = strdup(mw_last_error()))) s = mw_fail(MW_ERR_NOMEM, "out of memory");
+            else s = MW_OK, sh->version = 3, sh->count = ms->tokens, sh->first = first, first += ms->tokens;
+            continue;
+        }
+        if (s != MW_OK) break;
         sh->version = 3, sh->header = fi.header, sh->count = fi.count, sh->first = first, sh->crc = fi.table_crc;
         sh->dev = fi.st.st_dev, sh->ino = fi.st.st_ino, sh->size = fi.st.st_size, sh->mtime = fi.st.st_mtim;
         first += fi.count;
@@ -255,7 +263,7 @@ static mw_status open_manifest(mw_data **out, const char *mpath, int split) {
     return MW_OK;
 }
 
-mw_status mw_data_open_set(mw_data **out, const char *prefix, const char *split) {
+static mw_status open_set(mw_data **out, const char *prefix, const char *split, int lenient) {
     *out = NULL;
     const int k = strcmp(split, "val") == 0;
     if (!k && strcmp(split, "train") != 0) return mw_fail(MW_ERR_ARG, "a token set's splits are train and val, not %s", split);
@@ -273,10 +281,27 @@ mw_status mw_data_open_set(mw_data **out, const char *prefix, const char *split)
     }
     prefix = pre;
     mw_manifest_path(prefix, mpath, sizeof mpath);
-    if (access(mpath, F_OK) == 0) return open_manifest(out, mpath, k);
+    if (access(mpath, F_OK) == 0) return open_manifest(out, mpath, k, lenient);
     snprintf(path, sizeof path, "%s.%s.bin", prefix, split);
     if (access(path, F_OK) != 0 && errno == ENOENT) return MW_OK;
-    return mw_data_open(out, path);
+    mw_status s = mw_data_open(out, path);
+    if (s == MW_OK || !lenient || s == MW_ERR_NOMEM) return s;
+    mw_data *d = data_new(1); /* the file, kept with its error */
+    if (d && (d->s[0].path = strdup(path)) && (d->s[0].bad = strdup(mw_last_error()))) {
+        snprintf(d->name, sizeof d->name, "%s", path);
+        *out = d;
+        return MW_OK;
+    }
+    mw_data_close(d);
+    return mw_fail(MW_ERR_NOMEM, "out of memory");
+}
+
+mw_status mw_data_open_set(mw_data **out, const char *prefix, const char *split) {
+    return open_set(out, prefix, split, 0);
+}
+
+mw_status mw_data_open_set_lenient(mw_data **out, const char *prefix, const char *split) {
+    return open_set(out, prefix, split, 1);
 }
 
 uint64_t mw_data_count(const mw_data *d) { return d->count; }
@@ -299,6 +324,7 @@ int mw_data_grown_from(const mw_data *d, uint64_t tokens) {
 /* Shard i open for reading: the least recently read one is closed when MAX_OPEN are. */
 static mw_status shard_fd(mw_data *d, int i) {
     shard *sh = &d->s[i];
+    if (sh->bad) return mw_fail(MW_ERR_FORMAT, "%s", sh->bad);
     sh->used = ++d->clock;
     if (sh->fd >= 0) return MW_OK;
     if (d->nopen >= MAX_OPEN) {
@@ -324,24 +350,36 @@ static mw_status shard_fd(mw_data *d, int i) {
     return MW_OK;
 }
 
-/* Block b of shard i into d->buf, its checksum checked (version 3). */
-static mw_status load_block(mw_data *d, int i, uint64_t b) {
+/* Block b of shard i into d->buf (d->clen bytes); *sum_ok: whether it matches its checksum
+ * (always 1 before version 3). Only a block that matches is kept as the block in hand. */
+static mw_status read_block(mw_data *d, int i, uint64_t b, int *sum_ok) {
+    *sum_ok = 1;
     if (d->cs == i && d->cb == b) return MW_OK;
     MW_TRY(shard_fd(d, i));
     const shard *sh = &d->s[i];
     const uint64_t bytes = sh->count * d->width, off = b * BLOCK;
     const size_t len = bytes - off < BLOCK ? (size_t)(bytes - off) : BLOCK;
-    d->cs = -1;
+    d->cs = -1, d->clen = len;
     MW_TRY(read_full(sh->fd, d->buf, len, sh->header + off, sh->path));
     if (sh->version == 3) {
         unsigned char c[4];
         MW_TRY(read_full(sh->fd, c, 4, sh->header + bytes + 4 * b, sh->path));
-        if (rd32(c) != mw_crc32c(0, d->buf, len))
-            return mw_fail(MW_ERR_FORMAT, "%s: block %llu (bytes %llu to %llu) fails its checksum: the shard is damaged "
-                                          "(memwall verify checks a whole set)", sh->path, (unsigned long long)b,
-                           (unsigned long long)(sh->header + off), (unsigned long long)(sh->header + off + len));
+        *sum_ok = rd32(c) == mw_crc32c(0, d->buf, len);
     }
-    d->cs = i, d->cb = b, d->clen = len;
+    if (*sum_ok) d->cs = i, d->cb = b;
+    return MW_OK;
+}
+
+/* Block b of shard i into d->buf, its checksum checked (version 3). */
+static mw_status load_block(mw_data *d, int i, uint64_t b) {
+    int ok;
+    MW_TRY(read_block(d, i, b, &ok));
+    if (!ok) {
+        const uint64_t off = (uint64_t)d->s[i].header + b * BLOCK;
+        return mw_fail(MW_ERR_FORMAT, "%s: block %llu (bytes %llu to %llu) fails its checksum: the shard is damaged "
+                                      "(memwall verify checks a whole set)", d->s[i].path, (unsigned long long)b,
+                       (unsigned long long)off, (unsigned long long)(off + d->clen));
+    }
     return MW_OK;
 }
 
@@ -384,17 +422,34 @@ mw_status mw_data_read(mw_data *d, uint64_t start, size_t n, int32_t *out) {
 
 mw_status mw_data_verify_shard(mw_data *d, int i, uint64_t *bytes) {
     const shard *sh = &d->s[i];
-    const uint64_t per = BLOCK / d->width, nb = blocks_of(sh->count * d->width);
     *bytes = 0;
+    if (sh->bad) return mw_fail(MW_ERR_FORMAT, "%s", sh->bad);
+    const uint64_t per = BLOCK / d->width, nb = blocks_of(sh->count * d->width);
+    uint64_t nbad = 0, first_bad = 0, first_off = 0, first_end = 0;
     int32_t ids[512];
     for (uint64_t b = 0; b < nb; b++) {
-        MW_TRY(load_block(d, i, b));
+        int ok;
+        MW_TRY(read_block(d, i, b, &ok));
         *bytes += d->clen;
+        if (!ok) { /* counted; the shard's other blocks are read all the same */
+            if (!nbad++)
+                first_bad = b, first_off = sh->header + b * BLOCK, first_end = first_off + d->clen;
+            continue;
+        }
         for (uint64_t j = 0; j < d->clen / d->width; j += 512) {
             const uint64_t k = d->clen / d->width - j < 512 ? d->clen / d->width - j : 512;
             MW_TRY(mw_data_read(d, sh->first + b * per + j, (size_t)k, ids)); /* the vocabulary, from the block in hand */
         }
     }
+    if (nbad == 1)
+        return mw_fail(MW_ERR_FORMAT, "%s: block %llu of its %llu (bytes %llu to %llu) fails its checksum: its tokens are "
+                                      "damaged", sh->path, (unsigned long long)first_bad, (unsigned long long)nb,
+                       (unsigned long long)first_off, (unsigned long long)first_end);
+    if (nbad)
+        return mw_fail(MW_ERR_FORMAT, "%s: %llu of its %llu blocks fail their checksums (the first: block %llu, bytes %llu "
+                                      "to %llu): its tokens are damaged", sh->path, (unsigned long long)nbad,
+                       (unsigned long long)nb, (unsigned long long)first_bad, (unsigned long long)first_off,
+                       (unsigned long long)first_end);
     return MW_OK;
 }
 
