@@ -55,7 +55,21 @@ cp $L/GPL-2 "$T/parts/sub/x.txt"
   pass "a glob's directories are skipped, as --in DIR's subdirectories" || fail "glob with directories"
 rm -r "$T/parts/sub" "$T/parts/empty.txt.d"
 expect_error 1 "a file given twice (a name and a glob)" -- "$MW" "${P[@]}" --in "$T/parts/a.txt" --in "$T/parts/*.txt" --out "$T/m7"
-has "$T/err" "a.txt and $T/parts/a.txt are the same file, given twice by --in" "the refusal names both"
+has "$T/err" "a.txt and $T/parts/a.txt (in --in $T/parts/*.txt) are the same file, given twice by --in" "the refusal names both"
+echo "== names of one file found by listing one folder or glob (links, hard links): read once, with a note"
+mkdir -p "$T/al"
+cp "$T"/parts/{a,b,c}.txt "$T/al/"
+ln -s c.txt "$T/al/0.txt" # sorts first: the file is read as c.txt, in c.txt's place
+ln "$T/al/a.txt" "$T/al/d.txt"
+for in in "$T/al/" "$T/al/*"; do
+  "$MW" "${P[@]}" --in "$in" --out "$T/al1" >"$T/al.out" 2>"$T/al.err" && [ "$(toks "$T/al1.train.bin")" = "$want" ] &&
+    grep -q "3 documents" "$T/al.out" && grep -qF "note: prepare: $T/al/0.txt is a link to $T/al/c.txt, found by the same --in $in: read once, as $T/al/c.txt" "$T/al.err" &&
+    grep -qF "note: prepare: $T/al/d.txt is another name of $T/al/a.txt" "$T/al.err" &&
+    pass "--in $in: a link and a hard link read once each, noted: the folder's three documents" ||
+    fail "aliases in $in: $(cat "$T/al.out" "$T/al.err")"
+done
+expect_error 1 "a folder and a link to one of its files, as two --in" -- "$MW" "${P[@]}" --in "$T/al" --in "$T/al/0.txt" --out "$T/al2"
+has "$T/err" "are the same file, given twice by --in" "refused: two --in reach one file"
 expect_error 1 "a glob that matches nothing" -- "$MW" "${P[@]}" --in "$T/parts/*.md" --out "$T/m5"
 
 echo "== train reads a set as one sequence"

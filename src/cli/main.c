@@ -94,7 +94,7 @@ static const opt_def OPTS[] = {
     {"timeline", K_STR, O_(timeline), CMD_PLAN, "draw memory over one step, stacked by category, as FILE.svg"},
     {"tokenizer", K_STR, O_(tokenizer), TEXT, "bytes (vocab 256, as gpt2-tiny), gpt2 (GPT-2 BPE, vocab 50257), or PATH: a Hugging Face tokenizer.json or its directory (Llama 2/3: data/llama2, data/llama3); sample, eval: auto (the model's)"},
     {"vocab-dir", K_STR, O_(vocab_dir), TEXT, "GPT-2 vocabulary (encoder.json + vocab.bpe, or tokenizer.json); default data/gpt2"},
-    {"in", K_STR, O_(in), CMD_PREPARE, "input: a text file, a directory (one document per file), a quoted glob ('corpus/*.txt') or '-' (stdin); give --in again for more, all into one set"},
+    {"in", K_STR, O_(in), CMD_PREPARE, "input: a text file, a directory (one document per file), a quoted glob ('corpus/*.txt') or '-' (stdin); give --in again for more, all into one set (a file two --in reach is refused; names of one file in a folder or glob, as links, are read once)"},
     {"shard-tokens", K_U64, O_(shard_tokens), CMD_PREPARE, "tokens per shard: a set larger than one shard is written as PREFIX.train.000.bin, ... and PREFIX.manifest.json (given: always so, even for one shard)"},
     {"append", K_FLAG, O_(append), CMD_PREPARE, "add the input's documents to the existing set PREFIX as new shards (the old ones are not rewritten; same tokenizer required)"},
     {"split-blank-lines", K_FLAG, O_(split_blank), CMD_PREPARE, "documents are separated by blank lines"},

@@ -191,6 +191,8 @@ typedef struct file_id {
     dev_t dev;
     ino_t ino;
     size_t i; /* its position among the inputs */
+    int in;   /* the --in it came from */
+    int link; /* its name is a symbolic link */
 } file_id;
 
 /* by device and inode, then by position */
@@ -222,7 +224,8 @@ static void add_dir(char ***files, char **from, size_t *nf, uint64_t *total, con
     while ((e = readdir(dir))) {
         if (e->d_name[0] == '.') continue;
         char p[4096];
-        snprintf(p, sizeof p, "%s/%s", in, e->d_name);
+        const size_t il = strlen(in);
+        snprintf(p, sizeof p, "%s%s%s", in, il && in[il - 1] == '/' ? "" : "/", e->d_name);
         if (stat(p, &st) != 0) { /* a dangling link, or no permission: opening it will say */
             if (lstat(p, &st) != 0) continue; /* gone since it was listed */
             st.st_mode = S_IFREG, st.st_size = 0;
@@ -243,9 +246,11 @@ static char **list_inputs(const opts *o, size_t *nf, uint64_t *total, char **fro
     struct stat st;
     char **files = NULL;
     int has_stdin = 0;
+    size_t start[sizeof o->ins / sizeof o->ins[0] + 1]; /* the files of --in i: [start[i], start[i + 1]) */
     *nf = 0, *total = 0, *from = NULL;
     for (int i = 0; i < o->n_in; i++) {
         const char *in = o->ins[i];
+        start[i] = *nf;
         if (strcmp(in, "-") == 0) {
             if (has_stdin++) die(1, "prepare: --in - (stdin) given twice");
             add_file(&files, from, nf, NULL, 0);
@@ -272,19 +277,58 @@ static char **list_inputs(const opts *o, size_t *nf, uint64_t *total, char **fro
             if (!added) die(1, "prepare: --in %s matches no regular file", in);
         }
     }
+    start[o->n_in] = *nf;
     if (has_stdin) *total = 0;
-    /* a file given twice (a glob and a name, two globs) would be two documents, perhaps one in
-     * each split: refused, naming both */
+    /* A file given twice by two --in (a glob and a name, two globs, a folder and a file in it) would
+     * be two documents, perhaps one in each split: refused, naming both. Names of one file found by
+     * listing one folder or glob (a link beside its target, hard links) are one document: read
+     * once, under its own name rather than a symbolic link's (else the first), with a note. */
     file_id *ids = malloc((*nf ? *nf : 1) * sizeof *ids);
+    char *drop = calloc(*nf ? *nf : 1, 1);
     size_t n = 0;
-    if (!ids) die(1, "out of memory");
-    for (size_t i = 0; i < *nf; i++)
-        if (files[i] && stat(files[i], &st) == 0) ids[n++] = (file_id){st.st_dev, st.st_ino, i};
+    if (!ids || !drop) die(1, "out of memory");
+    for (int g = 0; g < o->n_in; g++)
+        for (size_t i = start[g]; i < start[g + 1]; i++) {
+            struct stat ls;
+            if (files[i] && stat(files[i], &st) == 0)
+                ids[n++] = (file_id){st.st_dev, st.st_ino, i, g, lstat(files[i], &ls) == 0 && S_ISLNK(ls.st_mode)};
+        }
     qsort(ids, n, sizeof *ids, cmp_id);
-    for (size_t i = 1; i < n; i++)
-        if (ids[i].dev == ids[i - 1].dev && ids[i].ino == ids[i - 1].ino)
-            die(1, "prepare: %s and %s are the same file, given twice by --in", files[ids[i - 1].i], files[ids[i].i]);
-    free(ids);
+    for (size_t b = 1, a = 0; b < n; b++) { /* a: the first name of the file ids[b] is */
+        if (ids[b].dev != ids[a].dev || ids[b].ino != ids[a].ino) a = b;
+        else if (ids[b].in != ids[a].in) {
+            const char *x = files[ids[a].i], *y = files[ids[b].i], *ix = o->ins[ids[a].in], *iy = o->ins[ids[b].in];
+            const int lx = strcmp(x, ix) != 0, ly = strcmp(y, iy) != 0; /* found by listing: say which --in */
+            die(1, "prepare: %s%s%s%s and %s%s%s%s are the same file, given twice by --in", x, lx ? " (in --in " : "",
+                lx ? ix : "", lx ? ")" : "", y, ly ? " (in --in " : "", ly ? iy : "", ly ? ")" : "");
+        }
+    }
+    int notes = 0;
+    for (size_t a = 0, b; a < n; a = b) {
+        size_t keep = a;
+        for (b = a + 1; b < n && ids[b].dev == ids[a].dev && ids[b].ino == ids[a].ino; b++)
+            if (ids[keep].link && !ids[b].link) keep = b;
+        for (size_t k = a; k < b; k++) {
+            if (k == keep) continue;
+            drop[ids[k].i] = 1;
+            if (stat(files[ids[k].i], &st) == 0 && *total) *total -= (uint64_t)st.st_size < *total ? (uint64_t)st.st_size : *total;
+            if (notes++ < 8)
+                fprintf(stderr, "memwall: note: prepare: %s is %s %s, found by the same --in %s: read once, as %s\n",
+                        files[ids[k].i], ids[k].link ? "a link to" : "another name of", files[ids[keep].i],
+                        o->ins[ids[k].in], files[ids[keep].i]);
+        }
+    }
+    if (notes > 8) fprintf(stderr, "memwall: note: prepare: %d names in all were another's, each read once\n", notes);
+    size_t w = 0;
+    for (size_t i = 0; i < *nf; i++) {
+        if (drop[i]) {
+            free(files[i]);
+            continue;
+        }
+        files[w] = files[i], (*from)[w++] = (*from)[i];
+    }
+    *nf = w;
+    free(ids), free(drop);
     return files;
 }
 
