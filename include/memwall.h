@@ -594,8 +594,13 @@ mw_status mw_ckpt_save_ranks(const char *dir, mw_model *m, const mw_run_state *s
 /* Elements [lo, hi) of the flat parameter buffer of n floats whose optimizer state rank r of world
  * holds under ZeRO stage 1 (whole quanta of the gradient norm's partial sums). */
 void mw_zero_shard(uint64_t n, int world, int r, uint64_t *lo, uint64_t *hi);
-/* Mean loss over the first n_batches consecutive (B,T+1) windows of d (fewer if d is short). */
-mw_status mw_evaluate(mw_model *m, mw_data *d, int n_batches, float *loss);
+/* Mean loss over the first n_batches consecutive batches of B (T+1)-token windows of d. When d
+ * holds fewer whole batches than that, every target after them is scored too, in one more batch
+ * of the windows left (the last window shorter), so that the whole of d is: the mean is then
+ * over the targets (count - 1 of them). *tokens (may be NULL): the targets scored. MW_ERR_ARG when
+ * d holds fewer than 2 tokens. */
+mw_status mw_evaluate_tokens(mw_model *m, mw_data *d, int n_batches, float *loss, uint64_t *tokens);
+mw_status mw_evaluate(mw_model *m, mw_data *d, int n_batches, float *loss); /* tokens NULL */
 /* Progress of a long phase: mw_evaluate (so mw_train's validation too) calls fn(user, 0, total)
  * before its first batch and fn(user, done, total) after each. fn NULL (the default): none. */
 typedef void (*mw_progress_fn)(void *user, int done, int total);

@@ -141,6 +141,16 @@ echo "== eval, sample and export read a bf16 checkpoint (step 6: the override ab
 el=$(grep -o '"loss": [0-9.e+-]*' "$T/ev.out" | tail -1 | sed 's/.*: //')
 [ -n "$el" ] && [ "$el" = "$vb" ] && pass "eval's loss $el is training's last validation loss (bf16 products there too)" ||
   fail "eval's loss '$el' is not training's last validation loss $vb (fp32 products?)"
+"$MW" eval --ckpt "$T/b16/step-00000006.mwck" --data "$T/d" >"$T/ev2.out" 2>&1 || fail "eval: $(tail -1 "$T/ev2.out")"
+has "$T/ev2.out" "eval: bf16 products (the checkpoint's; --precision fp32 for full precision)" "eval says it runs the checkpoint's bf16 products"
+has "$T/ev2.out" "| precision bf16 (the checkpoint's) |" "and its result says so"
+"$MW" eval --ckpt "$T/b16/step-00000006.mwck" --data "$T/d" --json >"$T/ev3.out" 2>&1 &&
+  "$MW" eval --ckpt "$T/b16/step-00000006.mwck" --data "$T/d" --precision fp32 --json >"$T/ev4.out" 2>&1 || fail "eval --precision fp32: $(tail -1 "$T/ev4.out")"
+eb=$(json_field "$T/ev3.out" loss) ef=$(json_field "$T/ev4.out" loss)
+grep -q '"precision": "bf16"' "$T/ev3.out" && grep -q '"precision": "fp32"' "$T/ev4.out" && [ "$eb" != "$ef" ] &&
+  awk -v a="$eb" -v b="$ef" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exit !(d < 0.01) }' &&
+  pass "eval --precision fp32 evaluates the bf16 checkpoint in fp32: loss $ef, bf16's $eb" ||
+  fail "eval --precision fp32: $ef (bf16 $eb): $(cat "$T/ev4.out")"
 "$MW" sample --ckpt "$T/b16/step-00000006.mwck" --tokens 8 >"$T/sa.out" 2>&1 && pass "sample reads it" || fail "sample: $(tail -1 "$T/sa.out")"
 "$MW" export --ckpt "$T/b16/step-00000006.mwck" --out "$T/b16.safetensors" >"$T/ex.out" 2>&1 && [ -s "$T/b16.safetensors" ] &&
   pass "export reads it" || fail "export: $(tail -1 "$T/ex.out")"

@@ -227,6 +227,10 @@ va=$(json_field "$T/ckA.jsonl" val_loss | tail -1)
 awk -v a="$ev" -v b="$va" 'BEGIN {exit !(a > 0 && (a - b < 0.15 && b - a < 0.15))}' &&
   pass "eval loss $ev agrees with the run's last validation loss $va (more batches)" ||
   fail "eval loss $ev vs validation loss $va"
+nv=$(ntok "$T/lic.val.bin")
+[ "$(json_field "$T/ev" tokens)" = $((nv - 1)) ] && [ "$(json_field "$T/ev" targets)" = $((nv - 1)) ] &&
+  pass "eval scores every token of the file after its first ($((nv - 1)), $(json_field "$T/ev" batches) batches, the last partial)" ||
+  fail "eval scored $(json_field "$T/ev" tokens) of $((nv - 1)) tokens"
 expect_error 1 "sample without a model" -- "$MW" sample --prompt x
 expect_error 1 "sample with a prompt longer than the trained sequence" -- "$MW" sample --ckpt "$T/ckA" --prompt "$(head -c 70 "$CORPUS")"
 "$MW" sample --ckpt "$T/ckA" --tokens 300 --seed 1 >"$T/long" 2>&1 && [ "$(wc -c <"$T/long")" -ge 300 ] &&

@@ -1034,7 +1034,7 @@ static mw_model *load_model(opts *o, int mode, int batch, int seq, int *trained_
         c->vocab = info.cfg.vocab, c->ctx = info.cfg.ctx;
         c->arch = info.cfg.arch, c->n_kv_head = info.cfg.n_kv_head, c->ffn = info.cfg.ffn;
         c->tied = info.cfg.tied, c->rope_theta = info.cfg.rope_theta, c->norm_eps = info.cfg.norm_eps;
-        c->precision = info.cfg.precision; /* a bf16 model runs bf16 products here too */
+        if (!opt_given(o, "precision")) c->precision = info.cfg.precision; /* a bf16 model runs bf16 products here too */
         if (!batch) batch = info.cfg.batch;
         if (!seq) seq = info.cfg.seq;
         if (trained_seq) *trained_seq = info.cfg.seq;
@@ -1220,30 +1220,42 @@ int cmd_eval(int argc, char **argv) {
     }
     warn_unrecorded(d);
     check_data_tokenizer(d, &mt.id, mt.who);
-    uint64_t windows = mw_data_count(d) > 0 ? (mw_data_count(d) - 1) / (uint64_t)c->seq : 0;
-    uint64_t used = windows / (uint64_t)c->batch < (uint64_t)batches ? windows / (uint64_t)c->batch : (uint64_t)batches;
     float loss;
+    uint64_t tokens = 0;
+    const uint64_t targets = mw_data_count(d) > 0 ? mw_data_count(d) - 1 : 0, N = (uint64_t)c->batch * c->seq;
+    /* the precision its products run in, and whose choice that was */
+    const char *prec = mw_precision_str(c->precision);
+    const char *why = opt_given(&o, "precision") ? "--precision" : o.ckpt ? "the checkpoint's" : "the default";
+    if (!o.json)
+        printf("eval: %s products (%s; --precision %s for %s)\n", prec, why, c->precision == MW_PRECISION_FP32 ? "bf16" : "fp32",
+               c->precision == MW_PRECISION_FP32 ? "bfloat16 operands" : "full precision");
+    fflush(stdout);
     double t0 = now_s();
     progress_line pr; /* on stderr: stdout holds the result alone */
     progress_init(&pr, "eval: batches");
     mw_model_set_progress(m, progress_fn, &pr);
-    if (mw_evaluate(m, d, batches, &loss) != MW_OK) die(1, "%s", mw_last_error());
+    if (mw_evaluate_tokens(m, d, batches, &loss, &tokens) != MW_OK) die(1, "%s", mw_last_error());
     double secs = now_s() - t0;
-    uint64_t tokens = used * (uint64_t)c->batch * (uint64_t)c->seq;
+    const uint64_t used = (tokens + N - 1) / N, last = tokens - (used - 1) * N; /* batches; the last one's targets */
     if (o.json)
     {
         printf("{\"loss\": ");
         json_num(stdout, "%.9g", loss);
         printf(", \"perplexity\": ");
         json_num(stdout, "%.9g", exp(loss));
-        printf(", \"tokens\": %llu, \"batches\": %llu, \"batch\": %d, \"seq\": %d, \"seconds\": %.3f, ",
-               (unsigned long long)tokens, (unsigned long long)used, c->batch, c->seq, secs);
+        printf(", \"tokens\": %llu, \"targets\": %llu, \"batches\": %llu, \"batch\": %d, \"seq\": %d, \"precision\": \"%s\", "
+               "\"seconds\": %.3f, ", (unsigned long long)tokens, (unsigned long long)targets, (unsigned long long)used,
+               c->batch, c->seq, prec, secs);
         json_categories(stdout, m);
         printf("}\n");
+    } else {
+        char lastb[96] = "";
+        if (last < N) snprintf(lastb, sizeof lastb, " (the last one %llu)", (unsigned long long)last);
+        printf("eval: %s | loss %.4f | perplexity %.3f | %llu of its %llu tokens scored%s, in %llu batch%s of %dx%d%s | "
+               "precision %s (%s) | %.1f s\n", mw_data_path(d), loss, exp(loss), (unsigned long long)tokens,
+               (unsigned long long)targets, tokens == targets ? " (every one after the first)" : " (--eval-batches)",
+               (unsigned long long)used, used == 1 ? "" : "es", c->batch, c->seq, lastb, prec, why, secs);
     }
-    else
-        printf("eval: %s | loss %.4f | perplexity %.3f | %llu tokens in %llu batches of %dx%d | %.1f s\n", mw_data_path(d),
-               loss, exp(loss), (unsigned long long)tokens, (unsigned long long)used, c->batch, c->seq, secs);
     mw_data_close(d);
     mw_model_destroy(m);
     return 0;

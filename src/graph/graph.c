@@ -1285,6 +1285,10 @@ void mw_model_progress(const mw_model *m, int done, int total) {
     if (m->progress) m->progress(m->progress_user, done, total);
 }
 
+const float *mw_model_losses(const mw_model *m) {
+    return (const float *)m->opp[(size_t)m->head_op * MW_MAXACC + m->arch->losses_acc];
+}
+
 const float *mw_model_logits(const mw_model *m) {
     return mw_graph_keeps_logits(&m->cfg)
                ? (const float *)m->opp[(size_t)m->head_op * MW_MAXACC + m->arch->logits_acc]

@@ -151,7 +151,8 @@ struct mw_model {
 };
 
 /* What a model declares. Op 0 of every schedule is k_embed, whose first two values are the
- * step's inputs and targets (int32, N each); the head kinds' value logits_acc is the logits. */
+ * step's inputs and targets (int32, N each); the head kinds' value logits_acc is the logits,
+ * losses_acc the (N) per-position losses (float). */
 struct mw_model_def {
     const char *name;
     const mw_kind *kinds;
@@ -161,7 +162,7 @@ struct mw_model_def {
     const char *const *gslot_names; /* values of the step */
     int ngs;
     int k_embed, k_head, k_logits, k_embed_bwd, k_opt; /* head: loss and gradient; logits: inference */
-    int logits_acc;
+    int logits_acc, losses_acc;
     /* adds the parameter tensors (mw_graph_add_tensor) */
     mw_status (*build_table)(mw_model *m);
     /* pushes block l's forward ops (with_output 0: all but the one writing the next block's input) */

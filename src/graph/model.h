@@ -16,6 +16,9 @@ mw_status mw_model_params_settle(mw_model *m);
 mw_status mw_zero_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step_report *r);
 /* Arena-backed token staging of the trainer: 2*B*T + B*(T+1) int32. */
 int32_t *mw_model_staging(mw_model *m);
+/* The (B,T) per-position losses (-log p[target]) of the last mw_model_forward with targets, whose
+ * mean was its *loss; valid until the next forward or step. */
+const float *mw_model_losses(const mw_model *m);
 /* Tells the progress function of mw_model_set_progress, if any, that done of total units ran. */
 void mw_model_progress(const mw_model *m, int done, int total);
 /* AdamW's moment which (0: m, 1: v) of tensor i, from element off (< numel) on: *p points at *n

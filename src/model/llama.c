@@ -417,6 +417,7 @@ const mw_model_def mw_arch_llama = {
     .k_embed_bwd = K_EMBB,
     .k_opt = K_OPT,
     .logits_acc = 4,
+    .losses_acc = 5,
     .build_table = build_table,
     .block_forward = push_block_forward,
     .block_backward = push_block_backward,

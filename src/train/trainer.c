@@ -26,20 +26,45 @@ static mw_status check_vocab(const mw_model *m, const mw_data *d, const char *wh
     return MW_OK;
 }
 
-mw_status mw_evaluate(mw_model *m, mw_data *d, int n_batches, float *loss) {
+/* Every target after the last whole batch (n_batches reaching past the whole batches): one more
+ * batch whose rows are the windows left, the last one shorter; the rows and positions past the
+ * data repeat token 0 and are not scored (causal attention: no scored position sees them). */
+static mw_status eval_rest(mw_model *m, mw_data *d, uint64_t from, uint64_t n, double *sum) {
+    const mw_config *c = mw_model_config(m);
+    const int B = c->batch, T = c->seq, N = B * T;
+    int32_t *in = mw_model_staging(m), *tg = in + N, *win = tg + N;
+    memset(in, 0, sizeof(int32_t) * 2 * (size_t)N);
+    for (int b = 0; b < B && (uint64_t)b * T < n; b++) {
+        const uint64_t left = n - (uint64_t)b * T;
+        const size_t len = left < (uint64_t)T ? (size_t)left : (size_t)T; /* targets in this row */
+        MW_TRY(mw_data_read(d, from + (uint64_t)b * T, len + 1, win));
+        memcpy(in + (size_t)b * T, win, sizeof(int32_t) * len);
+        memcpy(tg + (size_t)b * T, win + 1, sizeof(int32_t) * len);
+    }
+    float l;
+    MW_TRY(mw_model_forward(m, in, tg, &l));
+    const float *losses = mw_model_losses(m); /* (B,T) */
+    double s = 0.0;
+    for (uint64_t i = 0; i < n; i++) s += losses[i]; /* row b's first positions are b*T.. */
+    *sum = s;
+    return MW_OK;
+}
+
+mw_status mw_evaluate_tokens(mw_model *m, mw_data *d, int n_batches, float *loss, uint64_t *tokens) {
     const mw_config *c = mw_model_config(m);
     const int B = c->batch, T = c->seq, N = B * T;
     MW_TRY(check_vocab(m, d, "validation"));
-    uint64_t windows = mw_data_count(d) > 0 ? (mw_data_count(d) - 1) / T : 0;
-    if (windows < (uint64_t)B)
-        return mw_fail(MW_ERR_ARG,
-                       "the validation file holds %llu tokens, fewer than one batch of %d windows of "
-                       "%d+1 tokens",
-                       (unsigned long long)mw_data_count(d), B, T);
-    if ((uint64_t)n_batches > windows / B) n_batches = (int)(windows / B);
+    const uint64_t count = mw_data_count(d), targets = count > 0 ? count - 1 : 0, whole = targets / N;
+    if (targets == 0)
+        return mw_fail(MW_ERR_ARG, "the validation file holds %llu token%s: nothing to score (each token is scored "
+                                   "from those before it)", (unsigned long long)count, count == 1 ? "" : "s");
+    uint64_t rest = 0; /* targets scored by a last partial batch */
+    if (n_batches < 0) n_batches = 0;
+    if ((uint64_t)n_batches > whole) n_batches = (int)whole, rest = targets - whole * N;
     int32_t *in = mw_model_staging(m), *tg = in + N, *win = tg + N;
     double sum = 0.0;
-    mw_model_progress(m, 0, n_batches);
+    const int total = n_batches + (rest > 0);
+    mw_model_progress(m, 0, total);
     for (int i = 0; i < n_batches; i++) {
         for (int b = 0; b < B; b++) {
             MW_TRY(mw_data_read(d, ((uint64_t)i * B + b) * T, (size_t)T + 1, win));
@@ -49,10 +74,23 @@ mw_status mw_evaluate(mw_model *m, mw_data *d, int n_batches, float *loss) {
         float l;
         MW_TRY(mw_model_forward(m, in, tg, &l));
         sum += l;
-        mw_model_progress(m, i + 1, n_batches);
+        mw_model_progress(m, i + 1, total);
     }
-    *loss = (float)(sum / n_batches);
+    if (rest) {
+        double s;
+        MW_TRY(eval_rest(m, d, (uint64_t)n_batches * N, rest, &s));
+        *loss = (float)((sum * N + s) / ((double)n_batches * N + (double)rest));
+        mw_model_progress(m, total, total);
+    } else {
+        if (n_batches == 0) return mw_fail(MW_ERR_ARG, "no batch to evaluate (--eval-batches 0)");
+        *loss = (float)(sum / n_batches); /* whole batches alone: the mean of their means */
+    }
+    if (tokens) *tokens = (uint64_t)n_batches * N + rest;
     return MW_OK;
+}
+
+mw_status mw_evaluate(mw_model *m, mw_data *d, int n_batches, float *loss) {
+    return mw_evaluate_tokens(m, d, n_batches, loss, NULL);
 }
 
 mw_status mw_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step_report *r) {
