@@ -87,7 +87,7 @@ typedef struct pool {
 static uint64_t *pool_get(pool *pl, int cls) {
     uint64_t *v = pl->free_list[cls];
     if (v) {
-        memcpy(&pl->free_list[cls], v, sizeof v);
+        memcpy(&pl->free_list[cls], v, sizeof(uint64_t *));
         return v;
     }
     const size_t bytes = (sizeof(uint64_t) * 2) << cls;
@@ -119,7 +119,7 @@ static uint64_t *pool_get(pool *pl, int cls) {
 }
 
 static void pool_put(pool *pl, uint64_t *v, int cls) {
-    memcpy(v, &pl->free_list[cls], sizeof v);
+    memcpy(v, &pl->free_list[cls], sizeof(uint64_t *));
     pl->free_list[cls] = v;
 }
 
