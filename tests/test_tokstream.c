@@ -133,6 +133,32 @@ static void test_limits(const char *name, mw_tokenizer *t, const char *text, siz
     free(w), free(ids), free(ref);
 }
 
+/* A caller's rule that allows one cut only (at *ctx). */
+static int only_at(void *ctx, const char *s, size_t n, size_t p) {
+    (void)s, (void)n;
+    return p == *(const size_t *)ctx;
+}
+
+/* The cut's check must see every piece it keeps, the oldest included: "\n\n0" is the pieces "\n",
+ * "\n" under GPT-2's pattern, but "\n\n" alone is one, so cutting after it is wrong; with the
+ * first "\n" the oldest of the 64 pieces held (and the cut after the second the only one the rule
+ * allows), the check used to start at the second and take it. */
+static void test_oldest_piece(const mw_tokenizer *t) {
+    for (size_t lead = 0; lead < 4; lead++)
+        for (size_t m = 56; m < 72; m++) {
+            char s[512];
+            size_t n = 0;
+            for (size_t i = 0; i < lead; i++) n += (size_t)sprintf(s + n, " a");
+            const size_t at = n + 2;
+            n += (size_t)sprintf(s + n, "\n\n0");
+            for (size_t i = 0; i < m; i++) n += (size_t)sprintf(s + n, " a");
+            size_t cut = 0;
+            CHECK_OK(mw_tokstream_cut(t, s, n, n - 1, 1, only_at, (void *)&at, &cut));
+            CHECK(cut == 0, "gpt2: cut %zu after \"\\n\\n\" before \"0\" (%zu pieces after it), where \"\\n\\n\" alone "
+                            "is one piece", cut, m + 1);
+        }
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     size_t tn;
@@ -149,6 +175,7 @@ int main(void) {
     CHECK_OK(mw_tokenizer_load(&t, g));
     test_tokenizer("gpt2", t, text, tn);
     test_limits("gpt2", t, text, tn);
+    test_oldest_piece(t);
     mw_tokenizer_free(t);
     const char *base = getenv("MW_LLAMA_DIR") ? getenv("MW_LLAMA_DIR") : "data";
     for (int k = 2; k <= 3; k++) {

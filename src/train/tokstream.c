@@ -141,11 +141,11 @@ mw_status mw_tokstream_cut(const mw_tokenizer *t, const char *text, size_t n, si
         ring[np++ % RING] = pc;
     }
     if (got < 0) st = mw_fail(MW_ERR_NOMEM, "tokenizer: out of memory matching the pre-tokenizer regex");
-    for (size_t k = np; st == MW_OK && k-- > 0 && k + RING > np;) { /* the latest cut first */
+    for (size_t k = np; st == MW_OK && k-- > 0 && k + RING >= np;) { /* the latest cut first */
         const piece *c = &ring[k % RING];
         if (!c->raw || (ok && !ok(ctx, text, n, c->raw))) continue;
         size_t j = k; /* the first piece that read past c->end */
-        for (size_t q = k + 1; q-- > 0 && q + RING > np;)
+        for (size_t q = k + 1; q-- > 0 && q + RING >= np;) /* the ring: [np - RING, np) */
             if (ring[q % RING].need > c->end) j = q;
         if (np > RING && j + RING == np) continue; /* an older piece may have read past it too */
         int same = 1;
