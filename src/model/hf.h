@@ -13,8 +13,9 @@
 
 /* The fields of a config.json; 0 where the file does not give one (absent or null), except the
  * Llama scalars, which get LlamaConfig's (MistralConfig's) defaults.
- * GPT-2 (model_type "gpt2" or none): n_layer, n_head, n_embd, vocab_size, n_positions, and n_inner
- * in ffn (0 when absent or null: 4 x n_embd).
+ * GPT-2 (model_type "gpt2" or none): n_layer, n_head, n_embd, vocab_size, n_positions, n_inner
+ * in ffn (0 when absent or null: 4 x n_embd), and layer_norm_epsilon in norm_eps (0 when absent,
+ * null or 1e-05).
  * Llama (model_type "llama", "mistral"): num_hidden_layers, num_attention_heads, hidden_size,
  * vocab_size, max_position_embeddings (default 2048; Mistral 131072), num_key_value_heads
  * (default num_attention_heads; Mistral 8), intermediate_size, tie_word_embeddings (default
@@ -33,7 +34,7 @@ typedef struct mw_hf_config {
  * its value, when it is not a JSON object; its model_type is not "gpt2", "llama" or "mistral"
  * (qwen2 and others are refused by name); a shape field is not a positive integer below 2^30; or
  * it asks for what memwall does not compute. GPT-2: activation_function other than "gelu_new" or
- * "gelu_pytorch_tanh", layer_norm_epsilon other than 1e-05, scale_attn_weights false,
+ * "gelu_pytorch_tanh", layer_norm_epsilon outside (0, 1), scale_attn_weights false,
  * scale_attn_by_inverse_layer_idx true, add_cross_attention true, tie_word_embeddings false,
  * n_inner other than 4 x n_embd. Llama: rope_scaling or rope_parameters with a rope_type other
  * than "default", hidden_act other than "silu" ("swish"), attention_bias or mlp_bias true,
