@@ -320,6 +320,13 @@ expect_error 2 "--zero 0 over --budget" -- "$MW" "${tr[@]}" --zero 0 --budget 8M
 grep -q "(--zero 0 keeps the whole optimizer state, .* with --zero 1 to 3, --offload optimizer" "$T/err" &&
   ! grep -q "(--offload optimizer --offload-dir" "$T/err" && pass "the --zero 0 refusal hints at sharding, not --offload alone" ||
   fail "--zero 0 hint: $(cat "$T/err")"
+# every optimizer's per-parameter state shards now (8-bit and 4-bit codes, CAME's first moment):
+# the hint too (it was given for adamw and sgd alone)
+for o in adamw8bit came; do
+  expect_error 2 "--zero 0 --optim $o over --budget" -- "$MW" "${tr[@]}" --zero 0 --optim $o --budget 8MB
+  grep -q "(--zero 0 keeps the whole optimizer state, .* with --zero 1 to 3, --offload optimizer" "$T/err" &&
+    pass "the --zero 0 --optim $o refusal hints at sharding" || fail "--zero 0 --optim $o hint: $(cat "$T/err")"
+done
 # --offload auto with --budget chooses the recomputation too, but not under --zero (each rank
 # would time the ops itself, and ranks that chose differently are refused)
 "$MW" estimate --layers 2 --heads 4 --dim 128 --vocab 256 --ctx 64 --batch 2 --seq 64 --zero 1 --world 2 --offload auto \
