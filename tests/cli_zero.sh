@@ -320,6 +320,13 @@ expect_error 2 "--zero 0 over --budget" -- "$MW" "${tr[@]}" --zero 0 --budget 8M
 grep -q "(--zero 0 keeps the whole optimizer state, .* with --zero 1 to 3, --offload optimizer" "$T/err" &&
   ! grep -q "(--offload optimizer --offload-dir" "$T/err" && pass "the --zero 0 refusal hints at sharding, not --offload alone" ||
   fail "--zero 0 hint: $(cat "$T/err")"
+# every optimizer's per-parameter state shards now (8-bit and 4-bit codes, CAME's first moment):
+# the hint too (it was given for adamw and sgd alone)
+for o in adamw8bit came; do
+  expect_error 2 "--zero 0 --optim $o over --budget" -- "$MW" "${tr[@]}" --zero 0 --optim $o --budget 8MB
+  grep -q "(--zero 0 keeps the whole optimizer state, .* with --zero 1 to 3, --offload optimizer" "$T/err" &&
+    pass "the --zero 0 --optim $o refusal hints at sharding" || fail "--zero 0 --optim $o hint: $(cat "$T/err")"
+done
 # --offload auto with --budget chooses the recomputation too, but not under --zero (each rank
 # would time the ops itself, and ranks that chose differently are refused)
 "$MW" estimate --layers 2 --heads 4 --dim 128 --vocab 256 --ctx 64 --batch 2 --seq 64 --zero 1 --world 2 --offload auto \
@@ -343,6 +350,26 @@ rc=$?
   fail "2 ranks over the machine's memory together: exit $rc, $(grep -a memwall: "$T/mem.out" | head -2)"
 MEMWALL_AVAILABLE_OVERRIDE=50M mpr 2 "${ra[@]}" --recompute none >"$T/mem2.out" 2>&1 &&
   pass "2 ranks whose plans add up to less: run" || fail "2 ranks within 50M: $(grep -a memwall: "$T/mem2.out" | head -2)"
+# and its disk: 2 ranks' disk tiers (1.50 and 1.84 MiB) each fit a 3 MiB folder alone, not together
+# (main planned each alone, printed the header, and one rank's preallocation failed: exit 1, the
+# other's scratch file left in the folder). A private tmpfs, where unshare and mount are allowed
+mkdir -p "$T/small"
+if unshare -m true 2>/dev/null; then
+  unshare -m bash -c "mount -t tmpfs -o size=3M tmpfs '$T/small' || exit 99
+    mpirun -np 2 --oversubscribe '$MW' train --data '$T/d' --layers 2 --heads 4 --dim 128 --vocab 256 --ctx 64 \
+      --batch 1 --seq 64 --threads 1 --steps 2 --zero 1 --offload optimizer --offload-dir '$T/small' --out '$T/dsk'
+    echo \$? >'$T/dsk.rc'; ls -A '$T/small' >'$T/dsk.ls'" >"$T/dsk.out" 2>&1
+  if [ "$(cat "$T/dsk.rc" 2>/dev/null)" = "" ]; then
+    echo "  skip the ranks' disk-room check: no tmpfs here ($(head -c 200 "$T/dsk.out"))"
+  else
+    [ "$(cat "$T/dsk.rc")" = 2 ] && grep -q "the 2 ranks on one machine (rank 0 and 1 more) need 3.34 MiB together for their disk tiers' files but --offload-dir $T/small can give them 3.00 MiB" "$T/dsk.out" &&
+      [ ! -s "$T/dsk.ls" ] && [ ! -e "$T/dsk" ] && ! grep -q "^memwall train" "$T/dsk.out" &&
+      pass "2 ranks whose disk tiers add up to more than the folder's room: refused before the header (exit 2), nothing written" ||
+      fail "2 ranks over the folder's room together: exit $(cat "$T/dsk.rc"), left [$(cat "$T/dsk.ls")], $(grep -a memwall "$T/dsk.out" | head -2)"
+  fi
+else
+  echo "  skip the ranks' disk-room check: unshare -m is not allowed here"
+fi
 
 # every rank must be given the same run (mpirun's MPMD form gives each its own command line)
 mpirun -np 1 "$MW" "${tr[@]}" --zero 1 : -np 1 "$MW" "${tr[@]}" --zero 1 --lr 2e-3 >"$T/mpmd.out" 2>&1

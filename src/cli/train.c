@@ -622,14 +622,17 @@ static uint64_t machine_available(uint64_t overall) {
  * than its MemAvailable, or those of the ranks that also share their cgroups to more than the
  * room they see (the least of both): refused, never OOM-killed, under mpirun too. Every rank
  * measures before any maps (the gathers wait for every rank). */
-static void machine_memory_check(mw_comm *cm, uint64_t peak) {
+static void machine_memory_check(mw_comm *cm, const mw_plan_summary *plan, const char *offload_dir) {
+    const uint64_t peak = plan->peak;
     if (!cm || cm->size == 1) return;
     const int W = cm->size;
     uint64_t avail;
     char why[600];
     if (mw_mem_available(&avail, why, sizeof why) != MW_OK) avail = UINT64_MAX; /* the arena's check says why */
-    enum { NODE, CG, PEAK, ALL, MACH, NQ };
-    const uint64_t mine[NQ] = {machine_id(), cgroup_id(), peak, avail, machine_available(avail)};
+    enum { NODE, CG, PEAK, ALL, MACH, DISK, ROOM, NQ };
+    /* the disk tier's file and its folder's room (UINT64_MAX: none or unknown) */
+    const uint64_t droom = plan->disk_file && plan->disk_room ? plan->disk_room : UINT64_MAX;
+    const uint64_t mine[NQ] = {machine_id(), cgroup_id(), peak, avail, machine_available(avail), plan->disk_file, droom};
     uint64_t *q = calloc(NQ * (size_t)W, sizeof *q);
     if (!q) die(1, "out of memory");
     for (int k = 0; k < NQ; k++)
@@ -660,6 +663,26 @@ static void machine_memory_check(mw_comm *cm, uint64_t peak) {
                 mw_fmt_bytes(most, b2, sizeof b2), mw_fmt_bytes(room, b3, sizeof b3),
                 pass ? "the least any of them sees" : getenv("MEMWALL_AVAILABLE_OVERRIDE") ? "MEMWALL_AVAILABLE_OVERRIDE" : "MemAvailable");
         }
+    }
+    /* the disk is part of the budget (--offload-dir): each rank's file fits the folder's room alone,
+     * but the ranks of one machine share the folder (one command line), as estimate --world sums */
+    const uint64_t *dk = q + DISK * W, *dr = q + ROOM * W;
+    for (int f = 0; f < W; f++) {
+        int first = 1, n = 0;
+        for (int j = 0; j < f && first; j++) first = node[j] != node[f];
+        if (!first) continue;
+        uint64_t sum = 0, least = UINT64_MAX;
+        for (int j = f; j < W; j++)
+            if (node[j] == node[f]) {
+                sum += dk[j], n++;
+                if (dr[j] < least) least = dr[j];
+            }
+        if (n < 2 || least == UINT64_MAX || sum <= least) continue;
+        char b1[32], b2[32];
+        die(2, "the %d ranks on one machine (rank %d and %d more) need %s together for their disk tiers' files but "
+               "--offload-dir %s can give them %s (its free space, and stale scratch files a run there removes): free "
+               "some space, choose another folder, fewer ranks per machine, or offload less",
+            n, f, n - 1, mw_fmt_bytes(sum, b1, sizeof b1), offload_dir, mw_fmt_bytes(least, b2, sizeof b2));
     }
     free(q);
 }
@@ -760,7 +783,7 @@ int cmd_train(int argc, char **argv) {
     if (!nothing && comm && comm->size > 1) { /* with every rank here: what they decide together */
         voters = comm, die_refuse_hook = refuse_vote; /* a refusal: every rank reaches it alike */
         agree_recompute(&o, comm, &plan, agreed, sizeof agreed);
-        machine_memory_check(comm, plan.peak); /* the ranks of one machine, together */
+        machine_memory_check(comm, &plan, o.cfg.offload_dir); /* the ranks of one machine, together */
         agree();
     }
     if (nothing) {

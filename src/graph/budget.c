@@ -20,20 +20,22 @@ void mw_budget_refusal(const mw_model *m) {
         n += snprintf(msg + n, sizeof msg - n, "%s%s %s", k ? ", " : "", mw_category_name(k),
                       mw_fmt_bytes(p->category[k], b[k], sizeof b[k]));
     char hint[240] = "";
-    const int elementwise = c->optim == MW_OPTIM_ADAMW || c->optim == MW_OPTIM_SGD; /* what --zero 1-3 shard */
+    /* what --zero 1 to 3 shard and --offload optimizer moves: the per-parameter state (every
+     * optimizer's, 8-bit and 4-bit codes and a first moment included; not a small state) */
+    const int per_param = m->opt.bits[0] || m->opt.bits[1];
     if (p->offload == MW_OFFLOAD_NONE && p->category[MW_CAT_OPTIM] > 0 && !c->inference) {
         mw_fmt_bytes(p->category[MW_CAT_OPTIM], b[0], sizeof b[0]);
-        if (c->dp && c->zero == 0 && elementwise && c->world > 1)
+        if (c->dp && c->zero == 0 && per_param && c->world > 1)
             snprintf(hint, sizeof hint, " (--zero 0 keeps the whole optimizer state, %s, on every rank: --zero 1 shards it "
                      "over the %d ranks, and with --zero 1 to 3 --offload optimizer --offload-dir DIR moves a rank's shard "
                      "to disk)", b[0], c->world);
-        else if (c->dp && c->zero == 0 && elementwise)
+        else if (c->dp && c->zero == 0 && per_param)
             snprintf(hint, sizeof hint, " (--zero 0 keeps the whole optimizer state, %s, on the rank: with --zero 1 to 3, "
                      "--offload optimizer --offload-dir DIR moves a rank's shard to disk)", b[0]);
-        else if (c->dp && c->zero >= 1 && (m->opt.bits[0] || m->opt.bits[1]))
+        else if (c->dp && c->zero >= 1 && per_param)
             snprintf(hint, sizeof hint, " (--offload optimizer --offload-dir DIR moves this rank's shard of the optimizer "
                      "state, %s, to disk)", b[0]);
-        else if (!c->dp && (m->opt.bits[0] || m->opt.bits[1]))
+        else if (!c->dp && per_param)
             snprintf(hint, sizeof hint, " (--offload optimizer --offload-dir DIR moves the optimizer state, %s, to disk)",
                      b[0]);
         else if (!c->dp)
