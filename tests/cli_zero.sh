@@ -221,10 +221,11 @@ smin=$(printf '%s\n' "${peaks[@]}" | sort -n | head -1)
 smax=$(printf '%s\n' "${peaks[@]}" | sort -n | tail -1)
 [ "$emin" = "$smin" ] && [ "$emax" = "$smax" ] && pass "estimate --world 4 --zero 1: $emin to $emax, the ranks' plans" ||
   fail "estimate $emin..$emax, ranks $smin..$smax"
-# without --threads: a rank's default threads are its share of the machine's CPUs, and estimate
-# --world N plans with that share too (it planned with every CPU: 2 threads' scratch where 2 ranks
-# on this 2-CPU machine run 1 each)
-mpirun -np 2 --oversubscribe --bind-to none "$MW" train --data "$T/d" --layers 2 --heads 4 --dim 128 --vocab 256 \
+# without --threads: a rank's default threads are what mpirun's binding leaves it (OpenMPI binds
+# each of 2 ranks to one core, on any machine), and estimate --world N plans with that count too
+# (it planned with every CPU: 2 threads' scratch where 2 ranks run 1 each; then with CPUs / N,
+# which a machine of more than 2 CPUs does not run)
+mpirun -np 2 "$MW" train --data "$T/d" --layers 2 --heads 4 --dim 128 --vocab 256 \
   --ctx 64 --batch 2 --seq 64 --steps 1 --eval-batches 1 --zero 1 --out "$T/thr" --json-log "$T/thr.jsonl" \
   >"$T/thr.out" 2>&1 || fail "2 ranks without --threads: $(grep -a memwall: "$T/thr.out" | head -1)"
 tp=$(grep '"event": "end"' "$T/thr.jsonl" | grep -o '{"rank": [0-9]*, [^}]*}' | grep -o '"plan_peak_bytes": [0-9]*' |

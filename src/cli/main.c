@@ -51,7 +51,7 @@ static const opt_def OPTS[] = {
     {"accum", K_INT, C_(accum), MODEL, "micro-batches accumulated per optimizer step (with --zero: per rank; the step's global batch is ranks x accum x batch)"},
     {"zero", K_INT, C_(zero), CMD_TRAIN | CMD_ESTIMATE | CMD_PLAN, "data parallelism over the ranks mpirun starts (the MPI build): ZeRO stage 0 (every rank holds every state), 1 (each rank holds the optimizer state of its shard, for every --optim), 2 (and the gradients' sum of its shard, the blocks' passing through one slot) or 3 (and the parameters of its shard, each block gathered into a slot before its forward and its backward); the same bits for any stage and any number of ranks at the same ranks x --accum (docs/zero.md)"},
     {"comm-timeout", K_DBL, O_(comm_timeout), CMD_TRAIN, "with --zero: seconds a rank waits for the others in one exchange before it concludes that one stopped and exits (0: forever)"},
-    {"world", K_INT, C_(world), CMD_ESTIMATE | CMD_PLAN, "with --zero: the number of ranks to plan for (estimate answers without MPI), each running its share of this machine's CPUs as threads unless --threads says otherwise"},
+    {"world", K_INT, C_(world), CMD_ESTIMATE | CMD_PLAN, "with --zero: the number of ranks to plan for (estimate answers without MPI), each running as many threads as a rank of `mpirun -np N` takes on this machine unless --threads says otherwise (OpenMPI binds each of 2 ranks or fewer to one core: 1 thread; more ranks share the CPUs)"},
     {"steps", K_INT, C_(steps), MODEL, "optimizer steps (bench: timed steps)"},
     {"warmup", K_INT, C_(warmup), CMD_TRAIN, "learning-rate warm-up steps"},
     {"warmup", K_INT, O_(bench_warmup), CMD_BENCH, "untimed warm-up steps"},
@@ -483,9 +483,10 @@ void finish_config(opts *o) {
     }
     if (o->recompute_implied && o->cfg.recompute == MW_RECOMPUTE_AUTO && o->cfg.n_layer > MW_MAX_BLOCK_POLICIES)
         o->cfg.recompute = MW_RECOMPUTE_NONE, o->recompute_implied = 0;
-    /* estimate and plan --zero --world N: a rank's threads as train's ranks take them by default,
-     * N ranks sharing this machine (train has set its own from its rank's CPUs already) */
-    if (o->cfg.dp && o->cfg.threads == 0 && !opt_given(o, "threads")) o->cfg.threads = mw_mpi_rank_cpus(o->cfg.world);
+    /* estimate and plan --zero --world N: a rank's threads as train's ranks take them by default
+     * under `mpirun -np N` on this machine, OpenMPI's binding included (train has set its own
+     * from its rank's CPUs already) */
+    if (o->cfg.dp && o->cfg.threads == 0 && !opt_given(o, "threads")) o->cfg.threads = mw_mpi_planned_rank_cpus(o->cfg.world);
     o->cfg.threads = mw_set_threads(o->cfg.threads);
 }
 
@@ -670,8 +671,9 @@ void print_config(const opts *o, const char *cmd) {
     if (run) printf(" accum=%d | %d step%s", c->accum, c->steps, c->steps == 1 ? "" : "s");
     printf(" | threads %d", c->threads);
     if (!run && c->dp && !opt_given(o, "threads"))
-        printf(" a rank (%d rank%s sharing this machine's %ld CPUs)", c->world, c->world == 1 ? "" : "s",
-               sysconf(_SC_NPROCESSORS_ONLN));
+        printf(" a rank (%d rank%s of mpirun on this machine's %ld CPUs%s; --threads plans another count)", c->world,
+               c->world == 1 ? "" : "s", sysconf(_SC_NPROCESSORS_ONLN),
+               c->world <= 2 ? ", each bound to one core as OpenMPI binds 2 ranks or fewer" : "");
     if (run) printf(" | kernel %s", mw_kernel_get());
     if (c->precision != MW_PRECISION_FP32) printf(" | precision %s", mw_precision_str(c->precision));
     if (c->dp) printf(" | --zero %d over %d rank%s", c->zero, c->world, c->world == 1 ? "" : "s");

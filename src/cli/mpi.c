@@ -50,6 +50,11 @@ int mw_mpi_rank_cpus(int local_ranks) {
     return cpus > 0 ? cpus : 1;
 }
 
+int mw_mpi_planned_rank_cpus(int ranks) {
+    if (ranks <= 2) return 1; /* OpenMPI's default binding: a core a rank (Cpus_allowed: one CPU) */
+    return mw_mpi_rank_cpus(ranks);
+}
+
 static const mw_mpi_api *api;
 
 mw_status mw_mpi_init(int *argc, char ***argv, double timeout_s, mw_comm **out) {

@@ -34,9 +34,12 @@ int mw_mpi_launched_rank(void);
 int mw_mpi_local_size(void);
 /* The threads a rank runs by default when local_ranks ranks share this machine: the CPUs this
  * process may run on (mpirun binds a rank to one core by default), at most this machine's CPUs
- * divided among the ranks, at least 1. train's ranks and estimate --world N (as mpirun -np N on
- * this machine) both take it. */
+ * divided among the ranks, at least 1. train's ranks take it. */
 int mw_mpi_rank_cpus(int local_ranks);
+/* The threads a rank of `mpirun -np ranks` on this machine will take by default, for estimate and
+ * plan --world N, which run outside mpirun: OpenMPI binds each rank to one core when it starts 2
+ * ranks or fewer (1 thread), and to a package when more (then mw_mpi_rank_cpus's share). */
+int mw_mpi_planned_rank_cpus(int ranks);
 /* Loads memwall-mpi.so from the binary's folder and initialises MPI (see mw_mpi_api.init); a
  * binary without it: MW_ERR_ARG saying that --zero needs the MPI build. */
 mw_status mw_mpi_init(int *argc, char ***argv, double timeout_s, mw_comm **out);
