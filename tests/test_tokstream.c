@@ -21,20 +21,6 @@ static size_t rnd(size_t n) { /* 0..n-1 */
     return (size_t)((rng >> 33) % n);
 }
 
-static char *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0;
-    char *b = malloc(cap);
-    for (size_t r; b && (r = fread(b + len, 1, cap - len, f)) > 0;) {
-        len += r;
-        if (len == cap) b = realloc(b, cap *= 2);
-    }
-    fclose(f);
-    *n = len;
-    return b;
-}
-
 /* Encodes s[0..n) in parts as prepare does: each cut chosen knowing only a window of the text
  * (the part so far and up to `ahead` bytes past max), max doubling while no cut is found; the ids
  * must be those of encoding it whole. Returns the number of parts. */
@@ -49,7 +35,8 @@ static size_t streamed(const mw_tokenizer *t, const char *what, const char *s, s
                 cut = n - at;
                 break;
             }
-            const size_t win = at + max + rnd(ahead + 1) < n ? max + rnd(ahead + 1) : n - at;
+            const size_t extra = rnd(ahead + 1); /* drawn once: two draws let the window pass the text's end */
+            const size_t win = at + max + extra < n ? max + extra : n - at;
             CHECK_OK(mw_tokstream_cut(t, s + at, win, max, at == 0, NULL, NULL, &cut));
             if (cut) break;
             max *= 2;
@@ -162,11 +149,7 @@ static void test_oldest_piece(const mw_tokenizer *t) {
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     size_t tn;
-    char *text = read_all("tests/ref/tokenizer_text.txt", &tn);
-    if (!text) {
-        fprintf(stderr, "FAIL: run from the repository root (tests/ref/ not found)\n");
-        return 1;
-    }
+    char *text = (char *)slurp("tests/ref/tokenizer_text.txt", &tn); /* from the repository root */
     mw_tokenizer *t;
     CHECK_OK(mw_tokenizer_bytes(&t));
     test_tokenizer("bytes", t, text, tn);
