@@ -233,6 +233,9 @@ void die(int code, const char *fmt, ...) {
     if (die_refuse_hook) die_refuse_hook(code, msg); /* returns only when it leaves the message to die */
     if (!die_quiet) die_print(msg);
     if (die_hook) die_hook(code);
+    /* a quiet rank leaves rank 0 time to print the refusal: mpirun stops every rank at the first
+     * non-zero exit, which a quiet rank's, first, made before rank 0 had written a line */
+    if (die_quiet) sleep(3);
     exit(code);
 }
 
