@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../src/train/tokenizer.h"
+#include "../src/text/tokenizer.h"
 #include "memwall.h"
 #include "timing.h"
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/train/docsplit.h"
+#include "../src/text/docsplit.h"
 
 typedef struct {
     const char **doc;

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../src/train/tokset.h"
+#include "../src/data/tokset.h"
 #include "memwall.h"
 
 static int same(const mw_manifest *a, const mw_manifest *b) {

@@ -21,9 +21,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../src/train/regex.h"
-#include "../src/train/tokenizer.h"
-#include "../src/train/tokstream.h"
+#include "../src/text/regex.h"
+#include "../src/text/tokenizer.h"
+#include "../src/text/tokstream.h"
 
 /* check: 0 ids in range only; 1 lossless; 2 lossless but for U+2581, which decodes as a space */
 static void round_trip_as(const mw_tokenizer *t, const uint8_t *data, size_t size, int check) {

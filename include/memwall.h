@@ -51,7 +51,7 @@ const char *mw_category_name(mw_category c);
 /* ---- configuration ------------------------------------------------------------------------- */
 
 /* A tokenizer's identity: its name and a 64-bit hash of its vocabulary (the token bytes by id,
- * then the BPE merges by rank; src/train/tokenizer.h defines the bytes hashed). The names are
+ * then the BPE merges by rank; src/text/tokenizer.h defines the bytes hashed). The names are
  * "bytes", "gpt2" (a byte-level BPE whose hash is GPT-2's, from encoder.json + vocab.bpe or a
  * Hugging Face tokenizer.json alike), "llama2" and "llama3" (their tokenizer.json files), "bpe"
  * (any other byte-level BPE) and "spbpe" (any other SentencePiece BPE). An empty name means
@@ -440,7 +440,7 @@ void mw_model_memory(const mw_model *m, uint64_t category[MW_CAT_COUNT], uint64_
  * (still read): the same without the block checksums. Version 1 (still read): 32 bytes, the same
  * fields up to the vocabulary size, then u32 reserved 0; its tokenizer is unknown.
  * A token set PREFIX is either the files PREFIX.train.bin and PREFIX.val.bin, or the shards
- * PREFIX.manifest.json lists (src/train/tokset.h), read as one sequence per split. README "Token
+ * PREFIX.manifest.json lists (src/data/tokset.h), read as one sequence per split. README "Token
  * file format" and "Token sets" have the tables. */
 typedef struct mw_data mw_data;
 

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "../src/core/crc32c.h"
-#include "../src/train/tokenizer.h"
-#include "../src/train/tokset.h"
+#include "../src/text/tokenizer.h"
+#include "../src/data/tokset.h"
 #include "check.h"
 #include "memwall.h"
 

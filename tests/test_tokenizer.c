@@ -11,8 +11,8 @@
 
 #include "../src/core/json.h"
 #include "../src/core/rng.h"
-#include "../src/train/tokenizer.h"
-#include "../src/train/unicode_tables.h"
+#include "../src/text/tokenizer.h"
+#include "../src/text/unicode_tables.h"
 #include "check.h"
 #include "memwall.h"
 

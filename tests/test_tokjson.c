@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "../src/core/json.h"
-#include "../src/train/regex.h"
-#include "../src/train/tokenizer.h"
+#include "../src/text/regex.h"
+#include "../src/text/tokenizer.h"
 #include "check.h"
 #include "memwall.h"
 

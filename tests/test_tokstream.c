@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../src/train/tokenizer.h"
-#include "../src/train/tokstream.h"
+#include "../src/text/tokenizer.h"
+#include "../src/text/tokstream.h"
 #include "check.h"
 #include "memwall.h"
 

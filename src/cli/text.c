@@ -18,10 +18,10 @@
 #include "../core/fsutil.h"
 #include "../core/rng.h"
 #include "../core/status.h"
-#include "../train/docsplit.h"
-#include "../train/tokset.h"
-#include "../train/tokenizer.h"
-#include "../train/tokstream.h"
+#include "../text/docsplit.h"
+#include "../data/tokset.h"
+#include "../text/tokenizer.h"
+#include "../text/tokstream.h"
 #include "cli.h"
 
 /* ---- tokenizers ------------------------------------------------------------------------------ */

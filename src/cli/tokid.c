@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../train/tokenizer.h"
+#include "../text/tokenizer.h"
 #include "cli.h"
 
 static int is_file(const char *dir, const char *name) {

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "../core/status.h"
-#include "../train/tokenizer.h"
+#include "../text/tokenizer.h"
 #include "hf.h"
 
 /* every file name a tokenizer may be read from beside Hugging Face weights */
