@@ -31,7 +31,7 @@ configs=(
   "--preset gpt2-medium --batch 1 --seq 512 --accum 2" "--preset gpt2-large --batch 1 --seq 64"
   "--preset gpt2-large --batch 1 --seq 256" "--preset smollm-360m --batch 2 --seq 512"
 )
-FIXED_MIB=2.5 # the documented fixed overhead: code, libraries, stacks, small heap (README.md)
+FIXED_MIB=2.5 # the documented fixed overhead: code, libraries, stacks, small heap (docs/memory.md)
 printf "%-58s %14s %14s %5s %12s %10s %14s\n" "shape" "estimate B" "arena peak B" "same" "peak RSS MiB" "RSS-est" "vs est+$FIXED_MIB"
 n=0 same=0
 for cfg in "${configs[@]}"; do

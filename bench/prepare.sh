@@ -4,7 +4,7 @@
 # line apart, repeated; prepared
 # with GPT-2's BPE and with bytes at the default --memory (256 MiB), blank-line documents, on every
 # core and on one. Prints each run's MB/s (per thread too), its peak RSS (/usr/bin/time), and the
-# per-thread rate against the one-thread figure of bench/tokenizer_bench.sh's table (README: 42.9
+# per-thread rate against the one-thread figure of bench/tokenizer_bench.sh's table (docs/data.md: 42.9
 # MB/s, cold cache, on its machine). Checks the free disk first (the text, and token files of up
 # to 4 bytes per input byte for bytes) and says what it skips.
 #

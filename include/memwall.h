@@ -440,8 +440,8 @@ void mw_model_memory(const mw_model *m, uint64_t category[MW_CAT_COUNT], uint64_
  * (still read): the same without the block checksums. Version 1 (still read): 32 bytes, the same
  * fields up to the vocabulary size, then u32 reserved 0; its tokenizer is unknown.
  * A token set PREFIX is either the files PREFIX.train.bin and PREFIX.val.bin, or the shards
- * PREFIX.manifest.json lists (src/data/tokset.h), read as one sequence per split. README "Token
- * file format" and "Token sets" have the tables. */
+ * PREFIX.manifest.json lists (src/data/tokset.h), read as one sequence per split. docs/data.md,
+ * "Token file format" and "Token sets", has the tables. */
 typedef struct mw_data mw_data;
 
 /* Opens and checks a token file (header, sizes). MW_ERR_IO or MW_ERR_FORMAT with the path. */
@@ -616,7 +616,7 @@ typedef struct mw_ckpt_info {
     mw_config cfg;          /* the configuration the run was started with; cfg.tokenizer is
                                the model's tokenizer (name "" when the file predates it) */
     mw_run_state state;     /* where it stood */
-    uint64_t train_tokens;  /* tokens of the training split it read (a resume on a set grown since continues: README "Token sets") */
+    uint64_t train_tokens;  /* tokens of the training split it read (a resume on a set grown since continues: docs/data.md, "Token sets") */
     int has_run_keys;       /* 1: cfg's save_every, keep, budget and recompute come from the file;
                                0: an older checkpoint without them (cfg holds their defaults) */
 } mw_ckpt_info;

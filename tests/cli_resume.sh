@@ -46,7 +46,7 @@ expect_error 1 "--override without --resume" -- "$MW" "${tr[@]}" --steps 9 --ove
 expect_error 1 "another shape on the command line" -- "$MW" "${tr[@]}" --preset gpt2 --resume auto --out "$T/D"
 has "$T/err" "another model shape" "the shape refusal says so"
 
-echo "-- save cadence, --keep and --eval-every carry over (README's example)"
+echo "-- save cadence, --keep and --eval-every carry over (docs/commands.md's example)"
 "$MW" "${tr[@]}" --steps 12 --save-every 2 --keep 2 --eval-every 4 --stop-at 4 --out "$T/C" >"$T/out" 2>&1 ||
   fail "first run: $(tail -2 "$T/out")"
 "$MW" "${tr[@]}" --resume auto --out "$T/C" --json-log "$T/C.jsonl" >"$T/out" 2>&1 || fail "resume: $(tail -2 "$T/out")"

@@ -86,7 +86,7 @@ peak=$(tail -1 "$T/a.jsonl" | grep -o '"peak_bytes": [0-9]*' | sed 's/.*: //')
 plan=$(tail -1 "$T/a.jsonl" | grep -o '"plan_peak_bytes": [0-9]*' | sed 's/.*: //')
 [ -n "$peak" ] && [ "$peak" = "$plan" ] && pass "measured arena peak = plan ($peak bytes)" ||
   fail "arena peak $peak != plan $plan"
-# documented in README.md: the arena's pages are all touched when it is mapped, so peak RSS is
+# documented in docs/memory.md: the arena's pages are all touched when it is mapped, so peak RSS is
 # the plan plus the process's fixed overhead (code, libc, libgomp, stacks: 2.5-3.1 MiB here),
 # which the test bounds by 4 MiB. A sanitizer build carries its shadow memory: only RSS >= plan.
 OVERHEAD=$((4 * 1024 * 1024))

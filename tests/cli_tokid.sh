@@ -54,7 +54,7 @@ grep -aq "^tokenizer=gpt2$" "$T"/gck/step-*.mwck && grep -aq "^tokenizer_hash=$G
   pass "the checkpoint records tokenizer=gpt2 and its hash" || fail "checkpoint meta lacks the tokenizer"
 mkdir -p "$T/hf"
 "$MW" export --ckpt "$T/gck" --tokenizer none --out "$T/hf/model.safetensors" >/dev/null 2>&1 || fail "export"
-# the README's fine-tuning example: GPT-2 weights on data prepared with --tokenizer bytes
+# docs/commands.md's fine-tuning example: GPT-2 weights on data prepared with --tokenizer bytes
 expect_error 1 "--init hf: (GPT-2 vocabulary) on bytes data" -- \
   "$MW" train --data "$T/b" --init "hf:$T/hf/model.safetensors" "${SHAPE[@]}" --steps 2
 err_has "$T/b.train.bin" "bytes (vocabulary hash" "gpt2 (vocabulary hash $GPT2_HASH)" "hf:$T/hf/model.safetensors"

@@ -152,19 +152,19 @@ grep -q "^fwd 0 ln1+qkv " "$T/out" && grep -q "^fwd 3 fc proj " "$T/out" && grep
   pass "every forward and backward row names its op ($(grep -c '^fwd' "$T/out") fwd rows, no two alike)" ||
   fail "plan rows: $(grep -E '^(fwd|bwd) 0' "$T/out" | cut -c1-24 | tr '\n' ',')"
 
-echo "-- item 20: the README's examples write under ignored folders"
+echo "-- item 20: the examples of README.md and docs/commands.md write under ignored folders"
 if git -C "$REPO" rev-parse >/dev/null 2>&1; then
   ign=0
   for f in runs/plan.svg runs/run.jsonl runs/a/step-00000001.mwck; do
     git -C "$REPO" check-ignore -q "$f" || { fail "$f is not ignored by git"; ign=1; }
   done
   [ $ign -eq 0 ] && pass "runs/ is ignored by git"
-  outs=$(grep -oE -- '--(timeline|json-log|out) [^ ]+' "$REPO/README.md" | awk '{ print $2 }' | sort -u)
+  outs=$(cat "$REPO/README.md" "$REPO/docs/commands.md" | grep -oE -- '--(timeline|json-log|out) [^ ]+' | awk '{ print $2 }' | sort -u)
   bad=0
   for o in $outs; do
-    case "$o" in FILE* | DIR* | PREFIX* | data/* | runs/*) ;; *) fail "README example writes $o outside data/ and runs/"; bad=1 ;; esac
+    case "$o" in FILE* | DIR* | PREFIX* | data/* | runs/*) ;; *) fail "an example writes $o outside data/ and runs/"; bad=1 ;; esac
   done
-  [ $bad -eq 0 ] && pass "README's --timeline, --json-log and --out examples write under data/ or runs/ ($(echo $outs))"
+  [ $bad -eq 0 ] && pass "the examples' --timeline, --json-log and --out write under data/ or runs/ ($(echo $outs))"
 fi
 
 echo

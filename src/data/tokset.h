@@ -1,7 +1,7 @@
 /* The manifest of a sharded token set (PREFIX.manifest.json), written by prepare and read by the
  * loader: the shards of each split in order, with their token counts and checksums, the
  * vocabulary and the tokenizer, and the parts (one per prepare run: the first, then each
- * --append). Format in README "Token sets". */
+ * --append). Format in docs/data.md, "Token sets". */
 #ifndef MW_TOKSET_H
 #define MW_TOKSET_H
 #include <stddef.h>

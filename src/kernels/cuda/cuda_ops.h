@@ -10,7 +10,7 @@
  * NOT YET RUN ON A GPU: no machine of this project has had one when this was written; it
  * compiles with nvcc (make cuda), and bench/gpu_check.sh checks every op against the CPU
  * kernels (1e-5 relative, normwise) and its run-to-run determinism where a GPU is present.
- * The executor does not call these yet (README "CUDA"). */
+ * The executor does not call these yet (docs/kernels.md, "CUDA"). */
 #ifndef MW_CUDA_OPS_H
 #define MW_CUDA_OPS_H
 #include <stddef.h>
