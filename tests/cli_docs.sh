@@ -4,7 +4,8 @@
 # `memwall SUB ...`, `build/memwall SUB ...`, `mpirun ... build/memwall SUB ...`) names a command
 # that exists, and every --flag it gives is one that `memwall SUB --help` lists; a choice value
 # (--optim adamw8bit, --recompute every:2, --offload optimizer|all, --override steps,lr) must be
-# one that the flag's help line names. Also every relative link of those pages reaches a file,
+# one that the flag's help line names; every command has an example in a code block of README.md
+# or docs/commands.md (a project rule). Also every relative link of those pages reaches a file,
 # and its #anchor a heading there. A renamed flag then fails `make test` naming file:line.
 # Usage: tests/cli_docs.sh build/memwall [FILE.md ...] (default: README.md and docs/*.md).
 # Exits non-zero when any check fails. Runs in well under a second: one --help per command.
@@ -15,11 +16,13 @@ T=$(mktemp -d /tmp/mw_docs_XXXXXX)
 trap 'rm -rf "$T"' EXIT
 . "$(dirname "$0")/lib_cli.sh" # pass, fail
 shift
+checkex=0 # one example per command: checked on the repository's own pages
 if [ $# -gt 0 ]; then
   files=("$@")
 else
   cd "$REPO" || exit 1
   files=(README.md docs/*.md)
+  checkex=1
 fi
 
 # the commands, from `memwall help`; each one's options (and whether it takes a value), from its --help
@@ -47,7 +50,7 @@ awk '
 function flush_words(s, loc, inline,   i, ch, q, w, out, n, inw) {
   # shell words of s; separators |, ;, &&, ||, #-comments and redirections as their own words;
   # a | inside a word (--offload optimizer|all), and any | in inline code, is a list of choices
-  n = 0; w = ""; q = ""; inw = 0; out = loc
+  n = 0; w = ""; q = ""; inw = 0; out = loc "\t" (inline ? "inline" : "block")
   for (i = 1; i <= length(s); i++) {
     ch = substr(s, i, 1)
     if (ch == "\001") { if (inw) { out = out "\t" w; w = ""; inw = 0 } out = out "\t\001"; continue } # a line break
@@ -92,7 +95,7 @@ incode {
 }' "${files[@]}" >"$T/cmds"
 
 # check each against the options
-awk -F'\t' -v cmds="$cmds" '
+awk -F'\t' -v cmds="$cmds" -v checkex="$checkex" '
 function placeholder(v) { return v ~ /^[A-Z][A-Z0-9_]*([.|:][A-Z0-9_.|]*)?$/ || v ~ /\.\.\./ || v ~ /^[$<]/ }
 function named(desc, p,   s, i, b, a) {
   # p appears in desc as a whole name: not inside another name
@@ -122,6 +125,16 @@ function check_value(loc, sub_, f, v,   n, parts, k, p, desc, sep) {
   }
 }
 function bad(loc, msg) { print loc ": " msg; nbad++ }
+function runs(i,   k, other) {
+  # W[i] is where a shell runs a program: first in its command (after VAR=value, time, env), or
+  # under mpirun; not a word of prose in an output block ("isa auto: memwall picks its kernel")
+  other = 0
+  for (k = i - 1; k >= 1 && W[k] !~ /^[|;&#]$/; k--) {
+    if (W[k] ~ /(^|\/)(mpirun|mpiexec)$/) return 1
+    if (W[k] !~ /^[A-Za-z_][A-Za-z0-9_]*=/ && W[k] !~ /^(\$|time|env|nohup|exec)$/) other = 1
+  }
+  return !other
+}
 BEGIN {
   n = split(cmds, cl, "\n"); for (i = 1; i <= n; i++) iscmd[cl[i]] = 1
   split("--optim --precision --kernel --offload --arch --progress --format --preset --recompute --tokenizer --override", cs, " ")
@@ -131,9 +144,9 @@ FILENAME ~ /opts$/ { opt[$1 SUBSEP $2] = $4; hasval[$1 SUBSEP $2] = $3; next }
 {
   # the words, each with its line (a \001 word marks a line break of the quoted command)
   file = $1; sub(/:[0-9]+$/, "", file); line = substr($1, length(file) + 2) + 0; NW = 0
-  for (k = 2; k <= NF; k++) { if ($k == "\001") line++; else { NW++; W[NW] = $k; L[NW] = line } }
+  for (k = 3; k <= NF; k++) { if ($k == "\001") line++; else { NW++; W[NW] = $k; L[NW] = line } }
   for (i = 1; i <= NW; i++) {
-    if (W[i] !~ /(^|\/)memwall$/) continue
+    if (W[i] !~ /(^|\/)memwall$/ || !runs(i)) continue
     if (i == NW || W[i + 1] ~ /^[|;&#<>]$/) continue # the program named, not run
     s = W[i + 1]; ncmd++
     if (s == "--version" || s == "--help" || s == "-h") continue
@@ -144,6 +157,7 @@ FILENAME ~ /opts$/ { opt[$1 SUBSEP $2] = $4; hasval[$1 SUBSEP $2] = $3; next }
       continue
     }
     if (!(s in iscmd)) { bad(file ":" L[i], "memwall " s ": no such command (memwall help lists them)"); continue }
+    if ($2 == "block" && (file == "README.md" || file ~ /(^|\/)docs\/commands\.md$/)) example[s]++
     for (j = i + 2; j <= NW; j++) {
       w = W[j]
       if (w ~ /^[|;&#]$/) break
@@ -159,10 +173,14 @@ FILENAME ~ /opts$/ { opt[$1 SUBSEP $2] = $4; hasval[$1 SUBSEP $2] = $3; next }
     }
   }
 }
-END { printf "%d %d %d\n", ncmd, nflag, nbad > "/dev/stderr" }' "$T/opts" "$T/cmds" >"$T/bad" 2>"$T/count"
+END {
+  # the project rule: README.md or docs/commands.md shows every command in a code block
+  if (checkex) for (c in iscmd) if (!(c in example)) bad("docs/commands.md", "memwall " c ": no example in a code block of README.md or docs/commands.md")
+  printf "%d %d %d\n", ncmd, nflag, nbad > "/dev/stderr"
+}' "$T/opts" "$T/cmds" >"$T/bad" 2>"$T/count"
 read -r ncmd nflag nbad <"$T/count"
 if [ "${nbad:-1}" -eq 0 ] && [ "${ncmd:-0}" -gt 0 ]; then
-  pass "$ncmd memwall command lines quoted in ${#files[@]} pages, $nflag flags: every command exists, every flag and choice is in its --help"
+  pass "$ncmd memwall command lines quoted in ${#files[@]} pages, $nflag flags: every command exists and has an example, every flag and choice is in its --help"
 else
   while read -r l; do fail "$l"; done <"$T/bad"
   [ "${ncmd:-0}" -gt 0 ] || fail "no memwall command lines found in ${files[*]}"
