@@ -35,6 +35,9 @@ typedef struct opts {
     int n_in;
     unsigned shape_given; /* bit k: SHAPE_OPTS[k] (--layers, --heads, --dim, --vocab, --ctx) was given */
     int recompute_implied; /* --offload auto with --budget and no --recompute: recompute auto (parse) */
+    int published;         /* estimate --published: the published figures' table (src/cluster) */
+    const char *gpu;       /* estimate --gpu NAME: a GPU of src/cluster/gpu.c's table */
+    uint64_t device_mem;   /* estimate --device-mem SIZE: the device's memory */
 } opts;
 
 

@@ -92,6 +92,9 @@ static const opt_def OPTS[] = {
     {"init", K_STR, O_(init), CMD_TRAIN | LOADS, "start from hf:PATH (Hugging Face GPT-2 or Llama weights: model.safetensors, a sharded index.json, or their directory)"},
     {"stop-at", K_INT, O_(stop_at), CMD_TRAIN, "stop (and save) after this step; --steps still sets the schedule"},
     {"json", K_FLAG, O_(json), CMD_BENCH | CMD_EVAL | CMD_ESTIMATE | CMD_PLAN, "print one JSON line with the results"},
+    {"published", K_FLAG, O_(published), CMD_ESTIMATE, "print the published memory figures (ZeRO's Table 1, DeepSpeed's estimators, Korthikanti et al.'s activations, Megatron-LM's theoretical memory, DeepSeek-V3 in the Megatron-Core MoE report) beside their reproduction from each source's formula, with the sources and why memwall's own count differs (docs/cluster.md), and exit; takes no other option"},
+    {"gpu", K_STR, O_(gpu), CMD_ESTIMATE, "a GPU of the table in docs/cluster.md (a100-80g, a100-40g, h100-80g, h200, l40s): print its memory, peak FLOP/s and links, and the fixed costs the plan does not see (CUDA context, NCCL buffers, allocator fragmentation), each with its source, as separate lines beside the plan, never in it"},
+    {"device-mem", K_SIZE, O_(device_mem), CMD_ESTIMATE, "the device's memory, e.g. 80GiB or 80GB (GiB = 2^30, GB = 10^9 bytes): the fixed-costs lines of --gpu taken from it (alone: without a GPU's other figures; 0: none)"},
     {"timeline", K_STR, O_(timeline), CMD_PLAN, "draw memory over one step, stacked by category, as FILE.svg"},
     {"tokenizer", K_STR, O_(tokenizer), TEXT, "bytes (vocab 256, as gpt2-tiny), gpt2 (GPT-2 BPE, vocab 50257), or PATH: a Hugging Face tokenizer.json or its directory (Llama 2/3: data/llama2, data/llama3); sample, eval: auto (the model's)"},
     {"vocab-dir", K_STR, O_(vocab_dir), TEXT, "GPT-2 vocabulary (encoder.json + vocab.bpe, or tokenizer.json); default data/gpt2"},
@@ -154,6 +157,7 @@ static const struct {
     {"tokenizer", ~0, "NAME"},          {"vocab-dir", ~0, "DIR"},          {"in", ~0, "FILE|DIR|-"},
     {"prompt", ~0, "TEXT"},             {"ckpt", ~0, "FILE|DIR"},          {"format", ~0, "NAME"},
     {"kernel", ~0, "NAME"},             {"progress", ~0, "MODE"},             {"offload-dir", ~0, "DIR"},
+    {"gpu", ~0, "NAME"},
 };
 static const char *placeholder(const opt_def *d, int mask) {
     switch (d->kind) {

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "../core/arena.h"
+#include "../cluster/gpu.h"
+#include "../cluster/print.h"
 #include "../core/fsutil.h"
 #include "../memory/offload.h"
 #include "cli.h"
@@ -286,9 +288,35 @@ static const char *fit_text(uint64_t peak, uint64_t budget, char *buf, size_t n)
     return buf;
 }
 
+/* --gpu / --device-mem: the device's fixed costs (src/cluster/gpu.c), or 0 when neither is given.
+ * One NCCL communicator (the data-parallel group) when --zero plans several ranks, none otherwise;
+ * 16 channels of 2 peers (a ring) is stated, not measured: NCCL chooses its channels at run time. */
+static uint64_t device_costs(const opts *o, const mw_gpu **gpu, mw_gpu_fixed *fx) {
+    *gpu = NULL;
+    if (o->gpu && !(*gpu = mw_gpu_find(o->gpu))) die(1, "--gpu: %s", mw_last_error());
+    uint64_t dev = o->device_mem ? o->device_mem
+                 : *gpu          ? ((*gpu)->mem_smi_bytes ? (*gpu)->mem_smi_bytes : (*gpu)->mem_stated_bytes)
+                                 : 0;
+    if (!dev) return 0;
+    const mw_gpu_fixed_opts fo = {.nccl_channels = 16, .nccl_peers = 2,
+                                  .nccl_comms = o->cfg.dp && o->cfg.world > 1 ? 1 : 0, .frag_fraction = -1};
+    if (mw_gpu_fixed_costs(dev, &fo, fx) != MW_OK) die(1, "%s", mw_last_error());
+    return dev;
+}
+
 int cmd_estimate(int argc, char **argv) {
     opts o;
     parse(&o, CMD_ESTIMATE, "estimate", argc, argv);
+    if (o.published) { /* the published figures' table: no model, no plan */
+        for (int i = 0; i < o.n_given; i++)
+            if (strcmp(o.given[i], "published"))
+                die(1, "--published prints the published figures alone: drop --%s", o.given[i]);
+        if (mw_print_published(stdout) != MW_OK) die(1, "%s", mw_last_error());
+        return 0;
+    }
+    const mw_gpu *gpu;
+    mw_gpu_fixed fx;
+    const uint64_t dev = device_costs(&o, &gpu, &fx);
     const int agreed = agree_auto(&o.cfg); /* --zero: the one recomputation every rank runs */
     train_line(&o);
     const mw_config *c = &o.cfg;
@@ -357,6 +385,9 @@ int cmd_estimate(int argc, char **argv) {
             printf(", \"largest_fit\": null");
         }
         printf(", \"precision\": \"%s\"", mw_precision_str(c->precision));
+        printf(", \"device\": ");
+        if (dev) mw_print_fixed_costs_json(stdout, gpu, dev, &fx, c->dp ? zs.peak_max : p.peak);
+        else printf("null");
         if (c->dp)
             printf(", \"zero\": {\"stage\": %d, \"world\": %d, \"rank_peak_bytes_min\": %llu, \"rank_peak_bytes_max\": %llu, "
                    "\"largest_rank\": %d, \"model_state_bytes\": %llu, \"categories\": {\"parameters\": %llu, "
@@ -538,6 +569,7 @@ int cmd_estimate(int argc, char **argv) {
                i >= 3 ? "(" : "", i >= 3 ? pp[i].policy : "");
         printf("%s\n", i >= 3 ? ")" : "");
     }
+    if (dev) mw_print_fixed_costs(stdout, gpu, dev, &fx, c->dp ? zs.peak_max : p.peak);
     printf("\n  planned in %.3f ms\n", plan_s * 1e3);
     return p.fits ? 0 : 2;
 }

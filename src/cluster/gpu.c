@@ -77,6 +77,8 @@ mw_status mw_gpu_fixed_costs(uint64_t device_bytes, const mw_gpu_fixed_opts *o, 
     out->cuda_context = CONTEXT_BYTES;
     uint64_t buf = o->nccl_buffsize ? o->nccl_buffsize : MW_GPU_NCCL_BUFFSIZE;
     out->nccl_buffers = buf * (uint64_t)o->nccl_channels * (uint64_t)o->nccl_peers * (uint64_t)o->nccl_comms;
+    out->nccl_buffsize = buf;
+    out->nccl_channels = o->nccl_channels, out->nccl_peers = o->nccl_peers, out->nccl_comms = o->nccl_comms;
     out->frag_fraction = o->frag_fraction < 0 ? FRAG_DEFAULT : o->frag_fraction;
     out->src_context = SRC_CONTEXT;
     out->src_nccl = SRC_NCCL;

@@ -33,6 +33,8 @@ const char *mw_gpu_names(void);
 typedef struct {
     uint64_t cuda_context;        /* bytes */
     uint64_t nccl_buffers;        /* bytes: buffsize * channels * peers * communicators */
+    uint64_t nccl_buffsize;       /* the figures it was taken from */
+    int nccl_channels, nccl_peers, nccl_comms;
     double frag_fraction;         /* of the device memory left to the plan */
     uint64_t fragmentation;       /* bytes: frag_fraction * (device - context - nccl) */
     uint64_t usable;              /* device - context - nccl - fragmentation: what a plan may use */
