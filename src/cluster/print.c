@@ -70,9 +70,11 @@ static mw_status deepspeed(FILE *f) {
     row(f, "ZeRO-3, parameters offloaded too: 4 Lp", 0.12, d.gpu / GIB, 2, 'r');
     const double p = 2851e6;
     fprintf(f, "    memwall's count for the same 2851M parameters over 8 ranks (fp32 weights 4, gradients 4, AdamW\n"
-               "    8 bytes): ZeRO-2 4 P + 12 P / 8 = %.2f GiB, ZeRO-3 16 P / 8 = %.2f GiB, plus one block's slot;\n"
-               "    DeepSpeed counts fp16 weights and gradients (2 + 2) whole and 16 bytes (fp32 master, momentum,\n"
-               "    variance, fp32 gradient) sharded, with no activations, buffers or the largest layer's gradient\n",
+               "    8 bytes): ZeRO-2 4 P + 12 P / 8 = %.2f GiB plus the embeddings' gradients and one block's;\n"
+               "    ZeRO-3 16 P / 8 = %.2f GiB plus the embeddings' states and two blocks' parameters\n"
+               "    (docs/zero.md; `estimate --zero S --world 8` plans it for its own models). DeepSpeed counts fp16\n"
+               "    weights and gradients (2 + 2) whole and 16 bytes (fp32 master, momentum, variance, fp32\n"
+               "    gradient) sharded, and no activations, buffers or temporaries\n",
             (4 * p + 12 * p / 8) / GIB, 16 * p / 8 / GIB);
     return MW_OK;
 }
