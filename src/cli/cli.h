@@ -102,7 +102,7 @@ void progress_fn(void *user, int done, int total);
  * train_tokenizer: train's check of the data against the resumed checkpoint (ckpt, info) or the
  * --init weights; sets o->cfg.tokenizer, which checkpoints record, and writes its line into line. */
 typedef struct mw_tokenizer mw_tokenizer;
-/* The GPT-2 vocabulary directory (text.c): --vocab-dir, $MEMWALL_VOCAB_DIR, ./data/gpt2, or
+/* The GPT-2 vocabulary directory (textcmd.c): --vocab-dir, $MEMWALL_VOCAB_DIR, ./data/gpt2, or
  * data/gpt2 beside the memwall binary's build/ directory (in buf, n bytes, when that one). */
 const char *vocab_dir(const opts *o, char *buf, size_t n);
 mw_tokenizer *hf_tokenizer(const char *path, int arch, int vocab, mw_tokenizer_id *id, char *src, size_t n);
