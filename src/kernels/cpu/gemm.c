@@ -4,10 +4,8 @@
 
 #include <math.h>
 #include <omp.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
-#include <time.h>
 
 #include "gemm_kernels.h"
 #include "isa.h"
@@ -674,50 +672,6 @@ void mw_bf16_load_mt(float *dst, const uint16_t *src, size_t n) {
         const size_t i0 = (size_t)p * BF16_MT_PIECE, k = n - i0 < BF16_MT_PIECE ? n - i0 : BF16_MT_PIECE;
         mw_bf16_load(dst + i0, src + i0, k);
     }
-}
-
-/* Times the AVX512_BF16 micro-kernel on bfloat16 panels against the AVX-512 one on fp32 panels
- * of the same products (12 x 32 x 256, in cache), best of five runs of 400 tiles each: 1 when
- * vdpbf16ps is faster than the emulation through fp32 fmas by more than 15%. Same bits either way, so this decides
- * speed alone. (On Sapphire Rapids, measured: vdpbf16ps issues at a quarter of vfmadd231ps's rate,
- * so the emulation is about twice as fast.) */
-static int native_pays_timed(void) {
-#if defined(__x86_64__)
-    if (!mw_kernel_id_supported(MW_KERNEL_AVX512BF16)) return 0;
-    enum { TK = 256, REPS = 400 };
-    float a[TK * MW_AVX512_MR], b[TK * MW_AVX512_NR], c[MW_AVX512_MR * MW_AVX512_NR]; /* 51 KB */
-    for (int i = 0; i < TK * MW_AVX512_MR; i++) a[i] = 1.0f / (float)(i % 7 + 1);
-    for (int i = 0; i < TK * MW_AVX512_NR; i++) b[i] = 1.0f / (float)(i % 5 + 1);
-    memset(c, 0, sizeof c);
-    double best[2] = {1e30, 1e30};
-    for (int rep = 0; rep < 5; rep++)
-        for (int which = 0; which < 2; which++) {
-            struct timespec t0, t1;
-            clock_gettime(CLOCK_MONOTONIC, &t0);
-            for (int r = 0; r < REPS; r++) {
-                if (which)
-                    mw_ukernel_avx512bf16(MW_AVX512_MR, MW_AVX512_NR, TK / 2, a, b, c, MW_AVX512_NR, 1, 0, 1.0f);
-                else
-                    mw_ukernel_avx512(MW_AVX512_MR, MW_AVX512_NR, TK, a, b, c, MW_AVX512_NR, 1, 0, 1.0f);
-            }
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-            const double t = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-            if (t < best[which]) best[which] = t;
-        }
-    return best[1] < 0.85 * best[0]; /* a margin: no flip-flopping between runs near a tie */
-#else
-    return 0;
-#endif
-}
-
-int mw_gemm_bf16_native_pays(void) {
-    static _Atomic int known = -1; /* timed once per process */
-    int v = atomic_load(&known);
-    if (v < 0) {
-        v = native_pays_timed();
-        atomic_store(&known, v);
-    }
-    return v;
 }
 
 int mw_gemm_ws_run(const mw_gemm_ws *ws, int ta, int tb, int M, int N, int K, float alpha,

@@ -67,10 +67,6 @@ void mw_bf16_load(float *dst, const uint16_t *src, size_t n);
 /* the same on the OpenMP threads, for long arrays outside a parallel region */
 void mw_bf16_store_mt(uint16_t *dst, const float *src, size_t n);
 void mw_bf16_load_mt(float *dst, const uint16_t *src, size_t n);
-/* 1 when this CPU runs bfloat16 products faster (by more than 15%) with vdpbf16ps (the avx512bf16
- * kernel) than with the avx512 kernel's fp32 fmas, timed on one register tile (a few milliseconds); 0 where it lacks
- * AVX512_BF16. isa.c's auto choice asks it. */
-int mw_gemm_bf16_native_pays(void);
 /* x rounded to bfloat16 as mw_gemm_bf16 rounds its operands, as an fp32 value */
 float mw_bf16_round(float x);
 
