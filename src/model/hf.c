@@ -3,7 +3,8 @@
  * on load, straight into the model's parameters (never a second copy of the model).
  * memwall's tensor names are Hugging Face's. GPT-2's 2-D weights inside blocks are (out, in) like
  * nn.Linear in memwall, where GPT-2's Conv1D stores (in, out); Llama's are nn.Linear's on both
- * sides, so nothing is transposed. */
+ * sides, so nothing is transposed. Export writes tensors it is handed (mw_hf_export_tensors): a
+ * model's from memory here, a checkpoint's from src/train/ckpt_export.c, which reads that format. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -16,7 +17,6 @@
 #include "../core/fsutil.h"
 #include "../core/json.h"
 #include "../core/status.h"
-#include "../train/checkpoint.h"
 #include "hf.h"
 #include "safetensors.h"
 
@@ -732,13 +732,6 @@ mw_status mw_hf_load(const char *path, mw_model *m) {
 
 /* ---- export ---------------------------------------------------------------------------------- */
 
-typedef struct src_tensor {
-    const char *name;
-    int ndim, dims[2]; /* memwall layout */
-    const float *mem;  /* in memory, or */
-    uint64_t offset;   /* at this offset of fd */
-} src_tensor;
-
 typedef struct exporter {
     int fd, src_fd;
     const char *path, *src_path;
@@ -757,7 +750,7 @@ static mw_status put(exporter *x, const void *buf, size_t n) {
 }
 
 /* count floats of memwall row `row`, from column col0, into dst */
-static mw_status get(exporter *x, const src_tensor *t, uint64_t row, uint64_t col0, uint64_t count,
+static mw_status get(exporter *x, const mw_hf_src_tensor *t, uint64_t row, uint64_t col0, uint64_t count,
                      float *dst) {
     uint64_t cols = t->ndim == 2 ? (uint64_t)t->dims[1] : (uint64_t)t->dims[0];
     uint64_t at = row * cols + col0;
@@ -775,7 +768,7 @@ static mw_status get(exporter *x, const src_tensor *t, uint64_t row, uint64_t co
 
 #define XBUF (1 << 18) /* floats: 1 MiB */
 
-static mw_status put_tensor(exporter *x, const src_tensor *t, float *buf) {
+static mw_status put_tensor(exporter *x, const mw_hf_src_tensor *t, float *buf) {
     if (!is_conv1d(t->name, t->ndim)) { /* as it is, in chunks */
         uint64_t n = (uint64_t)t->dims[0] * (t->ndim == 2 ? (uint64_t)t->dims[1] : 1);
         for (uint64_t i = 0; i < n; i += XBUF / 2) {
@@ -805,7 +798,7 @@ static mw_status put_tensor(exporter *x, const src_tensor *t, float *buf) {
 }
 
 static int cmp_name(const void *a, const void *b) {
-    return strcmp(((const src_tensor *)a)->name, ((const src_tensor *)b)->name);
+    return strcmp(((const mw_hf_src_tensor *)a)->name, ((const mw_hf_src_tensor *)b)->name);
 }
 
 /* a finite double as Python's json writes it (repr): the fewest significant digits that read back,
@@ -925,13 +918,9 @@ static mw_status copy_synced(const char *src, const char *dst, float *buf) {
     return s;
 }
 
-/* out: FILE, or an existing directory (or one ending in '/'), which gets model.safetensors. The
- * weights, DIR/config.json and the tokenizer files tf (may be NULL: none) are written to
- * temporary files, synced, renamed into place, and the directory synced; missing directories of
- * DIR are created. A tokenizer file in DIR that tf does not write is refused first: --init hf:
- * would read it instead of the model's. */
-static mw_status export_tensors(src_tensor *t, int n, const char *out_arg, int src_fd, const char *src_path,
-                                const mw_config *cfg, const mw_hf_tokfiles *tf) {
+/* mw_hf_export_tensors: see hf.h. */
+mw_status mw_hf_export_tensors(mw_hf_src_tensor *t, int n, const char *out_arg, int src_fd, const char *src_path,
+                               const mw_config *cfg, const mw_hf_tokfiles *tf) {
     char out[1200], dir[1100];
     size_t al = strlen(out_arg);
     struct stat ost;
@@ -1035,51 +1024,14 @@ mw_status mw_hf_export(const mw_model *m, const char *out) {
         return mw_fail(MW_ERR_ARG, "cannot export a model whose parameters are on the disk tier (--offload all) "
                                    "from memory: save a checkpoint and export that (memwall export --ckpt)");
     int n = mw_model_num_tensors(m);
-    src_tensor *t = calloc((size_t)n, sizeof *t);
+    mw_hf_src_tensor *t = calloc((size_t)n, sizeof *t);
     if (!t) return mw_fail(MW_ERR_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
         mw_param_info p;
         mw_model_tensor(m, i, &p);
-        t[i] = (src_tensor){p.name, p.ndim, {p.dims[0], p.dims[1]}, p.data, 0};
+        t[i] = (mw_hf_src_tensor){p.name, p.ndim, {p.dims[0], p.dims[1]}, p.data, 0};
     }
-    mw_status s = export_tensors(t, n, out, -1, NULL, mw_model_config(m), NULL);
-    free(t);
-    return s;
-}
-
-mw_status mw_hf_export_ckpt(const char *ckpt, const char *out) { return mw_hf_export_ckpt_tokenizer(ckpt, out, NULL); }
-
-mw_status mw_hf_export_ckpt_tokenizer(const char *ckpt, const char *out, const char *tokenizer) {
-    mw_ckpt_index idx = {0, calloc(MW_CKPT_MAX_INDEX, sizeof(mw_ckpt_entry))};
-    src_tensor *t = calloc(MW_CKPT_MAX_INDEX, sizeof *t);
-    mw_ckpt_info info;
-    mw_status s = idx.e && t ? mw_ckpt_index_read(ckpt, &info, &idx) : mw_fail(MW_ERR_NOMEM, "out of memory");
-    int fd = -1;
-    if (s == MW_OK && (fd = open(ckpt, O_RDONLY | O_CLOEXEC)) < 0)
-        s = mw_fail(MW_ERR_IO, "cannot open %s: %s", ckpt, strerror(errno));
-    /* the checkpoint's tensor table must be exactly the one its configuration implies */
-    for (int i = 0; s == MW_OK && i < idx.n; i++) {
-        char name[256];
-        int nd, dims[2];
-        s = mw_config_tensor(&info.cfg, i, name, sizeof name, &nd, dims);
-        if (s == MW_OK && (strcmp(name, idx.e[i].name) != 0 || nd != idx.e[i].ndim || dims[0] != idx.e[i].dims[0] ||
-                           (nd == 2 && dims[1] != idx.e[i].dims[1])))
-            s = mw_fail(MW_ERR_FORMAT, "%s: tensor record %d (%s) does not match its configuration", ckpt, i,
-                        idx.e[i].name);
-    }
-    const int want = info.cfg.arch == MW_ARCH_LLAMA ? 2 + 9 * info.cfg.n_layer + !info.cfg.tied : 4 + 12 * info.cfg.n_layer;
-    if (s == MW_OK && idx.n != want)
-        s = mw_fail(MW_ERR_FORMAT, "%s: %d tensors, its configuration has %d", ckpt, idx.n, want);
-    if (s == MW_OK) {
-        for (int i = 0; i < idx.n; i++)
-            t[i] = (src_tensor){idx.e[i].name, idx.e[i].ndim, {idx.e[i].dims[0], idx.e[i].dims[1]}, NULL,
-                                idx.e[i].offset};
-        mw_hf_tokfiles tf;
-        if (tokenizer) s = mw_hf_tokfiles_resolve(tokenizer, &info.cfg.tokenizer, info.cfg.vocab, &tf);
-        if (s == MW_OK) s = export_tensors(t, idx.n, out, fd, ckpt, &info.cfg, tokenizer ? &tf : NULL);
-    }
-    if (fd >= 0) close(fd);
-    free(idx.e);
+    mw_status s = mw_hf_export_tensors(t, n, out, -1, NULL, mw_model_config(m), NULL);
     free(t);
     return s;
 }

@@ -4,6 +4,7 @@
 #ifndef MW_HF_H
 #define MW_HF_H
 #include <stddef.h>
+#include <stdint.h>
 
 #include "memwall.h"
 #include "safetensors.h"
@@ -87,4 +88,24 @@ typedef struct mw_hf_tokfiles {
     mw_tokenizer_id id;
 } mw_hf_tokfiles;
 mw_status mw_hf_tokfiles_resolve(const char *src, const mw_tokenizer_id *want, int model_vocab, mw_hf_tokfiles *tf);
+
+/* Export (hf.c): the writer of model.safetensors and config.json from tensors it is handed, which
+ * mw_hf_export feeds from a model in memory and mw_hf_export_ckpt (src/train/ckpt_export.c) from a
+ * checkpoint file, so that this folder never reads a checkpoint's format.
+ * One tensor: its name, its shape in memwall's layout, and where its float32 values are: in
+ * memory at mem, or (mem NULL) at offset of the file src_fd. */
+typedef struct mw_hf_src_tensor {
+    const char *name;
+    int ndim, dims[2]; /* memwall layout */
+    const float *mem;  /* in memory, or */
+    uint64_t offset;   /* at this offset of src_fd */
+} mw_hf_src_tensor;
+/* Writes the n tensors t (sorted by name in place; src_fd and src_path, for messages, the file of
+ * those not in memory, or -1 and NULL) with the configuration cfg. out: FILE, or an existing
+ * directory (or one ending in '/'), which gets model.safetensors. The weights, DIR/config.json and
+ * the tokenizer files tf (may be NULL: none) are written to temporary files, synced, renamed into
+ * place, and the directory synced; missing directories of DIR are created. A tokenizer file in DIR
+ * that tf does not write is refused first: --init hf: would read it instead of the model's. */
+mw_status mw_hf_export_tensors(mw_hf_src_tensor *t, int n, const char *out, int src_fd, const char *src_path,
+                               const mw_config *cfg, const mw_hf_tokfiles *tf);
 #endif
