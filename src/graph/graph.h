@@ -29,10 +29,17 @@
 #define MW_NORM_QUANTUM 65536 /* grad-norm partial sums and init streams over fixed blocks */
 #define MW_MAX_EXT 8         /* a model's own persistent buffers (KV cache, position tables) */
 
-/* An access's slot: a value of the op's block (0 .. nls-1), the next block's input MW_XN, or a
- * value of the step MW_GS(g) (0 <= g < ngs). */
-#define MW_XN 100
-#define MW_GS(g) (-1 - (g))
+/* An access's slot, the value it names:
+ *   0 .. nls-1        value v of the op's own block (mw_model_def.lslot_names[v]; 0: the block's input)
+ *   MW_SLOT_NEXT      the next block's value 0: what the block writes as its output and the next
+ *                     block (or the head, after the last) reads as its input
+ *   MW_SLOT_STEP(g)   value g of the step, shared by every block (0 <= g < ngs: gslot_names[g])
+ * The walk turns them into one index per value instance (schedule.c, resolve_slot). */
+#define MW_SLOT_NEXT 100
+#define MW_SLOT_STEP(g) (-1 - (g))
+/* the older names (models written before issue 31 may still use them) */
+#define MW_XN MW_SLOT_NEXT
+#define MW_GS(g) MW_SLOT_STEP(g)
 enum { MW_R, MW_W, MW_U }; /* read; write (a new instance); update in place */
 
 /* Per-block recomputation policies */
@@ -64,6 +71,12 @@ typedef struct mw_tensor {
     int seg;   /* its segment of the disk tier (MW_OFFLOAD_OPTIMIZER_GRADS, ALL): 0 before the
                   blocks, 1 + layer, L + 1 after */
 } mw_tensor;
+
+/* A read of the disk tier that a parameter visit starts: segment seg's parameters into staging
+ * slot slot (pslot[slot]); seg < 0: no read. */
+typedef struct mw_seg_read {
+    int seg, slot;
+} mw_seg_read;
 
 typedef struct mw_op {
     unsigned char kind;
@@ -127,7 +140,7 @@ struct mw_model {
                                           seg_lo[L + 1] (a block's accumulate in gslot[0], fp32) */
     int *op_pv, *op_gb, *op_ge;        /* per op: param visit index (-1), grads bound / done here */
     int nvisit, *visit_seg, *visit_slot; /* param visits of one micro-batch: segment, slot */
-    int *visit_rd;                     /* per visit, 3 entries: prefetches (segment*4+slot, -1) */
+    mw_seg_read *visit_rd;             /* per visit, 3 entries: the reads it starts (seg < 0: none) */
     int gvisit;                        /* grad visits bound so far in this micro-batch */
     mw_status io_error;                /* a failed transfer outside a status-returning call */
     char io_msg[512];                  /* ... and its message */

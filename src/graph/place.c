@@ -101,7 +101,7 @@ mw_status mw_graph_plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
         s->disk_write = owr + acc * ab[MW_ARR_G];
         if (m->offload == MW_OFFLOAD_ALL)
             for (int j = 0; j < 3 * m->nvisit; j++)
-                if (m->visit_rd[j] >= 0) s->disk_read += acc * mw_offload_pad(mw_graph_seg_len(m, m->visit_rd[j] / 4)) * sizeof(float);
+                if (m->visit_rd[j].seg >= 0) s->disk_read += acc * mw_offload_pad(mw_graph_seg_len(m, m->visit_rd[j].seg)) * sizeof(float);
     }
     s->fits = s->budget == 0 || s->peak <= s->budget;
     /* the disk is part of the budget: a file the folder cannot hold does not fit, and a run is
@@ -231,8 +231,8 @@ static void timeline_transfers(const mw_model *m, int i, mw_plan_op *o) {
     }
     if (m->offload == MW_OFFLOAD_ALL && m->op_pv && m->op_pv[i] >= 0)
         for (int e = 0; e < 3; e++) {
-            const int r = m->visit_rd[3 * m->op_pv[i] + e];
-            if (r >= 0) o->disk_read += mw_offload_pad(mw_graph_seg_len(m, r / 4)) * F;
+            const int r = m->visit_rd[3 * m->op_pv[i] + e].seg;
+            if (r >= 0) o->disk_read += mw_offload_pad(mw_graph_seg_len(m, r)) * F;
         }
     if (m->op_ge && m->op_ge[i]) o->disk_write += mw_offload_pad(mw_graph_seg_len(m, 1 + m->ops[i].layer)) * F;
 }

@@ -57,7 +57,11 @@ mw_status mw_graph_build_schedule(mw_model *m) {
     return MW_OK;
 }
 
-/* Size, category and name of slot (global, or ngs + l*nls + value). */
+/* The walk's index of a value: the step's values first (0 .. ngs-1), then block l's nls values
+ * (block L's value 0 is the head's input). */
+static int value_of_block(const mw_model_def *a, int l, int v) { return a->ngs + l * a->nls + v; }
+
+/* Size, category, name and block (-1: the step's) of the value of index slot. */
 static void slot_info(const mw_model *m, int slot, uint64_t *bytes, mw_category *cat, const char **name,
                       int *layer) {
     const mw_model_def *a = m->arch;
@@ -74,10 +78,11 @@ static void slot_info(const mw_model *m, int slot, uint64_t *bytes, mw_category 
     *layer = (slot - a->ngs) / a->nls;
 }
 
+/* An op of block layer's access slot s (MW_SLOT_*) as the walk's index of its value. */
 static int resolve_slot(const mw_model_def *a, int s, int layer) {
-    if (s < 0) return -1 - s;
-    if (s == MW_XN) return a->ngs + (layer + 1) * a->nls;
-    return a->ngs + layer * a->nls + s;
+    if (s < 0) return -1 - s; /* MW_SLOT_STEP(g): g */
+    if (s == MW_SLOT_NEXT) return value_of_block(a, layer + 1, 0);
+    return value_of_block(a, layer, s);
 }
 
 /* The floats of the largest block's staging slot (its segment, padded). */
@@ -100,7 +105,7 @@ static float *align_io(float *p) {
 mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *base) {
     const mw_config *c = &m->cfg;
     const mw_model_def *a = m->arch;
-    const int L = c->n_layer, last = m->nops - 1, nslots = a->ngs + (L + 1) * a->nls;
+    const int L = c->n_layer, last = m->nops - 1, nslots = value_of_block(a, L + 1, 0);
     const uint64_t F = sizeof(float), N = (uint64_t)c->batch * c->seq;
     int idx = 0;
 #define PERSIST(ptr, bytes, cat, nm)                                                               \

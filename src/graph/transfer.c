@@ -156,7 +156,7 @@ mw_status mw_graph_build_transfers(mw_model *m) {
     m->op_ge = calloc((size_t)n, sizeof(int));
     m->visit_seg = malloc(sizeof(int) * (size_t)n);
     m->visit_slot = malloc(sizeof(int) * (size_t)n);
-    m->visit_rd = malloc(sizeof(int) * 3 * (size_t)n);
+    m->visit_rd = malloc(sizeof *m->visit_rd * 3 * (size_t)n);
     if (!m->op_pv || !m->op_gb || !m->op_ge || !m->visit_seg || !m->visit_slot || !m->visit_rd)
         return mw_fail(MW_ERR_NOMEM, "out of memory planning");
     m->nvisit = 0;
@@ -184,8 +184,9 @@ mw_status mw_graph_build_transfers(mw_model *m) {
     for (int j = 0; j < m->nvisit; j++) {
         const int seg = m->visit_seg[j];
         const int n1 = j + 1 < m->nvisit ? m->visit_seg[j + 1] : -2, n2 = j + 2 < m->nvisit ? m->visit_seg[j + 2] : -2;
-        int *rd = m->visit_rd + 3 * j, nr = 0;
-        rd[0] = rd[1] = rd[2] = -1;
+        mw_seg_read *rd = m->visit_rd + 3 * j;
+        int nr = 0;
+        for (int e = 0; e < 3; e++) rd[e] = (mw_seg_read){-1, -1};
         int s = -1;
         for (int k = 0; k < 3; k++)
             if (holds[k] == seg) s = k;
@@ -193,7 +194,7 @@ mw_status mw_graph_build_transfers(mw_model *m) {
             for (int k = 0; k < 3 && s < 0; k++)
                 if (holds[k] != n1 && holds[k] != n2) s = k;
             holds[s] = seg;
-            rd[nr++] = seg * 4 + s;
+            rd[nr++] = (mw_seg_read){seg, s};
         }
         m->visit_slot[j] = s;
         for (int d = 1; d <= 2; d++) {
@@ -204,7 +205,7 @@ mw_status mw_graph_build_transfers(mw_model *m) {
                 if (k != s && holds[k] != n1 && holds[k] != n2) t = k;
             if (t < 0) continue;
             holds[t] = want;
-            rd[nr++] = want * 4 + t;
+            rd[nr++] = (mw_seg_read){want, t};
         }
     }
     return MW_OK;
@@ -339,9 +340,9 @@ void mw_graph_zero3_poll(mw_model *m) {
  * its block's and binds it. */
 mw_status mw_graph_param_visit(mw_model *m, int j) {
     if (mw_graph_params_zero3(m)) return zero3_visit(m, j);
-    const int *rd = m->visit_rd + 3 * j;
-    for (int e = 0; e < 3 && rd[e] >= 0; e++) {
-        const int seg = rd[e] / 4, k = rd[e] % 4;
+    const mw_seg_read *rd = m->visit_rd + 3 * j;
+    for (int e = 0; e < 3 && rd[e].seg >= 0; e++) {
+        const int seg = rd[e].seg, k = rd[e].slot;
         MW_TRY(wait_id(m, &m->pslot_id[k]));
         if (m->pslot_seg[k] >= 0) m->pbase[m->pslot_seg[k]] = NULL;
         m->pslot_seg[k] = seg;

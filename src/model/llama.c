@@ -63,8 +63,8 @@ static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf",  "lnf_r
  * and its backward, which then see their rounded values (attention computes in fp32 on them) */
 #define B16 mw_graph_b16
 #define elt mw_graph_elt
-#define XN MW_XN
-#define GS MW_GS
+#define XN MW_SLOT_NEXT
+#define GS MW_SLOT_STEP
 enum { R = MW_R, W = MW_W, U = MW_U };
 enum { P_NONE = MW_P_NONE, P_SEL = MW_P_SEL, P_FULL = MW_P_FULL };
 
