@@ -197,8 +197,17 @@ struct mw_model_def {
     void (*init)(mw_model *m, uint64_t seed);
 };
 
-/* The model families (src/model/models.c). NULL for an unknown arch. */
-const mw_model_def *mw_arch_get(int arch);
+/* The graph's entry points for a model family: the public ones that take a configuration
+ * (mw_model_create, mw_plan, mw_plan_buffers, mw_plan_timeline, mw_config_tensor; memwall.h) live
+ * with the families (src/model/models.c), which pick arch from cfg->arch and call these: the graph
+ * knows no model but the one it is handed. cfg is validated first; arch NULL is then refused as an
+ * unknown family. Contracts as the public functions'. */
+mw_status mw_graph_model_create(mw_model **out, const mw_model_def *arch, const mw_config *cfg);
+mw_status mw_graph_plan(const mw_model_def *arch, const mw_config *cfg, mw_plan_summary *out);
+mw_status mw_graph_plan_buffers(const mw_model_def *arch, const mw_config *cfg, mw_plan_buffer **out, int *n);
+mw_status mw_graph_plan_timeline(const mw_model_def *arch, const mw_config *cfg, mw_plan_op **ops, int *nops);
+mw_status mw_graph_config_tensor(const mw_model_def *arch, const mw_config *cfg, int i, char *name, size_t name_len,
+                                 int *ndim, int dims[2]);
 
 #define MW_ZERO_BUCKET (1u << 18) /* floats per rank of one round of the gradients' exchange, at most */
 #define MW_ZERO_RECV (1u << 22)   /* floats of the exchange's receive buffer, at most (16 MiB) */
@@ -219,7 +228,7 @@ mw_status mw_zero_gather_seg(mw_model *m, float *dst, size_t a, size_t b);
 mw_status mw_zero_gather_start(mw_model *m, float *dst, size_t a, size_t b, void **req);
 /* --zero 3: the blocks' parameters are gathered into slots as the schedule visits them */
 static inline int mw_graph_params_zero3(const mw_model *m) { return m->cfg.dp && m->cfg.zero >= 3 && !m->cfg.inference; }
-/* --zero 2: each micro-batch's gradients pass through block slots (grads_slotted in graph.c) */
+/* --zero 2: each micro-batch's gradients pass through block slots (mw_graph_grads_slotted, graph_impl.h) */
 static inline int mw_graph_grads_zero2(const mw_model *m) { return m->cfg.dp && m->cfg.zero >= 2 && !m->cfg.inference; }
 mw_status mw_zero_state_window(const mw_model *m, int which, size_t off, size_t limit, int write, void **p, size_t *n);
 /* 1 when a chunk of the disk tier's stream cuts a block of the quantised optimizer (adamw8bit then

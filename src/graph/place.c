@@ -17,7 +17,7 @@
 #include "graph_impl.h"
 #include "model.h"
 
-static mw_status model_skeleton(mw_model **out, const mw_config *cfg);
+static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const mw_config *cfg);
 
 void mw_graph_add_tensor(mw_model *m, const char *name, int r, int c, int decay, int pad) {
     mw_tensor *t = &m->tensors[m->ntensors++];
@@ -150,8 +150,9 @@ static mw_status predict(mw_model *m, mw_plan_summary *s, int force) {
 
 /* A dry run for cfg: a model without memory and its placed plan. On success the caller frees
  * both (mw_planner_free, mw_model_destroy); on failure nothing is left. */
-static mw_status plan_dry(const mw_config *cfg, mw_model **m, mw_planner *pl, mw_plan_summary *s) {
-    MW_TRY(model_skeleton(m, cfg));
+static mw_status plan_dry(const mw_model_def *arch, const mw_config *cfg, mw_model **m, mw_planner *pl,
+                          mw_plan_summary *s) {
+    MW_TRY(model_skeleton(m, arch, cfg));
     mw_status st = mw_graph_plan_model(*m, pl, s);
     if (st == MW_OK) {
         st = predict(*m, s, 0);
@@ -162,10 +163,10 @@ static mw_status plan_dry(const mw_config *cfg, mw_model **m, mw_planner *pl, mw
 }
 
 /* mw_plan with the recomputation's predicted seconds, whatever cfg's offload. */
-static mw_status plan_predicted(const mw_config *cfg, mw_plan_summary *s) {
+static mw_status plan_predicted(const mw_model_def *arch, const mw_config *cfg, mw_plan_summary *s) {
     mw_model *m;
     mw_planner pl;
-    MW_TRY(model_skeleton(&m, cfg));
+    MW_TRY(model_skeleton(&m, arch, cfg));
     mw_status st = mw_graph_plan_model(m, &pl, s);
     if (st == MW_OK) {
         mw_planner_free(&pl);
@@ -175,13 +176,13 @@ static mw_status plan_predicted(const mw_config *cfg, mw_plan_summary *s) {
     return st;
 }
 
-mw_status mw_plan_buffers(const mw_config *cfg, mw_plan_buffer **out, int *n) {
+mw_status mw_graph_plan_buffers(const mw_model_def *arch, const mw_config *cfg, mw_plan_buffer **out, int *n) {
     *out = NULL;
     *n = 0;
     mw_model *m;
     mw_planner pl;
     mw_plan_summary s;
-    MW_TRY(plan_dry(cfg, &m, &pl, &s));
+    MW_TRY(plan_dry(arch, cfg, &m, &pl, &s));
     mw_status st = MW_OK;
     mw_plan_buffer *b = calloc((size_t)pl.n + 2, sizeof *b);
     if (!b) st = mw_fail(MW_ERR_NOMEM, "out of memory");
@@ -237,13 +238,13 @@ static void timeline_transfers(const mw_model *m, int i, mw_plan_op *o) {
     if (m->op_ge && m->op_ge[i]) o->disk_write += mw_offload_pad(mw_graph_seg_len(m, 1 + m->ops[i].layer)) * F;
 }
 
-mw_status mw_plan_timeline(const mw_config *cfg, mw_plan_op **ops, int *nops) {
+mw_status mw_graph_plan_timeline(const mw_model_def *arch, const mw_config *cfg, mw_plan_op **ops, int *nops) {
     *ops = NULL;
     *nops = 0;
     mw_model *m;
     mw_planner pl;
     mw_plan_summary s;
-    MW_TRY(plan_dry(cfg, &m, &pl, &s));
+    MW_TRY(plan_dry(arch, cfg, &m, &pl, &s));
     mw_status st = MW_OK;
     mw_plan_op *o = calloc((size_t)m->nops, sizeof *o);
     uint64_t *live = calloc((size_t)m->nops * MW_CAT_COUNT, sizeof(uint64_t));
@@ -301,7 +302,7 @@ static mw_status resolve_offload(mw_model *m) {
             continue;
         }
         mw_plan_summary ps;
-        MW_TRY(plan_predicted(&k, &ps));
+        MW_TRY(plan_predicted(m->arch, &k, &ps));
         fits[i] = ps.fits; /* the disk tier within the folder's room too */
         short_disk[i] = ps.disk_short && (!ps.budget || ps.peak <= ps.budget);
         t[i] = ps.pred_recompute_s + (i ? ps.pred_disk_s : 0.0);
@@ -331,9 +332,8 @@ static mw_status resolve_offload(mw_model *m) {
     return MW_OK;
 }
 
-static mw_status model_skeleton(mw_model **out, const mw_config *cfg) {
+static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const mw_config *cfg) {
     MW_TRY(mw_config_validate(cfg));
-    const mw_model_def *arch = mw_arch_get(cfg->arch);
     if (!arch) return mw_fail(MW_ERR_ARG, "unknown model family %d", cfg->arch);
     mw_model *m = calloc(1, sizeof *m);
     if (!m) return mw_fail(MW_ERR_NOMEM, "cannot allocate the model");
@@ -362,9 +362,10 @@ static mw_status model_skeleton(mw_model **out, const mw_config *cfg) {
     return MW_OK;
 }
 
-mw_status mw_config_tensor(const mw_config *cfg, int i, char *name, size_t name_len, int *ndim, int dims[2]) {
+mw_status mw_graph_config_tensor(const mw_model_def *arch, const mw_config *cfg, int i, char *name, size_t name_len,
+                                 int *ndim, int dims[2]) {
     mw_model *m;
-    MW_TRY(model_skeleton(&m, cfg));
+    MW_TRY(model_skeleton(&m, arch, cfg));
     mw_status s = MW_OK;
     if (i < 0 || i >= m->ntensors) {
         s = mw_fail(MW_ERR_ARG, "tensor index %d out of range", i);
@@ -378,19 +379,19 @@ mw_status mw_config_tensor(const mw_config *cfg, int i, char *name, size_t name_
     return s;
 }
 
-mw_status mw_plan(const mw_config *cfg, mw_plan_summary *out) {
+mw_status mw_graph_plan(const mw_model_def *arch, const mw_config *cfg, mw_plan_summary *out) {
     mw_model *m;
     mw_planner pl;
-    MW_TRY(plan_dry(cfg, &m, &pl, out));
+    MW_TRY(plan_dry(arch, cfg, &m, &pl, out));
     mw_planner_free(&pl);
     mw_model_destroy(m);
     return MW_OK;
 }
 
-mw_status mw_model_create(mw_model **out, const mw_config *cfg) {
+mw_status mw_graph_model_create(mw_model **out, const mw_model_def *arch, const mw_config *cfg) {
     *out = NULL;
     mw_model *m;
-    MW_TRY(model_skeleton(&m, cfg));
+    MW_TRY(model_skeleton(&m, arch, cfg));
     mw_planner pl;
     mw_status s = mw_graph_plan_model(m, &pl, &m->plan);
     if (s != MW_OK) {

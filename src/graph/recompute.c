@@ -131,7 +131,7 @@ mw_status mw_graph_measure_costs(const mw_config *c, const mw_model_def *a, doub
     double *cached = cal[e < NCAL ? e : cal_next];
     if (e == NCAL) {
         mw_model *m;
-        MW_TRY(mw_model_create(&m, &k));
+        MW_TRY(mw_graph_model_create(&m, a, &k));
         mw_model_init(m, 1);
         const int N = k.batch * k.seq;
         int32_t *tok = m->staging;

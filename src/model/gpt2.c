@@ -1,7 +1,7 @@
 /* GPT-2: the parameter table, the op kinds of one block and of the head with the values they
  * access, the values' sizes, the kernels each kind runs, incremental decoding and the
  * initialisation. Everything else (schedule, lifetimes, placement, execution, recomputation
- * policies) is the step graph's (src/graph/graph.c). */
+ * policies) is the step graph's (src/graph/). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

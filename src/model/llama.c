@@ -3,7 +3,7 @@
  * biases, a tied or untied LM head. The model declares its tensors (Hugging Face's names and
  * (out, in) layout), the op kinds of one block and of the head with the values they access, the
  * values' sizes, its own buffers (the rotary table, the KV cache), the kernels each kind runs,
- * decoding and init; the step graph (src/graph/graph.c) does the rest. docs/adding-a-model.md
+ * decoding and init; the step graph (src/graph/) does the rest. docs/adding-a-model.md
  * walks through this file. */
 #include <math.h>
 #include <stdio.h>
