@@ -16,11 +16,11 @@
  * Stage 0 then gathers the summed gradient to every rank, which steps the whole buffer. Stage 1
  * steps only its shard, whose optimizer state is all it holds, and gathers the parameters. Stage 2
  * never holds a micro-batch's whole gradient: each block's accumulates in one block-sized slot
- * during its backward and is exchanged when that ends (src/graph/graph.c, grad_done); the
- * embeddings' and the head's, which backward touches first and last, after it; the sum lives in
- * m->zacc, the shard's alone. Stage 3 also keeps only its shard of the parameters (m->zparams);
- * graph.c gathers each block into a slot as the schedule visits it, the next one's gather running
- * while a block computes. The same additions in the same order: the same bits at every stage.
+ * during its backward and is exchanged when that ends (src/graph/transfer.c, mw_graph_grad_done);
+ * the embeddings' and the head's, which backward touches first and last, after it; the sum lives
+ * in m->zacc, the shard's alone. Stage 3 also keeps only its shard of the parameters (m->zparams);
+ * src/graph/transfer.c gathers each block into a slot as the schedule visits it, the next one's
+ * gather running while a block computes. The same additions in the same order: the same bits at every stage.
  * Checkpoints are written by every rank at once (src/train/checkpoint.c, mw_ckpt_save_ranks). */
 #include <math.h>
 #include <stdlib.h>

@@ -3,7 +3,9 @@
  * writes, the sizes of those values, and the kernels each kind runs (mw_model_def). This module builds
  * the schedule of one step under a recomputation policy, walks it to derive every buffer and its
  * lifetime, places them (src/memory/planner.c), binds each op's pointers in one arena, runs the
- * schedule, and chooses per-block policies for `auto`. It knows no model.
+ * schedule, and chooses per-block policies for `auto`. It knows no model but the def it is handed
+ * (src/model/models.c). A file per concern: schedule.c, place.c, exec.c, transfer.c, recompute.c,
+ * state.c (graph_impl.h says what each owns); docs/graph.md draws how a step flows through them.
  *
  * The walk: a write starts a new instance of a value, which lives until its last read before the
  * next write. A value the schedule recomputes before backward therefore dies during forward by
@@ -29,10 +31,17 @@
 #define MW_NORM_QUANTUM 65536 /* grad-norm partial sums and init streams over fixed blocks */
 #define MW_MAX_EXT 8         /* a model's own persistent buffers (KV cache, position tables) */
 
-/* An access's slot: a value of the op's block (0 .. nls-1), the next block's input MW_XN, or a
- * value of the step MW_GS(g) (0 <= g < ngs). */
-#define MW_XN 100
-#define MW_GS(g) (-1 - (g))
+/* An access's slot, the value it names:
+ *   0 .. nls-1        value v of the op's own block (mw_model_def.lslot_names[v]; 0: the block's input)
+ *   MW_SLOT_NEXT      the next block's value 0: what the block writes as its output and the next
+ *                     block (or the head, after the last) reads as its input
+ *   MW_SLOT_STEP(g)   value g of the step, shared by every block (0 <= g < ngs: gslot_names[g])
+ * The walk turns them into one index per value instance (schedule.c, resolve_slot). */
+#define MW_SLOT_NEXT 100
+#define MW_SLOT_STEP(g) (-1 - (g))
+/* the older names (models written before issue 31 may still use them) */
+#define MW_XN MW_SLOT_NEXT
+#define MW_GS(g) MW_SLOT_STEP(g)
 enum { MW_R, MW_W, MW_U }; /* read; write (a new instance); update in place */
 
 /* Per-block recomputation policies */
@@ -64,6 +73,12 @@ typedef struct mw_tensor {
     int seg;   /* its segment of the disk tier (MW_OFFLOAD_OPTIMIZER_GRADS, ALL): 0 before the
                   blocks, 1 + layer, L + 1 after */
 } mw_tensor;
+
+/* A read of the disk tier that a parameter visit starts: segment seg's parameters into staging
+ * slot slot (pslot[slot]); seg < 0: no read. */
+typedef struct mw_seg_read {
+    int seg, slot;
+} mw_seg_read;
 
 typedef struct mw_op {
     unsigned char kind;
@@ -127,7 +142,7 @@ struct mw_model {
                                           seg_lo[L + 1] (a block's accumulate in gslot[0], fp32) */
     int *op_pv, *op_gb, *op_ge;        /* per op: param visit index (-1), grads bound / done here */
     int nvisit, *visit_seg, *visit_slot; /* param visits of one micro-batch: segment, slot */
-    int *visit_rd;                     /* per visit, 3 entries: prefetches (segment*4+slot, -1) */
+    mw_seg_read *visit_rd;             /* per visit, 3 entries: the reads it starts (seg < 0: none) */
     int gvisit;                        /* grad visits bound so far in this micro-batch */
     mw_status io_error;                /* a failed transfer outside a status-returning call */
     char io_msg[512];                  /* ... and its message */
@@ -184,8 +199,17 @@ struct mw_model_def {
     void (*init)(mw_model *m, uint64_t seed);
 };
 
-/* The model families (src/model/models.c). NULL for an unknown arch. */
-const mw_model_def *mw_arch_get(int arch);
+/* The graph's entry points for a model family: the public ones that take a configuration
+ * (mw_model_create, mw_plan, mw_plan_buffers, mw_plan_timeline, mw_config_tensor; memwall.h) live
+ * with the families (src/model/models.c), which pick arch from cfg->arch and call these: the graph
+ * knows no model but the one it is handed. cfg is validated first; arch NULL is then refused as an
+ * unknown family. Contracts as the public functions'. */
+mw_status mw_graph_model_create(mw_model **out, const mw_model_def *arch, const mw_config *cfg);
+mw_status mw_graph_plan(const mw_model_def *arch, const mw_config *cfg, mw_plan_summary *out);
+mw_status mw_graph_plan_buffers(const mw_model_def *arch, const mw_config *cfg, mw_plan_buffer **out, int *n);
+mw_status mw_graph_plan_timeline(const mw_model_def *arch, const mw_config *cfg, mw_plan_op **ops, int *nops);
+mw_status mw_graph_config_tensor(const mw_model_def *arch, const mw_config *cfg, int i, char *name, size_t name_len,
+                                 int *ndim, int dims[2]);
 
 #define MW_ZERO_BUCKET (1u << 18) /* floats per rank of one round of the gradients' exchange, at most */
 #define MW_ZERO_RECV (1u << 22)   /* floats of the exchange's receive buffer, at most (16 MiB) */
@@ -206,7 +230,7 @@ mw_status mw_zero_gather_seg(mw_model *m, float *dst, size_t a, size_t b);
 mw_status mw_zero_gather_start(mw_model *m, float *dst, size_t a, size_t b, void **req);
 /* --zero 3: the blocks' parameters are gathered into slots as the schedule visits them */
 static inline int mw_graph_params_zero3(const mw_model *m) { return m->cfg.dp && m->cfg.zero >= 3 && !m->cfg.inference; }
-/* --zero 2: each micro-batch's gradients pass through block slots (grads_slotted in graph.c) */
+/* --zero 2: each micro-batch's gradients pass through block slots (mw_graph_grads_slotted, graph_impl.h) */
 static inline int mw_graph_grads_zero2(const mw_model *m) { return m->cfg.dp && m->cfg.zero >= 2 && !m->cfg.inference; }
 mw_status mw_zero_state_window(const mw_model *m, int which, size_t off, size_t limit, int write, void **p, size_t *n);
 /* 1 when a chunk of the disk tier's stream cuts a block of the quantised optimizer (adamw8bit then

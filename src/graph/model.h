@@ -1,4 +1,4 @@
-/* Internal model functions beyond the public API (src/graph/graph.c). */
+/* Internal model functions beyond the public API (src/graph/: place.c, exec.c, transfer.c, state.c). */
 #ifndef MW_GRAPH_MODEL_H
 #define MW_GRAPH_MODEL_H
 #include "memwall.h"

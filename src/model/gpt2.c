@@ -1,7 +1,7 @@
 /* GPT-2: the parameter table, the op kinds of one block and of the head with the values they
  * access, the values' sizes, the kernels each kind runs, incremental decoding and the
  * initialisation. Everything else (schedule, lifetimes, placement, execution, recomputation
- * policies) is the step graph's (src/graph/graph.c). */
+ * policies) is the step graph's (src/graph/). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,8 +49,8 @@ enum { G_IN, G_TGT, G_LNF, G_LNFS, G_LOGITS, G_LOSSES, G_DRES, G_DTMP, G_DQKV, G
 static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf",  "lnf_stats", "logits", "losses",
                                              "dres",   "dtmp",    "dqkv", "att_scratch", "norm_parts",
                                              "fp32_chunk"};
-#define XN MW_XN
-#define GS MW_GS
+#define XN MW_SLOT_NEXT
+#define GS MW_SLOT_STEP
 enum { R = MW_R, W = MW_W, U = MW_U };
 enum { P_NONE = MW_P_NONE, P_SEL = MW_P_SEL, P_FULL = MW_P_FULL };
 

@@ -3,7 +3,7 @@
  * biases, a tied or untied LM head. The model declares its tensors (Hugging Face's names and
  * (out, in) layout), the op kinds of one block and of the head with the values they access, the
  * values' sizes, its own buffers (the rotary table, the KV cache), the kernels each kind runs,
- * decoding and init; the step graph (src/graph/graph.c) does the rest. docs/adding-a-model.md
+ * decoding and init; the step graph (src/graph/) does the rest. docs/adding-a-model.md
  * walks through this file. */
 #include <math.h>
 #include <stdio.h>
@@ -63,8 +63,8 @@ static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf",  "lnf_r
  * and its backward, which then see their rounded values (attention computes in fp32 on them) */
 #define B16 mw_graph_b16
 #define elt mw_graph_elt
-#define XN MW_XN
-#define GS MW_GS
+#define XN MW_SLOT_NEXT
+#define GS MW_SLOT_STEP
 enum { R = MW_R, W = MW_W, U = MW_U };
 enum { P_NONE = MW_P_NONE, P_SEL = MW_P_SEL, P_FULL = MW_P_FULL };
 

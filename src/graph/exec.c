@@ -1,0 +1,279 @@
+/* The executor (graph_impl.h). Owns: running the schedule's ops on their bound pointers
+ * (mw_model_forward, mw_model_forward_backward), the outputs a caller reads (losses, logits,
+ * decode), the gradients' zeroing and global norm, and the optimizer's passes over the flat
+ * buffer, segment by segment or streamed through the disk tier. May call: the model's run_op and
+ * decode, transfer.c around each op (visits, gradient binds, settles), src/optim, src/memory. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/status.h"
+#include "../optim/adamw.h"
+#include "graph_impl.h"
+#include "model.h"
+
+void mw_graph_copy(float *dst, const float *src, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
+mw_status mw_graph_load_tokens(mw_model *m, const int32_t *inputs, const int32_t *targets) {
+    const mw_config *c = &m->cfg;
+    const int V = c->vocab, N = c->batch * c->seq;
+    for (int i = 0; i < N; i++) {
+        if (inputs[i] < 0 || inputs[i] >= V || (targets && (targets[i] < 0 || targets[i] >= V)))
+            return mw_fail(MW_ERR_ARG, "token id %d at position %d is outside the vocabulary (%d)",
+                           inputs[i] < 0 || inputs[i] >= V ? inputs[i] : targets[i], i, V);
+    }
+    void **P = m->opp; /* op 0 is the embedding: inputs and targets are its first two values */
+    memcpy(P[0], inputs, sizeof(int32_t) * N);
+    if (targets) memcpy(P[1], targets, sizeof(int32_t) * N);
+    m->has_targets = targets != NULL;
+    return MW_OK;
+}
+
+mw_status mw_model_forward(mw_model *m, const int32_t *inputs, const int32_t *targets, float *loss) {
+    if (!mw_graph_keeps_logits(&m->cfg) && !targets)
+        return mw_fail(MW_ERR_ARG, "a training or evaluation model keeps no logits: give targets (for "
+                                   "the loss) or build an inference model");
+    MW_TRY(mw_graph_load_tokens(m, inputs, targets));
+    MW_TRY(mw_graph_step_begin(m));
+    double s = 0.0;
+    for (int i = 0; i <= m->head_op; i++) {
+        if ((m->offload == MW_OFFLOAD_ALL || mw_graph_params_zero3(m)) && m->op_pv[i] >= 0) MW_TRY(mw_graph_param_visit(m, m->op_pv[i]));
+        m->arch->run_op(m, i, 0, 0.0f, &s);
+        if (m->zpre) mw_graph_zero3_poll(m);
+    }
+    if (targets) *loss = (float)(s / ((double)m->cfg.batch * m->cfg.seq));
+    return mw_graph_zero3_wait(m); /* a forward alone may have prefetched the block its backward would begin with */
+}
+
+mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const int32_t *targets,
+                                    float grad_scale, float *loss) {
+    const mw_config *c = &m->cfg;
+    if (c->inference) return mw_fail(MW_ERR_ARG, "an inference model has no gradients");
+    if (!targets) return mw_fail(MW_ERR_ARG, "training needs targets");
+    MW_TRY(mw_graph_load_tokens(m, inputs, targets));
+    const int N = c->batch * c->seq, gdisk = mw_graph_grads_slotted(m);
+    MW_TRY(mw_graph_step_begin(m));
+    double s = 0.0;
+    for (int i = 0; i < m->opt_op; i++) {
+        const int l = m->ops[i].layer;
+        if ((m->offload == MW_OFFLOAD_ALL || mw_graph_params_zero3(m)) && m->op_pv[i] >= 0) MW_TRY(mw_graph_param_visit(m, m->op_pv[i]));
+        if (gdisk && m->op_gb[i]) MW_TRY(mw_graph_grad_bind(m, l));
+        m->arch->run_op(m, i, 1, grad_scale / N, &s);
+        if (m->zpre) mw_graph_zero3_poll(m);
+        if (gdisk && m->op_ge[i]) MW_TRY(mw_graph_grad_done(m, l));
+    }
+    *loss = (float)(s / N);
+    return MW_OK;
+}
+
+int32_t *mw_model_staging(mw_model *m) { return m->staging; }
+
+void mw_model_set_progress(mw_model *m, mw_progress_fn fn, void *user) {
+    m->progress = fn;
+    m->progress_user = user;
+}
+
+void mw_model_progress(const mw_model *m, int done, int total) {
+    if (m->progress) m->progress(m->progress_user, done, total);
+}
+
+const float *mw_model_losses(const mw_model *m) {
+    return (const float *)m->opp[(size_t)m->head_op * MW_MAXACC + m->arch->losses_acc];
+}
+
+const float *mw_model_logits(const mw_model *m) {
+    return mw_graph_keeps_logits(&m->cfg)
+               ? (const float *)m->opp[(size_t)m->head_op * MW_MAXACC + m->arch->logits_acc]
+               : NULL;
+}
+
+const float *mw_model_decode(mw_model *m, int32_t token, int pos) {
+    const mw_config *c = &m->cfg;
+    if (!mw_graph_keeps_logits(c) || token < 0 || token >= c->vocab || pos < 0 || pos >= c->ctx)
+        return NULL;
+    return m->arch->decode(m, token, pos);
+}
+
+/* Where the resident parameters (which 0) or gradients (1) of flat element lo of segment seg are. */
+static float *resident(const mw_model *m, int which, int seg, size_t lo) {
+    float *flat = which ? m->grads : m->params;
+    if (flat) return flat + lo;
+    float *const *res = which ? m->gres : m->pres;
+    return seg == 0 ? res[0] + (lo - m->seg_lo[0]) : res[1] + (lo - m->seg_lo[m->nseg - 1]);
+}
+
+/* 1 when chunk [lo, hi) of seg is a block's whose gradients on disk are stale (none this step). */
+static int grads_fresh(const mw_model *m, int seg) { return seg > 0 && seg < m->nseg - 1 && m->gfresh[seg - 1]; }
+
+/* The gradients of chunk [lo, hi) of segment seg as floats, where they are not on the disk tier:
+ * in memory as they are, or a block's bfloat16 ones widened into gslot[0] (zeros when stale).
+ * Valid until the next call. */
+static float *grads_chunk(const mw_model *m, int seg, size_t lo, size_t hi) {
+    if (!mw_graph_grads_mem16(m) || seg == 0 || seg == m->nseg - 1) return resident(m, 1, seg, lo);
+    float *g = m->gslot[0];
+    if (grads_fresh(m, seg))
+        memset(g, 0, (hi - lo) * sizeof(float));
+    else
+        mw_bf16_load_mt(g, m->g16 + (lo - m->seg_lo[1]), hi - lo);
+    return g;
+}
+
+void mw_model_zero_grad(mw_model *m) {
+    if (m->grads) memset(m->grads, 0, sizeof(float) * m->nfloats);
+    if (mw_graph_grads_slotted(m) && m->gres[0]) {
+        memset(m->gres[0], 0, mw_graph_seg_len(m, 0) * sizeof(float));
+        memset(m->gres[1], 0, mw_graph_seg_len(m, m->nseg - 1) * sizeof(float));
+        memset(m->gfresh, 1, (size_t)m->cfg.n_layer);
+    }
+}
+
+/* The norm's partial sums over one streamed chunk, continuing each quantum's sum where the previous
+ * chunk left it: the same additions in the same order as over the flat buffer. */
+typedef struct norm_chunk {
+    const mw_model *m;
+    double *parts;
+} norm_chunk;
+
+static void norm_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const arr[MW_ARR_COUNT]) {
+    norm_chunk *nc = ctx;
+    const float *g = arr[MW_ARR_G] ? (const float *)arr[MW_ARR_G] : grads_chunk(nc->m, seg, lo, hi);
+    if (arr[MW_ARR_G] && grads_fresh(nc->m, seg)) memset(arr[MW_ARR_G], 0, (hi - lo) * sizeof(float));
+    const size_t b0 = lo / MW_NORM_QUANTUM, b1 = (hi - 1) / MW_NORM_QUANTUM;
+    double *parts = nc->parts;
+#pragma omp parallel for schedule(static)
+    for (size_t b = b0; b <= b1; b++) {
+        const size_t j0 = b * MW_NORM_QUANTUM > lo ? b * MW_NORM_QUANTUM : lo;
+        const size_t j1 = (b + 1) * MW_NORM_QUANTUM < hi ? (b + 1) * MW_NORM_QUANTUM : hi;
+        double t = parts[b];
+        for (size_t j = j0; j < j1; j++) t += (double)g[j - lo] * g[j - lo];
+        parts[b] = t;
+    }
+}
+
+mw_status mw_graph_grad_norm(mw_model *m, double *norm) {
+    *norm = 0.0;
+    if (m->cfg.inference) return MW_OK;
+    const size_t n = m->nfloats, nb = (n + MW_NORM_QUANTUM - 1) / MW_NORM_QUANTUM;
+    double *parts = (double *)m->opp[(size_t)m->opt_op * MW_MAXACC];
+    if (mw_graph_grads_on_disk(m)) {
+        MW_TRY(mw_graph_io_check(m));
+        MW_TRY(mw_graph_grads_settle(m));
+        for (size_t b = 0; b < nb; b++) parts[b] = 0.0;
+        norm_chunk nc = {m, parts};
+        MW_TRY(mw_offload_stream(m->off, MW_ARR_BIT(MW_ARR_G), 0, norm_chunk_fn, &nc));
+    } else if (mw_graph_grads_mem16(m)) { /* segment by segment, the same sums in the same order */
+        for (size_t b = 0; b < nb; b++) parts[b] = 0.0;
+        norm_chunk nc = {m, parts};
+        void *none[MW_ARR_COUNT] = {0};
+        for (int sg = 0; sg < m->nseg; sg++)
+            if (m->seg_lo[sg + 1] > m->seg_lo[sg]) norm_chunk_fn(&nc, m->seg_lo[sg], m->seg_lo[sg + 1], sg, none);
+    } else {
+        const float *g = m->grads;
+#pragma omp parallel for schedule(static)
+        for (size_t b = 0; b < nb; b++) {
+            size_t j1 = (b + 1) * MW_NORM_QUANTUM < n ? (b + 1) * MW_NORM_QUANTUM : n;
+            double s = 0.0;
+            for (size_t j = b * MW_NORM_QUANTUM; j < j1; j++) s += (double)g[j] * g[j];
+            parts[b] = s;
+        }
+    }
+    double s = 0.0;
+    for (size_t b = 0; b < nb; b++) s += parts[b];
+    *norm = sqrt(s);
+    return MW_OK;
+}
+
+double mw_model_grad_norm(const mw_model *m) {
+    double norm;
+    mw_status st = mw_graph_grad_norm((mw_model *)m, &norm);
+    if (st != MW_OK) {
+        mw_graph_io_failed((mw_model *)m, st);
+        return NAN;
+    }
+    return norm;
+}
+
+/* One pass of the optimizer over a streamed chunk [lo, hi) of the flat buffer: the arrays the
+ * stream brought, the rest where they live in memory. */
+typedef struct opt_chunk {
+    mw_model *m;
+    const mw_opt_hp *hp;
+    int pass;
+} opt_chunk;
+
+_Static_assert((int)MW_OA_G == (int)MW_ARR_G && (int)MW_OA_P == (int)MW_ARR_P && (int)MW_OA_M == (int)MW_ARR_M && (int)MW_OA_V == (int)MW_ARR_V,
+               "the optimizer's arrays are the disk tier's");
+
+static void opt_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const arr[MW_ARR_COUNT]) {
+    opt_chunk *a = ctx;
+    mw_model *m = a->m;
+    const unsigned rd = m->opt.rd[a->pass];
+    float *pc = NULL, *gc = NULL;
+    if (rd & MW_ARR_BIT(MW_ARR_P)) pc = arr[MW_ARR_P] ? arr[MW_ARR_P] : resident(m, 0, seg, lo);
+    if (rd & MW_ARR_BIT(MW_ARR_G)) {
+        gc = arr[MW_ARR_G] ? arr[MW_ARR_G] : grads_chunk(m, seg, lo, hi);
+        if (arr[MW_ARR_G] && grads_fresh(m, seg)) memset(gc, 0, (hi - lo) * sizeof(float));
+    }
+    mw_opt_chunk(&m->opt, a->hp, a->pass, lo, hi, pc, gc, arr[MW_ARR_M], arr[MW_ARR_V], m->ostate, m->oscratch);
+}
+
+mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
+    const mw_config *c = &m->cfg;
+    if (c->inference) return MW_OK;
+    if (mw_graph_opt_sharded(m)) return mw_zero_opt_step(m, lr, grad_norm, t);
+    float coef = 1.0f;
+    if (c->grad_clip > 0) { /* PyTorch's clip_grad_norm_: max_norm / (norm + 1e-6), at most 1 */
+        float cc = (float)c->grad_clip / (float)(grad_norm + 1e-6);
+        coef = cc < 1.0f ? cc : 1.0f;
+    }
+    mw_opt_hp hp;
+    mw_opt_hp_of(&hp, c, lr, coef, t);
+    mw_opt_begin(&m->opt, &hp, m->ostate, m->oscratch);
+    if (m->off) {
+        const unsigned disk = (mw_graph_grads_on_disk(m) ? MW_ARR_BIT(MW_ARR_G) : 0) |
+                              (m->offload == MW_OFFLOAD_ALL ? MW_ARR_BIT(MW_ARR_P) : 0) | mw_graph_opt_mask(m);
+        MW_TRY(mw_graph_io_check(m));
+        MW_TRY(mw_graph_grads_settle(m));
+        MW_TRY(mw_graph_params_settle(m));
+        mw_offload_layout lay;
+        mw_graph_disk_layout(m, &lay);
+        const int split = mw_graph_opt_split_in(m, &lay);
+        for (int k = 0; k < m->opt.npasses; k++) {
+            if (!mw_opt_pass_needed(&m->opt, k, split)) continue;
+            opt_chunk a = {m, &hp, k};
+            const unsigned rd = m->opt.rd[k] & disk, wr = m->opt.wr[k] & disk & ~MW_ARR_BIT(MW_ARR_G);
+            MW_TRY(mw_offload_stream(m->off, rd, wr, opt_chunk_fn, &a));
+            mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
+        }
+        if (mw_graph_grads_slotted(m)) memset(m->gfresh, 1, (size_t)c->n_layer); /* zero, as the update left them */
+        return mw_graph_params_settle(m);
+    }
+    if (mw_graph_grads_mem16(m)) { /* segment by segment: the blocks' gradients widened one at a time */
+        int split = 0;
+        for (int sg = 1; sg < m->nseg; sg++) split |= mw_opt_splits(&m->opt, m->seg_lo[sg]);
+        for (int k = 0; k < m->opt.npasses; k++) {
+            if (!mw_opt_pass_needed(&m->opt, k, split)) continue;
+            for (int sg = 0; sg < m->nseg; sg++) {
+                const size_t lo = m->seg_lo[sg], hi = m->seg_lo[sg + 1];
+                if (hi == lo) continue;
+                void *mm = m->opt.bits[0] ? mw_opt_elem(m->m, m->opt.bits[0], lo) : NULL;
+                void *vv = m->opt.bits[1] ? mw_opt_elem(m->v, m->opt.bits[1], lo) : NULL;
+                mw_opt_chunk(&m->opt, &hp, k, lo, hi, m->params + lo, grads_chunk(m, sg, lo, hi), mm, vv,
+                             m->ostate, m->oscratch);
+            }
+            mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
+        }
+        memset(m->gfresh, 1, (size_t)c->n_layer);
+        return MW_OK;
+    }
+    for (int k = 0; k < m->opt.npasses; k++) {
+        if (!mw_opt_pass_needed(&m->opt, k, 0)) continue; /* one chunk: it cuts no block */
+        mw_opt_chunk(&m->opt, &hp, k, 0, m->nfloats, m->params, m->grads, m->m, m->v, m->ostate, m->oscratch);
+        mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
+    }
+    return MW_OK;
+}

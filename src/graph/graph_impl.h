@@ -1,0 +1,120 @@
+/* What the files of src/graph/ share among themselves (not the models: they see graph.h alone).
+ *
+ *   schedule.c   the schedule of one step and the walk that derives every buffer and its lifetime
+ *   place.c      placement and binding: plans (mw_plan*), the timeline, model create/destroy
+ *   exec.c       the executor: forward, forward+backward, grad norm, the optimizer's passes, decode
+ *   transfer.c   the disk tier's layout and its reads/writes around the ops, ZeRO-3's gathers
+ *   recompute.c  the recomputation policies and auto's calibration and dynamic program
+ *   state.c      the optimizer state's and moments' views for checkpoints
+ *   budget.c     the refusal of a plan that does not fit
+ *
+ * The arrows run one way: place.c calls schedule.c, transfer.c and recompute.c to plan; exec.c
+ * calls transfer.c around the ops; recompute.c calls schedule.c and place.c to try policies (and
+ * exec.c to time the ops); all of them call down into src/memory, src/optim, src/kernels and
+ * src/core, and up into a model only through its mw_model_def, which the public entry points of
+ * src/model/models.c hand down (mw_graph_model_create, mw_graph_plan, ...).
+ *
+ * Two arrows leave the graph sideways or up, and stay for now:
+ *   - the configuration's functions, mw_config_validate, mw_offload_name and mw_optim_str
+ *     (include/memwall.h, defined in src/model/config.c): the configuration is the graph's input,
+ *     not a model; config.c knows no mw_model_def and calls only src/core. Its home is below the
+ *     graph (src/core/config.c would do, a move of the file alone), left to the lead while the
+ *     model engineers' presets edit it.
+ *   - ZeRO's collectives, mw_zero_* (src/dist/zero.c): the gradients' exchange, stage 3's gathers
+ *     and the sharded optimizer are transfers of the step, started here as the disk tier's reads
+ *     and writes are; zero.c reaches into mw_model for the shard, so the two are one module over
+ *     two folders until the collectives get a transfer interface of their own (pipeline sends and
+ *     receives want the same). */
+#ifndef MW_GRAPH_IMPL_H
+#define MW_GRAPH_IMPL_H
+#include "graph.h"
+#include "../memory/offload.h"
+#include "../memory/planner.h"
+
+/* ---- kinds and placement predicates (inline: they run per op) ---- */
+
+static inline int mw_graph_kind_is_forward_a(const mw_model_def *a, int k) { return (a->kinds[k].flags & MW_KF_FWD) != 0; }
+static inline int mw_graph_kind_is_forward(const mw_model *m, int k) { return mw_graph_kind_is_forward_a(m->arch, k); }
+static inline int mw_graph_kind_is_step(const mw_model *m, int k) {
+    const mw_model_def *a = m->arch;
+    return k == a->k_embed || k == a->k_head || k == a->k_logits || k == a->k_embed_bwd || k == a->k_opt;
+}
+
+static inline uint64_t mw_graph_seg_len(const mw_model *m, int s) { return m->seg_lo[s + 1] - m->seg_lo[s]; }
+
+/* The blocks' gradients live on the disk tier (and their parameters too under ALL). */
+static inline int mw_graph_grads_on_disk(const mw_model *m) {
+    return m->offload == MW_OFFLOAD_OPTIMIZER_GRADS || m->offload == MW_OFFLOAD_ALL;
+}
+
+/* --precision bf16 keeps the blocks' gradients as bfloat16 between their backwards: each block's
+ * accumulate in an fp32 slot during its backward and are rounded when it ends, into g16 in memory,
+ * or in place before the disk tier's write (which stores fp32: the same values). The segments
+ * before and after the blocks (embeddings, head, final norm) keep fp32 gradients. */
+static inline int mw_graph_grads_b16(const mw_model *m) { return !m->cfg.inference && m->cfg.precision == MW_PRECISION_BF16; }
+static inline int mw_graph_grads_mem16(const mw_model *m) { return mw_graph_grads_b16(m) && !mw_graph_grads_on_disk(m); }
+/* The blocks' gradients are bound to a slot per block during backward: on disk, or bfloat16. */
+static inline int mw_graph_grads_slotted(const mw_model *m) { return mw_graph_grads_on_disk(m) || mw_graph_grads_mem16(m) || mw_graph_grads_zero2(m); }
+
+/* The disk tier's arrays of the optimizer's state: M and V where it has them. */
+static inline unsigned mw_graph_opt_mask(const mw_model *m) {
+    return (m->opt.bits[0] ? MW_ARR_BIT(MW_ARR_M) : 0) | (m->opt.bits[1] ? MW_ARR_BIT(MW_ARR_V) : 0);
+}
+
+
+/* ---- schedule.c ---- */
+
+/* The schedule of one step (m->ops) under m's policy (m->pol, m->seg); MW_ERR_NOMEM. */
+mw_status mw_graph_build_schedule(mw_model *m);
+/* Adds every buffer of the step to pl (planning, placed NULL), or binds m's pointers to placed
+ * (offsets from the planner, same order) inside base. The two modes make the same walk. */
+mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *base);
+
+/* ---- place.c ---- */
+
+/* Plans the model's buffers: fills pl (placed; the caller frees it on success) and s. */
+mw_status mw_graph_plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s);
+
+/* ---- transfer.c ---- */
+
+/* The disk tier's layout: bits per array, its segments (the model's, or --zero's three around the
+ * shard), the layout they give, whether a chunk cuts a quantised block, the optimizer's traffic. */
+void mw_graph_disk_bits(const mw_model *m, int bits[MW_ARR_COUNT]);
+int mw_graph_disk_segs(const mw_model *m, const size_t **lo, const unsigned **mask);
+void mw_graph_disk_layout(const mw_model *m, mw_offload_layout *lay);
+int mw_graph_opt_split_in(const mw_model *m, const mw_offload_layout *lay);
+void mw_graph_opt_traffic(const mw_model *m, const mw_offload_layout *lay, uint64_t *rd, uint64_t *wr);
+/* The disk tier's (and bf16's, --zero 2's) segments over the parameter table, and --zero's bounds. */
+mw_status mw_graph_build_segments(mw_model *m);
+/* One micro-batch's transfers read off the schedule (visits, prefetches, gradient binds). */
+mw_status mw_graph_build_transfers(mw_model *m);
+/* A failed transfer of a call without a status is recorded (io_failed) and returned by the next
+ * call that has one (io_check). */
+void mw_graph_io_failed(mw_model *m, mw_status st);
+mw_status mw_graph_io_check(const mw_model *m);
+mw_status mw_graph_params_settle(mw_model *m);
+mw_status mw_graph_grads_settle(mw_model *m);
+mw_status mw_graph_step_begin(mw_model *m);
+mw_status mw_graph_zero3_wait(mw_model *m);
+void mw_graph_zero3_poll(mw_model *m);
+mw_status mw_graph_param_visit(mw_model *m, int j);
+mw_status mw_graph_grad_bind(mw_model *m, int l);
+mw_status mw_graph_grad_done(mw_model *m, int l);
+
+/* ---- exec.c ---- */
+
+/* The step's inputs and targets (may be NULL) into op 0's values, checked against the vocabulary. */
+mw_status mw_graph_load_tokens(mw_model *m, const int32_t *inputs, const int32_t *targets);
+
+/* ---- recompute.c ---- */
+
+const char *mw_graph_policy_name(int p);
+/* "full", "every:3", or runs of layers: "full 0-3, selective 4-11" */
+void mw_graph_policy_text(const mw_model *m, char *out, size_t len);
+/* m->pol and m->seg from cfg.recompute (auto: searched under the budget). */
+mw_status mw_graph_resolve_policy(mw_model *m);
+/* Seconds per op kind at cfg's shape, measured on this machine (cost[a->nkinds], at most 64). */
+mw_status mw_graph_measure_costs(const mw_config *c, const mw_model_def *a, double *cost);
+/* The recomputation seconds of ops[from..nops) of m (the forward kinds among them). */
+double mw_graph_ops_cost(const mw_model *m, int from, const double *kc);
+#endif

@@ -1,0 +1,225 @@
+/* The schedule of one step and its walk (graph_impl.h). Owns: the op list a model pushes
+ * (mw_graph_push), the order of a step under a recomputation policy (build_schedule: forward,
+ * head, backward with the recomputations each block's policy asks for, the optimizer), the
+ * resolution of an access's slot to a value, and the walk that derives every buffer and its
+ * lifetime from the kinds' reads and writes, once to measure (the planner) and once to bind (the
+ * arena): the estimate is the allocation. May call: the model's def (block_forward/backward,
+ * value sizes), src/memory/planner, the disk tier's layout (transfer.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/status.h"
+#include "../memory/aio.h"
+#include "graph_impl.h"
+
+void mw_graph_push(mw_model *m, int kind, int layer) {
+    if (m->nops >= m->ops_cap) { /* build_schedule sizes ops generously; this is a model's bug */
+        fprintf(stderr, "memwall: internal: schedule overflow\n");
+        abort();
+    }
+    m->ops[m->nops].kind = (unsigned char)kind;
+    m->ops[m->nops].layer = layer;
+    m->nops++;
+}
+
+/* ---- the schedule ----------------------------------------------------------------------------- */
+
+mw_status mw_graph_build_schedule(mw_model *m) {
+    const mw_model_def *a = m->arch;
+    const int L = m->cfg.n_layer;
+    m->ops_cap = 64 * L + 64;
+    m->ops = malloc(sizeof *m->ops * (size_t)m->ops_cap);
+    if (!m->ops) return mw_fail(MW_ERR_NOMEM, "cannot allocate the schedule");
+    m->nops = 0;
+    mw_graph_push(m, a->k_embed, 0);
+    for (int l = 0; l < L; l++) a->block_forward(m, l, 1);
+    m->head_op = m->nops;
+    if (m->cfg.inference) {
+        mw_graph_push(m, a->k_logits, L);
+        m->opt_op = -1;
+        return MW_OK;
+    }
+    mw_graph_push(m, a->k_head, L);
+    if (m->seg > 0) { /* segments [s, e] of seg blocks from the top: keep x_s, redo the rest */
+        for (int e = L - 1; e >= 0;) {
+            const int s = e / m->seg * m->seg;
+            for (int l = s; l <= e; l++) a->block_forward(m, l, l < e);
+            for (int l = e; l >= s; l--) a->block_backward(m, l, MW_P_NONE);
+            e = s - 1;
+        }
+    } else {
+        for (int l = L - 1; l >= 0; l--) a->block_backward(m, l, m->pol[l]);
+    }
+    mw_graph_push(m, a->k_embed_bwd, 0);
+    m->opt_op = m->nops;
+    mw_graph_push(m, a->k_opt, 0);
+    return MW_OK;
+}
+
+/* The walk's index of a value: the step's values first (0 .. ngs-1), then block l's nls values
+ * (block L's value 0 is the head's input). */
+static int value_of_block(const mw_model_def *a, int l, int v) { return a->ngs + l * a->nls + v; }
+
+/* Size, category, name and block (-1: the step's) of the value of index slot. */
+static void slot_info(const mw_model *m, int slot, uint64_t *bytes, mw_category *cat, const char **name,
+                      int *layer) {
+    const mw_model_def *a = m->arch;
+    if (slot < a->ngs) {
+        a->gslot(m, slot, bytes, cat);
+        *name = a->gslot_names[slot];
+        *layer = -1;
+        return;
+    }
+    const int v = (slot - a->ngs) % a->nls;
+    *bytes = a->lslot(m, v);
+    *cat = MW_CAT_ACTS;
+    *name = a->lslot_names[v];
+    *layer = (slot - a->ngs) / a->nls;
+}
+
+/* An op of block layer's access slot s (MW_SLOT_*) as the walk's index of its value. */
+static int resolve_slot(const mw_model_def *a, int s, int layer) {
+    if (s < 0) return -1 - s; /* MW_SLOT_STEP(g): g */
+    if (s == MW_SLOT_NEXT) return value_of_block(a, layer + 1, 0);
+    return value_of_block(a, layer, s);
+}
+
+/* The floats of the largest block's staging slot (its segment, padded). */
+static uint64_t block_slot_floats(const mw_model *m) {
+    uint64_t mx = 0;
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        const uint64_t n = mw_offload_pad(mw_graph_seg_len(m, 1 + l));
+        if (n > mx) mx = n;
+    }
+    return mx;
+}
+
+static float *align_io(float *p) {
+    const uintptr_t u = (uintptr_t)p;
+    return (float *)((u + MW_AIO_ALIGN - 1) / MW_AIO_ALIGN * MW_AIO_ALIGN);
+}
+
+/* Adds every buffer of the step to pl (planning), or binds m's pointers to placed (offsets from
+ * the planner, same order) inside base. The two modes make the same walk. */
+mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *base) {
+    const mw_config *c = &m->cfg;
+    const mw_model_def *a = m->arch;
+    const int L = c->n_layer, last = m->nops - 1, nslots = value_of_block(a, L + 1, 0);
+    const uint64_t F = sizeof(float), N = (uint64_t)c->batch * c->seq;
+    int idx = 0;
+#define PERSIST(ptr, bytes, cat, nm)                                                               \
+    do {                                                                                           \
+        if (placed)                                                                                \
+            (ptr) = (void *)(base + placed[idx++].offset);                                         \
+        else                                                                                       \
+            MW_TRY(mw_planner_add(pl, (nm), -1, (bytes), (cat), 0, last));                         \
+    } while (0)
+    const int pdisk = m->offload == MW_OFFLOAD_ALL, gdisk = mw_graph_grads_on_disk(m), g16 = mw_graph_grads_mem16(m);
+    /* a block's staging slot: its padded length, O_DIRECT-aligned inside the arena */
+    const uint64_t slot_bytes = (pdisk || gdisk) ? block_slot_floats(m) * F + MW_AIO_ALIGN : 0;
+    if (mw_graph_params_zero3(m)) { /* the shard's, every rank's resident segments, two block slots
+                                       (the block computing, the next one's gather) */
+        PERSIST(m->zparams, (m->zhi - m->zlo) * F, MW_CAT_PARAMS, "params_shard");
+        PERSIST(m->pres[0], mw_graph_seg_len(m, 0) * F, MW_CAT_PARAMS, "params_pre");
+        PERSIST(m->pres[1], mw_graph_seg_len(m, L + 1) * F, MW_CAT_PARAMS, "params_post");
+        for (int k = 0; k < 2; k++) PERSIST(m->pslot[k], block_slot_floats(m) * F, MW_CAT_PARAMS, "param_slot");
+    } else if (pdisk) {
+        PERSIST(m->pres[0], mw_graph_seg_len(m, 0) * F, MW_CAT_PARAMS, "params_pre");
+        PERSIST(m->pres[1], mw_graph_seg_len(m, L + 1) * F, MW_CAT_PARAMS, "params_post");
+        for (int k = 0; k < 3; k++) PERSIST(m->pslot[k], slot_bytes, MW_CAT_PARAMS, "param_slot");
+    } else {
+        PERSIST(m->params, m->nfloats * F, MW_CAT_PARAMS, "params");
+    }
+    if (!c->inference) {
+        if (gdisk) {
+            PERSIST(m->gres[0], mw_graph_seg_len(m, 0) * F, MW_CAT_GRADS, "grads_pre");
+            PERSIST(m->gres[1], mw_graph_seg_len(m, L + 1) * F, MW_CAT_GRADS, "grads_post");
+            for (int k = 0; k < 3; k++) PERSIST(m->gslot[k], slot_bytes, MW_CAT_GRADS, "grad_slot");
+        } else if (mw_graph_grads_zero2(m)) { /* a block's slot; the sum is the shard's (zero_acc) */
+            PERSIST(m->gres[0], mw_graph_seg_len(m, 0) * F, MW_CAT_GRADS, "grads_pre");
+            PERSIST(m->gres[1], mw_graph_seg_len(m, L + 1) * F, MW_CAT_GRADS, "grads_post");
+            PERSIST(m->gslot[0], block_slot_floats(m) * F, MW_CAT_GRADS, "grad_slot");
+        } else if (g16) {
+            PERSIST(m->gres[0], mw_graph_seg_len(m, 0) * F, MW_CAT_GRADS, "grads_pre");
+            PERSIST(m->gres[1], mw_graph_seg_len(m, L + 1) * F, MW_CAT_GRADS, "grads_post");
+            PERSIST(m->gslot[0], block_slot_floats(m) * F, MW_CAT_GRADS, "grad_slot");
+            PERSIST(m->g16, (m->seg_lo[L + 1] - m->seg_lo[1]) * sizeof(uint16_t), MW_CAT_GRADS, "grads_bf16");
+        } else {
+            PERSIST(m->grads, m->nfloats * F, MW_CAT_GRADS, "grads");
+        }
+        const int adam = c->optim == MW_OPTIM_ADAMW;
+        const size_t on = mw_graph_opt_sharded(m) ? m->zhi - m->zlo : m->nfloats;
+        if (m->offload == MW_OFFLOAD_NONE && m->opt.bits[0])
+            PERSIST(m->m, mw_opt_array_bytes(m->opt.bits[0], on), MW_CAT_OPTIM, adam ? "adam_m" : "optim_m");
+        if (m->offload == MW_OFFLOAD_NONE && m->opt.bits[1])
+            PERSIST(m->v, mw_opt_array_bytes(m->opt.bits[1], on), MW_CAT_OPTIM, adam ? "adam_v" : "optim_v");
+        if (c->dp) { /* the gradients' exchange (src/dist/zero.c) */
+            if (c->accum > 1 || c->zero >= 2) PERSIST(m->zacc, (m->zhi - m->zlo) * F, MW_CAT_GRADS, "zero_acc");
+            PERSIST(m->zrecv, (uint64_t)c->world * m->zrq * F, MW_CAT_WORK, "zero_recv");
+        }
+        if (m->opt.state_bytes) PERSIST(m->ostate, m->opt.state_bytes, MW_CAT_OPTIM, "optim_state");
+    }
+    if (placed && slot_bytes) /* the slots' I/O is O_DIRECT: align them */
+        for (int k = 0; k < 3; k++) {
+            if (pdisk) m->pslot[k] = align_io(m->pslot[k]);
+            if (gdisk && !c->inference) m->gslot[k] = align_io(m->gslot[k]);
+        }
+    PERSIST(m->gw.buf, m->gw.floats * F, MW_CAT_WORK, "gemm_pack");
+    PERSIST(m->staging, (2 * N + (uint64_t)c->batch * (c->seq + 1)) * sizeof(int32_t), MW_CAT_WORK,
+            "token_staging");
+    mw_ext ext[MW_MAX_EXT];
+    const int next = a->ext(m, ext);
+    for (int e = 0; e < next; e++) PERSIST(m->ext[e], ext[e].bytes, ext[e].cat, ext[e].name);
+#undef PERSIST
+    if (m->offload != MW_OFFLOAD_NONE) { /* the streamed chunks pass through it during the optimizer
+                                            op only: it shares memory with the activations */
+        mw_offload_layout lay;
+        mw_graph_disk_layout(m, &lay);
+        if (placed)
+            m->off_stage = base + placed[idx++].offset;
+        else
+            MW_TRY(mw_planner_add(pl, "offload_stage", -1, lay.staging_bytes, MW_CAT_OPTIM, m->opt_op, m->opt_op));
+    }
+    if (!c->inference && m->opt.scratch_bytes) { /* the optimizer's sums: during its op only, too */
+        if (placed)
+            m->oscratch = base + placed[idx++].offset;
+        else
+            MW_TRY(mw_planner_add(pl, "optim_scratch", -1, m->opt.scratch_bytes, MW_CAT_OPTIM, m->opt_op, m->opt_op));
+    }
+    int *cur = malloc(sizeof(int) * (size_t)nslots);
+    if (!cur) return mw_fail(MW_ERR_NOMEM, "out of memory planning");
+    for (int i = 0; i < nslots; i++) cur[i] = -1;
+    mw_status st = MW_OK;
+    for (int i = 0; i < m->nops && st == MW_OK; i++) {
+        const mw_kind *k = &a->kinds[m->ops[i].kind];
+        const int layer = m->ops[i].layer;
+        for (int j = 0; j < k->n && st == MW_OK; j++) {
+            const int slot = resolve_slot(a, k->a[j].slot, layer);
+            if (k->a[j].mode == MW_W) {
+                if (placed) {
+                    cur[slot] = idx++;
+                } else {
+                    uint64_t bytes;
+                    mw_category cat;
+                    int lay;
+                    const char *name;
+                    slot_info(m, slot, &bytes, &cat, &name, &lay);
+                    st = mw_planner_add(pl, name, lay, bytes, cat, i, i);
+                    if (st == MW_OK) {
+                        pl->b[pl->n - 1].tag = i > m->head_op && mw_graph_kind_is_forward(m, m->ops[i].kind);
+                        cur[slot] = pl->n - 1;
+                    }
+                }
+            } else if (cur[slot] < 0) {
+                st = mw_fail(MW_ERR_ARG, "internal: op %s of layer %d reads a value never written",
+                             k->name, layer);
+            } else if (!placed) {
+                pl->b[cur[slot]].last = i;
+            }
+            if (st == MW_OK && placed) m->opp[(size_t)i * MW_MAXACC + j] = base + placed[cur[slot]].offset;
+        }
+    }
+    free(cur);
+    return st;
+}
