@@ -189,6 +189,12 @@ grep -q '"offload": "none"' "$T/e_auto2.json" && pass "auto stays in memory when
 grep -q '"offload_why": "predicted s/step (recomputation + transfers): none [0-9.]* optimizer [0-9.]* optimizer+grads [0-9.]* all [0-9.]*"' "$T/e_auto3.json" &&
   pass "auto with a folder compares every placement's predicted time (the disk measured there)" || fail "auto why: $(grep -o '"offload_why": "[^"]*"' "$T/e_auto3.json")"
 [ "$(scratch_count "$T/escr")" = 0 ] && pass "the measurement leaves no scratch file" || fail "measurement left $(ls "$T/escr")"
+# --offload auto times ops on a 2-block calibration model: a pinned every:K larger than 2 was
+# copied into it and refused ("needs K in 1..--layers=2")
+"$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 --budget 1GiB --offload auto --offload-dir "$T/escr" \
+  --recompute every:3 >"$T/e_auto4.out" 2>&1 && grep -q 'recompute every:3' "$T/e_auto4.out" &&
+  pass "auto with --recompute every:3 plans (the calibration model keeps its own policy)" ||
+  fail "auto with every:3: $(tail -1 "$T/e_auto4.out")"
 run auto --steps 6 --threads 2 --budget "$mid" --offload auto --offload-dir "$T/scr"
 same_weights mem auto "--offload auto under a budget"
 has "$T/auto.out" "--offload auto with --budget and no --recompute chose the recomputation too: --recompute auto -> " \

@@ -102,6 +102,7 @@ static void calib_config(const mw_config *c, mw_config *k) {
     k->recompute = MW_RECOMPUTE_BLOCKS;
     k->offload = MW_OFFLOAD_NONE; /* the calibration runs in memory: no scratch file */
     snprintf(k->recompute_blocks, sizeof k->recompute_blocks, "sf");
+    k->recompute_every = 0; /* the user's every:K need not fit the calibration's 2 blocks */
     if (c->arch != MW_ARCH_GPT2) {
         const int group = c->n_head / c->n_kv_head;
         k->n_kv_head = H % group == 0 ? H / group : H;
