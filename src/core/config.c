@@ -1,10 +1,12 @@
-/* Model and training configuration: defaults, presets, validation, derived sizes. */
+/* Model and training configuration (mw_config of include/memwall.h): defaults, presets, validation,
+ * derived sizes, the names of its choices. Below the graph, which takes a configuration as its input;
+ * it knows no model definition (src/graph/graph.h) and calls only src/core. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/status.h"
+#include "status.h"
 
 void mw_config_default(mw_config *c) {
     memset(c, 0, sizeof *c);

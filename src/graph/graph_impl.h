@@ -14,12 +14,9 @@
  * src/core, and up into a model only through its mw_model_def, which the public entry points of
  * src/model/models.c hand down (mw_graph_model_create, mw_graph_plan, ...).
  *
- * Two arrows leave the graph sideways or up, and stay for now:
- *   - the configuration's functions, mw_config_validate, mw_offload_name and mw_optim_str
- *     (include/memwall.h, defined in src/model/config.c): the configuration is the graph's input,
- *     not a model; config.c knows no mw_model_def and calls only src/core. Its home is below the
- *     graph (src/core/config.c would do, a move of the file alone), left to the lead while the
- *     model engineers' presets edit it.
+ * The configuration's functions (mw_config_validate, mw_offload_name, mw_optim_str) are in
+ * src/core/config.c: the configuration is the graph's input, below it. One arrow leaves the graph
+ * sideways, and stays for now:
  *   - ZeRO's collectives, mw_zero_* (src/dist/zero.c): the gradients' exchange, stage 3's gathers
  *     and the sharded optimizer are transfers of the step, started here as the disk tier's reads
  *     and writes are; zero.c reaches into mw_model for the shard, so the two are one module over
