@@ -101,13 +101,13 @@ else
   [ -n "$rss" ] && [ "$rss" -ge "$peak" ] && [ "$rss" -le $((peak + OVERHEAD)) ] &&
     pass "arena peak $peak <= peak RSS $rss <= arena peak + 4 MiB (overhead $(( (rss - peak) / 1024 )) KiB)" ||
     fail "peak RSS $rss outside [arena peak $peak, + 4 MiB]"
-  # the issue's form of it: within 2% of the estimate + the documented fixed overhead (3.1 MiB: this
-  # run measured 2.6-3.1 MiB when it was written, 3.2-3.55 MiB since, with a larger binary; 2%
-  # of this run's plan is 0.45 MiB either side, so 2.6-3.6 MiB passes)
-  dev=$(awk -v r="$rss" -v e="$peak" 'BEGIN{x=e+3.1*1048576; d=(r-x)/x; printf "%.4f", d < 0 ? -d : d}')
+  # the issue's form of it: within 2% of the estimate + the documented fixed overhead (3.5 MiB: this
+  # run measured 2.6-3.1 MiB when it was written, 3.2-3.55 MiB later, 3.42-3.66 MiB with issue 31's
+  # larger binary, 2-core Xeon; 2% of this run's plan is 0.5 MiB either side, so 3.0-4.0 MiB passes)
+  dev=$(awk -v r="$rss" -v e="$peak" 'BEGIN{x=e+3.5*1048576; d=(r-x)/x; printf "%.4f", d < 0 ? -d : d}')
   awk -v d="$dev" 'BEGIN{exit !(d <= 0.02)}' &&
-    pass "peak RSS within 2% of estimate + 3.1 MiB (off by $(awk -v d="$dev" 'BEGIN{printf "%.2f", 100*d}')%)" ||
-    fail "peak RSS $rss is $(awk -v d="$dev" 'BEGIN{printf "%.2f", 100*d}')% away from estimate $peak + 3 MiB"
+    pass "peak RSS within 2% of estimate + 3.5 MiB (off by $(awk -v d="$dev" 'BEGIN{printf "%.2f", 100*d}')%)" ||
+    fail "peak RSS $rss is $(awk -v d="$dev" 'BEGIN{printf "%.2f", 100*d}')% away from estimate $peak + 3.5 MiB"
 fi
 expect_error 2 "--budget one byte short" -- "$MW" "${run_args[@]}" --budget $((peak - 1)) --json-log "$T/nofit.jsonl"
 grep -q "activations" "$T/err" && grep -q "optimizer" "$T/err" && pass "refusal names the categories" ||
