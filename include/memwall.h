@@ -81,9 +81,12 @@ typedef enum mw_arch {
     MW_ARCH_GPT2 = 0, /* LayerNorm, learned positions, GELU MLP of 4 x n_embd, biases, tied head */
     MW_ARCH_LLAMA,    /* RMSNorm, rotary positions, SwiGLU MLP of ffn, grouped-query attention,
                          no biases, tied or untied head */
+    MW_ARCH_DEEPSEEK, /* Llama's blocks with a mixture of experts for the MLP past the first
+                         first_dense blocks, and grouped-query or multi-head latent attention:
+                         DeepSeek-V2/V3, Mixtral (docs/moe.md) */
     MW_ARCH_COUNT
 } mw_arch;
-/* "gpt2", "llama" */
+/* "gpt2", "llama", "deepseek" */
 const char *mw_arch_name(int arch);
 
 typedef struct mw_config {
@@ -96,6 +99,22 @@ typedef struct mw_config {
      * from a Hugging Face config.json's layer_norm_epsilon; recorded in checkpoints) */
     int n_kv_head, ffn, tied;
     double rope_theta, norm_eps;
+    /* The deepseek family (0 elsewhere; docs/moe.md). Its first first_dense blocks have Llama's
+     * SwiGLU MLP of ffn; the others a mixture of experts: n_experts routed SwiGLU experts of
+     * moe_ffn, n_experts_tok (top-k) of them per token, beside n_shared shared experts (one SwiGLU
+     * of n_shared x moe_ffn every token passes through). The router: moe_gate 0 softmax over the
+     * experts (DeepSeek-V2, Mixtral), 1 sigmoid scores with a per-expert bias that only chooses
+     * (DeepSeek-V3); norm_topk 1 renormalises the k weights to sum 1; routed_scale multiplies
+     * them. capacity_factor > 0 caps each expert at ceil(cf x N x k / E) of a micro-batch's N
+     * tokens (later tokens over the cap are dropped, docs/moe.md); 0: no cap, none dropped.
+     * Attention: grouped-query of n_kv_head heads (Llama's) when kv_lora_rank is 0, else multi-head
+     * latent attention: q through a q_lora_rank bottleneck with its RMSNorm (0: q straight from
+     * the input, as V2-Lite), keys and values through a kv_lora_rank latent with its RMSNorm, q
+     * and k heads of qk_nope_dim + qk_rope_dim (the rotated part, one key shared by the heads),
+     * value heads of v_head_dim. */
+    int n_experts, n_experts_tok, n_shared, moe_ffn, first_dense, moe_gate, norm_topk;
+    double capacity_factor, routed_scale;
+    int q_lora_rank, kv_lora_rank, qk_rope_dim, qk_nope_dim, v_head_dim;
     /* batch */
     int batch, seq, accum;
     /* schedule and optimizer */
@@ -252,6 +271,15 @@ void mw_config_arch_defaults(mw_config *cfg);
 mw_status mw_config_validate(const mw_config *cfg);
 /* Number of trainable parameters of the configured model. */
 size_t mw_config_num_params(const mw_config *cfg);
+/* Parameters one token passes through: all but the routed experts a token is not sent to (the
+ * deepseek family's n_experts - n_experts_tok per mixture block); with_embed 0 leaves out the
+ * input embedding's table too, of which a token reads one row (DeepSeek's count of activated
+ * parameters; Mixtral's counts the table). Equals mw_config_num_params for dense models when
+ * with_embed is 1. */
+size_t mw_config_active_params(const mw_config *cfg, int with_embed);
+/* NULL when memwall has kernels for every op cfg's model runs; else why not, one line (the CLI
+ * refuses to build it; estimate and plan plan it): the deepseek family's incremental decoding. */
+const char *mw_config_missing_kernels(const mw_config *cfg);
 /* Model FLOPs of one training step's forward+backward per token (6N + attention), as in PaLM. */
 double mw_config_flops_per_token(const mw_config *cfg);
 /* Applies cfg->threads to OpenMP and BLAS; returns the thread count in effect. */

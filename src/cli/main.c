@@ -33,8 +33,8 @@ typedef struct opt_def {
 #define LOADS (CMD_SAMPLE | CMD_EVAL) /* commands that load a trained model */
 #define EVERY (MODEL | TEXT | CMD_EXPORT) /* every command */
 static const opt_def OPTS[] = {
-    {"preset", K_PRESET, O_(preset), MODEL, "model preset: gpt2-tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl; llama-tiny, smollm-135m, smollm-360m, smollm-1.7b, tinyllama-1.1b, llama2-7b, llama3-8b, llama2-70b"},
-    {"arch", K_ARCH, C_(arch), MODEL, "model family: gpt2 or llama (overrides the preset's; the shape flags then apply)"},
+    {"preset", K_PRESET, O_(preset), MODEL, "model preset: gpt2-tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-175b; llama-tiny, smollm-135m, smollm-360m, smollm-1.7b, tinyllama-1.1b, llama2-7b, llama3-8b, llama2-70b, llama3-70b; moe-tiny, mla-tiny, deepseek-v2-lite, deepseek-v3, mixtral-8x7b (docs/moe.md)"},
+    {"arch", K_ARCH, C_(arch), MODEL, "model family: gpt2, llama or deepseek (overrides the preset's; the shape flags then apply)"},
     {"layers", K_INT, C_(n_layer), MODEL, "number of transformer blocks (overrides the preset)"},
     {"heads", K_INT, C_(n_head), MODEL | LOADS, "attention heads (with --init: needed when no config.json gives n_head)"},
     {"dim", K_INT, C_(n_embd), MODEL, "embedding width C"},
@@ -44,6 +44,20 @@ static const opt_def OPTS[] = {
     {"ffn", K_INT, C_(ffn), MODEL, "llama: SwiGLU hidden width (default 8/3 x --dim rounded up to 256)"},
     {"rope-theta", K_DBL, C_(rope_theta), MODEL, "llama: rotary embedding base (default 10000; Llama 3: 500000)"},
     {"tied", K_INT, C_(tied), MODEL, "llama: 1 when the LM head is the embedding matrix, 0 for its own (default: the preset's: llama-tiny, tinyllama-1.1b and the Llama 2/3 presets are untied, the SmolLM presets tied; --arch llama on a GPT-2 preset: untied, as Hugging Face's LlamaConfig)"},
+    {"experts", K_INT, C_(n_experts), MODEL, "deepseek: routed experts per mixture block (0: every block dense; docs/moe.md)"},
+    {"experts-per-tok", K_INT, C_(n_experts_tok), MODEL, "deepseek: routed experts each token is sent to (top-k)"},
+    {"shared-experts", K_INT, C_(n_shared), MODEL, "deepseek: shared experts every token passes through (one SwiGLU of this many x --moe-ffn)"},
+    {"moe-ffn", K_INT, C_(moe_ffn), MODEL, "deepseek: an expert's SwiGLU hidden width"},
+    {"first-dense", K_INT, C_(first_dense), MODEL, "deepseek: the first blocks with a dense SwiGLU MLP of --ffn instead of experts"},
+    {"capacity-factor", K_DBL, C_(capacity_factor), MODEL, "deepseek: each expert takes at most ceil(CF x tokens x top-k / experts) of a micro-batch's tokens, later ones over it dropped (docs/moe.md); 0: no cap"},
+    {"moe-gate", K_INT, C_(moe_gate), MODEL, "deepseek: router scores: 0 softmax over the experts (DeepSeek-V2, Mixtral), 1 sigmoid with a choosing bias (DeepSeek-V3)"},
+    {"norm-topk", K_INT, C_(norm_topk), MODEL, "deepseek: 1 divides a token's top-k weights by their sum"},
+    {"routed-scale", K_DBL, C_(routed_scale), MODEL, "deepseek: factor on the routed experts' weights (DeepSeek-V3: 2.5)"},
+    {"q-lora-rank", K_INT, C_(q_lora_rank), MODEL, "deepseek, latent attention: q's bottleneck (0: none)"},
+    {"kv-lora-rank", K_INT, C_(kv_lora_rank), MODEL, "deepseek: the key/value latent's width; > 0 makes attention multi-head latent attention (0: grouped-query)"},
+    {"qk-rope-dim", K_INT, C_(qk_rope_dim), MODEL, "deepseek, latent attention: the rotated part of a q/k head (k's shared by the heads)"},
+    {"qk-nope-dim", K_INT, C_(qk_nope_dim), MODEL, "deepseek, latent attention: the unrotated part of a q/k head"},
+    {"v-head-dim", K_INT, C_(v_head_dim), MODEL, "deepseek, latent attention: a value head's width"},
     {"batch", K_INT, C_(batch), MODEL, "sequences per micro-batch B"},
     {"batch", K_INT, C_(batch), CMD_EVAL, "sequences per batch (0: the checkpoint's --batch; 1 with --init)"},
     {"seq", K_INT, C_(seq), MODEL, "tokens per sequence T"},
@@ -357,12 +371,14 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
     /* the preset first, so that the shape flags override it wherever they stand */
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1 && arch) { /* --arch switches the preset's family: its own defaults */
-            const int a = strcmp(arch, "llama") == 0 ? MW_ARCH_LLAMA : MW_ARCH_GPT2;
+            const int a = strcmp(arch, "llama") == 0 ? MW_ARCH_LLAMA : strcmp(arch, "deepseek") == 0 ? MW_ARCH_DEEPSEEK : MW_ARCH_GPT2;
             if (o->cfg.arch != a) {
                 o->cfg.arch = a;
                 o->cfg.n_kv_head = o->cfg.ffn = 0;
                 o->cfg.rope_theta = o->cfg.norm_eps = 0.0;
                 o->cfg.tied = a == MW_ARCH_GPT2; /* Hugging Face's LlamaConfig: untied */
+                mw_config_arch_defaults(&o->cfg); /* another family's experts and latents cleared */
+                if (a != MW_ARCH_GPT2) o->cfg.n_kv_head = o->cfg.ffn = 0, o->cfg.rope_theta = o->cfg.norm_eps = 0.0;
             }
         }
         for (int i = 0; i < argc; i++) {
@@ -404,8 +420,8 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
                 die(1, "--%s needs a value", d->name);
             if (d->kind == K_ARCH) { /* after every --preset (pass 0 ends), before the shape flags */
                 if (pass == 1) continue;
-                if (strcmp(v, "gpt2") != 0 && strcmp(v, "llama") != 0)
-                    die(1, "--arch must be gpt2 or llama (got '%s')", v);
+                if (strcmp(v, "gpt2") != 0 && strcmp(v, "llama") != 0 && strcmp(v, "deepseek") != 0)
+                    die(1, "--arch must be gpt2, llama or deepseek (got '%s')", v);
                 arch = v;
                 continue;
             }
@@ -429,6 +445,15 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
                 die(1, "--%s is for the Llama family (--arch llama or a Llama preset)", ll[k]);
     } else {
         mw_config_arch_defaults(&o->cfg);
+    }
+    if (o->cfg.arch != MW_ARCH_DEEPSEEK) { /* the experts' and the latents' flags: the deepseek family's */
+        const char *ds[] = {"experts", "experts-per-tok", "shared-experts", "moe-ffn", "first-dense", "capacity-factor",
+                            "moe-gate", "norm-topk", "routed-scale", "q-lora-rank", "kv-lora-rank", "qk-rope-dim",
+                            "qk-nope-dim", "v-head-dim"};
+        for (size_t k = 0; k < sizeof ds / sizeof ds[0]; k++)
+            if (opt_given(o, ds[k]))
+                die(1, "--%s is for the deepseek family (--arch deepseek or a preset of it: moe-tiny, mla-tiny, "
+                       "deepseek-v2-lite, deepseek-v3, mixtral-8x7b)", ds[k]);
     }
     /* --optim brings its hyperparameters' defaults, for the flags not given */
     if (opt_given(o, "optim")) {
@@ -670,11 +695,24 @@ void print_config(const opts *o, const char *cmd) {
     model_label(o, label, sizeof label);
     /* estimate and plan show only what changes memory: no steps, seed or accumulation */
     int run = strcmp(cmd, "estimate") != 0 && strcmp(cmd, "plan") != 0;
-    char llama[96] = "";
-    if (c->arch == MW_ARCH_LLAMA)
+    char llama[224] = "";
+    if (c->arch == MW_ARCH_LLAMA || (c->arch == MW_ARCH_DEEPSEEK && !c->kv_lora_rank))
         snprintf(llama, sizeof llama, " KV=%d F=%d %s", c->n_kv_head, c->ffn, c->tied ? "tied" : "untied");
-    printf("memwall %s | %s L=%d H=%d%s C=%d V=%d ctx=%d (%.2fM params) | B=%d T=%d", cmd, label, c->n_layer,
-           c->n_head, llama, c->n_embd, c->vocab, c->ctx, mw_config_num_params(c) / 1e6, c->batch, c->seq);
+    else if (c->arch == MW_ARCH_DEEPSEEK)
+        snprintf(llama, sizeof llama, " MLA q=%d kv=%d rope=%d nope=%d v=%d F=%d %s", c->q_lora_rank, c->kv_lora_rank,
+                 c->qk_rope_dim, c->qk_nope_dim, c->v_head_dim, c->ffn, c->tied ? "tied" : "untied");
+    if (c->arch == MW_ARCH_DEEPSEEK && c->n_experts) {
+        const size_t u = strlen(llama);
+        char cap[48] = "no capacity cap";
+        if (c->capacity_factor > 0) snprintf(cap, sizeof cap, "capacity factor %g", c->capacity_factor);
+        snprintf(llama + u, sizeof llama - u, " | experts %d top-%d shared %d of %d, %d dense first, %s", c->n_experts,
+                 c->n_experts_tok, c->n_shared, c->moe_ffn, c->first_dense, cap);
+    }
+    printf("memwall %s | %s L=%d H=%d%s C=%d V=%d ctx=%d (%.2fM params", cmd, label, c->n_layer, c->n_head, llama,
+           c->n_embd, c->vocab, c->ctx, mw_config_num_params(c) / 1e6);
+    if (c->arch == MW_ARCH_DEEPSEEK && c->n_experts)
+        printf(", %.2fM active per token", mw_config_active_params(c, 1) / 1e6);
+    printf(") | B=%d T=%d", c->batch, c->seq);
     if (run) printf(" accum=%d | %d step%s", c->accum, c->steps, c->steps == 1 ? "" : "s");
     printf(" | threads %d", c->threads);
     if (!run && c->dp && !opt_given(o, "threads"))
@@ -756,6 +794,8 @@ void print_offload(const mw_model *m) {
 /* Creates the model or exits: 2 when the plan does not fit the budget. */
 mw_model *create_model(const opts *o) {
     mw_model *m;
+    const char *why = mw_config_missing_kernels(&o->cfg);
+    if (why) die(1, "%s", why);
     mw_status s = mw_model_create(&m, &o->cfg);
     if (s == MW_ERR_BUDGET) die(2, "%s", mw_last_error());
     if (s != MW_OK) die(1, "%s", mw_last_error());

@@ -413,8 +413,10 @@ int cmd_estimate(int argc, char **argv) {
             else printf("null}");
         }
         printf("}");
-        printf(", \"arch\": \"%s\", \"params\": %.0f, \"textbook\": {\"model_states_16B_per_param\": %.0f, "
-               "\"korthikanti_activations_16bit\": ", mw_arch_name(c->arch), P, 16 * P);
+        printf(", \"arch\": \"%s\", \"params\": %.0f, \"active_params\": %zu, \"active_params_no_embed\": %zu, "
+               "\"textbook\": {\"model_states_16B_per_param\": %.0f, "
+               "\"korthikanti_activations_16bit\": ", mw_arch_name(c->arch), P, mw_config_active_params(c, 1),
+               mw_config_active_params(c, 0), 16 * P);
         json_num(stdout, "%.0f", korth ? korth16 : NAN);
         printf(", \"korthikanti_activations_fp32\": ");
         json_num(stdout, "%.0f", korth ? korth32 : NAN);
@@ -442,6 +444,12 @@ int cmd_estimate(int argc, char **argv) {
            (unsigned long long)p.peak, mw_fmt_bytes(p.peak, b1, sizeof b1));
     printf("  %-12s %16llu %12s  (most bytes alive at one op)\n", "live peak", (unsigned long long)p.live_peak,
            mw_fmt_bytes(p.live_peak, b2, sizeof b2));
+    if (c->arch == MW_ARCH_DEEPSEEK && c->n_experts)
+        printf("\n  active parameters per token: %.2fB of %.2fB (%d of %d routed experts per mixture block, the\n"
+               "  shared ones, attention, norms, the head and the embedding's table; without the table, of which a\n"
+               "  token reads one row: %.2fB)\n",
+               mw_config_active_params(c, 1) / 1e9, P / 1e9, c->n_experts_tok, c->n_experts,
+               mw_config_active_params(c, 0) / 1e9);
     if (p.disk_file) {
         printf("\n  disk tier (--offload %s%s):\n", mw_offload_name(p.offload),
                c->offload == MW_OFFLOAD_AUTO ? ", auto's choice" : "");

@@ -33,11 +33,14 @@ void mw_config_default(mw_config *c) {
 }
 
 const char *mw_arch_name(int arch) {
-    return arch == MW_ARCH_GPT2 ? "gpt2" : arch == MW_ARCH_LLAMA ? "llama" : "?";
+    return arch == MW_ARCH_GPT2 ? "gpt2" : arch == MW_ARCH_LLAMA ? "llama" : arch == MW_ARCH_DEEPSEEK ? "deepseek" : "?";
 }
 
 /* Published shapes: GPT-2 (OpenAI), SmolLM (HuggingFaceTB/SmolLM-*), TinyLlama-1.1B, Llama 2
- * 7B/70B and Llama 3 8B (their config.json files). */
+ * 7B/70B and Llama 3 8B/70B (their config.json files); GPT-3 175B (Brown et al. 2020, Table 2.1:
+ * 96 layers of 12288, 96 heads, a context of 2048, GPT-2's vocabulary: GPT-2's blocks at that
+ * shape; its sparse attention layers are not modelled). The deepseek family's are in
+ * deepseek_presets below. */
 static const struct {
     const char *name;
     int arch, L, H, KV, C, F, V, ctx, tied;
@@ -56,12 +59,49 @@ static const struct {
     {"llama2-7b", MW_ARCH_LLAMA, 32, 32, 32, 4096, 11008, 32000, 4096, 0, 10000.0},
     {"llama3-8b", MW_ARCH_LLAMA, 32, 32, 8, 4096, 14336, 128256, 8192, 0, 500000.0},
     {"llama2-70b", MW_ARCH_LLAMA, 80, 64, 8, 8192, 28672, 32000, 4096, 0, 10000.0},
+    {"llama3-70b", MW_ARCH_LLAMA, 80, 64, 8, 8192, 28672, 128256, 8192, 0, 500000.0},
+    {"gpt3-175b", MW_ARCH_GPT2, 96, 96, 0, 12288, 0, 50257, 2048, 1, 0},
 };
+
+/* The deepseek family's presets, from the models' config.json: deepseek-ai/DeepSeek-V2-Lite,
+ * deepseek-ai/DeepSeek-V3 (its 61 blocks; the multi-token-prediction module, layer 61 of the
+ * published weights, 11.5B more, is not modelled), mistralai/Mixtral-8x7B-v0.1 (its
+ * intermediate_size is the experts' width; no block is dense). Their YaRN rope scaling (both
+ * DeepSeek models) and V3's group-limited routing (n_group 8, topk_group 4) change no shape; the
+ * tiny ones are memwall's own, for tests. */
+static const struct ds_preset {
+    const char *name;
+    int L, H, KV, C, F, V, ctx;
+    double theta, eps;
+    int E, k, S, Fm, first_dense, gate, norm_topk;
+    double scale;
+    int qr, kvr, rope, nope, vd;
+} deepseek_presets[] = {
+    {"moe-tiny", 4, 4, 2, 64, 176, 256, 256, 10000.0, 1e-5, 8, 2, 1, 32, 1, 0, 1, 1.0, 0, 0, 0, 0, 0},
+    {"mla-tiny", 3, 4, 4, 64, 176, 256, 256, 10000.0, 1e-6, 0, 0, 0, 0, 0, 0, 0, 1.0, 32, 16, 8, 16, 16},
+    {"deepseek-v2-lite", 27, 16, 16, 2048, 10944, 102400, 163840, 10000.0, 1e-6, 64, 6, 2, 1408, 1, 0, 0, 1.0, 0, 512,
+     64, 128, 128},
+    {"deepseek-v3", 61, 128, 128, 7168, 18432, 129280, 163840, 10000.0, 1e-6, 256, 8, 1, 2048, 3, 1, 1, 2.5, 1536,
+     512, 64, 128, 128},
+    {"mixtral-8x7b", 32, 32, 8, 4096, 14336, 32000, 32768, 1000000.0, 1e-5, 8, 2, 0, 14336, 0, 0, 1, 1.0, 0, 0, 0, 0,
+     0},
+};
+
+/* the deepseek family's fields, 0 for the others */
+static void moe_clear(mw_config *c) {
+    c->n_experts = c->n_experts_tok = c->n_shared = c->moe_ffn = c->first_dense = c->moe_gate = c->norm_topk = 0;
+    c->q_lora_rank = c->kv_lora_rank = c->qk_rope_dim = c->qk_nope_dim = c->v_head_dim = 0;
+    c->capacity_factor = c->routed_scale = 0.0;
+}
 
 /* The Llama family's defaults for what --arch llama leaves unset: kv heads = heads, the MLP
  * width Llama's rule gives (2/3 of 4C, rounded up to a multiple of 256), theta 10000, eps 1e-5. */
 void mw_config_arch_defaults(mw_config *c) {
-    if (c->arch != MW_ARCH_LLAMA) {
+    if (c->arch != MW_ARCH_DEEPSEEK) moe_clear(c);
+    else if (c->routed_scale <= 0) {
+        c->routed_scale = 1.0;
+    }
+    if (c->arch == MW_ARCH_GPT2) {
         c->n_kv_head = c->ffn = 0;
         c->tied = 1;
         c->rope_theta = c->norm_eps = 0.0;
@@ -74,6 +114,19 @@ void mw_config_arch_defaults(mw_config *c) {
 }
 
 mw_status mw_config_preset(mw_config *c, const char *name) {
+    for (size_t i = 0; i < sizeof deepseek_presets / sizeof deepseek_presets[0]; i++)
+        if (strcmp(deepseek_presets[i].name, name) == 0) {
+            const struct ds_preset *d = &deepseek_presets[i];
+            c->arch = MW_ARCH_DEEPSEEK;
+            c->n_layer = d->L, c->n_head = d->H, c->n_kv_head = d->KV, c->n_embd = d->C, c->ffn = d->F;
+            c->vocab = d->V, c->ctx = d->ctx, c->tied = 0, c->rope_theta = d->theta, c->norm_eps = d->eps;
+            c->n_experts = d->E, c->n_experts_tok = d->k, c->n_shared = d->S, c->moe_ffn = d->Fm;
+            c->first_dense = d->first_dense, c->moe_gate = d->gate, c->norm_topk = d->norm_topk;
+            c->routed_scale = d->scale, c->capacity_factor = 0.0;
+            c->q_lora_rank = d->qr, c->kv_lora_rank = d->kvr, c->qk_rope_dim = d->rope, c->qk_nope_dim = d->nope;
+            c->v_head_dim = d->vd;
+            return MW_OK;
+        }
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (strcmp(presets[i].name, name) == 0) {
             c->arch = presets[i].arch;
@@ -87,18 +140,60 @@ mw_status mw_config_preset(mw_config *c, const char *name) {
             c->tied = presets[i].tied;
             c->rope_theta = presets[i].theta;
             c->norm_eps = presets[i].arch == MW_ARCH_LLAMA ? 1e-5 : 0.0;
+            moe_clear(c);
             return MW_OK;
         }
     return mw_fail(MW_ERR_ARG,
                    "unknown preset '%s' (known: gpt2-tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl, "
                    "llama-tiny, smollm-135m, smollm-360m, smollm-1.7b, tinyllama-1.1b, llama2-7b, "
-                   "llama3-8b, llama2-70b)",
+                   "llama3-8b, llama2-70b, llama3-70b, gpt3-175b, moe-tiny, mla-tiny, deepseek-v2-lite, "
+                   "deepseek-v3, mixtral-8x7b)",
                    name);
 }
 
-mw_status mw_config_validate(const mw_config *c) {
 #define NEED(cond, ...)                                                                            \
     if (!(cond)) return mw_fail(MW_ERR_ARG, __VA_ARGS__)
+/* the deepseek family's own fields (docs/moe.md) */
+static mw_status validate_deepseek(const mw_config *c) {
+    NEED(c->n_experts >= 0 && c->n_experts <= 4096, "--experts must be in 0..4096 (got %d)", c->n_experts);
+    NEED(c->first_dense >= 0 && c->first_dense <= c->n_layer, "--first-dense must be in 0..--layers=%d (got %d)",
+         c->n_layer, c->first_dense);
+    if (c->n_experts) {
+        NEED(c->n_experts_tok >= 1 && c->n_experts_tok <= c->n_experts,
+             "--experts-per-tok must be in 1..--experts=%d (got %d)", c->n_experts, c->n_experts_tok);
+        NEED(c->moe_ffn >= 1 && c->moe_ffn <= 1 << 20, "--moe-ffn must be in 1..1048576 (got %d)", c->moe_ffn);
+        NEED(c->n_shared >= 0 && c->n_shared <= 64, "--shared-experts must be in 0..64 (got %d)", c->n_shared);
+        NEED(c->moe_gate == 0 || c->moe_gate == 1, "--moe-gate must be softmax or sigmoid");
+        NEED(c->norm_topk == 0 || c->norm_topk == 1, "--norm-topk must be 0 or 1 (got %d)", c->norm_topk);
+        NEED(c->routed_scale > 0 && isfinite(c->routed_scale), "--routed-scale must be > 0");
+        NEED(c->capacity_factor >= 0 && c->capacity_factor <= 1024 && isfinite(c->capacity_factor),
+             "--capacity-factor must be in [0, 1024] (0: no cap)");
+    } else {
+        NEED(c->n_experts_tok == 0 && c->n_shared == 0 && c->moe_ffn == 0 && c->capacity_factor == 0,
+             "--experts-per-tok, --shared-experts, --moe-ffn and --capacity-factor need --experts");
+    }
+    if (c->kv_lora_rank > 0) {
+        NEED(c->kv_lora_rank <= 1 << 16 && c->q_lora_rank >= 0 && c->q_lora_rank <= 1 << 16,
+             "--kv-lora-rank and --q-lora-rank must be in 1..65536 (--q-lora-rank 0: none)");
+        NEED(c->qk_rope_dim >= 2 && c->qk_rope_dim % 2 == 0 && c->qk_rope_dim <= 1024,
+             "--qk-rope-dim must be even, 2..1024 (got %d)", c->qk_rope_dim);
+        NEED(c->qk_nope_dim >= 0 && c->qk_nope_dim <= 1024 && c->v_head_dim >= 1 && c->v_head_dim <= 1024,
+             "--qk-nope-dim must be in 0..1024 and --v-head-dim in 1..1024");
+    } else {
+        NEED(c->kv_lora_rank == 0 && c->q_lora_rank == 0 && c->qk_rope_dim == 0 && c->qk_nope_dim == 0 &&
+                 c->v_head_dim == 0,
+             "--q-lora-rank, --qk-rope-dim, --qk-nope-dim and --v-head-dim are multi-head latent attention's: give "
+             "--kv-lora-rank too");
+    }
+    NEED(c->precision == MW_PRECISION_FP32, "--precision %s for the deepseek family is not built yet (fp32 only)",
+         mw_precision_str(c->precision));
+    NEED(c->recompute != MW_RECOMPUTE_AUTO && c->offload != MW_OFFLOAD_AUTO,
+         "--recompute auto and --offload auto are not built for the deepseek family yet (their op timings "
+         "come from a calibration model that does not scale the experts): give a policy and a placement");
+    return MW_OK;
+}
+
+mw_status mw_config_validate(const mw_config *c) {
     NEED(c->arch >= 0 && c->arch < MW_ARCH_COUNT, "unknown model family %d", c->arch);
     if (c->arch == MW_ARCH_GPT2) {
         NEED(c->n_kv_head == 0 && c->ffn == 0,
@@ -114,6 +209,7 @@ mw_status mw_config_validate(const mw_config *c) {
         NEED(c->n_head >= 1 && c->n_embd % c->n_head == 0 && c->n_embd / c->n_head % 2 == 0,
              "--dim / --heads (the head size) must be even for rotary embeddings");
     }
+    if (c->arch == MW_ARCH_DEEPSEEK) MW_TRY(validate_deepseek(c));
     NEED(c->n_layer >= 1 && c->n_layer <= 4096, "--layers must be in 1..4096 (got %d)", c->n_layer);
     NEED(c->n_head >= 1, "--heads must be >= 1 (got %d)", c->n_head);
     NEED(c->n_embd >= 1 && c->n_embd <= 65536, "--dim must be in 1..65536 (got %d)", c->n_embd);
@@ -177,8 +273,40 @@ mw_status mw_config_validate(const mw_config *c) {
     return MW_OK;
 }
 
+/* the deepseek family: every parameter (active 0), or those one token passes through (1) */
+static size_t deepseek_params(const mw_config *c, int active) {
+    const size_t C = c->n_embd, H = c->n_head, V = c->vocab;
+    size_t attn;
+    if (c->kv_lora_rank > 0) {
+        const size_t qk = (size_t)c->qk_nope_dim + c->qk_rope_dim, kvr = c->kv_lora_rank, qr = c->q_lora_rank;
+        attn = (qr ? qr * C + qr + H * qk * qr : H * qk * C) + (kvr + c->qk_rope_dim) * C + kvr +
+               H * ((size_t)c->qk_nope_dim + c->v_head_dim) * kvr + C * H * c->v_head_dim;
+    } else {
+        const size_t hs = C / H, KV = (size_t)c->n_kv_head * hs;
+        attn = 2 * C * H * hs + 2 * KV * C;
+    }
+    const size_t E = c->n_experts, Fm = c->moe_ffn, expert = 3 * Fm * C;
+    const size_t moe = (active ? (size_t)c->n_experts_tok : E) * expert + (size_t)c->n_shared * expert + E * C +
+                       (c->moe_gate == 1 ? E : 0);
+    const size_t dense = 3 * (size_t)c->ffn * C, Ld = E ? (size_t)c->first_dense : (size_t)c->n_layer;
+    return V * C * (c->tied ? 1 : 2) + C + (size_t)c->n_layer * (2 * C + attn) + Ld * dense + (c->n_layer - Ld) * moe;
+}
+
+size_t mw_config_active_params(const mw_config *c, int with_embed) {
+    const size_t all = c->arch == MW_ARCH_DEEPSEEK ? deepseek_params(c, 1) : mw_config_num_params(c);
+    return with_embed || c->tied ? all : all - (size_t)c->vocab * c->n_embd;
+}
+
+const char *mw_config_missing_kernels(const mw_config *c) {
+    if (c->arch == MW_ARCH_DEEPSEEK && c->inference == 1)
+        return "incremental decoding (sample) is not built for the deepseek family yet: its KV cache and decode "
+               "step are not written (train, eval, estimate and plan are)";
+    return NULL;
+}
+
 size_t mw_config_num_params(const mw_config *c) {
     size_t C = c->n_embd;
+    if (c->arch == MW_ARCH_DEEPSEEK) return deepseek_params(c, 0);
     if (c->arch == MW_ARCH_LLAMA) {
         const size_t hs = C / c->n_head, KV = (size_t)c->n_kv_head * hs, F = c->ffn;
         return (size_t)c->vocab * C * (c->tied ? 1 : 2) + C +
@@ -190,6 +318,10 @@ size_t mw_config_num_params(const mw_config *c) {
 
 double mw_config_flops_per_token(const mw_config *c) {
     double C = c->n_embd, n_mm = c->n_layer * 12.0 * C * C + (double)c->vocab * C;
+    if (c->arch == MW_ARCH_DEEPSEEK) /* the products a token passes through, attention's scores aside */
+        return 6.0 * (double)(mw_config_active_params(c, 0) - (size_t)c->n_layer * 2 * c->n_embd) +
+               12.0 * c->n_layer * c->n_head *
+                   (c->kv_lora_rank ? (c->qk_nope_dim + c->qk_rope_dim + c->v_head_dim) / 2.0 : C / c->n_head) * c->seq;
     if (c->arch == MW_ARCH_LLAMA) {
         const double KV = (double)c->n_kv_head * (C / c->n_head), F = c->ffn;
         n_mm = c->n_layer * (2.0 * C * C + 2.0 * KV * C + 3.0 * F * C) + (double)c->vocab * C;

@@ -3,13 +3,14 @@
  * knows no model but the one it is given. Adding a family is a line in arch_def and its own file. */
 #include "../graph/graph.h"
 
-extern const mw_model_def mw_arch_gpt2, mw_arch_llama;
+extern const mw_model_def mw_arch_gpt2, mw_arch_llama, mw_arch_deepseek;
 
 /* NULL for an unknown family (the graph refuses it after validating cfg) */
 static const mw_model_def *arch_def(int arch) {
     switch (arch) {
     case MW_ARCH_GPT2: return &mw_arch_gpt2;
     case MW_ARCH_LLAMA: return &mw_arch_llama;
+    case MW_ARCH_DEEPSEEK: return &mw_arch_deepseek;
     default: return 0;
     }
 }

@@ -99,10 +99,18 @@ static int meta_text(char *buf, size_t n, const mw_model *m, const mw_run_state 
                      c->seq, c->accum * (c->dp ? c->world : 1) /* the step's micro-batches over all ranks */, c->steps, c->warmup, c->lr, c->min_lr_frac, c->beta1, c->beta2,
                      c->eps, c->weight_decay, c->grad_clip, c->seed, c->eval_every, c->eval_batches,
                      st->step, st->loader_rng, train_tokens);
-    if (c->arch == MW_ARCH_LLAMA && k >= 0 && (size_t)k < n) /* the Llama family's own shape */
+    if (c->arch != MW_ARCH_GPT2 && k >= 0 && (size_t)k < n) /* the Llama family's own shape (and the deepseek's) */
         k += snprintf(buf + k, n - (size_t)k,
                       "n_kv_head=%d\nffn=%d\ntied=%d\nrope_theta=%.17g\nnorm_eps=%.17g\n", c->n_kv_head,
                       c->ffn, c->tied, c->rope_theta, c->norm_eps);
+    if (c->arch == MW_ARCH_DEEPSEEK && k >= 0 && (size_t)k < n) /* its experts and latent attention */
+        k += snprintf(buf + k, n - (size_t)k,
+                      "n_experts=%d\nn_experts_tok=%d\nn_shared=%d\nmoe_ffn=%d\nfirst_dense=%d\nmoe_gate=%d\n"
+                      "norm_topk=%d\ncapacity_factor=%.17g\nrouted_scale=%.17g\nq_lora_rank=%d\nkv_lora_rank=%d\n"
+                      "qk_rope_dim=%d\nqk_nope_dim=%d\nv_head_dim=%d\n",
+                      c->n_experts, c->n_experts_tok, c->n_shared, c->moe_ffn, c->first_dense, c->moe_gate,
+                      c->norm_topk, c->capacity_factor, c->routed_scale, c->q_lora_rank, c->kv_lora_rank,
+                      c->qk_rope_dim, c->qk_nope_dim, c->v_head_dim);
     if (c->arch == MW_ARCH_GPT2 && c->norm_eps > 0 && k >= 0 && (size_t)k < n) /* an imported LayerNorm epsilon */
         k += snprintf(buf + k, n - (size_t)k, "norm_eps=%.17g\n", c->norm_eps);
     if (c->optim != MW_OPTIM_ADAMW && k >= 0 && (size_t)k < n) /* version 2: the optimizer */
@@ -723,14 +731,22 @@ static mw_status parse_meta(const char *path, const char *meta, mw_ckpt_info *in
     if (c->arch < 0)
         return mw_fail(MW_ERR_FORMAT, "%s: model family '%s' is unknown to this memwall", path, v);
     c->tied = 1;
-    if (c->arch == MW_ARCH_LLAMA) { /* its own shape keys, all required */
+    if (c->arch != MW_ARCH_GPT2) { /* its own shape keys, all required (the deepseek family: and its own) */
         struct {
             const char *key;
             int *i;
             double *d;
         } lk[] = {{"n_kv_head", &c->n_kv_head, 0}, {"ffn", &c->ffn, 0}, {"tied", &c->tied, 0},
-                  {"rope_theta", 0, &c->rope_theta}, {"norm_eps", 0, &c->norm_eps}};
-        for (size_t k = 0; k < sizeof lk / sizeof lk[0]; k++) {
+                  {"rope_theta", 0, &c->rope_theta}, {"norm_eps", 0, &c->norm_eps},
+                  {"n_experts", &c->n_experts, 0}, {"n_experts_tok", &c->n_experts_tok, 0},
+                  {"n_shared", &c->n_shared, 0}, {"moe_ffn", &c->moe_ffn, 0}, {"first_dense", &c->first_dense, 0},
+                  {"moe_gate", &c->moe_gate, 0}, {"norm_topk", &c->norm_topk, 0},
+                  {"capacity_factor", 0, &c->capacity_factor}, {"routed_scale", 0, &c->routed_scale},
+                  {"q_lora_rank", &c->q_lora_rank, 0}, {"kv_lora_rank", &c->kv_lora_rank, 0},
+                  {"qk_rope_dim", &c->qk_rope_dim, 0}, {"qk_nope_dim", &c->qk_nope_dim, 0},
+                  {"v_head_dim", &c->v_head_dim, 0}};
+        const size_t nk = c->arch == MW_ARCH_DEEPSEEK ? sizeof lk / sizeof lk[0] : 5;
+        for (size_t k = 0; k < nk; k++) {
             if (!meta_get(meta, lk[k].key, v, sizeof v))
                 return mw_fail(MW_ERR_FORMAT, "%s: checkpoint lacks '%s'", path, lk[k].key);
             errno = 0;
@@ -937,14 +953,33 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
         const mw_config *c = mw_model_config(m);
         const mw_config *k = &info->cfg;
         if (c->arch != k->arch || c->norm_eps != k->norm_eps ||
-            (c->arch == MW_ARCH_LLAMA && (c->n_kv_head != k->n_kv_head || c->ffn != k->ffn || c->tied != k->tied ||
-                                          c->rope_theta != k->rope_theta))) {
+            (c->arch != MW_ARCH_GPT2 && (c->n_kv_head != k->n_kv_head || c->ffn != k->ffn || c->tied != k->tied ||
+                                         c->rope_theta != k->rope_theta))) {
             s = mw_fail(MW_ERR_ARG,
                         "%s is from another model: checkpoint %s (kv heads %d, ffn %d, tied %d, rope "
                         "theta %g, eps %g), this run %s (kv heads %d, ffn %d, tied %d, rope theta %g, eps %g)",
                         path, mw_arch_name(k->arch), k->n_kv_head, k->ffn, k->tied, k->rope_theta,
                         k->norm_eps, mw_arch_name(c->arch), c->n_kv_head, c->ffn, c->tied, c->rope_theta,
                         c->norm_eps);
+            goto out;
+        }
+        if (c->arch == MW_ARCH_DEEPSEEK &&
+            (c->n_experts != k->n_experts || c->n_experts_tok != k->n_experts_tok || c->n_shared != k->n_shared ||
+             c->moe_ffn != k->moe_ffn || c->first_dense != k->first_dense || c->moe_gate != k->moe_gate ||
+             c->norm_topk != k->norm_topk || c->capacity_factor != k->capacity_factor ||
+             c->routed_scale != k->routed_scale || c->q_lora_rank != k->q_lora_rank ||
+             c->kv_lora_rank != k->kv_lora_rank || c->qk_rope_dim != k->qk_rope_dim ||
+             c->qk_nope_dim != k->qk_nope_dim || c->v_head_dim != k->v_head_dim)) {
+            s = mw_fail(MW_ERR_ARG,
+                        "%s is from another deepseek model: checkpoint experts %d top-%d shared %d of %d, first dense "
+                        "%d, gate %d, norm %d, capacity factor %g, scale %g, latents q %d kv %d rope %d nope %d v %d; "
+                        "this run experts %d top-%d shared %d of %d, first dense %d, gate %d, norm %d, capacity factor "
+                        "%g, scale %g, latents q %d kv %d rope %d nope %d v %d",
+                        path, k->n_experts, k->n_experts_tok, k->n_shared, k->moe_ffn, k->first_dense, k->moe_gate,
+                        k->norm_topk, k->capacity_factor, k->routed_scale, k->q_lora_rank, k->kv_lora_rank,
+                        k->qk_rope_dim, k->qk_nope_dim, k->v_head_dim, c->n_experts, c->n_experts_tok, c->n_shared,
+                        c->moe_ffn, c->first_dense, c->moe_gate, c->norm_topk, c->capacity_factor, c->routed_scale,
+                        c->q_lora_rank, c->kv_lora_rank, c->qk_rope_dim, c->qk_nope_dim, c->v_head_dim);
             goto out;
         }
         if (c->n_layer != k->n_layer || c->n_head != k->n_head || c->n_embd != k->n_embd ||

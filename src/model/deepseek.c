@@ -1,0 +1,693 @@
+/* The deepseek family (docs/moe.md): DeepSeek-V2/V3 and Mixtral from one op set. Llama's blocks
+ * (RMSNorm, SwiGLU, no biases) with, per block, grouped-query attention (Llama's kernels) or
+ * multi-head latent attention, and a dense SwiGLU MLP (the first first_dense blocks) or a mixture
+ * of experts: a router (softmax or sigmoid scores, top-k, renormalised weights), dispatch to the
+ * routed experts under a capacity, their SwiGLU FFNs, shared experts, combine. The model declares
+ * its tensors (Hugging Face's names: DeepseekV2/V3's, Mixtral's block_sparse_moe for a Mixtral
+ * shape), the op kinds with the values they access, the values' sizes, and the kernels of each
+ * kind (src/kernels/cpu/ops.h, moe.h); the step graph (src/graph/) does the rest. May call
+ * src/core, src/kernels and src/graph/graph.h. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/status.h"
+#include "../graph/graph.h"
+#include "../kernels/cpu/moe.h"
+#include "../kernels/cpu/ops.h"
+
+/* ---- shapes ------------------------------------------------------------------------------------ */
+
+typedef struct shape {
+    long N;
+    int B, T, C, V, H, KV, hs, F, E, K, S, Fm, Fs, mla, qr, kvr, rd, nd, vd, qk, QW, KVW, AW, QKVW, Ld;
+    long R, cap;
+} shape;
+
+static shape shape_of(const mw_config *c) {
+    shape s;
+    s.B = c->batch, s.T = c->seq, s.N = (long)c->batch * c->seq, s.C = c->n_embd, s.V = c->vocab, s.H = c->n_head;
+    s.KV = c->n_kv_head, s.hs = c->n_embd / c->n_head, s.F = c->ffn;
+    s.E = c->n_experts, s.K = c->n_experts_tok, s.S = c->n_shared, s.Fm = c->moe_ffn, s.Fs = s.S * s.Fm;
+    s.mla = c->kv_lora_rank > 0, s.qr = c->q_lora_rank, s.kvr = c->kv_lora_rank, s.rd = c->qk_rope_dim;
+    s.nd = c->qk_nope_dim, s.vd = c->v_head_dim, s.qk = s.nd + s.rd;
+    s.QW = s.H * s.qk, s.KVW = s.H * (s.nd + s.vd), s.AW = s.mla ? s.H * s.vd : s.C;
+    s.QKVW = (s.H + 2 * s.KV) * s.hs;
+    s.Ld = s.E ? c->first_dense : c->n_layer;
+    s.cap = s.E ? mw_moe_capacity(s.N, s.K, s.E, c->capacity_factor) : 0;
+    s.R = s.E ? mw_moe_rows(s.N, s.K, s.E, c->capacity_factor) : 0;
+    return s;
+}
+static int is_moe(const mw_config *c, int l) { return c->n_experts > 0 && l >= c->first_dense; }
+/* Mixtral's shape: Hugging Face's MixtralForCausalLM names its tensors */
+static int mixtral(const mw_config *c) {
+    return c->n_experts && !c->kv_lora_rank && !c->n_shared && !c->first_dense && !c->moe_gate && c->norm_topk;
+}
+
+/* ---- parameters --------------------------------------------------------------------------------
+ * embed; per block: input norm, attention's tensors, post-attention norm, the MLP's (dense: gate,
+ * up, down; mixture: router, V3's score bias, each expert's gate, up, down, the shared experts'
+ * gate, up, down); final norm; the LM head when untied. */
+typedef struct lay {
+    int ln1, q, qa, qan, qb, k, v, kva, kvan, kvb, o, ln2, gate, up, down, router, rbias, e0, sg, su, sd;
+} lay;
+
+static int n_attn(const mw_config *c) { return c->kv_lora_rank ? (c->q_lora_rank ? 7 : 5) : 4; }
+static int n_moe(const mw_config *c) { return 1 + (c->moe_gate == 1) + 3 * c->n_experts + (c->n_shared ? 3 : 0); }
+static int layer_base(const mw_config *c, int l) {
+    const int Ld = c->n_experts ? c->first_dense : c->n_layer, d = l < Ld ? l : Ld, m = l > Ld ? l - Ld : 0;
+    return 1 + l * (2 + n_attn(c)) + 3 * d + m * n_moe(c);
+}
+
+static lay layer_of(const mw_config *c, int l) {
+    lay t;
+    memset(&t, 0xff, sizeof t); /* -1: not in this block */
+    int i = layer_base(c, l);
+    t.ln1 = i++;
+    if (c->kv_lora_rank) {
+        if (c->q_lora_rank) t.qa = i++, t.qan = i++, t.qb = i++;
+        else t.q = i++;
+        t.kva = i++, t.kvan = i++, t.kvb = i++, t.o = i++;
+    } else {
+        t.q = i++, t.k = i++, t.v = i++, t.o = i++;
+    }
+    t.ln2 = i++;
+    if (!is_moe(c, l)) {
+        t.gate = i++, t.up = i++, t.down = i++;
+        return t;
+    }
+    t.router = i++;
+    if (c->moe_gate == 1) t.rbias = i++;
+    t.e0 = i, i += 3 * c->n_experts;
+    if (c->n_shared) t.sg = i++, t.su = i++, t.sd = i++;
+    return t;
+}
+
+static void add(mw_model *m, int l, const char *pre, const char *name, int r, int cols, int pad) {
+    char full[128]; /* every name fits the table's 64 at --layers 4096, --experts 4096 */
+    snprintf(full, sizeof full, "model.layers.%d.%s%s", l, pre, name);
+    mw_graph_add_tensor(m, full, r, cols, cols != 0, pad);
+}
+
+static mw_status build_table(mw_model *m) {
+    const mw_config *c = &m->cfg;
+    const shape s = shape_of(c);
+    const int mx = mixtral(c);
+    const size_t n = (size_t)layer_base(c, c->n_layer) + 2;
+    m->tensors = calloc(n, sizeof(mw_tensor));
+    if (!m->tensors) return mw_fail(MW_ERR_NOMEM, "cannot allocate the parameter table (%zu tensors)", n);
+    mw_graph_add_tensor(m, "model.embed_tokens.weight", s.V, s.C, 1, 1);
+    for (int l = 0; l < c->n_layer; l++) {
+        mw_graph_block(m, l);
+        add(m, l, "", "input_layernorm.weight", s.C, 0, 1);
+        if (s.mla) {
+            if (s.qr) {
+                add(m, l, "self_attn.", "q_a_proj.weight", s.qr, s.C, 1);
+                add(m, l, "self_attn.", "q_a_layernorm.weight", s.qr, 0, 1);
+                add(m, l, "self_attn.", "q_b_proj.weight", s.QW, s.qr, 1);
+            } else {
+                add(m, l, "self_attn.", "q_proj.weight", s.QW, s.C, 1);
+            }
+            add(m, l, "self_attn.", "kv_a_proj_with_mqa.weight", s.kvr + s.rd, s.C, 1);
+            add(m, l, "self_attn.", "kv_a_layernorm.weight", s.kvr, 0, 1);
+            add(m, l, "self_attn.", "kv_b_proj.weight", s.KVW, s.kvr, 1);
+            add(m, l, "self_attn.", "o_proj.weight", s.C, s.AW, 1);
+        } else { /* q|k|v back to back: one GEMM, as Llama's */
+            add(m, l, "self_attn.", "q_proj.weight", s.H * s.hs, s.C, 0);
+            add(m, l, "self_attn.", "k_proj.weight", s.KV * s.hs, s.C, 0);
+            add(m, l, "self_attn.", "v_proj.weight", s.KV * s.hs, s.C, 1);
+            add(m, l, "self_attn.", "o_proj.weight", s.C, s.C, 1);
+        }
+        add(m, l, "", "post_attention_layernorm.weight", s.C, 0, 1);
+        if (!is_moe(c, l)) {
+            add(m, l, "mlp.", "gate_proj.weight", s.F, s.C, 1);
+            add(m, l, "mlp.", "up_proj.weight", s.F, s.C, 1);
+            add(m, l, "mlp.", "down_proj.weight", s.C, s.F, 1);
+            continue;
+        }
+        const char *pre = mx ? "block_sparse_moe." : "mlp.";
+        add(m, l, pre, "gate.weight", s.E, s.C, 1);
+        if (c->moe_gate == 1) add(m, l, pre, "gate.e_score_correction_bias", s.E, 0, 1);
+        for (int e = 0; e < s.E; e++) {
+            char nm[48];
+            snprintf(nm, sizeof nm, mx ? "experts.%d.w1.weight" : "experts.%d.gate_proj.weight", e);
+            add(m, l, pre, nm, s.Fm, s.C, 1);
+            snprintf(nm, sizeof nm, mx ? "experts.%d.w3.weight" : "experts.%d.up_proj.weight", e);
+            add(m, l, pre, nm, s.Fm, s.C, 1);
+            snprintf(nm, sizeof nm, mx ? "experts.%d.w2.weight" : "experts.%d.down_proj.weight", e);
+            add(m, l, pre, nm, s.C, s.Fm, 1);
+        }
+        if (s.S) {
+            add(m, l, "mlp.", "shared_experts.gate_proj.weight", s.Fs, s.C, 1);
+            add(m, l, "mlp.", "shared_experts.up_proj.weight", s.Fs, s.C, 1);
+            add(m, l, "mlp.", "shared_experts.down_proj.weight", s.C, s.Fs, 1);
+        }
+    }
+    mw_graph_block(m, -1);
+    mw_graph_add_tensor(m, "model.norm.weight", s.C, 0, 0, 1);
+    if (!c->tied) mw_graph_add_tensor(m, "lm_head.weight", s.V, s.C, 1, 1);
+    return MW_OK;
+}
+
+/* ---- values and op kinds ------------------------------------------------------------------------ */
+
+/* values of block l (X is its input); a block writes only those of its attention and MLP */
+enum {
+    X, LN1, LN1S, QKV, ATTY, LSE, RES2, LN2, LN2S, FCH, ACT,              /* Llama's */
+    QA, QAN, QAS, QM, KVA, KVN, KVS, KVB,                                 /* latent attention */
+    PROB, ROUTE, XE, EH, EA, EY, SFCH, SACT,                              /* mixture of experts */
+    NLS
+};
+static const char *const lslot_names[NLS] = {
+    "x", "ln1", "ln1_rstd", "qkv", "atty", "lse", "res2", "ln2", "ln2_rstd", "gate_up", "act",
+    "q_a", "q_a_norm", "q_a_rstd", "q", "kv_a", "kv_a_norm", "kv_a_rstd", "kv_b|k_pe",
+    "router_probs", "route", "expert_in", "expert_gate_up", "expert_act", "expert_out", "shared_gate_up", "shared_act"};
+enum {
+    G_IN, G_TGT, G_LNF, G_LNFS, G_LOGITS, G_LOSSES, G_DRES, G_DTMP, G_DQKV, G_ATTS, G_NORM,
+    G_DKVB, G_DKVA, G_DQA, G_DEY, G_DXE, G_DW, NGS
+};
+static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf", "lnf_rstd", "logits", "losses", "dres",
+                                             "dtmp", "dq", "att_scratch", "norm_parts", "dkv_b", "dkv_a", "dq_a",
+                                             "dexpert_out", "dexpert_in", "droute"};
+#define XN MW_XN
+#define GS MW_GS
+enum { R = MW_R, W = MW_W, U = MW_U };
+enum { P_NONE = MW_P_NONE, P_SEL = MW_P_SEL, P_FULL = MW_P_FULL };
+
+enum {
+    K_EMB, K_LN1QKV, K_ATTN, K_LN1, K_MLAQ, K_MLAKV, K_MLAATT, K_PROJ, K_LN2FC, K_SWIGLU, K_DOWN, K_LN2,
+    K_ROUTE, K_LN2X, K_EFC, K_ESWIGLU, K_EDOWN, K_COMBINE, K_HEAD, K_LOGITS,
+    K_BDOWN, K_BFC, K_BSDOWN, K_BEDOWN, K_BSFC, K_BEFC, K_BROUTE, K_BPROJ, K_BATTN, K_BQKV,
+    K_BMLAATT, K_BMLAKV, K_BMLAQ, K_BLN1, K_EMBB, K_OPT, NKINDS
+};
+#define FWD MW_KF_FWD
+static const mw_kind KINDS[NKINDS] = {
+    [K_EMB] = {"embed", 3, {{GS(G_IN), W}, {GS(G_TGT), W}, {X, W}}, 0, 0},
+    [K_LN1QKV] = {"norm+qkv+rope", 4, {{X, R}, {LN1, W}, {LN1S, W}, {QKV, W}}, FWD, MW_COST_MATMUL},
+    [K_ATTN] = {"attention", 4, {{QKV, R}, {ATTY, W}, {LSE, W}, {GS(G_ATTS), W}}, FWD, MW_COST_ATTN},
+    [K_LN1] = {"attn norm", 3, {{X, R}, {LN1, W}, {LN1S, W}}, FWD, MW_COST_ELEM},
+    [K_MLAQ] = {"norm+mla q+rope", 7, {{X, R}, {LN1, W}, {LN1S, W}, {QA, W}, {QAN, W}, {QAS, W}, {QM, W}}, FWD,
+                MW_COST_MATMUL},
+    /* kv_b's output, then the rotated shared key k_pe (N x qk_rope_dim) after it */
+    [K_MLAKV] = {"mla kv+rope", 5, {{LN1, R}, {KVA, W}, {KVN, W}, {KVS, W}, {KVB, W}}, FWD, MW_COST_MATMUL},
+    [K_MLAATT] = {"mla attention", 5, {{QM, R}, {KVB, R}, {ATTY, W}, {LSE, W}, {GS(G_ATTS), W}}, FWD, MW_COST_ATTN},
+    [K_PROJ] = {"o proj", 3, {{X, R}, {ATTY, R}, {RES2, W}}, FWD, MW_COST_MATMUL},
+    [K_LN2FC] = {"norm+gate+up", 4, {{RES2, R}, {LN2, W}, {LN2S, W}, {FCH, W}}, FWD, MW_COST_MATMUL},
+    [K_SWIGLU] = {"swiglu", 2, {{FCH, R}, {ACT, W}}, FWD, MW_COST_ELEM},
+    [K_DOWN] = {"down proj", 3, {{RES2, R}, {ACT, R}, {XN, W}}, FWD, MW_COST_MATMUL},
+    [K_LN2] = {"mlp norm", 3, {{RES2, R}, {LN2, W}, {LN2S, W}}, FWD, MW_COST_ELEM},
+    [K_ROUTE] = {"norm+router+dispatch", 6, {{RES2, R}, {LN2, W}, {LN2S, W}, {PROB, W}, {ROUTE, W}, {XE, W}}, FWD,
+                 MW_COST_ELEM},
+    [K_LN2X] = {"mlp norm+dispatch", 5, {{RES2, R}, {ROUTE, R}, {LN2, W}, {LN2S, W}, {XE, W}}, FWD, MW_COST_ELEM},
+    [K_EFC] = {"experts gate+up", 5, {{LN2, R}, {XE, R}, {ROUTE, R}, {EH, W}, {SFCH, W}}, FWD, MW_COST_MATMUL},
+    [K_ESWIGLU] = {"experts swiglu", 5, {{EH, R}, {SFCH, R}, {ROUTE, R}, {EA, W}, {SACT, W}}, FWD, MW_COST_ELEM},
+    [K_EDOWN] = {"experts down", 3, {{EA, R}, {ROUTE, R}, {EY, W}}, FWD, MW_COST_MATMUL},
+    [K_COMBINE] = {"shared down+combine", 5, {{RES2, R}, {SACT, R}, {EY, R}, {ROUTE, R}, {XN, W}}, FWD,
+                   MW_COST_MATMUL},
+    [K_HEAD] = {"head+loss", 8,
+                {{X, R}, {GS(G_TGT), R}, {GS(G_LNF), W}, {GS(G_LNFS), W}, {GS(G_LOGITS), W},
+                 {GS(G_LOSSES), W}, {GS(G_DTMP), W}, {GS(G_DRES), W}}, 0, 0},
+    [K_LOGITS] = {"head", 6,
+                  {{X, R}, {GS(G_TGT), R}, {GS(G_LNF), W}, {GS(G_LNFS), W}, {GS(G_LOGITS), W},
+                   {GS(G_LOSSES), W}}, 0, 0},
+    /* d(act) over act, then d(gate|up) over gate|up */
+    [K_BDOWN] = {"down proj bwd", 3, {{FCH, U}, {ACT, U}, {GS(G_DRES), U}}, 0, 0},
+    [K_BFC] = {"gate+up bwd", 6,
+               {{LN2, R}, {LN2S, R}, {RES2, R}, {FCH, R}, {GS(G_DTMP), W}, {GS(G_DRES), U}}, 0, 0},
+    [K_BSDOWN] = {"shared down bwd", 3, {{SFCH, U}, {SACT, U}, {GS(G_DRES), R}}, 0, 0},
+    [K_BEDOWN] = {"experts down bwd", 7,
+                  {{EH, U}, {EA, U}, {EY, R}, {ROUTE, R}, {GS(G_DRES), R}, {GS(G_DEY), W}, {GS(G_DW), W}}, 0, 0},
+    [K_BSFC] = {"shared gate+up bwd", 3, {{LN2, R}, {SFCH, R}, {GS(G_DTMP), W}}, 0, 0},
+    [K_BEFC] = {"experts gate+up bwd", 5, {{XE, R}, {EH, R}, {ROUTE, R}, {GS(G_DXE), W}, {GS(G_DTMP), U}}, 0, 0},
+    [K_BROUTE] = {"router+norm bwd", 8,
+                  {{LN2, R}, {LN2S, R}, {RES2, R}, {PROB, R}, {ROUTE, R}, {GS(G_DW), U}, {GS(G_DTMP), U},
+                   {GS(G_DRES), U}}, 0, 0},
+    [K_BPROJ] = {"o proj bwd", 3, {{ATTY, R}, {GS(G_DRES), U}, {GS(G_DTMP), W}}, 0, 0},
+    [K_BATTN] = {"attention bwd", 6,
+                 {{GS(G_DTMP), R}, {QKV, R}, {ATTY, R}, {LSE, R}, {GS(G_DQKV), W}, {GS(G_ATTS), W}}, 0, 0},
+    [K_BQKV] = {"norm+qkv bwd", 6,
+                {{GS(G_DQKV), R}, {LN1, R}, {LN1S, R}, {X, R}, {GS(G_DTMP), W}, {GS(G_DRES), U}}, 0, 0},
+    [K_BMLAATT] = {"mla attention bwd", 8,
+                   {{GS(G_DTMP), R}, {QM, R}, {KVB, R}, {ATTY, R}, {LSE, R}, {GS(G_DQKV), W}, {GS(G_DKVB), W},
+                    {GS(G_ATTS), W}}, 0, 0},
+    [K_BMLAKV] = {"mla kv bwd", 7,
+                  {{GS(G_DKVB), R}, {KVN, R}, {KVS, R}, {KVA, R}, {LN1, R}, {GS(G_DKVA), W}, {GS(G_DTMP), W}}, 0, 0},
+    [K_BMLAQ] = {"mla q bwd", 7,
+                 {{GS(G_DQKV), R}, {QAN, R}, {QAS, R}, {QA, R}, {LN1, R}, {GS(G_DQA), W}, {GS(G_DTMP), U}}, 0, 0},
+    [K_BLN1] = {"attn norm bwd", 4, {{GS(G_DTMP), R}, {LN1S, R}, {X, R}, {GS(G_DRES), U}}, 0, 0},
+    [K_EMBB] = {"embed bwd", 2, {{GS(G_DRES), U}, {GS(G_IN), R}}, 0, 0},
+    [K_OPT] = {"optimizer", 1, {{GS(G_NORM), W}}, 0, 0},
+};
+
+static void push_attn_forward(mw_model *m, int l) {
+    if (m->cfg.kv_lora_rank) {
+        mw_graph_push(m, K_MLAQ, l);
+        mw_graph_push(m, K_MLAKV, l);
+        mw_graph_push(m, K_MLAATT, l);
+    } else {
+        mw_graph_push(m, K_LN1QKV, l);
+        mw_graph_push(m, K_ATTN, l);
+    }
+    mw_graph_push(m, K_PROJ, l);
+}
+
+static void push_block_forward(mw_model *m, int l, int with_output) {
+    push_attn_forward(m, l);
+    if (is_moe(&m->cfg, l)) {
+        mw_graph_push(m, K_ROUTE, l);
+        mw_graph_push(m, K_EFC, l);
+        mw_graph_push(m, K_ESWIGLU, l);
+        mw_graph_push(m, K_EDOWN, l);
+        if (with_output) mw_graph_push(m, K_COMBINE, l);
+        return;
+    }
+    mw_graph_push(m, K_LN2FC, l);
+    mw_graph_push(m, K_SWIGLU, l);
+    if (with_output) mw_graph_push(m, K_DOWN, l);
+}
+
+/* The backward of block l under policy p: selective redoes both norms (with the experts'
+ * dispatch) and the SwiGLUs; full the whole block but its output. */
+static void push_block_backward(mw_model *m, int l, int p) {
+    const int moe = is_moe(&m->cfg, l);
+    if (p == P_FULL) {
+        push_attn_forward(m, l);
+        if (moe) {
+            mw_graph_push(m, K_ROUTE, l);
+            mw_graph_push(m, K_EFC, l);
+            mw_graph_push(m, K_ESWIGLU, l);
+            mw_graph_push(m, K_EDOWN, l);
+        } else {
+            mw_graph_push(m, K_LN2FC, l);
+        }
+    }
+    if (moe) {
+        if (p == P_SEL) mw_graph_push(m, K_ESWIGLU, l);
+        mw_graph_push(m, K_BSDOWN, l);
+        mw_graph_push(m, K_BEDOWN, l);
+        if (p == P_SEL) mw_graph_push(m, K_LN2X, l);
+        mw_graph_push(m, K_BSFC, l);
+        mw_graph_push(m, K_BEFC, l);
+        mw_graph_push(m, K_BROUTE, l);
+    } else {
+        if (p != P_NONE) mw_graph_push(m, K_SWIGLU, l);
+        mw_graph_push(m, K_BDOWN, l);
+        if (p == P_SEL) mw_graph_push(m, K_LN2, l);
+        mw_graph_push(m, K_BFC, l);
+    }
+    mw_graph_push(m, K_BPROJ, l);
+    if (m->cfg.kv_lora_rank) {
+        mw_graph_push(m, K_BMLAATT, l);
+        if (p == P_SEL) mw_graph_push(m, K_LN1, l);
+        mw_graph_push(m, K_BMLAKV, l);
+        mw_graph_push(m, K_BMLAQ, l);
+        mw_graph_push(m, K_BLN1, l);
+    } else {
+        mw_graph_push(m, K_BATTN, l);
+        if (p == P_SEL) mw_graph_push(m, K_LN1, l);
+        mw_graph_push(m, K_BQKV, l);
+    }
+}
+
+/* ---- sizes ------------------------------------------------------------------------------------- */
+
+#define F32 ((uint64_t)sizeof(float))
+static uint64_t att_scratch(const mw_model *m, const shape *s) {
+    const uint64_t a = s->mla ? mw_mla_scratch_floats(s->T) : mw_attention_scratch_floats_x(s->T, s->hs, 0);
+    return (uint64_t)m->nthreads * a * F32;
+}
+
+static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
+    const mw_config *c = &m->cfg;
+    const shape s = shape_of(c);
+    const uint64_t N = s.N, C = s.C, V = s.V, rows = N < MW_LOSS_ROWS ? N : MW_LOSS_ROWS;
+    const int keep = mw_graph_keeps_logits(c);
+    const uint64_t wide = (uint64_t)(s.C > s.AW ? s.C : s.AW);
+    const uint64_t gbytes[NGS] = {
+        N * sizeof(int32_t), N * sizeof(int32_t), N * C * F32, N * F32, (keep ? N : rows) * V * F32, N * F32,
+        N * C * F32, N * wide * F32, N * (uint64_t)(s.mla ? s.QW : s.QKVW) * F32, att_scratch(m, &s),
+        (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double),
+        s.mla ? N * ((uint64_t)s.KVW + (uint64_t)s.H * s.rd + s.rd) * F32 : 0, s.mla ? 2 * N * s.kvr * F32 : 0,
+        2 * N * (uint64_t)s.qr * F32, (uint64_t)s.R * C * F32, (uint64_t)s.R * C * F32,
+        s.E ? N * (uint64_t)(s.K + s.E) * F32 : 0};
+    *bytes = gbytes[g];
+    *cat = g <= G_LNFS || (g == G_LOGITS && keep) ? MW_CAT_ACTS : MW_CAT_WORK;
+}
+
+static uint64_t lslot(const mw_model *m, int v) {
+    const shape s = shape_of(&m->cfg);
+    const uint64_t B = s.B, T = s.T, N = s.N, C = s.C, H = s.H, Rw = s.R;
+    switch (v) {
+    case X: case RES2: return N * C * F32;
+    case LN1: case LN2: return N * C * F32;
+    case LN1S: case LN2S: case QAS: case KVS: return N * F32;
+    case QKV: return s.mla ? 0 : N * (uint64_t)s.QKVW * F32;
+    case ATTY: return N * (uint64_t)s.AW * F32;
+    case LSE: return B * H * T * F32;
+    case FCH: return 2 * N * (uint64_t)s.F * F32;
+    case ACT: return N * (uint64_t)s.F * F32;
+    case QA: case QAN: return N * (uint64_t)s.qr * F32;
+    case QM: return N * (uint64_t)s.QW * F32;
+    case KVA: case KVN: return N * (uint64_t)s.kvr * F32;
+    case KVB: return N * (uint64_t)(s.KVW + s.rd) * F32;
+    case PROB: return N * (uint64_t)s.E * F32;
+    case ROUTE: return s.E ? mw_moe_route_words(s.N, s.K, s.E) * sizeof(int32_t) : 0;
+    case XE: case EY: return Rw * C * F32;
+    case EH: return 2 * Rw * (uint64_t)s.Fm * F32;
+    case EA: return Rw * (uint64_t)s.Fm * F32;
+    case SFCH: return 2 * N * (uint64_t)s.Fs * F32;
+    case SACT: return N * (uint64_t)s.Fs * F32;
+    default: return 0;
+    }
+}
+
+/* the rotary table (cos then sin, seq x D/2 each): D the head size, or qk_rope_dim under latent
+ * attention */
+enum { E_ROPE };
+static int rope_dim(const mw_config *c) { return c->kv_lora_rank ? c->qk_rope_dim : c->n_embd / c->n_head; }
+static int ext(const mw_model *m, mw_ext out[MW_MAX_EXT]) {
+    out[E_ROPE] = (mw_ext){"rope_table", (uint64_t)m->cfg.seq * rope_dim(&m->cfg) * F32, MW_CAT_WORK};
+    return 1;
+}
+
+static void bound(mw_model *m) {
+    const int D = rope_dim(&m->cfg), T = m->cfg.seq;
+    mw_rope_table(m->ext[E_ROPE], m->ext[E_ROPE] + (size_t)T * D / 2, T, D, (float)m->cfg.rope_theta);
+}
+
+static void init(mw_model *m, uint64_t seed) {
+    for (int i = 0; i < m->ntensors; i++) {
+        const mw_tensor *t = &m->tensors[i];
+        if (t->ndim == 1) { /* RMSNorm gains 1; V3's routing bias 0 */
+            float *p = mw_graph_param_access(m, i, 1);
+            if (!p) return; /* m->io_error says why */
+            const float v = strstr(t->name, "e_score_correction_bias") ? 0.0f : 1.0f;
+            for (size_t j = 0; j < t->numel; j++) p[j] = v;
+        } else {
+            mw_graph_fill_normal(m, i, seed, 0.02);
+        }
+    }
+}
+
+/* ---- the kernels of each op kind -------------------------------------------------------------- */
+
+#define WS (&m->gw)
+#define T_(w, i) mw_graph_tensor(m, (w), (i))
+static float *expert(const mw_model *m, int which, const lay *t, int e, int k) { return T_(which, t->e0 + 3 * e + k); }
+
+static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum) {
+    const mw_config *c = &m->cfg;
+    const shape s = shape_of(c);
+    const int B = s.B, T = s.T, C = s.C, V = s.V, N = (int)s.N, H = s.H, L = c->n_layer, l = m->ops[i].layer;
+    const float eps = (float)c->norm_eps;
+    const float *cos_t = m->ext[E_ROPE], *sin_t = cos_t + (size_t)T * rope_dim(c) / 2;
+    void **P = m->opp + (size_t)i * MW_MAXACC;
+#define A(k) ((float *)P[k])
+    lay t;
+    if (l >= 0 && l < L) t = layer_of(c, l);
+    else memset(&t, 0xff, sizeof t);
+#define PW(f) T_(0, t.f)
+#define GW(f) T_(1, t.f)
+    const int E = s.E, K = s.K, Fm = s.Fm, Fs = s.Fs;
+    const size_t NF = (size_t)N * s.F;
+    mw_moe_route r = {0};
+    switch (m->ops[i].kind) {
+    case K_EMB:
+        mw_embedding_forward(A(2), (const int32_t *)P[0], T_(0, 0), N, C);
+        break;
+    /* ---- grouped-query attention: Llama's ---- */
+    case K_LN1QKV:
+    case K_LN1:
+        mw_rmsnorm_forward(A(1), A(2), A(0), PW(ln1), N, C, eps);
+        if (m->ops[i].kind == K_LN1) break;
+        mw_matmul_forward(A(3), A(1), PW(q), NULL, N, C, s.QKVW, 0, WS); /* q|k|v: one matrix */
+        mw_rope_forward_inplace(A(3), s.QKVW, cos_t, sin_t, B, T, H, s.hs);
+        mw_rope_forward_inplace(A(3) + (size_t)H * s.hs, s.QKVW, cos_t, sin_t, B, T, s.KV, s.hs);
+        break;
+    case K_ATTN:
+        mw_attention_forward_gqa(A(1), A(2), A(3), m->nthreads, A(0), B, T, H, s.KV, s.hs);
+        break;
+    case K_BATTN:
+        mw_attention_backward_gqa(A(4), A(5), m->nthreads, A(0), A(1), A(2), A(3), B, T, H, s.KV, s.hs);
+        mw_rope_backward_inplace(A(4), s.QKVW, cos_t, sin_t, B, T, H, s.hs);
+        mw_rope_backward_inplace(A(4) + (size_t)H * s.hs, s.QKVW, cos_t, sin_t, B, T, s.KV, s.hs);
+        break;
+    case K_BQKV:
+        mw_matmul_backward(A(4), GW(q), NULL, A(0), A(1), PW(q), N, C, s.QKVW, 0, WS);
+        mw_rmsnorm_backward_acc(A(5), GW(ln1), A(4), A(3), PW(ln1), A(2), N, C);
+        break;
+    /* ---- multi-head latent attention ---- */
+    case K_MLAQ:
+        mw_rmsnorm_forward(A(1), A(2), A(0), PW(ln1), N, C, eps);
+        if (s.qr) {
+            mw_matmul_forward(A(3), A(1), PW(qa), NULL, N, C, s.qr, 0, WS);
+            mw_rmsnorm_forward(A(4), A(5), A(3), PW(qan), N, s.qr, eps);
+            mw_matmul_forward(A(6), A(4), PW(qb), NULL, N, s.qr, s.QW, 0, WS);
+        } else {
+            mw_matmul_forward(A(6), A(1), PW(q), NULL, N, C, s.QW, 0, WS);
+        }
+        mw_rope_interleaved(A(6) + s.nd, s.QW, s.qk, cos_t, sin_t, B, T, H, s.rd, 1);
+        break;
+    case K_MLAKV: { /* kv_a's first kvr rows make the latent, its last rd the shared key */
+        float *kpe = A(4) + (size_t)N * s.KVW;
+        mw_matmul_forward(A(1), A(0), PW(kva), NULL, N, C, s.kvr, 0, WS);
+        mw_rmsnorm_forward(A(2), A(3), A(1), PW(kvan), N, s.kvr, eps);
+        mw_matmul_forward(A(4), A(2), PW(kvb), NULL, N, s.kvr, s.KVW, 0, WS);
+        mw_matmul_forward(kpe, A(0), PW(kva) + (size_t)s.kvr * C, NULL, N, C, s.rd, 0, WS);
+        mw_rope_interleaved(kpe, s.rd, s.rd, cos_t, sin_t, B, T, 1, s.rd, 1);
+        break;
+    }
+    case K_MLAATT:
+        mw_mla_forward(A(2), A(3), A(4), m->nthreads, A(0), A(1), A(1) + (size_t)N * s.KVW, B, T, H, s.nd, s.rd, s.vd);
+        break;
+    case K_BMLAATT: { /* d(q), d(kv_b's output), d(k_pe) per head, then summed over heads */
+        float *dkpe_h = A(6) + (size_t)N * s.KVW, *dkpe = dkpe_h + (size_t)N * H * s.rd;
+        mw_mla_backward(A(5), A(6), dkpe_h, A(7), m->nthreads, A(0), A(1), A(2), A(2) + (size_t)N * s.KVW, A(3),
+                        A(4), B, T, H, s.nd, s.rd, s.vd);
+        mw_mla_kpe_reduce(dkpe, dkpe_h, N, H, s.rd);
+        mw_rope_interleaved(A(5) + s.nd, s.QW, s.qk, cos_t, sin_t, B, T, H, s.rd, -1);
+        mw_rope_interleaved(dkpe, s.rd, s.rd, cos_t, sin_t, B, T, 1, s.rd, -1);
+        break;
+    }
+    case K_BMLAKV: { /* d(latent norm's output), d(latent), then d(ln1) from the latent and from k_pe */
+        const float *dkpe = A(0) + (size_t)N * s.KVW + (size_t)N * H * s.rd;
+        float *dkvn = A(5), *dkva = dkvn + (size_t)N * s.kvr;
+        mw_matmul_backward(dkvn, GW(kvb), NULL, A(0), A(1), PW(kvb), N, s.kvr, s.KVW, 0, WS);
+        memset(dkva, 0, sizeof(float) * (size_t)N * s.kvr);
+        mw_rmsnorm_backward_acc(dkva, GW(kvan), dkvn, A(3), PW(kvan), A(2), N, s.kvr);
+        mw_matmul_backward(A(6), GW(kva), NULL, dkva, A(4), PW(kva), N, C, s.kvr, 0, WS);
+        mw_matmul_backward(A(6), GW(kva) + (size_t)s.kvr * C, NULL, dkpe, A(4), PW(kva) + (size_t)s.kvr * C, N, C,
+                           s.rd, 1, WS);
+        break;
+    }
+    case K_BMLAQ:
+        if (s.qr) {
+            float *dqan = A(5), *dqa = dqan + (size_t)N * s.qr;
+            mw_matmul_backward(dqan, GW(qb), NULL, A(0), A(1), PW(qb), N, s.qr, s.QW, 0, WS);
+            memset(dqa, 0, sizeof(float) * (size_t)N * s.qr);
+            mw_rmsnorm_backward_acc(dqa, GW(qan), dqan, A(3), PW(qan), A(2), N, s.qr);
+            mw_matmul_backward(A(6), GW(qa), NULL, dqa, A(4), PW(qa), N, C, s.qr, 1, WS);
+        } else {
+            mw_matmul_backward(A(6), GW(q), NULL, A(0), A(4), PW(q), N, C, s.QW, 1, WS);
+        }
+        break;
+    case K_BLN1:
+        mw_rmsnorm_backward_acc(A(3), GW(ln1), A(0), A(2), PW(ln1), A(1), N, C);
+        break;
+    /* ---- the output projection (width H x hs, or H x v_head_dim) ---- */
+    case K_PROJ:
+        mw_graph_copy(A(2), A(0), (size_t)N * C);
+        mw_matmul_forward(A(2), A(1), PW(o), NULL, N, s.AW, C, 1, WS);
+        break;
+    case K_BPROJ:
+        mw_matmul_backward(A(2), GW(o), NULL, A(1), A(0), PW(o), N, s.AW, C, 0, WS);
+        break;
+    /* ---- the dense MLP: Llama's ---- */
+    case K_LN2FC:
+    case K_LN2:
+        mw_rmsnorm_forward(A(1), A(2), A(0), PW(ln2), N, C, eps);
+        if (m->ops[i].kind == K_LN2) break;
+        mw_matmul_forward(A(3), A(1), PW(gate), NULL, N, C, s.F, 0, WS);
+        mw_matmul_forward(A(3) + NF, A(1), PW(up), NULL, N, C, s.F, 0, WS);
+        break;
+    case K_SWIGLU:
+        mw_swiglu_forward(A(1), A(0), A(0) + NF, (long)NF);
+        break;
+    case K_DOWN:
+        mw_graph_copy(A(2), A(0), (size_t)N * C);
+        mw_matmul_forward(A(2), A(1), PW(down), NULL, N, s.F, C, 1, WS);
+        break;
+    case K_BDOWN: /* dW from act; d(act) over act; d(gate|up) over gate|up */
+        mw_matmul_backward(NULL, GW(down), NULL, A(2), A(1), PW(down), N, s.F, C, 0, WS);
+        mw_matmul_backward_dinp(A(1), A(2), PW(down), N, s.F, C, WS);
+        mw_swiglu_backward(A(0), A(0) + NF, A(1), A(0), A(0) + NF, (long)NF);
+        break;
+    case K_BFC:
+        mw_matmul_backward(A(4), GW(gate), NULL, A(3), A(0), PW(gate), N, C, s.F, 0, WS);
+        mw_matmul_backward(A(4), GW(up), NULL, A(3) + NF, A(0), PW(up), N, C, s.F, 1, WS);
+        mw_rmsnorm_backward_acc(A(5), GW(ln2), A(4), A(2), PW(ln2), A(1), N, C);
+        break;
+    /* ---- the mixture of experts ---- */
+    case K_ROUTE:
+        mw_rmsnorm_forward(A(1), A(2), A(0), PW(ln2), N, C, eps);
+        mw_matmul_forward(A(3), A(1), PW(router), NULL, N, C, E, 0, WS);
+        mw_moe_router_forward(A(3), P[4], c->moe_gate == 1 ? PW(rbias) : NULL, N, K, E, c->moe_gate, c->norm_topk,
+                              (float)c->routed_scale, s.cap);
+        mw_moe_dispatch(A(5), A(1), P[4], N, K, E, C);
+        break;
+    case K_LN2X:
+        mw_rmsnorm_forward(A(2), A(3), A(0), PW(ln2), N, C, eps);
+        mw_moe_dispatch(A(4), A(2), P[1], N, K, E, C);
+        break;
+    case K_EFC:
+        r = mw_moe_route_view(P[2], N, K, E);
+        for (int e = 0; e < E; e++) { /* each expert's rows: one GEMM each for gate and up */
+            const long o = r.off[e], n = r.cnt[e];
+            if (!n) continue;
+            mw_matmul_forward(A(3) + o * Fm, A(1) + o * C, expert(m, 0, &t, e, 0), NULL, (int)n, C, Fm, 0, WS);
+            mw_matmul_forward(A(3) + (s.R + o) * Fm, A(1) + o * C, expert(m, 0, &t, e, 1), NULL, (int)n, C, Fm, 0, WS);
+        }
+        if (s.S) {
+            mw_matmul_forward(A(4), A(0), PW(sg), NULL, N, C, Fs, 0, WS);
+            mw_matmul_forward(A(4) + (size_t)N * Fs, A(0), PW(su), NULL, N, C, Fs, 0, WS);
+        }
+        break;
+    case K_ESWIGLU: {
+        const long used = mw_moe_route_view(P[2], N, K, E).off[E]; /* rows past them hold nothing */
+        mw_swiglu_forward(A(3), A(0), A(0) + s.R * Fm, used * Fm);
+        if (s.S) mw_swiglu_forward(A(4), A(1), A(1) + (size_t)N * Fs, (long)N * Fs);
+        break;
+    }
+    case K_EDOWN:
+        r = mw_moe_route_view(P[1], N, K, E);
+        for (int e = 0; e < E; e++) {
+            const long o = r.off[e], n = r.cnt[e];
+            if (n) mw_matmul_forward(A(2) + o * C, A(0) + o * Fm, expert(m, 0, &t, e, 2), NULL, (int)n, Fm, C, 0, WS);
+        }
+        break;
+    case K_COMBINE:
+        mw_graph_copy(A(4), A(0), (size_t)N * C);
+        if (s.S) mw_matmul_forward(A(4), A(1), PW(sd), NULL, N, Fs, C, 1, WS);
+        mw_moe_combine(A(4), A(2), P[3], N, K, E, C);
+        break;
+    case K_BSDOWN: /* the shared experts' down: dW, d(act) over act, d(gate|up) over gate|up */
+        if (!s.S) break;
+        mw_matmul_backward(NULL, GW(sd), NULL, A(2), A(1), PW(sd), N, Fs, C, 0, WS);
+        mw_matmul_backward_dinp(A(1), A(2), PW(sd), N, Fs, C, WS);
+        mw_swiglu_backward(A(0), A(0) + (size_t)N * Fs, A(1), A(0), A(0) + (size_t)N * Fs, (long)N * Fs);
+        break;
+    case K_BEDOWN: { /* d(expert out) and d(weights); per expert dW, d(act) over act; d(gate|up) */
+        r = mw_moe_route_view(P[3], N, K, E);
+        mw_moe_combine_backward(A(5), A(6), A(4), A(2), P[3], N, K, E, C);
+        for (int e = 0; e < E; e++) {
+            const long o = r.off[e], n = r.cnt[e];
+            if (!n) continue;
+            mw_matmul_backward(NULL, expert(m, 1, &t, e, 2), NULL, A(5) + o * C, A(1) + o * Fm, expert(m, 0, &t, e, 2),
+                               (int)n, Fm, C, 0, WS);
+            mw_matmul_backward_dinp(A(1) + o * Fm, A(5) + o * C, expert(m, 0, &t, e, 2), (int)n, Fm, C, WS);
+        }
+        const long used = r.off[E];
+        mw_swiglu_backward(A(0), A(0) + s.R * Fm, A(1), A(0), A(0) + s.R * Fm, used * Fm);
+        break;
+    }
+    case K_BSFC:
+        if (!s.S) {
+            memset(A(2), 0, sizeof(float) * (size_t)N * C);
+            break;
+        }
+        mw_matmul_backward(A(2), GW(sg), NULL, A(1), A(0), PW(sg), N, C, Fs, 0, WS);
+        mw_matmul_backward(A(2), GW(su), NULL, A(1) + (size_t)N * Fs, A(0), PW(su), N, C, Fs, 1, WS);
+        break;
+    case K_BEFC:
+        r = mw_moe_route_view(P[2], N, K, E);
+        for (int e = 0; e < E; e++) {
+            const long o = r.off[e], n = r.cnt[e];
+            if (!n) continue;
+            mw_matmul_backward(A(3) + o * C, expert(m, 1, &t, e, 0), NULL, A(1) + o * Fm, A(0) + o * C,
+                               expert(m, 0, &t, e, 0), (int)n, C, Fm, 0, WS);
+            mw_matmul_backward(A(3) + o * C, expert(m, 1, &t, e, 1), NULL, A(1) + (s.R + o) * Fm, A(0) + o * C,
+                               expert(m, 0, &t, e, 1), (int)n, C, Fm, 1, WS);
+        }
+        mw_moe_dispatch_backward(A(4), A(3), P[2], N, K, E, C);
+        break;
+    case K_BROUTE: { /* d(logits) after d(weights), then the router's dW and d(ln2), then the norm */
+        float *dl = A(5) + (size_t)N * K;
+        mw_moe_router_backward(dl, A(5), A(3), P[4], N, K, E, c->moe_gate, c->norm_topk, (float)c->routed_scale);
+        mw_matmul_backward(A(6), GW(router), NULL, dl, A(0), PW(router), N, C, E, 1, WS);
+        mw_rmsnorm_backward_acc(A(7), GW(ln2), A(6), A(2), PW(ln2), A(1), N, C);
+        break;
+    }
+    /* ---- the head ---- */
+    case K_HEAD:
+    case K_LOGITS: {
+        const int kind = m->ops[i].kind, has_tg = m->has_targets, keep = mw_graph_keeps_logits(c);
+        const int32_t *tg = (const int32_t *)P[1];
+        float *lnf = A(2), *rstd = A(3), *logits = A(4), *losses = A(5);
+        const float *x = A(0), *normf = T_(0, layer_base(c, L)), *wl = T_(0, c->tied ? 0 : layer_base(c, L) + 1);
+        float *gl = T_(1, c->tied ? 0 : layer_base(c, L) + 1);
+        mw_rmsnorm_forward(lnf, rstd, x, normf, N, C, eps);
+        const int grad = kind == K_HEAD && train;
+        for (int n0 = 0; n0 < N; n0 += MW_LOSS_ROWS) { /* positions in fixed quanta */
+            const int rows = n0 + MW_LOSS_ROWS < N ? MW_LOSS_ROWS : N - n0;
+            float *z = keep ? logits + (size_t)n0 * V : logits;
+            mw_matmul_forward(z, lnf + (size_t)n0 * C, wl, NULL, rows, C, V, 0, WS);
+            if (!has_tg) continue;
+            mw_crossentropy(z, losses + n0, tg + n0, dloss, grad, rows, V);
+            if (grad) mw_matmul_backward(A(6) + (size_t)n0 * C, gl, NULL, z, lnf + (size_t)n0 * C, wl, rows, C, V, 0, WS);
+        }
+        if (has_tg) {
+            double sum = 0.0;
+            for (int n = 0; n < N; n++) sum += losses[n];
+            *loss_sum = sum;
+        }
+        if (grad) {
+            memset(A(7), 0, sizeof(float) * (size_t)N * C);
+            mw_rmsnorm_backward_acc(A(7), T_(1, layer_base(c, L)), A(6), x, normf, rstd, N, C);
+        }
+        break;
+    }
+    case K_EMBB:
+        mw_embedding_backward(T_(1, 0), A(0), (const int32_t *)P[1], N, C);
+        break;
+    default:
+        break;
+    }
+#undef A
+#undef PW
+#undef GW
+}
+
+/* incremental decoding is not built for the family (no KV cache of latents yet): NULL, as for bad
+ * input; the CLI refuses to build an inference model of it (mw_config_missing_kernels) */
+static const float *decode(mw_model *m, int32_t token, int pos) {
+    (void)m, (void)token, (void)pos;
+    return NULL;
+}
+
+const mw_model_def mw_arch_deepseek = {
+    .name = "deepseek",
+    .kinds = KINDS,
+    .nkinds = NKINDS,
+    .lslot_names = lslot_names,
+    .nls = NLS,
+    .gslot_names = gslot_names,
+    .ngs = NGS,
+    .k_embed = K_EMB,
+    .k_head = K_HEAD,
+    .k_logits = K_LOGITS,
+    .k_embed_bwd = K_EMBB,
+    .k_opt = K_OPT,
+    .logits_acc = 4,
+    .losses_acc = 5,
+    .build_table = build_table,
+    .block_forward = push_block_forward,
+    .block_backward = push_block_backward,
+    .gslot = gslot,
+    .lslot = lslot,
+    .ext = ext,
+    .bound = bound,
+    .run_op = run_op,
+    .decode = decode,
+    .init = init,
+};

@@ -1,0 +1,305 @@
+/* The deepseek family (mixture of experts, multi-head latent attention) against PyTorch
+ * (tests/ref/make_moe_fixture.py: the papers' equations, each token's experts one by one, the
+ * capacity's drop rule of docs/moe.md), through the public API, with test_llama_ref.c's checks
+ * and tolerances: logits to 1e-6 of their largest element; gradients to 1e-6 in norm and to 2e-6
+ * of each tensor's largest element; parameters after 3 AdamW steps (accumulation, clipping, the
+ * cosine schedule) to 5e-6. Every recomputation policy (auto aside: not built for the family)
+ * gives bit for bit the numbers of none; mw_train_step reproduces the manual loop bit for bit on 2
+ * threads and on 1. Without arguments it runs the three fixtures: moe_tiny (GQA, a dense first
+ * block, 4 experts top-2 with a shared one, softmax renormalised, capacity factor 1 dropping
+ * assignments), mla_tiny (latent attention with a q bottleneck, V3's sigmoid router with its
+ * bias, scale 2.5) and mla0_tiny (latent attention without it as V2-Lite, top-3 of 4, 2 shared,
+ * softmax not renormalised, capacity factor 0.75). */
+#include "check.h"
+#include "fixture.h"
+#include "memwall.h"
+
+static int L, H, KV, C, FF, V, CTX, B, T, ACCUM, STEPS, TIED;
+static const int32_t *ds; /* config[12..23]: E, k, S, moe_ffn, first_dense, gate, norm_topk, qr, kvr, rope, nope, v */
+static const float *hp, *llama;
+static const int32_t *tokens;
+
+static void fill_config(mw_config *c) {
+    mw_config_default(c);
+    c->arch = MW_ARCH_DEEPSEEK;
+    c->n_layer = L;
+    c->n_head = H;
+    c->n_kv_head = KV;
+    c->n_embd = C;
+    c->ffn = FF;
+    c->vocab = V;
+    c->ctx = CTX;
+    c->tied = TIED;
+    c->rope_theta = llama[0]; /* 10000 and 500000: exact in float */
+    c->norm_eps = dbl(llama[1]);
+    c->n_experts = ds[0], c->n_experts_tok = ds[1], c->n_shared = ds[2], c->moe_ffn = ds[3], c->first_dense = ds[4];
+    c->moe_gate = ds[5], c->norm_topk = ds[6], c->q_lora_rank = ds[7], c->kv_lora_rank = ds[8];
+    c->qk_rope_dim = ds[9], c->qk_nope_dim = ds[10], c->v_head_dim = ds[11];
+    c->capacity_factor = dbl(llama[2]), c->routed_scale = dbl(llama[3]);
+    c->batch = B;
+    c->seq = T;
+    c->accum = ACCUM;
+    c->steps = STEPS;
+    c->lr = dbl(hp[0]);
+    c->min_lr_frac = 0.1; /* exact double, as the generator used */
+    c->warmup = (int)hp[2];
+    c->beta1 = 0.9;
+    c->beta2 = 0.95;
+    c->eps = dbl(hp[5]);
+    c->weight_decay = 0.1;
+    c->grad_clip = hp[7];
+}
+
+static const char *POLICY = "none";
+static uint64_t BUDGET = 0;
+
+/* A model of the fixture's configuration with torch's initial parameters, set by name. Every
+ * fixture parameter must be a model tensor of the same shape, and the other way round. */
+static mw_model *make_model_cfg(int inference) {
+    mw_config c;
+    fill_config(&c);
+    c.inference = inference;
+    if (!inference) {
+        char mixed[16 + MW_MAX_BLOCK_POLICIES] = "blocks:"; /* "mixed": f, s, n, f, ... per block */
+        for (int l = 0; l < L && l < MW_MAX_BLOCK_POLICIES; l++) mixed[7 + l] = "fsn"[l % 3];
+        CHECK_OK(mw_recompute_parse(&c, strcmp(POLICY, "mixed") == 0 ? mixed : POLICY));
+        c.budget = BUDGET;
+    }
+    mw_model *m;
+    CHECK_OK(mw_model_create(&m, &c));
+    int ninit = 0;
+    for (int i = 0; i < nrec; i++) ninit += strncmp(recs[i].name, "init/", 5) == 0;
+    CHECK(mw_model_num_tensors(m) == ninit, "model has %d tensors, the fixture %d",
+          mw_model_num_tensors(m), ninit);
+    for (int i = 0; i < mw_model_num_tensors(m); i++) {
+        mw_param_info p;
+        CHECK_OK(mw_model_tensor(m, i, &p));
+        rec *r = getf("init", p.name);
+        int same = r->ndim == p.ndim;
+        for (int k = 0; same && k < p.ndim; k++) same = r->dims[k] == p.dims[k];
+        CHECK(same && r->n == p.numel, "%s: fixture shape %dx%d (%d-D), model %dx%d (%d-D)", p.name,
+              r->dims[0], r->ndim > 1 ? r->dims[1] : 1, r->ndim, p.dims[0], p.ndim > 1 ? p.dims[1] : 1,
+              p.ndim);
+        if (r->n != p.numel) exit(1);
+        CHECK(p.decay == (p.ndim == 2), "%s: decay %d for a %d-D tensor", p.name, p.decay, p.ndim);
+        memcpy(p.data, r->data, p.numel * 4);
+    }
+    return m;
+}
+static mw_model *make_model(void) { return make_model_cfg(0); }
+
+/* Every tensor's gradient (grad) or parameters against the fixture's records under prefix, to
+ * bound relative; the first policy's values are kept in keep, later ones must match them bit for
+ * bit (*same). Returns the worst tensor's error. */
+/* |a - b| / |b| in the 2-norm */
+static double norm_err(const float *a, const float *b, size_t n) {
+    double d = 0, r = 0;
+    for (size_t i = 0; i < n; i++) {
+        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        r += (double)b[i] * b[i];
+    }
+    return isnan(d) ? INFINITY : sqrt(d) / (sqrt(r) + 1e-30);
+}
+
+static double worst_norm_err;
+
+/* Every tensor (parameters, or gradients with grad) against the fixture's: bound relative to its
+ * largest element; gradients also to 1e-6 in norm. */
+static double check_tensors(mw_model *m, const char *prefix, int grad, double bound, float *keep,
+                            int first, int *same) {
+    double worst = 0;
+    for (int i = 0, o = 0; i < mw_model_num_tensors(m); i++) {
+        mw_param_info p;
+        CHECK_OK(mw_model_tensor(m, i, &p));
+        const float *v = grad ? p.grad : p.data;
+        double e = rel_err(v, getf(prefix, p.name)->data, p.numel);
+        CHECK(e <= bound, "%s %s rel err %.3g (bound %.0e)", prefix, p.name, e, bound);
+        if (grad) {
+            double en = norm_err(v, getf(prefix, p.name)->data, p.numel);
+            CHECK(en <= 1e-6, "%s %s norm rel err %.3g (bound 1e-6)", prefix, p.name, en);
+            if (en > worst_norm_err) worst_norm_err = en;
+        }
+        if (e > worst) worst = e;
+        if (first) memcpy(keep + o, v, p.numel * 4);
+        else *same &= memcmp(keep + o, v, p.numel * 4) == 0;
+        o += (int)p.numel;
+    }
+    return worst;
+}
+
+/* micro-batch (s, k) of the fixture's tokens split into inputs and targets */
+static void batch(int s, int k, int32_t *in, int32_t *tg) {
+    for (int b = 0; b < B; b++) {
+        const int32_t *w = tokens + (((size_t)s * ACCUM + k) * B + b) * (T + 1);
+        memcpy(in + b * T, w, T * 4);
+        memcpy(tg + b * T, w + 1, T * 4);
+    }
+}
+
+typedef struct fx_ctx {
+    int s, k;
+} fx_ctx;
+static mw_status fx_batch(void *ctx, int32_t *in, int32_t *tg, int32_t *scratch) {
+    (void)scratch;
+    fx_ctx *f = ctx;
+    batch(f->s, f->k++, in, tg);
+    return MW_OK;
+}
+
+static void run_fixture(const char *path) {
+    load_fixture(path);
+    const rec *cr = get("config");
+    if (cr->n != 24) {
+        fprintf(stderr, "FAIL: %s: config has %zu fields, 24 expected\n", path, cr->n);
+        exit(1);
+    }
+    const int32_t *cfg = cr->data;
+    L = cfg[0], H = cfg[1], KV = cfg[2], C = cfg[3], FF = cfg[4], V = cfg[5], CTX = cfg[6];
+    B = cfg[7], T = cfg[8], ACCUM = cfg[9], STEPS = cfg[10], TIED = cfg[11];
+    hp = get("hparams")->data;
+    llama = get("moe")->data;
+    ds = cfg + 12;
+    tokens = get("tokens")->data;
+    const float *ref_loss = get("loss")->data, *ref_norm = get("gradnorm")->data;
+    const float *ref_lr = get("lr")->data;
+    printf("== %s: L=%d H=%d KV=%d C=%d F=%d V=%d B=%d T=%d; %d experts top-%d, %d shared of %d, %d dense first, gate "
+           "%d, norm %d, capacity factor %g (%d assignments dropped in the first micro-batch); latents q %d kv %d rope %d "
+           "nope %d v %d\n",
+           path, L, H, KV, C, FF, V, B, T, ds[0], ds[1], ds[2], ds[3], ds[4], ds[5], ds[6], (double)llama[2],
+           ((const int32_t *)get("dropped")->data)[0], ds[7], ds[8], ds[9], ds[10], ds[11]);
+    mw_set_threads(2);
+
+    int32_t *in = malloc((size_t)B * T * 4), *tg = malloc((size_t)B * T * 4);
+    /* logits: an inference model (a training model keeps no logits) */
+    mw_model *m = make_model_cfg(1);
+    batch(0, 0, in, tg);
+    float l0;
+    CHECK_OK(mw_model_forward(m, in, NULL, &l0));
+    double le = rel_err(mw_model_logits(m), get("logits")->data, (size_t)B * T * V);
+    CHECK(le <= 1e-6, "logits rel err %.3g (bound 1e-6)", le);
+    printf("logits rel err %.4e (%d x %d x %d)\n", le, B, T, V);
+    mw_model_destroy(m);
+
+    /* The reference run under every recomputation policy: each against PyTorch, and every policy
+     * bit for bit the same as none (losses, step-0 gradients, final parameters). */
+    static const char *policies[] = {"none", "selective", "full", "every:1", "every:2", "every:sqrt", "mixed"};
+    const int npol = (int)(sizeof policies / sizeof *policies);
+    float *final1 = NULL, *grads1 = NULL, losses1[64];
+    size_t total = 0;
+    for (int pi = 0; pi < npol; pi++) {
+        POLICY = policies[pi];
+        BUDGET = 0;
+        m = make_model();
+        printf("-- --recompute %s: plan peak %llu bytes (%s)\n", POLICY,
+               (unsigned long long)mw_model_plan(m)->peak, mw_model_plan(m)->policy);
+        if (pi == 0)
+            for (int i = 0; i < mw_model_num_tensors(m); i++) {
+                mw_param_info p;
+                CHECK_OK(mw_model_tensor(m, i, &p));
+                total += p.numel;
+            }
+        if (!final1) {
+            final1 = malloc(total * 4);
+            grads1 = malloc(total * 4);
+        }
+        int same = 1;
+        for (int s = 0; s < STEPS; s++) {
+            double loss = 0;
+            for (int k = 0; k < ACCUM; k++) {
+                float l;
+                batch(s, k, in, tg);
+                CHECK_OK(mw_model_forward_backward(m, in, tg, 1.0f / ACCUM, &l));
+                if (pi == 0) losses1[s * ACCUM + k] = l;
+                else same &= memcmp(&l, &losses1[s * ACCUM + k], 4) == 0;
+                loss += l;
+            }
+            loss /= ACCUM;
+            double norm = mw_model_grad_norm(m);
+            CHECK(fabs(loss - ref_loss[s]) <= 1e-6 * fabs(ref_loss[s]), "step %d loss %.8f vs %.8f", s,
+                  loss, ref_loss[s]);
+            CHECK(fabs(norm - ref_norm[s]) <= 1e-6 * ref_norm[s], "step %d grad norm %.8f vs %.8f", s,
+                  norm, ref_norm[s]);
+            double lr = mw_lr_at(mw_model_config(m), s);
+            CHECK(fabs(lr - ref_lr[s]) <= 1e-7 * ref_lr[s], "step %d lr %.9g vs %.9g", s, lr, ref_lr[s]);
+            if (pi == 0)
+                printf("step %d loss %.7f (torch %.7f) grad norm %.7f (torch %.7f)\n", s, loss,
+                       ref_loss[s], norm, ref_norm[s]);
+            if (s == 0) {
+                double worst = check_tensors(m, "grad", 1, 2e-6, grads1, pi == 0, &same);
+                if (pi == 0)
+                    printf("gradients: worst tensor rel err %.2e of its largest element, %.2e in norm\n", worst,
+                           worst_norm_err);
+            }
+            mw_model_adamw_step(m, lr, norm, s + 1);
+        }
+        double worst = check_tensors(m, "final", 0, 5e-6, final1, pi == 0, &same);
+        if (pi == 0) printf("params after %d AdamW steps: worst tensor rel err %.2e\n", STEPS, worst);
+        else {
+            CHECK(same, "--recompute %s is not bitwise identical to none", POLICY);
+            printf("   losses, gradients, final parameters bitwise identical to none: %s\n",
+                   same ? "yes" : "NO");
+        }
+        mw_model_destroy(m);
+    }
+    POLICY = "none";
+    BUDGET = 0;
+    free(grads1);
+
+    /* AdamW alone from exact inputs: torch's initial parameters and step-0 gradients */
+    m = make_model();
+    for (int i = 0; i < mw_model_num_tensors(m); i++) {
+        mw_param_info p;
+        CHECK_OK(mw_model_tensor(m, i, &p));
+        memcpy(p.grad, getf("grad", p.name)->data, p.numel * 4);
+    }
+    mw_model_adamw_step(m, mw_lr_at(mw_model_config(m), 0), ref_norm[0], 1);
+    double worst = 0;
+    for (int i = 0; i < mw_model_num_tensors(m); i++) {
+        mw_param_info p;
+        CHECK_OK(mw_model_tensor(m, i, &p));
+        double e = rel_err(p.data, getf("step1", p.name)->data, p.numel);
+        CHECK(e < 1e-6, "AdamW step from torch's gradients: %s rel err %.3g", p.name, e);
+        if (e > worst) worst = e;
+    }
+    printf("one AdamW step from torch's gradients: worst tensor rel err %.2e\n", worst);
+    mw_model_destroy(m);
+
+    /* mw_train_step gives the manual loop's bits, on 2 threads and on 1 */
+    for (int threads = 2; threads >= 1; threads--) {
+        mw_set_threads(threads);
+        m = make_model();
+        for (int s = 0; s < STEPS; s++) {
+            fx_ctx fc = {s, 0};
+            mw_step_report r;
+            CHECK_OK(mw_train_step(m, s, fx_batch, &fc, &r));
+        }
+        int same = 1;
+        for (int i = 0, o = 0; i < mw_model_num_tensors(m); i++) {
+            mw_param_info p;
+            CHECK_OK(mw_model_tensor(m, i, &p));
+            same &= memcmp(final1 + o, p.data, p.numel * 4) == 0;
+            o += (int)p.numel;
+        }
+        CHECK(same, "mw_train_step on %d thread(s) differs from the manual loop on 2", threads);
+        printf("mw_train_step, %d thread(s): final params bitwise identical to the manual loop on 2 "
+               "threads: %s\n",
+               threads, same ? "yes" : "NO");
+        mw_model_destroy(m);
+    }
+    mw_set_threads(2);
+    free(final1);
+    free(in);
+    free(tg);
+    free_fixture();
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1)
+        for (int i = 1; i < argc; i++) run_fixture(argv[i]);
+    else {
+        run_fixture("tests/ref/moe_tiny.mwfx");
+        run_fixture("tests/ref/mla_tiny.mwfx");
+        run_fixture("tests/ref/mla0_tiny.mwfx");
+    }
+    return test_summary("test_moe_ref");
+}
