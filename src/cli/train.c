@@ -1065,7 +1065,11 @@ int cmd_export(int argc, char **argv) {
     if (tok) snprintf(note, sizeof note, "%s from %s", rec->name[0] ? id : "the one", tok);
     if (mw_hf_export_ckpt_tokenizer(path, o.out, tok) != MW_OK) die(1, "%s", mw_last_error());
     printf("export: %s -> %s (Hugging Face %s safetensors, F32, and config.json beside it)\n", path, o.out,
-           info.cfg.arch == MW_ARCH_LLAMA ? "Llama (LlamaForCausalLM)" : "GPT-2");
+           info.cfg.arch == MW_ARCH_LLAMA      ? "Llama (LlamaForCausalLM)"
+           : info.cfg.arch != MW_ARCH_DEEPSEEK ? "GPT-2"
+           : info.cfg.kv_lora_rank             ? (info.cfg.n_experts && info.cfg.moe_gate == 1 ? "DeepSeek-V3 (DeepseekV3ForCausalLM)"
+                                                                                               : "DeepSeek-V2 (DeepseekV2ForCausalLM)")
+                                               : "Mixtral (MixtralForCausalLM)");
     printf("  tokenizer: %s\n", note);
     return 0;
 }

@@ -16,6 +16,7 @@
 #include "../graph/graph.h"
 #include "../kernels/cpu/moe.h"
 #include "../kernels/cpu/ops.h"
+#include "hf.h"
 
 /* ---- shapes ------------------------------------------------------------------------------------ */
 
@@ -42,7 +43,8 @@ static shape shape_of(const mw_config *c) {
 static int is_moe(const mw_config *c, int l) { return c->n_experts > 0 && l >= c->first_dense; }
 /* Mixtral's shape: Hugging Face's MixtralForCausalLM names its tensors */
 static int mixtral(const mw_config *c) {
-    return c->n_experts && !c->kv_lora_rank && !c->n_shared && !c->first_dense && !c->moe_gate && c->norm_topk;
+    return c->n_experts && !c->kv_lora_rank && !c->n_shared && !c->first_dense && !c->moe_gate && c->norm_topk &&
+           c->routed_scale == 1.0;
 }
 
 /* ---- parameters --------------------------------------------------------------------------------
@@ -59,6 +61,8 @@ static int layer_base(const mw_config *c, int l) {
     const int Ld = c->n_experts ? c->first_dense : c->n_layer, d = l < Ld ? l : Ld, m = l > Ld ? l - Ld : 0;
     return 1 + l * (2 + n_attn(c)) + 3 * d + m * n_moe(c);
 }
+
+int mw_deepseek_tensor_count(const mw_config *c) { return layer_base(c, c->n_layer) + 1 + !c->tied; }
 
 static lay layer_of(const mw_config *c, int l) {
     lay t;

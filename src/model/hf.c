@@ -660,7 +660,6 @@ mw_status mw_hf_inspect(const char *path, mw_hf_shape *shape) {
 
 /* ---- load ------------------------------------------------------------------------------------ */
 
-static const char *py_float(double v, char *b, size_t n);
 
 /* A Llama model: the checkpoint must be the model's configuration (config.json included: heads,
  * key/value heads, RoPE's theta, RMSNorm's epsilon, the tied head; ctx may differ). */
@@ -704,7 +703,7 @@ mw_status mw_hf_load(const char *path, mw_model *m) {
         char b1[32], b2[32];
         if (s == MW_OK && found && want != have)
             s = mw_fail(MW_ERR_FORMAT, "%s/config.json: layer_norm_epsilon is %s, the model's is %s", h.dir,
-                        py_float(want, b1, sizeof b1), py_float(have, b2, sizeof b2));
+                        mw_hf_py_float(want, b1, sizeof b1), mw_hf_py_float(have, b2, sizeof b2));
     }
     for (int i = 0; s == MW_OK && i < mw_model_num_tensors(m); i++) {
         mw_param_info p;
@@ -803,7 +802,7 @@ static int cmp_name(const void *a, const void *b) {
 
 /* a finite double as Python's json writes it (repr): the fewest significant digits that read back,
  * positional from 1e-4 to below 1e16 ("50000.0", "0.0001"), else an exponent ("1e-06") */
-static const char *py_float(double v, char *b, size_t n) {
+const char *mw_hf_py_float(double v, char *b, size_t n) {
     int p = 1;
     for (; p < 17; p++) {
         snprintf(b, n, "%.*e", p - 1, v);
@@ -851,7 +850,7 @@ static int llama_config_text(const mw_config *c, char *b, size_t n) {
                     "  \"vocab_size\": %d\n"
                     "}\n",
                     c->n_embd / c->n_head, c->n_embd, c->ffn, c->ctx, c->n_head, c->n_layer, c->n_kv_head,
-                    py_float(c->norm_eps, eps, sizeof eps), py_float(c->rope_theta, theta, sizeof theta),
+                    mw_hf_py_float(c->norm_eps, eps, sizeof eps), mw_hf_py_float(c->rope_theta, theta, sizeof theta),
                     c->tied ? "true" : "false", c->vocab);
 }
 
@@ -860,8 +859,9 @@ static int llama_config_text(const mw_config *c, char *b, size_t n) {
  * memwall's GPT-2 is exactly that architecture (tanh GELU, tied embeddings, MLP width 4C). */
 static int config_text(const mw_config *c, char *b, size_t n) {
     if (c->arch == MW_ARCH_LLAMA) return llama_config_text(c, b, n);
+    if (c->arch == MW_ARCH_DEEPSEEK) return mw_hf_deepseek_config_text(c, b, n);
     char eot[16], eps[32];
-    if (c->norm_eps > 0) py_float(c->norm_eps, eps, sizeof eps);
+    if (c->norm_eps > 0) mw_hf_py_float(c->norm_eps, eps, sizeof eps);
     else snprintf(eps, sizeof eps, "1e-05");
     if (c->vocab > 50256) snprintf(eot, sizeof eot, "50256");
     else snprintf(eot, sizeof eot, "null"); /* no GPT-2 end-of-text token (a byte vocabulary) */
@@ -925,6 +925,7 @@ mw_status mw_hf_export_tensors(mw_hf_src_tensor *t, int n, const char *out_arg, 
     size_t al = strlen(out_arg);
     struct stat ost;
     if (al == 0 || al > 1000) return mw_fail(MW_ERR_ARG, "export: the output path is empty or too long");
+    if (cfg->arch == MW_ARCH_DEEPSEEK) MW_TRY(mw_hf_deepseek_exportable(cfg));
     if (out_arg[al - 1] == '/' || (stat(out_arg, &ost) == 0 && S_ISDIR(ost.st_mode))) {
         snprintf(dir, sizeof dir, "%.*s", (int)(out_arg[al - 1] == '/' && al > 1 ? al - 1 : al), out_arg);
         snprintf(out, sizeof out, "%s/model.safetensors", dir);
@@ -970,7 +971,7 @@ mw_status mw_hf_export_tensors(mw_hf_src_tensor *t, int n, const char *out_arg, 
     }
     len += (size_t)snprintf(h + len, cap - len, "}");
     while ((8 + len) % 8) h[len++] = ' ';
-    char tmp[1300], ctmp[1200], cpath[1200], ctext[2048];
+    char tmp[1300], ctmp[1200], cpath[1200], ctext[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", out, (int)getpid());
     snprintf(cpath, sizeof cpath, "%s/config.json", dir);
     snprintf(ctmp, sizeof ctmp, "%s/.config.json.tmp.%d", dir, (int)getpid());

@@ -108,4 +108,12 @@ typedef struct mw_hf_src_tensor {
  * that tf does not write is refused first: --init hf: would read it instead of the model's. */
 mw_status mw_hf_export_tensors(mw_hf_src_tensor *t, int n, const char *out, int src_fd, const char *src_path,
                                const mw_config *cfg, const mw_hf_tokfiles *tf);
+/* a finite double as Python's json writes it (repr), into b */
+const char *mw_hf_py_float(double v, char *b, size_t n);
+/* The deepseek family (src/model/hf_deepseek.c): MW_OK when cfg's shape is a Hugging Face
+ * architecture (DeepseekV2/V3ForCausalLM, MixtralForCausalLM), else MW_ERR_ARG saying why not; its
+ * config.json text into b (snprintf's return); its tensor count (src/model/deepseek.c). */
+mw_status mw_hf_deepseek_exportable(const mw_config *cfg);
+int mw_hf_deepseek_config_text(const mw_config *cfg, char *b, size_t n);
+int mw_deepseek_tensor_count(const mw_config *cfg);
 #endif

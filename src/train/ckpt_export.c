@@ -34,7 +34,9 @@ mw_status mw_hf_export_ckpt_tokenizer(const char *ckpt, const char *out, const c
             s = mw_fail(MW_ERR_FORMAT, "%s: tensor record %d (%s) does not match its configuration", ckpt, i,
                         idx.e[i].name);
     }
-    const int want = info.cfg.arch == MW_ARCH_LLAMA ? 2 + 9 * info.cfg.n_layer + !info.cfg.tied : 4 + 12 * info.cfg.n_layer;
+    const int want = info.cfg.arch == MW_ARCH_LLAMA      ? 2 + 9 * info.cfg.n_layer + !info.cfg.tied
+                     : info.cfg.arch == MW_ARCH_DEEPSEEK ? mw_deepseek_tensor_count(&info.cfg)
+                                                         : 4 + 12 * info.cfg.n_layer;
     if (s == MW_OK && idx.n != want)
         s = mw_fail(MW_ERR_FORMAT, "%s: %d tensors, its configuration has %d", ckpt, idx.n, want);
     if (s == MW_OK) {
