@@ -69,6 +69,14 @@ static mw_model *make_model_cfg(int inference) {
     CHECK_OK(mw_model_create(&m, &c));
     int ninit = 0;
     for (int i = 0; i < nrec; i++) ninit += strncmp(recs[i].name, "init/", 5) == 0;
+    size_t numel = 0; /* the count (mw_config_num_params) is the table's */
+    for (int i = 0; i < mw_model_num_tensors(m); i++) {
+        mw_param_info p;
+        CHECK_OK(mw_model_tensor(m, i, &p));
+        numel += p.numel;
+    }
+    CHECK(numel == mw_config_num_params(&c), "the table holds %zu parameters, mw_config_num_params %zu", numel,
+          mw_config_num_params(&c));
     CHECK(mw_model_num_tensors(m) == ninit, "model has %d tensors, the fixture %d",
           mw_model_num_tensors(m), ninit);
     for (int i = 0; i < mw_model_num_tensors(m); i++) {

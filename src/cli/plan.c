@@ -100,14 +100,16 @@ static void train_line(opts *o) {
  * folder, whose disk tier fits the folder's free space): its name into name ("" when none does),
  * its parameter count returned (0: none). */
 static size_t largest_fit(const mw_config *cfg, int offload, char *name, size_t n) {
-    static const char *const PRESETS[] = {"gpt2-tiny", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl",
+    static const char *const PRESETS[] = {"gpt2-tiny", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt3-175b",
                                           "llama-tiny", "smollm-135m", "smollm-360m", "tinyllama-1.1b",
-                                          "smollm-1.7b", "llama2-7b", "llama3-8b", "llama2-70b"};
+                                          "smollm-1.7b", "llama2-7b", "llama3-8b", "llama2-70b", "llama3-70b",
+                                          "mla-tiny", "moe-tiny", "deepseek-v2-lite", "mixtral-8x7b", "deepseek-v3"};
     size_t best = 0;
     name[0] = 0;
     for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++) {
         mw_config k = *cfg;
         if (mw_config_preset(&k, PRESETS[i]) != MW_OK || k.arch != cfg->arch) continue;
+        if (k.n_experts) k.capacity_factor = cfg->capacity_factor; /* the run's cap, not a shape */
         if (k.ctx < k.seq) k.ctx = k.seq;
         if (k.recompute == MW_RECOMPUTE_BLOCKS) k.recompute = MW_RECOMPUTE_NONE; /* one letter per block of cfg */
         if (k.recompute == MW_RECOMPUTE_EVERY && k.recompute_every > k.n_layer) k.recompute_every = k.n_layer;

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# End-to-end tests of the deepseek family (issue 32 item 1, docs/moe.md) through the CLI: the
+# published parameter counts of the presets, to the precision each source gives; their plans in
+# well under a second; estimate equal to the arena's peak for the tiny mixture (with a capacity
+# that drops tokens) and latent-attention models; training under every recomputation policy and
+# on 1 or 2 threads byte-identical; stop + resume exact; export with Hugging Face's names; the
+# refusals. Numerics against PyTorch: tests/test_moe_ref.c. Usage: tests/cli_moe.sh build/memwall.
+set -u
+MW=$(realpath "${1:-build/memwall}")
+T=$(mktemp -d /tmp/mw_moe_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib_cli.sh" # pass, fail, json_field, expect_error
+
+# jv JSON KEY: a number of a one-line JSON object
+jv() { grep -o "\"$2\": [-0-9.e+]*" <<<"$1" | head -1 | sed 's/.*: //'; }
+
+echo "-- the presets' parameter counts, as published"
+# preset, params to the published precision (a printf format of the count in units), the unit,
+# the published figure, its source; rounded as each source rounds
+check_count() {
+  local preset=$1 key=$2 unit=$3 fmt=$4 want=$5 src=$6 E got
+  E=$("$MW" estimate --preset "$preset" --batch 1 --seq 256 --recompute full --json) || { fail "$preset: estimate"; return; }
+  got=$(awk -v n="$(jv "$E" "$key")" -v u="$unit" -v f="$fmt" 'BEGIN { printf f, n / u }')
+  [ "$got" = "$want" ] && pass "$preset $key $(jv "$E" "$key") = $want ($src)" || fail "$preset $key: $got, published $want ($src)"
+}
+check_count deepseek-v3 params 1e9 %.0f 671 "DeepSeek-V3 report: 671B total, the MTP module aside"
+check_count deepseek-v3 active_params_no_embed 1e9 %.0f 37 "DeepSeek-V3 report: 37B activated"
+check_count deepseek-v3 active_params_no_embed 1e9 %.1f 36.6 "DeepSeek-V3 README_WEIGHTS: 36.6B activated, the output head's 0.9B in, the input embedding out"
+check_count deepseek-v2-lite params 1e9 %.1f 15.7 "DeepSeek-V2 report: V2-Lite 15.7B"
+check_count mixtral-8x7b params 1e9 %.1f 46.7 "Mixtral of Experts: 46.7B total"
+check_count mixtral-8x7b active_params 1e9 %.1f 12.9 "Mixtral of Experts: 12.9B active, the embedding counted"
+check_count gpt3-175b params 1e9 %.0f 175 "Brown et al. 2020, Table 2.1"
+check_count llama3-70b params 1e9 %d 70 "Llama 3: 70B, the name truncating its 70.55B"
+E=$("$MW" estimate --preset deepseek-v3 --batch 1 --seq 4096 --recompute full --json)
+pb=$(grep -o '"categories": {"parameters": [0-9]*' <<<"$E" | sed -n 2p | sed 's/.*: //') # memory's (the disk's first)
+[ "$pb" = $(($(jv "$E" params) * 4)) ] && pass "deepseek-v3's parameter table holds the count: $pb bytes" ||
+  fail "deepseek-v3: parameters $pb bytes, 4 x $(jv "$E" params) counted"
+s=$(jv "$E" plan_seconds)
+awk -v s="$s" 'BEGIN { exit !(s < 1.0) }' && pass "deepseek-v3 at T=4096 plans in $s s" || fail "deepseek-v3 plans in $s s"
+"$MW" estimate --preset deepseek-v3 --batch 1 --seq 1024 --recompute full >"$T/out" 2>&1 &&
+  grep -q "active parameters per token: 37.55B of 671.03B" "$T/out" && grep -q "MLA q=1536 kv=512" "$T/out" &&
+  pass "estimate prints the active parameters and the shape" || fail "estimate's text: $(grep -m2 'active\|MLA' "$T/out")"
+E=$("$MW" estimate --preset llama-tiny --json)
+[ "$(jv "$E" params)" = "$(jv "$E" active_params)" ] && pass "a dense model's active parameters are its parameters" ||
+  fail "llama-tiny active $(jv "$E" active_params) of $(jv "$E" params)"
+
+echo "-- the estimate is the allocation"
+for extra in "--preset moe-tiny" "--preset moe-tiny --capacity-factor 1 --recompute selective" \
+  "--preset moe-tiny --moe-gate 1 --routed-scale 2.5 --recompute every:2" "--preset mla-tiny" \
+  "--preset mla-tiny --q-lora-rank 0 --recompute full"; do
+  E=$("$MW" estimate $extra --batch 2 --seq 48 --json)
+  R=$("$MW" bench $extra --batch 2 --seq 48 --steps 1 --warmup 0 --threads 2 --json)
+  est=$(jv "$E" peak_bytes) got=$(jv "$R" peak_bytes)
+  [ -n "$est" ] && [ "$est" = "$got" ] && pass "estimate $est == arena peak ($extra)" ||
+    fail "estimate $est != arena peak $got ($extra)"
+done
+
+cat /usr/share/common-licenses/GPL-3 >"$T/corpus.txt"
+"$MW" prepare --tokenizer bytes --in "$T/corpus.txt" --out "$T/d" >/dev/null || { echo "prepare failed"; exit 1; }
+# same_tensors A B: the checkpoints' tensor records byte-identical (the configuration text, which
+# records the policy, and the trailer aside), as tests/cli_llama.sh compares them
+same_tensors() {
+  local n=$(($(stat -c %s "$1") - 4096 - 24))
+  cmp -s <(tail -c $((n + 24)) "$1" | head -c $n) <(tail -c $((n + 24)) "$2" | head -c $n)
+}
+for shape in "moe-tiny --capacity-factor 1" "mla-tiny"; do
+  blocks=$([ "${shape%% *}" = moe-tiny ] && echo sfnf || echo sfn) # one letter per block
+  echo "-- $shape: every recompute policy, and 1 or 2 threads, give the same bits"
+  tr=(train --data "$T/d" --preset $shape --batch 2 --seq 48 --steps 3 --warmup 1 --lr 1e-3 --threads 2)
+  rm -rf "$T/none" "$T/p" "$T/t1" "$T/r"
+  "$MW" "${tr[@]}" --out "$T/none" >"$T/out" 2>&1 || fail "$shape train: $(tail -3 "$T/out")"
+  ref="$T/none/step-00000003.mwck"
+  for pol in selective full every:2 blocks:$blocks; do
+    "$MW" "${tr[@]}" --recompute "$pol" --out "$T/p" >"$T/out" 2>&1 || fail "--recompute $pol: $(tail -2 "$T/out")"
+    same_tensors "$ref" "$T/p/step-00000003.mwck" && pass "--recompute $pol: parameters and moments byte-identical to none" ||
+      fail "--recompute $pol changes the bits"
+    rm -rf "$T/p"
+  done
+  "$MW" "${tr[@]}" --threads 1 --out "$T/t1" >"$T/out" 2>&1 || fail "1 thread: $(tail -2 "$T/out")"
+  cmp -s "$ref" "$T/t1/step-00000003.mwck" && pass "1 thread: byte-identical to 2" || fail "1 thread changes the bits"
+  "$MW" "${tr[@]}" --stop-at 1 --out "$T/r" >"$T/out" 2>&1 || fail "stop-at: $(tail -2 "$T/out")"
+  "$MW" train --data "$T/d" --threads 2 --resume auto --out "$T/r" >"$T/out" 2>&1 || fail "resume: $(tail -2 "$T/out")"
+  cmp -s "$ref" "$T/r/step-00000003.mwck" && pass "stop at 1 + resume = the straight run, byte for byte" ||
+    fail "resume differs from the straight run"
+done
+"$MW" train --data "$T/d" --preset moe-tiny --capacity-factor 1 --batch 2 --seq 48 --steps 2 --stop-at 1 --threads 2 \
+  --out "$T/moe" >"$T/out" 2>&1 || fail "moe-tiny train: $(tail -2 "$T/out")"
+expect_error 1 "a resume under another capacity factor" -- "$MW" train --data "$T/d" --preset moe-tiny --capacity-factor 2 \
+  --batch 2 --seq 48 --steps 2 --threads 2 --resume auto --out "$T/moe"
+
+echo "-- export: Hugging Face's names and config.json"
+"$MW" export --ckpt "$T/moe" --out "$T/e/" >"$T/out" 2>&1 && fail "moe-tiny (GQA with a shared expert) exported" ||
+  { grep -q "no Hugging Face architecture" "$T/out" && [ ! -e "$T/e/model.safetensors" ] &&
+      pass "moe-tiny's shape has no Hugging Face architecture: refused, nothing written" || fail "refusal: $(cat "$T/out")"; }
+"$MW" export --ckpt "$T/t1" --out "$T/e2/" >"$T/out" 2>&1 && grep -q '"DeepseekV2ForCausalLM"' "$T/e2/config.json" &&
+  grep -q '"kv_lora_rank": 16' "$T/e2/config.json" && grep -q '"q_lora_rank": 32' "$T/e2/config.json" &&
+  grep -q 'model.layers.2.self_attn.kv_a_proj_with_mqa.weight' "$T/e2/model.safetensors" &&
+  pass "mla-tiny exports as DeepseekV2ForCausalLM" || fail "mla-tiny export: $(cat "$T/out")"
+"$MW" train --data "$T/d" --preset moe-tiny --shared-experts 0 --first-dense 0 --batch 2 --seq 48 --steps 1 --threads 2 \
+  --out "$T/mx" >/dev/null 2>&1 && "$MW" export --ckpt "$T/mx" --out "$T/e3/" >"$T/out" 2>&1 &&
+  grep -q '"MixtralForCausalLM"' "$T/e3/config.json" && grep -q '"num_local_experts": 8' "$T/e3/config.json" &&
+  grep -q 'model.layers.3.block_sparse_moe.experts.7.w2.weight' "$T/e3/model.safetensors" &&
+  pass "a Mixtral-shaped moe-tiny exports as MixtralForCausalLM" || fail "Mixtral export: $(cat "$T/out")"
+
+echo "-- refusals"
+expect_error 1 "sample from a deepseek checkpoint" -- "$MW" sample --ckpt "$T/t1" --tokens 4
+expect_error 1 "--recompute auto" -- "$MW" estimate --preset moe-tiny --recompute auto --budget 1GiB
+expect_error 1 "--precision bf16" -- "$MW" estimate --preset mla-tiny --precision bf16
+expect_error 1 "--experts on a Llama preset" -- "$MW" estimate --preset llama-tiny --experts 4
+expect_error 1 "--experts-per-tok above --experts" -- "$MW" estimate --preset moe-tiny --experts-per-tok 9
+expect_error 1 "--qk-rope-dim without latent attention" -- "$MW" estimate --preset moe-tiny --qk-rope-dim 8
+
+[ "$fails" -eq 0 ] && echo "cli_moe: ok" || { echo "cli_moe: $fails failure(s)"; exit 1; }
