@@ -88,6 +88,28 @@ done
 expect_error 1 "a resume under another capacity factor" -- "$MW" train --data "$T/d" --preset moe-tiny --capacity-factor 2 \
   --batch 2 --seq 48 --steps 2 --threads 2 --resume auto --out "$T/moe"
 
+echo "-- the disk tier and ZeRO give the same bits"
+mkdir -p "$T/off"
+"$MW" train --data "$T/d" --preset moe-tiny --capacity-factor 1 --batch 2 --seq 48 --steps 2 --threads 2 --out "$T/m0" \
+  >"$T/out" 2>&1 || fail "moe-tiny: $(tail -2 "$T/out")"
+"$MW" train --data "$T/d" --preset moe-tiny --capacity-factor 1 --batch 2 --seq 48 --steps 2 --threads 2 --out "$T/m1" \
+  --offload all --offload-dir "$T/off" >"$T/out" 2>&1 || fail "--offload all: $(tail -2 "$T/out")"
+same_tensors "$T/m0/step-00000002.mwck" "$T/m1/step-00000002.mwck" && pass "--offload all: byte-identical to memory" ||
+  fail "--offload all changes the bits"
+if command -v mpirun >/dev/null && [ -f "$(dirname "$MW")/memwall-mpi.so" ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  if ldd "$MW" | grep -q libasan; then # as tests/cli_zero.sh: OpenMPI's own leaks are not memwall's
+    export OMPI_MCA_mca_base_component_disable_dlclose=1
+    export LSAN_OPTIONS="suppressions=$(realpath "$(dirname "$0")")/lsan_mpi.supp:print_suppressions=0"
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+  fi
+  z=(train --data "$T/d" --preset moe-tiny --capacity-factor 1 --batch 2 --seq 48 --steps 2 --threads 1)
+  mpirun -np 1 "$MW" "${z[@]}" --accum 2 --zero 0 --out "$T/z1" >"$T/out" 2>&1 || fail "1 rank: $(tail -2 "$T/out")"
+  mpirun -np 2 --oversubscribe "$MW" "${z[@]}" --zero 3 --out "$T/z2" >"$T/out" 2>&1 || fail "2 ranks: $(tail -2 "$T/out")"
+  cmp -s "$T/z1/step-00000002.mwck" "$T/z2/step-00000002.mwck" &&
+    pass "--zero 3 over 2 ranks = 1 rank with --accum 2, byte for byte" || fail "--zero 3 changes the bits"
+fi
+
 echo "-- export: Hugging Face's names and config.json"
 "$MW" export --ckpt "$T/moe" --out "$T/e/" >"$T/out" 2>&1 && fail "moe-tiny (GQA with a shared expert) exported" ||
   { grep -q "no Hugging Face architecture" "$T/out" && [ ! -e "$T/e/model.safetensors" ] &&
