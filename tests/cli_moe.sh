@@ -11,6 +11,12 @@ T=$(mktemp -d /tmp/mw_moe_XXXXXX)
 trap 'rm -rf "$T"' EXIT
 . "$(dirname "$0")/lib_cli.sh" # pass, fail, json_field, expect_error
 
+# refused CODE WHAT PATTERN -- CMD...: expect_error, and the one line says PATTERN
+refused() {
+  local pat=$3
+  expect_error "$1" "$2" "$4" "${@:5}"
+  grep -q -- "$pat" "$T/err" || fail "$2: the message does not say '$pat'"
+}
 # jv JSON KEY: a number of a one-line JSON object
 jv() { grep -o "\"$2\": [-0-9.e+]*" <<<"$1" | head -1 | sed 's/.*: //'; }
 
@@ -85,7 +91,7 @@ for shape in "moe-tiny --capacity-factor 1" "mla-tiny"; do
 done
 "$MW" train --data "$T/d" --preset moe-tiny --capacity-factor 1 --batch 2 --seq 48 --steps 2 --stop-at 1 --threads 2 \
   --out "$T/moe" >"$T/out" 2>&1 || fail "moe-tiny train: $(tail -2 "$T/out")"
-expect_error 1 "a resume under another capacity factor" -- "$MW" train --data "$T/d" --preset moe-tiny --capacity-factor 2 \
+refused 1 "a resume under another capacity factor" "capacity-factor 1, the command line says --capacity-factor 2" -- "$MW" train --data "$T/d" --preset moe-tiny --capacity-factor 2 \
   --batch 2 --seq 48 --steps 2 --threads 2 --resume auto --out "$T/moe"
 
 echo "-- the disk tier and ZeRO give the same bits"
@@ -125,11 +131,11 @@ echo "-- export: Hugging Face's names and config.json"
   pass "a Mixtral-shaped moe-tiny exports as MixtralForCausalLM" || fail "Mixtral export: $(cat "$T/out")"
 
 echo "-- refusals"
-expect_error 1 "sample from a deepseek checkpoint" -- "$MW" sample --ckpt "$T/t1" --tokens 4
-expect_error 1 "--recompute auto" -- "$MW" estimate --preset moe-tiny --recompute auto --budget 1GiB
-expect_error 1 "--precision bf16" -- "$MW" estimate --preset mla-tiny --precision bf16
-expect_error 1 "--experts on a Llama preset" -- "$MW" estimate --preset llama-tiny --experts 4
-expect_error 1 "--experts-per-tok above --experts" -- "$MW" estimate --preset moe-tiny --experts-per-tok 9
-expect_error 1 "--qk-rope-dim without latent attention" -- "$MW" estimate --preset moe-tiny --qk-rope-dim 8
+refused 1 "sample from a deepseek checkpoint" "incremental decoding" -- "$MW" sample --ckpt "$T/t1" --tokens 4
+refused 1 "--recompute auto" "not built for the deepseek family" -- "$MW" estimate --preset moe-tiny --recompute auto --budget 1GiB
+refused 1 "--precision bf16" "deepseek family is not built" -- "$MW" estimate --preset mla-tiny --precision bf16
+refused 1 "--experts on a Llama preset" "is for the deepseek family" -- "$MW" estimate --preset llama-tiny --experts 4
+refused 1 "--experts-per-tok above --experts" "experts-per-tok must be in 1..--experts=8" -- "$MW" estimate --preset moe-tiny --experts-per-tok 9
+refused 1 "--qk-rope-dim without latent attention" "give --kv-lora-rank" -- "$MW" estimate --preset moe-tiny --qk-rope-dim 8
 
 [ "$fails" -eq 0 ] && echo "cli_moe: ok" || { echo "cli_moe: $fails failure(s)"; exit 1; }
