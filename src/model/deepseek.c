@@ -6,7 +6,7 @@
  * its tensors (Hugging Face's names: DeepseekV2/V3's, Mixtral's block_sparse_moe for a Mixtral
  * shape), the op kinds with the values they access, the values' sizes, and the kernels of each
  * kind (src/kernels/cpu/ops.h, moe.h); the step graph (src/graph/) does the rest. May call
- * src/core, src/kernels and src/graph/graph.h. */
+ * src/core, src/kernels, src/graph/graph.h and hf.h (its tensor count, for export). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* Kernels of the deepseek family's own ops (docs/moe.md): a mixture of experts' router, dispatch
  * and combine, and multi-head latent attention with its interleaved rotary embedding. Owns no
- * memory; calls ops.h and gemm.h only. Every kernel gives the same bits for any thread count:
+ * memory; calls libm and OpenMP only. Every kernel gives the same bits for any thread count:
  * each output element is summed by one thread in a fixed order.
  *
  * The route of a micro-batch of N tokens, K experts each among E, lives in one int32 buffer of
