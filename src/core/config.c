@@ -185,6 +185,11 @@ static mw_status validate_deepseek(const mw_config *c) {
              "--q-lora-rank, --qk-rope-dim, --qk-nope-dim and --v-head-dim are multi-head latent attention's: give "
              "--kv-lora-rank too");
     }
+    { /* the parameter table's tensors (src/model/deepseek.c): at most 2^20 (DeepSeek-V3 has 45,395) */
+        const double Ld = c->n_experts ? c->first_dense : c->n_layer, att = c->kv_lora_rank ? 7 : 4;
+        const double moe = 5.0 + 3.0 * c->n_experts, n = 3 + c->n_layer * (2 + att) + 3 * Ld + (c->n_layer - Ld) * moe;
+        NEED(n <= 1 << 20, "the model would have %.0f parameter tensors (--layers x 3 x --experts): at most 1048576", n);
+    }
     NEED(c->precision == MW_PRECISION_FP32, "--precision %s for the deepseek family is not built yet (fp32 only)",
          mw_precision_str(c->precision));
     NEED(c->recompute != MW_RECOMPUTE_AUTO && c->offload != MW_OFFLOAD_AUTO,
