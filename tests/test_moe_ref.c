@@ -301,7 +301,26 @@ static void run_fixture(const char *path) {
     free_fixture();
 }
 
+/* --export DIR FIXTURE: the fixture's initial weights through mw_hf_export into DIR (for
+ * make_moe_fixture.py --check-export DIR --logits FIXTURE, by hand) */
+static int export_fixture(const char *dir, const char *path) {
+    load_fixture(path);
+    const int32_t *cfg = get("config")->data;
+    L = cfg[0], H = cfg[1], KV = cfg[2], C = cfg[3], FF = cfg[4], V = cfg[5], CTX = cfg[6];
+    B = cfg[7], T = cfg[8], ACCUM = cfg[9], STEPS = cfg[10], TIED = cfg[11];
+    hp = get("hparams")->data;
+    llama = get("moe")->data;
+    ds = cfg + 12;
+    mw_model *m = make_model_cfg(1);
+    CHECK_OK(mw_hf_export(m, dir));
+    printf("exported %s's initial weights to %s\n", path, dir);
+    mw_model_destroy(m);
+    free_fixture();
+    return test_summary("test_moe_ref --export");
+}
+
 int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[1], "--export") == 0) return export_fixture(argv[2], argv[3]);
     if (argc > 1)
         for (int i = 1; i < argc; i++) run_fixture(argv[i]);
     else {

@@ -44,6 +44,12 @@ Shapes: moe  GQA (4 heads, 2 kv), first block dense, 4 experts top-2, a shared e
         mla0 latent attention without the q bottleneck (V2-Lite), 4 experts top-3, 2 shared,
              softmax not renormalised (V2-Lite), capacity factor 0.75.
 
+Checking memwall's export against this torch model (by hand, once; not part of `make test`):
+    build/tests/test_moe_ref --export /tmp/x/ tests/ref/mla_tiny.mwfx
+    ... make_moe_fixture.py --check-export /tmp/x --logits tests/ref/mla_tiny.mwfx
+reads config.json (DeepseekV2/V3 or Mixtral keys), checks the tensors' names and shapes against
+this script's table, and the logits of the fixture's step-0 micro-batch to 1e-5.
+
 Run (Debian's python with torch):
     LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp /usr/bin/python3 \\
         tests/ref/make_moe_fixture.py --shape moe --out tests/ref/moe_tiny.mwfx
@@ -70,11 +76,29 @@ SHAPES = {
     "moe": dict(BASE, S=1, CF=1.0, NORM_EPS=1e-5),
     "mla": dict(BASE, KV=4, GATE=1, SCALE=2.5, QR=16, KVR=12, RD=8, ND=8, VD=12),
     "mla0": dict(BASE, KV=4, K=3, S=2, NORM=0, CF=0.75, KVR=12, RD=8, ND=8, VD=12),
+    # Mixtral's shape (no fixture committed: for --check-export of a Mixtral export by hand)
+    "mixtral": dict(BASE, FD=0, FF=16),
 }
 
 
 def is_moe(l):
     return E > 0 and l >= FD
+
+
+def mixtral():
+    """Mixtral's shape: Hugging Face's MixtralSparseMoeBlock names (block_sparse_moe, w1/w3/w2)"""
+    return E > 0 and not KVR and not S and not FD and GATE == 0 and NORM and SCALE == 1.0
+
+
+def moe_prefix():
+    return "block_sparse_moe." if mixtral() else "mlp."
+
+
+def expert_names(e):
+    """gate, up, down of routed expert e"""
+    if mixtral():
+        return [f"experts.{e}.w1.weight", f"experts.{e}.w3.weight", f"experts.{e}.w2.weight"]
+    return [f"experts.{e}.gate_proj.weight", f"experts.{e}.up_proj.weight", f"experts.{e}.down_proj.weight"]
 
 
 def param_table():
@@ -101,12 +125,13 @@ def param_table():
             t += [(p + "mlp.gate_proj.weight", (FF, C)), (p + "mlp.up_proj.weight", (FF, C)),
                   (p + "mlp.down_proj.weight", (C, FF))]
             continue
-        t.append((p + "mlp.gate.weight", (E, C)))
+        m = p + moe_prefix()
+        t.append((m + "gate.weight", (E, C)))
         if GATE == 1:
-            t.append((p + "mlp.gate.e_score_correction_bias", (E,)))
+            t.append((m + "gate.e_score_correction_bias", (E,)))
         for e in range(E):
-            t += [(p + f"mlp.experts.{e}.gate_proj.weight", (FM, C)), (p + f"mlp.experts.{e}.up_proj.weight", (FM, C)),
-                  (p + f"mlp.experts.{e}.down_proj.weight", (C, FM))]
+            g, u, dn = expert_names(e)
+            t += [(m + g, (FM, C)), (m + u, (FM, C)), (m + dn, (C, FM))]
         if S:
             t += [(p + "mlp.shared_experts.gate_proj.weight", (S * FM, C)),
                   (p + "mlp.shared_experts.up_proj.weight", (S * FM, C)),
@@ -151,9 +176,9 @@ def rope_deinterleaved(x, cos, sin):
     return x * cos + rotate_half(x) * sin
 
 
-def mlp(h, P, p):
-    return F.linear(F.silu(F.linear(h, P[p + "gate_proj.weight"])) * F.linear(h, P[p + "up_proj.weight"]),
-                    P[p + "down_proj.weight"])
+def mlp(h, P, p, names=("gate_proj.weight", "up_proj.weight", "down_proj.weight")):
+    g, u, d = (p + n for n in names)
+    return F.linear(F.silu(F.linear(h, P[g])) * F.linear(h, P[u]), P[d])
 
 
 def moe(h, P, p, stats):
@@ -176,7 +201,7 @@ def moe(h, P, p, stats):
                 stats["dropped"] += 1
                 continue
             held[e] += 1
-            out[i] = out[i] + w[j] * mlp(h[i:i + 1], P, p + f"experts.{e}.")[0]
+            out[i] = out[i] + w[j] * mlp(h[i:i + 1], P, p, expert_names(e))[0]
     return out
 
 
@@ -229,7 +254,7 @@ def forward(P, idx, stats):
             x = x + mlp(h, P, p + "mlp.")
             continue
         hf = h.reshape(b * t, C)
-        y = moe(hf, P, p + "mlp.", stats)
+        y = moe(hf, P, p + moe_prefix(), stats)
         if S:
             y = y + mlp(hf, P, p + "mlp.shared_experts.")
         x = x + y.view(b, t, C)
@@ -260,12 +285,73 @@ def accumulate(P, tokens, s, stats):
     return torch.stack(losses).mean().item(), first
 
 
+def set_shape_from_hf(cfg):
+    """DeepseekV2/V3 or Mixtral config.json keys -> this script's shape globals."""
+    mt = cfg.get("model_type")
+    g = dict(L=cfg["num_hidden_layers"], H=cfg["num_attention_heads"], C=cfg["hidden_size"], V=cfg["vocab_size"],
+             CTX=cfg.get("max_position_embeddings", 2048), TIED=int(bool(cfg.get("tie_word_embeddings", False))),
+             THETA=float(cfg.get("rope_theta", 10000.0)), NORM_EPS=float(cfg.get("rms_norm_eps", 1e-6)), CF=0.0)
+    if mt == "mixtral":
+        g.update(KV=cfg["num_key_value_heads"], FF=cfg["intermediate_size"], E=cfg["num_local_experts"],
+                 K=cfg["num_experts_per_tok"], S=0, FM=cfg["intermediate_size"], FD=0, GATE=0, NORM=1, SCALE=1.0,
+                 QR=0, KVR=0, RD=0, ND=0, VD=0)
+    elif mt in ("deepseek_v2", "deepseek_v3"):
+        if cfg.get("rope_scaling") is not None or cfg.get("topk_group", 1) != 1 or cfg.get("n_group", 1) != 1:
+            raise ValueError("rope_scaling, n_group and topk_group other than none, 1, 1 are not this script's")
+        e = cfg.get("n_routed_experts") or 0
+        g.update(KV=cfg["num_attention_heads"], FF=cfg["intermediate_size"], E=e, K=cfg["num_experts_per_tok"] if e else 0,
+                 S=cfg.get("n_shared_experts") or 0, FM=cfg["moe_intermediate_size"], FD=cfg["first_k_dense_replace"],
+                 GATE=1 if cfg.get("scoring_func") == "sigmoid" else 0, NORM=int(bool(cfg["norm_topk_prob"])),
+                 SCALE=float(cfg["routed_scaling_factor"]), QR=cfg.get("q_lora_rank") or 0, KVR=cfg["kv_lora_rank"],
+                 RD=cfg["qk_rope_head_dim"], ND=cfg["qk_nope_head_dim"], VD=cfg["v_head_dim"])
+    else:
+        raise ValueError(f"model_type {mt!r}: mixtral, deepseek_v2 or deepseek_v3 expected")
+    globals().update(g)
+
+
+def check_export(d, fixture):
+    """DIR/config.json and DIR/model.safetensors (memwall's export of FIXTURE's initial weights):
+    names and shapes those of this script's table for that config, and the logits of the
+    fixture's step-0 micro-batch those the fixture records, to 1e-5 of the largest."""
+    from make_llama_fixture import read_mwfx, read_safetensors  # noqa: E402
+    import json
+    with open(os.path.join(d, "config.json")) as f:
+        set_shape_from_hf(json.load(f))
+    got = read_safetensors(os.path.join(d, "model.safetensors"))
+    want = dict(param_table())
+    bad = 0
+    for n in sorted(set(want) ^ set(got)):
+        print(f"  {'missing' if n in want else 'unexpected'}: {n}"); bad += 1
+    for n in sorted(set(got) & set(want)):
+        if tuple(got[n].shape) != tuple(want[n]):
+            print(f"  {n}: shape {list(got[n].shape)}, the table's {list(want[n])}"); bad += 1
+    print(f"names and shapes: {len(got)} tensors, {len(want)} in the table: {'identical' if not bad else bad}")
+    if bad:
+        return 1
+    r = read_mwfx(fixture)
+    globals()["CF"] = float(r["moe"][2])  # a config.json has no capacity: the fixture's trained drops
+    if CF:
+        print(f"capacity factor {CF:g} from {fixture} (Hugging Face's models drop nothing)")
+    tok = torch.from_numpy(r["tokens"][0, 0, :, :-1].astype(np.int64))
+    ref = torch.from_numpy(r["logits"].copy())
+    with torch.no_grad():
+        lg = forward(got, tok, {"dropped": 0})
+    err = ((lg - ref).abs().max() / ref.abs().max()).item()
+    print(f"logits of the exported weights vs {fixture}: max rel err {err:.3g} (bound 1e-5)")
+    return 0 if err <= 1e-5 else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", help="write fixture to this .mwfx path")
     ap.add_argument("--check", help="read back a .mwfx and list its records")
     ap.add_argument("--shape", choices=sorted(SHAPES), default="moe")
+    ap.add_argument("--check-export", metavar="DIR", help="check memwall's export of a fixture's initial weights")
+    ap.add_argument("--logits", metavar="FIXTURE", help="with --check-export: the fixture exported")
     args = ap.parse_args()
+    if args.check_export:
+        torch.set_num_threads(1)
+        return check_export(args.check_export, args.logits)
     globals().update(SHAPES[args.shape])
     if args.check:
         return check_mwfx(args.check)
