@@ -84,6 +84,10 @@ for shape in "moe-tiny --capacity-factor 1" "mla-tiny"; do
   done
   "$MW" "${tr[@]}" --threads 1 --out "$T/t1" >"$T/out" 2>&1 || fail "1 thread: $(tail -2 "$T/out")"
   cmp -s "$ref" "$T/t1/step-00000003.mwck" && pass "1 thread: byte-identical to 2" || fail "1 thread changes the bits"
+  rm -rf "$T/k"
+  "$MW" "${tr[@]}" --kernel portable --out "$T/k" >"$T/out" 2>&1 || fail "--kernel portable: $(tail -2 "$T/out")"
+  cmp -s "$ref" "$T/k/step-00000003.mwck" && pass "--kernel portable: byte-identical to --kernel auto" ||
+    fail "--kernel portable changes the bits"
   "$MW" "${tr[@]}" --stop-at 1 --out "$T/r" >"$T/out" 2>&1 || fail "stop-at: $(tail -2 "$T/out")"
   "$MW" train --data "$T/d" --threads 2 --resume auto --out "$T/r" >"$T/out" 2>&1 || fail "resume: $(tail -2 "$T/out")"
   cmp -s "$ref" "$T/r/step-00000003.mwck" && pass "stop at 1 + resume = the straight run, byte for byte" ||
