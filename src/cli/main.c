@@ -675,8 +675,14 @@ static void model_label(const opts *o, char *buf, size_t n) {
     const struct { const char *flag; int want, got; } f[] = {
         {"layers", p.n_layer, c->n_layer}, {"heads", p.n_head, c->n_head}, {"dim", p.n_embd, c->n_embd},
         {"vocab", p.vocab, c->vocab},      {"ctx", p.ctx, c->ctx},         {"kv-heads", p.n_kv_head, c->n_kv_head},
-        {"ffn", p.ffn, c->ffn},            {"tied", p.tied, c->tied}};
-    char with[160] = "";
+        {"ffn", p.ffn, c->ffn},            {"tied", p.tied, c->tied},
+        {"experts", p.n_experts, c->n_experts}, {"experts-per-tok", p.n_experts_tok, c->n_experts_tok},
+        {"shared-experts", p.n_shared, c->n_shared}, {"moe-ffn", p.moe_ffn, c->moe_ffn},
+        {"first-dense", p.first_dense, c->first_dense}, {"moe-gate", p.moe_gate, c->moe_gate},
+        {"norm-topk", p.norm_topk, c->norm_topk}, {"q-lora-rank", p.q_lora_rank, c->q_lora_rank},
+        {"kv-lora-rank", p.kv_lora_rank, c->kv_lora_rank}, {"qk-rope-dim", p.qk_rope_dim, c->qk_rope_dim},
+        {"qk-nope-dim", p.qk_nope_dim, c->qk_nope_dim}, {"v-head-dim", p.v_head_dim, c->v_head_dim}};
+    char with[320] = "";
     size_t u = 0;
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].want != f[i].got && u < sizeof with)
@@ -695,21 +701,21 @@ void print_config(const opts *o, const char *cmd) {
     model_label(o, label, sizeof label);
     /* estimate and plan show only what changes memory: no steps, seed or accumulation */
     int run = strcmp(cmd, "estimate") != 0 && strcmp(cmd, "plan") != 0;
-    char llama[224] = "";
+    char llama[128] = "";
     if (c->arch == MW_ARCH_LLAMA || (c->arch == MW_ARCH_DEEPSEEK && !c->kv_lora_rank))
         snprintf(llama, sizeof llama, " KV=%d F=%d %s", c->n_kv_head, c->ffn, c->tied ? "tied" : "untied");
     else if (c->arch == MW_ARCH_DEEPSEEK)
         snprintf(llama, sizeof llama, " MLA q=%d kv=%d rope=%d nope=%d v=%d F=%d %s", c->q_lora_rank, c->kv_lora_rank,
                  c->qk_rope_dim, c->qk_nope_dim, c->v_head_dim, c->ffn, c->tied ? "tied" : "untied");
+    char moe[160] = "";
     if (c->arch == MW_ARCH_DEEPSEEK && c->n_experts) {
-        const size_t u = strlen(llama);
         char cap[48] = "no capacity cap";
         if (c->capacity_factor > 0) snprintf(cap, sizeof cap, "capacity factor %g", c->capacity_factor);
-        snprintf(llama + u, sizeof llama - u, " | experts %d top-%d shared %d of %d, %d dense first, %s", c->n_experts,
+        snprintf(moe, sizeof moe, " | experts %d top-%d, shared %d, of %d, %d dense first, %s", c->n_experts,
                  c->n_experts_tok, c->n_shared, c->moe_ffn, c->first_dense, cap);
     }
-    printf("memwall %s | %s L=%d H=%d%s C=%d V=%d ctx=%d (%.2fM params", cmd, label, c->n_layer, c->n_head, llama,
-           c->n_embd, c->vocab, c->ctx, mw_config_num_params(c) / 1e6);
+    printf("memwall %s | %s L=%d H=%d%s C=%d V=%d ctx=%d%s (%.2fM params", cmd, label, c->n_layer, c->n_head, llama,
+           c->n_embd, c->vocab, c->ctx, moe, mw_config_num_params(c) / 1e6);
     if (c->arch == MW_ARCH_DEEPSEEK && c->n_experts)
         printf(", %.2fM active per token", mw_config_active_params(c, 1) / 1e6);
     printf(") | B=%d T=%d", c->batch, c->seq);
