@@ -134,6 +134,17 @@ echo "-- export: Hugging Face's names and config.json"
   grep -q 'model.layers.3.block_sparse_moe.experts.7.w2.weight' "$T/e3/model.safetensors" &&
   pass "a Mixtral-shaped moe-tiny exports as MixtralForCausalLM" || fail "Mixtral export: $(cat "$T/out")"
 
+echo "-- eval reads a deepseek checkpoint: the loss training measured on the same batches"
+for shape in "moe-tiny --capacity-factor 1" "mla-tiny"; do
+  rm -rf "$T/ev"
+  "$MW" train --data "$T/d" --preset $shape --batch 2 --seq 48 --steps 2 --threads 2 --eval-every 2 --eval-batches 3 \
+    --out "$T/ev" --json-log "$T/ev.jsonl" >"$T/out" 2>&1 || fail "$shape: $(tail -2 "$T/out")"
+  want=$(json_field "$T/ev.jsonl" val_loss | tail -1)
+  got=$("$MW" eval --ckpt "$T/ev" --data "$T/d" --eval-batches 3 --threads 2 --json 2>"$T/err" | grep -o '"loss": [0-9.]*' | sed 's/.*: //')
+  [ -n "$want" ] && [ "$got" = "$want" ] && pass "${shape%% *}: eval --ckpt $got = training's validation loss" ||
+    fail "${shape%% *}: eval '$got' ($(cat "$T/err")), training's validation loss '$want'"
+done
+
 echo "-- refusals"
 refused 1 "sample from a deepseek checkpoint" "incremental decoding" -- "$MW" sample --ckpt "$T/t1" --tokens 4
 refused 1 "--recompute auto" "not built for the deepseek family" -- "$MW" estimate --preset moe-tiny --recompute auto --budget 1GiB

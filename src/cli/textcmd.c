@@ -129,6 +129,7 @@ mw_model *load_model(opts *o, int mode, int batch, int seq, int *trained_seq, mo
         c->vocab = info.cfg.vocab, c->ctx = info.cfg.ctx;
         c->arch = info.cfg.arch, c->n_kv_head = info.cfg.n_kv_head, c->ffn = info.cfg.ffn;
         c->tied = info.cfg.tied, c->rope_theta = info.cfg.rope_theta, c->norm_eps = info.cfg.norm_eps;
+        mw_config_copy_family(c, &info.cfg); /* the deepseek family's experts and latents */
         if (!opt_given(o, "precision")) c->precision = info.cfg.precision; /* a bf16 model runs bf16 products here too */
         if (!batch) batch = info.cfg.batch;
         if (!seq) seq = info.cfg.seq;

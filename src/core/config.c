@@ -297,6 +297,14 @@ static size_t deepseek_params(const mw_config *c, int active) {
     return V * C * (c->tied ? 1 : 2) + C + (size_t)c->n_layer * (2 * C + attn) + Ld * dense + (c->n_layer - Ld) * moe;
 }
 
+void mw_config_copy_family(mw_config *dst, const mw_config *src) {
+    dst->n_experts = src->n_experts, dst->n_experts_tok = src->n_experts_tok, dst->n_shared = src->n_shared;
+    dst->moe_ffn = src->moe_ffn, dst->first_dense = src->first_dense, dst->moe_gate = src->moe_gate;
+    dst->norm_topk = src->norm_topk, dst->capacity_factor = src->capacity_factor, dst->routed_scale = src->routed_scale;
+    dst->q_lora_rank = src->q_lora_rank, dst->kv_lora_rank = src->kv_lora_rank, dst->qk_rope_dim = src->qk_rope_dim;
+    dst->qk_nope_dim = src->qk_nope_dim, dst->v_head_dim = src->v_head_dim;
+}
+
 size_t mw_config_active_params(const mw_config *c, int with_embed) {
     const size_t all = c->arch == MW_ARCH_DEEPSEEK ? deepseek_params(c, 1) : mw_config_num_params(c);
     return with_embed || c->tied ? all : all - (size_t)c->vocab * c->n_embd;
