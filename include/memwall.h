@@ -280,9 +280,6 @@ size_t mw_config_active_params(const mw_config *cfg, int with_embed);
 /* Copies the deepseek family's own shape fields (experts, router, capacity, latent attention) of
  * src into dst, as a model loaded from a checkpoint takes them. */
 void mw_config_copy_family(mw_config *dst, const mw_config *src);
-/* NULL when memwall has kernels for every op cfg's model runs; else why not, one line (the CLI
- * refuses to build it; estimate and plan plan it): the deepseek family's incremental decoding. */
-const char *mw_config_missing_kernels(const mw_config *cfg);
 /* Model FLOPs of one training step's forward+backward per token (6N + attention), as in PaLM. */
 double mw_config_flops_per_token(const mw_config *cfg);
 /* Applies cfg->threads to OpenMP and BLAS; returns the thread count in effect. */

@@ -145,8 +145,13 @@ for shape in "moe-tiny --capacity-factor 1" "mla-tiny"; do
     fail "${shape%% *}: eval '$got' ($(cat "$T/err")), training's validation loss '$want'"
 done
 
+"$MW" sample --ckpt "$T/ev" --prompt "The " --tokens 20 --temperature 0 --threads 2 >"$T/s1" 2>"$T/err" &&
+  "$MW" sample --ckpt "$T/ev" --prompt "The " --tokens 20 --temperature 0 --threads 1 >"$T/s2" 2>>"$T/err" &&
+  cmp -s "$T/s1" "$T/s2" && [ "$(wc -c <"$T/s1")" -ge 20 ] &&
+  pass "sample --ckpt (mla-tiny): greedy decoding through the latent cache, the same text on 1 and 2 threads" ||
+  fail "sample: $(cat "$T/err")"
+
 echo "-- refusals"
-refused 1 "sample from a deepseek checkpoint" "incremental decoding" -- "$MW" sample --ckpt "$T/t1" --tokens 4
 refused 1 "--recompute auto" "not built for the deepseek family" -- "$MW" estimate --preset moe-tiny --recompute auto --budget 1GiB
 refused 1 "--precision bf16" "deepseek family is not built" -- "$MW" estimate --preset mla-tiny --precision bf16
 refused 1 "--experts on a Llama preset" "is for the deepseek family" -- "$MW" estimate --preset llama-tiny --experts 4

@@ -1,7 +1,8 @@
 #include <string.h>
 /* The KV cache is exact: decoding token by token gives the logits of a full forward pass at every
  * position (same weights), to 1e-5 of the largest logit, for GPT-2 and for Llama with grouped-query
- * attention (a cache of kv heads, RoPE at the cached position). Also: an inference model
+ * attention (a cache of kv heads, RoPE at the cached position), and for the deepseek family (its
+ * experts; latent attention's cache of kv_b outputs and the shared rotated key). Also: an inference model
  * allocates no gradients or optimizer state, and loads a training checkpoint. */
 #include <unistd.h>
 
@@ -84,6 +85,18 @@ int main(void) {
     check_family(&l, "llama, 4 heads on 2 kv heads, untied", 1e-5);
     l.n_kv_head = 1, l.tied = 1, l.rope_theta = 10000;
     check_family(&l, "llama, multi-query (1 kv head), tied", 1e-5);
+    /* the deepseek family: a mixture (the first block dense, top-2 of 4, a shared expert, no cap:
+     * one decoded token never fills a capacity, so the full forward must drop none either) over
+     * grouped-query attention, then over latent attention with V3's sigmoid router */
+    mw_config d = l;
+    d.arch = MW_ARCH_DEEPSEEK, d.n_kv_head = 2, d.ffn = 40, d.tied = 0, d.n_experts = 4, d.n_experts_tok = 2;
+    d.n_shared = 1, d.moe_ffn = 12, d.first_dense = 1, d.norm_topk = 1, d.routed_scale = 1.0;
+    check_family(&d, "deepseek: GQA, a mixture of 4 experts top-2 with a shared one", 1e-5);
+    d.n_kv_head = 4, d.q_lora_rank = 16, d.kv_lora_rank = 12, d.qk_rope_dim = 8, d.qk_nope_dim = 8, d.v_head_dim = 6;
+    d.moe_gate = 1, d.routed_scale = 2.5, d.n_shared = 0;
+    check_family(&d, "deepseek: latent attention (q bottleneck), V3's sigmoid router", 1e-5);
+    d.q_lora_rank = 0, d.n_experts = 0, d.n_experts_tok = d.moe_ffn = d.first_dense = d.moe_gate = d.norm_topk = 0;
+    check_family(&d, "deepseek: latent attention without the q bottleneck, dense", 1e-5);
     /* bf16 products: decoding rounds what the forward stores as bfloat16 (without rounding fch,
      * GPT-2's decode was 1e-3 off). The two attentions' fp32 outputs differ in their last bits
      * (exp, the order of sums), which a product's rounding may carry to a neighbouring bfloat16

@@ -800,8 +800,6 @@ void print_offload(const mw_model *m) {
 /* Creates the model or exits: 2 when the plan does not fit the budget. */
 mw_model *create_model(const opts *o) {
     mw_model *m;
-    const char *why = mw_config_missing_kernels(&o->cfg);
-    if (why) die(1, "%s", why);
     mw_status s = mw_model_create(&m, &o->cfg);
     if (s == MW_ERR_BUDGET) die(2, "%s", mw_last_error());
     if (s != MW_OK) die(1, "%s", mw_last_error());

@@ -310,13 +310,6 @@ size_t mw_config_active_params(const mw_config *c, int with_embed) {
     return with_embed || c->tied ? all : all - (size_t)c->vocab * c->n_embd;
 }
 
-const char *mw_config_missing_kernels(const mw_config *c) {
-    if (c->arch == MW_ARCH_DEEPSEEK && c->inference == 1)
-        return "incremental decoding (sample) is not built for the deepseek family yet: its KV cache and decode "
-               "step are not written (train, eval, estimate and plan are)";
-    return NULL;
-}
-
 size_t mw_config_num_params(const mw_config *c) {
     size_t C = c->n_embd;
     if (c->arch == MW_ARCH_DEEPSEEK) return deepseek_params(c, 0);

@@ -366,18 +366,34 @@ static uint64_t lslot(const mw_model *m, int v) {
     }
 }
 
-/* the rotary table (cos then sin, seq x D/2 each): D the head size, or qk_rope_dim under latent
- * attention */
-enum { E_ROPE };
+/* the rotary table (cos then sin, rows x D/2 each: seq positions, or ctx for decoding): D the head
+ * size, or qk_rope_dim under latent attention; for inference the cache (grouped-query: keys and
+ * values of the kv heads; latent attention: kv_b's output and the rotated shared key, per
+ * position) and decoding's scratch */
+enum { E_ROPE, E_KCACHE, E_VCACHE, E_DEC };
 static int rope_dim(const mw_config *c) { return c->kv_lora_rank ? c->qk_rope_dim : c->n_embd / c->n_head; }
+static uint64_t rope_rows(const mw_config *c) { return mw_graph_keeps_logits(c) ? c->ctx : c->seq; }
+static uint64_t dec_floats(const shape *s, const mw_config *c) {
+    const int q = s->QW > s->QKVW ? s->QW : s->QKVW, f = s->F > s->Fm ? s->F : s->Fm, g = f > s->Fs ? f : s->Fs;
+    return 4 * (uint64_t)s->C + (uint64_t)q + s->qr + s->kvr + s->rd + s->AW + c->ctx + 3 * (uint64_t)g + s->E +
+           mw_moe_route_words(1, s->K, s->E) + s->V + 8;
+}
+
 static int ext(const mw_model *m, mw_ext out[MW_MAX_EXT]) {
-    out[E_ROPE] = (mw_ext){"rope_table", (uint64_t)m->cfg.seq * rope_dim(&m->cfg) * F32, MW_CAT_WORK};
-    return 1;
+    const mw_config *c = &m->cfg;
+    out[E_ROPE] = (mw_ext){"rope_table", rope_rows(c) * rope_dim(c) * F32, MW_CAT_WORK};
+    if (!mw_graph_keeps_logits(c)) return 1;
+    const shape s = shape_of(c);
+    const uint64_t L = c->n_layer, CTX = c->ctx, kv = (uint64_t)s.KV * s.hs;
+    out[E_KCACHE] = (mw_ext){"kcache", L * CTX * (s.mla ? (uint64_t)s.KVW : kv) * F32, MW_CAT_ACTS};
+    out[E_VCACHE] = (mw_ext){"vcache", L * CTX * (s.mla ? (uint64_t)s.rd : kv) * F32, MW_CAT_ACTS};
+    out[E_DEC] = (mw_ext){"decode", dec_floats(&s, c) * F32, MW_CAT_WORK};
+    return 4;
 }
 
 static void bound(mw_model *m) {
-    const int D = rope_dim(&m->cfg), T = m->cfg.seq;
-    mw_rope_table(m->ext[E_ROPE], m->ext[E_ROPE] + (size_t)T * D / 2, T, D, (float)m->cfg.rope_theta);
+    const int D = rope_dim(&m->cfg), rows = (int)rope_rows(&m->cfg);
+    mw_rope_table(m->ext[E_ROPE], m->ext[E_ROPE] + (size_t)rows * D / 2, rows, D, (float)m->cfg.rope_theta);
 }
 
 static void init(mw_model *m, uint64_t seed) {
@@ -398,6 +414,7 @@ static void init(mw_model *m, uint64_t seed) {
 
 #define WS (&m->gw)
 #define T_(w, i) mw_graph_tensor(m, (w), (i))
+#define PW0(f) T_(0, t.f)
 static float *expert(const mw_model *m, int which, const lay *t, int e, int k) { return T_(which, t->e0 + 3 * e + k); }
 
 static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum) {
@@ -405,7 +422,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     const shape s = shape_of(c);
     const int B = s.B, T = s.T, C = s.C, V = s.V, N = (int)s.N, H = s.H, L = c->n_layer, l = m->ops[i].layer;
     const float eps = (float)c->norm_eps;
-    const float *cos_t = m->ext[E_ROPE], *sin_t = cos_t + (size_t)T * rope_dim(c) / 2;
+    const float *cos_t = m->ext[E_ROPE], *sin_t = cos_t + (size_t)rope_rows(c) * rope_dim(c) / 2;
     void **P = m->opp + (size_t)i * MW_MAXACC;
 #define A(k) ((float *)P[k])
     lay t;
@@ -662,11 +679,103 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
 #undef GW
 }
 
-/* incremental decoding is not built for the family (no KV cache of latents yet): NULL, as for bad
- * input; the CLI refuses to build an inference model of it (mw_config_missing_kernels) */
+/* ---- incremental decoding: one position through every block --------------------------------------
+ * The cache holds, per block and position, grouped-query attention's keys and values of the kv
+ * heads, or latent attention's kv_b output (each head's key part and value) and the rotated shared
+ * key. A token's experts are its top-k, none dropped (one token never fills a capacity). */
 static const float *decode(mw_model *m, int32_t token, int pos) {
-    (void)m, (void)token, (void)pos;
-    return NULL;
+    const mw_config *c = &m->cfg;
+    const shape s = shape_of(c);
+    const int C = s.C, H = s.H, CTX = c->ctx, D = rope_dim(c);
+    const float eps = (float)c->norm_eps;
+    const float *cos_t = m->ext[E_ROPE], *sin_t = cos_t + (size_t)CTX * D / 2;
+    const float *cp = cos_t + (size_t)pos * D / 2, *sp = sin_t + (size_t)pos * D / 2;
+    const int qmax = s.QW > s.QKVW ? s.QW : s.QKVW, f = s.F > s.Fm ? s.F : s.Fm, g = f > s.Fs ? f : s.Fs;
+    float *x = m->ext[E_DEC], *h = x + C, *eo = h + C, *ey = eo + C, *q = ey + C, *qa = q + qmax, *kva = qa + s.qr;
+    float *y = kva + s.kvr + s.rd, *att = y + s.AW, *fc = att + CTX, *probs = fc + 3 * (size_t)g;
+    void *route = probs + s.E;
+    float *logits = probs + s.E + mw_moe_route_words(1, s.K, s.E), *rstd = logits + s.V;
+    memcpy(x, T_(0, 0) + (size_t)token * C, sizeof(float) * C);
+    for (int l = 0; l < c->n_layer; l++) {
+        const lay t = layer_of(c, l);
+        mw_rmsnorm_forward(h, rstd, x, PW0(ln1), 1, C, eps);
+        if (!s.mla) { /* Llama's */
+            const int KW = s.KV * s.hs;
+            float *K = m->ext[E_KCACHE] + (size_t)l * CTX * KW, *V = m->ext[E_VCACHE] + (size_t)l * CTX * KW;
+            mw_matmul_forward(q, h, PW0(q), NULL, 1, C, s.QKVW, 0, WS);
+            mw_rope_forward_inplace(q, s.QKVW, cp, sp, 1, 1, H, s.hs);
+            mw_rope_forward_inplace(q + (size_t)H * s.hs, s.QKVW, cp, sp, 1, 1, s.KV, s.hs);
+            memcpy(K + (size_t)pos * KW, q + (size_t)H * s.hs, sizeof(float) * KW);
+            memcpy(V + (size_t)pos * KW, q + (size_t)(H + s.KV) * s.hs, sizeof(float) * KW);
+            mw_attention_decode(y, q, K, V, KW, pos, H, s.KV, s.hs, att);
+        } else { /* the latent's products for this position into the cache, then each head over it */
+            float *kvc = m->ext[E_KCACHE] + (size_t)l * CTX * s.KVW, *kpc = m->ext[E_VCACHE] + (size_t)l * CTX * s.rd;
+            if (s.qr) {
+                mw_matmul_forward(qa, h, PW0(qa), NULL, 1, C, s.qr, 0, WS);
+                mw_rmsnorm_forward(qa, rstd, qa, PW0(qan), 1, s.qr, eps);
+                mw_matmul_forward(q, qa, PW0(qb), NULL, 1, s.qr, s.QW, 0, WS);
+            } else {
+                mw_matmul_forward(q, h, PW0(q), NULL, 1, C, s.QW, 0, WS);
+            }
+            mw_rope_interleaved(q + s.nd, s.QW, s.qk, cp, sp, 1, 1, H, s.rd, 1);
+            mw_matmul_forward(kva, h, PW0(kva), NULL, 1, C, s.kvr + s.rd, 0, WS);
+            mw_rmsnorm_forward(kva, rstd, kva, PW0(kvan), 1, s.kvr, eps);
+            mw_matmul_forward(kvc + (size_t)pos * s.KVW, kva, PW0(kvb), NULL, 1, s.kvr, s.KVW, 0, WS);
+            memcpy(kpc + (size_t)pos * s.rd, kva + s.kvr, sizeof(float) * s.rd);
+            mw_rope_interleaved(kpc + (size_t)pos * s.rd, s.rd, s.rd, cp, sp, 1, 1, 1, s.rd, 1);
+            const float sc = 1.0f / sqrtf((float)s.qk);
+            for (int hd = 0; hd < H; hd++) {
+                const float *qh = q + (size_t)hd * s.qk;
+                float mx = -INFINITY, sum = 0.0f, *yh = y + (size_t)hd * s.vd;
+                for (int j = 0; j <= pos; j++) {
+                    const float *kn = kvc + (size_t)j * s.KVW + (size_t)hd * (s.nd + s.vd), *kp = kpc + (size_t)j * s.rd;
+                    float d = 0.0f;
+                    for (int i = 0; i < s.nd; i++) d += qh[i] * kn[i];
+                    for (int i = 0; i < s.rd; i++) d += qh[s.nd + i] * kp[i];
+                    att[j] = d * sc;
+                    mx = att[j] > mx ? att[j] : mx;
+                }
+                for (int j = 0; j <= pos; j++) sum += att[j] = expf(att[j] - mx);
+                for (int i = 0; i < s.vd; i++) yh[i] = 0.0f;
+                for (int j = 0; j <= pos; j++) {
+                    const float a = att[j] / sum, *v = kvc + (size_t)j * s.KVW + (size_t)hd * (s.nd + s.vd) + s.nd;
+                    for (int i = 0; i < s.vd; i++) yh[i] += a * v[i];
+                }
+            }
+        }
+        mw_matmul_forward(x, y, PW0(o), NULL, 1, s.AW, C, 1, WS);
+        mw_rmsnorm_forward(h, rstd, x, PW0(ln2), 1, C, eps);
+        if (!is_moe(c, l)) {
+            mw_matmul_forward(fc, h, PW0(gate), NULL, 1, C, s.F, 0, WS);
+            mw_matmul_forward(fc + s.F, h, PW0(up), NULL, 1, C, s.F, 0, WS);
+            mw_swiglu_forward(fc + 2 * (size_t)s.F, fc, fc + s.F, s.F);
+            mw_matmul_forward(x, fc + 2 * (size_t)s.F, PW0(down), NULL, 1, s.F, C, 1, WS);
+            continue;
+        }
+        mw_matmul_forward(probs, h, PW0(router), NULL, 1, C, s.E, 0, WS);
+        mw_moe_router_forward(probs, route, c->moe_gate == 1 ? PW0(rbias) : NULL, 1, s.K, s.E, c->moe_gate,
+                              c->norm_topk, (float)c->routed_scale, 1);
+        memcpy(eo, x, sizeof(float) * C); /* the block's output: the residual, shared, routed, as combine */
+        if (s.S) {
+            mw_matmul_forward(fc, h, PW0(sg), NULL, 1, C, s.Fs, 0, WS);
+            mw_matmul_forward(fc + s.Fs, h, PW0(su), NULL, 1, C, s.Fs, 0, WS);
+            mw_swiglu_forward(fc + 2 * (size_t)s.Fs, fc, fc + s.Fs, s.Fs);
+            mw_matmul_forward(eo, fc + 2 * (size_t)s.Fs, PW0(sd), NULL, 1, s.Fs, C, 1, WS);
+        }
+        const mw_moe_route r = mw_moe_route_view(route, 1, s.K, s.E);
+        for (int k = 0; k < s.K; k++) {
+            const int e = r.idx[k];
+            mw_matmul_forward(fc, h, expert(m, 0, &t, e, 0), NULL, 1, C, s.Fm, 0, WS);
+            mw_matmul_forward(fc + s.Fm, h, expert(m, 0, &t, e, 1), NULL, 1, C, s.Fm, 0, WS);
+            mw_swiglu_forward(fc + 2 * (size_t)s.Fm, fc, fc + s.Fm, s.Fm);
+            mw_matmul_forward(ey, fc + 2 * (size_t)s.Fm, expert(m, 0, &t, e, 2), NULL, 1, s.Fm, C, 0, WS);
+            for (int i = 0; i < C; i++) eo[i] += r.w[k] * ey[i];
+        }
+        memcpy(x, eo, sizeof(float) * C);
+    }
+    mw_rmsnorm_forward(h, rstd, x, T_(0, layer_base(c, c->n_layer)), 1, C, eps);
+    mw_matmul_forward(logits, h, T_(0, c->tied ? 0 : layer_base(c, c->n_layer) + 1), NULL, 1, C, s.V, 0, WS);
+    return logits;
 }
 
 const mw_model_def mw_arch_deepseek = {
