@@ -697,7 +697,7 @@ static void model_label(const opts *o, char *buf, size_t n) {
 
 void print_config(const opts *o, const char *cmd) {
     const mw_config *c = &o->cfg;
-    char b[32], label[256];
+    char b[32], label[400]; /* "custom (PRESET with" and the flags model_label lists */
     model_label(o, label, sizeof label);
     /* estimate and plan show only what changes memory: no steps, seed or accumulation */
     int run = strcmp(cmd, "estimate") != 0 && strcmp(cmd, "plan") != 0;
