@@ -39,9 +39,6 @@
  * The walk turns them into one index per value instance (schedule.c, resolve_slot). */
 #define MW_SLOT_NEXT 100
 #define MW_SLOT_STEP(g) (-1 - (g))
-/* the older names (models written before issue 31 may still use them) */
-#define MW_XN MW_SLOT_NEXT
-#define MW_GS(g) MW_SLOT_STEP(g)
 enum { MW_R, MW_W, MW_U }; /* read; write (a new instance); update in place */
 
 /* Per-block recomputation policies */

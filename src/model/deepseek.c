@@ -174,8 +174,8 @@ enum {
 static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf", "lnf_rstd", "logits", "losses", "dres",
                                              "dtmp", "dq", "att_scratch", "norm_parts", "dkv_b", "dkv_a", "dq_a",
                                              "dexpert_out", "dexpert_in", "droute"};
-#define XN MW_XN
-#define GS MW_GS
+#define XN MW_SLOT_NEXT
+#define GS MW_SLOT_STEP
 enum { R = MW_R, W = MW_W, U = MW_U };
 enum { P_NONE = MW_P_NONE, P_SEL = MW_P_SEL, P_FULL = MW_P_FULL };
 
