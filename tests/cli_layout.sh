@@ -57,7 +57,8 @@ echo "-- a block's activations: the walk against the declared values and Korthik
 # qkv 12NC, atty 4NC, gelu's in/out 16NC each, log-sum-exp 4 a s b divided by t; --sp divides all
 for sp in "" --sp; do "$MW" estimate "${G[@]}" --tp 4 $sp --json >"$T/a$sp.json" || fail "--tp 4 $sp exit $?"; done
 "$MW" estimate "${G[@]}" --tp 4 --precision bf16 --json >"$T/b.json" || fail "--tp 4 bf16 exit $?"
-py "$T/a.json" "$T/a--sp.json" "$T/b.json" <<'EOF' && pass "per block: 16NC + 16N + (48NC + 4asb)/t fp32; all /t under --sp; bf16 = Korthikanti's sbh(10 + 24/t + 5as/(ht)) + 2sbh + 16sb + 4asb/t - 5as²b/t (fp32 residual, no dropout masks, no s x s scores)" || fail "per-block activations"
+"$MW" estimate "${G[@]}" --tp 4 --sp --precision bf16 --json >"$T/bs.json" || fail "--tp 4 --sp bf16 exit $?"
+py "$T/a.json" "$T/a--sp.json" "$T/b.json" "$T/bs.json" <<'EOF' && pass "per block: 16NC + 16N + (48NC + 4asb)/t fp32; all /t under --sp; bf16 = Korthikanti's sbh(10 + 24/t + 5as/(ht)) + 2sbh + 16sb + 4asb/t - 5as²b/t (fp32 residual, no dropout masks, no s x s scores); --sp bf16 (36sbh + 16sb + 4asb)/t" || fail "per-block activations"
 import json, sys
 a, sp, b = (json.load(open(f)) for f in sys.argv[1:4])
 B, s, C, H, t = 2, 32, 64, 4, 4
@@ -71,6 +72,8 @@ diff = 2 * s * B * C + 16 * s * B + 4 * H * s * B / t - 5 * H * s * s * B / t
 ok = got == want and got_sp == want_sp and abs(kb - korth) < 1 and abs(mb - (korth + diff)) < 1
 if not ok: print(f"  fp32 {got} want {want}; sp {got_sp} want {want_sp}; bf16 {mb} korth {kb} ({korth}) + {diff}")
 ok &= sp["ranks"][0]["categories"]["activations"] < a["ranks"][0]["categories"]["activations"]
+bs = json.load(open(sys.argv[4]))["per_layer_activation_bytes"]  # --sp, bf16: (36sbh + 16sb + 4asb)/t
+ok &= bs["memwall"] == (36 * N * C + 16 * N + 4 * B * H * s) // t and abs(bs["korthikanti_16bit"] - s * B * C / t * (34 + 5 * H * s / C)) < 1
 sys.exit(not ok)
 EOF
 

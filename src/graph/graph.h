@@ -5,7 +5,7 @@
  * lifetime, places them (src/memory/planner.c), binds each op's pointers in one arena, runs the
  * schedule, and chooses per-block policies for `auto`. It knows no model but the def it is handed
  * (src/model/models.c). A file per concern: schedule.c, place.c, exec.c, transfer.c, recompute.c,
- * state.c (graph_impl.h says what each owns); docs/graph.md draws how a step flows through them.
+ * state.c, layout.c (a parallel layout's rank; graph_impl.h says what each owns); docs/graph.md draws how a step flows through them.
  *
  * The walk: a write starts a new instance of a value, which lives until its last read before the
  * next write. A value the schedule recomputes before backward therefore dies during forward by
