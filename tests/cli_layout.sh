@@ -131,6 +131,12 @@ d = json.load(open(sys.argv[1]))
 seen = sorted(k for x in d["ranks"] for lo, hi in x["ranks"] for k in range(lo, hi + 1))
 sys.exit(not (seen == list(range(24)) and sum(x["count"] for x in d["ranks"]) == 24 and d["layout"]["world"] == 24))
 EOF
+"$MW" estimate "${P[@]}" --microbatches 4 --recompute every:2 --json >"$T/e.json" || fail "--recompute every:2 with --pp exit $?"
+py "$T/m4.json" "$T/e.json" <<'EOF' && pass "--recompute every:2 inside each stage: every stage keeps less" || fail "every:K with --pp"
+import json, sys
+a, e = ({x["stage"]: x["categories"]["activations"] for x in json.load(open(f))["ranks"]} for f in sys.argv[1:3])
+sys.exit(not (a.keys() == e.keys() and all(e[s] < a[s] for s in a)))
+EOF
 "$MW" estimate "${P[@]}" --budget 1KiB >/dev/null 2>&1
 rc=$?
 [ $rc -eq 2 ] && pass "a rank over --budget: exit 2" || fail "over --budget: exit $rc, want 2"

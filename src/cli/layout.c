@@ -108,7 +108,7 @@ static uint64_t layer_acts(const mw_config *c) {
     mw_config k = *c;
     k.pp = k.pp_stage = k.pp_first = k.pp_blocks = 0;
     k.accum = 1, k.dp = 0, k.world = 1, k.zero = 0, k.rank = 0;
-    k.recompute = MW_RECOMPUTE_NONE;
+    k.recompute = MW_RECOMPUTE_NONE, k.recompute_every = 0, k.recompute_blocks[0] = 0;
     mw_plan_summary a, b;
     k.n_layer = 1;
     plan_or_die(&k, &a);
