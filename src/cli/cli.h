@@ -42,6 +42,12 @@ typedef struct opts {
      * flag was given (--tp, --pp, --dp, --sp, --ep, --microbatches, --pp-layers) */
     int layout, layout_dp, microbatches;
     const char *pp_layers;
+    /* estimate --search (search.c): the GPUs, the global batch in sequences, the device's peak
+     * (TFLOP/s) and the fraction reached, the links (GB/s one way), GPUs per node, rows shown */
+    int search, search_world, gpus_per_node, top;
+    long global_batch;
+    int global_batch_i; /* --global-batch as parsed */
+    double tflops, mfu, intra_bw, inter_bw;
 } opts;
 
 
@@ -131,4 +137,6 @@ int cmd_plan(int argc, char **argv);
  * estimate and plan of every distinct rank; returns the exit code (2 when a rank does not fit). */
 void layout_parse(opts *o, int mask);
 int layout_report(const opts *o, int cmd_plan);
+/* estimate --search: every layout of --world GPUs, ranked; returns 2 when none fits. */
+int search_report(const opts *o);
 #endif

@@ -318,6 +318,10 @@ int cmd_estimate(int argc, char **argv) {
         train_line(&o);
         return layout_report(&o, 0);
     }
+    if (o.search) { /* every layout of --world GPUs (search.c) */
+        train_line(&o);
+        return search_report(&o);
+    }
     const mw_gpu *gpu;
     mw_gpu_fixed fx;
     const uint64_t dev = device_costs(&o, &gpu, &fx);
