@@ -5,7 +5,8 @@
 # parallelism divides the declared tensors' bytes by T exactly; the first and last pipeline stages
 # differ and the middle ones are one rank class; 1F1B keeps min(P - s, M) micro-batches'
 # activations; --sp divides the rest; a block's activations against Korthikanti et al.'s formula
-# to the stated difference; the refusals (one line, exit 1) and train's.
+# to the stated difference; the refusals (one line, exit 1) and train's; estimate --search's ranking,
+# its heaviest rank against the layout's every rank, and exit 2 when nothing fits.
 # Usage: tests/cli_layout.sh build/memwall. Exits non-zero when any check fails. Tiny models: ~2 s.
 set -u
 MW=$(realpath "${1:-build/memwall}")
@@ -165,6 +166,36 @@ refuse "--ep on a model without experts" "no experts" -- "$MW" estimate "${G[@]}
 refuse "--ep not dividing --dp" "must divide --dp" -- "$MW" estimate "${G[@]}" --ep 2
 refuse "--offload with a layout" "not planned yet" -- "$MW" estimate "${G[@]}" --tp 2 --offload optimizer
 refuse "--recompute auto with a layout" "give a policy" -- "$MW" estimate "${G[@]}" --tp 2 --recompute auto --budget 1GiB
+
+echo "-- estimate --search"
+S=(--preset gpt2-tiny --threads 1 --search --world 8 --tflops 100 --intra-bw 100 --inter-bw 10)
+"$MW" estimate "${S[@]}" --device-mem 2GiB --json >"$T/s.json" || fail "--search exit $?"
+py "$T/s.json" >"$T/best" <<'EOF' && pass "--search --json: every layout fit (ranked by step time) or dropped with a reason" || fail "--search JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+f, x = d["layouts_ranked"], d["dropped"]
+ok = d["layouts"] == len(f) + len(x) and len(f) == d["fit"] > 0 and all(y["why"] for y in x)
+ok = ok and all(a["step_s"] <= b["step_s"] for a, b in zip(f, f[1:]))
+ok = ok and all(a["rank_peak_bytes"] <= a["usable_bytes"] for a in f)
+b = f[0]
+print(b["tp"], b["pp"], b["dp"], int(b["sp"]), b["zero"], b["recompute"], b["microbatches"], b["rank_peak_bytes"])
+sys.exit(not ok)
+EOF
+read -r tp pp dp sp z rc mb peak <"$T/best"
+args=(--preset gpt2-tiny --threads 1 --tp "$tp" --pp "$pp" --dp "$dp" --zero "$z" --recompute "$rc" --microbatches "$mb")
+[ "$sp" = 1 ] && args+=(--sp)
+"$MW" estimate "${args[@]}" --json >"$T/sb.json" || fail "the best layout's estimate exit $?"
+py "$T/sb.json" "$peak" <<'EOF' && pass "the best layout's rank peak is the largest of its every rank's plan (estimate --tp $tp --pp $pp --dp $dp)" || fail "search's rank peak against the layout's every rank"
+import json, sys
+d = json.load(open(sys.argv[1]))
+sys.exit(not max(x["peak_bytes"] for x in d["ranks"]) == int(sys.argv[2]))
+EOF
+"$MW" estimate "${S[@]}" --device-mem 700MiB >"$T/s2.txt" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "no layout fits" "$T/s2.txt" && pass "nothing fits: exit 2" || fail "nothing fits: exit $rc"
+refuse "--search without --world" "needs --world" -- "$MW" estimate --preset gpt2-tiny --search --device-mem 2GiB --tflops 1 --intra-bw 1 --inter-bw 1
+refuse "--search without the device" "--device-mem SIZE or --gpu" -- "$MW" estimate --preset gpt2-tiny --search --world 8
+refuse "--search with --tp" "--search chooses the layout" -- "$MW" estimate "${S[@]}" --device-mem 2GiB --tp 2
 
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "all layout checks passed"

@@ -22,6 +22,7 @@ void layout_parse(opts *o, int mask) {
     for (size_t k = 0; k < sizeof FLAGS / sizeof FLAGS[0] && !given; k++)
         if (opt_given(o, FLAGS[k])) given = FLAGS[k];
     if (!given) return;
+    if (opt_given(o, "search")) die(1, "--search chooses the layout and the ZeRO stage: drop --%s", given);
     if (mask & (CMD_TRAIN | CMD_BENCH))
         die(1, "--%s runs in a later version: estimate and plan only (a layout's collectives have no CPU kernel yet)", given);
     mw_config *c = &o->cfg;

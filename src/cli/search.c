@@ -145,11 +145,12 @@ int search_report(const opts *o) {
                             mw_gpu_fixed fx;
                             const mw_gpu_fixed_opts fo = {.nccl_channels = 16, .nccl_peers = 2,
                                                           .nccl_comms = (T > 1) + (P > 1) + (D > 1), .frag_fraction = -1};
-                            if (mw_gpu_fixed_costs(dev, &fo, &fx) != MW_OK) die(1, "%s", mw_last_error());
-                            x->usable = fx.usable;
                             uint64_t flat = 0;
-                            planned++;
-                            if (rank_peak(c, x, &x->peak, &x->worst_stage, &flat) != MW_OK) {
+                            if (mw_gpu_fixed_costs(dev, &fo, &fx) != MW_OK) { /* nothing left for any plan */
+                                snprintf(x->why, sizeof x->why, "%s", mw_last_error());
+                                stop = r + 1;
+                                if (r == 2) zdead = z + 1;
+                            } else if (x->usable = fx.usable, planned++, rank_peak(c, x, &x->peak, &x->worst_stage, &flat) != MW_OK) {
                                 snprintf(x->why, sizeof x->why, "%s", mw_last_error());
                             } else if (x->peak > fx.usable) {
                                 char b1[32], b2[32];
