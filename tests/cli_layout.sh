@@ -181,6 +181,13 @@ b = f[0]
 print(b["tp"], b["pp"], b["dp"], int(b["sp"]), b["zero"], b["recompute"], b["microbatches"], b["rank_peak_bytes"])
 sys.exit(not ok)
 EOF
+"$MW" estimate "${S[@]}" --device-mem 2GiB --top 1000 --json >"$T/sall.json" || fail "--search --top 1000 exit $?"
+py "$T/s.json" "$T/sall.json" <<'EOF' && pass "the best 5 with the time bound's pruning are the best 5 of every layout planned (--top 1000)" || fail "pruning by the time bound changed the best 5"
+import json, sys
+k = lambda d: [(x["tp"], x["pp"], x["dp"], x["sp"], x["zero"], x["recompute"], x["step_s"]) for x in d["layouts_ranked"][:5]]
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+sys.exit(not (k(a) == k(b) and len(k(a)) == 5 and b["planned"] > a["planned"]))
+EOF
 read -r tp pp dp sp z rc mb peak <"$T/best"
 args=(--preset gpt2-tiny --threads 1 --tp "$tp" --pp "$pp" --dp "$dp" --zero "$z" --recompute "$rc" --microbatches "$mb")
 [ "$sp" = 1 ] && args+=(--sp)

@@ -2,7 +2,8 @@
  * parallelism x ZeRO stage x recomputation x sequence parallelism, each rank's memory from its
  * plan (the walk of src/graph/layout.c, as estimate --tp/--pp prints it), the fitting ones ranked
  * by the cost model's step time (src/cluster/cost.c), and why each of the rest was dropped.
- * Pruning by dominance (docs/cluster.md "The search"). May call: the public API (mw_plan,
+ * Planned from the least bound of the step time up; pruned by that bound against the best --top
+ * found and by dominance (docs/cluster.md "The search"). May call: the public API (mw_plan,
  * mw_zero_shard, mw_config_num_params), src/cluster (cost, gpu), main.c's die. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@ typedef struct cand {
     uint64_t peak, usable;       /* the heavier of the first and last stage's largest ZeRO shard */
     int worst_stage;
     mw_cost_time t;
+    double lb;                   /* the step time's lower bound, before the plan */
     char why[160];               /* "": fits; else why it was dropped */
 } cand;
 
@@ -105,21 +107,20 @@ int search_report(const opts *o) {
     for (int r = 0; r < 3; r++)
         if (mw_cost_step_flops(&cm, c->seq, (double)G * c->seq, (mw_cost_recompute)r, &flops[r]) != MW_OK)
             die(1, "%s", mw_last_error());
+    const int top = o->top > 0 ? o->top : 5;
     size_t cap = 64, n = 0;
     cand *all = malloc(sizeof *all * cap);
     if (!all) die(1, "out of memory");
-    int planned = 0;
+    /* every layout, with the reasons that need no plan, and a lower bound of its step time: the
+     * cost model with the rank's parameters at their least (a block's parameters / T per block of
+     * the stage; the rank's table holds at least that, so its data-parallel traffic is no less) */
     for (int T = 1; T <= N; T++) {
         if (N % T) continue;
         for (int P = 1; P <= N / T; P++) {
             if ((N / T) % P) continue;
             const int D = N / T / P;
-            for (int sp = 0; sp <= (T > 1); sp++) {
-                /* heaviest first: ZeRO 3 down to 0, full recomputation down to none; a variant
-                 * lighter in every category than one that does not fit is dropped unplanned */
-                int zdead = 0; /* a higher ZeRO stage did not fit even with full recomputation */
-                for (int z = D > 1 ? 3 : 0; z >= 0; z--) {
-                    int stop = 0;
+            for (int sp = 0; sp <= (T > 1); sp++)
+                for (int z = D > 1 ? 3 : 0; z >= 0; z--)
                     for (int r = 2; r >= 0; r--) {
                         if (n == cap) {
                             cand *a = realloc(all, sizeof *all * (cap *= 2));
@@ -137,40 +138,85 @@ int search_report(const opts *o) {
                                      c->batch, D);
                         } else if (b16 && D > 1) {
                             snprintf(x->why, sizeof x->why, "bf16 gradients under data parallelism are not planned yet");
-                        } else if (zdead) {
-                            snprintf(x->why, sizeof x->why, "pruned: ZeRO %d with full recomputation does not fit, and this keeps more", zdead - 1);
-                        } else if (stop) {
-                            snprintf(x->why, sizeof x->why, "pruned: recompute %s does not fit, and this keeps more", RECOMPUTE_NAMES[stop - 1]);
                         } else {
-                            mw_gpu_fixed fx;
-                            const mw_gpu_fixed_opts fo = {.nccl_channels = 16, .nccl_peers = 2,
-                                                          .nccl_comms = (T > 1) + (P > 1) + (D > 1), .frag_fraction = -1};
-                            uint64_t flat = 0;
-                            if (mw_gpu_fixed_costs(dev, &fo, &fx) != MW_OK) { /* nothing left for any plan */
-                                snprintf(x->why, sizeof x->why, "%s", mw_last_error());
-                                stop = r + 1;
-                                if (r == 2) zdead = z + 1;
-                            } else if (x->usable = fx.usable, planned++, rank_peak(c, x, &x->peak, &x->worst_stage, &flat) != MW_OK) {
-                                snprintf(x->why, sizeof x->why, "%s", mw_last_error());
-                            } else if (x->peak > fx.usable) {
-                                char b1[32], b2[32];
-                                snprintf(x->why, sizeof x->why, "stage %d's rank needs %s, %s left for the plan",
-                                         x->worst_stage, mw_fmt_bytes(x->peak, b1, sizeof b1),
-                                         mw_fmt_bytes(fx.usable, b2, sizeof b2));
-                                stop = r + 1; /* less recomputation keeps more */
-                                if (r == 2) zdead = z + 1; /* full recomputation fails: lower ZeRO stages hold more */
-                            } else {
-                                const mw_cost_layout cl = {T, P, D, 1, sp, D > 1 ? z : 0, x->micro, c->batch, c->seq,
-                                                           c->n_embd, c->n_layer, 0, 0, (double)flat, 0,
-                                                           b16 ? 2 : 4, 4, 4, (mw_cost_recompute)r};
-                                if (mw_cost_step_time(&cl, flops[r], &mach, &x->t) != MW_OK) die(1, "%s", mw_last_error());
-                            }
+                            const mw_cost_layout cl = {T, P, D, 1, sp, D > 1 ? z : 0, x->micro, c->batch, c->seq,
+                                                       c->n_embd, c->n_layer, 0, 0, per_layer * (c->n_layer / P) / T, 0,
+                                                       b16 ? 2 : 4, 4, 4, (mw_cost_recompute)r};
+                            if (mw_cost_step_time(&cl, flops[r], &mach, &x->t) != MW_OK) die(1, "%s", mw_last_error());
+                            x->lb = x->t.total_s;
                         }
                     }
+        }
+    }
+    /* plan them from the least bound up. A layout is dropped unplanned when the best --top found
+     * so far are all faster than its bound, or when a variant of it lighter in every category (a
+     * higher ZeRO stage and at least as much recomputation, same T, P, --sp) did not fit */
+    size_t *ord = malloc(sizeof *ord * (n ? n : 1));
+    cand **fails = malloc(sizeof *fails * (n ? n : 1));
+    double *best = malloc(sizeof *best * (size_t)top);
+    if (!ord || !fails || !best) die(1, "out of memory");
+    size_t no = 0, nfails = 0;
+    int nbest = 0, planned = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!all[i].why[0]) ord[no++] = i;
+    for (size_t a = 1; a < no; a++) /* insertion sort by bound, stable: the enumeration's order on ties */
+        for (size_t b = a; b > 0 && all[ord[b]].lb < all[ord[b - 1]].lb; b--) {
+            const size_t t = ord[b];
+            ord[b] = ord[b - 1], ord[b - 1] = t;
+        }
+    for (size_t k = 0; k < no; k++) {
+        cand *x = &all[ord[k]];
+        const cand *dom = NULL;
+        for (size_t f = 0; f < nfails && !dom; f++)
+            if (fails[f]->tp == x->tp && fails[f]->pp == x->pp && fails[f]->sp == x->sp && fails[f]->zero >= x->zero &&
+                fails[f]->rec >= x->rec)
+                dom = fails[f];
+        if (nbest == top && x->lb > best[top - 1]) {
+            snprintf(x->why, sizeof x->why, "slower than the best %d: at least %.4g s a step, the %d%s best %.4g s (not planned)",
+                     top, x->lb, top, top == 1 ? "st" : top == 2 ? "nd" : top == 3 ? "rd" : "th", best[top - 1]);
+            continue;
+        }
+        if (dom) {
+            snprintf(x->why, sizeof x->why, "pruned: ZeRO %d with recompute %s does not fit, and this keeps more",
+                     dom->zero, RECOMPUTE_NAMES[dom->rec]);
+            continue;
+        }
+        mw_gpu_fixed fx;
+        const mw_gpu_fixed_opts fo = {.nccl_channels = 16, .nccl_peers = 2,
+                                      .nccl_comms = (x->tp > 1) + (x->pp > 1) + (x->dp > 1), .frag_fraction = -1};
+        uint64_t flat = 0;
+        if (mw_gpu_fixed_costs(dev, &fo, &fx) != MW_OK) { /* nothing left for any plan */
+            snprintf(x->why, sizeof x->why, "%s", mw_last_error());
+            fails[nfails++] = x;
+            continue;
+        }
+        x->usable = fx.usable;
+        planned++;
+        if (rank_peak(c, x, &x->peak, &x->worst_stage, &flat) != MW_OK) {
+            snprintf(x->why, sizeof x->why, "%s", mw_last_error());
+        } else if (x->peak > fx.usable) {
+            char b1[32], b2[32];
+            snprintf(x->why, sizeof x->why, "stage %d's rank needs %s, %s left for the plan", x->worst_stage,
+                     mw_fmt_bytes(x->peak, b1, sizeof b1), mw_fmt_bytes(fx.usable, b2, sizeof b2));
+            fails[nfails++] = x;
+        } else {
+            const mw_cost_layout cl = {x->tp, x->pp, x->dp, 1, x->sp, x->dp > 1 ? x->zero : 0, x->micro, c->batch, c->seq,
+                                       c->n_embd, c->n_layer, 0, 0, (double)flat, 0,
+                                       b16 ? 2 : 4, 4, 4, (mw_cost_recompute)x->rec};
+            if (mw_cost_step_time(&cl, flops[x->rec], &mach, &x->t) != MW_OK) die(1, "%s", mw_last_error());
+            int j = -1; /* the best --top times, ascending */
+            if (nbest < top) j = nbest++;
+            else if (x->t.total_s < best[top - 1]) j = top - 1;
+            if (j >= 0) {
+                best[j] = x->t.total_s;
+                for (; j > 0 && best[j - 1] > best[j]; j--) {
+                    const double t = best[j];
+                    best[j] = best[j - 1], best[j - 1] = t;
                 }
             }
         }
     }
+    free(ord), free(fails), free(best);
     /* the fitting ones first, by predicted step time; the dropped ones after, in search order */
     size_t nf = 0;
     for (size_t i = 0; i < n; i++)
@@ -180,7 +226,6 @@ int search_report(const opts *o) {
             all[nf++] = t;
         }
     qsort(all, nf, sizeof *all, by_time);
-    const int top = o->top > 0 ? o->top : 5;
     const double secs = now_s() - t0;
     char b1[32], b2[32], name[96];
     if (o->json) {
