@@ -163,8 +163,20 @@ typedef struct mw_config {
      * its shard; 3 also the parameters of its shard (docs/zero.md). The losses and weights are the
      * same bits for every world size and stage at the same world x accum. */
     int dp, world, rank, zero;
+    /* One rank of a parallel layout, planned and not run here (issue 32, docs/cluster.md
+     * "Layouts"; mw_train refuses it): tp tensor-parallel ranks (0 or 1: none) dividing the
+     * matrices, heads and vocabulary as each model declares, sp 1 for sequence parallelism over
+     * them (the norms' and residual's values divided too); pp pipeline stages (0 or 1: none), this
+     * plan being stage pp_stage's, which holds blocks pp_first .. pp_first + pp_blocks - 1 of
+     * n_layer (the embedding on stage 0, the head on the last) and runs accum micro-batches under
+     * 1F1B; ep expert-parallel ranks (0 or 1: none; a model with experts). The data-parallel group
+     * inside the layout is dp/world/zero above. */
+    int tp, sp, pp, pp_stage, pp_first, pp_blocks, ep;
 } mw_config;
 #define MW_INFERENCE_EVAL 2 /* mw_config.inference: evaluation (the loss only) */
+/* 1 when cfg plans one rank of a parallel layout (tensor, sequence, pipeline or expert parallel):
+ * planned only, never run here */
+static inline int mw_config_layout(const mw_config *c) { return c->tp > 1 || c->sp || c->pp > 1 || c->ep > 1; }
 
 /* What backward recomputes instead of keeping from forward. Attention never keeps its T x T
  * probabilities and the loss never holds more than 256 positions' logits, under every policy.

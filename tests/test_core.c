@@ -649,6 +649,27 @@ static void test_schedule_and_config(void) {
           mw_config_num_params(&bad));
 }
 
+/* A parallel layout's rank (issue 32 item 2) is planned, never created: the library refuses it
+ * with one message and allocates nothing; the plan of each pipeline stage is its own walk. */
+static void test_layout_refused(void) {
+    mw_config c;
+    mw_config_default(&c);
+    c.n_layer = 4, c.tp = 2;
+    mw_plan_summary p, q;
+    CHECK_OK(mw_plan(&c, &p));
+    mw_model *m = (mw_model *)&c;
+    CHECK(mw_model_create(&m, &c) == MW_ERR_ARG && m == NULL && strstr(mw_last_error(), "--tp runs in a later version"),
+          "a --tp rank is refused by mw_model_create: %s", mw_last_error());
+    c.tp = 0, c.pp = 2, c.pp_stage = 1, c.pp_first = 2, c.pp_blocks = 2;
+    CHECK_OK(mw_plan(&c, &q));
+    m = (mw_model *)&c;
+    CHECK(mw_model_create(&m, &c) == MW_ERR_ARG && m == NULL && strstr(mw_last_error(), "--pp runs in a later version"),
+          "a pipeline stage is refused by mw_model_create: %s", mw_last_error());
+    c.pp_blocks = 3; /* blocks 2..4 of 4 */
+    CHECK(mw_plan(&c, &q) == MW_ERR_ARG && strstr(mw_last_error(), "outside the model's 4"),
+          "a stage past the last block is refused: %s", mw_last_error());
+}
+
 int main(void) {
     char dir[] = "/tmp/mw_test_core_XXXXXX";
     if (!mkdtemp(dir)) return 1;
@@ -663,6 +684,7 @@ int main(void) {
     test_token_files(dir);
     test_available(dir);
     test_schedule_and_config();
+    test_layout_refused();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);

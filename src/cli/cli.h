@@ -38,6 +38,16 @@ typedef struct opts {
     int published;         /* estimate --published: the published figures' table (src/cluster) */
     const char *gpu;       /* estimate --gpu NAME: a GPU of src/cluster/gpu.c's table */
     uint64_t device_mem;   /* estimate --device-mem SIZE: the device's memory */
+    /* a parallel layout (layout.c): --dp, --microbatches, --pp-layers; layout 1 when any layout
+     * flag was given (--tp, --pp, --dp, --sp, --ep, --microbatches, --pp-layers) */
+    int layout, layout_dp, microbatches;
+    const char *pp_layers;
+    /* estimate --search (search.c): the GPUs, the global batch in sequences, the device's peak
+     * (TFLOP/s) and the fraction reached, the links (GB/s one way), GPUs per node, rows shown */
+    int search, search_world, gpus_per_node, top;
+    long global_batch;
+    int global_batch_i; /* --global-batch as parsed */
+    double tflops, mfu, intra_bw, inter_bw;
 } opts;
 
 
@@ -122,4 +132,11 @@ int cmd_eval(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_estimate(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+/* Parallel layouts (layout.c). layout_parse: checks the layout flags against each other and the
+ * model (clear one-line refusals, exit 1; train and bench refuse them) and sets o->cfg's. layout_report:
+ * estimate and plan of every distinct rank; returns the exit code (2 when a rank does not fit). */
+void layout_parse(opts *o, int mask);
+int layout_report(const opts *o, int cmd_plan);
+/* estimate --search: every layout of --world GPUs, ranked; returns 2 when none fits. */
+int search_report(const opts *o);
 #endif

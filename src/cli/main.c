@@ -64,8 +64,23 @@ static const opt_def OPTS[] = {
     {"seq", K_INT, C_(seq), CMD_EVAL, "tokens per sequence (0: the checkpoint's --seq; with --init its ctx, at most 1024)"},
     {"accum", K_INT, C_(accum), MODEL, "micro-batches accumulated per optimizer step (with --zero: per rank; the step's global batch is ranks x accum x batch)"},
     {"zero", K_INT, C_(zero), CMD_TRAIN | CMD_ESTIMATE | CMD_PLAN, "data parallelism over the ranks mpirun starts (the MPI build): ZeRO stage 0 (every rank holds every state), 1 (each rank holds the optimizer state of its shard, for every --optim), 2 (and the gradients' sum of its shard, the blocks' passing through one slot) or 3 (and the parameters of its shard, each block gathered into a slot before its forward and its backward); the same bits for any stage and any number of ranks at the same ranks x --accum (docs/zero.md)"},
+    {"tp", K_INT, C_(tp), MODEL, "a parallel layout's tensor-parallel ranks T: each holds 1/T of the matrices (column-parallel qkv and fc, row-parallel proj and fc2, a vocab-parallel embedding and head, as Megatron-LM) and of the heads' and MLP's values; planned by estimate and plan, not run here (docs/cluster.md)"},
+    {"pp", K_INT, C_(pp), MODEL, "a parallel layout's pipeline stages P: stage s holds its blocks (the embedding on the first, the head on the last) and the activations of the min(P - s, --microbatches) micro-batches it has in flight under 1F1B; planned, not run here"},
+    {"dp", K_INT, O_(layout_dp), MODEL, "a parallel layout's data-parallel ranks D (--world = T x P x D), sharded inside each tensor x pipeline group as --zero says"},
+    {"sp", K_FLAG, C_(sp), MODEL, "with --tp: sequence parallelism, the norms' and residual's values divided over the T ranks too (Korthikanti et al.)"},
+    {"ep", K_INT, C_(ep), MODEL, "a parallel layout's expert-parallel ranks (dividing --dp): needs a model with experts"},
+    {"microbatches", K_INT, O_(microbatches), MODEL, "a parallel layout's micro-batches per step (what --accum is without one), run by the pipeline under 1F1B"},
+    {"pp-layers", K_STR, O_(pp_layers), MODEL, "with --pp: an uneven split of the blocks over the stages, e.g. 1,2,2,3 (summing to --layers); default an even split"},
+    {"search", K_FLAG, O_(search), CMD_ESTIMATE, "the layouts of --world GPUs (tensor x pipeline x data parallel x ZeRO stage x recomputation x --sp) whose every rank's plan fits --device-mem or --gpu after the fixed costs, ranked by the cost model's step time, and why each other was dropped; exit 2 when none fits (docs/cluster.md)"},
+    {"global-batch", K_INT, O_(global_batch_i), CMD_ESTIMATE, "with --search: sequences per step (default --world x --batch); micro-batches per step = this / (--batch x dp)"},
+    {"tflops", K_DBL, O_(tflops), CMD_ESTIMATE, "with --search: the device's peak TFLOP/s (default --gpu's, BF16 or TF32 by --precision)"},
+    {"mfu", K_DBL, O_(mfu), CMD_ESTIMATE, "with --search: the fraction of the peak a step reaches (default 0.4, an assumption)"},
+    {"intra-bw", K_DBL, O_(intra_bw), CMD_ESTIMATE, "with --search: GB/s one way between GPUs of a node (default --gpu's NVLink / 2)"},
+    {"inter-bw", K_DBL, O_(inter_bw), CMD_ESTIMATE, "with --search: GB/s one way per GPU between nodes (default --gpu's network)"},
+    {"gpus-per-node", K_INT, O_(gpus_per_node), CMD_ESTIMATE, "with --search: GPUs per node (default 8)"},
+    {"top", K_INT, O_(top), CMD_ESTIMATE, "with --search: the fitting layouts shown (default 5)"},
     {"comm-timeout", K_DBL, O_(comm_timeout), CMD_TRAIN, "with --zero: seconds a rank waits for the others in one exchange before it concludes that one stopped and exits (0: forever)"},
-    {"world", K_INT, C_(world), CMD_ESTIMATE | CMD_PLAN, "with --zero: the number of ranks to plan for (estimate answers without MPI), each running as many threads as a rank of `mpirun -np N` takes on this machine unless --threads says otherwise (OpenMPI binds each of 2 ranks or fewer to one core: 1 thread; more ranks share the CPUs)"},
+    {"world", K_INT, C_(world), CMD_ESTIMATE | CMD_PLAN, "with --zero: the number of ranks to plan for (estimate answers without MPI); with --tp/--pp/--dp: the layout's ranks, T x P x D; each running as many threads as a rank of `mpirun -np N` takes on this machine unless --threads says otherwise (OpenMPI binds each of 2 ranks or fewer to one core: 1 thread; more ranks share the CPUs)"},
     {"steps", K_INT, C_(steps), MODEL, "optimizer steps (bench: timed steps)"},
     {"warmup", K_INT, C_(warmup), CMD_TRAIN, "learning-rate warm-up steps"},
     {"warmup", K_INT, O_(bench_warmup), CMD_BENCH, "untimed warm-up steps"},
@@ -171,7 +186,7 @@ static const struct {
     {"tokenizer", ~0, "NAME"},          {"vocab-dir", ~0, "DIR"},          {"in", ~0, "FILE|DIR|-"},
     {"prompt", ~0, "TEXT"},             {"ckpt", ~0, "FILE|DIR"},          {"format", ~0, "NAME"},
     {"kernel", ~0, "NAME"},             {"progress", ~0, "MODE"},             {"offload-dir", ~0, "DIR"},
-    {"gpu", ~0, "NAME"},
+    {"gpu", ~0, "NAME"},                {"pp-layers", ~0, "N,N,..."},
 };
 static const char *placeholder(const opt_def *d, int mask) {
     switch (d->kind) {
@@ -470,7 +485,17 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
         for (size_t k = 0; k < sizeof HP / sizeof HP[0]; k++)
             if (!opt_given(o, HP[k].flag)) memcpy((char *)&o->cfg + HP[k].off, (char *)&d + HP[k].off, sizeof(double));
     }
-    if (opt_given(o, "zero") || opt_given(o, "world")) { /* data parallelism */
+    layout_parse(o, mask); /* --tp, --pp, --dp, --sp, --ep: a parallel layout (layout.c) */
+    if (o->search) { /* estimate --search: --world GPUs, every layout (search.c) */
+        if (o->layout || opt_given(o, "zero")) die(1, "--search chooses the layout and the ZeRO stage: drop --tp/--pp/--dp/--sp/--ep/--zero/--microbatches");
+        if (!opt_given(o, "world") || o->cfg.world < 1) die(1, "--search needs --world N (the GPUs)");
+        o->search_world = o->cfg.world;
+        o->cfg.world = 1;
+        o->global_batch = o->global_batch_i;
+        if (opt_given(o, "global-batch") && o->global_batch < 1) die(1, "--global-batch must be >= 1");
+        if (opt_given(o, "mfu") && !(o->mfu > 0 && o->mfu <= 1)) die(1, "--mfu is a fraction of the peak, in (0, 1], got %g", o->mfu);
+    }
+    if (!o->layout && !o->search && (opt_given(o, "zero") || opt_given(o, "world"))) { /* data parallelism */
         if (!opt_given(o, "zero")) die(1, "--world %d needs --zero STAGE (what to plan for each rank)", o->cfg.world);
         o->cfg.dp = 1;
         if (!opt_given(o, "world")) o->cfg.world = 1;

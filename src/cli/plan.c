@@ -316,6 +316,14 @@ int cmd_estimate(int argc, char **argv) {
         if (mw_print_published(stdout) != MW_OK) die(1, "%s", mw_last_error());
         return 0;
     }
+    if (o.layout) { /* a parallel layout: every distinct rank's plan (layout.c) */
+        train_line(&o);
+        return layout_report(&o, 0);
+    }
+    if (o.search) { /* every layout of --world GPUs (search.c) */
+        train_line(&o);
+        return search_report(&o);
+    }
     const mw_gpu *gpu;
     mw_gpu_fixed fx;
     const uint64_t dev = device_costs(&o, &gpu, &fx);
@@ -720,6 +728,7 @@ int cmd_plan(int argc, char **argv) {
             die(1, "--timeline %s: the timeline is SVG, give a FILE.svg", o.timeline);
     }
     train_line(&o);
+    if (o.layout) return layout_report(&o, 1); /* a parallel layout: every distinct rank's plan */
     const mw_config *c = &o.cfg;
     mw_plan_summary p;
     plan_or_die(c, &p);

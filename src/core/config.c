@@ -274,6 +274,31 @@ mw_status mw_config_validate(const mw_config *c) {
         NEED(c->precision == MW_PRECISION_FP32, "--zero with --precision %s: bfloat16 gradients under data "
              "parallelism are not built yet", mw_precision_str(c->precision));
     }
+    if (mw_config_layout(c)) { /* a parallel layout's rank (planned only) */
+        const int T = c->tp > 1 ? c->tp : 1;
+        NEED(c->tp >= 0 && c->pp >= 0 && c->ep >= 0 && (c->sp == 0 || c->sp == 1), "a layout's degrees must be >= 1");
+        NEED(c->n_head % T == 0, "--tp %d must divide the heads (%d)", T, c->n_head);
+        if (c->arch == MW_ARCH_GPT2) {
+            NEED(4 * c->n_embd % T == 0, "--tp %d must divide the MLP's width 4 x --dim (%d)", T, 4 * c->n_embd);
+        } else {
+            NEED(c->n_kv_head % T == 0 && c->ffn % T == 0,
+                 "--tp %d must divide the key/value heads (%d) and --ffn (%d)", T, c->n_kv_head, c->ffn);
+        }
+        NEED(!c->sp || T > 1, "--sp divides the norms' and the residual's values over the --tp ranks: give --tp > 1");
+        if (c->pp > 1) {
+            NEED(c->pp_stage >= 0 && c->pp_stage < c->pp && c->pp_blocks >= 1 && c->pp_first >= 0 &&
+                     c->pp_first + c->pp_blocks <= c->n_layer,
+                 "pipeline stage %d of %d: blocks %d..%d outside the model's %d", c->pp_stage, c->pp,
+                 c->pp_first, c->pp_first + c->pp_blocks - 1, c->n_layer);
+        }
+        NEED(c->ep <= 1, "--ep %d: a %s model has no experts (expert parallelism needs a Mixture-of-Experts model)",
+             c->ep, mw_arch_name(c->arch));
+        NEED(!c->inference, "a parallel layout is planned for training only");
+        NEED(c->offload == MW_OFFLOAD_NONE, "--offload %s with --tp/--pp: the disk tier under a parallel layout is "
+             "not planned yet", mw_offload_name(c->offload));
+        NEED(c->recompute != MW_RECOMPUTE_AUTO, "--recompute auto with --tp/--pp: auto times the ops on this machine's "
+             "whole model; give a policy (none, selective, full, every:K, blocks:...)");
+    }
 #undef NEED
     return MW_OK;
 }

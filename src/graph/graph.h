@@ -5,7 +5,7 @@
  * lifetime, places them (src/memory/planner.c), binds each op's pointers in one arena, runs the
  * schedule, and chooses per-block policies for `auto`. It knows no model but the def it is handed
  * (src/model/models.c). A file per concern: schedule.c, place.c, exec.c, transfer.c, recompute.c,
- * state.c (graph_impl.h says what each owns); docs/graph.md draws how a step flows through them.
+ * state.c, layout.c (a parallel layout's rank; graph_impl.h says what each owns); docs/graph.md draws how a step flows through them.
  *
  * The walk: a write starts a new instance of a value, which lives until its last read before the
  * next write. A value the schedule recomputes before backward therefore dies during forward by
@@ -44,8 +44,29 @@ enum { MW_R, MW_W, MW_U }; /* read; write (a new instance); update in place */
 /* Per-block recomputation policies */
 enum { MW_P_NONE, MW_P_SEL, MW_P_FULL };
 
-/* Kind flags. FWD: a forward op of a block (recomputable, timed by auto's calibration). */
-enum { MW_KF_FWD = 1 };
+/* Kind flags. FWD: a forward op of a block (recomputable, timed by auto's calibration). COMM: a
+ * transfer between the ranks of a parallel layout (a pipeline stage's sends and receives), which
+ * has no CPU kernel yet: a schedule holding one is planned, never run (src/graph/layout.c). */
+enum { MW_KF_FWD = 1, MW_KF_COMM = 2 };
+
+/* How a value (a model's lslot or gslot, mw_model_def.lslot_split/gslot_split) divides over the
+ * tensor-parallel ranks of a layout (cfg.tp; src/graph/layout.c):
+ *   MW_VS_WHOLE  whole on every rank (token ids, per-position losses, workspace per thread);
+ *   MW_VS_TP     divided by tp: a value over the heads, the MLP's hidden width or the vocabulary
+ *                (Megatron's column-parallel outputs and row-parallel inputs);
+ *   MW_VS_SEQ    the norms' and the residual stream's values: whole on every rank, divided by tp
+ *                with sequence parallelism (cfg.sp; Korthikanti et al., Section 4.2.2). */
+enum { MW_VS_WHOLE, MW_VS_TP, MW_VS_SEQ };
+/* How a parameter tensor divides over the tensor-parallel ranks (mw_graph_add_tensor_split):
+ * MW_TS_WHOLE replicated (norms, row-parallel biases, position tables); MW_TS_ROWS its rows
+ * (dims[0], the output features of an (out, in) matrix: column-parallel qkv/fc and their biases,
+ * the vocabulary of a vocab-parallel embedding or head, padded up to a multiple of tp as Megatron
+ * pads it); MW_TS_COLS its columns (dims[1], the input features: row-parallel proj/fc2). */
+enum { MW_TS_WHOLE, MW_TS_ROWS, MW_TS_COLS };
+/* Which pipeline stages hold a tensor outside the blocks (a block's tensors are its stage's):
+ * MW_AT_AUTO the first stage for one added before the blocks, the last for one added after;
+ * MW_AT_ENDS both (a tied embedding: the last stage keeps its copy for the head, as Megatron). */
+enum { MW_AT_AUTO, MW_AT_ENDS };
 /* How a forward kind's time scales with the shape: N*C elementwise, N*C^2 matmul, B*T^2*C
  * attention */
 enum { MW_COST_ELEM, MW_COST_MATMUL, MW_COST_ATTN };
@@ -69,6 +90,7 @@ typedef struct mw_tensor {
     int layer; /* the block it belongs to (mw_graph_block), -1 for the embedding and the head */
     int seg;   /* its segment of the disk tier (MW_OFFLOAD_OPTIMIZER_GRADS, ALL): 0 before the
                   blocks, 1 + layer, L + 1 after */
+    unsigned char split; /* MW_TS_*: how it divides over tensor-parallel ranks (dims are this rank's) */
 } mw_tensor;
 
 /* A read of the disk tier that a parameter visit starts: segment seg's parameters into staging
@@ -79,6 +101,8 @@ typedef struct mw_seg_read {
 
 typedef struct mw_op {
     unsigned char kind;
+    unsigned char bwd; /* pushed in its micro-batch's backward (a forward kind there: recomputed) */
+    unsigned short mb; /* its micro-batch among those a pipeline stage has in flight (0 otherwise) */
     int layer;
 } mw_op;
 
@@ -119,6 +143,11 @@ struct mw_model {
     void *progress_user;
     int offload;             /* the placement planned: cfg.offload with auto resolved */
     int building_layer;      /* mw_graph_block's block for the tensors added next (-1: none) */
+    int built_blocks;        /* a block's tensor was added (those outside blocks after it: the head's) */
+    int building_mb, building_bwd; /* the micro-batch and phase of the ops pushed next (mw_op) */
+    int nmb;                 /* micro-batches with values of their own in the schedule (1; a stage's M) */
+    mw_kind pkind[4];        /* a pipeline stage's sends and receives (src/graph/layout.c), kinds
+                                arch->nkinds .. + 3 */
     size_t pad_q;            /* a padded tensor ends on a multiple of this many floats: 16 (64 bytes),
                                 or the quantised optimizer's block, so that its blocks tile chunks */
     /* the disk tier's segments (src/memory/offload.h): flat bounds, the arrays each holds on disk,
@@ -175,6 +204,11 @@ struct mw_model_def {
     int ngs;
     int k_embed, k_head, k_logits, k_embed_bwd, k_opt; /* head: loss and gradient; logits: inference */
     int logits_acc, losses_acc;
+    /* How each value divides over tensor-parallel ranks (MW_VS_*, nls and ngs entries); NULL: the
+     * model declares no split and a --tp layout is refused. The pipeline's sends and receives use
+     * k_embed's first two values (inputs, targets) and k_embed_bwd's first (the residual stream's
+     * gradient, updated by every block's backward). */
+    const unsigned char *lslot_split, *gslot_split;
     /* adds the parameter tensors (mw_graph_add_tensor) */
     mw_status (*build_table)(mw_model *m);
     /* pushes block l's forward ops (with_output 0: all but the one writing the next block's input) */
@@ -256,6 +290,14 @@ float *mw_graph_param_access(mw_model *m, int i, int write);
 /* Adds a tensor of r x c (c = 0: a vector of r) to the table. pad: the next tensor starts 64-byte
  * aligned; without, it follows at once (fused matrices such as q, k, v). */
 void mw_graph_add_tensor(mw_model *m, const char *name, int r, int c, int decay, int pad);
+/* ... declaring how it divides over tensor-parallel ranks (MW_TS_*) and, outside the blocks, which
+ * pipeline stages hold it (MW_AT_*): under a layout (cfg.tp, cfg.pp) the table holds this rank's
+ * share alone (mw_graph_add_tensor: MW_TS_WHOLE, MW_AT_AUTO). */
+void mw_graph_add_tensor_split(mw_model *m, const char *name, int r, int c, int decay, int pad, int split, int at);
+/* The kind of an op: the model's, or a pipeline stage's send or receive (src/graph/layout.c). */
+static inline const mw_kind *mw_graph_kind(const mw_model *m, int k) {
+    return k < m->arch->nkinds ? &m->arch->kinds[k] : &m->pkind[k - m->arch->nkinds];
+}
 /* Tensor i drawn from N(0, std^2), in blocks of MW_NORM_QUANTUM with their own streams: the same
  * values for any thread count. */
 void mw_graph_fill_normal(mw_model *m, int i, uint64_t seed, double std);

@@ -7,6 +7,8 @@
  *   recompute.c  the recomputation policies and auto's calibration and dynamic program
  *   state.c      the optimizer state's and moments' views for checkpoints
  *   budget.c     the refusal of a plan that does not fit
+ *   layout.c     a parallel layout's rank: its share of the tensors and values, a pipeline stage's
+ *                1F1B schedule with its sends and receives (planned, not run)
  *
  * The arrows run one way: place.c calls schedule.c, transfer.c and recompute.c to plan; exec.c
  * calls transfer.c around the ops; recompute.c calls schedule.c and place.c to try policies (and
@@ -31,7 +33,7 @@
 /* ---- kinds and placement predicates (inline: they run per op) ---- */
 
 static inline int mw_graph_kind_is_forward_a(const mw_model_def *a, int k) { return (a->kinds[k].flags & MW_KF_FWD) != 0; }
-static inline int mw_graph_kind_is_forward(const mw_model *m, int k) { return mw_graph_kind_is_forward_a(m->arch, k); }
+static inline int mw_graph_kind_is_forward(const mw_model *m, int k) { return (mw_graph_kind(m, k)->flags & MW_KF_FWD) != 0; }
 static inline int mw_graph_kind_is_step(const mw_model *m, int k) {
     const mw_model_def *a = m->arch;
     return k == a->k_embed || k == a->k_head || k == a->k_logits || k == a->k_embed_bwd || k == a->k_opt;
@@ -63,9 +65,26 @@ static inline unsigned mw_graph_opt_mask(const mw_model *m) {
 
 /* The schedule of one step (m->ops) under m's policy (m->pol, m->seg); MW_ERR_NOMEM. */
 mw_status mw_graph_build_schedule(mw_model *m);
+/* Pushes the backward of every block of one micro-batch, from the last, under m's policy. */
+void mw_graph_push_backward(mw_model *m);
 /* Adds every buffer of the step to pl (planning, placed NULL), or binds m's pointers to placed
  * (offsets from the planner, same order) inside base. The two modes make the same walk. */
 mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *base);
+
+/* ---- layout.c ---- */
+
+/* Rows and columns of a tensor declared r x c with split (MW_TS_*) on this rank of the layout. */
+void mw_graph_layout_dims(const mw_model *m, int split, int *r, int *c);
+/* Whether this rank (its pipeline stage) holds a tensor outside the blocks: before them (after 0)
+ * or after them (after 1), declared at (MW_AT_*). */
+int mw_graph_layout_holds(const mw_model *m, int after, int at);
+/* Bytes of a value of split (MW_VS_*) on this rank. */
+uint64_t mw_graph_layout_bytes(const mw_model *m, int split, uint64_t bytes);
+/* A pipeline stage's schedule: its micro-batches' forwards and backwards in 1F1B order, with the
+ * receives and sends between stages, then the optimizer. */
+mw_status mw_graph_stage_schedule(mw_model *m);
+/* m's cfg as this rank sees it: the stage's blocks as blocks 0 .. pp_blocks - 1. */
+void mw_graph_layout_local(mw_config *c);
 
 /* ---- place.c ---- */
 

@@ -20,7 +20,15 @@
 static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const mw_config *cfg);
 
 void mw_graph_add_tensor(mw_model *m, const char *name, int r, int c, int decay, int pad) {
+    mw_graph_add_tensor_split(m, name, r, c, decay, pad, MW_TS_WHOLE, MW_AT_AUTO);
+}
+
+void mw_graph_add_tensor_split(mw_model *m, const char *name, int r, int c, int decay, int pad, int split, int at) {
+    if (m->building_layer >= 0) m->built_blocks = 1;
+    else if (!mw_graph_layout_holds(m, m->built_blocks, at)) return; /* another pipeline stage's */
+    mw_graph_layout_dims(m, split, &r, &c);
     mw_tensor *t = &m->tensors[m->ntensors++];
+    t->split = (unsigned char)split;
     snprintf(t->name, sizeof t->name, "%s", name);
     t->ndim = c ? 2 : 1;
     t->dims[0] = r;
@@ -252,14 +260,14 @@ mw_status mw_graph_plan_timeline(const mw_model_def *arch, const mw_config *cfg,
     if (st == MW_OK) mw_planner_live_all(&pl, live);
     for (int i = 0; st == MW_OK && i < m->nops; i++) {
         const int k = m->ops[i].kind, l = m->ops[i].layer;
-        const char *kn = m->arch->kinds[k].name;
+        const char *kn = mw_graph_kind(m, k)->name;
         memcpy(o[i].live, live + (size_t)i * MW_CAT_COUNT, sizeof o[i].live);
         if (s.disk_file) timeline_transfers(m, i, &o[i]);
         snprintf(o[i].op, sizeof o[i].op, "%s", kn);
         if (mw_graph_kind_is_step(m, k))
             snprintf(o[i].name, sizeof o[i].name, "%s", kn);
         else if (mw_graph_kind_is_forward(m, k))
-            snprintf(o[i].name, sizeof o[i].name, "%s %d", i < m->head_op ? "fwd" : "recompute", l);
+            snprintf(o[i].name, sizeof o[i].name, "%s %d", m->ops[i].bwd ? "recompute" : "fwd", l);
         else
             snprintf(o[i].name, sizeof o[i].name, "bwd %d", l);
     }
@@ -339,6 +347,13 @@ static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const 
     if (!m) return mw_fail(MW_ERR_NOMEM, "cannot allocate the model");
     m->cfg = *cfg;
     m->arch = arch;
+    m->nmb = 1;
+    if (mw_config_layout(cfg)) mw_graph_layout_local(&m->cfg); /* the stage's blocks, from 0 */
+    if (mw_config_layout(cfg) && cfg->tp > 1 && (!arch->lslot_split || !arch->gslot_split)) {
+        free(m);
+        return mw_fail(MW_ERR_ARG, "--tp: the %s model declares no tensor-parallel split", arch->name);
+    }
+    cfg = &m->cfg;
     m->nthreads = omp_get_max_threads();
     m->gw.nthreads = m->nthreads;
     m->gw.floats = mw_gemm_ws_floats(m->nthreads, MW_GEMM_NC);
@@ -353,7 +368,8 @@ static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const 
     if (s == MW_OK) s = mw_graph_build_segments(m);
     if (s == MW_OK) s = mw_graph_resolve_policy(m);
     if (s == MW_OK) s = mw_graph_build_schedule(m);
-    if (s == MW_OK) s = mw_graph_build_transfers(m);
+    /* a layout is planned, never run: it has no transfers of the disk tier to read off */
+    if (s == MW_OK && !mw_config_layout(cfg)) s = mw_graph_build_transfers(m);
     if (s != MW_OK) {
         mw_model_destroy(m);
         return s;
@@ -390,6 +406,9 @@ mw_status mw_graph_plan(const mw_model_def *arch, const mw_config *cfg, mw_plan_
 
 mw_status mw_graph_model_create(mw_model **out, const mw_model_def *arch, const mw_config *cfg) {
     *out = NULL;
+    if (mw_config_layout(cfg)) /* the collectives have no CPU kernel yet (MW_KF_COMM) */
+        return mw_fail(MW_ERR_ARG, "--%s runs in a later version: estimate and plan only",
+                       cfg->tp > 1 ? "tp" : cfg->sp ? "sp" : cfg->pp > 1 ? "pp" : "ep");
     mw_model *m;
     MW_TRY(model_skeleton(&m, arch, cfg));
     mw_planner pl;

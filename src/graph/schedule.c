@@ -20,14 +20,33 @@ void mw_graph_push(mw_model *m, int kind, int layer) {
     }
     m->ops[m->nops].kind = (unsigned char)kind;
     m->ops[m->nops].layer = layer;
+    m->ops[m->nops].mb = (unsigned short)m->building_mb;
+    m->ops[m->nops].bwd = (unsigned char)m->building_bwd;
     m->nops++;
 }
 
 /* ---- the schedule ----------------------------------------------------------------------------- */
 
+void mw_graph_push_backward(mw_model *m) {
+    const mw_model_def *a = m->arch;
+    const int L = m->cfg.n_layer;
+    if (m->seg > 0) { /* segments [s, e] of seg blocks from the top: keep x_s, redo the rest */
+        for (int e = L - 1; e >= 0;) {
+            const int s = e / m->seg * m->seg;
+            for (int l = s; l <= e; l++) a->block_forward(m, l, l < e);
+            for (int l = e; l >= s; l--) a->block_backward(m, l, MW_P_NONE);
+            e = s - 1;
+        }
+    } else {
+        for (int l = L - 1; l >= 0; l--) a->block_backward(m, l, m->pol[l]);
+    }
+}
+
 mw_status mw_graph_build_schedule(mw_model *m) {
     const mw_model_def *a = m->arch;
     const int L = m->cfg.n_layer;
+    m->building_mb = m->building_bwd = 0;
+    if (m->cfg.pp > 1) return mw_graph_stage_schedule(m);
     m->ops_cap = 64 * L + 64;
     m->ops = malloc(sizeof *m->ops * (size_t)m->ops_cap);
     if (!m->ops) return mw_fail(MW_ERR_NOMEM, "cannot allocate the schedule");
@@ -41,16 +60,8 @@ mw_status mw_graph_build_schedule(mw_model *m) {
         return MW_OK;
     }
     mw_graph_push(m, a->k_head, L);
-    if (m->seg > 0) { /* segments [s, e] of seg blocks from the top: keep x_s, redo the rest */
-        for (int e = L - 1; e >= 0;) {
-            const int s = e / m->seg * m->seg;
-            for (int l = s; l <= e; l++) a->block_forward(m, l, l < e);
-            for (int l = e; l >= s; l--) a->block_backward(m, l, MW_P_NONE);
-            e = s - 1;
-        }
-    } else {
-        for (int l = L - 1; l >= 0; l--) a->block_backward(m, l, m->pol[l]);
-    }
+    m->building_bwd = 1;
+    mw_graph_push_backward(m);
     mw_graph_push(m, a->k_embed_bwd, 0);
     m->opt_op = m->nops;
     mw_graph_push(m, a->k_opt, 0);
@@ -67,12 +78,13 @@ static void slot_info(const mw_model *m, int slot, uint64_t *bytes, mw_category 
     const mw_model_def *a = m->arch;
     if (slot < a->ngs) {
         a->gslot(m, slot, bytes, cat);
+        if (a->gslot_split) *bytes = mw_graph_layout_bytes(m, a->gslot_split[slot], *bytes);
         *name = a->gslot_names[slot];
         *layer = -1;
         return;
     }
     const int v = (slot - a->ngs) % a->nls;
-    *bytes = a->lslot(m, v);
+    *bytes = a->lslot_split ? mw_graph_layout_bytes(m, a->lslot_split[v], a->lslot(m, v)) : a->lslot(m, v);
     *cat = MW_CAT_ACTS;
     *name = a->lslot_names[v];
     *layer = (slot - a->ngs) / a->nls;
@@ -105,7 +117,9 @@ static float *align_io(float *p) {
 mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *base) {
     const mw_config *c = &m->cfg;
     const mw_model_def *a = m->arch;
-    const int L = c->n_layer, last = m->nops - 1, nslots = value_of_block(a, L + 1, 0);
+    /* a pipeline stage's micro-batches in flight have values of their own: value slot of micro-batch
+     * mb is mb * nslots + slot */
+    const int L = c->n_layer, last = m->nops - 1, nslots = value_of_block(a, L + 1, 0), nvals = nslots * m->nmb;
     const uint64_t F = sizeof(float), N = (uint64_t)c->batch * c->seq;
     int idx = 0;
 #define PERSIST(ptr, bytes, cat, nm)                                                               \
@@ -166,6 +180,15 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
             if (gdisk && !c->inference) m->gslot[k] = align_io(m->gslot[k]);
         }
     PERSIST(m->gw.buf, m->gw.floats * F, MW_CAT_WORK, "gemm_pack");
+    if (c->tp > 1 && c->sp) { /* sequence parallelism: the all-gather's whole (N, C) input of the
+                                 column-parallel products and the reduce-scatter's whole output, as
+                                 Megatron's global buffer (held for the step) */
+        if (placed)
+            idx++;
+        else
+            MW_TRY(mw_planner_add(pl, "tp_sp_gather", -1, N * (uint64_t)c->n_embd * (c->precision == MW_PRECISION_BF16 ? 2 : F),
+                                  MW_CAT_WORK, 0, last));
+    }
     PERSIST(m->staging, (2 * N + (uint64_t)c->batch * (c->seq + 1)) * sizeof(int32_t), MW_CAT_WORK,
             "token_staging");
     mw_ext ext[MW_MAX_EXT];
@@ -187,15 +210,15 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
         else
             MW_TRY(mw_planner_add(pl, "optim_scratch", -1, m->opt.scratch_bytes, MW_CAT_OPTIM, m->opt_op, m->opt_op));
     }
-    int *cur = malloc(sizeof(int) * (size_t)nslots);
+    int *cur = malloc(sizeof(int) * (size_t)nvals);
     if (!cur) return mw_fail(MW_ERR_NOMEM, "out of memory planning");
-    for (int i = 0; i < nslots; i++) cur[i] = -1;
+    for (int i = 0; i < nvals; i++) cur[i] = -1;
     mw_status st = MW_OK;
     for (int i = 0; i < m->nops && st == MW_OK; i++) {
-        const mw_kind *k = &a->kinds[m->ops[i].kind];
+        const mw_kind *k = mw_graph_kind(m, m->ops[i].kind);
         const int layer = m->ops[i].layer;
         for (int j = 0; j < k->n && st == MW_OK; j++) {
-            const int slot = resolve_slot(a, k->a[j].slot, layer);
+            const int vs = resolve_slot(a, k->a[j].slot, layer), slot = m->ops[i].mb * nslots + vs;
             if (k->a[j].mode == MW_W) {
                 if (placed) {
                     cur[slot] = idx++;
@@ -204,10 +227,10 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
                     mw_category cat;
                     int lay;
                     const char *name;
-                    slot_info(m, slot, &bytes, &cat, &name, &lay);
+                    slot_info(m, vs, &bytes, &cat, &name, &lay);
                     st = mw_planner_add(pl, name, lay, bytes, cat, i, i);
                     if (st == MW_OK) {
-                        pl->b[pl->n - 1].tag = i > m->head_op && mw_graph_kind_is_forward(m, m->ops[i].kind);
+                        pl->b[pl->n - 1].tag = m->ops[i].bwd && mw_graph_kind_is_forward(m, m->ops[i].kind);
                         cur[slot] = pl->n - 1;
                     }
                 }

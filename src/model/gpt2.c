@@ -23,16 +23,21 @@ static mw_status build_table(mw_model *m) {
     const int C = c->n_embd;
     m->tensors = calloc((size_t)c->n_layer * NLAYERT + 4, sizeof(mw_tensor));
     if (!m->tensors) return mw_fail(MW_ERR_NOMEM, "cannot allocate the parameter table");
-    mw_graph_add_tensor(m, "wte.weight", c->vocab, C, 1, 1);
+    /* tensor parallelism as Megatron-LM's GPT: a vocab-parallel embedding (tied: the last stage
+     * keeps its copy for the head), column-parallel qkv and fc (rows: output features, with their
+     * biases), row-parallel proj and fc2 (columns: input features; their biases whole) */
+    mw_graph_add_tensor_split(m, "wte.weight", c->vocab, C, 1, 1, MW_TS_ROWS, MW_AT_ENDS);
     mw_graph_add_tensor(m, "wpe.weight", c->ctx, C, 1, 1);
     const int rows[NLAYERT] = {C, C, 3 * C, 3 * C, C, C, C, C, 4 * C, 4 * C, C, C};
     const int cols[NLAYERT] = {0, 0, C, 0, C, 0, 0, 0, C, 0, 4 * C, 0};
+    enum { W_ = MW_TS_WHOLE, R_ = MW_TS_ROWS, C_ = MW_TS_COLS };
+    const int split[NLAYERT] = {W_, W_, R_, R_, C_, W_, W_, W_, R_, R_, C_, W_};
     for (int l = 0; l < c->n_layer; l++)
         for (int k = 0; k < NLAYERT; k++) {
             char name[64];
             snprintf(name, sizeof name, "h.%d.%s", l, layer_names[k]);
             mw_graph_block(m, l);
-            mw_graph_add_tensor(m, name, rows[k], cols[k], cols[k] != 0, 1);
+            mw_graph_add_tensor_split(m, name, rows[k], cols[k], cols[k] != 0, 1, split[k], MW_AT_AUTO);
         }
     mw_graph_block(m, -1);
     mw_graph_add_tensor(m, "ln_f.weight", C, 0, 0, 1);
@@ -49,6 +54,12 @@ enum { G_IN, G_TGT, G_LNF, G_LNFS, G_LOGITS, G_LOSSES, G_DRES, G_DTMP, G_DQKV, G
 static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf",  "lnf_stats", "logits", "losses",
                                              "dres",   "dtmp",    "dqkv", "att_scratch", "norm_parts",
                                              "fp32_chunk"};
+/* how each value divides over tensor-parallel ranks (MW_VS_*): the heads' and the MLP's hidden
+ * values and the vocabulary's logits by --tp, the norms' and the residual stream's by --tp only
+ * under --sp */
+enum { WH = MW_VS_WHOLE, TP = MW_VS_TP, SQ = MW_VS_SEQ };
+static const unsigned char lslot_split[NLS] = {SQ, SQ, SQ, TP, TP, TP, SQ, SQ, SQ, TP, TP};
+static const unsigned char gslot_split[NGS] = {WH, WH, SQ, SQ, TP, WH, SQ, WH, TP, WH, WH, TP};
 #define XN MW_SLOT_NEXT
 #define GS MW_SLOT_STEP
 enum { R = MW_R, W = MW_W, U = MW_U };
@@ -373,6 +384,8 @@ const mw_model_def mw_arch_gpt2 = {
     .k_logits = K_LOGITS,
     .k_embed_bwd = K_EMBB,
     .k_opt = K_OPT,
+    .lslot_split = lslot_split,
+    .gslot_split = gslot_split,
     .logits_acc = 4,
     .losses_acc = 5,
     .build_table = build_table,

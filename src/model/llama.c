@@ -29,7 +29,13 @@ static mw_status build_table(mw_model *m) {
     const int C = c->n_embd, hs = C / c->n_head, Q = c->n_head * hs, KV = c->n_kv_head * hs, F = c->ffn;
     m->tensors = calloc((size_t)c->n_layer * NLAYERT + 4, sizeof(mw_tensor));
     if (!m->tensors) return mw_fail(MW_ERR_NOMEM, "cannot allocate the parameter table");
-    mw_graph_add_tensor(m, "model.embed_tokens.weight", c->vocab, C, 1, 1);
+    /* tensor parallelism as Megatron-LM's: a vocab-parallel embedding and head (a tied one kept on
+     * the last stage too), column-parallel q, k, v, gate and up (rows: output features), row-
+     * parallel o and down (columns: input features), the norms whole */
+    mw_graph_add_tensor_split(m, "model.embed_tokens.weight", c->vocab, C, 1, 1, MW_TS_ROWS,
+                              c->tied ? MW_AT_ENDS : MW_AT_AUTO);
+    enum { W_ = MW_TS_WHOLE, R_ = MW_TS_ROWS, C_ = MW_TS_COLS };
+    const int split[NLAYERT] = {W_, R_, R_, R_, C_, W_, R_, R_, C_};
     const int rows[NLAYERT] = {C, Q, KV, KV, C, C, F, F, C};
     const int cols[NLAYERT] = {0, C, C, C, Q, 0, C, C, F};
     const int pad[NLAYERT] = {1, 0, 0, 1, 1, 1, 0, 1, 1}; /* q|k|v and gate|up: fused */
@@ -38,11 +44,11 @@ static mw_status build_table(mw_model *m) {
             char name[64];
             snprintf(name, sizeof name, "model.layers.%d.%s", l, layer_names[k]);
             mw_graph_block(m, l);
-            mw_graph_add_tensor(m, name, rows[k], cols[k], cols[k] != 0, pad[k]);
+            mw_graph_add_tensor_split(m, name, rows[k], cols[k], cols[k] != 0, pad[k], split[k], MW_AT_AUTO);
         }
     mw_graph_block(m, -1);
     mw_graph_add_tensor(m, "model.norm.weight", C, 0, 0, 1);
-    if (!c->tied) mw_graph_add_tensor(m, "lm_head.weight", c->vocab, C, 1, 1);
+    if (!c->tied) mw_graph_add_tensor_split(m, "lm_head.weight", c->vocab, C, 1, 1, MW_TS_ROWS, MW_AT_AUTO);
     return MW_OK;
 }
 
@@ -63,6 +69,12 @@ static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf",  "lnf_r
  * and its backward, which then see their rounded values (attention computes in fp32 on them) */
 #define B16 mw_graph_b16
 #define elt mw_graph_elt
+/* how each value divides over tensor-parallel ranks (MW_VS_*): the heads' and the MLP's hidden
+ * values and the vocabulary's logits by --tp, the norms' and the residual stream's by --tp only
+ * under --sp */
+enum { WH = MW_VS_WHOLE, TP = MW_VS_TP, SQ = MW_VS_SEQ };
+static const unsigned char lslot_split[NLS] = {SQ, SQ, SQ, TP, TP, TP, SQ, SQ, SQ, TP, TP};
+static const unsigned char gslot_split[NGS] = {WH, WH, SQ, SQ, TP, WH, SQ, WH, TP, WH, WH, TP};
 #define XN MW_SLOT_NEXT
 #define GS MW_SLOT_STEP
 enum { R = MW_R, W = MW_W, U = MW_U };
@@ -416,6 +428,8 @@ const mw_model_def mw_arch_llama = {
     .k_logits = K_LOGITS,
     .k_embed_bwd = K_EMBB,
     .k_opt = K_OPT,
+    .lslot_split = lslot_split,
+    .gslot_split = gslot_split,
     .logits_acc = 4,
     .losses_acc = 5,
     .build_table = build_table,

@@ -1,0 +1,244 @@
+/* estimate and plan of a parallel layout (issue 32 item 2; docs/cluster.md "Layouts"): the flags
+ * --tp, --pp, --dp, --sp, --ep, --microbatches, --pp-layers checked against each other, and every
+ * distinct rank's plan printed, each the library's walk over that rank's share of the step
+ * (src/graph/layout.c), with the ranks that share it. May call: the public API (mw_plan, mw_zero_shard),
+ * main.c's die, opt_given. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/arena.h"
+#include "../core/status.h"
+#include "cli.h"
+#include "memwall.h"
+
+#define MAX_STAGES 4096
+static int stage_blocks[MAX_STAGES], stage_first[MAX_STAGES]; /* layout_parse: each stage's blocks */
+
+static const char *const FLAGS[] = {"tp", "pp", "dp", "sp", "ep", "microbatches", "pp-layers"};
+
+void layout_parse(opts *o, int mask) {
+    const char *given = NULL;
+    for (size_t k = 0; k < sizeof FLAGS / sizeof FLAGS[0] && !given; k++)
+        if (opt_given(o, FLAGS[k])) given = FLAGS[k];
+    if (!given) return;
+    if (opt_given(o, "search")) die(1, "--search chooses the layout and the ZeRO stage: drop --%s", given);
+    if (mask & (CMD_TRAIN | CMD_BENCH))
+        die(1, "--%s runs in a later version: estimate and plan only (a layout's collectives have no CPU kernel yet)", given);
+    mw_config *c = &o->cfg;
+    const int T = opt_given(o, "tp") ? c->tp : 1, P = opt_given(o, "pp") ? c->pp : 1,
+              D = opt_given(o, "dp") ? o->layout_dp : 1, E = opt_given(o, "ep") ? c->ep : 1;
+    if (T < 1 || P < 1 || D < 1 || E < 1)
+        die(1, "--tp, --pp, --dp and --ep must be >= 1 (got %d, %d, %d, %d)", T, P, D, E);
+    if (P > MAX_STAGES) die(1, "--pp %d: at most %d stages", P, MAX_STAGES);
+    const long long W = (long long)T * P * D;
+    if (W > (1 << 24)) die(1, "--tp %d x --pp %d x --dp %d = %lld ranks: at most %d", T, P, D, W, 1 << 24);
+    if (opt_given(o, "world") && c->world != W)
+        die(1, "--world %d must equal --tp %d x --pp %d x --dp %d = %lld", c->world, T, P, D, W);
+    if (D % E != 0) die(1, "--ep %d must divide --dp %d (the expert-parallel groups lie inside the data-parallel one)", E, D);
+    if (opt_given(o, "microbatches")) {
+        if (o->microbatches < 1) die(1, "--microbatches must be >= 1, got %d", o->microbatches);
+        if (opt_given(o, "accum") && c->accum != o->microbatches)
+            die(1, "--microbatches %d and --accum %d: a layout's micro-batches per step are --microbatches", o->microbatches, c->accum);
+        c->accum = o->microbatches;
+    }
+    if (c->accum < 1) die(1, "--microbatches must be >= 1, got %d", c->accum);
+    if (o->pp_layers) {
+        int n = 0;
+        long sum = 0;
+        for (const char *s = o->pp_layers; *s;) {
+            char *end;
+            const long v = strtol(s, &end, 10);
+            if (end == s || v < 1 || v > c->n_layer || (*end && *end != ','))
+                die(1, "--pp-layers %s: a list of block counts >= 1, e.g. 1,2,2,3", o->pp_layers);
+            if (n == MAX_STAGES) die(1, "--pp-layers: at most %d stages", MAX_STAGES);
+            stage_blocks[n++] = (int)v, sum += v;
+            s = *end ? end + 1 : end;
+        }
+        if (n != P) die(1, "--pp-layers %s gives %d stages, --pp %d", o->pp_layers, n, P);
+        if (sum != c->n_layer) die(1, "--pp-layers %s sums to %ld blocks, the model has %d", o->pp_layers, sum, c->n_layer);
+    } else {
+        if (c->n_layer % P != 0) die(1, "--layers %d must divide by --pp %d (or give --pp-layers)", c->n_layer, P);
+        for (int s = 0; s < P; s++) stage_blocks[s] = c->n_layer / P;
+    }
+    for (int s = 0, f = 0; s < P; f += stage_blocks[s], s++) stage_first[s] = f;
+    if (opt_given(o, "sp") && T == 1) die(1, "--sp divides the norms' and the residual's values over the --tp ranks: give --tp > 1");
+    c->tp = T, c->pp = P, c->ep = E;
+    /* the data-parallel group inside the layout: ZeRO as --zero says (0: every rank holds every state) */
+    c->dp = D > 1 || opt_given(o, "zero");
+    c->world = D;
+    c->rank = 0;
+    o->layout = 1;
+}
+
+/* One distinct rank: its plan and the ranks sharing it. */
+typedef struct rank_class {
+    mw_plan_summary p;
+    int stage, dp_rank, nranks;
+    int *ranks; /* global ranks, ascending */
+} rank_class;
+
+static int same_plan(const mw_plan_summary *a, const mw_plan_summary *b) {
+    return a->peak == b->peak && a->live_peak == b->live_peak && memcmp(a->category, b->category, sizeof a->category) == 0;
+}
+
+/* ranks as ranges: "0-3, 8-11" */
+static void print_ranges(FILE *f, const int *r, int n, int json) {
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j + 1 < n && r[j + 1] == r[j] + 1) j++;
+        if (json)
+            fprintf(f, "%s[%d, %d]", i ? ", " : "", r[i], r[j]);
+        else if (j == i)
+            fprintf(f, "%s%d", i ? ", " : "", r[i]);
+        else
+            fprintf(f, "%s%d-%d", i ? ", " : "", r[i], r[j]);
+        i = j + 1;
+    }
+}
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+static void plan_or_die(const mw_config *c, mw_plan_summary *p) {
+    if (mw_plan(c, p) != MW_OK) die(1, "%s", mw_last_error());
+}
+
+/* The activation bytes one block keeps for backward on a rank of this layout, from the walk: the
+ * plan of two blocks less that of one (no pipeline, one micro-batch, no recomputation). */
+static uint64_t layer_acts(const mw_config *c) {
+    mw_config k = *c;
+    k.pp = k.pp_stage = k.pp_first = k.pp_blocks = 0;
+    k.accum = 1, k.dp = 0, k.world = 1, k.zero = 0, k.rank = 0;
+    k.recompute = MW_RECOMPUTE_NONE, k.recompute_every = 0, k.recompute_blocks[0] = 0;
+    mw_plan_summary a, b;
+    k.n_layer = 1;
+    plan_or_die(&k, &a);
+    k.n_layer = 2;
+    plan_or_die(&k, &b);
+    return b.category[MW_CAT_ACTS] - a.category[MW_CAT_ACTS];
+}
+
+int layout_report(const opts *o, int cmd_plan) {
+    const mw_config *c = &o->cfg;
+    const int T = c->tp, P = c->pp, D = c->world, M = c->accum;
+    if (o->timeline) die(1, "--timeline with a parallel layout: drawing a rank's plan is not built yet");
+    if (o->gpu || o->device_mem) die(1, "--gpu/--device-mem with a parallel layout: not built yet (give --budget per rank)");
+    rank_class *cl = calloc((size_t)P * 4 + 1, sizeof *cl);
+    if (!cl) die(1, "out of memory");
+    int ncl = 0;
+    for (int s = 0; s < P; s++) {
+        mw_config k = *c;
+        k.pp_stage = s, k.pp_first = stage_first[s], k.pp_blocks = stage_blocks[s];
+        mw_plan_summary p0;
+        plan_or_die(&k, &p0);
+        /* the data-parallel ranks: alike unless ZeRO shards the flat buffer into unequal lengths */
+        uint64_t len[4];
+        int rep[4], nl = 0;
+        for (int r = 0; r < D; r++) {
+            uint64_t lo = 0, hi = 0;
+            if (c->dp && c->zero >= 1) mw_zero_shard(p0.flat_floats, D, r, &lo, &hi);
+            int j = 0;
+            while (j < nl && len[j] != hi - lo) j++;
+            if (j == nl) {
+                if (nl == 4) die(1, "internal: more than 4 shard lengths among %d ranks", D);
+                len[nl] = hi - lo, rep[nl++] = r;
+            }
+        }
+        for (int j = 0; j < nl; j++) {
+            mw_plan_summary p = p0;
+            if (rep[j] != 0) {
+                k.rank = rep[j];
+                plan_or_die(&k, &p);
+            }
+            int q = 0;
+            while (q < ncl && !same_plan(&cl[q].p, &p)) q++;
+            if (q == ncl) cl[ncl++] = (rank_class){p, s, rep[j], 0, NULL};
+            rank_class *x = &cl[q];
+            for (int r = 0; r < D; r++) {
+                uint64_t lo = 0, hi = 0;
+                if (c->dp && c->zero >= 1) mw_zero_shard(p0.flat_floats, D, r, &lo, &hi);
+                if (hi - lo != len[j]) continue;
+                int *nr = realloc(x->ranks, sizeof(int) * ((size_t)x->nranks + (size_t)T));
+                if (!nr) die(1, "out of memory");
+                x->ranks = nr;
+                for (int t = 0; t < T; t++) x->ranks[x->nranks++] = t + T * (r + D * s); /* TP fastest, then DP, then PP */
+            }
+        }
+    }
+    int fits = 1;
+    for (int q = 0; q < ncl; q++) {
+        qsort(cl[q].ranks, (size_t)cl[q].nranks, sizeof(int), cmp_int);
+        fits &= cl[q].p.fits;
+    }
+    /* per layer: the walk's against Korthikanti et al.'s (GPT blocks, 16-bit values) */
+    const uint64_t mine = layer_acts(c);
+    const double s = c->seq, b = c->batch, h = c->n_embd, a = c->n_head, t = T, sbh = s * b * h;
+    const double korth = c->arch != MW_ARCH_GPT2 ? -1
+                         : c->sp               ? sbh / t * (34 + 5 * a * s / h)
+                                               : sbh * (10 + 24 / t + 5 * a * s / (h * t));
+    if (o->json) {
+        printf("{\"layout\": {\"world\": %d, \"tp\": %d, \"pp\": %d, \"dp\": %d, \"ep\": %d, \"sp\": %s, \"zero\": %d, "
+               "\"microbatches\": %d, \"pp_layers\": [",
+               T * P * D, T, P, D, c->ep, c->sp ? "true" : "false", c->dp ? c->zero : 0, M);
+        for (int q = 0; q < P; q++) printf("%s%d", q ? ", " : "", stage_blocks[q]);
+        printf("]}, \"per_layer_activation_bytes\": {\"memwall\": %llu, \"korthikanti_16bit\": ", (unsigned long long)mine);
+        json_num(stdout, "%.0f", korth < 0 ? 0.0 / 0.0 : korth);
+        printf("}, \"ranks\": [");
+        for (int q = 0; q < ncl; q++) {
+            const rank_class *x = &cl[q];
+            const int st = x->stage, inflight = P - st < M ? P - st : M;
+            printf("%s{\"ranks\": [", q ? ", " : "");
+            print_ranges(stdout, x->ranks, x->nranks, 1);
+            printf("], \"count\": %d, \"stage\": %d, \"blocks\": [%d, %d], \"embedding\": %s, \"head\": %s, "
+                   "\"in_flight_microbatches\": %d, \"dp_rank\": %d, \"categories\": {",
+                   x->nranks, st, stage_first[st], stage_first[st] + stage_blocks[st] - 1, st == 0 ? "true" : "false",
+                   st == P - 1 ? "true" : "false", P > 1 ? inflight : 1, x->dp_rank);
+            for (int k = 0; k < MW_CAT_COUNT; k++)
+                printf("%s\"%s\": %llu", k ? ", " : "", mw_category_name(k), (unsigned long long)x->p.category[k]);
+            printf("}, \"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"flat_floats\": %llu, \"fits\": %s}",
+                   (unsigned long long)x->p.peak, (unsigned long long)x->p.live_peak,
+                   (unsigned long long)x->p.flat_floats, x->p.fits ? "true" : "false");
+        }
+        printf("], \"fits\": %s}\n", fits ? "true" : "false");
+    } else {
+        char b1[32], b2[32];
+        printf("%s: a parallel layout, planned per rank (not run here)\n", cmd_plan ? "plan" : "estimate");
+        printf("  world %d = --tp %d x --pp %d x --dp %d%s%s", T * P * D, T, P, D, c->sp ? ", --sp" : "",
+               c->dp ? "" : " (every rank holds every state)");
+        if (c->dp) printf(", --zero %d inside each data-parallel group of %d", c->zero, D);
+        printf("; %d micro-batch%s per step%s\n", M, M == 1 ? "" : "es", P > 1 ? " under 1F1B" : "");
+        printf("  %d distinct rank%s (ranks numbered tensor-parallel fastest, then data-parallel, then stage):\n",
+               ncl, ncl == 1 ? "" : "s");
+        for (int q = 0; q < ncl; q++) {
+            const rank_class *x = &cl[q];
+            const int st = x->stage, inflight = P - st < M ? P - st : M;
+            printf("\n  ranks ");
+            print_ranges(stdout, x->ranks, x->nranks, 0);
+            printf(" (%d): ", x->nranks);
+            if (P > 1)
+                printf("stage %d, blocks %d-%d%s%s, %d micro-batch%s in flight", st, stage_first[st],
+                       stage_first[st] + stage_blocks[st] - 1, st == 0 ? ", the embedding" : "",
+                       st == P - 1 ? ", the head and loss" : "", inflight, inflight == 1 ? "" : "es");
+            else
+                printf("blocks 0-%d, the embedding, the head and loss", c->n_layer - 1);
+            if (c->dp && c->zero >= 1) printf(", ZeRO shard of data-parallel rank %d", x->dp_rank);
+            printf("\n");
+            for (int k = 0; k < MW_CAT_COUNT; k++)
+                printf("    %-20s %12s\n", mw_category_name(k), mw_fmt_bytes(x->p.category[k], b1, sizeof b1));
+            printf("    %-20s %12s%s%s\n", "peak (arena)", mw_fmt_bytes(x->p.peak, b1, sizeof b1),
+                   c->budget ? (x->p.fits ? "  fits --budget " : "  does NOT fit --budget ") : "",
+                   c->budget ? mw_fmt_bytes(c->budget, b2, sizeof b2) : "");
+        }
+        printf("\n  activations per block on a rank (the walk: two blocks' plan less one's) %s\n",
+               mw_fmt_bytes(mine, b1, sizeof b1));
+        if (korth >= 0)
+            printf("  Korthikanti et al. (arXiv:2205.05198, Table 2), %s, 16-bit: %s\n"
+                   "    they differ: memwall's tiled attention keeps no s x s matrix (only the log-sum-exp, 4as b/t bytes),\n"
+                   "    it has no dropout masks, and keeps the residual stream (the norms' inputs) in fp32 and, under\n"
+                   "    --precision fp32, every value in fp32\n",
+                   c->sp ? "sbh/t (34 + 5as/h)" : "sbh (10 + 24/t + 5as/(ht))", mw_fmt_bytes((uint64_t)korth, b2, sizeof b2));
+    }
+    for (int q = 0; q < ncl; q++) free(cl[q].ranks);
+    free(cl);
+    return fits ? 0 : 2;
+}

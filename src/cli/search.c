@@ -1,0 +1,286 @@
+/* estimate --search (issue 32 item 4): the layouts of --world GPUs over tensor x pipeline x data
+ * parallelism x ZeRO stage x recomputation x sequence parallelism, each rank's memory from its
+ * plan (the walk of src/graph/layout.c, as estimate --tp/--pp prints it), the fitting ones ranked
+ * by the cost model's step time (src/cluster/cost.c), and why each of the rest was dropped.
+ * Planned from the least bound of the step time up; pruned by that bound against the best --top
+ * found and by dominance (docs/cluster.md "The search"). May call: the public API (mw_plan,
+ * mw_zero_shard, mw_config_num_params), src/cluster (cost, gpu), main.c's die. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../cluster/cost.h"
+#include "../cluster/gpu.h"
+#include "../core/arena.h"
+#include "../core/status.h"
+#include "cli.h"
+#include "memwall.h"
+
+static const char *const RECOMPUTE_NAMES[3] = {"none", "selective", "full"};
+static const int RECOMPUTES[3] = {MW_RECOMPUTE_NONE, MW_RECOMPUTE_SELECTIVE, MW_RECOMPUTE_FULL};
+
+typedef struct cand {
+    int tp, pp, dp, sp, zero, rec, micro;
+    uint64_t peak, usable;       /* the heavier of the first and last stage's largest ZeRO shard */
+    int worst_stage;
+    mw_cost_time t;
+    double lb;                   /* the step time's lower bound, before the plan */
+    char why[160];               /* "": fits; else why it was dropped */
+} cand;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The heaviest rank of a layout: the first and the last stage (an even split: every middle stage
+ * holds what the first holds less the embedding, with fewer micro-batches in flight), each as the
+ * data-parallel rank with the largest ZeRO shard. 0 and the status's message on a refusal. */
+static mw_status rank_peak(const mw_config *base, const cand *x, uint64_t *peak, int *stage, uint64_t *flat) {
+    *peak = 0;
+    for (int k = 0; k < (x->pp > 1 ? 2 : 1); k++) {
+        const int s = k ? x->pp - 1 : 0;
+        mw_config c = *base;
+        c.tp = x->tp, c.pp = x->pp, c.sp = x->sp, c.ep = 1;
+        c.pp_stage = s, c.pp_blocks = base->n_layer / x->pp, c.pp_first = s * c.pp_blocks;
+        c.dp = x->dp > 1, c.world = x->dp, c.zero = x->dp > 1 ? x->zero : 0, c.rank = 0;
+        c.accum = x->micro;
+        c.recompute = RECOMPUTES[x->rec], c.recompute_every = 0;
+        mw_plan_summary p;
+        MW_TRY(mw_plan(&c, &p));
+        if (k == 0) *flat = p.flat_floats;
+        if (c.dp && c.zero >= 1) { /* the largest shard's rank */
+            uint64_t best = 0;
+            int br = 0;
+            for (int r = 0; r < x->dp; r++) {
+                uint64_t lo, hi;
+                mw_zero_shard(p.flat_floats, x->dp, r, &lo, &hi);
+                if (hi - lo > best) best = hi - lo, br = r;
+            }
+            if (br) {
+                c.rank = br;
+                MW_TRY(mw_plan(&c, &p));
+            }
+        }
+        if (p.peak > *peak) *peak = p.peak, *stage = s;
+    }
+    return MW_OK;
+}
+
+static int by_time(const void *a, const void *b) {
+    const cand *x = a, *y = b;
+    return x->t.total_s < y->t.total_s ? -1 : x->t.total_s > y->t.total_s;
+}
+
+static void layout_name(const cand *x, char *buf, size_t n) {
+    snprintf(buf, n, "tp %d pp %d dp %d%s zero %d recompute %s mb %d", x->tp, x->pp, x->dp, x->sp ? " sp" : "",
+             x->zero, RECOMPUTE_NAMES[x->rec], x->micro);
+}
+
+int search_report(const opts *o) {
+    const mw_config *c = &o->cfg;
+    const int N = o->search_world;
+    const double t0 = now_s();
+    const mw_gpu *gpu = NULL;
+    if (o->gpu && !(gpu = mw_gpu_find(o->gpu))) die(1, "--gpu: %s", mw_last_error());
+    const uint64_t dev = o->device_mem ? o->device_mem : gpu ? (gpu->mem_smi_bytes ? gpu->mem_smi_bytes : gpu->mem_stated_bytes) : 0;
+    if (!dev) die(1, "--search needs the device's memory: --device-mem SIZE or --gpu NAME");
+    const int b16 = c->precision == MW_PRECISION_BF16;
+    const double peak_flops = o->tflops > 0 ? o->tflops * 1e12 : gpu ? (b16 ? gpu->bf16_flops : gpu->tf32_flops) : 0;
+    if (peak_flops <= 0) die(1, "--search needs the device's peak: --gpu NAME or --tflops X");
+    const double intra = o->intra_bw > 0 ? o->intra_bw * 1e9 : gpu ? gpu->nvlink_bytes_s / 2 : 0;
+    const double inter = o->inter_bw > 0 ? o->inter_bw * 1e9 : gpu ? gpu->inter_bytes_s : 0;
+    if (intra <= 0 || inter <= 0) die(1, "--search needs the links' bandwidths: --intra-bw and --inter-bw GB/s (or a --gpu whose table states them)");
+    const int gpn = o->gpus_per_node > 0 ? o->gpus_per_node : 8;
+    const double mfu = o->mfu > 0 ? o->mfu : 0.4;
+    if (mfu > 1) die(1, "--mfu is a fraction of the peak, in (0, 1], got %g", mfu);
+    const long G = o->global_batch > 0 ? o->global_batch : (long)N * c->batch;
+    const mw_cost_machine mach = {peak_flops, mfu, intra, inter, gpn};
+    /* the step's FLOPs (the same for every layout of one recomputation) */
+    mw_config one = *c, two = *c;
+    one.n_layer = 1, two.n_layer = 2;
+    const double per_layer = (double)mw_config_num_params(&two) - (double)mw_config_num_params(&one);
+    const mw_cost_model cm = {per_layer * c->n_layer, c->n_layer, c->n_embd, c->n_embd, c->vocab};
+    double flops[3];
+    for (int r = 0; r < 3; r++)
+        if (mw_cost_step_flops(&cm, c->seq, (double)G * c->seq, (mw_cost_recompute)r, &flops[r]) != MW_OK)
+            die(1, "%s", mw_last_error());
+    const int top = o->top > 0 ? o->top : 5;
+    size_t cap = 64, n = 0;
+    cand *all = malloc(sizeof *all * cap);
+    if (!all) die(1, "out of memory");
+    /* every layout, with the reasons that need no plan, and a lower bound of its step time: the
+     * cost model with the rank's parameters at their least (a block's parameters / T per block of
+     * the stage; the rank's table holds at least that, so its data-parallel traffic is no less) */
+    for (int T = 1; T <= N; T++) {
+        if (N % T) continue;
+        for (int P = 1; P <= N / T; P++) {
+            if ((N / T) % P) continue;
+            const int D = N / T / P;
+            for (int sp = 0; sp <= (T > 1); sp++)
+                for (int z = D > 1 ? 3 : 0; z >= 0; z--)
+                    for (int r = 2; r >= 0; r--) {
+                        if (n == cap) {
+                            cand *a = realloc(all, sizeof *all * (cap *= 2));
+                            if (!a) die(1, "out of memory");
+                            all = a;
+                        }
+                        cand *x = &all[n++];
+                        memset(x, 0, sizeof *x);
+                        *x = (cand){.tp = T, .pp = P, .dp = D, .sp = sp, .zero = z, .rec = r};
+                        x->micro = G % ((long)c->batch * D) ? 0 : (int)(G / ((long)c->batch * D));
+                        if (c->n_layer % P) {
+                            snprintf(x->why, sizeof x->why, "--layers %d not divisible by pp %d", c->n_layer, P);
+                        } else if (!x->micro) {
+                            snprintf(x->why, sizeof x->why, "global batch %ld not divisible by --batch %d x dp %d", G,
+                                     c->batch, D);
+                        } else if (b16 && D > 1) {
+                            snprintf(x->why, sizeof x->why, "bf16 gradients under data parallelism are not planned yet");
+                        } else {
+                            const mw_cost_layout cl = {T, P, D, 1, sp, D > 1 ? z : 0, x->micro, c->batch, c->seq,
+                                                       c->n_embd, c->n_layer, 0, 0, per_layer * (c->n_layer / P) / T, 0,
+                                                       b16 ? 2 : 4, 4, 4, (mw_cost_recompute)r};
+                            if (mw_cost_step_time(&cl, flops[r], &mach, &x->t) != MW_OK) die(1, "%s", mw_last_error());
+                            x->lb = x->t.total_s;
+                        }
+                    }
+        }
+    }
+    /* plan them from the least bound up. A layout is dropped unplanned when the best --top found
+     * so far are all faster than its bound, or when a variant of it lighter in every category (a
+     * higher ZeRO stage and at least as much recomputation, same T, P, --sp) did not fit */
+    size_t *ord = malloc(sizeof *ord * (n ? n : 1));
+    cand **fails = malloc(sizeof *fails * (n ? n : 1));
+    double *best = malloc(sizeof *best * (size_t)top);
+    if (!ord || !fails || !best) die(1, "out of memory");
+    size_t no = 0, nfails = 0;
+    int nbest = 0, planned = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!all[i].why[0]) ord[no++] = i;
+    for (size_t a = 1; a < no; a++) /* insertion sort by bound, stable: the enumeration's order on ties */
+        for (size_t b = a; b > 0 && all[ord[b]].lb < all[ord[b - 1]].lb; b--) {
+            const size_t t = ord[b];
+            ord[b] = ord[b - 1], ord[b - 1] = t;
+        }
+    for (size_t k = 0; k < no; k++) {
+        cand *x = &all[ord[k]];
+        const cand *dom = NULL;
+        for (size_t f = 0; f < nfails && !dom; f++)
+            if (fails[f]->tp == x->tp && fails[f]->pp == x->pp && fails[f]->sp == x->sp && fails[f]->zero >= x->zero &&
+                fails[f]->rec >= x->rec)
+                dom = fails[f];
+        if (nbest == top && x->lb > best[top - 1]) {
+            snprintf(x->why, sizeof x->why, "slower than the best %d: at least %.4g s a step, the %d%s best %.4g s (not planned)",
+                     top, x->lb, top, top == 1 ? "st" : top == 2 ? "nd" : top == 3 ? "rd" : "th", best[top - 1]);
+            continue;
+        }
+        if (dom) {
+            snprintf(x->why, sizeof x->why, "pruned: ZeRO %d with recompute %s does not fit, and this keeps more",
+                     dom->zero, RECOMPUTE_NAMES[dom->rec]);
+            continue;
+        }
+        mw_gpu_fixed fx;
+        const mw_gpu_fixed_opts fo = {.nccl_channels = 16, .nccl_peers = 2,
+                                      .nccl_comms = (x->tp > 1) + (x->pp > 1) + (x->dp > 1), .frag_fraction = -1};
+        uint64_t flat = 0;
+        if (mw_gpu_fixed_costs(dev, &fo, &fx) != MW_OK) { /* nothing left for any plan */
+            snprintf(x->why, sizeof x->why, "%s", mw_last_error());
+            fails[nfails++] = x;
+            continue;
+        }
+        x->usable = fx.usable;
+        planned++;
+        if (rank_peak(c, x, &x->peak, &x->worst_stage, &flat) != MW_OK) {
+            snprintf(x->why, sizeof x->why, "%s", mw_last_error());
+        } else if (x->peak > fx.usable) {
+            char b1[32], b2[32];
+            snprintf(x->why, sizeof x->why, "stage %d's rank needs %s, %s left for the plan", x->worst_stage,
+                     mw_fmt_bytes(x->peak, b1, sizeof b1), mw_fmt_bytes(fx.usable, b2, sizeof b2));
+            fails[nfails++] = x;
+        } else {
+            const mw_cost_layout cl = {x->tp, x->pp, x->dp, 1, x->sp, x->dp > 1 ? x->zero : 0, x->micro, c->batch, c->seq,
+                                       c->n_embd, c->n_layer, 0, 0, (double)flat, 0,
+                                       b16 ? 2 : 4, 4, 4, (mw_cost_recompute)x->rec};
+            if (mw_cost_step_time(&cl, flops[x->rec], &mach, &x->t) != MW_OK) die(1, "%s", mw_last_error());
+            int j = -1; /* the best --top times, ascending */
+            if (nbest < top) j = nbest++;
+            else if (x->t.total_s < best[top - 1]) j = top - 1;
+            if (j >= 0) {
+                best[j] = x->t.total_s;
+                for (; j > 0 && best[j - 1] > best[j]; j--) {
+                    const double t = best[j];
+                    best[j] = best[j - 1], best[j - 1] = t;
+                }
+            }
+        }
+    }
+    free(ord), free(fails), free(best);
+    /* the fitting ones first, by predicted step time; the dropped ones after, in search order */
+    size_t nf = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!all[i].why[0]) {
+            cand t = all[i];
+            memmove(all + nf + 1, all + nf, sizeof *all * (i - nf));
+            all[nf++] = t;
+        }
+    qsort(all, nf, sizeof *all, by_time);
+    const double secs = now_s() - t0;
+    char b1[32], b2[32], name[96];
+    if (o->json) {
+        printf("{\"world\": %d, \"global_batch\": %ld, \"device_bytes\": %llu, \"peak_flops\": %.6g, \"mfu\": %g, "
+               "\"intra_bw\": %.6g, \"inter_bw\": %.6g, \"gpus_per_node\": %d, \"layouts\": %zu, \"fit\": %zu, "
+               "\"planned\": %d, \"seconds\": %.3f, \"layouts_ranked\": [",
+               N, G, (unsigned long long)dev, peak_flops, mfu, intra, inter, gpn, n, nf, planned, secs);
+        for (size_t i = 0; i < n; i++) {
+            const cand *x = &all[i];
+            if (i == nf) printf("], \"dropped\": [");
+            printf("%s{\"tp\": %d, \"pp\": %d, \"dp\": %d, \"sp\": %s, \"zero\": %d, \"recompute\": \"%s\", "
+                   "\"microbatches\": %d",
+                   i && i != nf ? ", " : "", x->tp, x->pp, x->dp, x->sp ? "true" : "false", x->zero,
+                   RECOMPUTE_NAMES[x->rec], x->micro);
+            if (!x->why[0])
+                printf(", \"rank_peak_bytes\": %llu, \"usable_bytes\": %llu, \"step_s\": %.6g, \"compute_s\": %.6g, "
+                       "\"bubble_s\": %.6g, \"dp_s\": %.6g, \"tp_s\": %.6g, \"pp_s\": %.6g}",
+                       (unsigned long long)x->peak, (unsigned long long)x->usable, x->t.total_s, x->t.compute_s,
+                       x->t.bubble_s, x->t.dp_s, x->t.tp_s, x->t.pp_s);
+            else {
+                printf(", \"why\": \"");
+                for (const char *q = x->why; *q; q++) {
+                    if (*q == '"' || *q == '\\') putchar('\\');
+                    if ((unsigned char)*q >= 0x20) putchar(*q);
+                }
+                printf("\"}");
+            }
+        }
+        if (nf == n) printf("], \"dropped\": [");
+        printf("]}\n");
+    } else {
+        printf("estimate --search: %zu layouts of %d GPUs (%s each; peak %.1f TFLOP/s at %.0f%% of it, stated; links %.0f "
+               "GB/s in a node of %d, %.0f GB/s across), global batch %ld x %d tokens\n",
+               n, N, mw_fmt_bytes(dev, b1, sizeof b1), peak_flops / 1e12, 100 * mfu, intra / 1e9, gpn, inter / 1e9, G,
+               c->seq);
+        printf("  %zu fit; %d planned (each its first and last stage's plan), the rest dropped unplanned; %.2f s\n", nf,
+               planned, secs);
+        if (nf) {
+            printf("\n  %-4s %-52s %12s %10s %10s %10s %10s\n", "#", "layout", "rank peak", "step s", "compute", "bubble",
+                   "comm");
+            for (size_t i = 0; i < nf && (int)i < top; i++) {
+                const cand *x = &all[i];
+                layout_name(x, name, sizeof name);
+                printf("  %-4zu %-52s %12s %10.3f %10.3f %10.3f %10.3f\n", i + 1, name, mw_fmt_bytes(x->peak, b1, sizeof b1),
+                       x->t.total_s, x->t.compute_s, x->t.bubble_s, x->t.dp_s + x->t.edp_s + x->t.tp_s + x->t.pp_s + x->t.ep_s);
+            }
+            if ((int)nf > top) printf("  ... %zu more fit, slower (--top N shows more; --json lists all)\n", nf - (size_t)top);
+        }
+        printf("\n  dropped:\n");
+        for (size_t i = nf; i < n; i++) {
+            layout_name(&all[i], name, sizeof name);
+            printf("    %-52s %s\n", name, all[i].why);
+        }
+        if (!nf) printf("\n  no layout fits %s per GPU\n", mw_fmt_bytes(dev, b2, sizeof b2));
+    }
+    free(all);
+    return nf ? 0 : 2;
+}

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# End-to-end tests of parallel layouts in the plan (issue 32 item 2): estimate and plan with
+# --tp/--pp/--dp/--sp/--microbatches/--pp-layers print every distinct rank's plan, each the walk
+# over that rank's share of the step. Checks: trivial degrees give the plain plan; tensor
+# parallelism divides the declared tensors' bytes by T exactly; the first and last pipeline stages
+# differ and the middle ones are one rank class; 1F1B keeps min(P - s, M) micro-batches'
+# activations; --sp divides the rest; a block's activations against Korthikanti et al.'s formula
+# to the stated difference; the refusals (one line, exit 1) and train's; estimate --search's ranking,
+# its heaviest rank against the layout's every rank, and exit 2 when nothing fits.
+# Usage: tests/cli_layout.sh build/memwall. Exits non-zero when any check fails. Tiny models: ~2 s.
+set -u
+MW=$(realpath "${1:-build/memwall}")
+T=$(mktemp -d /tmp/mw_layout_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib_cli.sh" # pass, fail, expect_error
+# a GPT-2 whose every tensor divides by 4 into whole 64-byte lines: C 64, 4 heads, V 512, ctx 64
+G=(--arch gpt2 --layers 2 --heads 4 --dim 64 --vocab 512 --ctx 64 --batch 2 --seq 32 --threads 1)
+L=(--preset llama-tiny --layers 2 --heads 4 --kv-heads 2 --dim 64 --ffn 128 --vocab 512 --ctx 64 --tied 0 --batch 2 --seq 32 --threads 1)
+# py FILE... <<EOF: a Python check of the JSON files given (argv), exit status its verdict
+py() { python3 - "$@"; }
+
+echo "-- trivial degrees: the plain plan"
+"$MW" estimate "${G[@]}" --json >"$T/plain.json" || fail "plain estimate exit $?"
+"$MW" estimate "${G[@]}" --tp 1 --pp 1 --dp 1 --json >"$T/one.json" || fail "tp 1 estimate exit $?"
+py "$T/plain.json" "$T/one.json" <<'EOF' && pass "--tp 1 --pp 1 --dp 1: one rank, the plain plan's peak and categories" || fail "trivial layout differs from the plain plan"
+import json, sys
+p, o = (json.load(open(f)) for f in sys.argv[1:3])
+r = o["ranks"]
+sys.exit(not (len(r) == 1 and r[0]["count"] == 1 and r[0]["peak_bytes"] == p["peak_bytes"]))
+EOF
+
+echo "-- tensor parallelism divides the declared tensors"
+for t in 1 2 4; do "$MW" estimate "${G[@]}" --tp $t --json >"$T/g$t.json" || fail "gpt2 --tp $t exit $?"; done
+for t in 1 2; do "$MW" estimate "${L[@]}" --tp $t --json >"$T/l$t.json" || fail "llama --tp $t exit $?"; done
+py "$T"/g1.json "$T"/g2.json "$T"/g4.json "$T"/l1.json "$T"/l2.json <<'EOF' && pass "parameters = (whole + divided / T) x 4 bytes, exactly, GPT-2 T = 1, 2, 4 and Llama T = 1, 2" || fail "tensor-parallel parameter bytes"
+import json, sys
+C, V, ctx, Lr, F, kv = 64, 512, 64, 2, 128, 32
+# GPT-2: wte (vocab-parallel) and the column/row-parallel matrices divide; wpe, norms, row biases whole
+gs = V * C + Lr * (3 * C * C + 3 * C + C * C + 4 * C * C + 4 * C + 4 * C * C)
+gw = ctx * C + Lr * (2 * C + C + 2 * C + C) + 2 * C
+# Llama (untied): embed and lm_head vocab-parallel, q k v gate up down o divide; the norms whole
+ls = 2 * V * C + Lr * (C * C + 2 * kv * C + C * C + 3 * C * F)
+lw = Lr * 2 * C + C
+ok = True
+for f, t, s, w in [(sys.argv[1], 1, gs, gw), (sys.argv[2], 2, gs, gw), (sys.argv[3], 4, gs, gw),
+                   (sys.argv[4], 1, ls, lw), (sys.argv[5], 2, ls, lw)]:
+    d = json.load(open(f))
+    r = d["ranks"]
+    got, want = r[0]["categories"]["parameters"], 4 * (w + s // t)
+    if len(r) != 1 or r[0]["count"] != t or got != want:
+        print(f"  {f}: {len(r)} classes, {r[0]['count']} ranks, parameters {got}, want {want}")
+        ok = False
+sys.exit(not ok)
+EOF
+
+echo "-- a block's activations: the walk against the declared values and Korthikanti et al."
+# GPT-2 fp32, N = B s, per block: x, ln1, res2, ln2 (4NC each) and two norms' stats (8N each) whole,
+# qkv 12NC, atty 4NC, gelu's in/out 16NC each, log-sum-exp 4 a s b divided by t; --sp divides all
+for sp in "" --sp; do "$MW" estimate "${G[@]}" --tp 4 $sp --json >"$T/a$sp.json" || fail "--tp 4 $sp exit $?"; done
+"$MW" estimate "${G[@]}" --tp 4 --precision bf16 --json >"$T/b.json" || fail "--tp 4 bf16 exit $?"
+"$MW" estimate "${G[@]}" --tp 4 --sp --precision bf16 --json >"$T/bs.json" || fail "--tp 4 --sp bf16 exit $?"
+py "$T/a.json" "$T/a--sp.json" "$T/b.json" "$T/bs.json" <<'EOF' && pass "per block: 16NC + 16N + (48NC + 4asb)/t fp32; all /t under --sp; bf16 = Korthikanti's sbh(10 + 24/t + 5as/(ht)) + 2sbh + 16sb + 4asb/t - 5as²b/t (fp32 residual, no dropout masks, no s x s scores); --sp bf16 (36sbh + 16sb + 4asb)/t" || fail "per-block activations"
+import json, sys
+a, sp, b = (json.load(open(f)) for f in sys.argv[1:4])
+B, s, C, H, t = 2, 32, 64, 4, 4
+N = B * s
+want = 16 * N * C + 16 * N + (48 * N * C + 4 * B * H * s) // t
+want_sp = (64 * N * C + 16 * N + 4 * B * H * s) // t
+got, got_sp = a["per_layer_activation_bytes"]["memwall"], sp["per_layer_activation_bytes"]["memwall"]
+kb, mb = b["per_layer_activation_bytes"]["korthikanti_16bit"], b["per_layer_activation_bytes"]["memwall"]
+korth = s * B * C * (10 + 24 / t + 5 * H * s / (C * t))
+diff = 2 * s * B * C + 16 * s * B + 4 * H * s * B / t - 5 * H * s * s * B / t
+ok = got == want and got_sp == want_sp and abs(kb - korth) < 1 and abs(mb - (korth + diff)) < 1
+if not ok: print(f"  fp32 {got} want {want}; sp {got_sp} want {want_sp}; bf16 {mb} korth {kb} ({korth}) + {diff}")
+ok &= sp["ranks"][0]["categories"]["activations"] < a["ranks"][0]["categories"]["activations"]
+bs = json.load(open(sys.argv[4]))["per_layer_activation_bytes"]  # --sp, bf16: (36sbh + 16sb + 4asb)/t
+ok &= bs["memwall"] == (36 * N * C + 16 * N + 4 * B * H * s) // t and abs(bs["korthikanti_16bit"] - s * B * C / t * (34 + 5 * H * s / C)) < 1
+sys.exit(not ok)
+EOF
+
+echo "-- pipeline stages"
+P=(--arch gpt2 --layers 8 --heads 4 --dim 64 --vocab 512 --ctx 64 --batch 2 --seq 32 --threads 1 --pp 4)
+"$MW" estimate "${P[@]}" --json >"$T/p1.json" || fail "--pp 4 exit $?"
+py "$T/p1.json" <<'EOF' && pass "--pp 4, 1 micro-batch: the first stage (embedding) and the last (head) differ, stages 1 and 2 one class" || fail "pipeline stages' classes"
+import json, sys
+r = json.load(open(sys.argv[1]))["ranks"]
+st = sorted((x["stage"], x["ranks"], x["embedding"], x["head"]) for x in r)
+ok = [s[:2] for s in st] == [(0, [[0, 0]]), (1, [[1, 2]]), (3, [[3, 3]])] and st[0][2] and st[2][3]
+par = {x["stage"]: x["categories"]["parameters"] for x in r}
+ok = ok and par[0] > par[1] and par[3] > par[1] and par[0] != par[3]
+if not ok: print("  ", st, par)
+sys.exit(not ok)
+EOF
+for m in 1 2 3 4 5 6; do "$MW" estimate "${P[@]}" --microbatches $m --json >"$T/m$m.json" || fail "--microbatches $m exit $?"; done
+py "$T"/m{1,2,3,4,5,6}.json <<'EOF' && pass "1F1B: stage s keeps min(4 - s, M) micro-batches' activations (the step per micro-batch constant, then flat)" || fail "1F1B in-flight activations"
+import json, sys
+acts = {s: [] for s in range(4)}
+for f in sys.argv[1:]:
+    d = json.load(open(f))
+    for x in d["ranks"]:
+        for lo, hi in x["ranks"]:
+            for rank in range(lo, hi + 1):
+                acts[rank].append((x["in_flight_microbatches"], x["categories"]["activations"]))
+ok = True
+for s in range(4):
+    inflight = [a[0] for a in acts[s]]
+    if inflight != [min(4 - s, m) for m in range(1, 7)]: ok = False
+    step = None
+    for (k0, a0), (k1, a1) in zip(acts[s], acts[s][1:]):
+        d = a1 - a0
+        if k1 == k0 and d != 0: ok = False
+        if k1 == k0 + 1:
+            step = step or d
+            if d != step or d <= 0: ok = False
+if not ok: print("  ", acts)
+sys.exit(not ok)
+EOF
+"$MW" estimate "${P[@]}" --pp-layers 1,2,2,3 --microbatches 4 --json >"$T/u.json" || fail "--pp-layers exit $?"
+py "$T/u.json" <<'EOF' && pass "--pp-layers 1,2,2,3: four classes with those blocks; the two 2-block stages hold the same parameters" || fail "uneven stages"
+import json, sys
+r = sorted(json.load(open(sys.argv[1]))["ranks"], key=lambda x: x["stage"])
+ok = [x["blocks"] for x in r] == [[0, 0], [1, 2], [3, 4], [5, 7]]
+par = [x["categories"]["parameters"] for x in r]
+ok = ok and par[1] == par[2] and par[3] > par[2] and par[0] < par[3]
+if not ok: print("  ", [x["blocks"] for x in r], par)
+sys.exit(not ok)
+EOF
+"$MW" estimate "${P[@]}" --tp 2 --dp 3 --zero 1 --microbatches 2 --json >"$T/w.json" || fail "tp x pp x dp exit $?"
+py "$T/w.json" <<'EOF' && pass "--tp 2 --pp 4 --dp 3 --zero 1: the classes' ranks cover the 24 ranks once" || fail "ranks' cover"
+import json, sys
+d = json.load(open(sys.argv[1]))
+seen = sorted(k for x in d["ranks"] for lo, hi in x["ranks"] for k in range(lo, hi + 1))
+sys.exit(not (seen == list(range(24)) and sum(x["count"] for x in d["ranks"]) == 24 and d["layout"]["world"] == 24))
+EOF
+"$MW" estimate "${P[@]}" --microbatches 4 --recompute every:2 --json >"$T/e.json" || fail "--recompute every:2 with --pp exit $?"
+py "$T/m4.json" "$T/e.json" <<'EOF' && pass "--recompute every:2 inside each stage: every stage keeps less" || fail "every:K with --pp"
+import json, sys
+a, e = ({x["stage"]: x["categories"]["activations"] for x in json.load(open(f))["ranks"]} for f in sys.argv[1:3])
+sys.exit(not (a.keys() == e.keys() and all(e[s] < a[s] for s in a)))
+EOF
+"$MW" estimate "${P[@]}" --budget 1KiB >/dev/null 2>&1
+rc=$?
+[ $rc -eq 2 ] && pass "a rank over --budget: exit 2" || fail "over --budget: exit $rc, want 2"
+"$MW" plan "${P[@]}" >"$T/plan.txt" 2>&1 && grep -q "stage 3, blocks 6-7, the head and loss" "$T/plan.txt" &&
+  pass "plan prints the stages too" || fail "plan with --pp: $(head -c 300 "$T/plan.txt")"
+
+echo "-- refusals"
+# refuse WHAT PATTERN -- CMD...: one line, exit 1, naming what is wrong (PATTERN)
+refuse() {
+  local what=$1 pat=$2
+  shift 2
+  expect_error 1 "$what" "$@"
+  grep -qF -- "$pat" "$T/err" || fail "$what: '$pat' not in: $(cat "$T/err")"
+}
+refuse "train --tp" "runs in a later version" -- "$MW" train "${G[@]}" --tp 2
+refuse "bench --pp" "runs in a later version" -- "$MW" bench "${G[@]}" --pp 2
+refuse "--world not T x P x D" "must equal" -- "$MW" estimate "${G[@]}" --world 8 --tp 2 --pp 2
+refuse "layers not divisible by --pp" "must divide by --pp" -- "$MW" estimate "${G[@]}" --pp 3
+refuse "--pp-layers not summing to the layers" "sums to" -- "$MW" estimate "${G[@]}" --pp 2 --pp-layers 1,2
+refuse "--pp-layers count not --pp" "stages, --pp" -- "$MW" estimate "${G[@]}" --pp 2 --pp-layers 2
+refuse "heads not divisible by --tp" "must divide the heads" -- "$MW" estimate "${G[@]}" --tp 3
+refuse "kv heads not divisible by --tp" "key/value heads" -- "$MW" estimate "${L[@]}" --tp 4
+refuse "--microbatches 0" "--microbatches must" -- "$MW" estimate "${G[@]}" --pp 2 --microbatches 0
+refuse "--sp without --tp" "give --tp > 1" -- "$MW" estimate "${G[@]}" --sp
+refuse "--ep on a model without experts" "no experts" -- "$MW" estimate "${G[@]}" --dp 2 --ep 2
+refuse "--ep not dividing --dp" "must divide --dp" -- "$MW" estimate "${G[@]}" --ep 2
+refuse "--offload with a layout" "not planned yet" -- "$MW" estimate "${G[@]}" --tp 2 --offload optimizer
+refuse "--recompute auto with a layout" "give a policy" -- "$MW" estimate "${G[@]}" --tp 2 --recompute auto --budget 1GiB
+
+echo "-- estimate --search"
+S=(--preset gpt2-tiny --threads 1 --search --world 8 --tflops 100 --intra-bw 100 --inter-bw 10)
+"$MW" estimate "${S[@]}" --device-mem 2GiB --json >"$T/s.json" || fail "--search exit $?"
+py "$T/s.json" >"$T/best" <<'EOF' && pass "--search --json: every layout fit (ranked by step time) or dropped with a reason" || fail "--search JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+f, x = d["layouts_ranked"], d["dropped"]
+ok = d["layouts"] == len(f) + len(x) and len(f) == d["fit"] > 0 and all(y["why"] for y in x)
+ok = ok and all(a["step_s"] <= b["step_s"] for a, b in zip(f, f[1:]))
+ok = ok and all(a["rank_peak_bytes"] <= a["usable_bytes"] for a in f)
+b = f[0]
+print(b["tp"], b["pp"], b["dp"], int(b["sp"]), b["zero"], b["recompute"], b["microbatches"], b["rank_peak_bytes"])
+sys.exit(not ok)
+EOF
+"$MW" estimate "${S[@]}" --device-mem 2GiB --top 1000 --json >"$T/sall.json" || fail "--search --top 1000 exit $?"
+py "$T/s.json" "$T/sall.json" <<'EOF' && pass "the best 5 with the time bound's pruning are the best 5 of every layout planned (--top 1000)" || fail "pruning by the time bound changed the best 5"
+import json, sys
+k = lambda d: [(x["tp"], x["pp"], x["dp"], x["sp"], x["zero"], x["recompute"], x["step_s"]) for x in d["layouts_ranked"][:5]]
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+sys.exit(not (k(a) == k(b) and len(k(a)) == 5 and b["planned"] > a["planned"]))
+EOF
+read -r tp pp dp sp z rc mb peak <"$T/best"
+args=(--preset gpt2-tiny --threads 1 --tp "$tp" --pp "$pp" --dp "$dp" --zero "$z" --recompute "$rc" --microbatches "$mb")
+[ "$sp" = 1 ] && args+=(--sp)
+"$MW" estimate "${args[@]}" --json >"$T/sb.json" || fail "the best layout's estimate exit $?"
+py "$T/sb.json" "$peak" <<'EOF' && pass "the best layout's rank peak is the largest of its every rank's plan (estimate --tp $tp --pp $pp --dp $dp)" || fail "search's rank peak against the layout's every rank"
+import json, sys
+d = json.load(open(sys.argv[1]))
+sys.exit(not max(x["peak_bytes"] for x in d["ranks"]) == int(sys.argv[2]))
+EOF
+"$MW" estimate "${S[@]}" --device-mem 700MiB >"$T/s2.txt" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "no layout fits" "$T/s2.txt" && pass "nothing fits: exit 2" || fail "nothing fits: exit $rc"
+refuse "--search without --world" "needs --world" -- "$MW" estimate --preset gpt2-tiny --search --device-mem 2GiB --tflops 1 --intra-bw 1 --inter-bw 1
+refuse "--search without the device" "--device-mem SIZE or --gpu" -- "$MW" estimate --preset gpt2-tiny --search --world 8
+refuse "--search with --tp" "--search chooses the layout" -- "$MW" estimate "${S[@]}" --device-mem 2GiB --tp 2
+
+[ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
+echo "all layout checks passed"
