@@ -162,10 +162,11 @@ echo "== bad input loses nothing"
 cp "$T/b.256MiB.1.train.bin" "$T/keep.train.bin"
 cp "$T/b.256MiB.1.val.bin" "$T/keep.val.bin"
 # one word (a pre-token) longer than --memory lets a thread merge: GPT-2's BPE of a 200 KB run of
-# letters at 48 MiB (about 3 MiB a piece: a word of at most 14 KB on 2 threads; a sanitizer
-# build's: about 1 MiB, 5 KB)
+# letters at what the tokenizer takes + 37 MiB (48 MiB here: about 3 MiB a piece, a word of at most
+# 14 KB on 2 threads; a sanitizer build's tokenizer takes 39 MiB of RSS, its pieces about 1 MiB, 5 KB)
 awk 'BEGIN { printf "Some text, then "; for (i = 0; i < 200000; i++) printf "a"; print " and more." }' >"$T/word.txt"
-expect_error 1 "a word longer than --memory allows" -- "$MW" prepare --tokenizer gpt2 --vocab-dir "$VOCAB" --in "$T/word.txt" --memory 48MiB --threads 2 --out "$T/keep"
+wmem=$(($(base_mib gpt2 --vocab-dir "$VOCAB") + 37))
+expect_error 1 "a word longer than --memory allows" -- "$MW" prepare --tokenizer gpt2 --vocab-dir "$VOCAB" --in "$T/word.txt" --memory ${wmem}MiB --threads 2 --out "$T/keep"
 grep -q "a single word .* of 200001 bytes, over the [0-9]* bytes .*give a larger --memory" "$T/err" && pass "the error says what to do" || fail "$(cat "$T/err")"
 # with --split-blank-lines a run of white space after a newline cannot be cut (it may end in a
 # blank line): 3 MB of it at 24 MiB (bytes: half a piece under 1 MiB) is refused, saying so
