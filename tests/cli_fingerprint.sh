@@ -176,7 +176,7 @@ echo "-- plans (estimate, plan --json)"
 G=(--preset gpt2-tiny)
 L=(--preset llama-tiny)
 for m in gpt2-tiny llama-tiny; do
-  a=(--preset $m)
+  a=(--preset "$m")
   pln "plan.$m" "${a[@]}"
   for r in selective full every:2 every:sqrt; do pln "plan.$m.recompute-$r" "${a[@]}" --recompute $r; done
   pln "plan.$m.recompute-blocks" "${a[@]}" --recompute blocks:fnsn
