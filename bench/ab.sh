@@ -41,16 +41,21 @@ echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc
 echo "old: $OLD"
 echo "new: $NEW"
 echo "threads $THREADS, $STEPS timed steps after 1 warm-up step per run, $ROUNDS rounds (old, new, old, new, ...)"
-declare -A MS PEAK KERNEL
+declare -A MS CPU PEAK KERNEL
+TIMEFORMAT='%U %S'
 for r in $(seq "$ROUNDS"); do
   for c in $ORDER; do
     for w in old new; do
       b=$OLD
       [ $w = new ] && b=$NEW
+      # the run's CPU seconds (user + system, the whole process) beside its wall-clock ms/step: on a
+      # shared machine the CPU time is the steadier of the two
       # shellcheck disable=SC2086 # the flags are words
-      j=$("$b" bench ${FLAGS[$c]} --steps "$STEPS" --warmup 1 --threads "$THREADS" --json) ||
-        { echo "bench/ab.sh: $w build failed on $c" >&2; exit 1; }
+      { time "$b" bench ${FLAGS[$c]} --steps "$STEPS" --warmup 1 --threads "$THREADS" --json >"$DIR/j" 2>"$DIR/e"; } 2>"$DIR/t" ||
+        { echo "bench/ab.sh: $w build failed on $c: $(tail -2 "$DIR/e")" >&2; exit 1; }
+      j=$(cat "$DIR/j")
       MS[$c/$w]="${MS[$c/$w]:-} $(field "$j" ms_per_step)"
+      CPU[$c/$w]="${CPU[$c/$w]:-} $(awk '{ print $1 + $2 }' "$DIR/t")"
       p=$(field "$j" peak_bytes)
       [ -z "${PEAK[$c/$w]:-}" ] || [ "${PEAK[$c/$w]}" = "$p" ] || PEAK[$c/$w]="varies"
       [ "${PEAK[$c/$w]:-}" = varies ] || PEAK[$c/$w]=$p
@@ -61,7 +66,8 @@ for r in $(seq "$ROUNDS"); do
 done
 
 echo
-printf "%-22s %12s %12s %9s   %-24s %s\n" configuration "old ms/step" "new ms/step" "new/old" "rounds' new/old: median" "plans"
+printf "%-22s %12s %12s %8s   %-24s %9s %9s %8s   %s\n" configuration "old ms/step" "new ms/step" "new/old" \
+  "rounds' new/old: median" "old cpu s" "new cpu s" "new/old" "plans"
 for c in $ORDER; do
   o=$(median <<<"${MS[$c/old]}") n=$(median <<<"${MS[$c/new]}")
   # the paired ratio of each round: its spread is the noise of this machine now
@@ -72,6 +78,8 @@ for c in $ORDER; do
   spread="$(median <<<"$ratios" | xargs printf "%.3f") ($(tr ' ' '\n' <<<"$ratios" | grep . | sort -g | head -1)..$(tr ' ' '\n' <<<"$ratios" | grep . | sort -g | tail -1))"
   same="same peak"
   [ "${PEAK[$c/old]}" = "${PEAK[$c/new]}" ] && [ "${PEAK[$c/old]}" != varies ] || same="DIFFER: ${PEAK[$c/old]} vs ${PEAK[$c/new]}"
-  printf "%-22s %12.1f %12.1f %9.3f   %-24s %s (kernel %s)\n" "$c" "$o" "$n" "$(awk -v a="$n" -v b="$o" 'BEGIN { print a / b }')" \
-    "$spread" "$same" "${KERNEL[$c/new]}"
+  co=$(median <<<"${CPU[$c/old]}") cn=$(median <<<"${CPU[$c/new]}")
+  printf "%-22s %12.1f %12.1f %8.3f   %-24s %9.2f %9.2f %8.3f   %s (kernel %s)\n" "$c" "$o" "$n" \
+    "$(awk -v a="$n" -v b="$o" 'BEGIN { print a / b }')" "$spread" "$co" "$cn" "$(awk -v a="$cn" -v b="$co" 'BEGIN { print a / b }')" \
+    "$same" "${KERNEL[$c/new]}"
 done
