@@ -349,6 +349,7 @@ typedef struct mw_plan_summary {
     double pred_recompute_s, pred_disk_s, disk_read_bw, disk_write_bw;
     char offload_why[200]; /* --offload auto: why it chose as it did ("" otherwise) */
     uint64_t flat_floats;  /* the flat parameter buffer's length, padding included (mw_zero_shard) */
+    uint64_t expert_floats; /* ... of which the routed experts' (a layout's --ep: this rank's experts) */
 } mw_plan_summary;
 
 /* Plans the training step of cfg under its recomputation policy: every buffer with its category

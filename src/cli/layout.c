@@ -99,6 +99,19 @@ static void print_ranges(FILE *f, const int *r, int n, int json) {
 
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
+/* Data-parallel rank r's ZeRO shard lengths: the dense floats' over the D ranks and, under --ep E,
+ * the routed experts' over the D/E ranks of its expert-data-parallel group (rank r / E of it) */
+static void shard_lens(const mw_config *c, const mw_plan_summary *p, int r, uint64_t len[2]) {
+    uint64_t lo = 0, hi = 0, elo = 0, ehi = 0;
+    const int E = c->ep > 1 ? c->ep : 1;
+    const uint64_t ef = E > 1 ? p->expert_floats : 0;
+    if (c->dp && c->zero >= 1) {
+        mw_zero_shard(p->flat_floats - ef, c->world, r, &lo, &hi);
+        if (E > 1) mw_zero_shard(ef, c->world / E, r / E, &elo, &ehi);
+    }
+    len[0] = hi - lo, len[1] = ehi - elo;
+}
+
 static void plan_or_die(const mw_config *c, mw_plan_summary *p) {
     if (mw_plan(c, p) != MW_OK) die(1, "%s", mw_last_error());
 }
@@ -132,16 +145,16 @@ int layout_report(const opts *o, int cmd_plan) {
         mw_plan_summary p0;
         plan_or_die(&k, &p0);
         /* the data-parallel ranks: alike unless ZeRO shards the flat buffer into unequal lengths */
-        uint64_t len[4];
-        int rep[4], nl = 0;
+        uint64_t len[8][2];
+        int rep[8], nl = 0;
         for (int r = 0; r < D; r++) {
-            uint64_t lo = 0, hi = 0;
-            if (c->dp && c->zero >= 1) mw_zero_shard(p0.flat_floats, D, r, &lo, &hi);
+            uint64_t l2[2];
+            shard_lens(c, &p0, r, l2);
             int j = 0;
-            while (j < nl && len[j] != hi - lo) j++;
+            while (j < nl && (len[j][0] != l2[0] || len[j][1] != l2[1])) j++;
             if (j == nl) {
-                if (nl == 4) die(1, "internal: more than 4 shard lengths among %d ranks", D);
-                len[nl] = hi - lo, rep[nl++] = r;
+                if (nl == 8) die(1, "internal: more than 8 shard lengths among %d ranks", D);
+                len[nl][0] = l2[0], len[nl][1] = l2[1], rep[nl++] = r;
             }
         }
         for (int j = 0; j < nl; j++) {
@@ -155,9 +168,9 @@ int layout_report(const opts *o, int cmd_plan) {
             if (q == ncl) cl[ncl++] = (rank_class){p, s, rep[j], 0, NULL};
             rank_class *x = &cl[q];
             for (int r = 0; r < D; r++) {
-                uint64_t lo = 0, hi = 0;
-                if (c->dp && c->zero >= 1) mw_zero_shard(p0.flat_floats, D, r, &lo, &hi);
-                if (hi - lo != len[j]) continue;
+                uint64_t l2[2];
+                shard_lens(c, &p0, r, l2);
+                if (l2[0] != len[j][0] || l2[1] != len[j][1]) continue;
                 int *nr = realloc(x->ranks, sizeof(int) * ((size_t)x->nranks + (size_t)T));
                 if (!nr) die(1, "out of memory");
                 x->ranks = nr;
@@ -195,9 +208,11 @@ int layout_report(const opts *o, int cmd_plan) {
                    st == P - 1 ? "true" : "false", P > 1 ? inflight : 1, x->dp_rank);
             for (int k = 0; k < MW_CAT_COUNT; k++)
                 printf("%s\"%s\": %llu", k ? ", " : "", mw_category_name(k), (unsigned long long)x->p.category[k]);
-            printf("}, \"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"flat_floats\": %llu, \"fits\": %s}",
+            printf("}, \"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"flat_floats\": %llu, "
+                   "\"expert_floats\": %llu, \"fits\": %s}",
                    (unsigned long long)x->p.peak, (unsigned long long)x->p.live_peak,
-                   (unsigned long long)x->p.flat_floats, x->p.fits ? "true" : "false");
+                   (unsigned long long)x->p.flat_floats, (unsigned long long)x->p.expert_floats,
+                   x->p.fits ? "true" : "false");
         }
         printf("], \"fits\": %s}\n", fits ? "true" : "false");
     } else {
@@ -207,6 +222,13 @@ int layout_report(const opts *o, int cmd_plan) {
                c->dp ? "" : " (every rank holds every state)");
         if (c->dp) printf(", --zero %d inside each data-parallel group of %d", c->zero, D);
         printf("; %d micro-batch%s per step%s\n", M, M == 1 ? "" : "es", P > 1 ? " under 1F1B" : "");
+        if (c->ep > 1)
+            printf("  --ep %d: each rank holds %d of the %d routed experts of every MoE block (expert-parallel rank =\n"
+                   "    data-parallel rank mod %d); the router, shared experts, attention and dense blocks on every rank;\n"
+                   "    %s; all-to-all buffers of fixed shape (docs/cluster.md \"Expert parallelism\")\n",
+                   c->ep, c->n_experts / c->ep, c->n_experts, c->ep,
+                   c->dp && c->zero >= 1 ? "ZeRO shards the experts over the expert-data-parallel group (--dp / --ep ranks), the rest over --dp"
+                                         : "no ZeRO: every rank of an expert-parallel rank's data-parallel group holds its experts' states");
         printf("  %d distinct rank%s (ranks numbered tensor-parallel fastest, then data-parallel, then stage):\n",
                ncl, ncl == 1 ? "" : "s");
         for (int q = 0; q < ncl; q++) {

@@ -291,8 +291,13 @@ mw_status mw_config_validate(const mw_config *c) {
                  "pipeline stage %d of %d: blocks %d..%d outside the model's %d", c->pp_stage, c->pp,
                  c->pp_first, c->pp_first + c->pp_blocks - 1, c->n_layer);
         }
-        NEED(c->ep <= 1, "--ep %d: a %s model has no experts (expert parallelism needs a Mixture-of-Experts model)",
-             c->ep, mw_arch_name(c->arch));
+        NEED(c->ep <= 1 || (c->arch == MW_ARCH_DEEPSEEK && c->n_experts > 0),
+             "--ep %d: a %s model has no experts (expert parallelism needs a Mixture-of-Experts model)", c->ep,
+             mw_arch_name(c->arch));
+        NEED(c->ep <= 1 || c->n_experts % c->ep == 0, "--ep %d must divide the routed experts (%d)", c->ep,
+             c->n_experts);
+        NEED(c->ep <= 1 || !c->dp || c->world % c->ep == 0,
+             "--ep %d must divide --dp (the expert-parallel groups lie inside the data-parallel one)", c->ep);
         NEED(!c->inference, "a parallel layout is planned for training only");
         NEED(c->offload == MW_OFFLOAD_NONE, "--offload %s with --tp/--pp: the disk tier under a parallel layout is "
              "not planned yet", mw_offload_name(c->offload));
