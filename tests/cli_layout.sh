@@ -167,6 +167,34 @@ refuse "--ep not dividing --dp" "must divide --dp" -- "$MW" estimate "${G[@]}" -
 refuse "--offload with a layout" "not planned yet" -- "$MW" estimate "${G[@]}" --tp 2 --offload optimizer
 refuse "--recompute auto with a layout" "give a policy" -- "$MW" estimate "${G[@]}" --tp 2 --recompute auto --budget 1GiB
 
+echo "-- expert parallelism (deepseek family)"
+# moe-tiny: 4 blocks, the first dense; per MoE block 8 routed experts of 3 x 32 x 64 floats
+M=(--preset moe-tiny --batch 2 --seq 32 --threads 1)
+for e in 1 2 4; do "$MW" estimate "${M[@]}" --dp 4 --ep $e --json >"$T/e$e.json" || fail "moe-tiny --ep $e exit $?"; done
+"$MW" estimate "${M[@]}" --dp 4 --ep 2 --zero 1 --json >"$T/ez.json" || fail "moe-tiny --ep 2 --zero 1 exit $?"
+py "$T"/e1.json "$T"/e2.json "$T"/e4.json "$T"/ez.json <<'EOF2' && pass "--ep E: parameters = (rest + experts / E) x 4 bytes exactly (E = 1, 2, 4; the rest replicated); --zero 1 shards the experts over --dp/--ep ranks, the rest over --dp" || fail "expert-parallel bytes"
+import json, sys
+X = 3 * 8 * 3 * 32 * 64  # the routed experts' floats
+d = [json.load(open(f)) for f in sys.argv[1:]]
+rest = d[0]["ranks"][0]["flat_floats"] - X
+ok = True
+for f, E in zip(d[:3], (1, 2, 4)):
+    r = f["ranks"]
+    got = r[0]["categories"]["parameters"]
+    if len(r) != 1 or r[0]["count"] != 4 or got != 4 * (rest + X // E) or r[0]["expert_floats"] != X // E:
+        print(f"  --ep {E}: {len(r)} classes, parameters {got}, want {4 * (rest + X // E)}"); ok = False
+def shard(n, W, r, Q=65536):  # src/dist/zero.c's mw_zero_shard
+    nq = (n + Q - 1) // Q
+    return min(nq * (r + 1) // W * Q, n) - min(nq * r // W * Q, n)
+z = d[3]["ranks"]
+want = sorted(8 * (shard(rest, 4, r) + shard(X // 2, 2, r // 2)) for r in range(4))
+got = sorted(x["categories"]["optimizer"] for x in z for _ in range(x["count"]))
+if got != want: print(f"  --zero 1 --ep 2 optimizer bytes per rank {got}, want {want}"); ok = False
+sys.exit(not ok)
+EOF2
+refuse "--ep not dividing the experts" "must divide the routed experts" -- "$MW" estimate "${M[@]}" --dp 6 --ep 3
+refuse "--ep not dividing --dp (deepseek)" "must divide --dp" -- "$MW" estimate "${M[@]}" --dp 4 --ep 8
+
 echo "-- estimate --search"
 S=(--preset gpt2-tiny --threads 1 --search --world 8 --tflops 100 --intra-bw 100 --inter-bw 10)
 "$MW" estimate "${S[@]}" --device-mem 2GiB --json >"$T/s.json" || fail "--search exit $?"
