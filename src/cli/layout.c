@@ -117,12 +117,14 @@ static void plan_or_die(const mw_config *c, mw_plan_summary *p) {
 }
 
 /* The activation bytes one block keeps for backward on a rank of this layout, from the walk: the
- * plan of two blocks less that of one (no pipeline, one micro-batch, no recomputation). */
+ * plan of two blocks less that of one (no pipeline, one micro-batch, no recomputation; a model with
+ * experts: two MoE blocks less one). */
 static uint64_t layer_acts(const mw_config *c) {
     mw_config k = *c;
     k.pp = k.pp_stage = k.pp_first = k.pp_blocks = 0;
     k.accum = 1, k.dp = 0, k.world = 1, k.zero = 0, k.rank = 0;
     k.recompute = MW_RECOMPUTE_NONE, k.recompute_every = 0, k.recompute_blocks[0] = 0;
+    if (k.n_experts) k.first_dense = 0; /* a mixture-of-experts block's (the deepseek family) */
     mw_plan_summary a, b;
     k.n_layer = 1;
     plan_or_die(&k, &a);
