@@ -192,6 +192,26 @@ got = sorted(x["categories"]["optimizer"] for x in z for _ in range(x["count"]))
 if got != want: print(f"  --zero 1 --ep 2 optimizer bytes per rank {got}, want {want}"); ok = False
 sys.exit(not ok)
 EOF2
+# DeepSeek-V3 in the Megatron-Core MoE report's layout (PP4 x EP64 over 256 ranks; docs/cluster.md):
+# a middle stage of 16 MoE blocks holds the report's count per layer (231,161,856 dense, which leaves
+# out the router) plus the router (256 x 7168 and its bias), and 4 of the 256 experts (3 x 7168 x 2048)
+"$MW" estimate --preset deepseek-v3 --batch 1 --seq 64 --pp 4 --pp-layers 13,16,16,16 --dp 64 --ep 64 --zero 1 \
+  --microbatches 4 --recompute full --capacity-factor 1 --threads 1 --json >"$T/v3.json" || fail "deepseek-v3 layout exit $?"
+py "$T/v3.json" <<'EOF2' && pass "deepseek-v3, PP4 x EP64: a middle stage holds 16 x (231,161,856 + router 1,835,264 + 4 experts of 44,040,192) floats; the optimizer shards the dense over 64, the experts over 1" || fail "deepseek-v3 layout counts"
+import json, sys
+d = json.load(open(sys.argv[1]))
+def shard(n, W, r, Q=65536):
+    nq = (n + Q - 1) // Q
+    return min(nq * (r + 1) // W * Q, n) - min(nq * r // W * Q, n)
+X, rest = 16 * 4 * 44040192, 16 * (231161856 + 256 * 7168 + 256)
+mid = [x for x in d["ranks"] if x["stage"] in (1, 2)]
+ok = len(mid) > 0 and sum(x["count"] for x in mid) == 128
+for x in mid:
+    ok = ok and x["flat_floats"] == X + rest and x["expert_floats"] == X
+    ok = ok and x["categories"]["optimizer"] == 8 * (shard(rest, 64, x["dp_rank"]) + X)
+    ok = ok and x["categories"]["parameters"] == 4 * (X + rest)
+sys.exit(not ok)
+EOF2
 refuse "--ep not dividing the experts" "must divide the routed experts" -- "$MW" estimate "${M[@]}" --dp 6 --ep 3
 refuse "--ep not dividing --dp (deepseek)" "must divide --dp" -- "$MW" estimate "${M[@]}" --dp 4 --ep 8
 
