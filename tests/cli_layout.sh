@@ -192,6 +192,27 @@ got = sorted(x["categories"]["optimizer"] for x in z for _ in range(x["count"]))
 if got != want: print(f"  --zero 1 --ep 2 optimizer bytes per rank {got}, want {want}"); ok = False
 sys.exit(not ok)
 EOF2
+for t in 1 2; do "$MW" estimate "${M[@]}" --tp $t --json >"$T/mt$t.json" || fail "moe-tiny --tp $t exit $?"; done
+for t in 1 2 4; do "$MW" estimate --preset mla-tiny --batch 2 --seq 32 --threads 1 --tp $t --json >"$T/ml$t.json" || fail "mla-tiny --tp $t exit $?"; done
+py "$T"/mt1.json "$T"/mt2.json "$T"/ml1.json "$T"/ml2.json "$T"/ml4.json <<'EOF2' && pass "deepseek --tp T: parameters = (whole + divided / T) x 4 bytes exactly (moe-tiny T = 1, 2; mla-tiny T = 1, 2, 4): q|k|v, q_b, kv_b, gate, up, the experts' and the shared experts' divided; MLA's q_a/kv_a, the norms and the router whole" || fail "deepseek tensor-parallel parameter bytes"
+import json, sys
+C, V, F = 64, 256, 176
+# moe-tiny: 4 blocks, block 0 dense; GQA 4 heads of 16, 2 kv heads; 8 experts of 32, one shared of 32
+attn_s, attn_w = 64 * C + 2 * 32 * C + C * C, 2 * C
+ms = 2 * V * C + 4 * attn_s + 3 * F * C + 3 * (8 * 3 * 32 * C + 3 * 32 * C)
+mw = 4 * attn_w + C + 3 * 8 * C
+# mla-tiny: 3 dense blocks; q_a 32 x C, kv_a (16 + 8) x C, q_b 4(16 + 8) x 32, kv_b 4(16 + 16) x 16, o C x 64
+ls = 2 * V * C + 3 * (96 * 32 + 128 * 16 + C * 64 + 3 * F * C)
+lw = C + 3 * (2 * C + 32 * C + 32 + 24 * C + 16)
+ok = True
+for f, t, sp, wh in zip(sys.argv[1:], (1, 2, 1, 2, 4), (ms, ms, ls, ls, ls), (mw, mw, lw, lw, lw)):
+    r = json.load(open(f))["ranks"]
+    got, want = r[0]["categories"]["parameters"], 4 * (wh + sp // t)
+    if len(r) != 1 or r[0]["count"] != t or got != want:
+        print(f"  {f}: {len(r)} classes, parameters {got}, want {want}"); ok = False
+sys.exit(not ok)
+EOF2
+refuse "deepseek --tp not dividing the experts' width" "--moe-ffn" -- "$MW" estimate "${M[@]}" --tp 2 --kv-heads 4 --moe-ffn 33
 # DeepSeek-V3 in the Megatron-Core MoE report's layout (PP4 x EP64 over 256 ranks; docs/cluster.md):
 # a middle stage of 16 MoE blocks holds the report's count per layer (231,161,856 dense, which leaves
 # out the router) plus the router (256 x 7168 and its bias), and 4 of the 256 experts (3 x 7168 x 2048)

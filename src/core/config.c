@@ -283,6 +283,7 @@ mw_status mw_config_validate(const mw_config *c) {
         } else {
             NEED(c->n_kv_head % T == 0 && c->ffn % T == 0,
                  "--tp %d must divide the key/value heads (%d) and --ffn (%d)", T, c->n_kv_head, c->ffn);
+            NEED(c->moe_ffn % T == 0, "--tp %d must divide the experts' width --moe-ffn (%d)", T, c->moe_ffn);
         }
         NEED(!c->sp || T > 1, "--sp divides the norms' and the residual's values over the --tp ranks: give --tp > 1");
         if (c->pp > 1) {

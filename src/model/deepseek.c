@@ -106,10 +106,11 @@ static lay layer_of(const mw_config *c, int l) {
     return t;
 }
 
-static void add(mw_model *m, int l, const char *pre, const char *name, int r, int cols, int pad) {
+/* split: how the tensor divides over --tp ranks (MW_TS_*; a block's tensors are its stage's) */
+static void add(mw_model *m, int l, const char *pre, const char *name, int r, int cols, int pad, int split) {
     char full[128]; /* every name fits the table's 64 at --layers 4096, --experts 4096 */
     snprintf(full, sizeof full, "model.layers.%d.%s%s", l, pre, name);
-    mw_graph_add_tensor(m, full, r, cols, cols != 0, pad);
+    mw_graph_add_tensor_split(m, full, r, cols, cols != 0, pad, split, MW_AT_AUTO);
 }
 
 static mw_status build_table(mw_model *m) {
@@ -117,60 +118,67 @@ static mw_status build_table(mw_model *m) {
     const shape s = shape_of(c);
     const int mx = mixtral(c);
     const size_t n = (size_t)layer_base(c, c->n_layer) + 2;
+    /* tensor parallelism as Megatron-Core's (--tp T): a vocab-parallel embedding and head; column-
+     * parallel q (or MLA's q_b), k, v, kv_b, gate and up (rows: output features), row-parallel o
+     * and down (columns); MLA's down-projections q_a and kv_a duplicated (whole, as Megatron-Core's
+     * linear_q/kv_down_proj), the norms and the router whole; the routed and shared experts split
+     * as the dense MLP (expert tensor parallelism ETP = T, Megatron-Core's default) */
+    enum { W_ = MW_TS_WHOLE, R_ = MW_TS_ROWS, C_ = MW_TS_COLS };
     m->tensors = calloc(n, sizeof(mw_tensor));
     if (!m->tensors) return mw_fail(MW_ERR_NOMEM, "cannot allocate the parameter table (%zu tensors)", n);
-    mw_graph_add_tensor(m, "model.embed_tokens.weight", s.V, s.C, 1, 1);
+    mw_graph_add_tensor_split(m, "model.embed_tokens.weight", s.V, s.C, 1, 1, MW_TS_ROWS,
+                              c->tied ? MW_AT_ENDS : MW_AT_AUTO);
     for (int l = 0; l < c->n_layer; l++) {
         mw_graph_block(m, l);
-        add(m, l, "", "input_layernorm.weight", s.C, 0, 1);
+        add(m, l, "", "input_layernorm.weight", s.C, 0, 1, W_);
         if (s.mla) {
             if (s.qr) {
-                add(m, l, "self_attn.", "q_a_proj.weight", s.qr, s.C, 1);
-                add(m, l, "self_attn.", "q_a_layernorm.weight", s.qr, 0, 1);
-                add(m, l, "self_attn.", "q_b_proj.weight", s.QW, s.qr, 1);
+                add(m, l, "self_attn.", "q_a_proj.weight", s.qr, s.C, 1, W_);
+                add(m, l, "self_attn.", "q_a_layernorm.weight", s.qr, 0, 1, W_);
+                add(m, l, "self_attn.", "q_b_proj.weight", s.QW, s.qr, 1, R_);
             } else {
-                add(m, l, "self_attn.", "q_proj.weight", s.QW, s.C, 1);
+                add(m, l, "self_attn.", "q_proj.weight", s.QW, s.C, 1, R_);
             }
-            add(m, l, "self_attn.", "kv_a_proj_with_mqa.weight", s.kvr + s.rd, s.C, 1);
-            add(m, l, "self_attn.", "kv_a_layernorm.weight", s.kvr, 0, 1);
-            add(m, l, "self_attn.", "kv_b_proj.weight", s.KVW, s.kvr, 1);
-            add(m, l, "self_attn.", "o_proj.weight", s.C, s.AW, 1);
+            add(m, l, "self_attn.", "kv_a_proj_with_mqa.weight", s.kvr + s.rd, s.C, 1, W_);
+            add(m, l, "self_attn.", "kv_a_layernorm.weight", s.kvr, 0, 1, W_);
+            add(m, l, "self_attn.", "kv_b_proj.weight", s.KVW, s.kvr, 1, R_);
+            add(m, l, "self_attn.", "o_proj.weight", s.C, s.AW, 1, C_);
         } else { /* q|k|v back to back: one GEMM, as Llama's */
-            add(m, l, "self_attn.", "q_proj.weight", s.H * s.hs, s.C, 0);
-            add(m, l, "self_attn.", "k_proj.weight", s.KV * s.hs, s.C, 0);
-            add(m, l, "self_attn.", "v_proj.weight", s.KV * s.hs, s.C, 1);
-            add(m, l, "self_attn.", "o_proj.weight", s.C, s.C, 1);
+            add(m, l, "self_attn.", "q_proj.weight", s.H * s.hs, s.C, 0, R_);
+            add(m, l, "self_attn.", "k_proj.weight", s.KV * s.hs, s.C, 0, R_);
+            add(m, l, "self_attn.", "v_proj.weight", s.KV * s.hs, s.C, 1, R_);
+            add(m, l, "self_attn.", "o_proj.weight", s.C, s.C, 1, C_);
         }
-        add(m, l, "", "post_attention_layernorm.weight", s.C, 0, 1);
+        add(m, l, "", "post_attention_layernorm.weight", s.C, 0, 1, W_);
         if (!is_moe(c, l)) {
-            add(m, l, "mlp.", "gate_proj.weight", s.F, s.C, 1);
-            add(m, l, "mlp.", "up_proj.weight", s.F, s.C, 1);
-            add(m, l, "mlp.", "down_proj.weight", s.C, s.F, 1);
+            add(m, l, "mlp.", "gate_proj.weight", s.F, s.C, 1, R_);
+            add(m, l, "mlp.", "up_proj.weight", s.F, s.C, 1, R_);
+            add(m, l, "mlp.", "down_proj.weight", s.C, s.F, 1, C_);
             continue;
         }
         const char *pre = mx ? "block_sparse_moe." : "mlp.";
-        add(m, l, pre, "gate.weight", s.E, s.C, 1);
-        if (c->moe_gate == 1) add(m, l, pre, "gate.e_score_correction_bias", s.E, 0, 1);
+        add(m, l, pre, "gate.weight", s.E, s.C, 1, W_);
+        if (c->moe_gate == 1) add(m, l, pre, "gate.e_score_correction_bias", s.E, 0, 1, W_);
         m->building_expert = 1;
         for (int e = 0; e < local_experts(c); e++) {
             char nm[48];
             snprintf(nm, sizeof nm, mx ? "experts.%d.w1.weight" : "experts.%d.gate_proj.weight", e);
-            add(m, l, pre, nm, s.Fm, s.C, 1);
+            add(m, l, pre, nm, s.Fm, s.C, 1, R_);
             snprintf(nm, sizeof nm, mx ? "experts.%d.w3.weight" : "experts.%d.up_proj.weight", e);
-            add(m, l, pre, nm, s.Fm, s.C, 1);
+            add(m, l, pre, nm, s.Fm, s.C, 1, R_);
             snprintf(nm, sizeof nm, mx ? "experts.%d.w2.weight" : "experts.%d.down_proj.weight", e);
-            add(m, l, pre, nm, s.C, s.Fm, 1);
+            add(m, l, pre, nm, s.C, s.Fm, 1, C_);
         }
         m->building_expert = 0;
         if (s.S) {
-            add(m, l, "mlp.", "shared_experts.gate_proj.weight", s.Fs, s.C, 1);
-            add(m, l, "mlp.", "shared_experts.up_proj.weight", s.Fs, s.C, 1);
-            add(m, l, "mlp.", "shared_experts.down_proj.weight", s.C, s.Fs, 1);
+            add(m, l, "mlp.", "shared_experts.gate_proj.weight", s.Fs, s.C, 1, R_);
+            add(m, l, "mlp.", "shared_experts.up_proj.weight", s.Fs, s.C, 1, R_);
+            add(m, l, "mlp.", "shared_experts.down_proj.weight", s.C, s.Fs, 1, C_);
         }
     }
     mw_graph_block(m, -1);
     mw_graph_add_tensor(m, "model.norm.weight", s.C, 0, 0, 1);
-    if (!c->tied) mw_graph_add_tensor(m, "lm_head.weight", s.V, s.C, 1, 1);
+    if (!c->tied) mw_graph_add_tensor_split(m, "lm_head.weight", s.V, s.C, 1, 1, MW_TS_ROWS, MW_AT_AUTO);
     return MW_OK;
 }
 
@@ -194,6 +202,17 @@ enum {
 static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf", "lnf_rstd", "logits", "losses", "dres",
                                              "dtmp", "dq", "att_scratch", "norm_parts", "dkv_b", "dkv_a", "dq_a",
                                              "dexpert_out", "dexpert_in", "droute", "ep_a2a"};
+/* how each value divides over tensor-parallel ranks (MW_VS_*), as the tensors above do: the heads'
+ * values (q|k|v, MLA's q and, in lslot/gslot themselves, kv_b's per-head part), the MLPs' and the
+ * experts' hidden values and the logits by --tp; the residual stream and the norms' by --tp under
+ * --sp; MLA's latent values (the duplicated down-projections' outputs), the router's scores and
+ * route, and the experts' inputs and outputs whole (every TP rank computes the same tokens' expert
+ * rows; the row-parallel outputs are partial sums of the whole width) */
+enum { WH = MW_VS_WHOLE, TP = MW_VS_TP, SQ = MW_VS_SEQ };
+static const unsigned char lslot_split[NLS] = {SQ, SQ, SQ, TP, TP, TP, SQ, SQ, SQ, TP, TP, WH, WH, WH,
+                                               TP, WH, WH, WH, WH, WH, WH, WH, TP, TP, WH, TP, TP};
+static const unsigned char gslot_split[NGS] = {WH, WH, SQ, SQ, TP, WH, SQ, WH, TP, WH, WH, WH, WH, WH, WH, WH, WH, WH};
+static int tp_of(const mw_config *c) { return c->tp > 1 ? c->tp : 1; }
 #define XN MW_SLOT_NEXT
 #define GS MW_SLOT_STEP
 enum { R = MW_R, W = MW_W, U = MW_U };
@@ -368,7 +387,8 @@ static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
         N * sizeof(int32_t), N * sizeof(int32_t), N * C * F32, N * F32, (keep ? N : rows) * V * F32, N * F32,
         N * C * F32, N * wide * F32, N * (uint64_t)(s.mla ? s.QW : s.QKVW) * F32, att_scratch(m, &s),
         (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double),
-        s.mla ? N * ((uint64_t)s.KVW + (uint64_t)s.H * s.rd + s.rd) * F32 : 0, s.mla ? 2 * N * s.kvr * F32 : 0,
+        s.mla ? N * (((uint64_t)s.KVW + (uint64_t)s.H * s.rd) / (uint64_t)tp_of(c) + s.rd) * F32 : 0,
+        s.mla ? 2 * N * s.kvr * F32 : 0,
         2 * N * (uint64_t)s.qr * F32, (uint64_t)s.Rx * C * F32, (uint64_t)s.Rx * C * F32,
         s.E ? N * (uint64_t)(s.K + s.E) * F32 : 0, (uint64_t)s.R * C * F32};
     *bytes = gbytes[g];
@@ -390,7 +410,7 @@ static uint64_t lslot(const mw_model *m, int v) {
     case QA: case QAN: return N * (uint64_t)s.qr * F32;
     case QM: return N * (uint64_t)s.QW * F32;
     case KVA: case KVN: return N * (uint64_t)s.kvr * F32;
-    case KVB: return N * (uint64_t)(s.KVW + s.rd) * F32;
+    case KVB: return N * (uint64_t)(s.KVW / tp_of(&m->cfg) + s.rd) * F32; /* the heads' part divides under --tp */
     case PROB: return N * (uint64_t)s.E * F32;
     case ROUTE: return s.E ? mw_moe_route_words(s.N, s.K, s.E) * sizeof(int32_t) : 0;
     case XE: case EY: return Rw * C * F32;
@@ -829,6 +849,8 @@ const mw_model_def mw_arch_deepseek = {
     .k_opt = K_OPT,
     .logits_acc = 4,
     .losses_acc = 5,
+    .lslot_split = lslot_split,
+    .gslot_split = gslot_split,
     .build_table = build_table,
     .block_forward = push_block_forward,
     .block_backward = push_block_backward,
