@@ -115,6 +115,20 @@ for s in range(4):
 if not ok: print("  ", acts)
 sys.exit(not ok)
 EOF
+# the interleaved schedule: --pp 2 --vpp 2 on 8 blocks (stage 0 chunks 0-1 and 4-5, stage 1 2-3 and 6-7)
+V2=(--arch gpt2 --layers 8 --heads 4 --dim 64 --vocab 512 --ctx 64 --batch 2 --seq 32 --threads 1 --pp 2)
+for m in 2 4 6; do "$MW" estimate "${V2[@]}" --vpp 2 --microbatches $m --json >"$T/v$m.json" || fail "--vpp 2 --microbatches $m exit $?"; done
+"$MW" estimate "${V2[@]}" --microbatches 2 --json >"$T/v0.json" || fail "--pp 2 --microbatches 2 exit $?"
+py "$T"/v0.json "$T"/v2.json "$T"/v4.json "$T"/v6.json <<'EOF2' && pass "--vpp 2: stage s keeps min(2(P - s - 1) + (V - 1)P + 1, MV) chunks' activations (Megatron's interleaved warm-up); 4 chunks of stage 0 = 1F1B's 2 whole micro-batches, to the byte" || fail "interleaved in-flight activations"
+import json, sys
+d = [{x["stage"]: x for x in json.load(open(f))["ranks"]} for f in sys.argv[1:]]
+ok = all(v[s]["in_flight_microbatches"] == min(2 * (1 - s) + 2 + 1, 2 * m) for v, m in zip(d[1:], (2, 4, 6)) for s in (0, 1))
+a = [v[0]["categories"]["activations"] for v in d]
+ok = ok and d[0][0]["in_flight_microbatches"] == 2 and a[1] == a[0] and a[2] > a[1] and a[3] == a[2]
+ok = ok and d[1][0]["chunk_blocks"] == [[0, 1], [4, 5]] and d[1][1]["chunk_blocks"] == [[2, 3], [6, 7]] and all(v[1]["categories"]["activations"] < v[0]["categories"]["activations"] for v in d[1:])
+if not ok: print("  ", [[(s, x["in_flight_microbatches"], x["categories"]["activations"]) for s, x in v.items()] for v in d])
+sys.exit(not ok)
+EOF2
 "$MW" estimate "${P[@]}" --pp-layers 1,2,2,3 --microbatches 4 --json >"$T/u.json" || fail "--pp-layers exit $?"
 py "$T/u.json" <<'EOF' && pass "--pp-layers 1,2,2,3: four classes with those blocks; the two 2-block stages hold the same parameters" || fail "uneven stages"
 import json, sys
@@ -164,6 +178,9 @@ refuse "--microbatches 0" "--microbatches must" -- "$MW" estimate "${G[@]}" --pp
 refuse "--sp without --tp" "give --tp > 1" -- "$MW" estimate "${G[@]}" --sp
 refuse "--ep on a model without experts" "no experts" -- "$MW" estimate "${G[@]}" --dp 2 --ep 2
 refuse "--ep not dividing --dp" "must divide --dp" -- "$MW" estimate "${G[@]}" --ep 2
+refuse "--vpp without --pp" "with --pp > 1" -- "$MW" estimate "${G[@]}" --vpp 2
+refuse "--vpp not dividing the stages' blocks" "divisible by --pp x --vpp" -- "$MW" estimate "${V2[@]}" --vpp 3 --microbatches 2
+refuse "--vpp with micro-batches not a multiple of --pp" "multiple of it" -- "$MW" estimate "${V2[@]}" --vpp 2 --microbatches 3
 refuse "--offload with a layout" "not planned yet" -- "$MW" estimate "${G[@]}" --tp 2 --offload optimizer
 refuse "--recompute auto with a layout" "give a policy" -- "$MW" estimate "${G[@]}" --tp 2 --recompute auto --budget 1GiB
 

@@ -721,7 +721,15 @@ static void test_layout_ep(void) {
     CHECK_OK(mw_plan(&c, &p2));
     CHECK(p2.expert_floats == 2 * E / 2 * 3 * Fm * C, "stage 1 of moe-tiny under --ep 2: %llu expert floats, want %llu",
           (unsigned long long)p2.expert_floats, (unsigned long long)(2 * E / 2 * 3 * Fm * C));
-    c.pp = c.pp_stage = c.pp_first = c.pp_blocks = 0;
+    /* interleaved (--vpp 2, chunks of one block): stage 0 holds blocks 0 (dense) and 2, stage 1 blocks 1 and 3 */
+    c.pp_blocks = 2, c.vpp = 2, c.accum = 2;
+    for (int s = 0; s < 2; s++) {
+        c.pp_stage = s, c.pp_first = 2 * s;
+        CHECK_OK(mw_plan(&c, &p2));
+        CHECK(p2.expert_floats == (uint64_t)(s + 1) * E / 2 * 3 * Fm * C, "--vpp 2, stage %d: %llu expert floats, want %llu",
+              s, (unsigned long long)p2.expert_floats, (unsigned long long)((s + 1) * E / 2 * 3 * Fm * C));
+    }
+    c.pp = c.pp_stage = c.pp_first = c.pp_blocks = c.vpp = 0, c.accum = 1;
     c.ep = 3;
     c.world = 3;
     CHECK(mw_plan(&c, &p2) == MW_ERR_ARG && strstr(mw_last_error(), "must divide the routed experts"),

@@ -15,7 +15,7 @@
 #define MAX_STAGES 4096
 static int stage_blocks[MAX_STAGES], stage_first[MAX_STAGES]; /* layout_parse: each stage's blocks */
 
-static const char *const FLAGS[] = {"tp", "pp", "dp", "sp", "ep", "microbatches", "pp-layers"};
+static const char *const FLAGS[] = {"tp", "pp", "dp", "sp", "ep", "vpp", "microbatches", "pp-layers"};
 
 void layout_parse(opts *o, int mask) {
     const char *given = NULL;
@@ -63,6 +63,8 @@ void layout_parse(opts *o, int mask) {
     }
     for (int s = 0, f = 0; s < P; f += stage_blocks[s], s++) stage_first[s] = f;
     if (opt_given(o, "sp") && T == 1) die(1, "--sp divides the norms' and the residual's values over the --tp ranks: give --tp > 1");
+    if (opt_given(o, "vpp") && (c->vpp < 1 || (c->vpp > 1 && P == 1)))
+        die(1, "--vpp %d: model chunks per pipeline stage, >= 1, with --pp > 1", c->vpp);
     c->tp = T, c->pp = P, c->ep = E;
     /* the data-parallel group inside the layout: ZeRO as --zero says (0: every rank holds every state) */
     c->dp = D > 1 || opt_given(o, "zero");
@@ -121,7 +123,7 @@ static void plan_or_die(const mw_config *c, mw_plan_summary *p) {
  * experts: two MoE blocks less one). */
 static uint64_t layer_acts(const mw_config *c) {
     mw_config k = *c;
-    k.pp = k.pp_stage = k.pp_first = k.pp_blocks = 0;
+    k.pp = k.pp_stage = k.pp_first = k.pp_blocks = k.vpp = 0;
     k.accum = 1, k.dp = 0, k.world = 1, k.zero = 0, k.rank = 0;
     k.recompute = MW_RECOMPUTE_NONE, k.recompute_every = 0, k.recompute_blocks[0] = 0;
     if (k.n_experts) k.first_dense = 0; /* a mixture-of-experts block's (the deepseek family) */
@@ -192,18 +194,24 @@ int layout_report(const opts *o, int cmd_plan) {
                          : c->sp               ? sbh / t * (34 + 5 * a * s / h)
                                                : sbh * (10 + 24 / t + 5 * a * s / (h * t));
     if (o->json) {
-        printf("{\"layout\": {\"world\": %d, \"tp\": %d, \"pp\": %d, \"dp\": %d, \"ep\": %d, \"sp\": %s, \"zero\": %d, "
+        printf("{\"layout\": {\"world\": %d, \"tp\": %d, \"pp\": %d, \"vpp\": %d, \"dp\": %d, \"ep\": %d, \"sp\": %s, \"zero\": %d, "
                "\"microbatches\": %d, \"pp_layers\": [",
-               T * P * D, T, P, D, c->ep, c->sp ? "true" : "false", c->dp ? c->zero : 0, M);
+               T * P * D, T, P, c->vpp > 1 ? c->vpp : 1, D, c->ep, c->sp ? "true" : "false", c->dp ? c->zero : 0, M);
         for (int q = 0; q < P; q++) printf("%s%d", q ? ", " : "", stage_blocks[q]);
         printf("]}, \"per_layer_activation_bytes\": {\"memwall\": %llu, \"korthikanti_16bit\": ", (unsigned long long)mine);
         json_num(stdout, "%.0f", korth < 0 ? 0.0 / 0.0 : korth);
         printf("}, \"ranks\": [");
         for (int q = 0; q < ncl; q++) {
             const rank_class *x = &cl[q];
-            const int st = x->stage, inflight = P - st < M ? P - st : M;
+            const int st = x->stage, inflight = mw_layout_in_flight(c, st);
             printf("%s{\"ranks\": [", q ? ", " : "");
             print_ranges(stdout, x->ranks, x->nranks, 1);
+            if (P > 1 && c->vpp > 1) { /* the interleaved stage's chunks; "blocks" is its even split's range */
+                const int Lc = stage_blocks[st] / c->vpp;
+                printf("], \"chunk_blocks\": [");
+                for (int v = 0; v < c->vpp; v++)
+                    printf("%s[%d, %d]", v ? ", " : "", (v * P + st) * Lc, (v * P + st) * Lc + Lc - 1);
+            }
             printf("], \"count\": %d, \"stage\": %d, \"blocks\": [%d, %d], \"embedding\": %s, \"head\": %s, "
                    "\"in_flight_microbatches\": %d, \"dp_rank\": %d, \"categories\": {",
                    x->nranks, st, stage_first[st], stage_first[st] + stage_blocks[st] - 1, st == 0 ? "true" : "false",
@@ -223,7 +231,8 @@ int layout_report(const opts *o, int cmd_plan) {
         printf("  world %d = --tp %d x --pp %d x --dp %d%s%s", T * P * D, T, P, D, c->sp ? ", --sp" : "",
                c->dp ? "" : " (every rank holds every state)");
         if (c->dp) printf(", --zero %d inside each data-parallel group of %d", c->zero, D);
-        printf("; %d micro-batch%s per step%s\n", M, M == 1 ? "" : "es", P > 1 ? " under 1F1B" : "");
+        printf("; %d micro-batch%s per step%s\n", M, M == 1 ? "" : "es",
+               P > 1 ? (c->vpp > 1 ? " under interleaved 1F1B" : " under 1F1B") : "");
         if (c->ep > 1)
             printf("  --ep %d: each rank holds %d of the %d routed experts of every MoE block (expert-parallel rank =\n"
                    "    data-parallel rank mod %d); the router, shared experts, attention and dense blocks on every rank;\n"
@@ -235,11 +244,18 @@ int layout_report(const opts *o, int cmd_plan) {
                ncl, ncl == 1 ? "" : "s");
         for (int q = 0; q < ncl; q++) {
             const rank_class *x = &cl[q];
-            const int st = x->stage, inflight = P - st < M ? P - st : M;
+            const int st = x->stage, inflight = mw_layout_in_flight(c, st);
             printf("\n  ranks ");
             print_ranges(stdout, x->ranks, x->nranks, 0);
             printf(" (%d): ", x->nranks);
-            if (P > 1)
+            if (P > 1 && c->vpp > 1) {
+                const int Lc = stage_blocks[st] / c->vpp;
+                printf("stage %d, blocks", st);
+                for (int v = 0; v < c->vpp; v++)
+                    printf("%s %d-%d", v ? "," : "", (v * P + st) * Lc, (v * P + st) * Lc + Lc - 1);
+                printf("%s%s, %d chunk micro-batch%s in flight (interleaved)", st == 0 ? ", the embedding" : "",
+                       st == P - 1 ? ", the head and loss" : "", inflight, inflight == 1 ? "" : "es");
+            } else if (P > 1)
                 printf("stage %d, blocks %d-%d%s%s, %d micro-batch%s in flight", st, stage_first[st],
                        stage_first[st] + stage_blocks[st] - 1, st == 0 ? ", the embedding" : "",
                        st == P - 1 ? ", the head and loss" : "", inflight, inflight == 1 ? "" : "es");

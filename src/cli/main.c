@@ -69,6 +69,7 @@ static const opt_def OPTS[] = {
     {"dp", K_INT, O_(layout_dp), MODEL, "a parallel layout's data-parallel ranks D (--world = T x P x D), sharded inside each tensor x pipeline group as --zero says"},
     {"sp", K_FLAG, C_(sp), MODEL, "with --tp: sequence parallelism, the norms' and residual's values divided over the T ranks too (Korthikanti et al.)"},
     {"ep", K_INT, C_(ep), MODEL, "a parallel layout's expert-parallel ranks (dividing --dp and the routed experts; the deepseek family): each holds experts/E of every MoE block, ZeRO shards them over --dp/E ranks (docs/cluster.md)"},
+    {"vpp", K_INT, C_(vpp), MODEL, "with --pp: model chunks per stage under Megatron's interleaved 1F1B (--layers divisible by --pp x --vpp, --microbatches by --pp); stage s holds chunks s, s + P, ..."},
     {"microbatches", K_INT, O_(microbatches), MODEL, "a parallel layout's micro-batches per step (what --accum is without one), run by the pipeline under 1F1B"},
     {"pp-layers", K_STR, O_(pp_layers), MODEL, "with --pp: an uneven split of the blocks over the stages, e.g. 1,2,2,3 (summing to --layers); default an even split"},
     {"search", K_FLAG, O_(search), CMD_ESTIMATE, "the layouts of --world GPUs (tensor x pipeline x data parallel x ZeRO stage x recomputation x --sp) whose every rank's plan fits --device-mem or --gpu after the fixed costs, ranked by the cost model's step time, and why each other was dropped; exit 2 when none fits (docs/cluster.md)"},

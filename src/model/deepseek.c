@@ -52,9 +52,15 @@ static shape shape_of(const mw_config *c) {
     return s;
 }
 /* A pipeline stage's blocks are numbered from 0 (src/graph/layout.c): block l is the model's
- * l + pp_first, dense when that is below first_dense. */
+ * l + pp_first, or under the interleaved schedule (cfg.vpp chunks of Lc blocks) block l mod Lc of
+ * the model's chunk (l / Lc) P + stage; dense when that is below first_dense. */
 static int first_block(const mw_config *c) { return c->pp > 1 ? c->pp_first : 0; }
-static int is_moe(const mw_config *c, int l) { return c->n_experts > 0 && l + first_block(c) >= c->first_dense; }
+static int global_block(const mw_config *c, int l) {
+    if (c->pp <= 1 || c->vpp <= 1) return l + first_block(c);
+    const int Lc = c->n_layer / c->vpp;
+    return (l / Lc * c->pp + c->pp_stage) * Lc + l % Lc;
+}
+static int is_moe(const mw_config *c, int l) { return c->n_experts > 0 && global_block(c, l) >= c->first_dense; }
 /* The routed experts whose tensors this rank holds: all, or under expert parallelism (a layout's
  * cfg.ep = E) E_routed / E of them (the expert-parallel rank's; all such ranks hold as many) */
 static int local_experts(const mw_config *c) { return c->ep > 1 ? c->n_experts / c->ep : c->n_experts; }
@@ -76,7 +82,11 @@ static int n_attn(const mw_config *c) { return c->kv_lora_rank ? (c->q_lora_rank
 static int n_moe(const mw_config *c) { return 1 + (c->moe_gate == 1) + 3 * local_experts(c) + (c->n_shared ? 3 : 0); }
 static int layer_base(const mw_config *c, int l) {
     const int fd = c->first_dense - first_block(c), Ld = !c->n_experts ? c->n_layer : fd > 0 ? fd : 0;
-    const int d = l < Ld ? l : Ld, m = l > Ld ? l - Ld : 0;
+    int d = l < Ld ? l : Ld, m = l > Ld ? l - Ld : 0;
+    if (c->pp > 1 && c->vpp > 1) { /* interleaved chunks: the stage's dense blocks are not its first */
+        d = m = 0;
+        for (int k = 0; k < l; k++) is_moe(c, k) ? m++ : d++;
+    }
     return 1 + l * (2 + n_attn(c)) + 3 * d + m * n_moe(c);
 }
 
