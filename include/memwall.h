@@ -170,13 +170,20 @@ typedef struct mw_config {
      * plan being stage pp_stage's, which holds blocks pp_first .. pp_first + pp_blocks - 1 of
      * n_layer (the embedding on stage 0, the head on the last) and runs accum micro-batches under
      * 1F1B; ep expert-parallel ranks (0 or 1: none; a model with experts). The data-parallel group
-     * inside the layout is dp/world/zero above. */
-    int tp, sp, pp, pp_stage, pp_first, pp_blocks, ep;
+     * inside the layout is dp/world/zero above. vpp (0 or 1: none) model chunks per stage under
+     * Megatron's interleaved 1F1B: the n_layer blocks are P x vpp chunks of equal length, stage s
+     * holding chunks s, s + P, ... (pp_blocks = n_layer / P of them, pp_first = s x pp_blocks is then
+     * only its place in the even split; accum a multiple of P). */
+    int tp, sp, pp, pp_stage, pp_first, pp_blocks, ep, vpp;
 } mw_config;
 #define MW_INFERENCE_EVAL 2 /* mw_config.inference: evaluation (the loss only) */
 /* 1 when cfg plans one rank of a parallel layout (tensor, sequence, pipeline or expert parallel):
  * planned only, never run here */
 static inline int mw_config_layout(const mw_config *c) { return c->tp > 1 || c->sp || c->pp > 1 || c->ep > 1; }
+/* The micro-batches pipeline stage s of cfg's layout has in flight at most, each the activations
+ * of its blocks (under --vpp, of one chunk's): min(P - s, M) under 1F1B, min((P - s - 1) 2 +
+ * (V - 1) P + 1, M V) under the interleaved schedule; 1 without a pipeline (src/graph/layout.c). */
+int mw_layout_in_flight(const mw_config *cfg, int s);
 
 /* What backward recomputes instead of keeping from forward. Attention never keeps its T x T
  * probabilities and the loss never holds more than 256 positions' logits, under every policy.
@@ -349,6 +356,7 @@ typedef struct mw_plan_summary {
     double pred_recompute_s, pred_disk_s, disk_read_bw, disk_write_bw;
     char offload_why[200]; /* --offload auto: why it chose as it did ("" otherwise) */
     uint64_t flat_floats;  /* the flat parameter buffer's length, padding included (mw_zero_shard) */
+    uint64_t expert_floats; /* ... of which the routed experts' (a layout's --ep: this rank's experts) */
 } mw_plan_summary;
 
 /* Plans the training step of cfg under its recomputation policy: every buffer with its category

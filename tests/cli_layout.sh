@@ -115,6 +115,20 @@ for s in range(4):
 if not ok: print("  ", acts)
 sys.exit(not ok)
 EOF
+# the interleaved schedule: --pp 2 --vpp 2 on 8 blocks (stage 0 chunks 0-1 and 4-5, stage 1 2-3 and 6-7)
+V2=(--arch gpt2 --layers 8 --heads 4 --dim 64 --vocab 512 --ctx 64 --batch 2 --seq 32 --threads 1 --pp 2)
+for m in 2 4 6; do "$MW" estimate "${V2[@]}" --vpp 2 --microbatches $m --json >"$T/v$m.json" || fail "--vpp 2 --microbatches $m exit $?"; done
+"$MW" estimate "${V2[@]}" --microbatches 2 --json >"$T/v0.json" || fail "--pp 2 --microbatches 2 exit $?"
+py "$T"/v0.json "$T"/v2.json "$T"/v4.json "$T"/v6.json <<'EOF2' && pass "--vpp 2: stage s keeps min(2(P - s - 1) + (V - 1)P + 1, MV) chunks' activations (Megatron's interleaved warm-up); 4 chunks of stage 0 = 1F1B's 2 whole micro-batches, to the byte" || fail "interleaved in-flight activations"
+import json, sys
+d = [{x["stage"]: x for x in json.load(open(f))["ranks"]} for f in sys.argv[1:]]
+ok = all(v[s]["in_flight_microbatches"] == min(2 * (1 - s) + 2 + 1, 2 * m) for v, m in zip(d[1:], (2, 4, 6)) for s in (0, 1))
+a = [v[0]["categories"]["activations"] for v in d]
+ok = ok and d[0][0]["in_flight_microbatches"] == 2 and a[1] == a[0] and a[2] > a[1] and a[3] == a[2]
+ok = ok and d[1][0]["chunk_blocks"] == [[0, 1], [4, 5]] and d[1][1]["chunk_blocks"] == [[2, 3], [6, 7]] and all(v[1]["categories"]["activations"] < v[0]["categories"]["activations"] for v in d[1:])
+if not ok: print("  ", [[(s, x["in_flight_microbatches"], x["categories"]["activations"]) for s, x in v.items()] for v in d])
+sys.exit(not ok)
+EOF2
 "$MW" estimate "${P[@]}" --pp-layers 1,2,2,3 --microbatches 4 --json >"$T/u.json" || fail "--pp-layers exit $?"
 py "$T/u.json" <<'EOF' && pass "--pp-layers 1,2,2,3: four classes with those blocks; the two 2-block stages hold the same parameters" || fail "uneven stages"
 import json, sys
@@ -164,8 +178,80 @@ refuse "--microbatches 0" "--microbatches must" -- "$MW" estimate "${G[@]}" --pp
 refuse "--sp without --tp" "give --tp > 1" -- "$MW" estimate "${G[@]}" --sp
 refuse "--ep on a model without experts" "no experts" -- "$MW" estimate "${G[@]}" --dp 2 --ep 2
 refuse "--ep not dividing --dp" "must divide --dp" -- "$MW" estimate "${G[@]}" --ep 2
+refuse "--vpp without --pp" "with --pp > 1" -- "$MW" estimate "${G[@]}" --vpp 2
+refuse "--vpp not dividing the stages' blocks" "divisible by --pp x --vpp" -- "$MW" estimate "${V2[@]}" --vpp 3 --microbatches 2
+refuse "--vpp with micro-batches not a multiple of --pp" "multiple of it" -- "$MW" estimate "${V2[@]}" --vpp 2 --microbatches 3
 refuse "--offload with a layout" "not planned yet" -- "$MW" estimate "${G[@]}" --tp 2 --offload optimizer
 refuse "--recompute auto with a layout" "give a policy" -- "$MW" estimate "${G[@]}" --tp 2 --recompute auto --budget 1GiB
+
+echo "-- expert parallelism (deepseek family)"
+# moe-tiny: 4 blocks, the first dense; per MoE block 8 routed experts of 3 x 32 x 64 floats
+M=(--preset moe-tiny --batch 2 --seq 32 --threads 1)
+for e in 1 2 4; do "$MW" estimate "${M[@]}" --dp 4 --ep $e --json >"$T/e$e.json" || fail "moe-tiny --ep $e exit $?"; done
+"$MW" estimate "${M[@]}" --dp 4 --ep 2 --zero 1 --json >"$T/ez.json" || fail "moe-tiny --ep 2 --zero 1 exit $?"
+py "$T"/e1.json "$T"/e2.json "$T"/e4.json "$T"/ez.json <<'EOF2' && pass "--ep E: parameters = (rest + experts / E) x 4 bytes exactly (E = 1, 2, 4; the rest replicated); --zero 1 shards the experts over --dp/--ep ranks, the rest over --dp" || fail "expert-parallel bytes"
+import json, sys
+X = 3 * 8 * 3 * 32 * 64  # the routed experts' floats
+d = [json.load(open(f)) for f in sys.argv[1:]]
+rest = d[0]["ranks"][0]["flat_floats"] - X
+ok = True
+for f, E in zip(d[:3], (1, 2, 4)):
+    r = f["ranks"]
+    got = r[0]["categories"]["parameters"]
+    if len(r) != 1 or r[0]["count"] != 4 or got != 4 * (rest + X // E) or r[0]["expert_floats"] != X // E:
+        print(f"  --ep {E}: {len(r)} classes, parameters {got}, want {4 * (rest + X // E)}"); ok = False
+def shard(n, W, r, Q=65536):  # src/dist/zero.c's mw_zero_shard
+    nq = (n + Q - 1) // Q
+    return min(nq * (r + 1) // W * Q, n) - min(nq * r // W * Q, n)
+z = d[3]["ranks"]
+want = sorted(8 * (shard(rest, 4, r) + shard(X // 2, 2, r // 2)) for r in range(4))
+got = sorted(x["categories"]["optimizer"] for x in z for _ in range(x["count"]))
+if got != want: print(f"  --zero 1 --ep 2 optimizer bytes per rank {got}, want {want}"); ok = False
+sys.exit(not ok)
+EOF2
+for t in 1 2; do "$MW" estimate "${M[@]}" --tp $t --json >"$T/mt$t.json" || fail "moe-tiny --tp $t exit $?"; done
+for t in 1 2 4; do "$MW" estimate --preset mla-tiny --batch 2 --seq 32 --threads 1 --tp $t --json >"$T/ml$t.json" || fail "mla-tiny --tp $t exit $?"; done
+py "$T"/mt1.json "$T"/mt2.json "$T"/ml1.json "$T"/ml2.json "$T"/ml4.json <<'EOF2' && pass "deepseek --tp T: parameters = (whole + divided / T) x 4 bytes exactly (moe-tiny T = 1, 2; mla-tiny T = 1, 2, 4): q|k|v, q_b, kv_b, gate, up, the experts' and the shared experts' divided; MLA's q_a/kv_a, the norms and the router whole" || fail "deepseek tensor-parallel parameter bytes"
+import json, sys
+C, V, F = 64, 256, 176
+# moe-tiny: 4 blocks, block 0 dense; GQA 4 heads of 16, 2 kv heads; 8 experts of 32, one shared of 32
+attn_s, attn_w = 64 * C + 2 * 32 * C + C * C, 2 * C
+ms = 2 * V * C + 4 * attn_s + 3 * F * C + 3 * (8 * 3 * 32 * C + 3 * 32 * C)
+mw = 4 * attn_w + C + 3 * 8 * C
+# mla-tiny: 3 dense blocks; q_a 32 x C, kv_a (16 + 8) x C, q_b 4(16 + 8) x 32, kv_b 4(16 + 16) x 16, o C x 64
+ls = 2 * V * C + 3 * (96 * 32 + 128 * 16 + C * 64 + 3 * F * C)
+lw = C + 3 * (2 * C + 32 * C + 32 + 24 * C + 16)
+ok = True
+for f, t, sp, wh in zip(sys.argv[1:], (1, 2, 1, 2, 4), (ms, ms, ls, ls, ls), (mw, mw, lw, lw, lw)):
+    r = json.load(open(f))["ranks"]
+    got, want = r[0]["categories"]["parameters"], 4 * (wh + sp // t)
+    if len(r) != 1 or r[0]["count"] != t or got != want:
+        print(f"  {f}: {len(r)} classes, parameters {got}, want {want}"); ok = False
+sys.exit(not ok)
+EOF2
+refuse "deepseek --tp not dividing the experts' width" "--moe-ffn" -- "$MW" estimate "${M[@]}" --tp 2 --kv-heads 4 --moe-ffn 33
+# DeepSeek-V3 in the Megatron-Core MoE report's layout (PP4 x EP64 over 256 ranks; docs/cluster.md):
+# a middle stage of 16 MoE blocks holds the report's count per layer (231,161,856 dense, which leaves
+# out the router) plus the router (256 x 7168 and its bias), and 4 of the 256 experts (3 x 7168 x 2048)
+"$MW" estimate --preset deepseek-v3 --batch 1 --seq 64 --pp 4 --pp-layers 13,16,16,16 --dp 64 --ep 64 --zero 1 \
+  --microbatches 4 --recompute full --capacity-factor 1 --threads 1 --json >"$T/v3.json" || fail "deepseek-v3 layout exit $?"
+py "$T/v3.json" <<'EOF2' && pass "deepseek-v3, PP4 x EP64: a middle stage holds 16 x (231,161,856 + router 1,835,264 + 4 experts of 44,040,192) floats; the optimizer shards the dense over 64, the experts over 1" || fail "deepseek-v3 layout counts"
+import json, sys
+d = json.load(open(sys.argv[1]))
+def shard(n, W, r, Q=65536):
+    nq = (n + Q - 1) // Q
+    return min(nq * (r + 1) // W * Q, n) - min(nq * r // W * Q, n)
+X, rest = 16 * 4 * 44040192, 16 * (231161856 + 256 * 7168 + 256)
+mid = [x for x in d["ranks"] if x["stage"] in (1, 2)]
+ok = len(mid) > 0 and sum(x["count"] for x in mid) == 128
+for x in mid:
+    ok = ok and x["flat_floats"] == X + rest and x["expert_floats"] == X
+    ok = ok and x["categories"]["optimizer"] == 8 * (shard(rest, 64, x["dp_rank"]) + X)
+    ok = ok and x["categories"]["parameters"] == 4 * (X + rest)
+sys.exit(not ok)
+EOF2
+refuse "--ep not dividing the experts" "must divide the routed experts" -- "$MW" estimate "${M[@]}" --dp 6 --ep 3
+refuse "--ep not dividing --dp (deepseek)" "must divide --dp" -- "$MW" estimate "${M[@]}" --dp 4 --ep 8
 
 echo "-- estimate --search"
 S=(--preset gpt2-tiny --threads 1 --search --world 8 --tflops 100 --intra-bw 100 --inter-bw 10)

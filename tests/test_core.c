@@ -670,6 +670,79 @@ static void test_layout_refused(void) {
           "a stage past the last block is refused: %s", mw_last_error());
 }
 
+/* Expert parallelism (issue 32 items 1-2) in a deepseek rank's walk: with --ep E the rank holds
+ * E_routed / E routed experts per MoE block, the rest replicated; the experts' values take the
+ * receive bound E x min(N K, (E_routed / E) cap) rows; each all-to-all holds this rank's side
+ * (R = min(N K, E_routed cap) rows x C) for its op; a pipeline stage past the dense blocks has none. */
+static void test_layout_ep(void) {
+    mw_config c;
+    mw_config_default(&c);
+    CHECK_OK(mw_config_preset(&c, "moe-tiny")); /* 4 blocks, the first dense; 8 experts of 32, top-2, C 64 */
+    c.batch = 2, c.seq = 32, c.threads = 1;
+    const uint64_t N = 64, C = 64, K = 2, E = 8, Fm = 32, moe_blocks = 3, F4 = 4;
+    const uint64_t experts = moe_blocks * E * 3 * Fm * C; /* floats, every matrix a multiple of 16 */
+    mw_plan_summary p1, p2;
+    c.dp = 1, c.world = 2;
+    CHECK_OK(mw_plan(&c, &p1));
+    CHECK(p1.expert_floats == experts, "moe-tiny's routed experts: %llu floats, want %llu",
+          (unsigned long long)p1.expert_floats, (unsigned long long)experts);
+    c.ep = 2;
+    CHECK_OK(mw_plan(&c, &p2));
+    CHECK(p2.expert_floats == experts / 2 && p2.flat_floats - p2.expert_floats == p1.flat_floats - p1.expert_floats,
+          "--ep 2: the rank's experts %llu floats (want %llu), the rest %llu (want %llu, replicated)",
+          (unsigned long long)p2.expert_floats, (unsigned long long)(experts / 2),
+          (unsigned long long)(p2.flat_floats - p2.expert_floats), (unsigned long long)(p1.flat_floats - p1.expert_floats));
+    for (int cap = 0; cap < 2; cap++) { /* no capacity (cap = N), then --capacity-factor 1 (cap 16) */
+        c.capacity_factor = cap;
+        const uint64_t cp = cap ? (N * K + E - 1) / E : N, R = N * K < E * cp ? N * K : E * cp;
+        const uint64_t one = N * K < E / 2 * cp ? N * K : E / 2 * cp, Rx = 2 * one;
+        mw_plan_buffer *b;
+        int n, a2a = 0, bad = 0, xin = 0;
+        CHECK_OK(mw_plan_buffers(&c, &b, &n));
+        for (int i = 0; i < n; i++) {
+            if (!strcmp(b[i].name, "ep_a2a")) a2a++, bad += b[i].bytes != R * C * F4 || b[i].first != b[i].last;
+            const size_t ln = strlen(b[i].name);
+            if (ln > 10 && !strcmp(b[i].name + ln - 10, ".expert_in")) xin++, bad += b[i].bytes != Rx * C * F4;
+        }
+        free(b);
+        CHECK(a2a == 4 * (int)moe_blocks && xin == (int)moe_blocks && !bad,
+              "--ep 2, capacity %d: %d all-to-all buffers (want 12) and %d experts' inputs (want 3), %d of the wrong size "
+              "(R %llu, Rx %llu rows)", cap, a2a, xin, bad, (unsigned long long)R, (unsigned long long)Rx);
+    }
+    c.ep = 0, c.capacity_factor = 0;
+    mw_plan_buffer *b;
+    int n, a2a = 0;
+    CHECK_OK(mw_plan_buffers(&c, &b, &n));
+    for (int i = 0; i < n; i++) a2a += !strcmp(b[i].name, "ep_a2a");
+    free(b);
+    CHECK(a2a == 0, "without --ep no all-to-all buffer, got %d", a2a);
+    /* a pipeline stage of blocks 2-3 holds two MoE blocks (the dense one is block 0's) */
+    c.pp = 2, c.pp_stage = 1, c.pp_first = 2, c.pp_blocks = 2, c.ep = 2;
+    CHECK_OK(mw_plan(&c, &p2));
+    CHECK(p2.expert_floats == 2 * E / 2 * 3 * Fm * C, "stage 1 of moe-tiny under --ep 2: %llu expert floats, want %llu",
+          (unsigned long long)p2.expert_floats, (unsigned long long)(2 * E / 2 * 3 * Fm * C));
+    /* interleaved (--vpp 2, chunks of one block): stage 0 holds blocks 0 (dense) and 2, stage 1 blocks 1 and 3 */
+    c.pp_blocks = 2, c.vpp = 2, c.accum = 2;
+    for (int s = 0; s < 2; s++) {
+        c.pp_stage = s, c.pp_first = 2 * s;
+        CHECK_OK(mw_plan(&c, &p2));
+        CHECK(p2.expert_floats == (uint64_t)(s + 1) * E / 2 * 3 * Fm * C, "--vpp 2, stage %d: %llu expert floats, want %llu",
+              s, (unsigned long long)p2.expert_floats, (unsigned long long)((s + 1) * E / 2 * 3 * Fm * C));
+    }
+    c.pp = c.pp_stage = c.pp_first = c.pp_blocks = c.vpp = 0, c.accum = 1;
+    c.ep = 3;
+    c.world = 3;
+    CHECK(mw_plan(&c, &p2) == MW_ERR_ARG && strstr(mw_last_error(), "must divide the routed experts"),
+          "--ep 3 of 8 experts refused: %s", mw_last_error());
+    c.ep = 4;
+    CHECK(mw_plan(&c, &p2) == MW_ERR_ARG && strstr(mw_last_error(), "must divide --dp"),
+          "--ep 4 over 3 data-parallel ranks refused: %s", mw_last_error());
+    mw_config_default(&c);
+    c.ep = 2, c.dp = 1, c.world = 2;
+    CHECK(mw_plan(&c, &p2) == MW_ERR_ARG && strstr(mw_last_error(), "has no experts"),
+          "--ep on GPT-2 refused: %s", mw_last_error());
+}
+
 int main(void) {
     char dir[] = "/tmp/mw_test_core_XXXXXX";
     if (!mkdtemp(dir)) return 1;
@@ -685,6 +758,7 @@ int main(void) {
     test_available(dir);
     test_schedule_and_config();
     test_layout_refused();
+    test_layout_ep();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);

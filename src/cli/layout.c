@@ -15,7 +15,7 @@
 #define MAX_STAGES 4096
 static int stage_blocks[MAX_STAGES], stage_first[MAX_STAGES]; /* layout_parse: each stage's blocks */
 
-static const char *const FLAGS[] = {"tp", "pp", "dp", "sp", "ep", "microbatches", "pp-layers"};
+static const char *const FLAGS[] = {"tp", "pp", "dp", "sp", "ep", "vpp", "microbatches", "pp-layers"};
 
 void layout_parse(opts *o, int mask) {
     const char *given = NULL;
@@ -63,6 +63,8 @@ void layout_parse(opts *o, int mask) {
     }
     for (int s = 0, f = 0; s < P; f += stage_blocks[s], s++) stage_first[s] = f;
     if (opt_given(o, "sp") && T == 1) die(1, "--sp divides the norms' and the residual's values over the --tp ranks: give --tp > 1");
+    if (opt_given(o, "vpp") && (c->vpp < 1 || (c->vpp > 1 && P == 1)))
+        die(1, "--vpp %d: model chunks per pipeline stage, >= 1, with --pp > 1", c->vpp);
     c->tp = T, c->pp = P, c->ep = E;
     /* the data-parallel group inside the layout: ZeRO as --zero says (0: every rank holds every state) */
     c->dp = D > 1 || opt_given(o, "zero");
@@ -99,17 +101,32 @@ static void print_ranges(FILE *f, const int *r, int n, int json) {
 
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
+/* Data-parallel rank r's ZeRO shard lengths: the dense floats' over the D ranks and, under --ep E,
+ * the routed experts' over the D/E ranks of its expert-data-parallel group (rank r / E of it) */
+static void shard_lens(const mw_config *c, const mw_plan_summary *p, int r, uint64_t len[2]) {
+    uint64_t lo = 0, hi = 0, elo = 0, ehi = 0;
+    const int E = c->ep > 1 ? c->ep : 1;
+    const uint64_t ef = E > 1 ? p->expert_floats : 0;
+    if (c->dp && c->zero >= 1) {
+        mw_zero_shard(p->flat_floats - ef, c->world, r, &lo, &hi);
+        if (E > 1) mw_zero_shard(ef, c->world / E, r / E, &elo, &ehi);
+    }
+    len[0] = hi - lo, len[1] = ehi - elo;
+}
+
 static void plan_or_die(const mw_config *c, mw_plan_summary *p) {
     if (mw_plan(c, p) != MW_OK) die(1, "%s", mw_last_error());
 }
 
 /* The activation bytes one block keeps for backward on a rank of this layout, from the walk: the
- * plan of two blocks less that of one (no pipeline, one micro-batch, no recomputation). */
+ * plan of two blocks less that of one (no pipeline, one micro-batch, no recomputation; a model with
+ * experts: two MoE blocks less one). */
 static uint64_t layer_acts(const mw_config *c) {
     mw_config k = *c;
-    k.pp = k.pp_stage = k.pp_first = k.pp_blocks = 0;
+    k.pp = k.pp_stage = k.pp_first = k.pp_blocks = k.vpp = 0;
     k.accum = 1, k.dp = 0, k.world = 1, k.zero = 0, k.rank = 0;
     k.recompute = MW_RECOMPUTE_NONE, k.recompute_every = 0, k.recompute_blocks[0] = 0;
+    if (k.n_experts) k.first_dense = 0; /* a mixture-of-experts block's (the deepseek family) */
     mw_plan_summary a, b;
     k.n_layer = 1;
     plan_or_die(&k, &a);
@@ -132,16 +149,16 @@ int layout_report(const opts *o, int cmd_plan) {
         mw_plan_summary p0;
         plan_or_die(&k, &p0);
         /* the data-parallel ranks: alike unless ZeRO shards the flat buffer into unequal lengths */
-        uint64_t len[4];
-        int rep[4], nl = 0;
+        uint64_t len[8][2];
+        int rep[8], nl = 0;
         for (int r = 0; r < D; r++) {
-            uint64_t lo = 0, hi = 0;
-            if (c->dp && c->zero >= 1) mw_zero_shard(p0.flat_floats, D, r, &lo, &hi);
+            uint64_t l2[2];
+            shard_lens(c, &p0, r, l2);
             int j = 0;
-            while (j < nl && len[j] != hi - lo) j++;
+            while (j < nl && (len[j][0] != l2[0] || len[j][1] != l2[1])) j++;
             if (j == nl) {
-                if (nl == 4) die(1, "internal: more than 4 shard lengths among %d ranks", D);
-                len[nl] = hi - lo, rep[nl++] = r;
+                if (nl == 8) die(1, "internal: more than 8 shard lengths among %d ranks", D);
+                len[nl][0] = l2[0], len[nl][1] = l2[1], rep[nl++] = r;
             }
         }
         for (int j = 0; j < nl; j++) {
@@ -155,9 +172,9 @@ int layout_report(const opts *o, int cmd_plan) {
             if (q == ncl) cl[ncl++] = (rank_class){p, s, rep[j], 0, NULL};
             rank_class *x = &cl[q];
             for (int r = 0; r < D; r++) {
-                uint64_t lo = 0, hi = 0;
-                if (c->dp && c->zero >= 1) mw_zero_shard(p0.flat_floats, D, r, &lo, &hi);
-                if (hi - lo != len[j]) continue;
+                uint64_t l2[2];
+                shard_lens(c, &p0, r, l2);
+                if (l2[0] != len[j][0] || l2[1] != len[j][1]) continue;
                 int *nr = realloc(x->ranks, sizeof(int) * ((size_t)x->nranks + (size_t)T));
                 if (!nr) die(1, "out of memory");
                 x->ranks = nr;
@@ -177,27 +194,35 @@ int layout_report(const opts *o, int cmd_plan) {
                          : c->sp               ? sbh / t * (34 + 5 * a * s / h)
                                                : sbh * (10 + 24 / t + 5 * a * s / (h * t));
     if (o->json) {
-        printf("{\"layout\": {\"world\": %d, \"tp\": %d, \"pp\": %d, \"dp\": %d, \"ep\": %d, \"sp\": %s, \"zero\": %d, "
+        printf("{\"layout\": {\"world\": %d, \"tp\": %d, \"pp\": %d, \"vpp\": %d, \"dp\": %d, \"ep\": %d, \"sp\": %s, \"zero\": %d, "
                "\"microbatches\": %d, \"pp_layers\": [",
-               T * P * D, T, P, D, c->ep, c->sp ? "true" : "false", c->dp ? c->zero : 0, M);
+               T * P * D, T, P, c->vpp > 1 ? c->vpp : 1, D, c->ep, c->sp ? "true" : "false", c->dp ? c->zero : 0, M);
         for (int q = 0; q < P; q++) printf("%s%d", q ? ", " : "", stage_blocks[q]);
         printf("]}, \"per_layer_activation_bytes\": {\"memwall\": %llu, \"korthikanti_16bit\": ", (unsigned long long)mine);
         json_num(stdout, "%.0f", korth < 0 ? 0.0 / 0.0 : korth);
         printf("}, \"ranks\": [");
         for (int q = 0; q < ncl; q++) {
             const rank_class *x = &cl[q];
-            const int st = x->stage, inflight = P - st < M ? P - st : M;
+            const int st = x->stage, inflight = mw_layout_in_flight(c, st);
             printf("%s{\"ranks\": [", q ? ", " : "");
             print_ranges(stdout, x->ranks, x->nranks, 1);
+            if (P > 1 && c->vpp > 1) { /* the interleaved stage's chunks; "blocks" is its even split's range */
+                const int Lc = stage_blocks[st] / c->vpp;
+                printf("], \"chunk_blocks\": [");
+                for (int v = 0; v < c->vpp; v++)
+                    printf("%s[%d, %d]", v ? ", " : "", (v * P + st) * Lc, (v * P + st) * Lc + Lc - 1);
+            }
             printf("], \"count\": %d, \"stage\": %d, \"blocks\": [%d, %d], \"embedding\": %s, \"head\": %s, "
                    "\"in_flight_microbatches\": %d, \"dp_rank\": %d, \"categories\": {",
                    x->nranks, st, stage_first[st], stage_first[st] + stage_blocks[st] - 1, st == 0 ? "true" : "false",
                    st == P - 1 ? "true" : "false", P > 1 ? inflight : 1, x->dp_rank);
             for (int k = 0; k < MW_CAT_COUNT; k++)
                 printf("%s\"%s\": %llu", k ? ", " : "", mw_category_name(k), (unsigned long long)x->p.category[k]);
-            printf("}, \"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"flat_floats\": %llu, \"fits\": %s}",
+            printf("}, \"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"flat_floats\": %llu, "
+                   "\"expert_floats\": %llu, \"fits\": %s}",
                    (unsigned long long)x->p.peak, (unsigned long long)x->p.live_peak,
-                   (unsigned long long)x->p.flat_floats, x->p.fits ? "true" : "false");
+                   (unsigned long long)x->p.flat_floats, (unsigned long long)x->p.expert_floats,
+                   x->p.fits ? "true" : "false");
         }
         printf("], \"fits\": %s}\n", fits ? "true" : "false");
     } else {
@@ -206,16 +231,31 @@ int layout_report(const opts *o, int cmd_plan) {
         printf("  world %d = --tp %d x --pp %d x --dp %d%s%s", T * P * D, T, P, D, c->sp ? ", --sp" : "",
                c->dp ? "" : " (every rank holds every state)");
         if (c->dp) printf(", --zero %d inside each data-parallel group of %d", c->zero, D);
-        printf("; %d micro-batch%s per step%s\n", M, M == 1 ? "" : "es", P > 1 ? " under 1F1B" : "");
+        printf("; %d micro-batch%s per step%s\n", M, M == 1 ? "" : "es",
+               P > 1 ? (c->vpp > 1 ? " under interleaved 1F1B" : " under 1F1B") : "");
+        if (c->ep > 1)
+            printf("  --ep %d: each rank holds %d of the %d routed experts of every MoE block (expert-parallel rank =\n"
+                   "    data-parallel rank mod %d); the router, shared experts, attention and dense blocks on every rank;\n"
+                   "    %s; all-to-all buffers of fixed shape (docs/cluster.md \"Expert parallelism\")\n",
+                   c->ep, c->n_experts / c->ep, c->n_experts, c->ep,
+                   c->dp && c->zero >= 1 ? "ZeRO shards the experts over the expert-data-parallel group (--dp / --ep ranks), the rest over --dp"
+                                         : "no ZeRO: every rank of an expert-parallel rank's data-parallel group holds its experts' states");
         printf("  %d distinct rank%s (ranks numbered tensor-parallel fastest, then data-parallel, then stage):\n",
                ncl, ncl == 1 ? "" : "s");
         for (int q = 0; q < ncl; q++) {
             const rank_class *x = &cl[q];
-            const int st = x->stage, inflight = P - st < M ? P - st : M;
+            const int st = x->stage, inflight = mw_layout_in_flight(c, st);
             printf("\n  ranks ");
             print_ranges(stdout, x->ranks, x->nranks, 0);
             printf(" (%d): ", x->nranks);
-            if (P > 1)
+            if (P > 1 && c->vpp > 1) {
+                const int Lc = stage_blocks[st] / c->vpp;
+                printf("stage %d, blocks", st);
+                for (int v = 0; v < c->vpp; v++)
+                    printf("%s %d-%d", v ? "," : "", (v * P + st) * Lc, (v * P + st) * Lc + Lc - 1);
+                printf("%s%s, %d chunk micro-batch%s in flight (interleaved)", st == 0 ? ", the embedding" : "",
+                       st == P - 1 ? ", the head and loss" : "", inflight, inflight == 1 ? "" : "es");
+            } else if (P > 1)
                 printf("stage %d, blocks %d-%d%s%s, %d micro-batch%s in flight", st, stage_first[st],
                        stage_first[st] + stage_blocks[st] - 1, st == 0 ? ", the embedding" : "",
                        st == P - 1 ? ", the head and loss" : "", inflight, inflight == 1 ? "" : "es");

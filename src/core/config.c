@@ -274,6 +274,7 @@ mw_status mw_config_validate(const mw_config *c) {
         NEED(c->precision == MW_PRECISION_FP32, "--zero with --precision %s: bfloat16 gradients under data "
              "parallelism are not built yet", mw_precision_str(c->precision));
     }
+    NEED(c->vpp <= 1 || c->pp > 1, "--vpp interleaves a pipeline's stages: give --pp > 1");
     if (mw_config_layout(c)) { /* a parallel layout's rank (planned only) */
         const int T = c->tp > 1 ? c->tp : 1;
         NEED(c->tp >= 0 && c->pp >= 0 && c->ep >= 0 && (c->sp == 0 || c->sp == 1), "a layout's degrees must be >= 1");
@@ -283,6 +284,7 @@ mw_status mw_config_validate(const mw_config *c) {
         } else {
             NEED(c->n_kv_head % T == 0 && c->ffn % T == 0,
                  "--tp %d must divide the key/value heads (%d) and --ffn (%d)", T, c->n_kv_head, c->ffn);
+            NEED(c->moe_ffn % T == 0, "--tp %d must divide the experts' width --moe-ffn (%d)", T, c->moe_ffn);
         }
         NEED(!c->sp || T > 1, "--sp divides the norms' and the residual's values over the --tp ranks: give --tp > 1");
         if (c->pp > 1) {
@@ -291,8 +293,23 @@ mw_status mw_config_validate(const mw_config *c) {
                  "pipeline stage %d of %d: blocks %d..%d outside the model's %d", c->pp_stage, c->pp,
                  c->pp_first, c->pp_first + c->pp_blocks - 1, c->n_layer);
         }
-        NEED(c->ep <= 1, "--ep %d: a %s model has no experts (expert parallelism needs a Mixture-of-Experts model)",
-             c->ep, mw_arch_name(c->arch));
+        NEED(c->vpp >= 0, "--vpp must be >= 1");
+        if (c->vpp > 1) {
+            NEED(c->pp > 1 && c->pp_blocks % c->vpp == 0 && c->pp_blocks * c->pp == c->n_layer,
+                 "--vpp %d: each of the --pp stages' blocks must divide into %d chunks (an even split: --layers %d "
+                 "divisible by --pp x --vpp)", c->vpp, c->vpp, c->n_layer);
+            NEED(c->accum % c->pp == 0, "--vpp: the interleaved schedule runs micro-batches in groups of --pp %d: "
+                 "--microbatches %d must be a multiple of it", c->pp, c->accum);
+            NEED(c->recompute != MW_RECOMPUTE_BLOCKS, "--vpp with --recompute blocks:...: a stage's blocks are not "
+                 "contiguous; give none, selective, full or every:K");
+        }
+        NEED(c->ep <= 1 || (c->arch == MW_ARCH_DEEPSEEK && c->n_experts > 0),
+             "--ep %d: a %s model has no experts (expert parallelism needs a Mixture-of-Experts model)", c->ep,
+             mw_arch_name(c->arch));
+        NEED(c->ep <= 1 || c->n_experts % c->ep == 0, "--ep %d must divide the routed experts (%d)", c->ep,
+             c->n_experts);
+        NEED(c->ep <= 1 || !c->dp || c->world % c->ep == 0,
+             "--ep %d must divide --dp (the expert-parallel groups lie inside the data-parallel one)", c->ep);
         NEED(!c->inference, "a parallel layout is planned for training only");
         NEED(c->offload == MW_OFFLOAD_NONE, "--offload %s with --tp/--pp: the disk tier under a parallel layout is "
              "not planned yet", mw_offload_name(c->offload));

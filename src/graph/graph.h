@@ -143,6 +143,10 @@ struct mw_model {
     void *progress_user;
     int offload;             /* the placement planned: cfg.offload with auto resolved */
     int building_layer;      /* mw_graph_block's block for the tensors added next (-1: none) */
+    int building_expert;     /* the tensors added next are a routed expert's (cfg.ep: this rank's) */
+    size_t expert_floats;    /* the routed experts' floats in the flat buffer, padding included:
+                                under --ep ZeRO shards them over the expert-data-parallel group
+                                (cfg.world / cfg.ep ranks), the rest over cfg.world */
     int built_blocks;        /* a block's tensor was added (those outside blocks after it: the head's) */
     int building_mb, building_bwd; /* the micro-batch and phase of the ops pushed next (mw_op) */
     int nmb;                 /* micro-batches with values of their own in the schedule (1; a stage's M) */

@@ -67,6 +67,8 @@ static inline unsigned mw_graph_opt_mask(const mw_model *m) {
 mw_status mw_graph_build_schedule(mw_model *m);
 /* Pushes the backward of every block of one micro-batch, from the last, under m's policy. */
 void mw_graph_push_backward(mw_model *m);
+/* ... of blocks lo .. hi - 1 only (a model chunk of an interleaved pipeline stage, layout.c) */
+void mw_graph_push_backward_range(mw_model *m, int lo, int hi);
 /* Adds every buffer of the step to pl (planning, placed NULL), or binds m's pointers to placed
  * (offsets from the planner, same order) inside base. The two modes make the same walk. */
 mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *base);

@@ -47,26 +47,46 @@ void mw_graph_layout_local(mw_config *c) {
 
 enum { PK_RECV, PK_SEND, PK_RECV_GRAD, PK_SEND_GRAD };
 
-/* Micro-batch j's forward on this stage: its input received (or embedded on the first stage), the
- * blocks, its output sent (or the head and the loss on the last stage, which start its gradient). */
-static void stage_forward(mw_model *m, int j) {
+static int chunks_of(const mw_config *c) { return c->pp > 1 && c->vpp > 1 ? c->vpp : 1; }
+
+/* Micro-batch j's forward through the stage's model chunk v (its blocks v Lc .. (v + 1) Lc - 1 of
+ * the stage's n, Lc = n / chunks; without interleaving the one chunk is every block): its input
+ * received (or embedded: the first stage's first chunk), the blocks, its output sent (or the head
+ * and the loss: the last stage's last chunk, which start its gradient). */
+static void stage_forward(mw_model *m, int j, int v) {
     const mw_model_def *a = m->arch;
-    const int n = m->cfg.n_layer, first = m->cfg.pp_stage == 0, last = m->cfg.pp_stage == m->cfg.pp - 1;
+    const int V = chunks_of(&m->cfg), Lc = m->cfg.n_layer / V, lo = v * Lc, hi = lo + Lc;
+    const int first = m->cfg.pp_stage == 0 && v == 0, last = m->cfg.pp_stage == m->cfg.pp - 1 && v == V - 1;
     m->building_mb = j, m->building_bwd = 0;
-    mw_graph_push(m, first ? a->k_embed : a->nkinds + PK_RECV, 0);
-    for (int l = 0; l < n; l++) a->block_forward(m, l, 1);
-    mw_graph_push(m, last ? a->k_head : a->nkinds + PK_SEND, n);
+    mw_graph_push(m, first ? a->k_embed : a->nkinds + PK_RECV, lo);
+    for (int l = lo; l < hi; l++) a->block_forward(m, l, 1);
+    mw_graph_push(m, last ? a->k_head : a->nkinds + PK_SEND, hi);
 }
 
-/* Micro-batch j's backward: the gradient of its output received (the last stage's head made it),
- * the blocks' backward under the policy, the gradient of its input sent (or the embedding's). */
-static void stage_backward(mw_model *m, int j) {
+/* Micro-batch j's backward through chunk v: the gradient of its output received (the last stage's
+ * head made it), the chunk's blocks' backward under the policy, the gradient of its input sent (or
+ * the embedding's). */
+static void stage_backward(mw_model *m, int j, int v) {
     const mw_model_def *a = m->arch;
-    const int n = m->cfg.n_layer, first = m->cfg.pp_stage == 0, last = m->cfg.pp_stage == m->cfg.pp - 1;
+    const int V = chunks_of(&m->cfg), Lc = m->cfg.n_layer / V, lo = v * Lc, hi = lo + Lc;
+    const int first = m->cfg.pp_stage == 0 && v == 0, last = m->cfg.pp_stage == m->cfg.pp - 1 && v == V - 1;
     m->building_mb = j, m->building_bwd = 1;
-    if (!last) mw_graph_push(m, a->nkinds + PK_RECV_GRAD, n);
-    mw_graph_push_backward(m);
-    mw_graph_push(m, first ? a->k_embed_bwd : a->nkinds + PK_SEND_GRAD, 0);
+    if (!last) mw_graph_push(m, a->nkinds + PK_RECV_GRAD, hi);
+    mw_graph_push_backward_range(m, lo, hi);
+    mw_graph_push(m, first ? a->k_embed_bwd : a->nkinds + PK_SEND_GRAD, lo);
+}
+
+/* Megatron-LM's interleaved schedule (forward_backward_pipelining_with_interleaving): the k-th
+ * forward of M x V on a stage is micro-batch (k / (P V)) P + k mod P through chunk (k / P) mod V;
+ * the k-th backward the same micro-batch through chunk V - 1 - (k / P) mod V. */
+static int vmb(int k, int P, int V) { return k / (P * V) * P + k % P; }
+
+int mw_layout_in_flight(const mw_config *c, int s) {
+    const int P = c->pp, M = c->accum > 0 ? c->accum : 1, V = chunks_of(c);
+    if (P <= 1) return 1;
+    if (V == 1) return P - s < M ? P - s : M;
+    const int warm = (P - s - 1) * 2 + (V - 1) * P;
+    return warm + 1 < M * V ? warm + 1 : M * V;
 }
 
 /* 1F1B (Narayanan et al., SC21, Section 2.2; Megatron-LM's forward_backward_pipelining_without_
@@ -77,11 +97,11 @@ static void stage_backward(mw_model *m, int j) {
 mw_status mw_graph_stage_schedule(mw_model *m) {
     const mw_model_def *a = m->arch;
     const mw_config *c = &m->cfg;
-    const int n = c->n_layer, P = c->pp, s = c->pp_stage, M = c->accum > 0 ? c->accum : 1;
+    const int n = c->n_layer, P = c->pp, s = c->pp_stage, M = c->accum > 0 ? c->accum : 1, V = chunks_of(c);
     const int w = P - s - 1 < M ? P - s - 1 : M;
     if (M > 65535) return mw_fail(MW_ERR_ARG, "a pipeline stage plans at most 65535 micro-batches, got %d", M);
     m->nmb = M;
-    m->ops_cap = M * (64 * n + 8) + 8;
+    m->ops_cap = M * (64 * n + 8 * V) + 8;
     m->ops = malloc(sizeof *m->ops * (size_t)m->ops_cap);
     if (!m->ops) return mw_fail(MW_ERR_NOMEM, "cannot allocate the schedule");
     m->nops = 0;
@@ -93,15 +113,29 @@ mw_status mw_graph_stage_schedule(mw_model *m) {
     m->pkind[PK_RECV_GRAD] = (mw_kind){"recv grad", 1, {{dres, MW_W}}, MW_KF_COMM, 0};
     m->pkind[PK_SEND_GRAD] = (mw_kind){"send grad", 1, {{dres, MW_R}}, MW_KF_COMM, 0};
     m->head_op = -1;
-    for (int j = 0; j < w; j++) stage_forward(m, j);
-    for (int j = w; j < M; j++) {
-        stage_forward(m, j);
-        if (m->head_op < 0) m->head_op = m->nops - 1;
-        stage_backward(m, j - w);
-    }
-    for (int j = M - w; j < M; j++) {
-        if (m->head_op < 0) m->head_op = m->nops - 1;
-        stage_backward(m, j);
+    if (V == 1) {
+        for (int j = 0; j < w; j++) stage_forward(m, j, 0);
+        for (int j = w; j < M; j++) {
+            stage_forward(m, j, 0);
+            if (m->head_op < 0) m->head_op = m->nops - 1;
+            stage_backward(m, j - w, 0);
+        }
+        for (int j = M - w; j < M; j++) {
+            if (m->head_op < 0) m->head_op = m->nops - 1;
+            stage_backward(m, j, 0);
+        }
+    } else { /* interleaved: warm-up forwards, then one forward and one backward, then the rest */
+        const int K = M * V, warm = mw_layout_in_flight(c, s) - 1;
+        for (int k = 0; k < warm; k++) stage_forward(m, vmb(k, P, V), k / P % V);
+        for (int k = warm; k < K; k++) {
+            stage_forward(m, vmb(k, P, V), k / P % V);
+            if (m->head_op < 0) m->head_op = m->nops - 1;
+            stage_backward(m, vmb(k - warm, P, V), V - 1 - (k - warm) / P % V);
+        }
+        for (int k = K - warm; k < K; k++) {
+            if (m->head_op < 0) m->head_op = m->nops - 1;
+            stage_backward(m, vmb(k, P, V), V - 1 - k / P % V);
+        }
     }
     m->building_mb = 0, m->building_bwd = 1;
     m->opt_op = m->nops;

@@ -38,13 +38,14 @@ void mw_graph_add_tensor_split(mw_model *m, const char *name, int r, int c, int 
     t->decay = decay;
     t->layer = m->building_layer;
     t->seg = 0;
-    const size_t q = m->pad_q ? m->pad_q : 16;
+    const size_t q = m->pad_q ? m->pad_q : 16, before = m->nfloats;
     if (!pad)
         m->nfloats += t->numel;
     else if (q == 16) /* 64-byte aligned */
         m->nfloats += (t->numel + 15) / 16 * 16;
     else /* the next tensor starts on a quantisation block */
         m->nfloats = (m->nfloats + t->numel + q - 1) / q * q;
+    if (m->building_expert) m->expert_floats += m->nfloats - before;
 }
 
 /* The optimizer's layout over the parameter table. */
@@ -89,6 +90,7 @@ mw_status mw_graph_plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
     free(live);
     s->peak = pl->peak;
     s->flat_floats = m->nfloats;
+    s->expert_floats = m->expert_floats;
     s->budget = m->cfg.budget;
     s->offload = m->offload;
     if (m->offload != MW_OFFLOAD_NONE) {

@@ -27,18 +27,19 @@ void mw_graph_push(mw_model *m, int kind, int layer) {
 
 /* ---- the schedule ----------------------------------------------------------------------------- */
 
-void mw_graph_push_backward(mw_model *m) {
+void mw_graph_push_backward(mw_model *m) { mw_graph_push_backward_range(m, 0, m->cfg.n_layer); }
+
+void mw_graph_push_backward_range(mw_model *m, int lo, int hi) {
     const mw_model_def *a = m->arch;
-    const int L = m->cfg.n_layer;
     if (m->seg > 0) { /* segments [s, e] of seg blocks from the top: keep x_s, redo the rest */
-        for (int e = L - 1; e >= 0;) {
-            const int s = e / m->seg * m->seg;
+        for (int e = hi - 1; e >= lo;) {
+            const int s = e / m->seg * m->seg > lo ? e / m->seg * m->seg : lo;
             for (int l = s; l <= e; l++) a->block_forward(m, l, l < e);
             for (int l = e; l >= s; l--) a->block_backward(m, l, MW_P_NONE);
             e = s - 1;
         }
     } else {
-        for (int l = L - 1; l >= 0; l--) a->block_backward(m, l, m->pol[l]);
+        for (int l = hi - 1; l >= lo; l--) a->block_backward(m, l, m->pol[l]);
     }
 }
 

@@ -70,17 +70,35 @@ void mw_graph_opt_traffic(const mw_model *m, const mw_offload_layout *lay, uint6
         }
 }
 
+/* Rank r's shard length under --zero. With expert parallelism (a layout's cfg.ep = E > 1; Megatron-
+ * Core's expert-data-parallel group) the dense floats shard over the world's D ranks and this rank's
+ * routed experts over the D/E ranks holding the same experts (data-parallel rank r is expert-
+ * parallel rank r mod E, expert-data-parallel rank r / E): the shard is two pieces. */
+static uint64_t zero_len(const mw_model *m, int r) {
+    const mw_config *c = &m->cfg;
+    uint64_t lo, hi;
+    if (c->ep <= 1) {
+        mw_zero_shard(m->nfloats, c->world, r, &lo, &hi);
+        return hi - lo;
+    }
+    uint64_t elo, ehi;
+    mw_zero_shard(m->nfloats - m->expert_floats, c->world, r, &lo, &hi);
+    mw_zero_shard(m->expert_floats, c->world / c->ep, r / c->ep, &elo, &ehi);
+    return hi - lo + ehi - elo;
+}
+
 /* --zero: this rank's shard, the exchange's round (at most the largest shard), and the disk tier's
- * segments around the shard */
+ * segments around the shard. Under --ep (planned, never run) [zlo, zhi) is only as long as the two
+ * pieces together: the walk reads its length alone. */
 static void zero_bounds(mw_model *m) {
     const mw_config *c = &m->cfg;
     uint64_t lo, hi, mx = 0;
     mw_zero_shard(m->nfloats, c->world, c->rank, &lo, &hi);
+    if (c->ep > 1) lo = 0, hi = zero_len(m, c->rank);
     m->zlo = lo, m->zhi = hi;
     for (int r = 0; r < c->world; r++) {
-        uint64_t a, b;
-        mw_zero_shard(m->nfloats, c->world, r, &a, &b);
-        if (b - a > mx) mx = b - a;
+        const uint64_t n = zero_len(m, r);
+        if (n > mx) mx = n;
     }
     /* the receive buffer is world rounds' worth: at most MW_ZERO_RECV floats in all (rounds of at
      * least 4096 floats per rank), so that it does not grow with the world size */

@@ -23,7 +23,7 @@
 typedef struct shape {
     long N;
     int B, T, C, V, H, KV, hs, F, E, K, S, Fm, Fs, mla, qr, kvr, rd, nd, vd, qk, QW, KVW, AW, QKVW, Ld;
-    long R, cap;
+    long R, cap, Rx; /* rows dispatched from this rank; rows its experts take (Rx, below) */
 } shape;
 
 static shape shape_of(const mw_config *c) {
@@ -38,9 +38,32 @@ static shape shape_of(const mw_config *c) {
     s.Ld = s.E ? c->first_dense : c->n_layer;
     s.cap = s.E ? mw_moe_capacity(s.N, s.K, s.E, c->capacity_factor) : 0;
     s.R = s.E ? mw_moe_rows(s.N, s.K, s.E, c->capacity_factor) : 0;
+    /* Expert parallelism (a layout's cfg.ep = P ranks, E / P experts each): the all-to-all's shapes
+     * are fixed by the capacity, so that the plan holds for any routing. From each of the P ranks
+     * (this one included) this rank's experts receive at most min(N K, (E / P) cap) rows: at most
+     * cap per expert, at most every token's K choices. Without a capacity factor cap is N. Its
+     * experts' inputs, hidden and outputs (expert_in/gate_up/act/out, dexpert_in/out) have Rx rows;
+     * the all-to-all's other side (ep_a2a, below) this rank's R. */
+    s.Rx = s.R;
+    if (s.E && c->ep > 1) {
+        const long el = s.cap * (long)(s.E / c->ep), one = el < s.N * s.K ? el : s.N * s.K;
+        s.Rx = one * c->ep;
+    }
     return s;
 }
-static int is_moe(const mw_config *c, int l) { return c->n_experts > 0 && l >= c->first_dense; }
+/* A pipeline stage's blocks are numbered from 0 (src/graph/layout.c): block l is the model's
+ * l + pp_first, or under the interleaved schedule (cfg.vpp chunks of Lc blocks) block l mod Lc of
+ * the model's chunk (l / Lc) P + stage; dense when that is below first_dense. */
+static int first_block(const mw_config *c) { return c->pp > 1 ? c->pp_first : 0; }
+static int global_block(const mw_config *c, int l) {
+    if (c->pp <= 1 || c->vpp <= 1) return l + first_block(c);
+    const int Lc = c->n_layer / c->vpp;
+    return (l / Lc * c->pp + c->pp_stage) * Lc + l % Lc;
+}
+static int is_moe(const mw_config *c, int l) { return c->n_experts > 0 && global_block(c, l) >= c->first_dense; }
+/* The routed experts whose tensors this rank holds: all, or under expert parallelism (a layout's
+ * cfg.ep = E) E_routed / E of them (the expert-parallel rank's; all such ranks hold as many) */
+static int local_experts(const mw_config *c) { return c->ep > 1 ? c->n_experts / c->ep : c->n_experts; }
 /* Mixtral's shape: Hugging Face's MixtralForCausalLM names its tensors */
 static int mixtral(const mw_config *c) {
     return c->n_experts && !c->kv_lora_rank && !c->n_shared && !c->first_dense && !c->moe_gate && c->norm_topk &&
@@ -56,9 +79,14 @@ typedef struct lay {
 } lay;
 
 static int n_attn(const mw_config *c) { return c->kv_lora_rank ? (c->q_lora_rank ? 7 : 5) : 4; }
-static int n_moe(const mw_config *c) { return 1 + (c->moe_gate == 1) + 3 * c->n_experts + (c->n_shared ? 3 : 0); }
+static int n_moe(const mw_config *c) { return 1 + (c->moe_gate == 1) + 3 * local_experts(c) + (c->n_shared ? 3 : 0); }
 static int layer_base(const mw_config *c, int l) {
-    const int Ld = c->n_experts ? c->first_dense : c->n_layer, d = l < Ld ? l : Ld, m = l > Ld ? l - Ld : 0;
+    const int fd = c->first_dense - first_block(c), Ld = !c->n_experts ? c->n_layer : fd > 0 ? fd : 0;
+    int d = l < Ld ? l : Ld, m = l > Ld ? l - Ld : 0;
+    if (c->pp > 1 && c->vpp > 1) { /* interleaved chunks: the stage's dense blocks are not its first */
+        d = m = 0;
+        for (int k = 0; k < l; k++) is_moe(c, k) ? m++ : d++;
+    }
     return 1 + l * (2 + n_attn(c)) + 3 * d + m * n_moe(c);
 }
 
@@ -83,15 +111,16 @@ static lay layer_of(const mw_config *c, int l) {
     }
     t.router = i++;
     if (c->moe_gate == 1) t.rbias = i++;
-    t.e0 = i, i += 3 * c->n_experts;
+    t.e0 = i, i += 3 * local_experts(c);
     if (c->n_shared) t.sg = i++, t.su = i++, t.sd = i++;
     return t;
 }
 
-static void add(mw_model *m, int l, const char *pre, const char *name, int r, int cols, int pad) {
+/* split: how the tensor divides over --tp ranks (MW_TS_*; a block's tensors are its stage's) */
+static void add(mw_model *m, int l, const char *pre, const char *name, int r, int cols, int pad, int split) {
     char full[128]; /* every name fits the table's 64 at --layers 4096, --experts 4096 */
     snprintf(full, sizeof full, "model.layers.%d.%s%s", l, pre, name);
-    mw_graph_add_tensor(m, full, r, cols, cols != 0, pad);
+    mw_graph_add_tensor_split(m, full, r, cols, cols != 0, pad, split, MW_AT_AUTO);
 }
 
 static mw_status build_table(mw_model *m) {
@@ -99,58 +128,67 @@ static mw_status build_table(mw_model *m) {
     const shape s = shape_of(c);
     const int mx = mixtral(c);
     const size_t n = (size_t)layer_base(c, c->n_layer) + 2;
+    /* tensor parallelism as Megatron-Core's (--tp T): a vocab-parallel embedding and head; column-
+     * parallel q (or MLA's q_b), k, v, kv_b, gate and up (rows: output features), row-parallel o
+     * and down (columns); MLA's down-projections q_a and kv_a duplicated (whole, as Megatron-Core's
+     * linear_q/kv_down_proj), the norms and the router whole; the routed and shared experts split
+     * as the dense MLP (expert tensor parallelism ETP = T, Megatron-Core's default) */
+    enum { W_ = MW_TS_WHOLE, R_ = MW_TS_ROWS, C_ = MW_TS_COLS };
     m->tensors = calloc(n, sizeof(mw_tensor));
     if (!m->tensors) return mw_fail(MW_ERR_NOMEM, "cannot allocate the parameter table (%zu tensors)", n);
-    mw_graph_add_tensor(m, "model.embed_tokens.weight", s.V, s.C, 1, 1);
+    mw_graph_add_tensor_split(m, "model.embed_tokens.weight", s.V, s.C, 1, 1, MW_TS_ROWS,
+                              c->tied ? MW_AT_ENDS : MW_AT_AUTO);
     for (int l = 0; l < c->n_layer; l++) {
         mw_graph_block(m, l);
-        add(m, l, "", "input_layernorm.weight", s.C, 0, 1);
+        add(m, l, "", "input_layernorm.weight", s.C, 0, 1, W_);
         if (s.mla) {
             if (s.qr) {
-                add(m, l, "self_attn.", "q_a_proj.weight", s.qr, s.C, 1);
-                add(m, l, "self_attn.", "q_a_layernorm.weight", s.qr, 0, 1);
-                add(m, l, "self_attn.", "q_b_proj.weight", s.QW, s.qr, 1);
+                add(m, l, "self_attn.", "q_a_proj.weight", s.qr, s.C, 1, W_);
+                add(m, l, "self_attn.", "q_a_layernorm.weight", s.qr, 0, 1, W_);
+                add(m, l, "self_attn.", "q_b_proj.weight", s.QW, s.qr, 1, R_);
             } else {
-                add(m, l, "self_attn.", "q_proj.weight", s.QW, s.C, 1);
+                add(m, l, "self_attn.", "q_proj.weight", s.QW, s.C, 1, R_);
             }
-            add(m, l, "self_attn.", "kv_a_proj_with_mqa.weight", s.kvr + s.rd, s.C, 1);
-            add(m, l, "self_attn.", "kv_a_layernorm.weight", s.kvr, 0, 1);
-            add(m, l, "self_attn.", "kv_b_proj.weight", s.KVW, s.kvr, 1);
-            add(m, l, "self_attn.", "o_proj.weight", s.C, s.AW, 1);
+            add(m, l, "self_attn.", "kv_a_proj_with_mqa.weight", s.kvr + s.rd, s.C, 1, W_);
+            add(m, l, "self_attn.", "kv_a_layernorm.weight", s.kvr, 0, 1, W_);
+            add(m, l, "self_attn.", "kv_b_proj.weight", s.KVW, s.kvr, 1, R_);
+            add(m, l, "self_attn.", "o_proj.weight", s.C, s.AW, 1, C_);
         } else { /* q|k|v back to back: one GEMM, as Llama's */
-            add(m, l, "self_attn.", "q_proj.weight", s.H * s.hs, s.C, 0);
-            add(m, l, "self_attn.", "k_proj.weight", s.KV * s.hs, s.C, 0);
-            add(m, l, "self_attn.", "v_proj.weight", s.KV * s.hs, s.C, 1);
-            add(m, l, "self_attn.", "o_proj.weight", s.C, s.C, 1);
+            add(m, l, "self_attn.", "q_proj.weight", s.H * s.hs, s.C, 0, R_);
+            add(m, l, "self_attn.", "k_proj.weight", s.KV * s.hs, s.C, 0, R_);
+            add(m, l, "self_attn.", "v_proj.weight", s.KV * s.hs, s.C, 1, R_);
+            add(m, l, "self_attn.", "o_proj.weight", s.C, s.C, 1, C_);
         }
-        add(m, l, "", "post_attention_layernorm.weight", s.C, 0, 1);
+        add(m, l, "", "post_attention_layernorm.weight", s.C, 0, 1, W_);
         if (!is_moe(c, l)) {
-            add(m, l, "mlp.", "gate_proj.weight", s.F, s.C, 1);
-            add(m, l, "mlp.", "up_proj.weight", s.F, s.C, 1);
-            add(m, l, "mlp.", "down_proj.weight", s.C, s.F, 1);
+            add(m, l, "mlp.", "gate_proj.weight", s.F, s.C, 1, R_);
+            add(m, l, "mlp.", "up_proj.weight", s.F, s.C, 1, R_);
+            add(m, l, "mlp.", "down_proj.weight", s.C, s.F, 1, C_);
             continue;
         }
         const char *pre = mx ? "block_sparse_moe." : "mlp.";
-        add(m, l, pre, "gate.weight", s.E, s.C, 1);
-        if (c->moe_gate == 1) add(m, l, pre, "gate.e_score_correction_bias", s.E, 0, 1);
-        for (int e = 0; e < s.E; e++) {
+        add(m, l, pre, "gate.weight", s.E, s.C, 1, W_);
+        if (c->moe_gate == 1) add(m, l, pre, "gate.e_score_correction_bias", s.E, 0, 1, W_);
+        m->building_expert = 1;
+        for (int e = 0; e < local_experts(c); e++) {
             char nm[48];
             snprintf(nm, sizeof nm, mx ? "experts.%d.w1.weight" : "experts.%d.gate_proj.weight", e);
-            add(m, l, pre, nm, s.Fm, s.C, 1);
+            add(m, l, pre, nm, s.Fm, s.C, 1, R_);
             snprintf(nm, sizeof nm, mx ? "experts.%d.w3.weight" : "experts.%d.up_proj.weight", e);
-            add(m, l, pre, nm, s.Fm, s.C, 1);
+            add(m, l, pre, nm, s.Fm, s.C, 1, R_);
             snprintf(nm, sizeof nm, mx ? "experts.%d.w2.weight" : "experts.%d.down_proj.weight", e);
-            add(m, l, pre, nm, s.C, s.Fm, 1);
+            add(m, l, pre, nm, s.C, s.Fm, 1, C_);
         }
+        m->building_expert = 0;
         if (s.S) {
-            add(m, l, "mlp.", "shared_experts.gate_proj.weight", s.Fs, s.C, 1);
-            add(m, l, "mlp.", "shared_experts.up_proj.weight", s.Fs, s.C, 1);
-            add(m, l, "mlp.", "shared_experts.down_proj.weight", s.C, s.Fs, 1);
+            add(m, l, "mlp.", "shared_experts.gate_proj.weight", s.Fs, s.C, 1, R_);
+            add(m, l, "mlp.", "shared_experts.up_proj.weight", s.Fs, s.C, 1, R_);
+            add(m, l, "mlp.", "shared_experts.down_proj.weight", s.C, s.Fs, 1, C_);
         }
     }
     mw_graph_block(m, -1);
     mw_graph_add_tensor(m, "model.norm.weight", s.C, 0, 0, 1);
-    if (!c->tied) mw_graph_add_tensor(m, "lm_head.weight", s.V, s.C, 1, 1);
+    if (!c->tied) mw_graph_add_tensor_split(m, "lm_head.weight", s.V, s.C, 1, 1, MW_TS_ROWS, MW_AT_AUTO);
     return MW_OK;
 }
 
@@ -169,11 +207,22 @@ static const char *const lslot_names[NLS] = {
     "router_probs", "route", "expert_in", "expert_gate_up", "expert_act", "expert_out", "shared_gate_up", "shared_act"};
 enum {
     G_IN, G_TGT, G_LNF, G_LNFS, G_LOGITS, G_LOSSES, G_DRES, G_DTMP, G_DQKV, G_ATTS, G_NORM,
-    G_DKVB, G_DKVA, G_DQA, G_DEY, G_DXE, G_DW, NGS
+    G_DKVB, G_DKVA, G_DQA, G_DEY, G_DXE, G_DW, G_A2A, NGS
 };
 static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf", "lnf_rstd", "logits", "losses", "dres",
                                              "dtmp", "dq", "att_scratch", "norm_parts", "dkv_b", "dkv_a", "dq_a",
-                                             "dexpert_out", "dexpert_in", "droute"};
+                                             "dexpert_out", "dexpert_in", "droute", "ep_a2a"};
+/* how each value divides over tensor-parallel ranks (MW_VS_*), as the tensors above do: the heads'
+ * values (q|k|v, MLA's q and, in lslot/gslot themselves, kv_b's per-head part), the MLPs' and the
+ * experts' hidden values and the logits by --tp; the residual stream and the norms' by --tp under
+ * --sp; MLA's latent values (the duplicated down-projections' outputs), the router's scores and
+ * route, and the experts' inputs and outputs whole (every TP rank computes the same tokens' expert
+ * rows; the row-parallel outputs are partial sums of the whole width) */
+enum { WH = MW_VS_WHOLE, TP = MW_VS_TP, SQ = MW_VS_SEQ };
+static const unsigned char lslot_split[NLS] = {SQ, SQ, SQ, TP, TP, TP, SQ, SQ, SQ, TP, TP, WH, WH, WH,
+                                               TP, WH, WH, WH, WH, WH, WH, WH, TP, TP, WH, TP, TP};
+static const unsigned char gslot_split[NGS] = {WH, WH, SQ, SQ, TP, WH, SQ, WH, TP, WH, WH, WH, WH, WH, WH, WH, WH, WH};
+static int tp_of(const mw_config *c) { return c->tp > 1 ? c->tp : 1; }
 #define XN MW_SLOT_NEXT
 #define GS MW_SLOT_STEP
 enum { R = MW_R, W = MW_W, U = MW_U };
@@ -183,7 +232,7 @@ enum {
     K_EMB, K_LN1QKV, K_ATTN, K_LN1, K_MLAQ, K_MLAKV, K_MLAATT, K_PROJ, K_LN2FC, K_SWIGLU, K_DOWN, K_LN2,
     K_ROUTE, K_LN2X, K_EFC, K_ESWIGLU, K_EDOWN, K_COMBINE, K_HEAD, K_LOGITS,
     K_BDOWN, K_BFC, K_BSDOWN, K_BEDOWN, K_BSFC, K_BEFC, K_BROUTE, K_BPROJ, K_BATTN, K_BQKV,
-    K_BMLAATT, K_BMLAKV, K_BMLAQ, K_BLN1, K_EMBB, K_OPT, NKINDS
+    K_BMLAATT, K_BMLAKV, K_BMLAQ, K_BLN1, K_EMBB, K_OPT, K_A2AD, K_A2AC, K_BA2AC, K_BA2AD, NKINDS
 };
 #define FWD MW_KF_FWD
 static const mw_kind KINDS[NKINDS] = {
@@ -242,6 +291,14 @@ static const mw_kind KINDS[NKINDS] = {
     [K_BLN1] = {"attn norm bwd", 4, {{GS(G_DTMP), R}, {LN1S, R}, {X, R}, {GS(G_DRES), U}}, 0, 0},
     [K_EMBB] = {"embed bwd", 2, {{GS(G_DRES), U}, {GS(G_IN), R}}, 0, 0},
     [K_OPT] = {"optimizer", 1, {{GS(G_NORM), W}}, 0, 0},
+    /* Expert parallelism's all-to-alls (MW_KF_COMM: planned, no CPU kernel; src/graph/layout.c). Each
+     * holds the side of the exchange that is not a value of the block, R rows x C (ep_a2a), for its
+     * own op: the dispatch's send buffer beside the experts' input it fills; the combine's receive
+     * buffer beside the experts' output it takes; backward, the gradients' mirror images. */
+    [K_A2AD] = {"ep dispatch all-to-all", 2, {{XE, R}, {GS(G_A2A), W}}, MW_KF_COMM, 0},
+    [K_A2AC] = {"ep combine all-to-all", 2, {{EY, R}, {GS(G_A2A), W}}, MW_KF_COMM, 0},
+    [K_BA2AC] = {"ep combine all-to-all bwd", 2, {{GS(G_DRES), R}, {GS(G_A2A), W}}, MW_KF_COMM, 0},
+    [K_BA2AD] = {"ep dispatch all-to-all bwd", 2, {{GS(G_DXE), R}, {GS(G_A2A), W}}, MW_KF_COMM, 0},
 };
 
 static void push_attn_forward(mw_model *m, int l) {
@@ -259,10 +316,13 @@ static void push_attn_forward(mw_model *m, int l) {
 static void push_block_forward(mw_model *m, int l, int with_output) {
     push_attn_forward(m, l);
     if (is_moe(&m->cfg, l)) {
+        const int ep = m->cfg.ep > 1;
         mw_graph_push(m, K_ROUTE, l);
+        if (ep) mw_graph_push(m, K_A2AD, l);
         mw_graph_push(m, K_EFC, l);
         mw_graph_push(m, K_ESWIGLU, l);
         mw_graph_push(m, K_EDOWN, l);
+        if (ep) mw_graph_push(m, K_A2AC, l);
         if (with_output) mw_graph_push(m, K_COMBINE, l);
         return;
     }
@@ -274,14 +334,16 @@ static void push_block_forward(mw_model *m, int l, int with_output) {
 /* The backward of block l under policy p: selective redoes both norms (with the experts'
  * dispatch) and the SwiGLUs; full the whole block but its output. */
 static void push_block_backward(mw_model *m, int l, int p) {
-    const int moe = is_moe(&m->cfg, l);
+    const int moe = is_moe(&m->cfg, l), ep = m->cfg.ep > 1;
     if (p == P_FULL) {
         push_attn_forward(m, l);
         if (moe) {
             mw_graph_push(m, K_ROUTE, l);
+            if (ep) mw_graph_push(m, K_A2AD, l);
             mw_graph_push(m, K_EFC, l);
             mw_graph_push(m, K_ESWIGLU, l);
             mw_graph_push(m, K_EDOWN, l);
+            if (ep) mw_graph_push(m, K_A2AC, l);
         } else {
             mw_graph_push(m, K_LN2FC, l);
         }
@@ -289,10 +351,13 @@ static void push_block_backward(mw_model *m, int l, int p) {
     if (moe) {
         if (p == P_SEL) mw_graph_push(m, K_ESWIGLU, l);
         mw_graph_push(m, K_BSDOWN, l);
+        if (ep) mw_graph_push(m, K_BA2AC, l);
         mw_graph_push(m, K_BEDOWN, l);
         if (p == P_SEL) mw_graph_push(m, K_LN2X, l);
+        if (p == P_SEL && ep) mw_graph_push(m, K_A2AD, l); /* the dispatch redone */
         mw_graph_push(m, K_BSFC, l);
         mw_graph_push(m, K_BEFC, l);
+        if (ep) mw_graph_push(m, K_BA2AD, l);
         mw_graph_push(m, K_BROUTE, l);
     } else {
         if (p != P_NONE) mw_graph_push(m, K_SWIGLU, l);
@@ -332,16 +397,17 @@ static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
         N * sizeof(int32_t), N * sizeof(int32_t), N * C * F32, N * F32, (keep ? N : rows) * V * F32, N * F32,
         N * C * F32, N * wide * F32, N * (uint64_t)(s.mla ? s.QW : s.QKVW) * F32, att_scratch(m, &s),
         (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double),
-        s.mla ? N * ((uint64_t)s.KVW + (uint64_t)s.H * s.rd + s.rd) * F32 : 0, s.mla ? 2 * N * s.kvr * F32 : 0,
-        2 * N * (uint64_t)s.qr * F32, (uint64_t)s.R * C * F32, (uint64_t)s.R * C * F32,
-        s.E ? N * (uint64_t)(s.K + s.E) * F32 : 0};
+        s.mla ? N * (((uint64_t)s.KVW + (uint64_t)s.H * s.rd) / (uint64_t)tp_of(c) + s.rd) * F32 : 0,
+        s.mla ? 2 * N * s.kvr * F32 : 0,
+        2 * N * (uint64_t)s.qr * F32, (uint64_t)s.Rx * C * F32, (uint64_t)s.Rx * C * F32,
+        s.E ? N * (uint64_t)(s.K + s.E) * F32 : 0, (uint64_t)s.R * C * F32};
     *bytes = gbytes[g];
     *cat = g <= G_LNFS || (g == G_LOGITS && keep) ? MW_CAT_ACTS : MW_CAT_WORK;
 }
 
 static uint64_t lslot(const mw_model *m, int v) {
     const shape s = shape_of(&m->cfg);
-    const uint64_t B = s.B, T = s.T, N = s.N, C = s.C, H = s.H, Rw = s.R;
+    const uint64_t B = s.B, T = s.T, N = s.N, C = s.C, H = s.H, Rw = s.Rx;
     switch (v) {
     case X: case RES2: return N * C * F32;
     case LN1: case LN2: return N * C * F32;
@@ -354,7 +420,7 @@ static uint64_t lslot(const mw_model *m, int v) {
     case QA: case QAN: return N * (uint64_t)s.qr * F32;
     case QM: return N * (uint64_t)s.QW * F32;
     case KVA: case KVN: return N * (uint64_t)s.kvr * F32;
-    case KVB: return N * (uint64_t)(s.KVW + s.rd) * F32;
+    case KVB: return N * (uint64_t)(s.KVW / tp_of(&m->cfg) + s.rd) * F32; /* the heads' part divides under --tp */
     case PROB: return N * (uint64_t)s.E * F32;
     case ROUTE: return s.E ? mw_moe_route_words(s.N, s.K, s.E) * sizeof(int32_t) : 0;
     case XE: case EY: return Rw * C * F32;
@@ -793,6 +859,8 @@ const mw_model_def mw_arch_deepseek = {
     .k_opt = K_OPT,
     .logits_acc = 4,
     .losses_acc = 5,
+    .lslot_split = lslot_split,
+    .gslot_split = gslot_split,
     .build_table = build_table,
     .block_forward = push_block_forward,
     .block_backward = push_block_backward,
