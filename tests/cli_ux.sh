@@ -46,7 +46,7 @@ grep -E -- '^  --batch N +.*\(default 4\)$' "$T/h" >/dev/null && pass "help trai
 # every option line of every command has a placeholder, unless it is a flag
 bad=0
 for c in train bench estimate plan prepare verify export sample eval tokenize detokenize; do
-  "$MW" help "$c" | grep -E '^  --' | grep -vE '^  --(json|published|split-blank-lines|skip-unreadable|append|reset-optimizer) ' | grep -vE '^  --[a-z0-9-]+ [A-Za-z|:.-]+ ' &&
+  "$MW" help "$c" | grep -E '^  --' | grep -vE '^  --(json|published|search|sp|split-blank-lines|skip-unreadable|append|reset-optimizer) ' | grep -vE '^  --[a-z0-9-]+ [A-Za-z|:.,-]+ ' &&
     bad=1
 done
 [ $bad -eq 0 ] && pass "every valued option of every command shows a placeholder" || fail "options without a placeholder (above)"
