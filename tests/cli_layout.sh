@@ -286,6 +286,67 @@ EOF
 "$MW" estimate "${S[@]}" --device-mem 700MiB >"$T/s2.txt" 2>&1
 rc=$?
 [ $rc -eq 2 ] && grep -q "no layout fits" "$T/s2.txt" && pass "nothing fits: exit 2" || fail "nothing fits: exit $rc"
+# the dominance pruning drops a layout only when one that keeps less failed: a higher ZeRO stage
+# is not one (ZeRO 2 keeps 1,536 bytes more than ZeRO 1 at tp 1 pp 4 dp 2 here: a device between
+# the two once dropped ZeRO 1 and 0 unplanned though ZeRO 1 fits); every pruned layout, planned,
+# does not fit the memory its T x P x D leaves
+"$MW" estimate "${S[@]}" --device-mem 1046517046 --top 1000 --json >"$T/sw.json" || fail "--search (window) exit $?"
+py "$T/sw.json" >"$T/pruned" <<'EOF' && pass "--search: ZeRO 1 fits between ZeRO 1's and ZeRO 2's rank peak, not pruned by ZeRO 2's failure" || fail "--search pruned a layout that fits"
+import json, sys
+d = json.load(open(sys.argv[1]))
+f = d["layouts_ranked"]
+use = {(x["tp"], x["pp"], x["dp"]): x["usable_bytes"] for x in f}
+ok = any((x["tp"], x["pp"], x["dp"], x["zero"], x["recompute"]) == (1, 4, 2, 1, "none") for x in f)
+for x in d["dropped"]:
+    if x["why"].startswith("pruned") and (x["tp"], x["pp"], x["dp"]) in use:
+        print(x["tp"], x["pp"], x["dp"], int(x["sp"]), x["zero"], x["recompute"], x["microbatches"], use[(x["tp"], x["pp"], x["dp"])])
+sys.exit(not ok)
+EOF
+np=0
+while read -r tp pp dp sp z rc mb use; do
+    a=(--preset gpt2-tiny --threads 1 --tp "$tp" --pp "$pp" --dp "$dp" --zero "$z" --recompute "$rc" --microbatches "$mb")
+    [ "$sp" = 1 ] && a+=(--sp)
+    "$MW" estimate "${a[@]}" --json >"$T/pr.json" || fail "a pruned layout's estimate exit $?"
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not max(x["peak_bytes"] for x in d["ranks"]) > int(sys.argv[2]))' \
+        "$T/pr.json" "$use" || fail "pruned tp $tp pp $pp dp $dp zero $z recompute $rc fits $use bytes"
+    np=$((np + 1))
+done <"$T/pruned"
+[ $np -gt 0 ] && pass "--search: each of $np pruned layouts, planned, needs more than the memory left" || fail "no pruned layout checked"
+# the cost model's FLOPs: compute_s x ranks x the peak's fraction = 3 x the forward (2 x the layers'
+# parameters a token passes through + 4 L s d_attn + 2 C V) x tokens, plus the layers' forward again
+# under full recomputation only (memwall's selective reruns norms and activations, no product)
+"$MW" estimate "${S[@]}" "${G[@]}" --device-mem 2GiB --top 1000 --json >"$T/sf.json" || fail "--search (flops) exit $?"
+py "$T/sf.json" <<'EOF' && pass "--search's compute time: 3 forwards + the recomputed one, by hand, for none / selective / full" || fail "--search's FLOPs"
+import json, sys
+d = json.load(open(sys.argv[1]))
+L, C, V, s, tok = 2, 64, 512, 32, 8 * 2 * 32
+Nl = L * (12 * C * C + 13 * C)
+fwd = 2 * Nl + 4 * L * s * C
+ok = len(d["layouts_ranked"]) > 10
+for x in d["layouts_ranked"]:
+    want = (3 * (fwd + 2 * C * V) + (fwd if x["recompute"] == "full" else 0)) * tok
+    got = x["compute_s"] * 8 * 100e12 * 0.4
+    ok = ok and abs(got - want) <= 1e-5 * want
+sys.exit(not ok)
+EOF
+for m in moe-tiny mla-tiny; do
+    "$MW" estimate --preset $m --json >"$T/$m.json" || fail "$m estimate exit $?"
+    "$MW" estimate "${S[@]}" --preset $m --world 2 --device-mem 2GiB --top 1000 --json >"$T/$m-s.json" || fail "$m --search exit $?"
+done
+py "$T/moe-tiny.json" "$T/moe-tiny-s.json" "$T/mla-tiny.json" "$T/mla-tiny-s.json" <<'EOF' && pass "--search's FLOPs of a mixture (the top-k experts, not all) and of latent attention (its own widths)" || fail "--search's FLOPs for deepseek models"
+import json, sys
+ok = True
+for est, srch, L, dattn in ((sys.argv[1], sys.argv[2], 4, 64), (sys.argv[3], sys.argv[4], 3, 4 * (16 + 8 + 16) / 2)):
+    e, d = json.load(open(est)), json.load(open(srch))
+    C, V, s, tok = 64, 256, 64, 2 * 4 * 64
+    Nl = e["active_params"] - (2 * V * C + C)  # untied embedding and head, the final norm
+    fwd = 2 * Nl + 4 * L * s * dattn
+    ok = ok and len(d["layouts_ranked"]) > 0
+    for x in d["layouts_ranked"]:
+        want = (3 * (fwd + 2 * C * V) + (fwd if x["recompute"] == "full" else 0)) * tok
+        ok = ok and abs(x["compute_s"] * 2 * 100e12 * 0.4 - want) <= 1e-5 * want
+sys.exit(not ok)
+EOF
 refuse "--search without --world" "needs --world" -- "$MW" estimate --preset gpt2-tiny --search --device-mem 2GiB --tflops 1 --intra-bw 1 --inter-bw 1
 refuse "--search without the device" "--device-mem SIZE or --gpu" -- "$MW" estimate --preset gpt2-tiny --search --world 8
 refuse "--search with --tp" "--search chooses the layout" -- "$MW" estimate "${S[@]}" --device-mem 2GiB --tp 2
