@@ -286,6 +286,20 @@ EOF
 "$MW" estimate "${S[@]}" --device-mem 700MiB >"$T/s2.txt" 2>&1
 rc=$?
 [ $rc -eq 2 ] && grep -q "no layout fits" "$T/s2.txt" && pass "nothing fits: exit 2" || fail "nothing fits: exit $rc"
+# a layout of one data-parallel rank has no ZeRO group: its rank peak in the search is the plan of
+# estimate with that layout's flags, --zero 0 included (it once planned ZeRO 0's sums over 1 rank)
+py "$T/sall.json" >"$T/d1" <<'EOF' || fail "no layout of dp 1 fits"
+import json, sys
+x = next(x for x in json.load(open(sys.argv[1]))["layouts_ranked"] if x["dp"] == 1 and x["pp"] > 1)
+print(x["tp"], x["pp"], int(x["sp"]), x["zero"], x["recompute"], x["microbatches"], x["rank_peak_bytes"])
+EOF
+read -r tp pp sp z rc mb peak <"$T/d1"
+a=(--preset gpt2-tiny --threads 1 --tp "$tp" --pp "$pp" --dp 1 --zero "$z" --recompute "$rc" --microbatches "$mb")
+[ "$sp" = 1 ] && a+=(--sp)
+"$MW" estimate "${a[@]}" --json >"$T/d1.json" || fail "dp 1 layout's estimate exit $?"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not max(x["peak_bytes"] for x in d["ranks"]) == int(sys.argv[2]))' \
+    "$T/d1.json" "$peak" && pass "--search's dp 1 layout (tp $tp pp $pp): its rank peak is estimate --dp 1 --zero 0's" || fail "dp 1: search's rank peak differs from estimate --zero 0's"
+refuse "--zero 2 with --dp 1" "give --dp > 1" -- "$MW" estimate "${G[@]}" --tp 2 --dp 1 --zero 2
 # the dominance pruning drops a layout only when one that keeps less failed: a higher ZeRO stage
 # is not one (ZeRO 2 keeps 1,536 bytes more than ZeRO 1 at tp 1 pp 4 dp 2 here: a device between
 # the two once dropped ZeRO 1 and 0 unplanned though ZeRO 1 fits); every pruned layout, planned,

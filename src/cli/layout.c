@@ -66,8 +66,12 @@ void layout_parse(opts *o, int mask) {
     if (opt_given(o, "vpp") && (c->vpp < 1 || (c->vpp > 1 && P == 1)))
         die(1, "--vpp %d: model chunks per pipeline stage, >= 1, with --pp > 1", c->vpp);
     c->tp = T, c->pp = P, c->ep = E;
-    /* the data-parallel group inside the layout: ZeRO as --zero says (0: every rank holds every state) */
-    c->dp = D > 1 || opt_given(o, "zero");
+    /* the data-parallel group inside the layout: ZeRO as --zero says (0: every rank holds every state).
+     * --dp 1 has none: ZeRO over one rank would plan its sums' buffers for nothing (the search's
+     * layouts of D = 1 are planned without, and their rank peak must be this command's) */
+    if (D == 1 && opt_given(o, "zero") && c->zero > 0)
+        die(1, "--zero %d shards the states over the data-parallel ranks: give --dp > 1", c->zero);
+    c->dp = D > 1;
     c->world = D;
     c->rank = 0;
     o->layout = 1;
