@@ -222,6 +222,7 @@ static void cost_model(void) {
     l.sp = 1;
     CHECK_OK(mw_cost_layout_volume(&l, &v));
     CHECK(v.tp == 4096 && v.ep == 1024, "sequence parallel: same TP bytes, EP tokens / TP: %g %g", v.tp, v.ep);
+    CHECK(v.pp == 512, "sequence parallel: a stage sends its 1/TP of the sequence, 1024 / 2 by hand: %g", v.pp);
     /* ZeRO paper, Sec. 7: stages 1 and 2 move what data parallelism moves, stage 3 1.5 x */
     l.sp = 0;
     l.grad_bytes = 2;

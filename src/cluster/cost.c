@@ -58,8 +58,9 @@ mw_status mw_cost_layout_volume(const mw_cost_layout *l, mw_cost_volume *v) {
     v->tp = tp_ops * (l->sp ? mw_cost_allgather(S, l->tp) + mw_cost_reducescatter(S, l->tp)
                             : mw_cost_allreduce(S, l->tp));
 
-    /* pipeline: activations forward, their gradients backward, per micro-batch */
-    v->pp = l->pp == 1 ? 0 : (l->pp > 2 ? 2 : 1) * m * bsh * l->act_bytes;
+    /* pipeline: activations forward, their gradients backward, per micro-batch; under sequence
+     * parallelism a rank's residual stream is its 1/tp of the sequence, and that is what it sends */
+    v->pp = l->pp == 1 ? 0 : (l->pp > 2 ? 2 : 1) * m * bsh * l->act_bytes / (l->sp ? l->tp : 1);
 
     /* expert parallelism: dispatch and combine, forward and backward (and recomputed forward) */
     double tokens = l->micro_batch * l->seq / (l->sp ? l->tp : 1);

@@ -70,7 +70,8 @@ typedef struct {
  *       sequence parallelism each becomes an all-gather and a reduce-scatter of the same volume
  *       (Korthikanti et al., Section 4.2.2). A stage holds layers / pp layers.
  *   pp  per micro-batch a stage sends its output forward (b s h) and its input gradient backward:
- *       an interior stage both (2 m b s h), a first or last stage one.
+ *       an interior stage both (2 m b s h), a first or last stage one; under sequence
+ *       parallelism its 1/tp of the sequence (Megatron-LM's p2p shape: seq / tp).
  *   ep  per MoE layer and micro-batch a dispatch and a combine all-to-all in the forward and again
  *       in the backward (and the forward's again under full recomputation), each of the rank's
  *       tokens times topk: b s k h (divided by tp under sequence parallelism).
