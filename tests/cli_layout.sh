@@ -363,6 +363,11 @@ sys.exit(not ok)
 EOF
 refuse "--search without --world" "needs --world" -- "$MW" estimate --preset gpt2-tiny --search --device-mem 2GiB --tflops 1 --intra-bw 1 --inter-bw 1
 refuse "--search without the device" "--device-mem SIZE or --gpu" -- "$MW" estimate --preset gpt2-tiny --search --world 8
+refuse "--search with --recompute" "--search with --recompute: drop it" -- "$MW" estimate "${S[@]}" --device-mem 2GiB --recompute full
+refuse "--search with --offload" "plans no --offload" -- "$MW" estimate "${S[@]}" --device-mem 2GiB --offload optimizer
+refuse "--search with --accum" "--search with --accum" -- "$MW" estimate "${S[@]}" --device-mem 2GiB --accum 4
+refuse "--search --top 0" "--top must be > 0" -- "$MW" estimate "${S[@]}" --device-mem 2GiB --top 0
+refuse "--tflops without --search" "is for estimate --search" -- "$MW" estimate --preset gpt2-tiny --tflops 5
 refuse "--search with --tp" "--search chooses the layout" -- "$MW" estimate "${S[@]}" --device-mem 2GiB --tp 2
 
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
