@@ -330,7 +330,7 @@ done <"$T/pruned"
 # parameters a token passes through + 4 L s d_attn + 2 C V) x tokens, plus the layers' forward again
 # under full recomputation only (memwall's selective reruns norms and activations, no product)
 "$MW" estimate "${S[@]}" "${G[@]}" --device-mem 2GiB --top 1000 --json >"$T/sf.json" || fail "--search (flops) exit $?"
-py "$T/sf.json" <<'EOF' && pass "--search's compute time: 3 forwards + the recomputed one, by hand, for none / selective / full" || fail "--search's FLOPs"
+py "$T/sf.json" <<'EOF' && pass "--search's compute time: 3 forwards + the recomputed one, by hand, for none / selective / full; the tied embedding's gradient sum between the end stages" || fail "--search's FLOPs or the tied embedding's sum"
 import json, sys
 d = json.load(open(sys.argv[1]))
 L, C, V, s, tok = 2, 64, 512, 32, 8 * 2 * 32
@@ -341,6 +341,10 @@ for x in d["layouts_ranked"]:
     want = (3 * (fwd + 2 * C * V) + (fwd if x["recompute"] == "full" else 0)) * tok
     got = x["compute_s"] * 8 * 100e12 * 0.4
     ok = ok and abs(got - want) <= 1e-5 * want
+    # the tied embedding's gradient, summed between the first and the last stage (V / T x C fp32)
+    T, P, D = x["tp"], x["pp"], x["dp"]
+    emb = 0 if P == 1 else (V + T - 1) // T * C * 4 / ((100e9 if 2 * (P - 1) * T * D <= 8 else 10e9))
+    ok = ok and abs(x["embed_s"] - emb) <= 1e-9 + 1e-5 * emb
 sys.exit(not ok)
 EOF
 for m in moe-tiny mla-tiny; do

@@ -69,6 +69,13 @@ static mw_status rank_peak(const mw_config *base, const cand *x, uint64_t *peak,
     return MW_OK;
 }
 
+/* A tied embedding's parameters on a rank of T (GPT-2's always; Llama's with --tied 1): the
+ * vocabulary padded to a multiple of T, as the layout's table divides it (mw_graph_layout_dims). */
+static double tied_rank(const mw_config *c, int T) {
+    if (c->arch != MW_ARCH_GPT2 && !c->tied) return 0;
+    return (double)((c->vocab + T - 1) / T) * c->n_embd;
+}
+
 static int by_time(const void *a, const void *b) {
     const cand *x = a, *y = b;
     return x->t.total_s < y->t.total_s ? -1 : x->t.total_s > y->t.total_s;
@@ -162,7 +169,7 @@ int search_report(const opts *o) {
                         } else {
                             const mw_cost_layout cl = {T, P, D, 1, sp, D > 1 ? z : 0, x->micro, c->batch, c->seq,
                                                        c->n_embd, c->n_layer, 0, 0, per_layer * (c->n_layer / P) / T, 0,
-                                                       b16 ? 2 : 4, 4, 4, COST_REC[r]};
+                                                       b16 ? 2 : 4, 4, 4, COST_REC[r], tied_rank(c, T)};
                             if (mw_cost_step_time(&cl, flops[r], &mach, &x->t) != MW_OK) die(1, "%s", mw_last_error());
                             x->lb = x->t.total_s;
                         }
@@ -225,7 +232,7 @@ int search_report(const opts *o) {
         } else {
             const mw_cost_layout cl = {x->tp, x->pp, x->dp, 1, x->sp, x->dp > 1 ? x->zero : 0, x->micro, c->batch, c->seq,
                                        c->n_embd, c->n_layer, 0, 0, (double)flat, 0,
-                                       b16 ? 2 : 4, 4, 4, COST_REC[x->rec]};
+                                       b16 ? 2 : 4, 4, 4, COST_REC[x->rec], tied_rank(c, x->tp)};
             if (mw_cost_step_time(&cl, flops[x->rec], &mach, &x->t) != MW_OK) die(1, "%s", mw_last_error());
             int j = -1; /* the best --top times, ascending */
             if (nbest < top) j = nbest++;
@@ -265,9 +272,9 @@ int search_report(const opts *o) {
                    RECOMPUTE_NAMES[x->rec], x->micro);
             if (!x->why[0])
                 printf(", \"rank_peak_bytes\": %llu, \"usable_bytes\": %llu, \"step_s\": %.6g, \"compute_s\": %.6g, "
-                       "\"bubble_s\": %.6g, \"dp_s\": %.6g, \"tp_s\": %.6g, \"pp_s\": %.6g}",
+                       "\"bubble_s\": %.6g, \"dp_s\": %.6g, \"tp_s\": %.6g, \"pp_s\": %.6g, \"embed_s\": %.6g}",
                        (unsigned long long)x->peak, (unsigned long long)x->usable, x->t.total_s, x->t.compute_s,
-                       x->t.bubble_s, x->t.dp_s, x->t.tp_s, x->t.pp_s);
+                       x->t.bubble_s, x->t.dp_s, x->t.tp_s, x->t.pp_s, x->t.emb_s);
             else {
                 printf(", \"why\": \"");
                 for (const char *q = x->why; *q; q++) {
@@ -293,7 +300,7 @@ int search_report(const opts *o) {
                 const cand *x = &all[i];
                 layout_name(x, name, sizeof name);
                 printf("  %-4zu %-52s %12s %10.3f %10.3f %10.3f %10.3f\n", i + 1, name, mw_fmt_bytes(x->peak, b1, sizeof b1),
-                       x->t.total_s, x->t.compute_s, x->t.bubble_s, x->t.dp_s + x->t.edp_s + x->t.tp_s + x->t.pp_s + x->t.ep_s);
+                       x->t.total_s, x->t.compute_s, x->t.bubble_s, x->t.dp_s + x->t.edp_s + x->t.tp_s + x->t.pp_s + x->t.ep_s + x->t.emb_s);
             }
             if ((int)nf > top) printf("  ... %zu more fit, slower (--top N shows more; --json lists all)\n", nf - (size_t)top);
         }
