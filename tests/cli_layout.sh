@@ -91,6 +91,15 @@ ok = ok and par[0] > par[1] and par[3] > par[1] and par[0] != par[3]
 if not ok: print("  ", st, par)
 sys.exit(not ok)
 EOF
+"$MW" estimate "${P[@]}" >"$T/p1.txt" || fail "--pp 4 (text) exit $?"
+py "$T/p1.json" "$T/p1.txt" <<'EOF' && pass "--pp 4: a class of middle stages names each of its stages and their blocks (JSON stages, the text)" || fail "a merged class of stages labelled as its first stage only"
+import json, sys
+r = json.load(open(sys.argv[1]))["ranks"]
+st = sorted(tuple(tuple(y) for y in x["stages"]) for x in r)
+ok = st == [((0, 0, 1),), ((1, 2, 3), (2, 4, 5)), ((3, 6, 7),)]
+ok = ok and "stages 1 (blocks 2-3), 2 (blocks 4-5)," in open(sys.argv[2]).read()
+sys.exit(not ok)
+EOF
 for m in 1 2 3 4 5 6; do "$MW" estimate "${P[@]}" --microbatches $m --json >"$T/m$m.json" || fail "--microbatches $m exit $?"; done
 py "$T"/m{1,2,3,4,5,6}.json <<'EOF' && pass "1F1B: stage s keeps min(4 - s, M) micro-batches' activations (the step per micro-batch constant, then flat)" || fail "1F1B in-flight activations"
 import json, sys
@@ -155,7 +164,7 @@ EOF
 "$MW" estimate "${P[@]}" --budget 1KiB >/dev/null 2>&1
 rc=$?
 [ $rc -eq 2 ] && pass "a rank over --budget: exit 2" || fail "over --budget: exit $rc, want 2"
-"$MW" plan "${P[@]}" >"$T/plan.txt" 2>&1 && grep -q "stage 3, blocks 6-7, the head and loss" "$T/plan.txt" &&
+"$MW" plan "${P[@]}" >"$T/plan.txt" 2>&1 && grep -q "stage 3 (blocks 6-7), the head and loss" "$T/plan.txt" &&
   pass "plan prints the stages too" || fail "plan with --pp: $(head -c 300 "$T/plan.txt")"
 
 echo "-- refusals"
