@@ -77,8 +77,9 @@ static double tied_rank(const mw_config *c, int T) {
 }
 
 static int by_time(const void *a, const void *b) {
-    const cand *x = a, *y = b;
-    return x->t.total_s < y->t.total_s ? -1 : x->t.total_s > y->t.total_s;
+    const cand *x = a, *y = b; /* equal times (selective's recomputation costs no FLOPs): the lighter first */
+    if (x->t.total_s != y->t.total_s) return x->t.total_s < y->t.total_s ? -1 : 1;
+    return x->peak < y->peak ? -1 : x->peak > y->peak;
 }
 
 static void layout_name(const cand *x, char *buf, size_t n) {
