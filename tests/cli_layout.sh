@@ -6,8 +6,10 @@
 # differ and the middle ones are one rank class; 1F1B keeps min(P - s, M) micro-batches'
 # activations; --sp divides the rest; a block's activations against Korthikanti et al.'s formula
 # to the stated difference; the refusals (one line, exit 1) and train's; estimate --search's ranking,
-# its heaviest rank against the layout's every rank, and exit 2 when nothing fits.
-# Usage: tests/cli_layout.sh build/memwall. Exits non-zero when any check fails. Tiny models: ~2 s.
+# its heaviest rank against the layout's every rank, every pruned layout planned and not fitting,
+# its compute time and tied embedding's sum by hand (gpt2, moe-tiny, mla-tiny), the flags it
+# refuses, and exit 2 when nothing fits.
+# Usage: tests/cli_layout.sh build/memwall. Exits non-zero when any check fails. Tiny models: ~4 s.
 set -u
 MW=$(realpath "${1:-build/memwall}")
 T=$(mktemp -d /tmp/mw_layout_XXXXXX)
