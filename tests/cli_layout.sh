@@ -6,8 +6,10 @@
 # differ and the middle ones are one rank class; 1F1B keeps min(P - s, M) micro-batches'
 # activations; --sp divides the rest; a block's activations against Korthikanti et al.'s formula
 # to the stated difference; the refusals (one line, exit 1) and train's; estimate --search's ranking,
-# its heaviest rank against the layout's every rank, and exit 2 when nothing fits.
-# Usage: tests/cli_layout.sh build/memwall. Exits non-zero when any check fails. Tiny models: ~2 s.
+# its heaviest rank against the layout's every rank, every pruned layout planned and not fitting,
+# its compute time and tied embedding's sum by hand (gpt2, moe-tiny, mla-tiny), the flags it
+# refuses, and exit 2 when nothing fits.
+# Usage: tests/cli_layout.sh build/memwall. Exits non-zero when any check fails. Tiny models: ~4 s.
 set -u
 MW=$(realpath "${1:-build/memwall}")
 T=$(mktemp -d /tmp/mw_layout_XXXXXX)
@@ -91,6 +93,15 @@ ok = ok and par[0] > par[1] and par[3] > par[1] and par[0] != par[3]
 if not ok: print("  ", st, par)
 sys.exit(not ok)
 EOF
+"$MW" estimate "${P[@]}" >"$T/p1.txt" || fail "--pp 4 (text) exit $?"
+py "$T/p1.json" "$T/p1.txt" <<'EOF' && pass "--pp 4: a class of middle stages names each of its stages and their blocks (JSON stages, the text)" || fail "a merged class of stages labelled as its first stage only"
+import json, sys
+r = json.load(open(sys.argv[1]))["ranks"]
+st = sorted(tuple(tuple(y) for y in x["stages"]) for x in r)
+ok = st == [((0, 0, 1),), ((1, 2, 3), (2, 4, 5)), ((3, 6, 7),)]
+ok = ok and "stages 1 (blocks 2-3), 2 (blocks 4-5)," in open(sys.argv[2]).read()
+sys.exit(not ok)
+EOF
 for m in 1 2 3 4 5 6; do "$MW" estimate "${P[@]}" --microbatches $m --json >"$T/m$m.json" || fail "--microbatches $m exit $?"; done
 py "$T"/m{1,2,3,4,5,6}.json <<'EOF' && pass "1F1B: stage s keeps min(4 - s, M) micro-batches' activations (the step per micro-batch constant, then flat)" || fail "1F1B in-flight activations"
 import json, sys
@@ -155,7 +166,7 @@ EOF
 "$MW" estimate "${P[@]}" --budget 1KiB >/dev/null 2>&1
 rc=$?
 [ $rc -eq 2 ] && pass "a rank over --budget: exit 2" || fail "over --budget: exit $rc, want 2"
-"$MW" plan "${P[@]}" >"$T/plan.txt" 2>&1 && grep -q "stage 3, blocks 6-7, the head and loss" "$T/plan.txt" &&
+"$MW" plan "${P[@]}" >"$T/plan.txt" 2>&1 && grep -q "stage 3 (blocks 6-7), the head and loss" "$T/plan.txt" &&
   pass "plan prints the stages too" || fail "plan with --pp: $(head -c 300 "$T/plan.txt")"
 
 echo "-- refusals"
@@ -286,8 +297,92 @@ EOF
 "$MW" estimate "${S[@]}" --device-mem 700MiB >"$T/s2.txt" 2>&1
 rc=$?
 [ $rc -eq 2 ] && grep -q "no layout fits" "$T/s2.txt" && pass "nothing fits: exit 2" || fail "nothing fits: exit $rc"
+# a layout of one data-parallel rank has no ZeRO group: its rank peak in the search is the plan of
+# estimate with that layout's flags, --zero 0 included (it once planned ZeRO 0's sums over 1 rank)
+py "$T/sall.json" >"$T/d1" <<'EOF' || fail "no layout of dp 1 fits"
+import json, sys
+x = next(x for x in json.load(open(sys.argv[1]))["layouts_ranked"] if x["dp"] == 1 and x["pp"] > 1)
+print(x["tp"], x["pp"], int(x["sp"]), x["zero"], x["recompute"], x["microbatches"], x["rank_peak_bytes"])
+EOF
+read -r tp pp sp z rc mb peak <"$T/d1"
+a=(--preset gpt2-tiny --threads 1 --tp "$tp" --pp "$pp" --dp 1 --zero "$z" --recompute "$rc" --microbatches "$mb")
+[ "$sp" = 1 ] && a+=(--sp)
+"$MW" estimate "${a[@]}" --json >"$T/d1.json" || fail "dp 1 layout's estimate exit $?"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not max(x["peak_bytes"] for x in d["ranks"]) == int(sys.argv[2]))' \
+    "$T/d1.json" "$peak" && pass "--search's dp 1 layout (tp $tp pp $pp): its rank peak is estimate --dp 1 --zero 0's" || fail "dp 1: search's rank peak differs from estimate --zero 0's"
+refuse "--zero 2 with --dp 1" "give --dp > 1" -- "$MW" estimate "${G[@]}" --tp 2 --dp 1 --zero 2
+# the dominance pruning drops a layout only when one that keeps less failed: a higher ZeRO stage
+# is not one (ZeRO 2 keeps 1,536 bytes more than ZeRO 1 at tp 1 pp 4 dp 2 here: a device between
+# the two once dropped ZeRO 1 and 0 unplanned though ZeRO 1 fits); every pruned layout, planned,
+# does not fit the memory its T x P x D leaves
+"$MW" estimate "${S[@]}" --device-mem 1046517046 --top 1000 --json >"$T/sw.json" || fail "--search (window) exit $?"
+py "$T/sw.json" >"$T/pruned" <<'EOF' && pass "--search: ZeRO 1 fits between ZeRO 1's and ZeRO 2's rank peak, not pruned by ZeRO 2's failure" || fail "--search pruned a layout that fits"
+import json, sys
+d = json.load(open(sys.argv[1]))
+f = d["layouts_ranked"]
+use = {(x["tp"], x["pp"], x["dp"]): x["usable_bytes"] for x in f}
+ok = any((x["tp"], x["pp"], x["dp"], x["zero"], x["recompute"]) == (1, 4, 2, 1, "none") for x in f)
+for x in d["dropped"]:
+    if x["why"].startswith("pruned") and (x["tp"], x["pp"], x["dp"]) in use:
+        print(x["tp"], x["pp"], x["dp"], int(x["sp"]), x["zero"], x["recompute"], x["microbatches"], use[(x["tp"], x["pp"], x["dp"])])
+sys.exit(not ok)
+EOF
+np=0
+while read -r tp pp dp sp z rc mb use; do
+    a=(--preset gpt2-tiny --threads 1 --tp "$tp" --pp "$pp" --dp "$dp" --zero "$z" --recompute "$rc" --microbatches "$mb")
+    [ "$sp" = 1 ] && a+=(--sp)
+    "$MW" estimate "${a[@]}" --json >"$T/pr.json" || fail "a pruned layout's estimate exit $?"
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not max(x["peak_bytes"] for x in d["ranks"]) > int(sys.argv[2]))' \
+        "$T/pr.json" "$use" || fail "pruned tp $tp pp $pp dp $dp zero $z recompute $rc fits $use bytes"
+    np=$((np + 1))
+done <"$T/pruned"
+[ $np -gt 0 ] && pass "--search: each of $np pruned layouts, planned, needs more than the memory left" || fail "no pruned layout checked"
+# the cost model's FLOPs: compute_s x ranks x the peak's fraction = 3 x the forward (2 x the layers'
+# parameters a token passes through + 4 L s d_attn + 2 C V) x tokens, plus the layers' forward again
+# under full recomputation only (memwall's selective reruns norms and activations, no product)
+"$MW" estimate "${S[@]}" "${G[@]}" --device-mem 2GiB --top 1000 --json >"$T/sf.json" || fail "--search (flops) exit $?"
+py "$T/sf.json" <<'EOF' && pass "--search's compute time: 3 forwards + the recomputed one, by hand, for none / selective / full; the tied embedding's gradient sum between the end stages" || fail "--search's FLOPs or the tied embedding's sum"
+import json, sys
+d = json.load(open(sys.argv[1]))
+L, C, V, s, tok = 2, 64, 512, 32, 8 * 2 * 32
+Nl = L * (12 * C * C + 13 * C)
+fwd = 2 * Nl + 4 * L * s * C
+ok = len(d["layouts_ranked"]) > 10
+for x in d["layouts_ranked"]:
+    want = (3 * (fwd + 2 * C * V) + (fwd if x["recompute"] == "full" else 0)) * tok
+    got = x["compute_s"] * 8 * 100e12 * 0.4
+    ok = ok and abs(got - want) <= 1e-5 * want
+    # the tied embedding's gradient, summed between the first and the last stage (V / T x C fp32)
+    T, P, D = x["tp"], x["pp"], x["dp"]
+    emb = 0 if P == 1 else (V + T - 1) // T * C * 4 / ((100e9 if 2 * (P - 1) * T * D <= 8 else 10e9))
+    ok = ok and abs(x["embed_s"] - emb) <= 1e-9 + 1e-5 * emb
+sys.exit(not ok)
+EOF
+for m in moe-tiny mla-tiny; do
+    "$MW" estimate --preset $m --json >"$T/$m.json" || fail "$m estimate exit $?"
+    "$MW" estimate "${S[@]}" --preset $m --world 2 --device-mem 2GiB --top 1000 --json >"$T/$m-s.json" || fail "$m --search exit $?"
+done
+py "$T/moe-tiny.json" "$T/moe-tiny-s.json" "$T/mla-tiny.json" "$T/mla-tiny-s.json" <<'EOF' && pass "--search's FLOPs of a mixture (the top-k experts, not all) and of latent attention (its own widths)" || fail "--search's FLOPs for deepseek models"
+import json, sys
+ok = True
+for est, srch, L, dattn in ((sys.argv[1], sys.argv[2], 4, 64), (sys.argv[3], sys.argv[4], 3, 4 * (16 + 8 + 16) / 2)):
+    e, d = json.load(open(est)), json.load(open(srch))
+    C, V, s, tok = 64, 256, 64, 2 * 4 * 64
+    Nl = e["active_params"] - (2 * V * C + C)  # untied embedding and head, the final norm
+    fwd = 2 * Nl + 4 * L * s * dattn
+    ok = ok and len(d["layouts_ranked"]) > 0
+    for x in d["layouts_ranked"]:
+        want = (3 * (fwd + 2 * C * V) + (fwd if x["recompute"] == "full" else 0)) * tok
+        ok = ok and abs(x["compute_s"] * 2 * 100e12 * 0.4 - want) <= 1e-5 * want
+sys.exit(not ok)
+EOF
 refuse "--search without --world" "needs --world" -- "$MW" estimate --preset gpt2-tiny --search --device-mem 2GiB --tflops 1 --intra-bw 1 --inter-bw 1
 refuse "--search without the device" "--device-mem SIZE or --gpu" -- "$MW" estimate --preset gpt2-tiny --search --world 8
+refuse "--search with --recompute" "--search with --recompute: drop it" -- "$MW" estimate "${S[@]}" --device-mem 2GiB --recompute full
+refuse "--search with --offload" "plans no --offload" -- "$MW" estimate "${S[@]}" --device-mem 2GiB --offload optimizer
+refuse "--search with --accum" "--search with --accum" -- "$MW" estimate "${S[@]}" --device-mem 2GiB --accum 4
+refuse "--search --top 0" "--top must be > 0" -- "$MW" estimate "${S[@]}" --device-mem 2GiB --top 0
+refuse "--tflops without --search" "is for estimate --search" -- "$MW" estimate --preset gpt2-tiny --tflops 5
 refuse "--search with --tp" "--search chooses the layout" -- "$MW" estimate "${S[@]}" --device-mem 2GiB --tp 2
 
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }

@@ -222,6 +222,7 @@ static void cost_model(void) {
     l.sp = 1;
     CHECK_OK(mw_cost_layout_volume(&l, &v));
     CHECK(v.tp == 4096 && v.ep == 1024, "sequence parallel: same TP bytes, EP tokens / TP: %g %g", v.tp, v.ep);
+    CHECK(v.pp == 512, "sequence parallel: a stage sends its 1/TP of the sequence, 1024 / 2 by hand: %g", v.pp);
     /* ZeRO paper, Sec. 7: stages 1 and 2 move what data parallelism moves, stage 3 1.5 x */
     l.sp = 0;
     l.grad_bytes = 2;
@@ -246,6 +247,18 @@ static void cost_model(void) {
           t.pp_s, t.tp_s, t.dp_s);
     CHECK(fabs(t.total_s - (2.75 + (4096 + 6000 + 2000 + 2048) / 1e11 + 1024 / 1e10)) < 1e-12, "total %g",
           t.total_s);
+    /* a tied embedding of 100 parameters on the rank: the first and the last stage (3 x 2 x 4 = 24
+     * ranks apart, across nodes) all-reduce its 400 gradient bytes between the 2: 400 B at 1e10 */
+    l.tied_params = 100;
+    CHECK_OK(mw_cost_layout_volume(&l, &v));
+    CHECK(v.emb == 400, "tied embedding: %g bytes, by hand 400", v.emb);
+    CHECK_OK(mw_cost_step_time(&l, 3.2e16, &mc, &t));
+    CHECK(t.emb_s == 400 / 1e10 && fabs(t.total_s - (2.75 + (4096 + 6000 + 2000 + 2048) / 1e11 + 1424 / 1e10)) < 1e-12,
+          "tied embedding: %g s, total %g", t.emb_s, t.total_s);
+    l.pp = 1;
+    CHECK_OK(mw_cost_layout_volume(&l, &v));
+    CHECK(v.emb == 0, "one stage holds the embedding once: %g", v.emb);
+    l.pp = 4, l.tied_params = 0;
     l.ep = 3;
     CHECK(mw_cost_layout_volume(&l, &v) == MW_ERR_ARG, "EP 3 does not divide DP 4");
     mc.mfu = 0;

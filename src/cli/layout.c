@@ -66,8 +66,12 @@ void layout_parse(opts *o, int mask) {
     if (opt_given(o, "vpp") && (c->vpp < 1 || (c->vpp > 1 && P == 1)))
         die(1, "--vpp %d: model chunks per pipeline stage, >= 1, with --pp > 1", c->vpp);
     c->tp = T, c->pp = P, c->ep = E;
-    /* the data-parallel group inside the layout: ZeRO as --zero says (0: every rank holds every state) */
-    c->dp = D > 1 || opt_given(o, "zero");
+    /* the data-parallel group inside the layout: ZeRO as --zero says (0: every rank holds every state).
+     * --dp 1 has none: ZeRO over one rank would plan its sums' buffers for nothing (the search's
+     * layouts of D = 1 are planned without, and their rank peak must be this command's) */
+    if (D == 1 && opt_given(o, "zero") && c->zero > 0)
+        die(1, "--zero %d shards the states over the data-parallel ranks: give --dp > 1", c->zero);
+    c->dp = D > 1;
     c->world = D;
     c->rank = 0;
     o->layout = 1;
@@ -78,6 +82,7 @@ typedef struct rank_class {
     mw_plan_summary p;
     int stage, dp_rank, nranks;
     int *ranks; /* global ranks, ascending */
+    int nstages, *stages; /* the stages whose ranks share this plan (middle stages alike), ascending */
 } rank_class;
 
 static int same_plan(const mw_plan_summary *a, const mw_plan_summary *b) {
@@ -169,8 +174,14 @@ int layout_report(const opts *o, int cmd_plan) {
             }
             int q = 0;
             while (q < ncl && !same_plan(&cl[q].p, &p)) q++;
-            if (q == ncl) cl[ncl++] = (rank_class){p, s, rep[j], 0, NULL};
+            if (q == ncl) cl[ncl++] = (rank_class){p, s, rep[j], 0, NULL, 0, NULL};
             rank_class *x = &cl[q];
+            if (!x->nstages || x->stages[x->nstages - 1] != s) {
+                int *ns = realloc(x->stages, sizeof(int) * ((size_t)x->nstages + 1));
+                if (!ns) die(1, "out of memory");
+                x->stages = ns;
+                x->stages[x->nstages++] = s;
+            }
             for (int r = 0; r < D; r++) {
                 uint64_t l2[2];
                 shard_lens(c, &p0, r, l2);
@@ -213,9 +224,13 @@ int layout_report(const opts *o, int cmd_plan) {
                     printf("%s[%d, %d]", v ? ", " : "", (v * P + st) * Lc, (v * P + st) * Lc + Lc - 1);
             }
             printf("], \"count\": %d, \"stage\": %d, \"blocks\": [%d, %d], \"embedding\": %s, \"head\": %s, "
-                   "\"in_flight_microbatches\": %d, \"dp_rank\": %d, \"categories\": {",
+                   "\"in_flight_microbatches\": %d, \"dp_rank\": %d, \"stages\": [",
                    x->nranks, st, stage_first[st], stage_first[st] + stage_blocks[st] - 1, st == 0 ? "true" : "false",
                    st == P - 1 ? "true" : "false", P > 1 ? inflight : 1, x->dp_rank);
+            for (int k = 0; k < x->nstages; k++) /* every stage of the class: [stage, first block, last block] */
+                printf("%s[%d, %d, %d]", k ? ", " : "", x->stages[k], stage_first[x->stages[k]],
+                       stage_first[x->stages[k]] + stage_blocks[x->stages[k]] - 1);
+            printf("], \"categories\": {");
             for (int k = 0; k < MW_CAT_COUNT; k++)
                 printf("%s\"%s\": %llu", k ? ", " : "", mw_category_name(k), (unsigned long long)x->p.category[k]);
             printf("}, \"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"flat_floats\": %llu, "
@@ -248,18 +263,24 @@ int layout_report(const opts *o, int cmd_plan) {
             printf("\n  ranks ");
             print_ranges(stdout, x->ranks, x->nranks, 0);
             printf(" (%d): ", x->nranks);
-            if (P > 1 && c->vpp > 1) {
+            if (P > 1 && c->vpp > 1) { /* each stage of the class with its chunks' blocks */
                 const int Lc = stage_blocks[st] / c->vpp;
-                printf("stage %d, blocks", st);
-                for (int v = 0; v < c->vpp; v++)
-                    printf("%s %d-%d", v ? "," : "", (v * P + st) * Lc, (v * P + st) * Lc + Lc - 1);
+                for (int k = 0; k < x->nstages; k++) {
+                    const int s2 = x->stages[k];
+                    printf("%s %d, blocks", k ? ";" : x->nstages > 1 ? "stages" : "stage", s2);
+                    for (int v = 0; v < c->vpp; v++)
+                        printf("%s %d-%d", v ? "," : "", (v * P + s2) * Lc, (v * P + s2) * Lc + Lc - 1);
+                }
                 printf("%s%s, %d chunk micro-batch%s in flight (interleaved)", st == 0 ? ", the embedding" : "",
                        st == P - 1 ? ", the head and loss" : "", inflight, inflight == 1 ? "" : "es");
-            } else if (P > 1)
-                printf("stage %d, blocks %d-%d%s%s, %d micro-batch%s in flight", st, stage_first[st],
-                       stage_first[st] + stage_blocks[st] - 1, st == 0 ? ", the embedding" : "",
+            } else if (P > 1) {
+                printf("stage%s ", x->nstages > 1 ? "s" : "");
+                for (int k = 0; k < x->nstages; k++) /* middle stages alike share one plan */
+                    printf("%s%d (blocks %d-%d)", k ? ", " : "", x->stages[k], stage_first[x->stages[k]],
+                           stage_first[x->stages[k]] + stage_blocks[x->stages[k]] - 1);
+                printf("%s%s, %d micro-batch%s in flight", st == 0 ? ", the embedding" : "",
                        st == P - 1 ? ", the head and loss" : "", inflight, inflight == 1 ? "" : "es");
-            else
+            } else
                 printf("blocks 0-%d, the embedding, the head and loss", c->n_layer - 1);
             if (c->dp && c->zero >= 1) printf(", ZeRO shard of data-parallel rank %d", x->dp_rank);
             printf("\n");
@@ -278,7 +299,7 @@ int layout_report(const opts *o, int cmd_plan) {
                    "    --precision fp32, every value in fp32\n",
                    c->sp ? "sbh/t (34 + 5as/h)" : "sbh (10 + 24/t + 5as/(ht))", mw_fmt_bytes((uint64_t)korth, b2, sizeof b2));
     }
-    for (int q = 0; q < ncl; q++) free(cl[q].ranks);
+    for (int q = 0; q < ncl; q++) free(cl[q].ranks), free(cl[q].stages);
     free(cl);
     return fits ? 0 : 2;
 }

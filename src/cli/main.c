@@ -495,6 +495,22 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
         o->global_batch = o->global_batch_i;
         if (opt_given(o, "global-batch") && o->global_batch < 1) die(1, "--global-batch must be >= 1");
         if (opt_given(o, "mfu") && !(o->mfu > 0 && o->mfu <= 1)) die(1, "--mfu is a fraction of the peak, in (0, 1], got %g", o->mfu);
+        /* what the search chooses or does not plan: given, it would be ignored in silence */
+        static const char *const NOT_SEARCHED[] = {"recompute", "accum", "budget", "offload"};
+        for (size_t k = 0; k < sizeof NOT_SEARCHED / sizeof *NOT_SEARCHED; k++)
+            if (opt_given(o, NOT_SEARCHED[k]) && (k != 3 || o->cfg.offload != MW_OFFLOAD_NONE))
+                die(1, "--search with --%s: drop it (the search chooses the recomputation, the micro-batches from "
+                       "--global-batch, and the memory from --device-mem or --gpu; it plans no --offload)",
+                    NOT_SEARCHED[k]);
+        static const char *const POSITIVE[] = {"top", "gpus-per-node", "tflops", "intra-bw", "inter-bw"};
+        for (size_t k = 0; k < sizeof POSITIVE / sizeof *POSITIVE; k++)
+            if (opt_given(o, POSITIVE[k]) && !(k < 2 ? (k ? o->gpus_per_node : o->top) > 0
+                                                     : (k == 2 ? o->tflops : k == 3 ? o->intra_bw : o->inter_bw) > 0))
+                die(1, "--%s must be > 0", POSITIVE[k]);
+    } else {
+        static const char *const SEARCH_ONLY[] = {"global-batch", "tflops", "mfu", "intra-bw", "inter-bw", "gpus-per-node", "top"};
+        for (size_t k = 0; k < sizeof SEARCH_ONLY / sizeof *SEARCH_ONLY; k++)
+            if (opt_given(o, SEARCH_ONLY[k])) die(1, "--%s is for estimate --search", SEARCH_ONLY[k]);
     }
     if (!o->layout && !o->search && (opt_given(o, "zero") || opt_given(o, "world"))) { /* data parallelism */
         if (!opt_given(o, "zero")) die(1, "--world %d needs --zero STAGE (what to plan for each rank)", o->cfg.world);

@@ -69,9 +69,17 @@ static mw_status rank_peak(const mw_config *base, const cand *x, uint64_t *peak,
     return MW_OK;
 }
 
+/* A tied embedding's parameters on a rank of T (GPT-2's always; Llama's with --tied 1): the
+ * vocabulary padded to a multiple of T, as the layout's table divides it (mw_graph_layout_dims). */
+static double tied_rank(const mw_config *c, int T) {
+    if (c->arch != MW_ARCH_GPT2 && !c->tied) return 0;
+    return (double)((c->vocab + T - 1) / T) * c->n_embd;
+}
+
 static int by_time(const void *a, const void *b) {
-    const cand *x = a, *y = b;
-    return x->t.total_s < y->t.total_s ? -1 : x->t.total_s > y->t.total_s;
+    const cand *x = a, *y = b; /* equal times (selective's recomputation costs no FLOPs): the lighter first */
+    if (x->t.total_s != y->t.total_s) return x->t.total_s < y->t.total_s ? -1 : 1;
+    return x->peak < y->peak ? -1 : x->peak > y->peak;
 }
 
 static void layout_name(const cand *x, char *buf, size_t n) {
@@ -98,14 +106,35 @@ int search_report(const opts *o) {
     if (mfu > 1) die(1, "--mfu is a fraction of the peak, in (0, 1], got %g", mfu);
     const long G = o->global_batch > 0 ? o->global_batch : (long)N * c->batch;
     const mw_cost_machine mach = {peak_flops, mfu, intra, inter, gpn};
-    /* the step's FLOPs (the same for every layout of one recomputation) */
+    /* the step's FLOPs (the same for every layout of one recomputation): the products through the
+     * parameters a token passes through (a mixture's top-k routed experts, not all of them; the
+     * first dense blocks' MLP), attention's scores at its own widths (latent attention: q.k over
+     * nope + rope dims, A.V over v_head_dim). The rank's parameters for the data-parallel bound
+     * stay the stored ones, every expert included. */
+    mw_config none = *c;
+    none.n_layer = 0, none.first_dense = 0;
+    const double layer_active = (double)mw_config_active_params(c, 1) - (double)mw_config_active_params(&none, 1);
+    const double attn_dim = c->kv_lora_rank > 0 ? c->n_head * (c->qk_nope_dim + c->qk_rope_dim + c->v_head_dim) / 2.0
+                                                : c->n_embd;
+    const mw_cost_model cm = {layer_active, c->n_layer, c->n_embd, attn_dim, c->vocab};
+    /* the least a block stores (a dense block's or a mixture block's, every expert), for the bound */
     mw_config one = *c, two = *c;
     one.n_layer = 1, two.n_layer = 2;
-    const double per_layer = (double)mw_config_num_params(&two) - (double)mw_config_num_params(&one);
-    const mw_cost_model cm = {per_layer * c->n_layer, c->n_layer, c->n_embd, c->n_embd, c->vocab};
+    one.first_dense = two.first_dense = 0;
+    double per_layer = (double)mw_config_num_params(&two) - (double)mw_config_num_params(&one);
+    if (c->first_dense > 0 && c->n_experts > 0) {
+        one.first_dense = 1, two.first_dense = 2;
+        const double dense = (double)mw_config_num_params(&two) - (double)mw_config_num_params(&one);
+        if (dense < per_layer) per_layer = dense;
+    }
+    /* the cost model's recomputation as memwall's policies recompute: selective reruns the norms
+     * and the GELU/SwiGLU only (docs/memory.md), no product, where Korthikanti et al.'s selective
+     * reruns attention's scores; full reruns the block's forward */
+    static const mw_cost_recompute COST_REC[3] = {MW_COST_RECOMPUTE_NONE, MW_COST_RECOMPUTE_NONE,
+                                                  MW_COST_RECOMPUTE_FULL};
     double flops[3];
     for (int r = 0; r < 3; r++)
-        if (mw_cost_step_flops(&cm, c->seq, (double)G * c->seq, (mw_cost_recompute)r, &flops[r]) != MW_OK)
+        if (mw_cost_step_flops(&cm, c->seq, (double)G * c->seq, COST_REC[r], &flops[r]) != MW_OK)
             die(1, "%s", mw_last_error());
     const int top = o->top > 0 ? o->top : 5;
     size_t cap = 64, n = 0;
@@ -141,7 +170,7 @@ int search_report(const opts *o) {
                         } else {
                             const mw_cost_layout cl = {T, P, D, 1, sp, D > 1 ? z : 0, x->micro, c->batch, c->seq,
                                                        c->n_embd, c->n_layer, 0, 0, per_layer * (c->n_layer / P) / T, 0,
-                                                       b16 ? 2 : 4, 4, 4, (mw_cost_recompute)r};
+                                                       b16 ? 2 : 4, 4, 4, COST_REC[r], tied_rank(c, T)};
                             if (mw_cost_step_time(&cl, flops[r], &mach, &x->t) != MW_OK) die(1, "%s", mw_last_error());
                             x->lb = x->t.total_s;
                         }
@@ -149,8 +178,10 @@ int search_report(const opts *o) {
         }
     }
     /* plan them from the least bound up. A layout is dropped unplanned when the best --top found
-     * so far are all faster than its bound, or when a variant of it lighter in every category (a
-     * higher ZeRO stage and at least as much recomputation, same T, P, --sp) did not fit */
+     * so far are all faster than its bound, or when a variant of it that keeps less (the same ZeRO
+     * stage, T, P, --sp and more recomputation) did not fit. A higher ZeRO stage is no such variant:
+     * its gather slots or its shard's sum can outweigh what it divides (ZeRO 3 above ZeRO 2 and 1
+     * at D = 2, ZeRO 2 above ZeRO 1 by a block's sum slot with 4 stages; cli_layout.sh) */
     size_t *ord = malloc(sizeof *ord * (n ? n : 1));
     cand **fails = malloc(sizeof *fails * (n ? n : 1));
     double *best = malloc(sizeof *best * (size_t)top);
@@ -168,7 +199,7 @@ int search_report(const opts *o) {
         cand *x = &all[ord[k]];
         const cand *dom = NULL;
         for (size_t f = 0; f < nfails && !dom; f++)
-            if (fails[f]->tp == x->tp && fails[f]->pp == x->pp && fails[f]->sp == x->sp && fails[f]->zero >= x->zero &&
+            if (fails[f]->tp == x->tp && fails[f]->pp == x->pp && fails[f]->sp == x->sp && fails[f]->zero == x->zero &&
                 fails[f]->rec >= x->rec)
                 dom = fails[f];
         if (nbest == top && x->lb > best[top - 1]) {
@@ -177,8 +208,8 @@ int search_report(const opts *o) {
             continue;
         }
         if (dom) {
-            snprintf(x->why, sizeof x->why, "pruned: ZeRO %d with recompute %s does not fit, and this keeps more",
-                     dom->zero, RECOMPUTE_NAMES[dom->rec]);
+            snprintf(x->why, sizeof x->why, "pruned: recompute %s does not fit, and this keeps more",
+                     RECOMPUTE_NAMES[dom->rec]);
             continue;
         }
         mw_gpu_fixed fx;
@@ -202,7 +233,7 @@ int search_report(const opts *o) {
         } else {
             const mw_cost_layout cl = {x->tp, x->pp, x->dp, 1, x->sp, x->dp > 1 ? x->zero : 0, x->micro, c->batch, c->seq,
                                        c->n_embd, c->n_layer, 0, 0, (double)flat, 0,
-                                       b16 ? 2 : 4, 4, 4, (mw_cost_recompute)x->rec};
+                                       b16 ? 2 : 4, 4, 4, COST_REC[x->rec], tied_rank(c, x->tp)};
             if (mw_cost_step_time(&cl, flops[x->rec], &mach, &x->t) != MW_OK) die(1, "%s", mw_last_error());
             int j = -1; /* the best --top times, ascending */
             if (nbest < top) j = nbest++;
@@ -242,9 +273,9 @@ int search_report(const opts *o) {
                    RECOMPUTE_NAMES[x->rec], x->micro);
             if (!x->why[0])
                 printf(", \"rank_peak_bytes\": %llu, \"usable_bytes\": %llu, \"step_s\": %.6g, \"compute_s\": %.6g, "
-                       "\"bubble_s\": %.6g, \"dp_s\": %.6g, \"tp_s\": %.6g, \"pp_s\": %.6g}",
+                       "\"bubble_s\": %.6g, \"dp_s\": %.6g, \"tp_s\": %.6g, \"pp_s\": %.6g, \"embed_s\": %.6g}",
                        (unsigned long long)x->peak, (unsigned long long)x->usable, x->t.total_s, x->t.compute_s,
-                       x->t.bubble_s, x->t.dp_s, x->t.tp_s, x->t.pp_s);
+                       x->t.bubble_s, x->t.dp_s, x->t.tp_s, x->t.pp_s, x->t.emb_s);
             else {
                 printf(", \"why\": \"");
                 for (const char *q = x->why; *q; q++) {
@@ -270,7 +301,7 @@ int search_report(const opts *o) {
                 const cand *x = &all[i];
                 layout_name(x, name, sizeof name);
                 printf("  %-4zu %-52s %12s %10.3f %10.3f %10.3f %10.3f\n", i + 1, name, mw_fmt_bytes(x->peak, b1, sizeof b1),
-                       x->t.total_s, x->t.compute_s, x->t.bubble_s, x->t.dp_s + x->t.edp_s + x->t.tp_s + x->t.pp_s + x->t.ep_s);
+                       x->t.total_s, x->t.compute_s, x->t.bubble_s, x->t.dp_s + x->t.edp_s + x->t.tp_s + x->t.pp_s + x->t.ep_s + x->t.emb_s);
             }
             if ((int)nf > top) printf("  ... %zu more fit, slower (--top N shows more; --json lists all)\n", nf - (size_t)top);
         }

@@ -58,8 +58,12 @@ mw_status mw_cost_layout_volume(const mw_cost_layout *l, mw_cost_volume *v) {
     v->tp = tp_ops * (l->sp ? mw_cost_allgather(S, l->tp) + mw_cost_reducescatter(S, l->tp)
                             : mw_cost_allreduce(S, l->tp));
 
-    /* pipeline: activations forward, their gradients backward, per micro-batch */
-    v->pp = l->pp == 1 ? 0 : (l->pp > 2 ? 2 : 1) * m * bsh * l->act_bytes;
+    /* pipeline: activations forward, their gradients backward, per micro-batch; under sequence
+     * parallelism a rank's residual stream is its 1/tp of the sequence, and that is what it sends */
+    v->pp = l->pp == 1 ? 0 : (l->pp > 2 ? 2 : 1) * m * bsh * l->act_bytes / (l->sp ? l->tp : 1);
+
+    /* a tied embedding's copies on the first and the last stage: their gradients summed */
+    v->emb = l->pp > 1 ? mw_cost_allreduce(l->tied_params * l->grad_bytes, 2) : 0;
 
     /* expert parallelism: dispatch and combine, forward and backward (and recomputed forward) */
     double tokens = l->micro_batch * l->seq / (l->sp ? l->tp : 1);
@@ -88,6 +92,7 @@ mw_status mw_cost_step_time(const mw_cost_layout *l, double step_flops, const mw
     t->edp_s = v.edp / mw_cost_link(l->dp / l->ep, l->tp * l->ep, mc->gpus_per_node, mc->intra_bw, mc->inter_bw);
     t->ep_s = v.ep / mw_cost_link(l->ep, l->tp, mc->gpus_per_node, mc->intra_bw, mc->inter_bw);
     t->pp_s = v.pp / mw_cost_link(2, l->tp * l->dp, mc->gpus_per_node, mc->intra_bw, mc->inter_bw);
-    t->total_s = t->compute_s + t->bubble_s + t->tp_s + t->dp_s + t->edp_s + t->ep_s + t->pp_s;
+    t->emb_s = v.emb / mw_cost_link(2, (l->pp - 1) * l->tp * l->dp, mc->gpus_per_node, mc->intra_bw, mc->inter_bw);
+    t->total_s = t->compute_s + t->bubble_s + t->tp_s + t->dp_s + t->edp_s + t->ep_s + t->pp_s + t->emb_s;
     return MW_OK;
 }

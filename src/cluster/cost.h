@@ -53,11 +53,14 @@ typedef struct {
     double rank_expert_params;      /* routed-expert parameters it holds (its EP/PP shard) */
     double act_bytes, param_bytes, grad_bytes; /* bytes per element sent */
     mw_cost_recompute recompute;    /* full recomputation repeats the forward's TP and EP traffic */
+    double tied_params;             /* a tied embedding's parameters on the first and the last stage's
+                                       rank (its TP shard); 0 when untied */
 } mw_cost_layout;
 
 typedef struct {
     double dp, edp, tp, pp, ep; /* bytes one rank sends per step in each dimension (edp: the
                                    expert gradients' and parameters' data-parallel traffic) */
+    double emb;                 /* a tied embedding's gradient summed between the first and the last stage */
 } mw_cost_volume;
 
 /* Per rank and step:
@@ -70,7 +73,12 @@ typedef struct {
  *       sequence parallelism each becomes an all-gather and a reduce-scatter of the same volume
  *       (Korthikanti et al., Section 4.2.2). A stage holds layers / pp layers.
  *   pp  per micro-batch a stage sends its output forward (b s h) and its input gradient backward:
- *       an interior stage both (2 m b s h), a first or last stage one.
+ *       an interior stage both (2 m b s h), a first or last stage one; under sequence
+ *       parallelism its 1/tp of the sequence (Megatron-LM's p2p shape: seq / tp).
+ *   emb with pp > 1 and a tied embedding, the first and the last stage each hold a copy and sum
+ *       their gradients once a step: an all-reduce of tied_params * grad_bytes over 2 ranks
+ *       (Megatron-LM's embedding group, _allreduce_word_embedding_grads). The link: the two
+ *       ranks lie (pp - 1) tp dp apart.
  *   ep  per MoE layer and micro-batch a dispatch and a combine all-to-all in the forward and again
  *       in the backward (and the forward's again under full recomputation), each of the rank's
  *       tokens times topk: b s k h (divided by tp under sequence parallelism).
@@ -89,6 +97,7 @@ typedef struct {
 
 typedef struct {
     double compute_s, bubble_s, dp_s, edp_s, tp_s, pp_s, ep_s, total_s;
+    double emb_s; /* the tied embedding's gradient sum (in total_s) */
 } mw_cost_time;
 
 /* Step time: flops / (tp pp dp) / (peak * mfu) per rank; the 1F1B bubble adds (pp - 1) / m of it

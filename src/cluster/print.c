@@ -101,7 +101,8 @@ static mw_status korthikanti(FILE *f) {
     }
     fprintf(f, "    the first pipeline stage keeps L times one layer's (L / PP layers, PP micro-batches in flight);\n"
                "    memwall's own plan (estimate's policy table, GPT-2 presets) keeps no s x s score matrix (tiled\n"
-               "    attention): its 'none' row has no 5as/h term; TP and SP walks are not built yet\n");
+               "    attention): its 'none' row has no 5as/h term; `estimate --tp T [--sp]` prints its layout walk's\n"
+               "    activations per block beside this table's formula\n");
     return MW_OK;
 }
 
