@@ -4,8 +4,8 @@
  * and tolerances: logits to 1e-6 of their largest element; gradients to 1e-6 in norm and to 2e-6
  * of each tensor's largest element; parameters after 3 AdamW steps (accumulation, clipping, the
  * cosine schedule) to 5e-6. The recomputation policies selective, full, every:2 and a mixed
- * blocks: string (every:1 and every:sqrt are full's at 2 blocks; auto is not built for the
- * family) give bit for bit the numbers of none; mw_train_step reproduces the manual loop bit for bit on 2
+ * blocks: string (every:1 and every:sqrt are full's at 2 blocks; auto chooses among these: tests/cli_moe.sh, the
+ * bits of the policy it chose) give bit for bit the numbers of none; mw_train_step reproduces the manual loop bit for bit on 2
  * threads and on 1. Without arguments it runs the three fixtures: moe_tiny (GQA, a dense first
  * block, 4 experts top-2 with a shared one, softmax renormalised, capacity factor 1 dropping
  * assignments), mla_tiny (latent attention with a q bottleneck, V3's sigmoid router with its

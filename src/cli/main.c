@@ -92,7 +92,7 @@ static const opt_def OPTS[] = {
     {"beta2", K_DBL, C_(beta2), MODEL, "second-moment decay (AdamW family, CAME)"},
     {"eps", K_DBL, C_(eps), MODEL, "epsilon (Adafactor, CAME: eps1, added to g^2)"},
     {"grad-clip", K_DBL, C_(grad_clip), MODEL, "clip the global gradient norm to this (0: off)"},
-    {"precision", K_PRECISION, 0, MODEL, "matrix products' precision: fp32, or bf16 (bfloat16 operands, fp32 accumulation: vdpbf16ps where the CPU has AVX512_BF16, the same bits elsewhere); the norms' outputs, q|k|v, the attention output, the MLP's values and the blocks' gradients are stored as bf16 (docs/precision.md); the weights (fp32 master, rounded as products pack them) and optimizer state stay as they are"},
+    {"precision", K_PRECISION, 0, MODEL, "matrix products' precision: fp32, or bf16 (bfloat16 operands, fp32 accumulation: vdpbf16ps where the CPU has AVX512_BF16, the same bits elsewhere); the norms' outputs, q|k|v, the attention output, the MLP's values and the blocks' gradients are stored as bf16 (the deepseek family: its gradients only; docs/precision.md); the weights (fp32 master, rounded as products pack them) and optimizer state stay as they are"},
     {"precision", K_PRECISION, 0, CMD_EVAL, "the matrix products' precision: fp32 or bf16 (default: the checkpoint's, printed; fp32 with --init); --precision fp32 evaluates a bf16-trained model at full precision"},
     {"optim", K_OPTIM, 0, MODEL, "optimizer (docs/optimizers.md): adamw, adamw8bit (8-bit blockwise states), adam4bit (4-bit states), adafactor (factored second moment), came, sgd; each gives the flags it uses its own defaults unless they are given"},
     {"momentum", K_DBL, C_(momentum), MODEL, "sgd: momentum (0: none, no state)"},

@@ -190,11 +190,6 @@ static mw_status validate_deepseek(const mw_config *c) {
         const double moe = 5.0 + 3.0 * c->n_experts, n = 3 + c->n_layer * (2 + att) + 3 * Ld + (c->n_layer - Ld) * moe;
         NEED(n <= 1 << 20, "the model would have %.0f parameter tensors (--layers x 3 x --experts): at most 1048576", n);
     }
-    NEED(c->precision == MW_PRECISION_FP32, "--precision %s for the deepseek family is not built yet (fp32 only)",
-         mw_precision_str(c->precision));
-    NEED(c->recompute != MW_RECOMPUTE_AUTO && c->offload != MW_OFFLOAD_AUTO,
-         "--recompute auto and --offload auto are not built for the deepseek family yet (their op timings "
-         "come from a calibration model that does not scale the experts): give a policy and a placement");
     return MW_OK;
 }
 

@@ -232,6 +232,12 @@ struct mw_model_def {
     const float *(*decode)(mw_model *m, int32_t token, int pos);
     /* fills the parameters from seed */
     void (*init)(mw_model *m, uint64_t seed);
+    /* may be NULL. The family's own fields of --recompute auto's calibration model (recompute.c,
+     * calib_config): k holds user's configuration scaled to two blocks of C' = k->n_embd channels,
+     * heads of user's size, ffn and the key/value heads scaled with C'; the hook scales the rest
+     * (the experts' widths and count, latent ranks) so that k times every forward kind of user's
+     * blocks, and keeps k valid. */
+    void (*calib_config)(const mw_config *user, mw_config *k);
 };
 
 /* The graph's entry points for a model family: the public ones that take a configuration

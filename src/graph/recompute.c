@@ -85,8 +85,8 @@ static double now_s(void) {
 /* The calibration model of cfg: two blocks (the first selective, the second full, so that every
  * forward kind a policy recomputes is in its schedule), one sequence of T' = min(T, 256)
  * positions, C' = min(C, 512) channels in heads of cfg's size, the MLP and the key/value heads
- * scaled with C', a small vocabulary. */
-static void calib_config(const mw_config *c, mw_config *k) {
+ * scaled with C', a small vocabulary; then the model's own hook, if any (mw_model_def.calib_config). */
+static void calib_config(const mw_model_def *a, const mw_config *c, mw_config *k) {
     const int hs = c->n_embd / c->n_head;
     const int T = c->seq < 256 ? c->seq : 256, Cc = c->n_embd < 512 ? c->n_embd : 512;
     const int H = Cc / hs > 0 ? Cc / hs : 1, C = hs <= Cc ? H * hs : Cc; /* wide heads: one of Cc */
@@ -110,6 +110,7 @@ static void calib_config(const mw_config *c, mw_config *k) {
         if (k->ffn < 1) k->ffn = 1;
         if (C != H * hs) k->n_head = k->n_kv_head = 1; /* one wide head */
     }
+    if (a->calib_config) a->calib_config(c, k); /* the family's own fields */
 }
 
 /* Seconds per op kind at cfg's shape, measured on this machine: each forward kind runs in the
@@ -117,7 +118,7 @@ static void calib_config(const mw_config *c, mw_config *k) {
  * for the matmuls, N C for the elementwise ops, B T^2 C for attention. */
 mw_status mw_graph_measure_costs(const mw_config *c, const mw_model_def *a, double *cost) {
     mw_config k;
-    calib_config(c, &k);
+    calib_config(a, c, &k);
     const int nt = omp_get_max_threads();
     /* the calibrations of the last NCAL shapes are kept (per thread): max_batch plans many batch
      * sizes, and estimate's tables plan every preset under each optimizer and placement, which

@@ -844,6 +844,33 @@ static const float *decode(mw_model *m, int32_t token, int pos) {
     return logits;
 }
 
+/* ---- --recompute auto's calibration model (mw_model_def.calib_config) --------------------------
+ * recompute.c scaled the channels to C' = k->n_embd (the heads keep their size), ffn and the
+ * key/value heads with them; here the experts' and the latents' widths scale with C' too, the
+ * experts are capped at max(8, top-k) (every token still goes to top-k of them, so a token's
+ * expert work is user's at C'), and with a mixture the first block is dense when user's first is,
+ * the second a mixture. Both blocks are selective: a block's forward and its selective
+ * recomputation then run every forward kind of both blocks (full recomputes only forward kinds). */
+static int scaled(int v, const mw_config *user, const mw_config *k) {
+    if (v <= 0) return v;
+    const int r = (int)((double)v * k->n_embd / user->n_embd);
+    return r < 1 ? 1 : r;
+}
+
+static void calib_config(const mw_config *user, mw_config *k) {
+    k->moe_ffn = scaled(user->moe_ffn, user, k);
+    k->q_lora_rank = scaled(user->q_lora_rank, user, k);
+    k->kv_lora_rank = scaled(user->kv_lora_rank, user, k);
+    if (user->n_experts) {
+        const int cap = user->n_experts_tok > 8 ? user->n_experts_tok : 8;
+        k->n_experts = user->n_experts < cap ? user->n_experts : cap;
+        k->first_dense = user->first_dense > 0;
+    } else {
+        k->first_dense = user->first_dense < k->n_layer ? user->first_dense : k->n_layer;
+    }
+    snprintf(k->recompute_blocks, sizeof k->recompute_blocks, "ss");
+}
+
 const mw_model_def mw_arch_deepseek = {
     .name = "deepseek",
     .kinds = KINDS,
@@ -871,4 +898,5 @@ const mw_model_def mw_arch_deepseek = {
     .run_op = run_op,
     .decode = decode,
     .init = init,
+    .calib_config = calib_config,
 };
