@@ -159,13 +159,29 @@ static float r_z(double x) {
  * groups then combined: in order from c, in order and then added to c, in a binary tree (adjacent
  * groups first) then added to c, or exactly (rounded once) then added to c. Plus the two fp32 fma
  * chains. */
-enum { NG = 6, NCOMB = 4, NROUND = 2, NW = 10, NBASE = NG * NCOMB * NROUND + 2, NMOD = NBASE + 2 * NW };
+enum { NG = 6, NCOMB = 4, NROUND = 2, NW = 10, NBASE = NG * NCOMB * NROUND + 2, NFIX = NBASE + 4 * NW,
+       NP = 10, NMOD = NFIX + 8 * NP };
+/* x rounded to a p-bit significand, to nearest even (rz 0) or toward zero */
+static double r_p(double x, int p, int rz) {
+    if (x == 0) return 0;
+    int e;
+    frexp(x, &e);
+    const double m = ldexp(x, p - e);
+    return ldexp(rz ? trunc(m) : nearbyint(m), e - p);
+}
 static const char *const comb_names[NCOMB] = {"in order from c", "in order, then + c", "in a binary tree, then + c",
                                               "exactly (rounded once), then + c"};
 static void model_name(int q, char *buf, size_t n) {
+    if (q >= NFIX) {
+        const int v = (q - NFIX) / NP, pb = 24 + (q - NFIX) % NP;
+        snprintf(buf, n, "pair sums %s to %d bits, combined %s at %d bits, then %s", v & 1 ? "truncated" : "rounded", pb,
+                 v & 2 ? "in order" : "in a tree", pb, v & 4 ? "c + total rounded once" : "c + RNE(total)");
+        return;
+    }
     if (q >= NBASE) {
-        snprintf(buf, n, "terms aligned to the largest%s, truncated below %d bits, summed, RNE%s", (q - NBASE) / NW ? " (c too)" : "",
-                 22 + (q - NBASE) % NW, (q - NBASE) / NW ? "" : ", + c");
+        const int v = (q - NBASE) / NW;
+        snprintf(buf, n, "terms aligned to the largest%s, %s to %d bits, summed, RNE%s", v & 1 ? " (c too)" : "",
+                 v & 2 ? "rounded (RNE)" : "truncated", 22 + (q - NBASE) % NW, v & 1 ? "" : ", + c");
         return;
     }
     if (q >= NG * NCOMB * NROUND) {
@@ -209,9 +225,11 @@ static void models(float c, const double x[32], float out[NMOD]) {
         od = r_ne((double)r_ne((double)od + x[2 * k + 1]) + x[2 * k]);
     }
     out[NBASE - 2] = e, out[NBASE - 1] = od;
-    /* a fixed-width adder: every term cut (toward zero) to W bits below the largest one's leading
-     * bit, the cut terms summed exactly, rounded once; c among the terms or added after */
-    for (int withc = 0; withc < 2; withc++) {
+    /* a fixed-width adder: every term cut (toward zero) or rounded (to nearest even) to W bits below
+     * the largest one's leading bit, the terms then summed exactly, rounded once; c among the terms
+     * or added after */
+    for (int var = 0; var < 4; var++) {
+        const int withc = var & 1, rne = var >> 1;
         int emax = -10000;
         for (int k = 0; k < 32 + withc; k++) {
             const double v = k < 32 ? x[k] : c;
@@ -226,15 +244,33 @@ static void models(float c, const double x[32], float out[NMOD]) {
             double t = 0;
             for (int k = 0; k < 32 + withc; k++) {
                 const double v = k < 32 ? x[k] : c;
-                t += trunc(v / q) * q;
+                t += (rne ? nearbyint(v / q) : trunc(v / q)) * q;
             }
-            out[NBASE + withc * NW + w] = withc ? r_ne(t) : r_ne((double)c + (double)r_ne(t));
+            out[NBASE + var * NW + w] = withc ? r_ne(t) : r_ne((double)c + (double)r_ne(t));
         }
     }
+    /* a wider floating-point adder: pair sums rounded to P bits, combined at P bits */
+    for (int v = 0; v < 8; v++)
+        for (int pi = 0; pi < NP; pi++) {
+            const int pb = 24 + pi, rz = v & 1;
+            double ps[16];
+            for (int k = 0; k < 16; k++) ps[k] = r_p(x[2 * k] + x[2 * k + 1], pb, rz);
+            double tot;
+            if (v & 2) {
+                tot = ps[0];
+                for (int k = 1; k < 16; k++) tot = r_p(tot + ps[k], pb, rz);
+            } else {
+                for (int w = 16; w > 1; w /= 2)
+                    for (int i = 0; i < w / 2; i++) ps[i] = r_p(ps[2 * i] + ps[2 * i + 1], pb, rz);
+                tot = ps[0];
+            }
+            out[NFIX + v * NP + pi] = v & 4 ? r_ne((double)c + tot) : r_ne((double)c + (double)r_ne(tot));
+        }
 }
 /* a bfloat16 of exponent 127 +- 6, random sign and significand */
 static uint16_t rnear(void) { return (uint16_t)((rnd() & 0x807f) | ((121 + rnd() % 13) << 7)); }
 
+static long pairtab[16][16][2]; /* two non-zero pairs at p < q: outputs, misses of c + RNE(exact sum) */
 /* One experiment: `active` pairs per output row (their positions random, or the first ones when
  * first), the rest zero; c of the products' size with either sign. Counts each model's misses. */
 __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void amx_study_run(int active, int iters, long bad[NMOD], long *n,
@@ -242,7 +278,7 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void amx_study_run(i
     for (int it = 0; it < iters; it++) {
         static uint16_t A[16][32], B[16][32];
         static float C[16][16], C0[16][16];
-        int na[16];
+        int na[16], pos[16][2];
         memset(A, 0, sizeof A);
         for (int j = 0; j < 16; j++)
             for (int k = 0; k < 32; k++) B[j][k] = rnear();
@@ -255,8 +291,12 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void amx_study_run(i
                 used[k] = 1;
                 na[i]++;
             }
+            int q = 0;
             for (int k = 0; k < 16; k++)
-                if (used[k]) A[i][2 * k] = rnear(), A[i][2 * k + 1] = rnear();
+                if (used[k]) {
+                    A[i][2 * k] = rnear(), A[i][2 * k + 1] = rnear();
+                    if (q < 2) pos[i][q++] = k;
+                }
         }
         for (int i = 0; i < 16; i++)
             for (int j = 0; j < 16; j++)
@@ -277,6 +317,10 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void amx_study_run(i
                 float m[NMOD];
                 models(C0[i][j], x, m);
                 for (int q = 0; q < NMOD; q++) bad[q] += memcmp(&m[q], &C[i][j], 4) != 0;
+                if (na[i] == 2) {
+                    pairtab[pos[i][0]][pos[i][1]][0]++;
+                    pairtab[pos[i][0]][pos[i][1]][1] += memcmp(&m[(0 * NCOMB + 3) * NROUND], &C[i][j], 4) != 0;
+                }
                 if (getenv("PROBE_SHOW") && na[i] == 2 && *sample_shown < 12 && memcmp(&m[(0 * NCOMB + 3) * NROUND], &C[i][j], 4) != 0) {
                     (*sample_shown)++;
                     printf("    c %a;", (double)C0[i][j]);
@@ -312,6 +356,15 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static int amx_study(void) 
             char nm[128];
             model_name(order[q], nm, sizeof nm);
             printf("    %-72s %8ld (%.2f%%)\n", nm, bad[order[q]], 100.0 * (double)bad[order[q]] / (double)n);
+        }
+        if (acts[e] == 2 && getenv("PROBE_SHOW")) {
+            printf("  misses (%%) of c + RNE(exact sum) by the two pairs' positions p (rows) < q (columns):\n");
+            for (int p = 0; p < 16; p++) {
+                printf("   %2d", p);
+                for (int q = 0; q < 16; q++)
+                    printf(q > p && pairtab[p][q][0] ? " %3.0f" : "    ", 100.0 * (double)pairtab[p][q][1] / (double)(pairtab[p][q][0] + !pairtab[p][q][0]));
+                printf("\n");
+            }
         }
     }
     _tile_release();
@@ -407,6 +460,7 @@ static void models(float c, const double *x, int np, float out[NMOD]) {
 /* a bfloat16 of exponent 127 +- 6, random sign and significand */
 static uint16_t rnear(void) { return (uint16_t)((rnd() & 0x807f) | ((121 + rnd() % 13) << 7)); }
 
+static long pairtab[16][16][2]; /* two non-zero pairs at p < q: outputs, misses of c + RNE(exact sum) */
 /* One experiment: `active` pairs per output row (their positions random, or the first ones when
  * first), the rest zero; c of the products' size with either sign. Counts each model's misses. */
 __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void amx_study_run(int active, int iters, long bad[NMOD], long *n,
@@ -414,7 +468,7 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void amx_study_run(i
     for (int it = 0; it < iters; it++) {
         static uint16_t A[16][32], B[16][32];
         static float C[16][16], C0[16][16];
-        int na[16];
+        int na[16], pos[16][2];
         memset(A, 0, sizeof A);
         for (int j = 0; j < 16; j++)
             for (int k = 0; k < 32; k++) B[j][k] = rnear();
@@ -427,8 +481,12 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void amx_study_run(i
                 used[k] = 1;
                 na[i]++;
             }
+            int q = 0;
             for (int k = 0; k < 16; k++)
-                if (used[k]) A[i][2 * k] = rnear(), A[i][2 * k + 1] = rnear();
+                if (used[k]) {
+                    A[i][2 * k] = rnear(), A[i][2 * k + 1] = rnear();
+                    if (q < 2) pos[i][q++] = k;
+                }
         }
         for (int i = 0; i < 16; i++)
             for (int j = 0; j < 16; j++)
@@ -449,6 +507,10 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void amx_study_run(i
                 float m[NMOD];
                 models(C0[i][j], x, m);
                 for (int q = 0; q < NMOD; q++) bad[q] += memcmp(&m[q], &C[i][j], 4) != 0;
+                if (na[i] == 2) {
+                    pairtab[pos[i][0]][pos[i][1]][0]++;
+                    pairtab[pos[i][0]][pos[i][1]][1] += memcmp(&m[(0 * NCOMB + 3) * NROUND], &C[i][j], 4) != 0;
+                }
                 if (getenv("PROBE_SHOW") && na[i] == 2 && *sample_shown < 12 && memcmp(&m[(0 * NCOMB + 3) * NROUND], &C[i][j], 4) != 0) {
                     (*sample_shown)++;
                     printf("    c %a;", (double)C0[i][j]);
@@ -484,6 +546,15 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static int amx_study(void) 
             char nm[128];
             model_name(order[q], nm, sizeof nm);
             printf("    %-72s %8ld (%.2f%%)\n", nm, bad[order[q]], 100.0 * (double)bad[order[q]] / (double)n);
+        }
+        if (acts[e] == 2 && getenv("PROBE_SHOW")) {
+            printf("  misses (%%) of c + RNE(exact sum) by the two pairs' positions p (rows) < q (columns):\n");
+            for (int p = 0; p < 16; p++) {
+                printf("   %2d", p);
+                for (int q = 0; q < 16; q++)
+                    printf(q > p && pairtab[p][q][0] ? " %3.0f" : "    ", 100.0 * (double)pairtab[p][q][1] / (double)(pairtab[p][q][0] + !pairtab[p][q][0]));
+                printf("\n");
+            }
         }
     }
     _tile_release();
