@@ -16,6 +16,7 @@
 #include <time.h>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #include <math.h>
 #include <sys/syscall.h>
@@ -371,10 +372,16 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static int amx_study(void) 
     return 1;
 }
 
+/* CPUID 7.0 EDX bit 22 (clang 14's __builtin_cpu_supports does not know "amx-bf16") */
+static int has_amx_bf16(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1);
+}
+
 int main(int argc, char **argv) {
     __builtin_cpu_init();
     if (argc > 1 && strcmp(argv[1], "--amx") == 0) { /* the AMX study alone */
-        if (!__builtin_cpu_supports("avx512f") || !amx_study()) printf("AMX: not available here (CPU or kernel): skipped\n");
+        if (!__builtin_cpu_supports("avx512f") || !has_amx_bf16() || !amx_study()) printf("AMX: not available here (CPU or kernel): skipped\n");
         return 0;
     }
     if (!__builtin_cpu_supports("avx512bf16")) {
@@ -397,7 +404,7 @@ int main(int argc, char **argv) {
     printf("24 independent chains: vfmadd231ps %.2f G/s, vdpbf16ps %.2f G/s (%.2fx); one chain: %.2f ns and %.2f ns "
            "per instruction\n", rt[0], rt[1], rt[1] / rt[0], rt[2], rt[3]);
     long ab[4] = {0, 0, 0, 0}, an = 0;
-    if (!__builtin_cpu_supports("amx-bf16") || !amx_models(20000, ab, &an)) {
+    if (!has_amx_bf16() || !amx_models(20000, ab, &an)) {
         printf("AMX: not available here (CPU or kernel): skipped\n");
         return 0;
     }
