@@ -1,4 +1,4 @@
-/* GEMM micro-kernels (internal to gemm.c, its per-instruction-set files, and isa.c, which times two).
+/* GEMM micro-kernels (internal to gemm.c, its per-instruction-set files, and isa.c, which times some of them).
  *
  * A micro-kernel computes one tile of C, mr x nr of the kernel's MR x NR (mr <= MR, nr <= NR),
  * from packed panels: a[k * MR + r], b[k * NR + j] for k < kc (rows and columns past mr, nr are
