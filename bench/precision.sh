@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# --precision bf16 against fp32 (issue 15), side by side in one run: memwall fp32, memwall bf16
-# (the kernel auto picks), memwall bf16 on the avx512bf16 kernel (vdpbf16ps) where the CPU has
-# it, PyTorch fp32 and PyTorch bf16 autocast (../shared/peers/torch_gpt2_bench.py --dtype bf16),
+# --precision bf16 against fp32 (issues 15, 36), side by side in one run: memwall fp32, memwall
+# bf16 on the amx kernel (AMX tiles, the AMX family) where the CPU and system run it, on the
+# FMA family's best kernel (the one auto picks for fp32), on the avx512bf16 kernel (vdpbf16ps)
+# where the CPU has it, PyTorch fp32 and PyTorch bf16 autocast (../shared/peers/torch_gpt2_bench.py --dtype bf16),
 # on GPT-2 124M, B=4 T=256 by default. Rounds alternate the configurations (A B C D E, then
 # again) so that the shared machine's drift falls on all of them; each row is the median over
 # rounds of each round's median step time. Also the planned activation bytes of each memwall
@@ -30,9 +31,12 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
 flags=$(grep -o -w -E 'avx2|avx512f|avx512_bf16|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')
 echo "CPU: $cpu ($(nproc) cores; $flags)"
 echo "memwall $(git rev-parse --short HEAD 2>/dev/null || echo '?'): $PRESET B=$B T=$T, $STEPS timed steps (1 warm-up) per round, $ROUNDS rounds"
-"$MW" --version | sed -n 2p
-confs=("fp32|--precision fp32" "bf16|--precision bf16")
-"$MW" --version | grep -q "avx512bf16" && confs+=("bf16 vdpbf16ps|--precision bf16 --kernel avx512bf16")
+"$MW" --version | sed -n '2,$p'
+fk=$("$MW" --version | sed -n 's/^kernel \([a-z0-9]*\) .*/\1/p')
+confs=("fp32|--precision fp32")
+"$MW" --version | grep -q "runs [^;]*amx" && confs+=("bf16 amx|--precision bf16 --kernel amx")
+confs+=("bf16 $fk (FMA family)|--precision bf16 --kernel $fk")
+"$MW" --version | grep -q "avx512bf16" && [ "$fk" != avx512bf16 ] && confs+=("bf16 vdpbf16ps|--precision bf16 --kernel avx512bf16")
 havetorch=0
 if [ -f "$PEER" ] && $PY -c 'import torch' 2>/dev/null; then
   havetorch=1
@@ -73,13 +77,13 @@ for i in "${!confs[@]}"; do
 done
 last=$((${#confs[@]} - 1))
 ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (x > 0 && y > 0) printf "%.2fx", y / x; else print "-" }'; }
-printf '\n%-22s %10s %10s %12s %14s %12s\n' "" "tok/s" "ms/step" "vs mw fp32" "vs torch bf16" "peak RSS"
+printf '\n%-26s %10s %10s %12s %14s %12s\n' "" "tok/s" "ms/step" "vs mw fp32" "vs torch bf16" "peak RSS"
 for i in "${!confs[@]}"; do
   label=${confs[$i]%%|*}
-  [ -z "${MS[$i]}" ] && { printf '%-22s %10s\n' "$label" "failed"; continue; }
+  [ -z "${MS[$i]}" ] && { printf '%-26s %10s\n' "$label" "failed"; continue; }
   vt="-"
   [ $havetorch = 1 ] && vt=$(ratio "${MS[$i]}" "${MS[$last]}")
-  printf '%-22s %10.1f %10.0f %12s %14s %8.0f MiB\n' "$label" "$(awk -v m="${MS[$i]}" -v n=$((B * T)) 'BEGIN { print 1000 * n / m }')" \
+  printf '%-26s %10.1f %10.0f %12s %14s %8.0f MiB\n' "$label" "$(awk -v m="${MS[$i]}" -v n=$((B * T)) 'BEGIN { print 1000 * n / m }')" \
     "${MS[$i]}" "$(ratio "${MS[$i]}" "${MS[0]}")" "$vt" "${RSS[$i]:-0}"
 done
 echo

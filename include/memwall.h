@@ -307,17 +307,28 @@ int mw_set_threads(int threads);
 /* ---- compute kernels ------------------------------------------------------------------------
  * The library carries a GEMM micro-kernel per instruction set ("portable" C, "avx2" for AVX2 +
  * FMA, "avx512" for AVX-512F, "avx512bf16" for AVX-512F with vdpbf16ps for bfloat16 products, on
- * x86-64) and runs one. Every kernel gives the same bits, so the choice changes speed only. Unless
+ * x86-64; "neon" on aarch64) and runs one. These form the FMA family: they give the same bits, so
+ * the choice among them changes speed only. "amx" runs bfloat16 products on Intel AMX tiles
+ * (tdpbf16ps), with their own bits (the AMX family; its fp32 products are avx512's). Unless
  * mw_kernel_set is called, the first product runs the kernel named by the environment variable
- * MEMWALL_KERNEL, else the fastest one the CPU has (avx512bf16 only where its vdpbf16ps, timed
- * once, beats avx512's emulation of it by more than 15%). */
+ * MEMWALL_KERNEL, else auto: the fastest FMA-family kernel the CPU has (avx512bf16 only where its
+ * vdpbf16ps, timed once, beats avx512's emulation of it by more than 15%), and for bfloat16
+ * products amx where the CPU has AMX-BF16, the operating system grants the tiles and it is faster
+ * (timed once, by more than 15%). A named amx that the operating system refuses runs the best
+ * FMA-family kernel, with a one-line note on stderr. */
 
-/* name: "auto" (or NULL: MEMWALL_KERNEL, else auto), "portable", "avx2", "avx512", "avx512bf16". MW_ERR_ARG,
- * changing nothing, for an unknown name or one this CPU cannot run (the message names those it
- * can). Call it before any training step, not while one runs. */
+/* name: "auto" (or NULL: MEMWALL_KERNEL, else auto), "portable", "avx2", "avx512", "avx512bf16",
+ * "neon", "amx". MW_ERR_ARG, changing nothing, for an unknown name or one this CPU cannot run (the
+ * message names those it can). Call it before any training step, not while one runs. */
 mw_status mw_kernel_set(const char *name);
-/* The kernel in use: "portable", "avx2", "avx512", "avx512bf16". */
+/* The kernel in use for fp32 products: "portable", "avx2", "avx512", "avx512bf16", "neon", "amx". */
 const char *mw_kernel_get(void);
+/* The kernel that runs products of precision (mw_precision): mw_kernel_get's, except that auto
+ * runs bfloat16 products on "amx" where that pays. */
+const char *mw_kernel_get_for(int precision);
+/* The numerics family of products of that precision: "amx" for bfloat16 products on amx, else
+ * "fma" (every other kernel, and every fp32 product). Checkpoints record it. */
+const char *mw_numerics_family(int precision);
 /* 1 when this build carries kernel name and this CPU can run it, else 0. */
 int mw_kernel_supported(const char *name);
 /* The kernels this CPU can run, newest last: e.g. "portable, avx2, avx512". */
@@ -667,6 +678,8 @@ typedef struct mw_ckpt_info {
     uint64_t train_tokens;  /* tokens of the training split it read (a resume on a set grown since continues: docs/data.md, "Token sets") */
     int has_run_keys;       /* 1: cfg's save_every, keep, budget and recompute come from the file;
                                0: an older checkpoint without them (cfg holds their defaults) */
+    char numerics[8];       /* the numerics family of the products that trained it (mw_numerics_family):
+                               "amx", or "fma" (also for a file that predates the key) */
 } mw_ckpt_info;
 
 /* Writes DIR/step-<st->step>.mwck: to a temporary name, fsync, rename, fsync DIR. The tensors

@@ -26,15 +26,22 @@ avail=$(sed -n 's/^kernel [a-z0-9]* (this CPU runs \([^;]*\);.*/\1/p' "$T/ver")
 best=$(sed -n 's/^kernel \([a-z0-9]*\) (this CPU runs.*/\1/p' "$T/ver")
 [ -n "$avail" ] && [ "${avail%%,*}" = portable ] && pass "--version names the kernel in use and those this CPU runs: $(sed -n 2p "$T/ver")" ||
   fail "--version: $(cat "$T/ver")"
-# auto: the newest instruction set, but avx512bf16 only where its vdpbf16ps is faster than avx512's
-# emulation of it (the same bits either way)
-want=${avail##*, }
+# auto: the newest instruction set of the FMA family, but avx512bf16 only where its vdpbf16ps is
+# faster than avx512's emulation of it (the same bits either way); amx (the AMX family) only ever
+# for bfloat16 products
+fma_avail=${avail%, amx}
+want=${fma_avail##*, }
 [ "$want" = avx512bf16 ] && [ "$best" = avx512 ] && want=avx512
 [ -n "$best" ] && [ "$best" = "$want" ] && pass "auto is the fastest of them ($best)" || fail "auto: $(cat "$T/ver")"
-ok=()
-for k in portable avx2 avx512 avx512bf16 neon; do
+ok=() fma=()
+for k in portable avx2 avx512 avx512bf16 neon amx; do
   if [[ ", $avail, " == *", $k, "* ]]; then
     ok+=("$k")
+    [ $k = amx ] || fma+=("$k")
+    continue
+  fi
+  if [ $k = amx ] && grep -qw amx_bf16 /proc/cpuinfo; then
+    echo "  (this CPU has AMX-BF16, but the operating system refused its tiles: amx falls back, tested below)"
     continue
   fi
   # a kernel the CPU lacks (on x86-64 neon always is one): refused clearly, naming those it runs
@@ -58,8 +65,8 @@ for k in "${ok[@]}"; do
     fail "MEMWALL_KERNEL=$k: $(head -1 "$T/out") $(cat "$T/err")"
   same "$T/k_portable/step-00000004.mwck" "$T/e_$k/step-00000004.mwck" "MEMWALL_KERNEL=$k = portable"
 done
-echo "-- and the same bytes for bfloat16 products (--precision bf16: vdpbf16ps or its emulation)"
-for k in "${ok[@]}"; do
+echo "-- and the same bytes for bfloat16 products (--precision bf16: vdpbf16ps or its emulation), the FMA family"
+for k in "${fma[@]}"; do
   "$MW" "${tr[@]}" --precision bf16 --kernel "$k" --out "$T/b_$k" >"$T/out_$k" 2>&1 || fail "--precision bf16 --kernel $k: $(tail -2 "$T/out_$k")"
   same "$T/b_portable/step-00000004.mwck" "$T/b_$k/step-00000004.mwck" "bf16: $k = portable at step 4"
 done
@@ -67,6 +74,55 @@ cmp -s "$T/b_portable/step-00000004.mwck" "$T/k_portable/step-00000004.mwck" &&
   fail "bf16 products gave fp32's checkpoint" || pass "bf16 products change the numbers (not fp32's checkpoint)"
 grep -aq "kernel" "$T/k_$best/step-00000004.mwck" && fail "the checkpoint records the kernel" ||
   pass "the checkpoint records no kernel (it does not change the bits)"
+grep -aq "numerics=" "$T/b_portable/step-00000004.mwck" && fail "an FMA-family checkpoint names its numerics (the format changed)" ||
+  pass "an FMA-family bf16 checkpoint is as before (no numerics key)"
+
+echo "-- amx: bfloat16 products on AMX tiles, their own family (issue 36)"
+# the refusal of the tiles by the operating system (MEMWALL_AMX_REFUSE=1 acts it out): the best
+# FMA-family kernel, with a one-line note, and its bits
+if grep -qw amx_bf16 /proc/cpuinfo; then
+  MEMWALL_AMX_REFUSE=1 "$MW" "${tr[@]}" --precision bf16 --kernel amx --out "$T/ref" >"$T/out" 2>"$T/err" ||
+    fail "--kernel amx refused by the OS: $(tail -2 "$T/err")"
+  [ "$(wc -l <"$T/err")" -eq 1 ] && grep -q "^memwall: note: the operating system refused AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM): bfloat16 products run $best instead$" "$T/err" &&
+    pass "tiles refused: one note: $(cat "$T/err")" || fail "refused note: $(cat "$T/err")"
+  head -1 "$T/out" | grep -q "| kernel amx |" && fail "tiles refused, yet the header says amx" || pass "and the header names the kernel that ran: $(head -1 "$T/out" | grep -o '| kernel [a-z0-9]* |')"
+  same "$T/b_portable/step-00000004.mwck" "$T/ref/step-00000004.mwck" "tiles refused: the FMA family's bytes"
+  MEMWALL_AMX_REFUSE=1 "$MW" "${tr[@]}" --precision bf16 --steps 1 >"$T/out" 2>"$T/err"
+  [ "$(wc -l <"$T/err")" -eq 1 ] && grep -q "refused AMX tile data" "$T/err" && ! head -1 "$T/out" | grep -q "| kernel amx |" &&
+    pass "auto with the tiles refused: the FMA family, one note" || fail "auto refused: $(head -1 "$T/out") $(cat "$T/err")"
+fi
+if [[ " ${ok[*]} " != *" amx "* ]]; then
+  echo "  skip amx's runs: this CPU or system does not run amx ($avail)"
+else
+  "$MW" "${tr[@]}" --save-every 2 --precision bf16 --kernel amx --out "$T/x2" >"$T/out" 2>&1 || fail "--kernel amx: $(tail -2 "$T/out")"
+  "$MW" "${tr[@]}" --save-every 2 --precision bf16 --kernel amx --threads 1 --out "$T/x1" >/dev/null 2>&1 || fail "--kernel amx --threads 1"
+  same "$T/x2/step-00000004.mwck" "$T/x1/step-00000004.mwck" "bf16 on amx: 1 thread = 2 threads"
+  cmp -s "$T/x2/step-00000004.mwck" "$T/b_portable/step-00000004.mwck" && fail "amx gave the FMA family's bytes" ||
+    pass "amx's bf16 bytes are its own (not the FMA family's)"
+  grep -aq "^numerics=amx$" "$T/x2/step-00000004.mwck" && pass "its checkpoint records numerics=amx" || fail "no numerics=amx in amx's checkpoint"
+  same "$T/k_portable/step-00000004.mwck" "$T/k_amx/step-00000004.mwck" "fp32 under --kernel amx: the FMA family's bytes (fp32 never runs on the tiles)"
+  # auto: bfloat16 products on amx where --version says so (it pays here), fp32 ones on $best
+  bfk=$(sed -n 's/^bf16 products: kernel \([a-z0-9]*\) .*/\1/p' "$T/ver")
+  "$MW" "${tr[@]}" --precision bf16 --steps 1 >"$T/out" 2>&1 && head -1 "$T/out" | grep -q "| kernel ${bfk:-$best} |" &&
+    pass "auto runs bf16 products on ${bfk:-$best} (--version's line: ${bfk:-none, amx does not pay})" || fail "auto bf16: $(head -1 "$T/out")"
+  echo "-- resume across the families: allowed, with a note; within one, silent and exact"
+  note="the continuation's bits differ"
+  "$MW" "${tr[@]}" --precision bf16 --kernel amx --stop-at 2 --out "$T/X" >/dev/null 2>&1 || fail "first half on amx"
+  "$MW" "${tr[@]}" --kernel amx --resume auto --out "$T/X" >"$T/out" 2>&1 || fail "resume on amx: $(tail -2 "$T/out")"
+  ! grep -q "note: .*family" "$T/out" && pass "amx -> amx: no note" || fail "amx -> amx noted: $(grep note "$T/out")"
+  "$MW" "${tr[@]}" --precision bf16 --kernel amx --out "$T/XS" >/dev/null 2>&1 || fail "straight run on amx"
+  same "$T/XS/step-00000004.mwck" "$T/X/step-00000004.mwck" "2 steps on amx + 2 resumed on amx = 4 straight steps"
+  "$MW" "${tr[@]}" --precision bf16 --kernel amx --stop-at 2 --out "$T/Y" >/dev/null 2>&1 || fail "first half on amx"
+  "$MW" "${tr[@]}" --kernel "${fma[${#fma[@]}-1]}" --resume auto --out "$T/Y" >"$T/out" 2>&1 || fail "resume on FMA: $(tail -2 "$T/out")"
+  [ "$(grep -c "note: .*family" "$T/out")" -eq 1 ] &&
+    grep -q "note: .*step-00000002.mwck was trained with the amx family's products, this run continues with the fma family's (kernel ${fma[${#fma[@]}-1]}): from step 2 the bits differ from an uninterrupted run's" "$T/out" &&
+    pass "amx -> ${fma[${#fma[@]}-1]}: one note" || fail "amx -> FMA: $(grep -i note "$T/out")"
+  grep -aq "numerics=" "$T/Y/step-00000004.mwck" && fail "continued on the FMA family, yet numerics recorded" || pass "and its checkpoint is the FMA family's"
+  "$MW" "${tr[@]}" --precision bf16 --kernel portable --stop-at 2 --out "$T/Z" >/dev/null 2>&1 || fail "first half on portable"
+  "$MW" "${tr[@]}" --kernel amx --resume auto --out "$T/Z" >"$T/out" 2>&1 || fail "resume on amx: $(tail -2 "$T/out")"
+  grep -q "note: .*trained with the fma family's products, this run continues with the amx family's (kernel amx)" "$T/out" &&
+    pass "portable -> amx: the note" || fail "FMA -> amx: $(grep -i note "$T/out")"
+fi
 
 echo "-- resume on another kernel continues exactly"
 first=$best
@@ -89,7 +145,7 @@ env MEMWALL_KERNEL=portable "$MW" "${tr[@]}" --steps 1 --kernel "$best" >"$T/out
 env MEMWALL_KERNEL="$best" "$MW" "${tr[@]}" --steps 1 --kernel "$best" >"$T/out" 2>"$T/err" && [ ! -s "$T/err" ] &&
   pass "no note when they agree" || fail "agreeing flag and variable: $(cat "$T/err")"
 expect_error 1 "--kernel bogus" -- "$MW" "${tr[@]}" --kernel bogus
-has "$T/err" "unknown kernel 'bogus': expected auto, portable, avx2, avx512 or avx512bf16" "the error lists the names"
+has "$T/err" "unknown kernel 'bogus': expected auto, portable, avx2, avx512, avx512bf16 or amx" "the error lists the names"
 expect_error 1 "MEMWALL_KERNEL=bogus (not the library's warning and fallback)" -- env MEMWALL_KERNEL=bogus "$MW" "${tr[@]}"
 has "$T/err" "MEMWALL_KERNEL=bogus: unknown kernel 'bogus'" "the error names the variable"
 expect_error 1 "--kernel without a value" -- "$MW" "${tr[@]}" --kernel
@@ -157,9 +213,9 @@ else
     [ $rc -eq 0 ] && head -1 "$T/out" | grep -q "| kernel avx2 |" && pass "training under qemu Haswell runs avx2 (no SIGILL)" ||
       fail "training under qemu Haswell: rc $rc $(head -1 "$T/out") $(tail -3 "$T/err")"
     same "$T/N/step-00000002.mwck" "$T/H/step-00000002.mwck" "Haswell's checkpoint = this CPU's ($best)"
-    "$MW" "${tr[@]}" --steps 2 --precision bf16 --kernel "${ok[${#ok[@]}-1]}" --out "$T/NB" >/dev/null 2>&1 || fail "native bf16 2 steps"
+    "$MW" "${tr[@]}" --steps 2 --precision bf16 --kernel "${fma[${#fma[@]}-1]}" --out "$T/NB" >/dev/null 2>&1 || fail "native bf16 2 steps"
     qrun Haswell "$MW" "${tr[@]}" --steps 2 --precision bf16 --out "$T/HB" || fail "bf16 under qemu Haswell: $(tail -3 "$T/err")"
-    same "$T/NB/step-00000002.mwck" "$T/HB/step-00000002.mwck" "bf16: Haswell's emulation = this CPU's ${ok[${#ok[@]}-1]}"
+    same "$T/NB/step-00000002.mwck" "$T/HB/step-00000002.mwck" "bf16: Haswell's emulation = this CPU's ${fma[${#fma[@]}-1]}"
     qerror Haswell "--kernel avx512 under qemu Haswell" "$MW" "${tr[@]}" --kernel avx512
     has "$T/err" "kernel avx512 cannot run here: this CPU lacks its instructions; this CPU and build run portable, avx2" \
       "the refusal names what Haswell runs"

@@ -100,6 +100,37 @@ for opt in adamw8bit adam4bit adafactor came; do
   done
 done
 
+echo "== the AMX family (--kernel amx, issue 36): its own bits, the same under threads, policies, placements"
+# (where the CPU has AMX-BF16, a memwall without amx fails here; where Linux refuses the tiles it
+# says so, and the family is not tested)
+if ! grep -qw amx_bf16 /proc/cpuinfo; then
+  echo "  skip: this CPU has no AMX-BF16: the AMX family is not tested here"
+elif "$MW" "${tr[@]}" --precision bf16 --kernel amx --steps 1 2>&1 | grep -q "refused AMX tile data"; then
+  echo "  skip: the operating system refused the AMX tile data: the AMX family is not tested here"
+else
+  run amx --precision bf16 --kernel amx
+  fk=$("$MW" --version | sed -n 's/^kernel \([a-z0-9]*\) .*/\1/p')
+  run b16.fma --precision bf16 --kernel "$fk"
+  cmp -s "$T/amx/step-00000006.mwck" "$T/b16.fma/step-00000006.mwck" && fail "amx gave the FMA family's ($fk) bytes" ||
+    pass "amx's bytes are not the FMA family's ($fk)"
+  run amx.t1 --precision bf16 --kernel amx --threads 1
+  same amx amx.t1 "amx: 1 thread against 2"
+  for r in full every:2; do
+    run "amx.$r" --precision bf16 --kernel amx --recompute "$r"
+    same_w amx "amx.$r" "amx: --recompute $r"
+  done
+  run amx.all --precision bf16 --kernel amx --offload all --offload-dir "$T/off"
+  same amx amx.all "amx: --offload all"
+  run amx.acc --precision bf16 --kernel amx --accum 2
+  run amx.acc.og --precision bf16 --kernel amx --accum 2 --offload optimizer+grads --offload-dir "$T/off"
+  same amx.acc amx.acc.og "amx --accum 2: --offload optimizer+grads"
+  grep -qE "arena peak ([0-9.]+ [KMG]iB) \(plan \1\)" "$T/amx.out" && pass "amx: arena peak == plan peak" ||
+    fail "amx: $(grep -o 'arena peak.*' "$T/amx.out")"
+  va=$(json_field "$T/amx.jsonl" val_loss | tail -1)
+  awk -v f="$vf" -v b="$va" 'BEGIN { d = (b - f) / f; if (d < 0) d = -d; exit !(d < 0.01) }' &&
+    pass "amx's validation loss $va within 1% of fp32's $vf" || fail "amx $va against fp32 $vf"
+fi
+
 echo "== the plan: the arena, the estimate, the activations"
 for p in fp32 bf16; do
   "$MW" estimate --data "$T/d" --batch 5 --seq 64 --precision $p --json >"$T/est_$p.json" 2>&1 || fail "estimate $p"

@@ -105,7 +105,8 @@ static void one_case(int ta, int tb, int M, int N, int K, float alpha, float bet
     float *ws = malloc(sizeof(float) * big);
     const struct { size_t ws; int nt; } v[] = {{small, 1}, {big, 3}, {mw_gemm_ws_floats(2, 40), 2}};
     for (int kern = -1; kern < MW_KERNEL_COUNT; kern++) {
-        if (kern >= 0 && !mw_kernel_id_supported((mw_kernel_id)kern)) continue;
+        /* (amx is its own family: tests/test_gemm_amx.c) */
+        if (kern >= 0 && (kern == MW_KERNEL_AMX || !mw_kernel_id_supported((mw_kernel_id)kern))) continue;
         for (size_t t = 0; t < sizeof v / sizeof v[0]; t++) {
             memcpy(Cr, C0, sizeof(float) * M * ldc);
             int rc = kern < 0 ? mw_gemm_bf16(ta, tb, M, N, K, alpha, A, 0, lda, B, 0, ldb, beta, Cr,
@@ -115,7 +116,7 @@ static void one_case(int ta, int tb, int M, int N, int K, float alpha, float bet
             int same = rc == 0 && memcmp(Cr, T, sizeof(float) * M * ldc) == 0;
             CHECK(same, "%c%c %dx%dx%d alpha %g beta %g scale %g: %s kernel, %d threads: not the twin's bits",
                   "NT"[ta], "NT"[tb], M, N, K, alpha, beta, scale,
-                  kern < 0 ? mw_kernel_get() : mw_kernel_id_name((mw_kernel_id)kern), v[t].nt);
+                  kern < 0 ? mw_kernel_get_for(MW_PRECISION_BF16) : mw_kernel_id_name((mw_kernel_id)kern), v[t].nt);
             ncompared++;
         }
         /* operands stored as bfloat16 (either, both): the bits of the floats they round */
@@ -132,7 +133,7 @@ static void one_case(int ta, int tb, int M, int N, int K, float alpha, float bet
                                                     ldb, beta, Cr, ldc, ws, big, 2);
             CHECK(rc == 0 && memcmp(Cr, T, sizeof(float) * M * ldc) == 0,
                   "%c%c %dx%dx%d: %s kernel, A%s B%s stored as bfloat16: not the twin's bits", "NT"[ta],
-                  "NT"[tb], M, N, K, kern < 0 ? mw_kernel_get() : mw_kernel_id_name((mw_kernel_id)kern),
+                  "NT"[tb], M, N, K, kern < 0 ? mw_kernel_get_for(MW_PRECISION_BF16) : mw_kernel_id_name((mw_kernel_id)kern),
                   a16 ? "" : " not", b16 ? "" : " not");
             ncompared++;
         }
@@ -228,7 +229,15 @@ static void kernels_x(void) {
 
 int main(void) {
     CHECK(mw_kernel_set(NULL) == MW_OK, "%s", mw_last_error());
-    printf("gemm_bf16: %s kernel in use; this CPU runs %s\n", mw_kernel_get(), mw_kernels_available());
+    /* this test is the FMA family's: where auto (or MEMWALL_KERNEL) would run bfloat16 products
+     * on amx (tests/test_gemm_amx.c), the products in use run the FMA kernel of fp32 products */
+    if (mw_kernel_current_bf16() == MW_KERNEL_AMX) {
+        printf("gemm_bf16: bfloat16 products would run amx, the AMX family: checking the FMA family's %s instead\n",
+               mw_kernel_id_name(mw_kernel_current() == MW_KERNEL_AMX ? MW_KERNEL_AVX512 : mw_kernel_current()));
+        CHECK(mw_kernel_set(mw_kernel_id_name(mw_kernel_current() == MW_KERNEL_AMX ? MW_KERNEL_AVX512 : mw_kernel_current())) == MW_OK,
+              "%s", mw_last_error());
+    }
+    printf("gemm_bf16: %s kernel in use; this CPU runs %s\n", mw_kernel_get_for(MW_PRECISION_BF16), mw_kernels_available());
     /* rounding */
     CHECK(mw_bf16_round(1.0f) == 1.0f, "1 is a bfloat16");
     CHECK(mw_bf16_round(fbits(0x3f808000u)) == 1.0f, "a tie rounds to the even 1.0");

@@ -92,7 +92,7 @@ static const opt_def OPTS[] = {
     {"beta2", K_DBL, C_(beta2), MODEL, "second-moment decay (AdamW family, CAME)"},
     {"eps", K_DBL, C_(eps), MODEL, "epsilon (Adafactor, CAME: eps1, added to g^2)"},
     {"grad-clip", K_DBL, C_(grad_clip), MODEL, "clip the global gradient norm to this (0: off)"},
-    {"precision", K_PRECISION, 0, MODEL, "matrix products' precision: fp32, or bf16 (bfloat16 operands, fp32 accumulation: vdpbf16ps where the CPU has AVX512_BF16, the same bits elsewhere); the norms' outputs, q|k|v, the attention output, the MLP's values and the blocks' gradients are stored as bf16 (the deepseek family: its gradients only; docs/precision.md); the weights (fp32 master, rounded as products pack them) and optimizer state stay as they are"},
+    {"precision", K_PRECISION, 0, MODEL, "matrix products' precision: fp32, or bf16 (bfloat16 operands, fp32 accumulation: the FMA family's bits on every CPU, vdpbf16ps where it has AVX512_BF16; AMX tiles with their own bits under --kernel amx, or auto where faster; the checkpoint records which); the norms' outputs, q|k|v, the attention output, the MLP's values and the blocks' gradients are stored as bf16 (the deepseek family: its gradients only; docs/precision.md); the weights (fp32 master, rounded as products pack them) and optimizer state stay as they are"},
     {"precision", K_PRECISION, 0, CMD_EVAL, "the matrix products' precision: fp32 or bf16 (default: the checkpoint's, printed; fp32 with --init); --precision fp32 evaluates a bf16-trained model at full precision"},
     {"optim", K_OPTIM, 0, MODEL, "optimizer (docs/optimizers.md): adamw, adamw8bit (8-bit blockwise states), adam4bit (4-bit states), adafactor (factored second moment), came, sgd; each gives the flags it uses its own defaults unless they are given"},
     {"momentum", K_DBL, C_(momentum), MODEL, "sgd: momentum (0: none, no state)"},
@@ -147,7 +147,7 @@ static const opt_def OPTS[] = {
     {"vocab-dir", K_STR, O_(vocab_dir), CMD_EXPORT, "GPT-2 vocabulary for --tokenizer auto (encoder.json + vocab.bpe, or tokenizer.json); default data/gpt2"},
     {"val-fraction", K_DBL, O_(val_fraction), CMD_PREPARE, "fraction of the tokens kept for validation: the end of the stream (of each --append part)"},
     {"progress", K_STR, O_(progress), CMD_TRAIN | CMD_BENCH | CMD_EVAL | CMD_PREPARE, "progress lines: auto (redrawn in place on a terminal, a line at a time elsewhere and always under mpirun, whose ranks write to a pseudo-terminal even when the output is a file), plain (a line at a time), tty (in place), none (train: only the steps with a validation loss and the last)"},
-    {"kernel", K_STR, O_(kernel), EVERY, "compute kernel: auto (the best this CPU runs), portable, avx2, avx512, avx512bf16; all give the same bits; MEMWALL_KERNEL=NAME sets the default"},
+    {"kernel", K_STR, O_(kernel), EVERY, "compute kernel: auto (the best this CPU runs), portable, avx2, avx512, avx512bf16 (the FMA family: all give the same bits), amx (bf16 products on AMX tiles, with their own bits; fp32 ones as avx512); auto runs bf16 products on amx where the CPU has AMX-BF16 and it is faster, fp32 ones never; MEMWALL_KERNEL=NAME sets the default"},
 };
 #define NOPTS (sizeof OPTS / sizeof OPTS[0])
 _Static_assert(NOPTS <= CLI_MAX_OPTS, "opts.given holds one name per option table entry at most");
@@ -767,7 +767,7 @@ void print_config(const opts *o, const char *cmd) {
         printf(" a rank (%d rank%s of mpirun on this machine's %ld CPUs%s; --threads plans another count)", c->world,
                c->world == 1 ? "" : "s", sysconf(_SC_NPROCESSORS_ONLN),
                c->world <= 2 ? ", each bound to one core as OpenMPI binds 2 ranks or fewer" : "");
-    if (run) printf(" | kernel %s", mw_kernel_get());
+    if (run) printf(" | kernel %s", mw_kernel_get_for(c->precision));
     if (c->precision != MW_PRECISION_FP32) printf(" | precision %s", mw_precision_str(c->precision));
     if (c->dp) printf(" | --zero %d over %d rank%s", c->zero, c->world, c->world == 1 ? "" : "s");
     if (run) printf(" | seed %llu", (unsigned long long)c->seed);
@@ -887,6 +887,9 @@ int main(int argc, char **argv) {
         choose_kernel(NULL);
         printf("memwall %s\nkernel %s (this CPU runs %s; --kernel or MEMWALL_KERNEL chooses)\n", MW_VERSION,
                mw_kernel_get(), mw_kernels_available());
+        if (strcmp(mw_kernel_get_for(MW_PRECISION_BF16), mw_kernel_get()) != 0)
+            printf("bf16 products: kernel %s (the %s family's bits)\n", mw_kernel_get_for(MW_PRECISION_BF16),
+                   mw_numerics_family(MW_PRECISION_BF16));
         return 0;
     }
     const char *name = argv[1];

@@ -860,6 +860,11 @@ int cmd_train(int argc, char **argv) {
             die(1, "%s changed while this run started (another process replaced it): run again", ckpt);
         st = li.state;
         printf("  resumed from %s at step %d of %d\n", ckpt, st.step, o.cfg.steps);
+        const char *fam = mw_numerics_family(o.cfg.precision);
+        if (strcmp(li.numerics, fam) != 0) /* allowed, but not the bits of an unbroken run (issue 36) */
+            printf("  note: %s was trained with the %s family's products, this run continues with the %s family's "
+                   "(kernel %s): from step %d the bits differ from an uninterrupted run's\n", ckpt,
+                   li.numerics, fam, mw_kernel_get_for(o.cfg.precision), st.step);
     } else if (o.init) {
         if (mw_hf_load(o.init + 3, m) != MW_OK) die(1, "%s", mw_last_error());
     } else {
@@ -1009,7 +1014,7 @@ int cmd_bench(int argc, char **argv) {
                "\"model_gflops\": %.3f, \"params\": %zu, \"threads\": %d, \"batch\": %d, \"seq\": %d, "
                "\"accum\": %d, \"steps\": %d, \"kernel\": \"%s\", \"precision\": \"%s\", ",
                tps, med, ms[0], ms[c->steps - 1], gflops, mw_config_num_params(c), c->threads,
-               c->batch, c->seq, c->accum, c->steps, mw_kernel_get(), mw_precision_str(c->precision));
+               c->batch, c->seq, c->accum, c->steps, mw_kernel_get_for(c->precision), mw_precision_str(c->precision));
         json_categories(stdout, m); /* peak_bytes, peak_rss_bytes, the categories, ... */
         printf("}\n");
     } else {

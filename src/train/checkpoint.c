@@ -120,6 +120,10 @@ static int meta_text(char *buf, size_t n, const mw_model *m, const mw_run_state 
                       mw_optim_str(c->optim), c->momentum, c->beta3, c->eps2, c->clip_threshold, c->decay_rate);
     if (c->precision != MW_PRECISION_FP32 && k >= 0 && (size_t)k < n) /* fp32's checkpoints as before */
         k += snprintf(buf + k, n - (size_t)k, "precision=%s\n", mw_precision_str(c->precision));
+    /* the products' numerics family where it is not the FMA family's (issue 36): the FMA family's
+     * checkpoints as before */
+    const char *fam = mw_numerics_family(c->precision);
+    if (strcmp(fam, "fma") != 0 && k >= 0 && (size_t)k < n) k += snprintf(buf + k, n - (size_t)k, "numerics=%s\n", fam);
     return k;
 }
 
@@ -865,6 +869,12 @@ static mw_status parse_meta(const char *path, const char *meta, mw_ckpt_info *in
     if (meta_get(meta, "precision", v, sizeof v) &&
         (mw_precision_parse(c, v) != MW_OK || c->precision == MW_PRECISION_FP32))
         return mw_fail(MW_ERR_FORMAT, "%s: bad value '%.20s' for 'precision'", path, v);
+    /* the products' numerics family: the FMA family's unless named (then only as amx) */
+    snprintf(info->numerics, sizeof info->numerics, "fma");
+    if (meta_get(meta, "numerics", v, sizeof v)) {
+        if (strcmp(v, "amx") != 0) return mw_fail(MW_ERR_FORMAT, "%s: bad value '%.20s' for 'numerics'", path, v);
+        snprintf(info->numerics, sizeof info->numerics, "amx");
+    }
     mw_status s = mw_config_validate(c);
     if (s != MW_OK) return mw_fail(MW_ERR_FORMAT, "%s: invalid configuration: %s", path, mw_last_error());
     if (info->state.step < 0)

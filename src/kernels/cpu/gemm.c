@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "gemm_amx.h"
 #include "gemm_kernels.h"
 #include "isa.h"
 
@@ -386,6 +387,9 @@ static const mw_ukernel kernels[MW_KERNEL_COUNT] = {
 #if defined(MW_HAVE_NEON_KERNEL)
     [MW_KERNEL_NEON] = {MW_NEON_MR, MW_NEON_NR, mw_ukernel_neon, NULL, NULL},
 #endif
+#if defined(__x86_64__) /* fp32 products on avx512's kernel; bfloat16 ones in gemm_amx.c */
+    [MW_KERNEL_AMX] = {MW_AVX512_MR, MW_AVX512_NR, mw_ukernel_avx512, NULL, NULL},
+#endif
 };
 
 /* ---- the blocked loops, run by each of nt threads -------------------------------------------- */
@@ -579,6 +583,9 @@ static int gemm_with(const mw_ukernel *uk, int bf16, int allow_gemv, int ta, int
             for (int i = 0; i < M; i++) memset(C + (long)i * ldc, 0, sizeof(float) * N);
         return 0;
     }
+    if (bf16 && uk == &kernels[MW_KERNEL_AMX])
+        return mw_gemm_amx(ta, tb, M, N, K, alpha, A, a16, lda, B, b16, ldb, beta, C, ldc, ws,
+                           ws_floats, nthreads);
     if (M == 1 && allow_gemv && !bf16 && (!ta || (size_t)K <= ws_floats)) {
         gemv(ta, tb, N, K, alpha, A, lda, B, ldb, beta, C, nthreads, ws);
         return 0;
@@ -609,7 +616,7 @@ int mw_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, lo
 int mw_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const void *A, int a16, long lda,
                  const void *B, int b16, long ldb, float beta, float *C, long ldc, float *ws,
                  size_t ws_floats, int nthreads) {
-    return gemm_with(&kernels[mw_kernel_current()], 1, 0, ta, tb, M, N, K, alpha, A, a16, lda, B,
+    return gemm_with(&kernels[mw_kernel_current_bf16()], 1, 0, ta, tb, M, N, K, alpha, A, a16, lda, B,
                      b16, ldb, beta, C, ldc, ws, ws_floats, nthreads);
 }
 

@@ -1,4 +1,4 @@
-/* GEMM micro-kernels (internal to gemm.c, its per-instruction-set files, and isa.c, which times two).
+/* GEMM micro-kernels (internal to gemm.c, its per-instruction-set files, and isa.c, which times some of them).
  *
  * A micro-kernel computes one tile of C, mr x nr of the kernel's MR x NR (mr <= MR, nr <= NR),
  * from packed panels: a[k * MR + r], b[k * NR + j] for k < kc (rows and columns past mr, nr are
@@ -43,6 +43,15 @@ void mw_ukernel_avx512(int mr, int nr, int kc, const float *a, const float *b, f
  * mw_ukernel_avx512 for fp32 ones */
 void mw_ukernel_avx512bf16(int mr, int nr, int kc, const float *a, const float *b, float *c,
                            long ldc, int load, int scale, float alpha);
+/* AMX (gemm_amx.c, its own contract: gemm_amx.h): the calling thread's tile configuration (eight
+ * 16 x 64-byte tiles) and its release; one 32 x 32 block of C, c = (load ? c : 0) + the products
+ * over nq tiles of 32 of depth, from a (32 rows of bfloat16, row stride kp elements, tile q at
+ * a + 32q) and two 16-column panels b0, b1 ([kp / 2][16][2] bfloat16). isa.c times it. */
+#include <stdint.h>
+void mw_amx_tiles_begin(void);
+void mw_amx_tiles_end(void);
+void mw_ukernel_amx(const uint16_t *a, long kp, const uint16_t *b0, const uint16_t *b1, int nq,
+                    float *c, long ldc, int load);
 #endif
 #if defined(__aarch64__)
 /* 8 x 12: twenty-four 4-lane accumulators (gemm_neon.c); isa.c offers "neon" when this is set */
