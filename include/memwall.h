@@ -637,7 +637,45 @@ struct mw_comm {
     mw_status (*iallgatherv)(mw_comm *c, void *buf, size_t elem, const size_t *count, const size_t *displ, void **req);
     mw_status (*test)(mw_comm *c, void *req, int *done);
     mw_status (*wait)(mw_comm *c, void *req);
+    /* ---- sub-groups and point-to-point (parallel layouts: src/dist/grid.c); may be NULL in a
+     * communicator that gives none (then a layout with more than one group is refused) ---- */
+    /* Collective over c: a communicator over the ranks of c that gave the same color (>= 0),
+     * ranked by key (ties by their rank in c), into *out; free it with destroy. MW_ERR_* on a
+     * failure of the implementation. */
+    mw_status (*split)(mw_comm *c, int color, int key, mw_comm **out);
+    /* Frees a communicator split gave; NULL and the world's: nothing. */
+    void (*destroy)(mw_comm *c);
+    /* bytes of buf to rank peer of c; tag (0 .. 32000) tells one message from another between the
+     * same two ranks, whose messages of a tag arrive in the order sent. Blocking: returns when buf
+     * may be reused. recv: the message of exactly bytes from rank peer with tag into buf (a message
+     * of another length is MW_ERR_ARG). */
+    mw_status (*send)(mw_comm *c, const void *buf, size_t bytes, int peer, int tag);
+    mw_status (*recv)(mw_comm *c, void *buf, size_t bytes, int peer, int tag);
+    /* send started and left to run: buf must stay as it is until test gives *done 1 or wait
+     * returns (c->test and c->wait take *req as they take iallgatherv's). */
+    mw_status (*isend)(mw_comm *c, const void *buf, size_t bytes, int peer, int tag, void **req);
 };
+/* The rank grid of a parallel layout of world = T P D ranks, Megatron-LM's order: the tensor rank
+ * fastest, then the data-parallel replica, then the pipeline stage: rank = t + T (d + D p). So a
+ * tensor-parallel group is T consecutive ranks, and a stage's ranks are T D consecutive ones. */
+typedef struct mw_grid {
+    int tp, pp, dp; /* T, P, D */
+    int t, p, d;    /* this rank's coordinates */
+    /* its groups (src/dist/grid.c): the ranks that differ from this one in t alone (tp_comm, ranked
+     * by t), in p alone (pp_comm, by p), in d alone (dp_comm, by d). A group of one rank: NULL; a
+     * group of every rank: the world's communicator itself; otherwise a split of it. */
+    mw_comm *tp_comm, *pp_comm, *dp_comm;
+} mw_grid;
+/* rank's coordinates (0 <= rank < T P D) */
+void mw_grid_coords(int rank, int tp, int pp, int dp, int *t, int *p, int *d);
+/* the rank of coordinates (t, p, d) */
+int mw_grid_rank(int t, int p, int d, int tp, int pp, int dp);
+/* Collective over world: g for world->rank with its groups. MW_ERR_ARG when tp pp dp is not
+ * world->size, or when a group is needed and the communicator gives no split; MW_ERR_* of the
+ * split. On failure g holds no group. */
+mw_status mw_grid_create(mw_comm *world, int tp, int pp, int dp, mw_grid *g);
+/* Frees the groups create split (NULL: nothing). */
+void mw_grid_destroy(mw_grid *g);
 /* Binds the ranks of a data-parallel model (cfg.dp): comm's size and rank must be cfg.world and
  * cfg.rank. mw_train and mw_train_step then run the data-parallel step. */
 mw_status mw_model_set_comm(mw_model *m, mw_comm *comm);

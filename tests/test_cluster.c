@@ -266,7 +266,33 @@ static void cost_model(void) {
     CHECK(mw_cost_step_time(&l, 1, &mc, &t) == MW_ERR_ARG, "a zero fraction of the peak refused");
 }
 
+
+/* The rank grid (src/dist/grid.c): Megatron's order, t fastest, then d, then p; a group of one
+ * rank is no communicator, a group of every rank the world's, and a layout that is not the
+ * world's size is refused. */
+static mw_status no_split(mw_comm *c, int color, int key, mw_comm **out) { return MW_ERR_ARG; }
+static void grid(void) {
+    for (int T = 1; T <= 4; T++)
+        for (int P = 1; P <= 4; P++)
+            for (int D = 1; D <= 4; D++)
+                for (int r = 0; r < T * P * D; r++) {
+                    int t, p, d;
+                    mw_grid_coords(r, T, P, D, &t, &p, &d);
+                    CHECK(t >= 0 && t < T && p >= 0 && p < P && d >= 0 && d < D && mw_grid_rank(t, p, d, T, P, D) == r,
+                          "grid %dx%dx%d: rank %d is (%d, %d, %d)", T, P, D, r, t, p, d);
+                    CHECK(t == r % T && p == r / (T * D), "grid %dx%dx%d: rank %d: t fastest, p slowest", T, P, D, r);
+                }
+    mw_comm w = {.rank = 2, .size = 4, .split = no_split};
+    mw_grid g;
+    CHECK(mw_grid_create(&w, 1, 4, 1, &g) == MW_OK && g.p == 2 && g.pp_comm == &w && !g.tp_comm && !g.dp_comm,
+          "a pipeline of the whole world is the world's communicator");
+    mw_grid_destroy(&g);
+    CHECK(mw_grid_create(&w, 1, 2, 1, &g) == MW_ERR_ARG && !g.pp_comm, "2 ranks' layout on 4 is refused");
+    CHECK(mw_grid_create(&w, 1, 2, 2, &g) != MW_OK && !g.pp_comm && !g.dp_comm, "a failed split leaves no group");
+}
+
 int main(void) {
+    grid();
     zero_table1();
     deepspeed_estimators();
     korthikanti();
