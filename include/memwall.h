@@ -760,22 +760,33 @@ mw_status mw_ckpt_latest(const char *dir, char *path, size_t path_len, mw_ckpt_i
  * the configuration implies must be there with its shape, and options memwall's Llama does not
  * compute are refused (rope_scaling or rope_parameters other than the default RoPE, biases,
  * another hidden_act or head_dim), each MW_ERR_FORMAT in one line naming the key or the tensor.
- * mw_hf_load refuses a model whose ctx exceeds sliding_window (attention within it is exact). */
+ * mw_hf_load refuses a model whose ctx exceeds sliding_window (attention within it is exact).
+ * The deepseek family (model_type "deepseek_v2", "deepseek_v3", "mixtral"; arch MW_ARCH_DEEPSEEK):
+ * config.json is required and gives every field below as the family's mw_config has it; the keys
+ * whose defaults differ between DeepSeek's code and transformers' must be given; what the family
+ * does not compute is refused naming the key (docs/hf.md); every tensor the configuration
+ * implies must be there with its shape, and a tensor it does not imply is refused. */
 typedef struct mw_hf_shape {
     int n_layer, n_head, n_embd, vocab, ctx;
     int config;
-    int arch;                   /* MW_ARCH_GPT2 or MW_ARCH_LLAMA */
-    int n_kv_head, ffn, tied;   /* Llama (GPT-2: 0, 0, 1) */
+    int arch;                   /* MW_ARCH_GPT2, MW_ARCH_LLAMA or MW_ARCH_DEEPSEEK */
+    int n_kv_head, ffn, tied;   /* Llama, deepseek (GPT-2: 0, 0, 1) */
     double rope_theta, norm_eps; /* Llama; GPT-2: 0, and norm_eps its layer_norm_epsilon unless 1e-05 */
     int sliding_window;          /* Mistral: attention's window; a model's ctx must not exceed it (0: none) */
+    /* the deepseek family's fields, as mw_config's (0 elsewhere) */
+    int n_experts, n_experts_tok, n_shared, moe_ffn, first_dense, moe_gate, norm_topk;
+    int q_lora_rank, kv_lora_rank, qk_rope_dim, qk_nope_dim, v_head_dim;
+    double routed_scale;
 } mw_hf_shape;
 mw_status mw_hf_inspect(const char *path, mw_hf_shape *shape);
 /* Loads the weights (PATH as for mw_hf_inspect) into m's parameters, each read from its file
  * straight into the parameter through a fixed buffer (GPT-2's Conv1D (in,out) weights transposed
  * to (out,in); F32, F16, BF16 and F64 converted exactly). The moments are left as they are. Extra
  * tensors (attention masks, a tied lm_head) are ignored; a missing or misshapen one is
- * MW_ERR_FORMAT naming it. A Llama model also needs config.json to be its configuration (all but
- * ctx, which must not exceed a Mistral sliding_window); a config.json beside GPT-2 weights is
+ * MW_ERR_FORMAT naming it. A Llama or deepseek-family model also needs config.json to be its
+ * configuration (all but ctx, which must not exceed a Mistral or Mixtral sliding_window; and the
+ * deepseek family's capacity factor, which no config.json gives), and a deepseek-family checkpoint
+ * is inspected whole first (no tensor it does not imply); a config.json beside GPT-2 weights is
  * checked as mw_hf_inspect checks it. */
 mw_status mw_hf_load(const char *path, mw_model *m);
 /* Writes m's parameters as a Hugging Face model.safetensors (F32, names sorted, {"format": "pt"}

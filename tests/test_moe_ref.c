@@ -11,6 +11,9 @@
  * assignments), mla_tiny (latent attention with a q bottleneck, V3's sigmoid router with its
  * bias, scale 2.5) and mla0_tiny (latent attention without it as V2-Lite, top-3 of 4, 2 shared,
  * softmax not renormalised, capacity factor 0.75). */
+#include <errno.h>
+#include <unistd.h>
+
 #include "check.h"
 #include "fixture.h"
 #include "memwall.h"
@@ -155,6 +158,56 @@ static mw_status fx_batch(void *ctx, int32_t *in, int32_t *tg, int32_t *scratch)
     return MW_OK;
 }
 
+/* The torch weights through mw_hf_export and back through mw_hf_inspect and mw_hf_load into a
+ * model initialised otherwise: the configuration read back is the fixture's, and the logits are
+ * m's, bit for bit (so torch's, to 1e-6). moe_tiny (GQA with a shared expert) has no Hugging Face
+ * architecture: its export is refused. */
+static void check_import(mw_model *m, const int32_t *in) {
+    char dir[] = "/tmp/mw_moe_import_XXXXXX", path[64];
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp: %s", strerror(errno));
+        return;
+    }
+    const mw_config *c = mw_model_config(m);
+    if (!c->kv_lora_rank && c->n_shared) {
+        CHECK(mw_hf_export(m, dir) == MW_ERR_ARG, "export of a GQA model with shared experts is refused");
+        rmdir(dir);
+        printf("import: GQA with shared experts has no Hugging Face architecture: export refused\n");
+        return;
+    }
+    CHECK_OK(mw_hf_export(m, dir));
+    mw_hf_shape sh;
+    CHECK_OK(mw_hf_inspect(dir, &sh));
+    const int got[] = {sh.arch, sh.n_layer, sh.n_head, sh.n_embd, sh.vocab, sh.tied, sh.n_experts, sh.n_experts_tok,
+                       sh.n_shared, sh.moe_ffn, sh.first_dense, sh.moe_gate, sh.norm_topk, sh.q_lora_rank,
+                       sh.kv_lora_rank, sh.qk_rope_dim, sh.qk_nope_dim, sh.v_head_dim},
+              want[] = {MW_ARCH_DEEPSEEK, L, H, C, V, TIED, ds[0], ds[1], ds[2], ds[3], ds[0] ? ds[4] : 0, ds[5],
+                        ds[6], ds[7], ds[8], ds[9], ds[10], ds[11]};
+    for (size_t k = 0; k < sizeof got / sizeof got[0]; k++)
+        CHECK(got[k] == want[k], "mw_hf_inspect: field %zu is %d, the fixture's %d", k, got[k], want[k]);
+    CHECK(sh.routed_scale == c->routed_scale && sh.rope_theta == c->rope_theta && sh.norm_eps == c->norm_eps,
+          "mw_hf_inspect: routed scale %g, theta %g, eps %g; the model's %g, %g, %g", sh.routed_scale, sh.rope_theta,
+          sh.norm_eps, c->routed_scale, c->rope_theta, c->norm_eps);
+    mw_config c2 = *c;
+    mw_model *m2;
+    CHECK_OK(mw_model_create(&m2, &c2));
+    mw_model_init_gpt2(m2, 7);
+    CHECK_OK(mw_hf_load(dir, m2));
+    float l;
+    CHECK_OK(mw_model_forward(m2, in, NULL, &l));
+    const int same = memcmp(mw_model_logits(m2), mw_model_logits(m), (size_t)B * T * V * 4) == 0;
+    CHECK(same, "logits after export and import differ from the model's");
+    printf("import: exported as %s, read back: configuration the fixture's, logits bit for bit: %s\n",
+           sh.moe_gate ? "DeepseekV3ForCausalLM" : sh.kv_lora_rank ? "DeepseekV2ForCausalLM" : "MixtralForCausalLM",
+           same ? "yes" : "NO");
+    mw_model_destroy(m2);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
 static void run_fixture(const char *path) {
     load_fixture(path);
     const rec *cr = get("config");
@@ -187,6 +240,7 @@ static void run_fixture(const char *path) {
     double le = rel_err(mw_model_logits(m), get("logits")->data, (size_t)B * T * V);
     CHECK(le <= 1e-6, "logits rel err %.3g (bound 1e-6)", le);
     printf("logits rel err %.4e (%d x %d x %d)\n", le, B, T, V);
+    check_import(m, in);
     mw_model_destroy(m);
 
     /* The reference run under every recomputation policy: each against PyTorch, and every policy

@@ -372,6 +372,11 @@ static void choose_kernel(const char *name) {
         fprintf(stderr, "memwall: note: --kernel %s overrides MEMWALL_KERNEL=%s\n", name, env);
 }
 
+/* the deepseek family's flags */
+static const char *const DS_FLAGS[] = {"experts", "experts-per-tok", "shared-experts", "moe-ffn", "first-dense",
+                                       "capacity-factor", "moe-gate", "norm-topk", "routed-scale", "q-lora-rank",
+                                       "kv-lora-rank", "qk-rope-dim", "qk-nope-dim", "v-head-dim"};
+
 /* the shape options that --init hf: checks against the weights */
 static const char *const SHAPE_OPTS[5] = {"layers", "heads", "dim", "vocab", "ctx"};
 static const size_t SHAPE_OFF[5] = {C_(n_layer), C_(n_head), C_(n_embd), C_(vocab), C_(ctx)};
@@ -462,14 +467,12 @@ void parse(opts *o, int mask, const char *cmd, int argc, char **argv) {
     } else {
         mw_config_arch_defaults(&o->cfg);
     }
-    if (o->cfg.arch != MW_ARCH_DEEPSEEK) { /* the experts' and the latents' flags: the deepseek family's */
-        const char *ds[] = {"experts", "experts-per-tok", "shared-experts", "moe-ffn", "first-dense", "capacity-factor",
-                            "moe-gate", "norm-topk", "routed-scale", "q-lora-rank", "kv-lora-rank", "qk-rope-dim",
-                            "qk-nope-dim", "v-head-dim"};
-        for (size_t k = 0; k < sizeof ds / sizeof ds[0]; k++)
-            if (opt_given(o, ds[k]))
+    if (o->cfg.arch != MW_ARCH_DEEPSEEK && !o->init) { /* the experts' and the latents' flags: the deepseek
+                                                          * family's (--init: apply_init_shape checks them) */
+        for (size_t k = 0; k < sizeof DS_FLAGS / sizeof DS_FLAGS[0]; k++)
+            if (opt_given(o, DS_FLAGS[k]))
                 die(1, "--%s is for the deepseek family (--arch deepseek or a preset of it: moe-tiny, mla-tiny, "
-                       "deepseek-v2-lite, deepseek-v3, mixtral-8x7b)", ds[k]);
+                       "deepseek-v2-lite, deepseek-v3, mixtral-8x7b)", DS_FLAGS[k]);
     }
     /* --optim brings its hyperparameters' defaults, for the flags not given */
     if (opt_given(o, "optim")) {
@@ -564,6 +567,70 @@ void finish_config(opts *o) {
     o->cfg.threads = mw_set_threads(o->cfg.threads);
 }
 
+/* --init hf:PATH of the deepseek family (DeepseekV2/V3, Mixtral): config.json gives every field
+ * (mw_hf_inspect checked each tensor against it); a flag that says otherwise is refused, but for
+ * --capacity-factor (no config.json has one: Hugging Face's models drop nothing) and --ctx */
+static void apply_init_deepseek(opts *o, const mw_hf_shape *sh) {
+    mw_config *c = &o->cfg;
+    const struct {
+        const char *flag;
+        double *dmine;
+        int *mine;
+        double file;
+    } f[] = {{"kv-heads", NULL, &c->n_kv_head, sh->n_kv_head},
+             {"ffn", NULL, &c->ffn, sh->ffn},
+             {"tied", NULL, &c->tied, sh->tied},
+             {"rope-theta", &c->rope_theta, NULL, sh->rope_theta},
+             {"experts", NULL, &c->n_experts, sh->n_experts},
+             {"experts-per-tok", NULL, &c->n_experts_tok, sh->n_experts_tok},
+             {"shared-experts", NULL, &c->n_shared, sh->n_shared},
+             {"moe-ffn", NULL, &c->moe_ffn, sh->moe_ffn},
+             {"first-dense", NULL, &c->first_dense, sh->first_dense},
+             {"moe-gate", NULL, &c->moe_gate, sh->moe_gate},
+             {"norm-topk", NULL, &c->norm_topk, sh->norm_topk},
+             {"routed-scale", &c->routed_scale, NULL, sh->routed_scale},
+             {"q-lora-rank", NULL, &c->q_lora_rank, sh->q_lora_rank},
+             {"kv-lora-rank", NULL, &c->kv_lora_rank, sh->kv_lora_rank},
+             {"qk-rope-dim", NULL, &c->qk_rope_dim, sh->qk_rope_dim},
+             {"qk-nope-dim", NULL, &c->qk_nope_dim, sh->qk_nope_dim},
+             {"v-head-dim", NULL, &c->v_head_dim, sh->v_head_dim}};
+    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
+        const double mine = f[k].dmine ? *f[k].dmine : *f[k].mine;
+        if (opt_given(o, f[k].flag) && mine != f[k].file)
+            die(1, "--%s %.17g disagrees with --init %s, whose config.json gives %.17g (drop --%s)", f[k].flag, mine,
+                o->init, f[k].file, f[k].flag);
+        if (f[k].dmine) *f[k].dmine = f[k].file;
+        else *f[k].mine = (int)f[k].file;
+    }
+    c->norm_eps = sh->norm_eps;
+    if (!opt_given(o, "capacity-factor")) c->capacity_factor = 0.0;
+    const int ctx_given = !!(o->shape_given & 16u);
+    const int windowed = sh->sliding_window && !ctx_given && c->ctx > sh->sliding_window;
+    if (windowed) c->ctx = sh->sliding_window;
+    if (sh->sliding_window && c->ctx > sh->sliding_window)
+        die(1, "--init %s: --ctx %d is beyond config.json's sliding_window %d: sliding-window attention is not "
+               "supported; pass --ctx %d or less (attention within the window is exact)",
+            o->init, c->ctx, sh->sliding_window, sh->sliding_window);
+    char att[96], mlp[96];
+    if (sh->kv_lora_rank)
+        snprintf(att, sizeof att, "MLA q=%d kv=%d rope %d nope %d v %d", sh->q_lora_rank, sh->kv_lora_rank,
+                 sh->qk_rope_dim, sh->qk_nope_dim, sh->v_head_dim);
+    else
+        snprintf(att, sizeof att, "GQA kv heads %d", sh->n_kv_head);
+    if (sh->n_experts)
+        snprintf(mlp, sizeof mlp, "%d experts of %d top-%d, %d shared, %d dense (F=%d), %s%s x%g", sh->n_experts,
+                 sh->moe_ffn, sh->n_experts_tok, sh->n_shared, sh->first_dense, sh->ffn,
+                 sh->moe_gate ? "sigmoid" : "softmax", sh->norm_topk ? " renormalised" : "", sh->routed_scale);
+    else
+        snprintf(mlp, sizeof mlp, "dense F=%d", sh->ffn);
+    fprintf(o->json ? stderr : stdout,
+            "  init: %s: deepseek family L=%d C=%d V=%d heads %d, %s, %s, rope_theta %g, rms_norm_eps %g, %s head "
+            "(config.json; every tensor agrees), ctx %d (%s)\n",
+            o->init + 3, sh->n_layer, sh->n_embd, sh->vocab, sh->n_head, att, mlp, sh->rope_theta, sh->norm_eps,
+            sh->tied ? "tied" : "untied", c->ctx,
+            ctx_given ? "--ctx" : windowed ? "config.json's sliding_window, below max_position_embeddings" : "config.json");
+}
+
 /* --init hf:PATH: the shape comes from the weights' tensors, the head count from config.json or
  * --heads. A shape flag that disagrees with them is refused, and so is an unknown head count.
  * Llama weights: config.json gives the whole configuration (the family, key/value heads, MLP
@@ -591,10 +658,19 @@ void apply_init_shape(opts *o) {
         *mine[k] = weights[k];
     }
     o->preset = "hf";
+    const int ds = sh.arch == MW_ARCH_DEEPSEEK;
     if (opt_given(o, "arch") && o->cfg.arch != sh.arch)
-        die(1, "--arch %s disagrees with --init %s, whose weights are %s's (drop --arch)", mw_arch_name(o->cfg.arch),
-            o->init, llama ? "Llama" : "GPT-2");
+        die(1, "--arch %s disagrees with --init %s, whose weights are %s (drop --arch)", mw_arch_name(o->cfg.arch),
+            o->init, ds ? "the deepseek family's" : llama ? "Llama's" : "GPT-2's");
     o->cfg.arch = sh.arch;
+    if (ds) {
+        apply_init_deepseek(o, &sh);
+        return;
+    }
+    for (size_t k = 0; k < sizeof DS_FLAGS / sizeof DS_FLAGS[0]; k++)
+        if (opt_given(o, DS_FLAGS[k]))
+            die(1, "--%s is for the deepseek family: --init %s holds %s weights", DS_FLAGS[k], o->init,
+                llama ? "Llama" : "GPT-2");
     if (!llama) o->cfg.n_kv_head = o->cfg.ffn = 0, o->cfg.tied = 1, o->cfg.rope_theta = 0.0, o->cfg.norm_eps = sh.norm_eps;
     if (llama) { /* the Llama fields: config.json's, and a flag that says otherwise is refused */
         const struct {

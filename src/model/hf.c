@@ -139,6 +139,33 @@ static mw_status parse_gpt2(const mw_json *j, const char *what, mw_hf_config *c)
     return MW_OK;
 }
 
+/* rope_scaling (transformers 4) and rope_parameters (transformers 5, which also holds
+ * rope_theta): null, or rope_type "default", the plain RoPE; its rope_theta into *theta */
+mw_status mw_hf_json_rope(const mw_json *j, const char *what, double *theta) {
+    static const char *const ropes[] = {"rope_scaling", "rope_parameters"};
+    for (int k = 0; k < 2; k++) {
+        int v = mw_json_get(j, 0, ropes[k]);
+        if (v < 0 || j->nodes[v].type == MW_JSON_NULL) continue;
+        int t = j->nodes[v].type == MW_JSON_OBJ ? mw_json_get(j, v, "rope_type") : -1;
+        if (t < 0 && j->nodes[v].type == MW_JSON_OBJ) t = mw_json_get(j, v, "type");
+        int named = t >= 0 && j->nodes[t].type == MW_JSON_STR;
+        if (!named || strcmp(j->nodes[t].str, "default") != 0)
+            return mw_fail(MW_ERR_FORMAT, "%s: %s is not null%s%.40s%s: memwall's RoPE has no scaling", what,
+                           ropes[k], named ? " (\"" : "", named ? j->nodes[t].str : "", named ? "\")" : "");
+        int th = mw_json_get(j, v, "rope_theta");
+        if (th >= 0 && j->nodes[th].type != MW_JSON_NULL) {
+            const mw_json_node *x = &j->nodes[th], *top = given(j, "rope_theta");
+            if (x->type != MW_JSON_NUM || !(x->num > 0) || !isfinite(x->num))
+                return mw_fail(MW_ERR_FORMAT, "%s: %s.rope_theta is not a positive number", what, ropes[k]);
+            if (top && top->type == MW_JSON_NUM && top->num != x->num)
+                return mw_fail(MW_ERR_FORMAT, "%s: %s.rope_theta is %.17g, but rope_theta is %.17g", what, ropes[k],
+                               x->num, top->num);
+            *theta = x->num;
+        }
+    }
+    return MW_OK;
+}
+
 /* LlamaConfig (and MistralConfig): the shape, the defaults transformers applies, and a refusal of
  * every option whose math memwall's Llama does not compute. */
 static mw_status parse_llama(const mw_json *j, const char *what, mw_hf_config *c, int mistral) {
@@ -163,29 +190,7 @@ static mw_status parse_llama(const mw_json *j, const char *what, mw_hf_config *c
                        attn_bias ? "attention_bias" : "mlp_bias");
     static const char *const silu[] = {"silu", "swish"}; /* transformers' ACT2FN: both are SiLU */
     MW_TRY(want_str(j, what, "hidden_act", silu, 2, "memwall's Llama MLP is SwiGLU (\"silu\")"));
-    /* rope_scaling (transformers 4) and rope_parameters (transformers 5, which also holds
-     * rope_theta): null, or rope_type "default", the plain RoPE */
-    static const char *const ropes[] = {"rope_scaling", "rope_parameters"};
-    for (int k = 0; k < 2; k++) {
-        int v = mw_json_get(j, 0, ropes[k]);
-        if (v < 0 || j->nodes[v].type == MW_JSON_NULL) continue;
-        int t = j->nodes[v].type == MW_JSON_OBJ ? mw_json_get(j, v, "rope_type") : -1;
-        if (t < 0 && j->nodes[v].type == MW_JSON_OBJ) t = mw_json_get(j, v, "type");
-        int named = t >= 0 && j->nodes[t].type == MW_JSON_STR;
-        if (!named || strcmp(j->nodes[t].str, "default") != 0)
-            return mw_fail(MW_ERR_FORMAT, "%s: %s is not null%s%.40s%s: memwall's RoPE has no scaling", what,
-                           ropes[k], named ? " (\"" : "", named ? j->nodes[t].str : "", named ? "\")" : "");
-        int th = mw_json_get(j, v, "rope_theta");
-        if (th >= 0 && j->nodes[th].type != MW_JSON_NULL) {
-            const mw_json_node *x = &j->nodes[th], *top = given(j, "rope_theta");
-            if (x->type != MW_JSON_NUM || !(x->num > 0) || !isfinite(x->num))
-                return mw_fail(MW_ERR_FORMAT, "%s: %s.rope_theta is not a positive number", what, ropes[k]);
-            if (top && top->type == MW_JSON_NUM && top->num != x->num)
-                return mw_fail(MW_ERR_FORMAT, "%s: %s.rope_theta is %.17g, but rope_theta is %.17g", what, ropes[k],
-                               x->num, top->num);
-            c->rope_theta = x->num;
-        }
-    }
+    MW_TRY(mw_hf_json_rope(j, what, &c->rope_theta));
     if (c->head_dim && c->n_head && c->n_embd && c->head_dim * c->n_head != c->n_embd)
         return mw_fail(MW_ERR_FORMAT, "%s: head_dim is %d, not hidden_size / num_attention_heads = %d / %d", what,
                        c->head_dim, c->n_embd, c->n_head);
@@ -203,6 +208,22 @@ static mw_status parse_llama(const mw_json *j, const char *what, mw_hf_config *c
     return MW_OK;
 }
 
+mw_status mw_hf_json_int(const mw_json *j, const char *what, const char *key, int *dst) {
+    return get_int(j, what, key, dst);
+}
+mw_status mw_hf_json_num(const mw_json *j, const char *what, const char *key, double *dst) {
+    return get_num(j, what, key, dst);
+}
+mw_status mw_hf_json_bool(const mw_json *j, const char *what, const char *key, int *dst) {
+    return get_bool(j, what, key, dst);
+}
+const mw_json_node *mw_hf_json_given(const mw_json *j, const char *key) { return given(j, key); }
+mw_status mw_hf_json_want_str(const mw_json *j, const char *what, const char *key, const char *const *ok, int n,
+                              const char *does) {
+    return want_str(j, what, key, ok, n, does);
+}
+const char *mw_hf_json_value(const mw_json_node *x, char *b, size_t n) { return value_str(x, b, n); }
+
 /* mw_hf_config_parse; want_arch >= 0: the weights (named `weights`) are of that family, and a
  * model_type of the other is refused as such before its options are audited */
 static mw_status config_parse(const char *text, size_t len, const char *what, mw_hf_config *c, int want_arch,
@@ -219,19 +240,24 @@ static mw_status config_parse(const char *text, size_t len, const char *what, mw
         s = mw_fail(MW_ERR_FORMAT, "%s: model_type is not a string", what);
     } else if (want_arch >= 0 && (want_arch == MW_ARCH_GPT2) != (!t || strcmp(t->str, "gpt2") == 0)) {
         s = mw_fail(MW_ERR_FORMAT, "%s: model_type is %s%.40s%s, but the weights in %s are %s", what, t ? "\"" : "",
-                    t ? t->str : "absent", t ? "\"" : "", weights, want_arch == MW_ARCH_GPT2 ? "GPT-2's" : "Llama's");
+                    t ? t->str : "absent", t ? "\"" : "", weights, want_arch == MW_ARCH_GPT2 ? "GPT-2's" : "Llama's or the deepseek family's");
     } else if (!t || strcmp(t->str, "gpt2") == 0) {
         s = parse_gpt2(&j, what, c);
     } else if (strcmp(t->str, "llama") == 0 || strcmp(t->str, "mistral") == 0) {
         s = parse_llama(&j, what, c, t->str[0] == 'm');
+    } else if (strcmp(t->str, "deepseek_v2") == 0 || strcmp(t->str, "deepseek_v3") == 0 ||
+               strcmp(t->str, "mixtral") == 0) {
+        s = mw_hf_deepseek_parse(&j, what, t->str, c);
     } else if (strncmp(t->str, "qwen", 4) == 0) {
         s = mw_fail(MW_ERR_FORMAT,
                     "%s: model_type \"%.40s\" is not supported: Qwen's attention has q/k/v biases, which memwall's "
                     "Llama has not",
                     what, t->str);
     } else {
-        s = mw_fail(MW_ERR_FORMAT, "%s: model_type is \"%.40s\", not \"gpt2\", \"llama\" or \"mistral\"", what,
-                    t->str);
+        s = mw_fail(MW_ERR_FORMAT,
+                    "%s: model_type is \"%.40s\", not \"gpt2\", \"llama\", \"mistral\", \"deepseek_v2\", "
+                    "\"deepseek_v3\" or \"mixtral\"",
+                    what, t->str);
     }
     if (s == MW_OK && t) snprintf(c->model_type, sizeof c->model_type, "%s", t->str);
     mw_json_free(&j);
@@ -477,7 +503,7 @@ const mw_st_tensor *mw_hf_files_find(const mw_hf_files *h, const char *name, con
 }
 
 /* every tensor name of the checkpoint, one at a time: i from 0 while it returns non-NULL */
-static const char *files_name(const mw_hf_files *h, int i) {
+const char *mw_hf_files_name(const mw_hf_files *h, int i) {
     if (h->sharded) return i < h->ix.n ? h->ix.name[i] : NULL;
     return i < h->f[0].n ? h->f[0].t[i].name : NULL;
 }
@@ -583,9 +609,10 @@ static mw_status inspect_llama(const mw_hf_files *h, mw_hf_shape *shape) {
     snprintf(cj, sizeof cj, "%s/config.json", h->dir);
     MW_TRY(read_config(h->dir, &c, &shape->config, MW_ARCH_LLAMA, h->what));
     if (!shape->config)
-        return mw_fail(MW_ERR_FORMAT, "%s: Llama weights need their config.json (heads, key/value heads, rope_theta): "
-                                      "there is none in %s",
+        return mw_fail(MW_ERR_FORMAT, "%s: Llama and deepseek-family weights need their config.json (heads, "
+                                      "key/value heads, rope_theta, experts): there is none in %s",
                        h->what, h->dir);
+    if (c.arch == MW_ARCH_DEEPSEEK) return mw_hf_deepseek_inspect(h, &c, shape);
     if (!emb) return mw_fail(MW_ERR_FORMAT, "%s: tensor model.embed_tokens.weight is missing", h->what);
     if (emb->ndim != 2 || emb->shape[0] < 1 || emb->shape[1] < 1 || emb->shape[0] >= (1 << 30) ||
         emb->shape[1] >= (1 << 30))
@@ -594,7 +621,7 @@ static mw_status inspect_llama(const mw_hf_files *h, mw_hf_shape *shape) {
     /* the layers the weights have, and no biases */
     long layers = 0;
     const char *name;
-    for (int i = 0; (name = files_name(h, i)); i++) {
+    for (int i = 0; (name = mw_hf_files_name(h, i)); i++) {
         if (strncmp(name, "model.", 6) == 0 && ends_with(name, ".bias"))
             return mw_fail(MW_ERR_FORMAT, "%s: tensor %s: memwall's Llama has no biases", h->what, name);
         char *end;
@@ -667,16 +694,37 @@ static mw_status check_llama(const mw_hf_files *h, const mw_config *mc) {
     mw_hf_shape sh;
     memset(&sh, 0, sizeof sh);
     MW_TRY(inspect_llama(h, &sh));
+    if (sh.arch != mc->arch)
+        return mw_fail(MW_ERR_FORMAT, "%s/config.json: its model_type is %s's, the model is %s's", h->dir,
+                       sh.arch == MW_ARCH_DEEPSEEK ? "the deepseek family" : "Llama",
+                       mc->arch == MW_ARCH_DEEPSEEK ? "the deepseek family" : "Llama");
+    const int ds = mc->arch == MW_ARCH_DEEPSEEK, dense = !ds || !mc->n_experts || mc->first_dense;
+    /* the deepseek family's too (the router's fields where the model has experts) */
     const struct {
         const char *key;
         double file, model;
     } f[] = {{"num_hidden_layers", sh.n_layer, mc->n_layer}, {"num_attention_heads", sh.n_head, mc->n_head},
              {"num_key_value_heads", sh.n_kv_head, mc->n_kv_head}, {"hidden_size", sh.n_embd, mc->n_embd},
-             {"intermediate_size", sh.ffn, mc->ffn},           {"vocab_size", sh.vocab, mc->vocab},
+             {"intermediate_size", sh.ffn, mc->ffn},
+             {"vocab_size", sh.vocab, mc->vocab},
              {"tie_word_embeddings", sh.tied, mc->tied},       {"rope_theta", sh.rope_theta, mc->rope_theta},
-             {"rms_norm_eps", sh.norm_eps, mc->norm_eps}};
-    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++)
-        if (f[k].file != f[k].model)
+             {"rms_norm_eps", sh.norm_eps, mc->norm_eps},
+             {"n_routed_experts (experts)", sh.n_experts, mc->n_experts},
+             {"num_experts_per_tok", sh.n_experts_tok, mc->n_experts_tok},
+             {"n_shared_experts", sh.n_shared, mc->n_shared},
+             {"moe_intermediate_size (Mixtral: intermediate_size)", sh.moe_ffn, mc->moe_ffn},
+             {"first_k_dense_replace", sh.first_dense, mc->n_experts ? mc->first_dense : 0},
+             {"scoring_func (the router: 1 sigmoid)", sh.moe_gate, mc->n_experts ? mc->moe_gate : 0},
+             {"norm_topk_prob", sh.norm_topk, mc->n_experts ? mc->norm_topk : 0},
+             {"routed_scaling_factor", sh.routed_scale, mc->n_experts ? mc->routed_scale : 1.0},
+             {"q_lora_rank", sh.q_lora_rank, mc->q_lora_rank},
+             {"kv_lora_rank", sh.kv_lora_rank, mc->kv_lora_rank},
+             {"qk_rope_head_dim", sh.qk_rope_dim, mc->qk_rope_dim},
+             {"qk_nope_head_dim", sh.qk_nope_dim, mc->qk_nope_dim},
+             {"v_head_dim", sh.v_head_dim, mc->v_head_dim}};
+    const size_t nf = ds ? sizeof f / sizeof f[0] : 9;
+    for (size_t k = 0; k < nf; k++)
+        if (f[k].file != f[k].model && (k != 4 || dense)) /* the dense MLP's width: unused without one */
             return mw_fail(MW_ERR_FORMAT, "%s/config.json: %s is %.17g, the model's is %.17g", h->dir, f[k].key,
                            f[k].file, f[k].model);
     if (sh.sliding_window && mc->ctx > sh.sliding_window)
@@ -689,7 +737,7 @@ static mw_status check_llama(const mw_hf_files *h, const mw_config *mc) {
 mw_status mw_hf_load(const char *path, mw_model *m) {
     mw_hf_files h;
     MW_TRY(mw_hf_files_open(&h, path));
-    const int llama = mw_model_config(m)->arch == MW_ARCH_LLAMA;
+    const int llama = mw_model_config(m)->arch != MW_ARCH_GPT2; /* Llama's names and layout: the deepseek family's too */
     const char *pre = llama ? "" : prefix_of(&h);
     mw_status s = llama ? check_llama(&h, mw_model_config(m))
                   : pre ? MW_OK

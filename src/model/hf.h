@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../core/json.h"
 #include "memwall.h"
 #include "safetensors.h"
 
@@ -21,19 +22,26 @@
  * vocab_size, max_position_embeddings (default 2048; Mistral 131072), num_key_value_heads
  * (default num_attention_heads; Mistral 8), intermediate_size, tie_word_embeddings (default
  * false), rope_theta (default 10000; or rope_parameters.rope_theta), rms_norm_eps (default 1e-6),
- * Mistral's sliding_window (default 4096, null: none). */
+ * Mistral's sliding_window (default 4096, null: none).
+ * The deepseek family (model_type "deepseek_v2", "deepseek_v3", "mixtral"; hf_deepseek.c,
+ * docs/hf.md): memwall's mw_config fields of that family, as its model computes what the config
+ * asks (V2's weights unnormalised, V3's sigmoid router with its bias), and mtp_layers, V3's
+ * num_nextn_predict_layers (layers past num_hidden_layers whose tensors are ignored). */
 typedef struct mw_hf_config {
     int n_layer, n_head, n_embd, vocab, ctx;
-    int arch; /* MW_ARCH_GPT2 or MW_ARCH_LLAMA */
+    int arch; /* MW_ARCH_GPT2, MW_ARCH_LLAMA or MW_ARCH_DEEPSEEK */
     int n_kv_head, ffn, tied, head_dim; /* head_dim: 0 when not given */
-    int sliding_window;                 /* Mistral: attention's window (default 4096); 0: none */
+    int sliding_window;                 /* Mistral, Mixtral: attention's window; 0: none */
     double rope_theta, norm_eps;
+    int n_experts, n_experts_tok, n_shared, moe_ffn, first_dense, moe_gate, norm_topk;
+    int q_lora_rank, kv_lora_rank, qk_rope_dim, qk_nope_dim, v_head_dim, mtp_layers;
+    double routed_scale;
     char model_type[16]; /* as given ("" when absent) */
 } mw_hf_config;
 
 /* Parses text[0..len) (`what` names it in messages). MW_ERR_FORMAT, one line naming the key and
- * its value, when it is not a JSON object; its model_type is not "gpt2", "llama" or "mistral"
- * (qwen2 and others are refused by name); a shape field is not a positive integer below 2^30; or
+ * its value, when it is not a JSON object; its model_type is not "gpt2", "llama", "mistral",
+ * "deepseek_v2", "deepseek_v3" or "mixtral" (qwen2 and others are refused by name); a shape field is not a positive integer below 2^30; or
  * it asks for what memwall does not compute. GPT-2: activation_function other than "gelu_new" or
  * "gelu_pytorch_tanh", layer_norm_epsilon outside (0, 1), scale_attn_weights false,
  * scale_attn_by_inverse_layer_idx true, add_cross_attention true, tie_word_embeddings false,
@@ -43,6 +51,25 @@ typedef struct mw_hf_config {
  * positive finite numbers. (A Mistral sliding_window is returned: the caller refuses a context
  * beyond it.) */
 mw_status mw_hf_config_parse(const char *text, size_t len, const char *what, mw_hf_config *c);
+
+/* config.json's readers for hf_deepseek.c (j's object 0; `what` names the file in messages):
+ * absent or null leaves *dst; otherwise a positive integer below 2^30, a positive finite number,
+ * a boolean (else MW_ERR_FORMAT naming the key). mw_hf_json_given: the key's node when present and
+ * not null. mw_hf_json_want_str: the key, when given, is one of ok[0..n) (`does` says what memwall
+ * computes). mw_hf_json_value: the value for a message ("relu", 0.5, true, an object). */
+mw_status mw_hf_json_int(const mw_json *j, const char *what, const char *key, int *dst);
+mw_status mw_hf_json_num(const mw_json *j, const char *what, const char *key, double *dst);
+mw_status mw_hf_json_bool(const mw_json *j, const char *what, const char *key, int *dst);
+const mw_json_node *mw_hf_json_given(const mw_json *j, const char *key);
+mw_status mw_hf_json_want_str(const mw_json *j, const char *what, const char *key, const char *const *ok, int n,
+                              const char *does);
+const char *mw_hf_json_value(const mw_json_node *x, char *b, size_t n);
+/* rope_scaling and rope_parameters: absent, null or rope_type "default" (rope_parameters'
+ * rope_theta into *theta, equal to a top-level one), else MW_ERR_FORMAT naming the type */
+mw_status mw_hf_json_rope(const mw_json *j, const char *what, double *theta);
+/* The deepseek family's config.json (model_type deepseek_v2, deepseek_v3 or mixtral) into c,
+ * with the checks of mw_hf_config_parse (hf_deepseek.c; docs/hf.md lists every key). */
+mw_status mw_hf_deepseek_parse(const mw_json *j, const char *what, const char *model_type, mw_hf_config *c);
 
 /* model.safetensors.index.json: weight_map {tensor name: shard file name}. Shard names are plain
  * file names (no '/', not "." or ".."), at most MW_HF_MAX_SHARDS distinct; no tensor twice. */
@@ -70,6 +97,14 @@ mw_status mw_hf_files_open(mw_hf_files *h, const char *path);
 /* The tensor called name (and its file in *file), or NULL. */
 const mw_st_tensor *mw_hf_files_find(const mw_hf_files *h, const char *name, const mw_st_file **file);
 void mw_hf_files_close(mw_hf_files *h);
+/* tensor name i of the checkpoint (any order), NULL past the last */
+const char *mw_hf_files_name(const mw_hf_files *h, int i);
+/* The deepseek family's weights (hf_deepseek.c): config.json (c, parsed) into shape, and every
+ * tensor its configuration implies present in h with that shape (Hugging Face's layout, a float
+ * dtype); a tensor the configuration does not imply is refused too (MW_ERR_FORMAT naming it),
+ * except V3's multi-token-prediction layers (num_nextn_predict_layers past num_hidden_layers), a
+ * tied lm_head.weight and rotary inv_freq buffers. */
+mw_status mw_hf_deepseek_inspect(const mw_hf_files *h, const mw_hf_config *c, mw_hf_shape *shape);
 
 /* The tokenizer files of an export (hf_tok.c, docs/hf.md). mw_hf_tok_names: every name a
  * tokenizer is read from beside Hugging Face weights (an export refuses a directory holding one it
