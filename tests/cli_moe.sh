@@ -135,6 +135,65 @@ echo "-- export: Hugging Face's names and config.json"
   grep -q 'model.layers.3.block_sparse_moe.experts.7.w2.weight' "$T/e3/model.safetensors" &&
   pass "a Mixtral-shaped moe-tiny exports as MixtralForCausalLM" || fail "Mixtral export: $(cat "$T/out")"
 
+"$MW" train --data "$T/d" --preset mla-tiny --experts 4 --experts-per-tok 2 --moe-ffn 32 --norm-topk 1 --batch 2 --seq 48 \
+  --steps 1 --threads 2 --out "$T/v2n" >/dev/null 2>&1 || fail "mla-tiny with experts: train"
+refused 1 "export of a softmax-routed MLA model with --norm-topk 1 (DeepSeek's code and transformers' disagree)" \
+  "norm_topk_prob true DeepSeek's code and transformers' compute differently" -- "$MW" export --ckpt "$T/v2n" --out "$T/e5/"
+[ ! -e "$T/e5/model.safetensors" ] || fail "the refused export wrote $T/e5/model.safetensors"
+
+echo "-- import: --init hf: of each export computes what the checkpoint computed"
+"$MW" train --data "$T/d" --preset mla-tiny --experts 4 --experts-per-tok 2 --moe-ffn 32 --shared-experts 1 --first-dense 1 \
+  --moe-gate 1 --norm-topk 1 --routed-scale 2.5 --batch 2 --seq 48 --steps 2 --threads 2 --out "$T/v3" >/dev/null 2>&1 &&
+  "$MW" export --ckpt "$T/v3" --out "$T/e4/" >"$T/out" 2>&1 && grep -q '"DeepseekV3ForCausalLM"' "$T/e4/config.json" ||
+  fail "a V3-shaped mla-tiny: train and export: $(cat "$T/out")"
+for ce in "t1 e2 DeepseekV2ForCausalLM" "v3 e4 DeepseekV3ForCausalLM" "mx e3 MixtralForCausalLM"; do
+  set -- $ce
+  ev=(--data "$T/d" --eval-batches 3 --batch 2 --seq 48 --threads 2 --json)
+  want=$("$MW" eval --ckpt "$T/$1" "${ev[@]}" 2>"$T/err" | grep -o '"loss": [0-9.]*')
+  got=$("$MW" eval --init "hf:$T/$2" "${ev[@]}" 2>"$T/err" | grep -o '"loss": [0-9.]*')
+  sm=(--prompt "The " --tokens 24 --temperature 0 --threads 2)
+  "$MW" sample --ckpt "$T/$1" "${sm[@]}" >"$T/s1" 2>/dev/null && "$MW" sample --init "hf:$T/$2" "${sm[@]}" 2>>"$T/err" | grep -av '^  init: ' >"$T/s2"
+  [ -n "$want" ] && [ "$got" = "$want" ] && cmp -s "$T/s1" "$T/s2" &&
+    pass "$3 ($1): eval --init hf: ${got#*: } = eval --ckpt's, greedy sampling the same text" ||
+    fail "$3 ($1): eval --init '$got', --ckpt '$want'; $(tail -2 "$T/err")"
+done
+# and trains, its configuration from config.json alone
+"$MW" train --init "hf:$T/e3" --data "$T/d" --batch 2 --seq 48 --steps 1 --threads 2 --out "$T/mxi" \
+  --json-log "$T/mxi.jsonl" >"$T/out" 2>&1 && grep -q "init: .*8 experts of 32 top-2" "$T/out" &&
+  pass "train --init hf: (Mixtral) trains, the configuration from config.json" || fail "train --init: $(tail -2 "$T/out")"
+# edit SED [DIR]: a copy of the V3 export (or DIR) with its config.json edited by a sed expression
+edit() {
+  rm -rf "$T/ed" && cp -r "$T/${2:-e4}" "$T/ed" && sed -i "$1" "$T/ed/config.json"
+}
+ev=(eval --data "$T/d" --eval-batches 1 --batch 2 --seq 48 --threads 2 --init "hf:$T/ed")
+edit 's/"rope_scaling": null/"rope_scaling": {"type": "yarn", "factor": 40}/'
+refused 1 "import: YaRN rope scaling" 'rope_scaling is not null ("yarn")' -- "$MW" "${ev[@]}"
+edit 's/"model_type": "deepseek_v3"/"model_type": "deepseek_v2"/'
+refused 1 "import: a V2 config with V3's sigmoid router" 'scoring_func is "sigmoid"' -- "$MW" "${ev[@]}"
+edit 's/"n_group": 1/"n_group": 2/; s/"topk_group": 1/"topk_group": 1/'
+refused 1 "import: group-limited routing" "group-limited routing is not modelled" -- "$MW" "${ev[@]}"
+edit '/"first_k_dense_replace"/d'
+refused 1 "import: a key whose default differs between the codes, absent" "first_k_dense_replace is absent" -- "$MW" "${ev[@]}"
+edit 's/"norm_topk_prob": true/"norm_topk_prob": false/'
+refused 1 "import: a flag against config.json (its normalisation)" "norm-topk 1 disagrees with --init" -- \
+  "$MW" estimate --batch 2 --seq 48 --init "hf:$T/ed" --norm-topk 1
+edit 's/"use_cache": true/"use_cache": true, "quantization_config": {"quant_method": "fp8"}/'
+refused 1 "import: quantized weights" "quantization_config is given" -- "$MW" "${ev[@]}"
+edit 's/"n_routed_experts": 4/"n_routed_experts": 3/'
+refused 1 "import: fewer experts than the weights" "mlp.gate.weight has shape \[4, 64\], but config.json implies \[3, 64\]" -- "$MW" "${ev[@]}"
+edit 's/"num_hidden_layers": 4/"num_hidden_layers": 3/' e3
+refused 1 "import: fewer layers than the weights (Mixtral)" "model.layers.3.[a-z0-9_.]* is not part of the model config.json describes (a block past num_hidden_layers 3)" -- "$MW" "${ev[@]}"
+edit 's/"kv_lora_rank": 16/"kv_lora_rank": 8/' e2
+refused 1 "import: another latent rank than the weights (V2)" "kv_a_proj_with_mqa.weight has shape \[24, 64\], but config.json implies \[16, 64\]" -- "$MW" "${ev[@]}"
+edit 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' e3
+refused 1 "import: more key/value heads than the weights" "k_proj.weight has shape \[32, 64\], but config.json implies \[64, 64\]" -- "$MW" "${ev[@]}"
+edit 's/"topk_method": "noaux_tc"/"topk_method": "group_limited_greedy"/'
+refused 1 "import: another V3 routing" 'topk_method is "group_limited_greedy"' -- "$MW" "${ev[@]}"
+refused 1 "import: a flag against config.json (its experts)" "experts 4 disagrees with --init" -- "$MW" estimate --batch 2 \
+  --seq 48 --init "hf:$T/e3" --experts 4
+refused 1 "import: a deepseek flag with Llama weights" "is for the deepseek family" -- "$MW" estimate --batch 2 --seq 48 \
+  --init "hf:$(dirname "$0")/ref/hf_llama" --experts 4
+
 echo "-- eval reads a deepseek checkpoint: the loss training measured on the same batches"
 for shape in "moe-tiny --capacity-factor 1" "mla-tiny"; do
   rm -rf "$T/ev"

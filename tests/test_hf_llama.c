@@ -332,7 +332,7 @@ static void test_config(const char *dir) {
         {"\"rope_theta\": 50000.0", "\"rope_theta\": -1", "rope_theta is not a positive number"},
         {"\"rms_norm_eps\": 1e-06", "\"rms_norm_eps\": \"1e-6\"", "rms_norm_eps is not a positive number"},
         {"\"model_type\": \"llama\"", "\"model_type\": \"qwen2\"", "\"qwen2\" is not supported: Qwen's attention has q/k/v biases"},
-        {"\"model_type\": \"llama\"", "\"model_type\": \"gemma\"", "model_type is \"gemma\", not \"gpt2\", \"llama\" or \"mistral\""},
+        {"\"model_type\": \"llama\"", "\"model_type\": \"gemma\"", "model_type is \"gemma\", not \"gpt2\", \"llama\", \"mistral\", \"deepseek_v2\", \"deepseek_v3\" or \"mixtral\""},
         {"\"model_type\": \"llama\"", "\"model_type\": \"gpt2\"", "model_type is \"gpt2\", but the weights in"},
         {"\"model_type\": \"llama\",", "", "model_type is absent, but the weights in"},
         {"\"rope_scaling\": null", "\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4.0}",
@@ -392,7 +392,7 @@ static void test_config(const char *dir) {
           c.n_kv_head, c.ctx);
     /* none: the head count and RoPE cannot be guessed */
     unlink(p);
-    CHECK(mw_hf_inspect(d, &sh) == MW_ERR_FORMAT && strstr(mw_last_error(), "Llama weights need their config.json"),
+    CHECK(mw_hf_inspect(d, &sh) == MW_ERR_FORMAT && strstr(mw_last_error(), "Llama and deepseek-family weights need their config.json"),
           "no config.json: %s", mw_last_error());
     /* biases in the weights */
     char sd[600], q[700];

@@ -119,7 +119,7 @@ static const opt_def OPTS[] = {
     {"keep", K_INT, C_(keep), CMD_TRAIN, "keep the newest K checkpoints in --out"},
     {"resume", K_STR, O_(resume), CMD_TRAIN, "continue from a checkpoint file or directory, or 'auto' (newest valid in --out)"},
     {"override", K_STR, O_(override), CMD_TRAIN, "with --resume: let these flags differ from the checkpoint (KEY[,KEY...], names without dashes, e.g. steps)"},
-    {"init", K_STR, O_(init), CMD_TRAIN | LOADS, "start from hf:PATH (Hugging Face GPT-2 or Llama weights: model.safetensors, a sharded index.json, or their directory)"},
+    {"init", K_STR, O_(init), CMD_TRAIN | LOADS, "start from hf:PATH (Hugging Face GPT-2, Llama, DeepSeek-V2/V3 or Mixtral weights: model.safetensors, a sharded index.json, or their directory; docs/hf.md)"},
     {"stop-at", K_INT, O_(stop_at), CMD_TRAIN, "stop (and save) after this step; --steps still sets the schedule"},
     {"json", K_FLAG, O_(json), CMD_BENCH | CMD_EVAL | CMD_ESTIMATE | CMD_PLAN, "print one JSON line with the results"},
     {"published", K_FLAG, O_(published), CMD_ESTIMATE, "print the published memory figures (ZeRO's Table 1, DeepSpeed's estimators, Korthikanti et al.'s activations, Megatron-LM's theoretical memory, DeepSeek-V3 in the Megatron-Core MoE report) beside their reproduction from each source's formula, with the sources and why memwall's own count differs (docs/cluster.md), and exit; takes no other option"},

@@ -448,13 +448,20 @@ mw_status mw_hf_deepseek_inspect(const mw_hf_files *h, const mw_hf_config *c, mw
     }
     if (st == MW_OK) qsort(w.name, (size_t)w.n, sizeof *w.name, cmp_name);
     const char *name;
-    for (int i = 0; st == MW_OK && (name = mw_hf_files_name(h, i)); i++)
-        if (!bsearch(name, w.name, (size_t)w.n, sizeof *w.name, cmp_name) && !ignorable(s, c->mtp_layers, name))
-            st = mw_fail(MW_ERR_FORMAT, "%s: tensor %s is not part of the model config.json describes (%s)", h->what,
-                         name,
-                         strstr(name, ".bias") ? "memwall's deepseek family has no biases"
-                         : strstr(name, "experts.") ? "more experts, or a mixture where config.json has a dense MLP?"
-                                                    : "another layer count or attention?");
+    for (int i = 0; st == MW_OK && (name = mw_hf_files_name(h, i)); i++) {
+        if (bsearch(name, w.name, (size_t)w.n, sizeof *w.name, cmp_name) || ignorable(s, c->mtp_layers, name)) continue;
+        const long l = strncmp(name, "model.layers.", 13) == 0 ? strtol(name + 13, NULL, 10) : -1;
+        char why[96];
+        if (l >= s->n_layer)
+            snprintf(why, sizeof why, "a block past num_hidden_layers %d", s->n_layer);
+        else
+            snprintf(why, sizeof why, "%s", strstr(name, ".bias") ? "memwall's deepseek family has no biases"
+                                            : strstr(name, "experts") ? "another expert count, or a mixture where "
+                                                                        "config.json has a dense MLP"
+                                                                      : "another attention or MLP");
+        st = mw_fail(MW_ERR_FORMAT, "%s: tensor %s is not part of the model config.json describes (%s)", h->what, name,
+                     why);
+    }
     free(w.name), free(w.dims), free(w.ndim);
     return st;
 }
