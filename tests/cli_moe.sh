@@ -3,7 +3,7 @@
 # published parameter counts of the presets, to the precision each source gives; their plans in
 # well under a second; estimate equal to the arena's peak for the tiny mixture (with a capacity
 # that drops tokens) and latent-attention models; training under every recomputation policy and
-# on 1 or 2 threads byte-identical; stop + resume exact; export with Hugging Face's names;
+# on 1 or 2 threads byte-identical; stop + resume exact; export with Hugging Face's names and --init hf: of the export (the checkpoint's loss, its refusals);
 # --recompute auto and --offload auto with the bits of what they chose; --precision bf16 byte-identical
 # across kernels, threads and policies, near fp32, planned exactly; the refusals. Numerics against PyTorch: tests/test_moe_ref.c. Usage: tests/cli_moe.sh build/memwall.
 set -u
@@ -161,6 +161,11 @@ done
 "$MW" train --init "hf:$T/e3" --data "$T/d" --batch 2 --seq 48 --steps 1 --threads 2 --out "$T/mxi" \
   --json-log "$T/mxi.jsonl" >"$T/out" 2>&1 && grep -q "init: .*8 experts of 32 top-2" "$T/out" &&
   pass "train --init hf: (Mixtral) trains, the configuration from config.json" || fail "train --init: $(tail -2 "$T/out")"
+mkdir -p "$T/ioff"
+"$MW" train --init "hf:$T/e3" --data "$T/d" --batch 2 --seq 48 --steps 1 --threads 2 --out "$T/mxo" --offload all \
+  --offload-dir "$T/ioff" >"$T/out" 2>&1 && same_tensors "$T/mxi/step-00000001.mwck" "$T/mxo/step-00000001.mwck" &&
+  pass "train --init hf: with --offload all (the weights streamed to the disk tier): the bits of the in-memory run" ||
+  fail "--init with --offload all: $(tail -2 "$T/out")"
 # edit SED [DIR]: a copy of the V3 export (or DIR) with its config.json edited by a sed expression
 edit() {
   rm -rf "$T/ed" && cp -r "$T/${2:-e4}" "$T/ed" && sed -i "$1" "$T/ed/config.json"
@@ -304,5 +309,12 @@ echo "-- refusals"
 refused 1 "--experts on a Llama preset" "is for the deepseek family" -- "$MW" estimate --preset llama-tiny --experts 4
 refused 1 "--experts-per-tok above --experts" "experts-per-tok must be in 1..--experts=8" -- "$MW" estimate --preset moe-tiny --experts-per-tok 9
 refused 1 "--qk-rope-dim without latent attention" "give --kv-lora-rank" -- "$MW" estimate --preset moe-tiny --qk-rope-dim 8
+# a layout is planned, never trained: its collectives (the all-to-alls, the sends) have no CPU kernel
+for lay in "--tp 2" "--ep 2" "--pp 2" "--sp --tp 2"; do
+  rm -rf "$T/lay"
+  refused 1 "train $lay (the deepseek family)" "runs in a later version: estimate and plan only" -- "$MW" train \
+    --data "$T/d" --preset moe-tiny --batch 2 --seq 48 --steps 1 --threads 2 --out "$T/lay" $lay
+  [ ! -e "$T/lay" ] || fail "train $lay wrote $T/lay"
+done
 
 [ "$fails" -eq 0 ] && echo "cli_moe: ok" || { echo "cli_moe: $fails failure(s)"; exit 1; }
