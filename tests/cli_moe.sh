@@ -285,6 +285,12 @@ for shape in "moe-tiny --capacity-factor 1" "mla-tiny"; do
     same_tensors "$T/b/step-00000003.mwck" "$T/bp/step-00000003.mwck" &&
       pass "$sh bf16: --recompute $pol byte-identical to none" || fail "$sh bf16: --recompute $pol changes the bits"
   done
+  # the norms' outputs, the experts' inputs and the head's norm are stored as bfloat16 (GEMM
+  # operands only: the products rounded them anyway, so the bits are those of fp32 storage)
+  af=$(grep -o '"activations": [0-9]*' <<<"$("$MW" estimate "${a[@]}" --json)" | sed -n 2p | sed 's/.*: //')
+  ab=$(grep -o '"activations": [0-9]*' <<<"$("$MW" estimate "${a[@]}" --precision bf16 --json)" | sed -n 2p | sed 's/.*: //')
+  [ -n "$ab" ] && [ "$ab" -lt "$af" ] && pass "$sh bf16: activations $ab bytes, fp32's $af (bfloat16 values)" ||
+    fail "$sh bf16: activations '$ab' bytes, fp32's '$af'"
   for extra in "" "--recompute selective"; do
     E=$("$MW" estimate "${a[@]}" --precision bf16 $extra --json)
     R=$("$MW" bench "${a[@]}" --precision bf16 $extra --steps 1 --warmup 0 --threads 2 --json)

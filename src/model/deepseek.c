@@ -382,6 +382,8 @@ static void push_block_backward(mw_model *m, int l, int p) {
 /* ---- sizes ------------------------------------------------------------------------------------- */
 
 #define F32 ((uint64_t)sizeof(float))
+#define B16 mw_graph_b16
+#define elt mw_graph_elt
 static uint64_t att_scratch(const mw_model *m, const shape *s) {
     const uint64_t a = s->mla ? mw_mla_scratch_floats(s->T) : mw_attention_scratch_floats_x(s->T, s->hs, 0);
     return (uint64_t)m->nthreads * a * F32;
@@ -394,7 +396,7 @@ static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
     const int keep = mw_graph_keeps_logits(c);
     const uint64_t wide = (uint64_t)(s.C > s.AW ? s.C : s.AW);
     const uint64_t gbytes[NGS] = {
-        N * sizeof(int32_t), N * sizeof(int32_t), N * C * F32, N * F32, (keep ? N : rows) * V * F32, N * F32,
+        N * sizeof(int32_t), N * sizeof(int32_t), N * C * (B16(m) ? 2 : F32), N * F32, (keep ? N : rows) * V * F32, N * F32,
         N * C * F32, N * wide * F32, N * (uint64_t)(s.mla ? s.QW : s.QKVW) * F32, att_scratch(m, &s),
         (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double),
         s.mla ? N * (((uint64_t)s.KVW + (uint64_t)s.H * s.rd) / (uint64_t)tp_of(c) + s.rd) * F32 : 0,
@@ -407,23 +409,26 @@ static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
 
 static uint64_t lslot(const mw_model *m, int v) {
     const shape s = shape_of(&m->cfg);
-    const uint64_t B = s.B, T = s.T, N = s.N, C = s.C, H = s.H, Rw = s.Rx;
+    const uint64_t B = s.B, T = s.T, N = s.N, C = s.C, H = s.H, Rw = s.Rx, h = B16(m) ? 2 : F32;
     switch (v) {
     case X: case RES2: return N * C * F32;
-    case LN1: case LN2: return N * C * F32;
+    case LN1: case LN2: return N * C * h;
     case LN1S: case LN2S: case QAS: case KVS: return N * F32;
     case QKV: return s.mla ? 0 : N * (uint64_t)s.QKVW * F32;
     case ATTY: return N * (uint64_t)s.AW * F32;
     case LSE: return B * H * T * F32;
     case FCH: return 2 * N * (uint64_t)s.F * F32;
     case ACT: return N * (uint64_t)s.F * F32;
-    case QA: case QAN: return N * (uint64_t)s.qr * F32;
+    case QA: return N * (uint64_t)s.qr * F32;
+    case QAN: return N * (uint64_t)s.qr * h;
     case QM: return N * (uint64_t)s.QW * F32;
-    case KVA: case KVN: return N * (uint64_t)s.kvr * F32;
+    case KVA: return N * (uint64_t)s.kvr * F32;
+    case KVN: return N * (uint64_t)s.kvr * h;
     case KVB: return N * (uint64_t)(s.KVW / tp_of(&m->cfg) + s.rd) * F32; /* the heads' part divides under --tp */
     case PROB: return N * (uint64_t)s.E * F32;
     case ROUTE: return s.E ? mw_moe_route_words(s.N, s.K, s.E) * sizeof(int32_t) : 0;
-    case XE: case EY: return Rw * C * F32;
+    case XE: return Rw * C * h;
+    case EY: return Rw * C * F32;
     case EH: return 2 * Rw * (uint64_t)s.Fm * F32;
     case EA: return Rw * (uint64_t)s.Fm * F32;
     case SFCH: return 2 * N * (uint64_t)s.Fs * F32;
@@ -498,6 +503,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
 #define GW(f) T_(1, t.f)
     const int E = s.E, K = s.K, Fm = s.Fm, Fs = s.Fs;
     const size_t NF = (size_t)N * s.F;
+    const int b16 = B16(m); /* the norms' outputs and the experts' inputs are bfloat16 (GEMMs' operands only) */
     mw_moe_route r = {0};
     switch (m->ops[i].kind) {
     case K_EMB:
@@ -506,9 +512,9 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     /* ---- grouped-query attention: Llama's ---- */
     case K_LN1QKV:
     case K_LN1:
-        mw_rmsnorm_forward(A(1), A(2), A(0), PW(ln1), N, C, eps);
+        mw_rmsnorm_forward_x(P[1], b16, A(2), A(0), PW(ln1), N, C, eps);
         if (m->ops[i].kind == K_LN1) break;
-        mw_matmul_forward(A(3), A(1), PW(q), NULL, N, C, s.QKVW, 0, WS); /* q|k|v: one matrix */
+        mw_matmul_forward_x(A(3), P[1], b16, PW(q), NULL, N, C, s.QKVW, 0, WS); /* q|k|v: one matrix */
         mw_rope_forward_inplace(A(3), s.QKVW, cos_t, sin_t, B, T, H, s.hs);
         mw_rope_forward_inplace(A(3) + (size_t)H * s.hs, s.QKVW, cos_t, sin_t, B, T, s.KV, s.hs);
         break;
@@ -521,27 +527,27 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         mw_rope_backward_inplace(A(4) + (size_t)H * s.hs, s.QKVW, cos_t, sin_t, B, T, s.KV, s.hs);
         break;
     case K_BQKV:
-        mw_matmul_backward(A(4), GW(q), NULL, A(0), A(1), PW(q), N, C, s.QKVW, 0, WS);
+        mw_matmul_backward_x(A(4), GW(q), NULL, A(0), 0, P[1], b16, PW(q), N, C, s.QKVW, 0, WS);
         mw_rmsnorm_backward_acc(A(5), GW(ln1), A(4), A(3), PW(ln1), A(2), N, C);
         break;
     /* ---- multi-head latent attention ---- */
     case K_MLAQ:
-        mw_rmsnorm_forward(A(1), A(2), A(0), PW(ln1), N, C, eps);
+        mw_rmsnorm_forward_x(P[1], b16, A(2), A(0), PW(ln1), N, C, eps);
         if (s.qr) {
-            mw_matmul_forward(A(3), A(1), PW(qa), NULL, N, C, s.qr, 0, WS);
-            mw_rmsnorm_forward(A(4), A(5), A(3), PW(qan), N, s.qr, eps);
-            mw_matmul_forward(A(6), A(4), PW(qb), NULL, N, s.qr, s.QW, 0, WS);
+            mw_matmul_forward_x(A(3), P[1], b16, PW(qa), NULL, N, C, s.qr, 0, WS);
+            mw_rmsnorm_forward_x(P[4], b16, A(5), A(3), PW(qan), N, s.qr, eps);
+            mw_matmul_forward_x(A(6), P[4], b16, PW(qb), NULL, N, s.qr, s.QW, 0, WS);
         } else {
-            mw_matmul_forward(A(6), A(1), PW(q), NULL, N, C, s.QW, 0, WS);
+            mw_matmul_forward_x(A(6), P[1], b16, PW(q), NULL, N, C, s.QW, 0, WS);
         }
         mw_rope_interleaved(A(6) + s.nd, s.QW, s.qk, cos_t, sin_t, B, T, H, s.rd, 1);
         break;
     case K_MLAKV: { /* kv_a's first kvr rows make the latent, its last rd the shared key */
         float *kpe = A(4) + (size_t)N * s.KVW;
-        mw_matmul_forward(A(1), A(0), PW(kva), NULL, N, C, s.kvr, 0, WS);
-        mw_rmsnorm_forward(A(2), A(3), A(1), PW(kvan), N, s.kvr, eps);
-        mw_matmul_forward(A(4), A(2), PW(kvb), NULL, N, s.kvr, s.KVW, 0, WS);
-        mw_matmul_forward(kpe, A(0), PW(kva) + (size_t)s.kvr * C, NULL, N, C, s.rd, 0, WS);
+        mw_matmul_forward_x(A(1), P[0], b16, PW(kva), NULL, N, C, s.kvr, 0, WS);
+        mw_rmsnorm_forward_x(P[2], b16, A(3), A(1), PW(kvan), N, s.kvr, eps);
+        mw_matmul_forward_x(A(4), P[2], b16, PW(kvb), NULL, N, s.kvr, s.KVW, 0, WS);
+        mw_matmul_forward_x(kpe, P[0], b16, PW(kva) + (size_t)s.kvr * C, NULL, N, C, s.rd, 0, WS);
         mw_rope_interleaved(kpe, s.rd, s.rd, cos_t, sin_t, B, T, 1, s.rd, 1);
         break;
     }
@@ -560,23 +566,23 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     case K_BMLAKV: { /* d(latent norm's output), d(latent), then d(ln1) from the latent and from k_pe */
         const float *dkpe = A(0) + (size_t)N * s.KVW + (size_t)N * H * s.rd;
         float *dkvn = A(5), *dkva = dkvn + (size_t)N * s.kvr;
-        mw_matmul_backward(dkvn, GW(kvb), NULL, A(0), A(1), PW(kvb), N, s.kvr, s.KVW, 0, WS);
+        mw_matmul_backward_x(dkvn, GW(kvb), NULL, A(0), 0, P[1], b16, PW(kvb), N, s.kvr, s.KVW, 0, WS);
         memset(dkva, 0, sizeof(float) * (size_t)N * s.kvr);
         mw_rmsnorm_backward_acc(dkva, GW(kvan), dkvn, A(3), PW(kvan), A(2), N, s.kvr);
-        mw_matmul_backward(A(6), GW(kva), NULL, dkva, A(4), PW(kva), N, C, s.kvr, 0, WS);
-        mw_matmul_backward(A(6), GW(kva) + (size_t)s.kvr * C, NULL, dkpe, A(4), PW(kva) + (size_t)s.kvr * C, N, C,
-                           s.rd, 1, WS);
+        mw_matmul_backward_x(A(6), GW(kva), NULL, dkva, 0, P[4], b16, PW(kva), N, C, s.kvr, 0, WS);
+        mw_matmul_backward_x(A(6), GW(kva) + (size_t)s.kvr * C, NULL, dkpe, 0, P[4], b16, PW(kva) + (size_t)s.kvr * C,
+                             N, C, s.rd, 1, WS);
         break;
     }
     case K_BMLAQ:
         if (s.qr) {
             float *dqan = A(5), *dqa = dqan + (size_t)N * s.qr;
-            mw_matmul_backward(dqan, GW(qb), NULL, A(0), A(1), PW(qb), N, s.qr, s.QW, 0, WS);
+            mw_matmul_backward_x(dqan, GW(qb), NULL, A(0), 0, P[1], b16, PW(qb), N, s.qr, s.QW, 0, WS);
             memset(dqa, 0, sizeof(float) * (size_t)N * s.qr);
             mw_rmsnorm_backward_acc(dqa, GW(qan), dqan, A(3), PW(qan), A(2), N, s.qr);
-            mw_matmul_backward(A(6), GW(qa), NULL, dqa, A(4), PW(qa), N, C, s.qr, 1, WS);
+            mw_matmul_backward_x(A(6), GW(qa), NULL, dqa, 0, P[4], b16, PW(qa), N, C, s.qr, 1, WS);
         } else {
-            mw_matmul_backward(A(6), GW(q), NULL, A(0), A(4), PW(q), N, C, s.QW, 1, WS);
+            mw_matmul_backward_x(A(6), GW(q), NULL, A(0), 0, P[4], b16, PW(q), N, C, s.QW, 1, WS);
         }
         break;
     case K_BLN1:
@@ -593,10 +599,10 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     /* ---- the dense MLP: Llama's ---- */
     case K_LN2FC:
     case K_LN2:
-        mw_rmsnorm_forward(A(1), A(2), A(0), PW(ln2), N, C, eps);
+        mw_rmsnorm_forward_x(P[1], b16, A(2), A(0), PW(ln2), N, C, eps);
         if (m->ops[i].kind == K_LN2) break;
-        mw_matmul_forward(A(3), A(1), PW(gate), NULL, N, C, s.F, 0, WS);
-        mw_matmul_forward(A(3) + NF, A(1), PW(up), NULL, N, C, s.F, 0, WS);
+        mw_matmul_forward_x(A(3), P[1], b16, PW(gate), NULL, N, C, s.F, 0, WS);
+        mw_matmul_forward_x(A(3) + NF, P[1], b16, PW(up), NULL, N, C, s.F, 0, WS);
         break;
     case K_SWIGLU:
         mw_swiglu_forward(A(1), A(0), A(0) + NF, (long)NF);
@@ -611,33 +617,34 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         mw_swiglu_backward(A(0), A(0) + NF, A(1), A(0), A(0) + NF, (long)NF);
         break;
     case K_BFC:
-        mw_matmul_backward(A(4), GW(gate), NULL, A(3), A(0), PW(gate), N, C, s.F, 0, WS);
-        mw_matmul_backward(A(4), GW(up), NULL, A(3) + NF, A(0), PW(up), N, C, s.F, 1, WS);
+        mw_matmul_backward_x(A(4), GW(gate), NULL, A(3), 0, P[0], b16, PW(gate), N, C, s.F, 0, WS);
+        mw_matmul_backward_x(A(4), GW(up), NULL, A(3) + NF, 0, P[0], b16, PW(up), N, C, s.F, 1, WS);
         mw_rmsnorm_backward_acc(A(5), GW(ln2), A(4), A(2), PW(ln2), A(1), N, C);
         break;
     /* ---- the mixture of experts ---- */
     case K_ROUTE:
-        mw_rmsnorm_forward(A(1), A(2), A(0), PW(ln2), N, C, eps);
-        mw_matmul_forward(A(3), A(1), PW(router), NULL, N, C, E, 0, WS);
+        mw_rmsnorm_forward_x(P[1], b16, A(2), A(0), PW(ln2), N, C, eps);
+        mw_matmul_forward_x(A(3), P[1], b16, PW(router), NULL, N, C, E, 0, WS);
         mw_moe_router_forward(A(3), P[4], c->moe_gate == 1 ? PW(rbias) : NULL, N, K, E, c->moe_gate, c->norm_topk,
                               (float)c->routed_scale, s.cap);
-        mw_moe_dispatch(A(5), A(1), P[4], N, K, E, C);
+        mw_moe_dispatch(P[5], P[1], b16, P[4], N, K, E, C);
         break;
     case K_LN2X:
-        mw_rmsnorm_forward(A(2), A(3), A(0), PW(ln2), N, C, eps);
-        mw_moe_dispatch(A(4), A(2), P[1], N, K, E, C);
+        mw_rmsnorm_forward_x(P[2], b16, A(3), A(0), PW(ln2), N, C, eps);
+        mw_moe_dispatch(P[4], P[2], b16, P[1], N, K, E, C);
         break;
     case K_EFC:
         r = mw_moe_route_view(P[2], N, K, E);
         for (int e = 0; e < E; e++) { /* each expert's rows: one GEMM each for gate and up */
             const long o = r.off[e], n = r.cnt[e];
             if (!n) continue;
-            mw_matmul_forward(A(3) + o * Fm, A(1) + o * C, expert(m, 0, &t, e, 0), NULL, (int)n, C, Fm, 0, WS);
-            mw_matmul_forward(A(3) + (s.R + o) * Fm, A(1) + o * C, expert(m, 0, &t, e, 1), NULL, (int)n, C, Fm, 0, WS);
+            const void *xe = elt(P[1], (size_t)o * C, b16);
+            mw_matmul_forward_x(A(3) + o * Fm, xe, b16, expert(m, 0, &t, e, 0), NULL, (int)n, C, Fm, 0, WS);
+            mw_matmul_forward_x(A(3) + (s.R + o) * Fm, xe, b16, expert(m, 0, &t, e, 1), NULL, (int)n, C, Fm, 0, WS);
         }
         if (s.S) {
-            mw_matmul_forward(A(4), A(0), PW(sg), NULL, N, C, Fs, 0, WS);
-            mw_matmul_forward(A(4) + (size_t)N * Fs, A(0), PW(su), NULL, N, C, Fs, 0, WS);
+            mw_matmul_forward_x(A(4), P[0], b16, PW(sg), NULL, N, C, Fs, 0, WS);
+            mw_matmul_forward_x(A(4) + (size_t)N * Fs, P[0], b16, PW(su), NULL, N, C, Fs, 0, WS);
         }
         break;
     case K_ESWIGLU: {
@@ -683,25 +690,26 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
             memset(A(2), 0, sizeof(float) * (size_t)N * C);
             break;
         }
-        mw_matmul_backward(A(2), GW(sg), NULL, A(1), A(0), PW(sg), N, C, Fs, 0, WS);
-        mw_matmul_backward(A(2), GW(su), NULL, A(1) + (size_t)N * Fs, A(0), PW(su), N, C, Fs, 1, WS);
+        mw_matmul_backward_x(A(2), GW(sg), NULL, A(1), 0, P[0], b16, PW(sg), N, C, Fs, 0, WS);
+        mw_matmul_backward_x(A(2), GW(su), NULL, A(1) + (size_t)N * Fs, 0, P[0], b16, PW(su), N, C, Fs, 1, WS);
         break;
     case K_BEFC:
         r = mw_moe_route_view(P[2], N, K, E);
         for (int e = 0; e < E; e++) {
             const long o = r.off[e], n = r.cnt[e];
             if (!n) continue;
-            mw_matmul_backward(A(3) + o * C, expert(m, 1, &t, e, 0), NULL, A(1) + o * Fm, A(0) + o * C,
-                               expert(m, 0, &t, e, 0), (int)n, C, Fm, 0, WS);
-            mw_matmul_backward(A(3) + o * C, expert(m, 1, &t, e, 1), NULL, A(1) + (s.R + o) * Fm, A(0) + o * C,
-                               expert(m, 0, &t, e, 1), (int)n, C, Fm, 1, WS);
+            const void *xe = elt(P[0], (size_t)o * C, b16);
+            mw_matmul_backward_x(A(3) + o * C, expert(m, 1, &t, e, 0), NULL, A(1) + o * Fm, 0, xe, b16,
+                                 expert(m, 0, &t, e, 0), (int)n, C, Fm, 0, WS);
+            mw_matmul_backward_x(A(3) + o * C, expert(m, 1, &t, e, 1), NULL, A(1) + (s.R + o) * Fm, 0, xe, b16,
+                                 expert(m, 0, &t, e, 1), (int)n, C, Fm, 1, WS);
         }
         mw_moe_dispatch_backward(A(4), A(3), P[2], N, K, E, C);
         break;
     case K_BROUTE: { /* d(logits) after d(weights), then the router's dW and d(ln2), then the norm */
         float *dl = A(5) + (size_t)N * K;
         mw_moe_router_backward(dl, A(5), A(3), P[4], N, K, E, c->moe_gate, c->norm_topk, (float)c->routed_scale);
-        mw_matmul_backward(A(6), GW(router), NULL, dl, A(0), PW(router), N, C, E, 1, WS);
+        mw_matmul_backward_x(A(6), GW(router), NULL, dl, 0, P[0], b16, PW(router), N, C, E, 1, WS);
         mw_rmsnorm_backward_acc(A(7), GW(ln2), A(6), A(2), PW(ln2), A(1), N, C);
         break;
     }
@@ -710,18 +718,21 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     case K_LOGITS: {
         const int kind = m->ops[i].kind, has_tg = m->has_targets, keep = mw_graph_keeps_logits(c);
         const int32_t *tg = (const int32_t *)P[1];
-        float *lnf = A(2), *rstd = A(3), *logits = A(4), *losses = A(5);
+        void *lnf = P[2];
+        float *rstd = A(3), *logits = A(4), *losses = A(5);
         const float *x = A(0), *normf = T_(0, layer_base(c, L)), *wl = T_(0, c->tied ? 0 : layer_base(c, L) + 1);
         float *gl = T_(1, c->tied ? 0 : layer_base(c, L) + 1);
-        mw_rmsnorm_forward(lnf, rstd, x, normf, N, C, eps);
+        mw_rmsnorm_forward_x(lnf, b16, rstd, x, normf, N, C, eps);
         const int grad = kind == K_HEAD && train;
         for (int n0 = 0; n0 < N; n0 += MW_LOSS_ROWS) { /* positions in fixed quanta */
             const int rows = n0 + MW_LOSS_ROWS < N ? MW_LOSS_ROWS : N - n0;
             float *z = keep ? logits + (size_t)n0 * V : logits;
-            mw_matmul_forward(z, lnf + (size_t)n0 * C, wl, NULL, rows, C, V, 0, WS);
+            mw_matmul_forward_x(z, elt(lnf, (size_t)n0 * C, b16), b16, wl, NULL, rows, C, V, 0, WS);
             if (!has_tg) continue;
             mw_crossentropy(z, losses + n0, tg + n0, dloss, grad, rows, V);
-            if (grad) mw_matmul_backward(A(6) + (size_t)n0 * C, gl, NULL, z, lnf + (size_t)n0 * C, wl, rows, C, V, 0, WS);
+            if (grad)
+                mw_matmul_backward_x(A(6) + (size_t)n0 * C, gl, NULL, z, 0, elt(lnf, (size_t)n0 * C, b16), b16, wl, rows,
+                                     C, V, 0, WS);
         }
         if (has_tg) {
             double sum = 0.0;

@@ -73,12 +73,14 @@ void mw_moe_router_forward(float *probs, void *route, const float *bias, long N,
         if (r.row[a] >= 0) r.row[a] += r.off[r.idx[a]];
 }
 
-void mw_moe_dispatch(float *xe, const float *x, const void *route, long N, int K, int E, int C) {
+void mw_moe_dispatch(void *xe, const void *x, int b16, const void *route, long N, int K, int E, int C) {
     mw_moe_route r = mw_moe_route_view((void *)route, N, K, E);
+    const size_t row = (size_t)C * (b16 ? 2 : sizeof(float));
 #pragma omp parallel for schedule(static)
     for (long n = 0; n < N; n++)
         for (int k = 0; k < K; k++)
-            if (r.row[n * K + k] >= 0) memcpy(xe + (long)r.row[n * K + k] * C, x + n * C, sizeof(float) * C);
+            if (r.row[n * K + k] >= 0)
+                memcpy((char *)xe + (size_t)r.row[n * K + k] * row, (const char *)x + (size_t)n * row, row);
 }
 
 void mw_moe_combine(float *out, const float *ey, const void *route, long N, int K, int E, int C) {

@@ -31,8 +31,8 @@ long mw_moe_rows(long N, int K, int E, double cf);
  * first, each to the next row of its expert while it has fewer than cap, else dropped. */
 void mw_moe_router_forward(float *probs, void *route, const float *bias, long N, int K, int E, int gate, int norm,
                            float scale, long cap);
-/* xe (rows,C): each kept assignment's row of x (N,C) */
-void mw_moe_dispatch(float *xe, const float *x, const void *route, long N, int K, int E, int C);
+/* xe (rows,C): each kept assignment's row of x (N,C); both bfloat16 (uint16_t bits) when b16 */
+void mw_moe_dispatch(void *xe, const void *x, int b16, const void *route, long N, int K, int E, int C);
 /* out (N,C) += sum over a token's kept assignments, best first, of w x ey[row] */
 void mw_moe_combine(float *out, const float *ey, const void *route, long N, int K, int E, int C);
 /* dey (rows,C) = w x dout[token]; dw (N,K) = dout[token] . ey[row] (0 when dropped) */
