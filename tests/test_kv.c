@@ -104,5 +104,13 @@ int main(void) {
     c.precision = l.precision = MW_PRECISION_BF16;
     check_family(&c, "gpt2 bf16", 1e-4);
     check_family(&l, "llama multi-query bf16", 1e-4);
+    /* the deepseek family stores only products' operands as bfloat16 (the norms' outputs, the
+     * experts' inputs), which decoding's products round the same way */
+    d.precision = MW_PRECISION_BF16;
+    check_family(&d, "deepseek bf16: latent attention, dense", 1e-4);
+    d.kv_lora_rank = d.qk_rope_dim = d.qk_nope_dim = d.v_head_dim = 0, d.n_kv_head = 2;
+    d.n_experts = 4, d.n_experts_tok = 2, d.n_shared = 1, d.moe_ffn = 12, d.first_dense = 1, d.norm_topk = 1;
+    d.routed_scale = 1.0;
+    check_family(&d, "deepseek bf16: GQA, a mixture of 4 experts top-2 with a shared one", 1e-4);
     return test_summary("test_kv");
 }
