@@ -207,11 +207,11 @@ static const char *const lslot_names[NLS] = {
     "router_probs", "route", "expert_in", "expert_gate_up", "expert_act", "expert_out", "shared_gate_up", "shared_act"};
 enum {
     G_IN, G_TGT, G_LNF, G_LNFS, G_LOGITS, G_LOSSES, G_DRES, G_DTMP, G_DQKV, G_ATTS, G_NORM,
-    G_DKVB, G_DKVA, G_DQA, G_DEY, G_DXE, G_DW, G_A2A, NGS
+    G_DKVB, G_DKVA, G_DQA, G_DEY, G_DXE, G_DW, G_A2A, G_DCHUNK, NGS
 };
 static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf", "lnf_rstd", "logits", "losses", "dres",
                                              "dtmp", "dq", "att_scratch", "norm_parts", "dkv_b", "dkv_a", "dq_a",
-                                             "dexpert_out", "dexpert_in", "droute", "ep_a2a"};
+                                             "dexpert_out", "dexpert_in", "droute", "ep_a2a", "fp32_chunk"};
 /* how each value divides over tensor-parallel ranks (MW_VS_*), as the tensors above do: the heads'
  * values (q|k|v, MLA's q and, in lslot/gslot themselves, kv_b's per-head part), the MLPs' and the
  * experts' hidden values and the logits by --tp; the residual stream and the norms' by --tp under
@@ -221,7 +221,7 @@ static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf", "lnf_rs
 enum { WH = MW_VS_WHOLE, TP = MW_VS_TP, SQ = MW_VS_SEQ };
 static const unsigned char lslot_split[NLS] = {SQ, SQ, SQ, TP, TP, TP, SQ, SQ, SQ, TP, TP, WH, WH, WH,
                                                TP, WH, WH, WH, WH, WH, WH, WH, TP, TP, WH, TP, TP};
-static const unsigned char gslot_split[NGS] = {WH, WH, SQ, SQ, TP, WH, SQ, WH, TP, WH, WH, WH, WH, WH, WH, WH, WH, WH};
+static const unsigned char gslot_split[NGS] = {WH, WH, SQ, SQ, TP, WH, SQ, WH, TP, WH, WH, WH, WH, WH, WH, WH, WH, WH, TP};
 static int tp_of(const mw_config *c) { return c->tp > 1 ? c->tp : 1; }
 #define XN MW_SLOT_NEXT
 #define GS MW_SLOT_STEP
@@ -246,14 +246,17 @@ static const mw_kind KINDS[NKINDS] = {
     [K_MLAKV] = {"mla kv+rope", 5, {{LN1, R}, {KVA, W}, {KVN, W}, {KVS, W}, {KVB, W}}, FWD, MW_COST_MATMUL},
     [K_MLAATT] = {"mla attention", 5, {{QM, R}, {KVB, R}, {ATTY, W}, {LSE, W}, {GS(G_ATTS), W}}, FWD, MW_COST_ATTN},
     [K_PROJ] = {"o proj", 3, {{X, R}, {ATTY, R}, {RES2, W}}, FWD, MW_COST_MATMUL},
-    [K_LN2FC] = {"norm+gate+up", 4, {{RES2, R}, {LN2, W}, {LN2S, W}, {FCH, W}}, FWD, MW_COST_MATMUL},
+    /* (bf16: the products per MW_CHUNK_ROWS rows into an fp32 chunk, then rounded into the value) */
+    [K_LN2FC] = {"norm+gate+up", 5, {{RES2, R}, {LN2, W}, {LN2S, W}, {FCH, W}, {GS(G_DCHUNK), W}}, FWD,
+                 MW_COST_MATMUL},
     [K_SWIGLU] = {"swiglu", 2, {{FCH, R}, {ACT, W}}, FWD, MW_COST_ELEM},
     [K_DOWN] = {"down proj", 3, {{RES2, R}, {ACT, R}, {XN, W}}, FWD, MW_COST_MATMUL},
     [K_LN2] = {"mlp norm", 3, {{RES2, R}, {LN2, W}, {LN2S, W}}, FWD, MW_COST_ELEM},
     [K_ROUTE] = {"norm+router+dispatch", 6, {{RES2, R}, {LN2, W}, {LN2S, W}, {PROB, W}, {ROUTE, W}, {XE, W}}, FWD,
                  MW_COST_ELEM},
     [K_LN2X] = {"mlp norm+dispatch", 5, {{RES2, R}, {ROUTE, R}, {LN2, W}, {LN2S, W}, {XE, W}}, FWD, MW_COST_ELEM},
-    [K_EFC] = {"experts gate+up", 5, {{LN2, R}, {XE, R}, {ROUTE, R}, {EH, W}, {SFCH, W}}, FWD, MW_COST_MATMUL},
+    [K_EFC] = {"experts gate+up", 6, {{LN2, R}, {XE, R}, {ROUTE, R}, {EH, W}, {SFCH, W}, {GS(G_DCHUNK), W}}, FWD,
+               MW_COST_MATMUL},
     [K_ESWIGLU] = {"experts swiglu", 5, {{EH, R}, {SFCH, R}, {ROUTE, R}, {EA, W}, {SACT, W}}, FWD, MW_COST_ELEM},
     [K_EDOWN] = {"experts down", 3, {{EA, R}, {ROUTE, R}, {EY, W}}, FWD, MW_COST_MATMUL},
     [K_COMBINE] = {"shared down+combine", 5, {{RES2, R}, {SACT, R}, {EY, R}, {ROUTE, R}, {XN, W}}, FWD,
@@ -264,13 +267,14 @@ static const mw_kind KINDS[NKINDS] = {
     [K_LOGITS] = {"head", 6,
                   {{X, R}, {GS(G_TGT), R}, {GS(G_LNF), W}, {GS(G_LNFS), W}, {GS(G_LOGITS), W},
                    {GS(G_LOSSES), W}}, 0, 0},
-    /* d(act) over act, then d(gate|up) over gate|up */
-    [K_BDOWN] = {"down proj bwd", 3, {{FCH, U}, {ACT, U}, {GS(G_DRES), U}}, 0, 0},
+    /* d(act) over act (bf16: per chunk of rows in the fp32 chunk), then d(gate|up) over gate|up */
+    [K_BDOWN] = {"down proj bwd", 4, {{FCH, U}, {ACT, U}, {GS(G_DRES), U}, {GS(G_DCHUNK), W}}, 0, 0},
     [K_BFC] = {"gate+up bwd", 6,
                {{LN2, R}, {LN2S, R}, {RES2, R}, {FCH, R}, {GS(G_DTMP), W}, {GS(G_DRES), U}}, 0, 0},
-    [K_BSDOWN] = {"shared down bwd", 3, {{SFCH, U}, {SACT, U}, {GS(G_DRES), R}}, 0, 0},
-    [K_BEDOWN] = {"experts down bwd", 7,
-                  {{EH, U}, {EA, U}, {EY, R}, {ROUTE, R}, {GS(G_DRES), R}, {GS(G_DEY), W}, {GS(G_DW), W}}, 0, 0},
+    [K_BSDOWN] = {"shared down bwd", 4, {{SFCH, U}, {SACT, U}, {GS(G_DRES), R}, {GS(G_DCHUNK), W}}, 0, 0},
+    [K_BEDOWN] = {"experts down bwd", 8,
+                  {{EH, U}, {EA, U}, {EY, R}, {ROUTE, R}, {GS(G_DRES), R}, {GS(G_DEY), W}, {GS(G_DW), W},
+                   {GS(G_DCHUNK), W}}, 0, 0},
     [K_BSFC] = {"shared gate+up bwd", 3, {{LN2, R}, {SFCH, R}, {GS(G_DTMP), W}}, 0, 0},
     [K_BEFC] = {"experts gate+up bwd", 5, {{XE, R}, {EH, R}, {ROUTE, R}, {GS(G_DXE), W}, {GS(G_DTMP), U}}, 0, 0},
     [K_BROUTE] = {"router+norm bwd", 8,
@@ -389,6 +393,14 @@ static uint64_t att_scratch(const mw_model *m, const shape *s) {
     return (uint64_t)m->nthreads * a * F32;
 }
 
+/* bf16: the fp32 chunk the MLPs' and the experts' gate|up products and their d(act) pass through,
+ * MW_CHUNK_ROWS rows (of the tokens or of an expert's) of the widest hidden width */
+static uint64_t chunk_bytes(const shape *s) {
+    const long rows = s->N > s->Rx ? s->N : s->Rx, crows = rows < MW_CHUNK_ROWS ? rows : MW_CHUNK_ROWS;
+    const int w = s->F > s->Fm ? s->F : s->Fm, cw = w > s->Fs ? w : s->Fs;
+    return (uint64_t)crows * (uint64_t)cw * F32;
+}
+
 static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
     const mw_config *c = &m->cfg;
     const shape s = shape_of(c);
@@ -402,7 +414,7 @@ static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
         s.mla ? N * (((uint64_t)s.KVW + (uint64_t)s.H * s.rd) / (uint64_t)tp_of(c) + s.rd) * F32 : 0,
         s.mla ? 2 * N * s.kvr * F32 : 0,
         2 * N * (uint64_t)s.qr * F32, (uint64_t)s.Rx * C * F32, (uint64_t)s.Rx * C * F32,
-        s.E ? N * (uint64_t)(s.K + s.E) * F32 : 0, (uint64_t)s.R * C * F32};
+        s.E ? N * (uint64_t)(s.K + s.E) * F32 : 0, (uint64_t)s.R * C * F32, B16(m) ? chunk_bytes(&s) : 0};
     *bytes = gbytes[g];
     *cat = g <= G_LNFS || (g == G_LOGITS && keep) ? MW_CAT_ACTS : MW_CAT_WORK;
 }
@@ -417,8 +429,8 @@ static uint64_t lslot(const mw_model *m, int v) {
     case QKV: return s.mla ? 0 : N * (uint64_t)s.QKVW * F32;
     case ATTY: return N * (uint64_t)s.AW * F32;
     case LSE: return B * H * T * F32;
-    case FCH: return 2 * N * (uint64_t)s.F * F32;
-    case ACT: return N * (uint64_t)s.F * F32;
+    case FCH: return 2 * N * (uint64_t)s.F * h;
+    case ACT: return N * (uint64_t)s.F * h;
     case QA: return N * (uint64_t)s.qr * F32;
     case QAN: return N * (uint64_t)s.qr * h;
     case QM: return N * (uint64_t)s.QW * F32;
@@ -429,10 +441,10 @@ static uint64_t lslot(const mw_model *m, int v) {
     case ROUTE: return s.E ? mw_moe_route_words(s.N, s.K, s.E) * sizeof(int32_t) : 0;
     case XE: return Rw * C * h;
     case EY: return Rw * C * F32;
-    case EH: return 2 * Rw * (uint64_t)s.Fm * F32;
-    case EA: return Rw * (uint64_t)s.Fm * F32;
-    case SFCH: return 2 * N * (uint64_t)s.Fs * F32;
-    case SACT: return N * (uint64_t)s.Fs * F32;
+    case EH: return 2 * Rw * (uint64_t)s.Fm * h;
+    case EA: return Rw * (uint64_t)s.Fm * h;
+    case SFCH: return 2 * N * (uint64_t)s.Fs * h;
+    case SACT: return N * (uint64_t)s.Fs * h;
     default: return 0;
     }
 }
@@ -487,6 +499,32 @@ static void init(mw_model *m, uint64_t seed) {
 #define T_(w, i) mw_graph_tensor(m, (w), (i))
 #define PW0(f) T_(0, t.f)
 static float *expert(const mw_model *m, int which, const lay *t, int e, int k) { return T_(which, t->e0 + 3 * e + k); }
+
+/* bf16: gate and up (rows x F) of x (rows x C, bfloat16) into gate16 and up16, each product per
+ * MW_CHUNK_ROWS rows through the fp32 chunk and rounded (rows are independent: the same bits) */
+static void gate_up_b16(mw_model *m, float *chunk, const void *x, uint16_t *gate16, uint16_t *up16, const float *wg,
+                        const float *wu, int rows, int C, int F) {
+    for (int n0 = 0; n0 < rows; n0 += MW_CHUNK_ROWS) {
+        const int n = rows - n0 < MW_CHUNK_ROWS ? rows - n0 : MW_CHUNK_ROWS;
+        const void *xr = elt((void *)x, (size_t)n0 * C, 1);
+        mw_matmul_forward_x(chunk, xr, 1, wg, NULL, n, C, F, 0, WS);
+        mw_bf16_store_mt(gate16 + (size_t)n0 * F, chunk, (size_t)n * F);
+        mw_matmul_forward_x(chunk, xr, 1, wu, NULL, n, C, F, 0, WS);
+        mw_bf16_store_mt(up16 + (size_t)n0 * F, chunk, (size_t)n * F);
+    }
+}
+
+/* bf16: d(act) = dout (rows x C) @ w_down per MW_CHUNK_ROWS rows into the fp32 chunk, then
+ * d(gate|up) over gate16|up16 (SwiGLU's backward read from them, stored as bfloat16) */
+static void down_bwd_b16(mw_model *m, float *chunk, const float *dout, uint16_t *gate16, uint16_t *up16,
+                         const float *wd, int rows, int F, int C) {
+    for (int n0 = 0; n0 < rows; n0 += MW_CHUNK_ROWS) {
+        const int n = rows - n0 < MW_CHUNK_ROWS ? rows - n0 : MW_CHUNK_ROWS;
+        uint16_t *g = gate16 + (size_t)n0 * F, *u = up16 + (size_t)n0 * F;
+        mw_matmul_backward_dinp(chunk, dout + (size_t)n0 * C, wd, n, F, C, WS);
+        mw_swiglu_backward_x(g, u, 1, chunk, g, u, 1, (long)n * F);
+    }
+}
 
 static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum) {
     const mw_config *c = &m->cfg;
@@ -601,24 +639,33 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     case K_LN2:
         mw_rmsnorm_forward_x(P[1], b16, A(2), A(0), PW(ln2), N, C, eps);
         if (m->ops[i].kind == K_LN2) break;
-        mw_matmul_forward_x(A(3), P[1], b16, PW(gate), NULL, N, C, s.F, 0, WS);
-        mw_matmul_forward_x(A(3) + NF, P[1], b16, PW(up), NULL, N, C, s.F, 0, WS);
+        if (!b16) {
+            mw_matmul_forward(A(3), A(1), PW(gate), NULL, N, C, s.F, 0, WS);
+            mw_matmul_forward(A(3) + NF, A(1), PW(up), NULL, N, C, s.F, 0, WS);
+            break;
+        }
+        gate_up_b16(m, A(4), P[1], (uint16_t *)P[3], (uint16_t *)P[3] + NF, PW(gate), PW(up), N, C, s.F);
         break;
     case K_SWIGLU:
-        mw_swiglu_forward(A(1), A(0), A(0) + NF, (long)NF);
+        mw_swiglu_forward_x(P[1], b16, P[0], elt(P[0], NF, b16), b16, (long)NF);
         break;
     case K_DOWN:
         mw_graph_copy(A(2), A(0), (size_t)N * C);
-        mw_matmul_forward(A(2), A(1), PW(down), NULL, N, s.F, C, 1, WS);
+        mw_matmul_forward_x(A(2), P[1], b16, PW(down), NULL, N, s.F, C, 1, WS);
         break;
     case K_BDOWN: /* dW from act; d(act) over act; d(gate|up) over gate|up */
-        mw_matmul_backward(NULL, GW(down), NULL, A(2), A(1), PW(down), N, s.F, C, 0, WS);
-        mw_matmul_backward_dinp(A(1), A(2), PW(down), N, s.F, C, WS);
-        mw_swiglu_backward(A(0), A(0) + NF, A(1), A(0), A(0) + NF, (long)NF);
+        if (!b16) {
+            mw_matmul_backward(NULL, GW(down), NULL, A(2), A(1), PW(down), N, s.F, C, 0, WS);
+            mw_matmul_backward_dinp(A(1), A(2), PW(down), N, s.F, C, WS);
+            mw_swiglu_backward(A(0), A(0) + NF, A(1), A(0), A(0) + NF, (long)NF);
+            break;
+        }
+        mw_matmul_backward_x(NULL, GW(down), NULL, A(2), 0, P[1], 1, PW(down), N, s.F, C, 0, WS);
+        down_bwd_b16(m, A(3), A(2), (uint16_t *)P[0], (uint16_t *)P[0] + NF, PW(down), N, s.F, C);
         break;
     case K_BFC:
-        mw_matmul_backward_x(A(4), GW(gate), NULL, A(3), 0, P[0], b16, PW(gate), N, C, s.F, 0, WS);
-        mw_matmul_backward_x(A(4), GW(up), NULL, A(3) + NF, 0, P[0], b16, PW(up), N, C, s.F, 1, WS);
+        mw_matmul_backward_x(A(4), GW(gate), NULL, P[3], b16, P[0], b16, PW(gate), N, C, s.F, 0, WS);
+        mw_matmul_backward_x(A(4), GW(up), NULL, elt(P[3], NF, b16), b16, P[0], b16, PW(up), N, C, s.F, 1, WS);
         mw_rmsnorm_backward_acc(A(5), GW(ln2), A(4), A(2), PW(ln2), A(1), N, C);
         break;
     /* ---- the mixture of experts ---- */
@@ -639,34 +686,48 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
             const long o = r.off[e], n = r.cnt[e];
             if (!n) continue;
             const void *xe = elt(P[1], (size_t)o * C, b16);
+            if (b16) {
+                gate_up_b16(m, A(5), xe, (uint16_t *)P[3] + o * Fm, (uint16_t *)P[3] + (s.R + o) * Fm,
+                            expert(m, 0, &t, e, 0), expert(m, 0, &t, e, 1), (int)n, C, Fm);
+                continue;
+            }
             mw_matmul_forward_x(A(3) + o * Fm, xe, b16, expert(m, 0, &t, e, 0), NULL, (int)n, C, Fm, 0, WS);
             mw_matmul_forward_x(A(3) + (s.R + o) * Fm, xe, b16, expert(m, 0, &t, e, 1), NULL, (int)n, C, Fm, 0, WS);
         }
-        if (s.S) {
+        if (s.S && b16)
+            gate_up_b16(m, A(5), P[0], (uint16_t *)P[4], (uint16_t *)P[4] + (size_t)N * Fs, PW(sg), PW(su), N, C, Fs);
+        else if (s.S) {
             mw_matmul_forward_x(A(4), P[0], b16, PW(sg), NULL, N, C, Fs, 0, WS);
             mw_matmul_forward_x(A(4) + (size_t)N * Fs, P[0], b16, PW(su), NULL, N, C, Fs, 0, WS);
         }
         break;
     case K_ESWIGLU: {
         const long used = mw_moe_route_view(P[2], N, K, E).off[E]; /* rows past them hold nothing */
-        mw_swiglu_forward(A(3), A(0), A(0) + s.R * Fm, used * Fm);
-        if (s.S) mw_swiglu_forward(A(4), A(1), A(1) + (size_t)N * Fs, (long)N * Fs);
+        mw_swiglu_forward_x(P[3], b16, P[0], elt(P[0], (size_t)s.R * Fm, b16), b16, used * Fm);
+        if (s.S) mw_swiglu_forward_x(P[4], b16, P[1], elt(P[1], (size_t)N * Fs, b16), b16, (long)N * Fs);
         break;
     }
     case K_EDOWN:
         r = mw_moe_route_view(P[1], N, K, E);
         for (int e = 0; e < E; e++) {
             const long o = r.off[e], n = r.cnt[e];
-            if (n) mw_matmul_forward(A(2) + o * C, A(0) + o * Fm, expert(m, 0, &t, e, 2), NULL, (int)n, Fm, C, 0, WS);
+            if (n)
+                mw_matmul_forward_x(A(2) + o * C, elt(P[0], (size_t)o * Fm, b16), b16, expert(m, 0, &t, e, 2), NULL,
+                                    (int)n, Fm, C, 0, WS);
         }
         break;
     case K_COMBINE:
         mw_graph_copy(A(4), A(0), (size_t)N * C);
-        if (s.S) mw_matmul_forward(A(4), A(1), PW(sd), NULL, N, Fs, C, 1, WS);
+        if (s.S) mw_matmul_forward_x(A(4), P[1], b16, PW(sd), NULL, N, Fs, C, 1, WS);
         mw_moe_combine(A(4), A(2), P[3], N, K, E, C);
         break;
     case K_BSDOWN: /* the shared experts' down: dW, d(act) over act, d(gate|up) over gate|up */
         if (!s.S) break;
+        if (b16) {
+            mw_matmul_backward_x(NULL, GW(sd), NULL, A(2), 0, P[1], 1, PW(sd), N, Fs, C, 0, WS);
+            down_bwd_b16(m, A(3), A(2), (uint16_t *)P[0], (uint16_t *)P[0] + (size_t)N * Fs, PW(sd), N, Fs, C);
+            break;
+        }
         mw_matmul_backward(NULL, GW(sd), NULL, A(2), A(1), PW(sd), N, Fs, C, 0, WS);
         mw_matmul_backward_dinp(A(1), A(2), PW(sd), N, Fs, C, WS);
         mw_swiglu_backward(A(0), A(0) + (size_t)N * Fs, A(1), A(0), A(0) + (size_t)N * Fs, (long)N * Fs);
@@ -677,12 +738,19 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         for (int e = 0; e < E; e++) {
             const long o = r.off[e], n = r.cnt[e];
             if (!n) continue;
+            if (b16) {
+                mw_matmul_backward_x(NULL, expert(m, 1, &t, e, 2), NULL, A(5) + o * C, 0,
+                                     (uint16_t *)P[1] + o * Fm, 1, expert(m, 0, &t, e, 2), (int)n, Fm, C, 0, WS);
+                down_bwd_b16(m, A(7), A(5) + o * C, (uint16_t *)P[0] + o * Fm, (uint16_t *)P[0] + (s.R + o) * Fm,
+                             expert(m, 0, &t, e, 2), (int)n, Fm, C);
+                continue;
+            }
             mw_matmul_backward(NULL, expert(m, 1, &t, e, 2), NULL, A(5) + o * C, A(1) + o * Fm, expert(m, 0, &t, e, 2),
                                (int)n, Fm, C, 0, WS);
             mw_matmul_backward_dinp(A(1) + o * Fm, A(5) + o * C, expert(m, 0, &t, e, 2), (int)n, Fm, C, WS);
         }
         const long used = r.off[E];
-        mw_swiglu_backward(A(0), A(0) + s.R * Fm, A(1), A(0), A(0) + s.R * Fm, used * Fm);
+        if (!b16) mw_swiglu_backward(A(0), A(0) + s.R * Fm, A(1), A(0), A(0) + s.R * Fm, used * Fm);
         break;
     }
     case K_BSFC:
@@ -690,8 +758,9 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
             memset(A(2), 0, sizeof(float) * (size_t)N * C);
             break;
         }
-        mw_matmul_backward_x(A(2), GW(sg), NULL, A(1), 0, P[0], b16, PW(sg), N, C, Fs, 0, WS);
-        mw_matmul_backward_x(A(2), GW(su), NULL, A(1) + (size_t)N * Fs, 0, P[0], b16, PW(su), N, C, Fs, 1, WS);
+        mw_matmul_backward_x(A(2), GW(sg), NULL, P[1], b16, P[0], b16, PW(sg), N, C, Fs, 0, WS);
+        mw_matmul_backward_x(A(2), GW(su), NULL, elt(P[1], (size_t)N * Fs, b16), b16, P[0], b16, PW(su), N, C, Fs, 1,
+                             WS);
         break;
     case K_BEFC:
         r = mw_moe_route_view(P[2], N, K, E);
@@ -699,10 +768,10 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
             const long o = r.off[e], n = r.cnt[e];
             if (!n) continue;
             const void *xe = elt(P[0], (size_t)o * C, b16);
-            mw_matmul_backward_x(A(3) + o * C, expert(m, 1, &t, e, 0), NULL, A(1) + o * Fm, 0, xe, b16,
-                                 expert(m, 0, &t, e, 0), (int)n, C, Fm, 0, WS);
-            mw_matmul_backward_x(A(3) + o * C, expert(m, 1, &t, e, 1), NULL, A(1) + (s.R + o) * Fm, 0, xe, b16,
-                                 expert(m, 0, &t, e, 1), (int)n, C, Fm, 1, WS);
+            mw_matmul_backward_x(A(3) + o * C, expert(m, 1, &t, e, 0), NULL, elt(P[1], (size_t)o * Fm, b16), b16, xe,
+                                 b16, expert(m, 0, &t, e, 0), (int)n, C, Fm, 0, WS);
+            mw_matmul_backward_x(A(3) + o * C, expert(m, 1, &t, e, 1), NULL, elt(P[1], (size_t)(s.R + o) * Fm, b16),
+                                 b16, xe, b16, expert(m, 0, &t, e, 1), (int)n, C, Fm, 1, WS);
         }
         mw_moe_dispatch_backward(A(4), A(3), P[2], N, K, E, C);
         break;
@@ -760,6 +829,12 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
  * The cache holds, per block and position, grouped-query attention's keys and values of the kv
  * heads, or latent attention's kv_b output (each head's key part and value) and the rotated shared
  * key. A token's experts are its top-k, none dropped (one token never fills a capacity). */
+/* bf16: decoding rounds the gate|up products as the forward stores them */
+static void round_b16(const mw_model *m, float *v, int n) {
+    if (B16(m))
+        for (int k = 0; k < n; k++) v[k] = mw_bf16_round(v[k]);
+}
+
 static const float *decode(mw_model *m, int32_t token, int pos) {
     const mw_config *c = &m->cfg;
     const shape s = shape_of(c);
@@ -825,6 +900,7 @@ static const float *decode(mw_model *m, int32_t token, int pos) {
         if (!is_moe(c, l)) {
             mw_matmul_forward(fc, h, PW0(gate), NULL, 1, C, s.F, 0, WS);
             mw_matmul_forward(fc + s.F, h, PW0(up), NULL, 1, C, s.F, 0, WS);
+            round_b16(m, fc, 2 * s.F);
             mw_swiglu_forward(fc + 2 * (size_t)s.F, fc, fc + s.F, s.F);
             mw_matmul_forward(x, fc + 2 * (size_t)s.F, PW0(down), NULL, 1, s.F, C, 1, WS);
             continue;
@@ -836,6 +912,7 @@ static const float *decode(mw_model *m, int32_t token, int pos) {
         if (s.S) {
             mw_matmul_forward(fc, h, PW0(sg), NULL, 1, C, s.Fs, 0, WS);
             mw_matmul_forward(fc + s.Fs, h, PW0(su), NULL, 1, C, s.Fs, 0, WS);
+            round_b16(m, fc, 2 * s.Fs);
             mw_swiglu_forward(fc + 2 * (size_t)s.Fs, fc, fc + s.Fs, s.Fs);
             mw_matmul_forward(eo, fc + 2 * (size_t)s.Fs, PW0(sd), NULL, 1, s.Fs, C, 1, WS);
         }
@@ -844,6 +921,7 @@ static const float *decode(mw_model *m, int32_t token, int pos) {
             const int e = r.idx[k];
             mw_matmul_forward(fc, h, expert(m, 0, &t, e, 0), NULL, 1, C, s.Fm, 0, WS);
             mw_matmul_forward(fc + s.Fm, h, expert(m, 0, &t, e, 1), NULL, 1, C, s.Fm, 0, WS);
+            round_b16(m, fc, 2 * s.Fm);
             mw_swiglu_forward(fc + 2 * (size_t)s.Fm, fc, fc + s.Fm, s.Fm);
             mw_matmul_forward(ey, fc + 2 * (size_t)s.Fm, expert(m, 0, &t, e, 2), NULL, 1, s.Fm, C, 0, WS);
             for (int i = 0; i < C; i++) eo[i] += r.w[k] * ey[i];
