@@ -1,4 +1,5 @@
-/* Hugging Face weights in and out: GPT-2 and the Llama family, one model.safetensors or a sharded
+/* Hugging Face weights in and out: GPT-2, the Llama family and the deepseek family (its config.json
+ * and tensor list in hf_deepseek.c), one model.safetensors or a sharded
  * checkpoint (model.safetensors.index.json and its shards), F32/F16/BF16/F64 converted to float32
  * on load, straight into the model's parameters (never a second copy of the model).
  * memwall's tensor names are Hugging Face's. GPT-2's 2-D weights inside blocks are (out, in) like

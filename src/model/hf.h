@@ -1,6 +1,7 @@
 /* Hugging Face config.json, model.safetensors.index.json and (sharded) safetensors checkpoints,
  * parsed from buffers and opened from a directory (for mw_hf_inspect/mw_hf_load, the tests and the
- * fuzzer). Two families: GPT-2 and Llama (also Mistral where its math is Llama's). */
+ * fuzzer). Three families: GPT-2, Llama (also Mistral where its math is Llama's) and the deepseek family
+ * (DeepseekV2/V3, Mixtral; hf_deepseek.c). */
 #ifndef MW_HF_H
 #define MW_HF_H
 #include <stddef.h>
