@@ -237,7 +237,9 @@ enum {
 #define FWD MW_KF_FWD
 static const mw_kind KINDS[NKINDS] = {
     [K_EMB] = {"embed", 3, {{GS(G_IN), W}, {GS(G_TGT), W}, {X, W}}, 0, 0},
-    [K_LN1QKV] = {"norm+qkv+rope", 4, {{X, R}, {LN1, W}, {LN1S, W}, {QKV, W}}, FWD, MW_COST_MATMUL},
+    /* (bf16: q|k|v's product and rotation per MW_CHUNK_ROWS rows into the fp32 chunk, then rounded) */
+    [K_LN1QKV] = {"norm+qkv+rope", 5, {{X, R}, {LN1, W}, {LN1S, W}, {QKV, W}, {GS(G_DCHUNK), W}}, FWD,
+                  MW_COST_MATMUL},
     [K_ATTN] = {"attention", 4, {{QKV, R}, {ATTY, W}, {LSE, W}, {GS(G_ATTS), W}}, FWD, MW_COST_ATTN},
     [K_LN1] = {"attn norm", 3, {{X, R}, {LN1, W}, {LN1S, W}}, FWD, MW_COST_ELEM},
     [K_MLAQ] = {"norm+mla q+rope", 7, {{X, R}, {LN1, W}, {LN1S, W}, {QA, W}, {QAN, W}, {QAS, W}, {QM, W}}, FWD,
@@ -389,15 +391,16 @@ static void push_block_backward(mw_model *m, int l, int p) {
 #define B16 mw_graph_b16
 #define elt mw_graph_elt
 static uint64_t att_scratch(const mw_model *m, const shape *s) {
-    const uint64_t a = s->mla ? mw_mla_scratch_floats(s->T) : mw_attention_scratch_floats_x(s->T, s->hs, 0);
+    const uint64_t a = s->mla ? mw_mla_scratch_floats(s->T) : mw_attention_scratch_floats_x(s->T, s->hs, B16(m));
     return (uint64_t)m->nthreads * a * F32;
 }
 
-/* bf16: the fp32 chunk the MLPs' and the experts' gate|up products and their d(act) pass through,
- * MW_CHUNK_ROWS rows (of the tokens or of an expert's) of the widest hidden width */
+/* bf16: the fp32 chunk the MLPs' and the experts' gate|up products and their d(act), and
+ * grouped-query attention's q|k|v, pass through: MW_CHUNK_ROWS rows (of the tokens or of an
+ * expert's) of the widest of those */
 static uint64_t chunk_bytes(const shape *s) {
     const long rows = s->N > s->Rx ? s->N : s->Rx, crows = rows < MW_CHUNK_ROWS ? rows : MW_CHUNK_ROWS;
-    const int w = s->F > s->Fm ? s->F : s->Fm, cw = w > s->Fs ? w : s->Fs;
+    const int w = s->F > s->Fm ? s->F : s->Fm, w2 = w > s->Fs ? w : s->Fs, cw = s->mla || w2 > s->QKVW ? w2 : s->QKVW;
     return (uint64_t)crows * (uint64_t)cw * F32;
 }
 
@@ -426,8 +429,8 @@ static uint64_t lslot(const mw_model *m, int v) {
     case X: case RES2: return N * C * F32;
     case LN1: case LN2: return N * C * h;
     case LN1S: case LN2S: case QAS: case KVS: return N * F32;
-    case QKV: return s.mla ? 0 : N * (uint64_t)s.QKVW * F32;
-    case ATTY: return N * (uint64_t)s.AW * F32;
+    case QKV: return s.mla ? 0 : N * (uint64_t)s.QKVW * h;
+    case ATTY: return N * (uint64_t)s.AW * (s.mla ? F32 : h); /* MLA's attention writes fp32 */
     case LSE: return B * H * T * F32;
     case FCH: return 2 * N * (uint64_t)s.F * h;
     case ACT: return N * (uint64_t)s.F * h;
@@ -552,15 +555,29 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     case K_LN1:
         mw_rmsnorm_forward_x(P[1], b16, A(2), A(0), PW(ln1), N, C, eps);
         if (m->ops[i].kind == K_LN1) break;
-        mw_matmul_forward_x(A(3), P[1], b16, PW(q), NULL, N, C, s.QKVW, 0, WS); /* q|k|v: one matrix */
-        mw_rope_forward_inplace(A(3), s.QKVW, cos_t, sin_t, B, T, H, s.hs);
-        mw_rope_forward_inplace(A(3) + (size_t)H * s.hs, s.QKVW, cos_t, sin_t, B, T, s.KV, s.hs);
+        if (!b16) {
+            mw_matmul_forward(A(3), A(1), PW(q), NULL, N, C, s.QKVW, 0, WS); /* q|k|v: one matrix */
+            mw_rope_forward_inplace(A(3), s.QKVW, cos_t, sin_t, B, T, H, s.hs);
+            mw_rope_forward_inplace(A(3) + (size_t)H * s.hs, s.QKVW, cos_t, sin_t, B, T, s.KV, s.hs);
+            break;
+        }
+        for (int n0 = 0; n0 < N; n0 += MW_CHUNK_ROWS) { /* rows are independent: the same bits */
+            const int rows = N - n0 < MW_CHUNK_ROWS ? N - n0 : MW_CHUNK_ROWS;
+            mw_matmul_forward_x(A(4), elt(P[1], (size_t)n0 * C, 1), 1, PW(q), NULL, rows, C, s.QKVW, 0, WS);
+            mw_rope_forward_rows(A(4), s.QKVW, cos_t, sin_t, n0, rows, T, H, s.hs);
+            mw_rope_forward_rows(A(4) + (size_t)H * s.hs, s.QKVW, cos_t, sin_t, n0, rows, T, s.KV, s.hs);
+            mw_bf16_store_mt((uint16_t *)P[3] + (size_t)n0 * s.QKVW, A(4), (size_t)rows * s.QKVW);
+        }
         break;
     case K_ATTN:
-        mw_attention_forward_gqa(A(1), A(2), A(3), m->nthreads, A(0), B, T, H, s.KV, s.hs);
+        if (b16) mw_attention_forward_x(P[1], 1, A(2), A(3), m->nthreads, P[0], 1, B, T, H, s.KV, s.hs);
+        else mw_attention_forward_gqa(A(1), A(2), A(3), m->nthreads, A(0), B, T, H, s.KV, s.hs);
         break;
     case K_BATTN:
-        mw_attention_backward_gqa(A(4), A(5), m->nthreads, A(0), A(1), A(2), A(3), B, T, H, s.KV, s.hs);
+        if (b16)
+            mw_attention_backward_x(A(4), A(5), m->nthreads, A(0), P[1], 1, P[2], 1, A(3), B, T, H, s.KV, s.hs);
+        else
+            mw_attention_backward_gqa(A(4), A(5), m->nthreads, A(0), A(1), A(2), A(3), B, T, H, s.KV, s.hs);
         mw_rope_backward_inplace(A(4), s.QKVW, cos_t, sin_t, B, T, H, s.hs);
         mw_rope_backward_inplace(A(4) + (size_t)H * s.hs, s.QKVW, cos_t, sin_t, B, T, s.KV, s.hs);
         break;
@@ -629,10 +646,10 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     /* ---- the output projection (width H x hs, or H x v_head_dim) ---- */
     case K_PROJ:
         mw_graph_copy(A(2), A(0), (size_t)N * C);
-        mw_matmul_forward(A(2), A(1), PW(o), NULL, N, s.AW, C, 1, WS);
+        mw_matmul_forward_x(A(2), P[1], b16 && !s.mla, PW(o), NULL, N, s.AW, C, 1, WS);
         break;
     case K_BPROJ:
-        mw_matmul_backward(A(2), GW(o), NULL, A(1), A(0), PW(o), N, s.AW, C, 0, WS);
+        mw_matmul_backward_x(A(2), GW(o), NULL, A(1), 0, P[0], b16 && !s.mla, PW(o), N, s.AW, C, 0, WS);
         break;
     /* ---- the dense MLP: Llama's ---- */
     case K_LN2FC:
@@ -857,6 +874,7 @@ static const float *decode(mw_model *m, int32_t token, int pos) {
             mw_matmul_forward(q, h, PW0(q), NULL, 1, C, s.QKVW, 0, WS);
             mw_rope_forward_inplace(q, s.QKVW, cp, sp, 1, 1, H, s.hs);
             mw_rope_forward_inplace(q + (size_t)H * s.hs, s.QKVW, cp, sp, 1, 1, s.KV, s.hs);
+            round_b16(m, q, s.QKVW); /* as the forward stores q|k|v: rotated, then rounded */
             memcpy(K + (size_t)pos * KW, q + (size_t)H * s.hs, sizeof(float) * KW);
             memcpy(V + (size_t)pos * KW, q + (size_t)(H + s.KV) * s.hs, sizeof(float) * KW);
             mw_attention_decode(y, q, K, V, KW, pos, H, s.KV, s.hs, att);
