@@ -105,13 +105,16 @@ int main(void) {
     check_family(&c, "gpt2 bf16", 1e-4);
     check_family(&l, "llama multi-query bf16", 1e-4);
     /* the deepseek family stores the norms' outputs, the experts' inputs, the MLPs' and the
-     * experts' gate|up and act, and grouped-query attention's q|k|v and output as bfloat16:
-     * decoding rounds gate|up and q|k|v as the forward stores them (without: 3.75e-3 and 2.70e-3
-     * off). Measured: 0 for both (9.2e-5 for the mixture while q|k|v was fp32: the two fp32
+     * experts' gate|up and act, and attention's q|k|v (latent attention's q, kv_b output and
+     * k_pe) and output as bfloat16: decoding rounds gate|up and q|k|v as the forward stores them
+     * (without rounding gate|up: 3.75e-3 and 2.70e-3 off). Measured: 0 for both (9.2e-5 for the mixture while q|k|v was fp32: the two fp32
      * attentions' last bits, carried to a neighbouring bfloat16 of gate|up) */
     d.precision = MW_PRECISION_BF16;
     check_family(&d, "deepseek bf16: latent attention, dense", 1e-4);
-    d.kv_lora_rank = d.qk_rope_dim = d.qk_nope_dim = d.v_head_dim = 0, d.n_kv_head = 2;
+    d.q_lora_rank = 16, d.n_experts = 4, d.n_experts_tok = 2, d.moe_ffn = 12, d.first_dense = 1, d.moe_gate = 1;
+    d.norm_topk = 1, d.routed_scale = 2.5;
+    check_family(&d, "deepseek bf16: latent attention (q bottleneck), V3's sigmoid router", 1e-4);
+    d.kv_lora_rank = d.q_lora_rank = d.qk_rope_dim = d.qk_nope_dim = d.v_head_dim = d.moe_gate = 0, d.n_kv_head = 2;
     d.n_experts = 4, d.n_experts_tok = 2, d.n_shared = 1, d.moe_ffn = 12, d.first_dense = 1, d.norm_topk = 1;
     d.routed_scale = 1.0;
     check_family(&d, "deepseek bf16: GQA, a mixture of 4 experts top-2 with a shared one", 1e-4);

@@ -242,10 +242,14 @@ static const mw_kind KINDS[NKINDS] = {
                   MW_COST_MATMUL},
     [K_ATTN] = {"attention", 4, {{QKV, R}, {ATTY, W}, {LSE, W}, {GS(G_ATTS), W}}, FWD, MW_COST_ATTN},
     [K_LN1] = {"attn norm", 3, {{X, R}, {LN1, W}, {LN1S, W}}, FWD, MW_COST_ELEM},
-    [K_MLAQ] = {"norm+mla q+rope", 7, {{X, R}, {LN1, W}, {LN1S, W}, {QA, W}, {QAN, W}, {QAS, W}, {QM, W}}, FWD,
+    /* (bf16: q's product and rotation, kv_b's and k_pe's, per MW_CHUNK_ROWS rows into the fp32
+     * chunk, then rounded) */
+    [K_MLAQ] = {"norm+mla q+rope", 8,
+                {{X, R}, {LN1, W}, {LN1S, W}, {QA, W}, {QAN, W}, {QAS, W}, {QM, W}, {GS(G_DCHUNK), W}}, FWD,
                 MW_COST_MATMUL},
     /* kv_b's output, then the rotated shared key k_pe (N x qk_rope_dim) after it */
-    [K_MLAKV] = {"mla kv+rope", 5, {{LN1, R}, {KVA, W}, {KVN, W}, {KVS, W}, {KVB, W}}, FWD, MW_COST_MATMUL},
+    [K_MLAKV] = {"mla kv+rope", 6, {{LN1, R}, {KVA, W}, {KVN, W}, {KVS, W}, {KVB, W}, {GS(G_DCHUNK), W}}, FWD,
+                 MW_COST_MATMUL},
     [K_MLAATT] = {"mla attention", 5, {{QM, R}, {KVB, R}, {ATTY, W}, {LSE, W}, {GS(G_ATTS), W}}, FWD, MW_COST_ATTN},
     [K_PROJ] = {"o proj", 3, {{X, R}, {ATTY, R}, {RES2, W}}, FWD, MW_COST_MATMUL},
     /* (bf16: the products per MW_CHUNK_ROWS rows into an fp32 chunk, then rounded into the value) */
@@ -391,16 +395,18 @@ static void push_block_backward(mw_model *m, int l, int p) {
 #define B16 mw_graph_b16
 #define elt mw_graph_elt
 static uint64_t att_scratch(const mw_model *m, const shape *s) {
-    const uint64_t a = s->mla ? mw_mla_scratch_floats(s->T) : mw_attention_scratch_floats_x(s->T, s->hs, B16(m));
+    const uint64_t a = s->mla ? (B16(m) ? mw_mla_scratch_floats_b16(s->T, s->nd, s->rd, s->vd) : mw_mla_scratch_floats(s->T))
+                              : mw_attention_scratch_floats_x(s->T, s->hs, B16(m));
     return (uint64_t)m->nthreads * a * F32;
 }
 
 /* bf16: the fp32 chunk the MLPs' and the experts' gate|up products and their d(act), and
- * grouped-query attention's q|k|v, pass through: MW_CHUNK_ROWS rows (of the tokens or of an
- * expert's) of the widest of those */
+ * attention's q|k|v (latent attention's q and kv_b output), pass through: MW_CHUNK_ROWS rows (of
+ * the tokens or of an expert's) of the widest of those */
 static uint64_t chunk_bytes(const shape *s) {
     const long rows = s->N > s->Rx ? s->N : s->Rx, crows = rows < MW_CHUNK_ROWS ? rows : MW_CHUNK_ROWS;
-    const int w = s->F > s->Fm ? s->F : s->Fm, w2 = w > s->Fs ? w : s->Fs, cw = s->mla || w2 > s->QKVW ? w2 : s->QKVW;
+    const int w = s->F > s->Fm ? s->F : s->Fm, w2 = w > s->Fs ? w : s->Fs;
+    const int att = s->mla ? (s->QW > s->KVW ? s->QW : s->KVW) : s->QKVW, cw = w2 > att ? w2 : att;
     return (uint64_t)crows * (uint64_t)cw * F32;
 }
 
@@ -430,16 +436,16 @@ static uint64_t lslot(const mw_model *m, int v) {
     case LN1: case LN2: return N * C * h;
     case LN1S: case LN2S: case QAS: case KVS: return N * F32;
     case QKV: return s.mla ? 0 : N * (uint64_t)s.QKVW * h;
-    case ATTY: return N * (uint64_t)s.AW * (s.mla ? F32 : h); /* MLA's attention writes fp32 */
+    case ATTY: return N * (uint64_t)s.AW * h;
     case LSE: return B * H * T * F32;
     case FCH: return 2 * N * (uint64_t)s.F * h;
     case ACT: return N * (uint64_t)s.F * h;
     case QA: return N * (uint64_t)s.qr * F32;
     case QAN: return N * (uint64_t)s.qr * h;
-    case QM: return N * (uint64_t)s.QW * F32;
+    case QM: return N * (uint64_t)s.QW * h;
     case KVA: return N * (uint64_t)s.kvr * F32;
     case KVN: return N * (uint64_t)s.kvr * h;
-    case KVB: return N * (uint64_t)(s.KVW / tp_of(&m->cfg) + s.rd) * F32; /* the heads' part divides under --tp */
+    case KVB: return N * (uint64_t)(s.KVW / tp_of(&m->cfg) + s.rd) * h; /* the heads' part divides under --tp */
     case PROB: return N * (uint64_t)s.E * F32;
     case ROUTE: return s.E ? mw_moe_route_words(s.N, s.K, s.E) * sizeof(int32_t) : 0;
     case XE: return Rw * C * h;
@@ -591,27 +597,58 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         if (s.qr) {
             mw_matmul_forward_x(A(3), P[1], b16, PW(qa), NULL, N, C, s.qr, 0, WS);
             mw_rmsnorm_forward_x(P[4], b16, A(5), A(3), PW(qan), N, s.qr, eps);
-            mw_matmul_forward_x(A(6), P[4], b16, PW(qb), NULL, N, s.qr, s.QW, 0, WS);
-        } else {
-            mw_matmul_forward_x(A(6), P[1], b16, PW(q), NULL, N, C, s.QW, 0, WS);
         }
-        mw_rope_interleaved(A(6) + s.nd, s.QW, s.qk, cos_t, sin_t, B, T, H, s.rd, 1);
+        if (!b16) {
+            if (s.qr) mw_matmul_forward(A(6), A(4), PW(qb), NULL, N, s.qr, s.QW, 0, WS);
+            else mw_matmul_forward(A(6), A(1), PW(q), NULL, N, C, s.QW, 0, WS);
+            mw_rope_interleaved(A(6) + s.nd, s.QW, s.qk, cos_t, sin_t, B, T, H, s.rd, 1);
+            break;
+        }
+        for (int n0 = 0; n0 < N; n0 += MW_CHUNK_ROWS) { /* rows are independent: the same bits */
+            const int rows = N - n0 < MW_CHUNK_ROWS ? N - n0 : MW_CHUNK_ROWS;
+            if (s.qr) mw_matmul_forward_x(A(7), elt(P[4], (size_t)n0 * s.qr, 1), 1, PW(qb), NULL, rows, s.qr, s.QW, 0, WS);
+            else mw_matmul_forward_x(A(7), elt(P[1], (size_t)n0 * C, 1), 1, PW(q), NULL, rows, C, s.QW, 0, WS);
+            mw_rope_interleaved_rows(A(7) + s.nd, s.QW, s.qk, cos_t, sin_t, n0, rows, T, H, s.rd, 1);
+            mw_bf16_store_mt((uint16_t *)P[6] + (size_t)n0 * s.QW, A(7), (size_t)rows * s.QW);
+        }
         break;
     case K_MLAKV: { /* kv_a's first kvr rows make the latent, its last rd the shared key */
-        float *kpe = A(4) + (size_t)N * s.KVW;
         mw_matmul_forward_x(A(1), P[0], b16, PW(kva), NULL, N, C, s.kvr, 0, WS);
         mw_rmsnorm_forward_x(P[2], b16, A(3), A(1), PW(kvan), N, s.kvr, eps);
-        mw_matmul_forward_x(A(4), P[2], b16, PW(kvb), NULL, N, s.kvr, s.KVW, 0, WS);
-        mw_matmul_forward_x(kpe, P[0], b16, PW(kva) + (size_t)s.kvr * C, NULL, N, C, s.rd, 0, WS);
-        mw_rope_interleaved(kpe, s.rd, s.rd, cos_t, sin_t, B, T, 1, s.rd, 1);
+        if (!b16) {
+            float *kpe = A(4) + (size_t)N * s.KVW;
+            mw_matmul_forward(A(4), A(2), PW(kvb), NULL, N, s.kvr, s.KVW, 0, WS);
+            mw_matmul_forward(kpe, A(0), PW(kva) + (size_t)s.kvr * C, NULL, N, C, s.rd, 0, WS);
+            mw_rope_interleaved(kpe, s.rd, s.rd, cos_t, sin_t, B, T, 1, s.rd, 1);
+            break;
+        }
+        for (int n0 = 0; n0 < N; n0 += MW_CHUNK_ROWS) { /* rows are independent: the same bits */
+            const int rows = N - n0 < MW_CHUNK_ROWS ? N - n0 : MW_CHUNK_ROWS;
+            uint16_t *kvb = (uint16_t *)P[4];
+            mw_matmul_forward_x(A(5), elt(P[2], (size_t)n0 * s.kvr, 1), 1, PW(kvb), NULL, rows, s.kvr, s.KVW, 0, WS);
+            mw_bf16_store_mt(kvb + (size_t)n0 * s.KVW, A(5), (size_t)rows * s.KVW);
+            mw_matmul_forward_x(A(5), elt(P[0], (size_t)n0 * C, 1), 1, PW(kva) + (size_t)s.kvr * C, NULL, rows, C, s.rd,
+                                0, WS);
+            mw_rope_interleaved_rows(A(5), s.rd, s.rd, cos_t, sin_t, n0, rows, T, 1, s.rd, 1);
+            mw_bf16_store_mt(kvb + (size_t)N * s.KVW + (size_t)n0 * s.rd, A(5), (size_t)rows * s.rd);
+        }
         break;
     }
     case K_MLAATT:
+        if (b16) {
+            mw_mla_forward_b16(P[2], A(3), A(4), m->nthreads, P[0], P[1], (uint16_t *)P[1] + (size_t)N * s.KVW, B, T, H,
+                               s.nd, s.rd, s.vd);
+            break;
+        }
         mw_mla_forward(A(2), A(3), A(4), m->nthreads, A(0), A(1), A(1) + (size_t)N * s.KVW, B, T, H, s.nd, s.rd, s.vd);
         break;
     case K_BMLAATT: { /* d(q), d(kv_b's output), d(k_pe) per head, then summed over heads */
         float *dkpe_h = A(6) + (size_t)N * s.KVW, *dkpe = dkpe_h + (size_t)N * H * s.rd;
-        mw_mla_backward(A(5), A(6), dkpe_h, A(7), m->nthreads, A(0), A(1), A(2), A(2) + (size_t)N * s.KVW, A(3),
+        if (b16)
+            mw_mla_backward_b16(A(5), A(6), dkpe_h, A(7), m->nthreads, A(0), P[1], P[2],
+                                (uint16_t *)P[2] + (size_t)N * s.KVW, P[3], A(4), B, T, H, s.nd, s.rd, s.vd);
+        else
+            mw_mla_backward(A(5), A(6), dkpe_h, A(7), m->nthreads, A(0), A(1), A(2), A(2) + (size_t)N * s.KVW, A(3),
                         A(4), B, T, H, s.nd, s.rd, s.vd);
         mw_mla_kpe_reduce(dkpe, dkpe_h, N, H, s.rd);
         mw_rope_interleaved(A(5) + s.nd, s.QW, s.qk, cos_t, sin_t, B, T, H, s.rd, -1);
@@ -646,10 +683,10 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     /* ---- the output projection (width H x hs, or H x v_head_dim) ---- */
     case K_PROJ:
         mw_graph_copy(A(2), A(0), (size_t)N * C);
-        mw_matmul_forward_x(A(2), P[1], b16 && !s.mla, PW(o), NULL, N, s.AW, C, 1, WS);
+        mw_matmul_forward_x(A(2), P[1], b16, PW(o), NULL, N, s.AW, C, 1, WS);
         break;
     case K_BPROJ:
-        mw_matmul_backward_x(A(2), GW(o), NULL, A(1), 0, P[0], b16 && !s.mla, PW(o), N, s.AW, C, 0, WS);
+        mw_matmul_backward_x(A(2), GW(o), NULL, A(1), 0, P[0], b16, PW(o), N, s.AW, C, 0, WS);
         break;
     /* ---- the dense MLP: Llama's ---- */
     case K_LN2FC:
@@ -888,11 +925,14 @@ static const float *decode(mw_model *m, int32_t token, int pos) {
                 mw_matmul_forward(q, h, PW0(q), NULL, 1, C, s.QW, 0, WS);
             }
             mw_rope_interleaved(q + s.nd, s.QW, s.qk, cp, sp, 1, 1, H, s.rd, 1);
+            round_b16(m, q, s.QW); /* as the forward stores q, kv_b's output and k_pe */
             mw_matmul_forward(kva, h, PW0(kva), NULL, 1, C, s.kvr + s.rd, 0, WS);
             mw_rmsnorm_forward(kva, rstd, kva, PW0(kvan), 1, s.kvr, eps);
             mw_matmul_forward(kvc + (size_t)pos * s.KVW, kva, PW0(kvb), NULL, 1, s.kvr, s.KVW, 0, WS);
+            round_b16(m, kvc + (size_t)pos * s.KVW, s.KVW);
             memcpy(kpc + (size_t)pos * s.rd, kva + s.kvr, sizeof(float) * s.rd);
             mw_rope_interleaved(kpc + (size_t)pos * s.rd, s.rd, s.rd, cp, sp, 1, 1, 1, s.rd, 1);
+            round_b16(m, kpc + (size_t)pos * s.rd, s.rd);
             const float sc = 1.0f / sqrtf((float)s.qk);
             for (int hd = 0; hd < H; hd++) {
                 const float *qh = q + (size_t)hd * s.qk;

@@ -7,6 +7,8 @@
 #include <omp.h>
 #include <string.h>
 
+#include "gemm.h"
+
 size_t mw_moe_route_words(long N, int K, int E) { return (size_t)3 * N * K + 2 * (size_t)E + 1; }
 
 mw_moe_route mw_moe_route_view(void *buf, long N, int K, int E) {
@@ -179,6 +181,23 @@ void mw_rope_interleaved(float *x, long row_stride, long hstride, const float *c
     }
 }
 
+void mw_rope_interleaved_rows(float *x, long row_stride, long hstride, const float *cos_t, const float *sin_t,
+                              long n0, int rows, int T, int H, int D, int sign) {
+    const int h2 = D / 2;
+#pragma omp parallel for schedule(static)
+    for (long n = 0; n < rows; n++) {
+        const float *c = cos_t + ((n0 + n) % T) * h2, *s = sin_t + ((n0 + n) % T) * h2;
+        for (int h = 0; h < H; h++) {
+            float *v = x + n * row_stride + h * hstride;
+            for (int i = 0; i < h2; i++) {
+                const float a = v[2 * i], b = v[2 * i + 1], sn = sign * s[i];
+                v[2 * i] = a * c[i] - b * sn;
+                v[2 * i + 1] = b * c[i] + a * sn;
+            }
+        }
+    }
+}
+
 size_t mw_mla_scratch_floats(int T) { return 2 * (size_t)T; }
 
 /* q.k of query row t against key row j of head h */
@@ -267,4 +286,95 @@ void mw_mla_kpe_reduce(float *dkpe, const float *dkpe_h, long N, int H, int rd) 
             for (int h = 0; h < H; h++) s += dkpe_h[(n * H + h) * rd + i];
             dkpe[n * rd + i] = s;
         }
+}
+
+/* ---- bfloat16 storage: one (batch, head)'s rows widened, then the fp32 arithmetic above ---------- */
+
+size_t mw_mla_scratch_floats_b16(int T, int nd, int rd, int vd) {
+    return mw_mla_scratch_floats(T) + (size_t)T * ((size_t)(nd + rd) + (nd + vd) + rd + vd);
+}
+
+/* head h of batch b: q1 (T, nd+rd), kv1 (T, nd+vd), kpe1 (T, rd) widened from the bfloat16 rows */
+static void mla_widen(float *q1, float *kv1, float *kpe1, const uint16_t *q, const uint16_t *kv, const uint16_t *kpe,
+                      long b, int h, int T, int H, int nd, int rd, int vd) {
+    const long qw = (long)H * (nd + rd), kvw = (long)H * (nd + vd);
+    for (long t = 0; t < T; t++) {
+        const long n = b * T + t;
+        mw_bf16_load(q1 + t * (nd + rd), q + n * qw + (long)h * (nd + rd), (size_t)(nd + rd));
+        mw_bf16_load(kv1 + t * (nd + vd), kv + n * kvw + (long)h * (nd + vd), (size_t)(nd + vd));
+        mw_bf16_load(kpe1 + t * rd, kpe + n * rd, (size_t)rd);
+    }
+}
+
+void mw_mla_forward_b16(uint16_t *out, float *lse, float *scratch, int nthreads, const uint16_t *q, const uint16_t *kv,
+                        const uint16_t *kpe, int B, int T, int H, int nd, int rd, int vd) {
+    const int qk = nd + rd, kw = nd + vd, ow = H * vd;
+    const float sc = 1.0f / sqrtf((float)(nd + rd));
+#pragma omp parallel for schedule(static) num_threads(nthreads)
+    for (long bh = 0; bh < (long)B * H; bh++) {
+        const long b = bh / H;
+        const int h = (int)(bh % H);
+        float *p = scratch + (size_t)omp_get_thread_num() * mw_mla_scratch_floats_b16(T, nd, rd, vd);
+        float *q1 = p + mw_mla_scratch_floats(T), *kv1 = q1 + (size_t)T * qk, *kpe1 = kv1 + (size_t)T * kw;
+        float *o = kpe1 + (size_t)T * rd; /* vd */
+        mla_widen(q1, kv1, kpe1, q, kv, kpe, b, h, T, H, nd, rd, vd);
+        for (long t = 0; t < T; t++) {
+            float mx = -INFINITY;
+            for (long j = 0; j <= t; j++) {
+                p[j] = mla_score(q1, kv1, kpe1, nd, rd, kw, qk, t, j, 0, vd) * sc;
+                mx = p[j] > mx ? p[j] : mx;
+            }
+            float s = 0.0f;
+            for (long j = 0; j <= t; j++) s += p[j] = expf(p[j] - mx);
+            for (int i = 0; i < vd; i++) o[i] = 0.0f;
+            for (long j = 0; j <= t; j++) {
+                const float a = p[j] / s, *v = kv1 + j * kw + nd;
+                for (int i = 0; i < vd; i++) o[i] += a * v[i];
+            }
+            mw_bf16_store(out + (b * T + t) * ow + (long)h * vd, o, (size_t)vd);
+            lse[bh * T + t] = mx + logf(s);
+        }
+    }
+}
+
+void mw_mla_backward_b16(float *dq, float *dkv, float *dkpe_h, float *scratch, int nthreads, const float *dout,
+                         const uint16_t *q, const uint16_t *kv, const uint16_t *kpe, const uint16_t *out,
+                         const float *lse, int B, int T, int H, int nd, int rd, int vd) {
+    const int qw = H * (nd + rd), kvw = H * (nd + vd), ow = H * vd, qk = nd + rd, kw = nd + vd;
+    const float sc = 1.0f / sqrtf((float)(nd + rd));
+#pragma omp parallel for schedule(static) num_threads(nthreads)
+    for (long bh = 0; bh < (long)B * H; bh++) {
+        const long b = bh / H;
+        const int h = (int)(bh % H);
+        float *q1 = scratch + (size_t)omp_get_thread_num() * mw_mla_scratch_floats_b16(T, nd, rd, vd) +
+                    mw_mla_scratch_floats(T);
+        float *kv1 = q1 + (size_t)T * qk, *kpe1 = kv1 + (size_t)T * kw, *o = kpe1 + (size_t)T * rd; /* vd */
+        mla_widen(q1, kv1, kpe1, q, kv, kpe, b, h, T, H, nd, rd, vd);
+        for (long j = 0; j < T; j++) { /* this head's gradients start at 0 */
+            memset(dkv + (b * T + j) * kvw + (long)h * (nd + vd), 0, sizeof(float) * (size_t)(nd + vd));
+            memset(dkpe_h + ((b * T + j) * H + h) * rd, 0, sizeof(float) * (size_t)rd);
+        }
+        for (long t = 0; t < T; t++) { /* query rows in order: each key's gradient sums over t in order */
+            const long qi = b * T + t;
+            const float *d = dout + qi * ow + (long)h * vd, *qh = q1 + t * qk;
+            mw_bf16_load(o, out + qi * ow + (long)h * vd, (size_t)vd);
+            float D = 0.0f;
+            for (int i = 0; i < vd; i++) D += d[i] * o[i];
+            float *dqh = dq + qi * qw + (long)h * (nd + rd);
+            for (int i = 0; i < nd + rd; i++) dqh[i] = 0.0f;
+            for (long j = 0; j <= t; j++) {
+                const long kj = b * T + j;
+                const float pj = expf(mla_score(q1, kv1, kpe1, nd, rd, kw, qk, t, j, 0, vd) * sc - lse[bh * T + t]);
+                const float *v = kv1 + j * kw + nd;
+                float dp = 0.0f;
+                for (int i = 0; i < vd; i++) dp += d[i] * v[i];
+                const float ds = pj * (dp - D) * sc;
+                const float *kn = kv1 + j * kw, *kp = kpe1 + j * rd;
+                float *dkn = dkv + kj * kvw + (long)h * (nd + vd), *dv = dkn + nd, *dkp = dkpe_h + (kj * H + h) * rd;
+                for (int i = 0; i < nd; i++) dqh[i] += ds * kn[i], dkn[i] += ds * qh[i];
+                for (int i = 0; i < rd; i++) dqh[nd + i] += ds * kp[i], dkp[i] += ds * qh[nd + i];
+                for (int i = 0; i < vd; i++) dv[i] += pj * d[i];
+            }
+        }
+    }
 }

@@ -1,6 +1,6 @@
 /* Kernels of the deepseek family's own ops (docs/moe.md): a mixture of experts' router, dispatch
  * and combine, and multi-head latent attention with its interleaved rotary embedding. Owns no
- * memory; calls libm and OpenMP only. Every kernel gives the same bits for any thread count:
+ * memory; calls libm, OpenMP and gemm.h's bfloat16 conversions only. Every kernel gives the same bits for any thread count:
  * each output element is summed by one thread in a fixed order.
  *
  * The route of a micro-batch of N tokens, K experts each among E, lives in one int32 buffer of
@@ -10,6 +10,7 @@
 #ifndef MW_KERNELS_MOE_H
 #define MW_KERNELS_MOE_H
 #include <stddef.h>
+#include <stdint.h>
 #include <stdint.h>
 
 size_t mw_moe_route_words(long N, int K, int E);
@@ -50,6 +51,10 @@ void mw_moe_router_backward(float *dlogits, const float *dw, const float *probs,
  * before rotate_half, which gives the same dot products). sign -1: the transpose (backward). */
 void mw_rope_interleaved(float *x, long row_stride, long hstride, const float *cos_t, const float *sin_t, int B,
                          int T, int H, int D, int sign);
+/* the same on rows n0 .. n0 + rows - 1 of the B*T (row n at position n % T), x pointing at row n0:
+ * the same bits as mw_rope_interleaved's on those rows */
+void mw_rope_interleaved_rows(float *x, long row_stride, long hstride, const float *cos_t, const float *sin_t,
+                              long n0, int rows, int T, int H, int D, int sign);
 
 /* Multi-head latent attention, causal, after the projections: q (B*T rows of H heads of
  * nd + rd: the head's own part, then the rotated one), kv (B*T rows of H heads of nd + vd: the
@@ -64,6 +69,16 @@ void mw_mla_forward(float *out, float *lse, float *scratch, int nthreads, const 
 void mw_mla_backward(float *dq, float *dkv, float *dkpe_h, float *scratch, int nthreads, const float *dout,
                      const float *q, const float *kv, const float *kpe, const float *out, const float *lse, int B, int T,
                      int H, int nd, int rd, int vd);
+/* The same with q, kv, kpe and out stored as bfloat16 (uint16_t bits; out rounded as it is
+ * written): each (batch, head)'s rows widened into the thread's scratch, then mw_mla_forward's
+ * and mw_mla_backward's arithmetic, in the same order, on them. scratch: nthreads x
+ * mw_mla_scratch_floats_b16(T, nd, rd, vd). */
+size_t mw_mla_scratch_floats_b16(int T, int nd, int rd, int vd);
+void mw_mla_forward_b16(uint16_t *out, float *lse, float *scratch, int nthreads, const uint16_t *q, const uint16_t *kv,
+                        const uint16_t *kpe, int B, int T, int H, int nd, int rd, int vd);
+void mw_mla_backward_b16(float *dq, float *dkv, float *dkpe_h, float *scratch, int nthreads, const float *dout,
+                         const uint16_t *q, const uint16_t *kv, const uint16_t *kpe, const uint16_t *out,
+                         const float *lse, int B, int T, int H, int nd, int rd, int vd);
 /* dkpe (N, rd) = sum over heads, in order, of dkpe_h (N, H, rd) */
 void mw_mla_kpe_reduce(float *dkpe, const float *dkpe_h, long N, int H, int rd);
 #endif
