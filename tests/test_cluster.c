@@ -259,6 +259,26 @@ static void cost_model(void) {
     CHECK_OK(mw_cost_layout_volume(&l, &v));
     CHECK(v.emb == 0, "one stage holds the embedding once: %g", v.emb);
     l.pp = 4, l.tied_params = 0;
+    /* interleaved, 2 chunks a stage (Narayanan et al., Sec. 2.2.2): the bubble (P - 1) / (m V), every
+     * chunk crossing a stage boundary: an interior stage 2 V m bsh = 2 x 2 x 8 x 64 to its
+     * neighbours, an end stage 2 x 8 x 64 to its neighbour and (V - 1) 8 x 64 over the wrap-around */
+    l.vpp = 2;
+    CHECK_OK(mw_cost_layout_volume(&l, &v));
+    CHECK(v.pp == 2048 && v.pp_wrap == 512, "vpp 2: pp %g wrap %g, by hand 2048 512", v.pp, v.pp_wrap);
+    CHECK_OK(mw_cost_step_time(&l, 3.2e16, &mc, &t));
+    CHECK(fabs(t.bubble_s - 2 * 3 / 16.0) < 1e-12 && t.pp_s == 2048 / 1e10, "vpp 2: bubble %g (0.375), pp %g",
+          t.bubble_s, t.pp_s);
+    mc.gpus_per_node = 16; /* neighbours inside a node, the wrap-around (3 x 8 ranks) across: the end stage is the busier */
+    CHECK_OK(mw_cost_step_time(&l, 3.2e16, &mc, &t));
+    CHECK(fabs(t.pp_s - (1024 / 1e11 + 512 / 1e10)) < 1e-20, "vpp 2: an end stage's %g s, by hand %g", t.pp_s,
+          1024 / 1e11 + 512 / 1e10);
+    l.pp = 2; /* two stages: both ends, the wrap-around their one link: 2 V - 1 sends of 8 x 64 */
+    CHECK_OK(mw_cost_layout_volume(&l, &v));
+    CHECK(v.pp == 1024 && v.pp_wrap == 512, "vpp 2, pp 2: %g %g, by hand 1024 512", v.pp, v.pp_wrap);
+    CHECK_OK(mw_cost_step_time(&l, 3.2e16, &mc, &t));
+    CHECK(fabs(t.pp_s - 1536 / 1e11) < 1e-20 && fabs(t.bubble_s - t.compute_s / 16) < 1e-12, "vpp 2, pp 2: pp %g bubble %g",
+          t.pp_s, t.bubble_s);
+    mc.gpus_per_node = 8, l.pp = 4, l.vpp = 0;
     l.ep = 3;
     CHECK(mw_cost_layout_volume(&l, &v) == MW_ERR_ARG, "EP 3 does not divide DP 4");
     mc.mfu = 0;
