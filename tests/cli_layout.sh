@@ -275,7 +275,7 @@ ok = d["layouts"] == len(f) + len(x) and len(f) == d["fit"] > 0 and all(y["why"]
 ok = ok and all(a["step_s"] <= b["step_s"] for a, b in zip(f, f[1:]))
 ok = ok and all(a["rank_peak_bytes"] <= a["usable_bytes"] for a in f)
 b = f[0]
-print(b["tp"], b["pp"], b["dp"], int(b["sp"]), b["zero"], b["recompute"], b["microbatches"], b["rank_peak_bytes"])
+print(b["tp"], b["pp"], b["dp"], int(b["sp"]), b["zero"], b["recompute"], b["microbatches"], b["rank_peak_bytes"], b["vpp"], b["ep"])
 sys.exit(not ok)
 EOF
 "$MW" estimate "${S[@]}" --device-mem 2GiB --top 1000 --json >"$T/sall.json" || fail "--search --top 1000 exit $?"
@@ -285,15 +285,45 @@ k = lambda d: [(x["tp"], x["pp"], x["dp"], x["sp"], x["zero"], x["recompute"], x
 a, b = (json.load(open(f)) for f in sys.argv[1:3])
 sys.exit(not (k(a) == k(b) and len(k(a)) == 5 and b["planned"] > a["planned"]))
 EOF
-read -r tp pp dp sp z rc mb peak <"$T/best"
-args=(--preset gpt2-tiny --threads 1 --tp "$tp" --pp "$pp" --dp "$dp" --zero "$z" --recompute "$rc" --microbatches "$mb")
+read -r tp pp dp sp z rc mb peak vpp ep <"$T/best"
+args=(--preset gpt2-tiny --threads 1 --tp "$tp" --pp "$pp" --vpp "$vpp" --dp "$dp" --ep "$ep" --zero "$z" --recompute "$rc" --microbatches "$mb")
 [ "$sp" = 1 ] && args+=(--sp)
 "$MW" estimate "${args[@]}" --json >"$T/sb.json" || fail "the best layout's estimate exit $?"
-py "$T/sb.json" "$peak" <<'EOF' && pass "the best layout's rank peak is the largest of its every rank's plan (estimate --tp $tp --pp $pp --dp $dp)" || fail "search's rank peak against the layout's every rank"
+py "$T/sb.json" "$peak" <<'EOF' && pass "the best layout's rank peak is the largest of its every rank's plan (estimate --tp $tp --pp $pp --vpp $vpp --dp $dp)" || fail "search's rank peak against the layout's every rank"
 import json, sys
 d = json.load(open(sys.argv[1]))
 sys.exit(not max(x["peak_bytes"] for x in d["ranks"]) == int(sys.argv[2]))
 EOF
+# expert parallelism and interleaved pipelines in the search (a mixture on 8 GPUs, every layout
+# planned): both among the layouts that fit; the bubble (P - 1) / (M V) of the compute; the
+# all-to-all's time only with ep > 1; the best 5 the same with the bound's pruning; the rank peak
+# of the best EP layout and of the best VPP one the largest of its every rank's plan
+"$MW" estimate "${S[@]}" --preset moe-tiny --device-mem 2GiB --top 1000 --json >"$T/se.json" || fail "moe-tiny --search exit $?"
+"$MW" estimate "${S[@]}" --preset moe-tiny --device-mem 2GiB --json >"$T/se5.json" || fail "moe-tiny --search (pruned) exit $?"
+py "$T/se.json" "$T/se5.json" >"$T/sebest" <<'EOF' && pass "--search over EP and VPP: both fit, bubble (P - 1) / (M V), all-to-all time only with ep > 1, the same best 5 pruned" || fail "--search's EP or VPP layouts"
+import json, sys
+d, d5 = (json.load(open(f)) for f in sys.argv[1:3])
+f = d["layouts_ranked"]
+ok = any(x["ep"] > 1 for x in f) and any(x["vpp"] > 1 for x in f)
+for x in f:
+    P, V, M = x["pp"], x["vpp"], x["microbatches"]
+    ok = ok and abs(x["bubble_s"] - x["compute_s"] * (P - 1) / (M * V)) <= 1e-5 * x["compute_s"]
+    ok = ok and (x["ep_s"] > 0) == (x["ep"] > 1)
+k = lambda l: [(x["tp"], x["pp"], x["vpp"], x["dp"], x["ep"], x["sp"], x["zero"], x["recompute"], x["step_s"]) for x in l[:5]]
+ok = ok and k(f) == k(d5["layouts_ranked"]) and d5["planned"] < d["planned"]
+for key in ("ep", "vpp"):
+    b = next(x for x in f if x[key] > 1)
+    print(b["tp"], b["pp"], b["vpp"], b["dp"], b["ep"], int(b["sp"]), b["zero"], b["recompute"], b["microbatches"], b["rank_peak_bytes"])
+sys.exit(not ok)
+EOF
+while read -r tp pp vpp dp ep sp z rc mb peak; do
+    a=(--preset moe-tiny --threads 1 --tp "$tp" --pp "$pp" --vpp "$vpp" --dp "$dp" --ep "$ep" --zero "$z" --recompute "$rc" --microbatches "$mb")
+    [ "$sp" = 1 ] && a+=(--sp)
+    "$MW" estimate "${a[@]}" --json >"$T/se1.json" || fail "moe-tiny layout's estimate exit $?"
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not max(x["peak_bytes"] for x in d["ranks"]) == int(sys.argv[2]))' \
+        "$T/se1.json" "$peak" && pass "--search's rank peak of tp $tp pp $pp vpp $vpp dp $dp ep $ep zero $z: the largest of its every rank's plan" \
+        || fail "--search's rank peak of tp $tp pp $pp vpp $vpp dp $dp ep $ep differs from the layout's every rank"
+done <"$T/sebest"
 "$MW" estimate "${S[@]}" --device-mem 700MiB >"$T/s2.txt" 2>&1
 rc=$?
 [ $rc -eq 2 ] && grep -q "no layout fits" "$T/s2.txt" && pass "nothing fits: exit 2" || fail "nothing fits: exit $rc"

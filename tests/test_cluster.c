@@ -164,6 +164,40 @@ static void deepseek_v3(void) {
     CHECK(rounds_to(s.master_optim / GIB, 32.1, 1), "DeepSeek-V3 master weights and optimizer: %.3f GiB, "
           "published 32.1 GB", s.master_optim / GIB);
     CHECK(mw_published_mcore_moe_states(c, 16, 48, 64, 1, &s) == MW_ERR_ARG, "EP 48 does not divide 256 experts");
+
+    /* the activations (131.0 GB), under published.h's stated assumptions: BF16, s 4096, b 1, TP 1,
+     * no recomputation, the standard permutation; pipeline rank 2 of PP4 x VPP4 with 128
+     * micro-batches (GBS 8192 / DP 64) keeps 15 chunks of 4 MoE layers in flight */
+    mw_published_moe_layer_acts a;
+    CHECK_OK(mw_published_mcore_moe_layer_acts(c, 4096, 1, 8, &a));
+    /* by hand: attention 2 x 58,720,256 (norm) + 2 x 16,777,216 (latent norms: 4096 x 2048 x 2 B)
+     * + 3 x 201,326,592 - 67,108,864 (q, k of 192 per head; v of 128) + 134,217,728 (output)
+     * + 2,097,152 (lse); MLP 2 x 58,720,256 + 469,762,048 (dispatched) + 268,435,456 (fc1 out)
+     * + 134,217,728 (SwiGLU out) + 469,762,048 (fc2 out) + 33,554,432 + 16,777,216 (shared) */
+    CHECK(a.attn == 824180736.0 && a.moe == 1509949440.0 && a.fc2_out == 469762048.0 && a.qkv == 536870912.0,
+          "DeepSeek-V3 layer activations %.0f + %.0f, by hand 824180736 + 1509949440", a.attn, a.moe);
+    const int fl = mw_published_interleaved_in_flight(4, 4, 2, 128);
+    CHECK(fl == 15 && mw_published_interleaved_in_flight(4, 4, 0, 128) == 19 &&
+              mw_published_interleaved_in_flight(4, 4, 1, 128) == 17 && mw_published_interleaved_in_flight(4, 1, 0, 8) == 4,
+          "interleaved in flight: rank 2 of PP4 VPP4 %d, want 15", fl);
+    /* the published formula is the walk's (src/graph/layout.c): every P, V, rank and M */
+    for (int p = 2; p <= 6; p++)
+        for (int v = 1; v <= 3; v++)
+            for (int m = p; m <= 3 * p; m += p)
+                for (int r = 0; r < p; r++) {
+                    mw_config k;
+                    mw_config_default(&k);
+                    k.pp = p, k.vpp = v, k.accum = m;
+                    CHECK(mw_layout_in_flight(&k, r) == mw_published_interleaved_in_flight(p, v, r, m),
+                          "in flight P %d V %d rank %d M %d: walk %d, formula %d", p, v, r, m, mw_layout_in_flight(&k, r),
+                          mw_published_interleaved_in_flight(p, v, r, m));
+                }
+    const double acts = fl * 4 * (a.attn + a.moe) / GIB;
+    CHECK(fabs(acts / 131.0 - 1) < 0.005, "DeepSeek-V3 activations %.3f GiB, published 131.0 GB (within 0.5%%, not to "
+          "its precision: the router's tensors are not counted)", acts);
+    CHECK(rounds_to(fl * 4 * a.fc2_out / GIB, 26.3, 1), "Memory-Efficient Permutation's saving %.3f GiB, published "
+          "26.3 GB", fl * 4 * a.fc2_out / GIB);
+    CHECK(mw_published_mcore_moe_layer_acts(c, 4096, 1, 0, &a) == MW_ERR_ARG, "top-k 0 refused");
 }
 
 static void gpu_table(void) {
@@ -259,6 +293,26 @@ static void cost_model(void) {
     CHECK_OK(mw_cost_layout_volume(&l, &v));
     CHECK(v.emb == 0, "one stage holds the embedding once: %g", v.emb);
     l.pp = 4, l.tied_params = 0;
+    /* interleaved, 2 chunks a stage (Narayanan et al., Sec. 2.2.2): the bubble (P - 1) / (m V), every
+     * chunk crossing a stage boundary: an interior stage 2 V m bsh = 2 x 2 x 8 x 64 to its
+     * neighbours, an end stage 2 x 8 x 64 to its neighbour and (V - 1) 8 x 64 over the wrap-around */
+    l.vpp = 2;
+    CHECK_OK(mw_cost_layout_volume(&l, &v));
+    CHECK(v.pp == 2048 && v.pp_wrap == 512, "vpp 2: pp %g wrap %g, by hand 2048 512", v.pp, v.pp_wrap);
+    CHECK_OK(mw_cost_step_time(&l, 3.2e16, &mc, &t));
+    CHECK(fabs(t.bubble_s - 2 * 3 / 16.0) < 1e-12 && t.pp_s == 2048 / 1e10, "vpp 2: bubble %g (0.375), pp %g",
+          t.bubble_s, t.pp_s);
+    mc.gpus_per_node = 16; /* neighbours inside a node, the wrap-around (3 x 8 ranks) across: the end stage is the busier */
+    CHECK_OK(mw_cost_step_time(&l, 3.2e16, &mc, &t));
+    CHECK(fabs(t.pp_s - (1024 / 1e11 + 512 / 1e10)) < 1e-20, "vpp 2: an end stage's %g s, by hand %g", t.pp_s,
+          1024 / 1e11 + 512 / 1e10);
+    l.pp = 2; /* two stages: both ends, the wrap-around their one link: 2 V - 1 sends of 8 x 64 */
+    CHECK_OK(mw_cost_layout_volume(&l, &v));
+    CHECK(v.pp == 1024 && v.pp_wrap == 512, "vpp 2, pp 2: %g %g, by hand 1024 512", v.pp, v.pp_wrap);
+    CHECK_OK(mw_cost_step_time(&l, 3.2e16, &mc, &t));
+    CHECK(fabs(t.pp_s - 1536 / 1e11) < 1e-20 && fabs(t.bubble_s - t.compute_s / 16) < 1e-12, "vpp 2, pp 2: pp %g bubble %g",
+          t.pp_s, t.bubble_s);
+    mc.gpus_per_node = 8, l.pp = 4, l.vpp = 0;
     l.ep = 3;
     CHECK(mw_cost_layout_volume(&l, &v) == MW_ERR_ARG, "EP 3 does not divide DP 4");
     mc.mfu = 0;

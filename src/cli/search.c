@@ -1,5 +1,6 @@
-/* estimate --search (issue 32 item 4): the layouts of --world GPUs over tensor x pipeline x data
- * parallelism x ZeRO stage x recomputation x sequence parallelism, each rank's memory from its
+/* estimate --search (issue 32 item 4): the layouts of --world GPUs over tensor x pipeline (plain
+ * or interleaved) x data x expert parallelism x ZeRO stage x recomputation x sequence
+ * parallelism, each rank's memory from its
  * plan (the walk of src/graph/layout.c, as estimate --tp/--pp prints it), the fitting ones ranked
  * by the cost model's step time (src/cluster/cost.c), and why each of the rest was dropped.
  * Planned from the least bound of the step time up; pruned by that bound against the best --top
@@ -21,7 +22,7 @@ static const char *const RECOMPUTE_NAMES[3] = {"none", "selective", "full"};
 static const int RECOMPUTES[3] = {MW_RECOMPUTE_NONE, MW_RECOMPUTE_SELECTIVE, MW_RECOMPUTE_FULL};
 
 typedef struct cand {
-    int tp, pp, dp, sp, zero, rec, micro;
+    int tp, pp, dp, sp, zero, rec, micro, ep, vpp;
     uint64_t peak, usable;       /* the heavier of the first and last stage's largest ZeRO shard */
     int worst_stage;
     mw_cost_time t;
@@ -36,35 +37,51 @@ static double now_s(void) {
 }
 
 /* The heaviest rank of a layout: the first and the last stage (an even split: every middle stage
- * holds what the first holds less the embedding, with fewer micro-batches in flight), each as the
- * data-parallel rank with the largest ZeRO shard. 0 and the status's message on a refusal. */
-static mw_status rank_peak(const mw_config *base, const cand *x, uint64_t *peak, int *stage, uint64_t *flat) {
+ * holds what the first holds less the embedding, with fewer micro-batches in flight), each as every
+ * data-parallel rank of a distinct ZeRO shard: the dense floats' over the D ranks and, under
+ * expert parallelism, the routed experts' over the rank's D / E (layout.c's shard_lens). Also the
+ * first stage's flat and expert floats (the cost model's parameters). 0 and the status's message
+ * on a refusal. */
+static mw_status rank_peak(const mw_config *base, const cand *x, uint64_t *peak, int *stage, uint64_t *flat,
+                           uint64_t *expert) {
     *peak = 0;
     for (int k = 0; k < (x->pp > 1 ? 2 : 1); k++) {
         const int s = k ? x->pp - 1 : 0;
         mw_config c = *base;
-        c.tp = x->tp, c.pp = x->pp, c.sp = x->sp, c.ep = 1;
+        c.tp = x->tp, c.pp = x->pp, c.sp = x->sp, c.ep = x->ep, c.vpp = x->vpp > 1 ? x->vpp : 0;
         c.pp_stage = s, c.pp_blocks = base->n_layer / x->pp, c.pp_first = s * c.pp_blocks;
         c.dp = x->dp > 1, c.world = x->dp, c.zero = x->dp > 1 ? x->zero : 0, c.rank = 0;
         c.accum = x->micro;
         c.recompute = RECOMPUTES[x->rec], c.recompute_every = 0;
-        mw_plan_summary p;
-        MW_TRY(mw_plan(&c, &p));
-        if (k == 0) *flat = p.flat_floats;
-        if (c.dp && c.zero >= 1) { /* the largest shard's rank */
-            uint64_t best = 0;
-            int br = 0;
-            for (int r = 0; r < x->dp; r++) {
-                uint64_t lo, hi;
-                mw_zero_shard(p.flat_floats, x->dp, r, &lo, &hi);
-                if (hi - lo > best) best = hi - lo, br = r;
-            }
-            if (br) {
-                c.rank = br;
-                MW_TRY(mw_plan(&c, &p));
-            }
+        mw_plan_summary p0;
+        MW_TRY(mw_plan(&c, &p0));
+        if (k == 0) *flat = p0.flat_floats, *expert = x->ep > 1 ? p0.expert_floats : 0;
+        if (p0.peak > *peak) *peak = p0.peak, *stage = s;
+        if (!c.dp || c.zero < 1) continue;
+        const uint64_t ef = x->ep > 1 ? p0.expert_floats : 0;
+        uint64_t seen[16][2];
+        int nseen = 0, rep[16];
+        for (int r = 0; r < x->dp; r++) { /* the distinct pairs of shard lengths */
+            uint64_t lo, hi, elo = 0, ehi = 0;
+            mw_zero_shard(p0.flat_floats - ef, x->dp, r, &lo, &hi);
+            if (ef) mw_zero_shard(ef, x->dp / x->ep, r / x->ep, &elo, &ehi);
+            int j = 0;
+            while (j < nseen && (seen[j][0] != hi - lo || seen[j][1] != ehi - elo)) j++;
+            if (j < nseen) continue;
+            if (nseen == 16) return mw_fail(MW_ERR_ARG, "internal: more than 16 ZeRO shard lengths");
+            seen[nseen][0] = hi - lo, seen[nseen][1] = ehi - elo, rep[nseen++] = r;
         }
-        if (p.peak > *peak) *peak = p.peak, *stage = s;
+        for (int j = 0; j < nseen; j++) { /* each pair no other holds both more of */
+            int dom = 0;
+            for (int i = 0; i < nseen && !dom; i++)
+                dom = i != j && seen[i][0] >= seen[j][0] && seen[i][1] >= seen[j][1] &&
+                      (seen[i][0] > seen[j][0] || seen[i][1] > seen[j][1]);
+            if (dom || rep[j] == 0) continue; /* rank 0's is p0 */
+            mw_plan_summary p;
+            c.rank = rep[j];
+            MW_TRY(mw_plan(&c, &p));
+            if (p.peak > *peak) *peak = p.peak, *stage = s;
+        }
     }
     return MW_OK;
 }
@@ -83,14 +100,18 @@ static int by_time(const void *a, const void *b) {
 }
 
 static void layout_name(const cand *x, char *buf, size_t n) {
-    snprintf(buf, n, "tp %d pp %d dp %d%s zero %d recompute %s mb %d", x->tp, x->pp, x->dp, x->sp ? " sp" : "",
-             x->zero, RECOMPUTE_NAMES[x->rec], x->micro);
+    char v[16] = "", e[16] = "";
+    if (x->vpp > 1) snprintf(v, sizeof v, " vpp %d", x->vpp);
+    if (x->ep > 1) snprintf(e, sizeof e, " ep %d", x->ep);
+    snprintf(buf, n, "tp %d pp %d%s dp %d%s%s zero %d recompute %s mb %d", x->tp, x->pp, v, x->dp, e,
+             x->sp ? " sp" : "", x->zero, RECOMPUTE_NAMES[x->rec], x->micro);
 }
 
 int search_report(const opts *o) {
     const mw_config *c = &o->cfg;
     const int N = o->search_world;
     const double t0 = now_s();
+    const clock_t cpu0 = clock(); /* the process's CPU time: the wall time of a shared machine is not the search's */
     const mw_gpu *gpu = NULL;
     if (o->gpu && !(gpu = mw_gpu_find(o->gpu))) die(1, "--gpu: %s", mw_last_error());
     const uint64_t dev = o->device_mem ? o->device_mem : gpu ? (gpu->mem_smi_bytes ? gpu->mem_smi_bytes : gpu->mem_stated_bytes) : 0;
@@ -122,10 +143,15 @@ int search_report(const opts *o) {
     one.n_layer = 1, two.n_layer = 2;
     one.first_dense = two.first_dense = 0;
     double per_layer = (double)mw_config_num_params(&two) - (double)mw_config_num_params(&one);
+    /* and under expert parallelism, a block's least without its routed experts (each 3 matrices of
+     * moe_ffn x dim, divided by TP as the walk divides them), the experts going over EDP = D / E */
+    const double expert = 3.0 * c->n_embd * c->moe_ffn, moe_layers = c->n_experts ? c->n_layer - c->first_dense : 0;
+    double per_layer_ne = per_layer - c->n_experts * expert;
     if (c->first_dense > 0 && c->n_experts > 0) {
         one.first_dense = 1, two.first_dense = 2;
         const double dense = (double)mw_config_num_params(&two) - (double)mw_config_num_params(&one);
         if (dense < per_layer) per_layer = dense;
+        if (dense < per_layer_ne) per_layer_ne = dense;
     }
     /* the cost model's recomputation as memwall's policies recompute: selective reruns the norms
      * and the GELU/SwiGLU only (docs/memory.md), no product, where Korthikanti et al.'s selective
@@ -148,6 +174,13 @@ int search_report(const opts *o) {
         for (int P = 1; P <= N / T; P++) {
             if ((N / T) % P) continue;
             const int D = N / T / P;
+            /* interleaving: every V > 1 of equal chunks (the layers divisible by P V), plain 1F1B as
+             * V = 1; expert parallelism: every E dividing D (the expert groups inside the data-
+             * parallel one, as the walk plans them), for a model with routed experts */
+            for (int V = 1; V <= (P > 1 && c->n_layer % P == 0 ? c->n_layer / P : 1); V++) {
+                if (V > 1 && c->n_layer % (P * V)) continue;
+                for (int E = 1; E <= (c->n_experts > 0 && c->n_layer % P == 0 ? D : 1); E++) {
+                    if (D % E) continue;
             for (int sp = 0; sp <= (T > 1); sp++)
                 for (int z = D > 1 ? 3 : 0; z >= 0; z--)
                     for (int r = 2; r >= 0; r--) {
@@ -158,23 +191,33 @@ int search_report(const opts *o) {
                         }
                         cand *x = &all[n++];
                         memset(x, 0, sizeof *x);
-                        *x = (cand){.tp = T, .pp = P, .dp = D, .sp = sp, .zero = z, .rec = r};
+                        *x = (cand){.tp = T, .pp = P, .dp = D, .sp = sp, .zero = z, .rec = r, .ep = E, .vpp = V};
                         x->micro = G % ((long)c->batch * D) ? 0 : (int)(G / ((long)c->batch * D));
                         if (c->n_layer % P) {
                             snprintf(x->why, sizeof x->why, "--layers %d not divisible by pp %d", c->n_layer, P);
                         } else if (!x->micro) {
                             snprintf(x->why, sizeof x->why, "global batch %ld not divisible by --batch %d x dp %d", G,
                                      c->batch, D);
+                        } else if (V > 1 && x->micro % P) {
+                            snprintf(x->why, sizeof x->why, "vpp %d: the interleaved schedule needs the %d micro-batches divisible by pp %d",
+                                     V, x->micro, P);
+                        } else if (E > 1 && c->n_experts % E) {
+                            snprintf(x->why, sizeof x->why, "ep %d does not divide the %d routed experts", E, c->n_experts);
                         } else if (b16 && D > 1) {
                             snprintf(x->why, sizeof x->why, "bf16 gradients under data parallelism are not planned yet");
                         } else {
-                            const mw_cost_layout cl = {T, P, D, 1, sp, D > 1 ? z : 0, x->micro, c->batch, c->seq,
-                                                       c->n_embd, c->n_layer, 0, 0, per_layer * (c->n_layer / P) / T, 0,
-                                                       b16 ? 2 : 4, 4, 4, COST_REC[r], tied_rank(c, T)};
+                            const double blocks = c->n_layer / P, moe_blocks = blocks - c->first_dense;
+                            const mw_cost_layout cl = {T, P, D, E, sp, D > 1 ? z : 0, x->micro, c->batch, c->seq,
+                                                       c->n_embd, c->n_layer, moe_layers, c->n_experts_tok,
+                                                       (E > 1 ? per_layer_ne : per_layer) * blocks / T,
+                                                       E > 1 && moe_blocks > 0 ? moe_blocks * (c->n_experts / E) * expert / T : 0,
+                                                       b16 ? 2 : 4, 4, 4, COST_REC[r], tied_rank(c, T), V};
                             if (mw_cost_step_time(&cl, flops[r], &mach, &x->t) != MW_OK) die(1, "%s", mw_last_error());
                             x->lb = x->t.total_s;
                         }
                     }
+                }
+            }
         }
     }
     /* plan them from the least bound up. A layout is dropped unplanned when the best --top found
@@ -200,7 +243,7 @@ int search_report(const opts *o) {
         const cand *dom = NULL;
         for (size_t f = 0; f < nfails && !dom; f++)
             if (fails[f]->tp == x->tp && fails[f]->pp == x->pp && fails[f]->sp == x->sp && fails[f]->zero == x->zero &&
-                fails[f]->rec >= x->rec)
+                fails[f]->ep == x->ep && fails[f]->vpp == x->vpp && fails[f]->rec >= x->rec)
                 dom = fails[f];
         if (nbest == top && x->lb > best[top - 1]) {
             snprintf(x->why, sizeof x->why, "slower than the best %d: at least %.4g s a step, the %d%s best %.4g s (not planned)",
@@ -214,8 +257,10 @@ int search_report(const opts *o) {
         }
         mw_gpu_fixed fx;
         const mw_gpu_fixed_opts fo = {.nccl_channels = 16, .nccl_peers = 2,
-                                      .nccl_comms = (x->tp > 1) + (x->pp > 1) + (x->dp > 1), .frag_fraction = -1};
-        uint64_t flat = 0;
+                                      .nccl_comms = (x->tp > 1) + (x->pp > 1) + (x->dp > 1) + (x->ep > 1) +
+                                                    (x->ep > 1 && x->dp / x->ep > 1),
+                                      .frag_fraction = -1};
+        uint64_t flat = 0, ef = 0;
         if (mw_gpu_fixed_costs(dev, &fo, &fx) != MW_OK) { /* nothing left for any plan */
             snprintf(x->why, sizeof x->why, "%s", mw_last_error());
             fails[nfails++] = x;
@@ -223,7 +268,7 @@ int search_report(const opts *o) {
         }
         x->usable = fx.usable;
         planned++;
-        if (rank_peak(c, x, &x->peak, &x->worst_stage, &flat) != MW_OK) {
+        if (rank_peak(c, x, &x->peak, &x->worst_stage, &flat, &ef) != MW_OK) {
             snprintf(x->why, sizeof x->why, "%s", mw_last_error());
         } else if (x->peak > fx.usable) {
             char b1[32], b2[32];
@@ -231,9 +276,9 @@ int search_report(const opts *o) {
                      mw_fmt_bytes(x->peak, b1, sizeof b1), mw_fmt_bytes(fx.usable, b2, sizeof b2));
             fails[nfails++] = x;
         } else {
-            const mw_cost_layout cl = {x->tp, x->pp, x->dp, 1, x->sp, x->dp > 1 ? x->zero : 0, x->micro, c->batch, c->seq,
-                                       c->n_embd, c->n_layer, 0, 0, (double)flat, 0,
-                                       b16 ? 2 : 4, 4, 4, COST_REC[x->rec], tied_rank(c, x->tp)};
+            const mw_cost_layout cl = {x->tp, x->pp, x->dp, x->ep, x->sp, x->dp > 1 ? x->zero : 0, x->micro, c->batch,
+                                       c->seq, c->n_embd, c->n_layer, moe_layers, c->n_experts_tok, (double)(flat - ef),
+                                       (double)ef, b16 ? 2 : 4, 4, 4, COST_REC[x->rec], tied_rank(c, x->tp), x->vpp};
             if (mw_cost_step_time(&cl, flops[x->rec], &mach, &x->t) != MW_OK) die(1, "%s", mw_last_error());
             int j = -1; /* the best --top times, ascending */
             if (nbest < top) j = nbest++;
@@ -257,25 +302,26 @@ int search_report(const opts *o) {
             all[nf++] = t;
         }
     qsort(all, nf, sizeof *all, by_time);
-    const double secs = now_s() - t0;
-    char b1[32], b2[32], name[96];
+    const double secs = now_s() - t0, cpu = (double)(clock() - cpu0) / CLOCKS_PER_SEC;
+    char b1[32], b2[32], name[128];
     if (o->json) {
         printf("{\"world\": %d, \"global_batch\": %ld, \"device_bytes\": %llu, \"peak_flops\": %.6g, \"mfu\": %g, "
                "\"intra_bw\": %.6g, \"inter_bw\": %.6g, \"gpus_per_node\": %d, \"layouts\": %zu, \"fit\": %zu, "
-               "\"planned\": %d, \"seconds\": %.3f, \"layouts_ranked\": [",
-               N, G, (unsigned long long)dev, peak_flops, mfu, intra, inter, gpn, n, nf, planned, secs);
+               "\"planned\": %d, \"seconds\": %.3f, \"cpu_seconds\": %.3f, \"layouts_ranked\": [",
+               N, G, (unsigned long long)dev, peak_flops, mfu, intra, inter, gpn, n, nf, planned, secs, cpu);
         for (size_t i = 0; i < n; i++) {
             const cand *x = &all[i];
             if (i == nf) printf("], \"dropped\": [");
-            printf("%s{\"tp\": %d, \"pp\": %d, \"dp\": %d, \"sp\": %s, \"zero\": %d, \"recompute\": \"%s\", "
-                   "\"microbatches\": %d",
-                   i && i != nf ? ", " : "", x->tp, x->pp, x->dp, x->sp ? "true" : "false", x->zero,
+            printf("%s{\"tp\": %d, \"pp\": %d, \"vpp\": %d, \"dp\": %d, \"ep\": %d, \"sp\": %s, \"zero\": %d, "
+                   "\"recompute\": \"%s\", \"microbatches\": %d",
+                   i && i != nf ? ", " : "", x->tp, x->pp, x->vpp, x->dp, x->ep, x->sp ? "true" : "false", x->zero,
                    RECOMPUTE_NAMES[x->rec], x->micro);
             if (!x->why[0])
                 printf(", \"rank_peak_bytes\": %llu, \"usable_bytes\": %llu, \"step_s\": %.6g, \"compute_s\": %.6g, "
-                       "\"bubble_s\": %.6g, \"dp_s\": %.6g, \"tp_s\": %.6g, \"pp_s\": %.6g, \"embed_s\": %.6g}",
+                       "\"bubble_s\": %.6g, \"dp_s\": %.6g, \"edp_s\": %.6g, \"tp_s\": %.6g, \"pp_s\": %.6g, "
+                       "\"ep_s\": %.6g, \"embed_s\": %.6g}",
                        (unsigned long long)x->peak, (unsigned long long)x->usable, x->t.total_s, x->t.compute_s,
-                       x->t.bubble_s, x->t.dp_s, x->t.tp_s, x->t.pp_s, x->t.emb_s);
+                       x->t.bubble_s, x->t.dp_s, x->t.edp_s, x->t.tp_s, x->t.pp_s, x->t.ep_s, x->t.emb_s);
             else {
                 printf(", \"why\": \"");
                 for (const char *q = x->why; *q; q++) {
@@ -292,15 +338,15 @@ int search_report(const opts *o) {
                "GB/s in a node of %d, %.0f GB/s across), global batch %ld x %d tokens\n",
                n, N, mw_fmt_bytes(dev, b1, sizeof b1), peak_flops / 1e12, 100 * mfu, intra / 1e9, gpn, inter / 1e9, G,
                c->seq);
-        printf("  %zu fit; %d planned (each its first and last stage's plan), the rest dropped unplanned; %.2f s\n", nf,
-               planned, secs);
+        printf("  %zu fit; %d planned (each its first and last stage's plan), the rest dropped unplanned; %.2f s (%.2f s of "
+               "CPU)\n", nf, planned, secs, cpu);
         if (nf) {
-            printf("\n  %-4s %-52s %12s %10s %10s %10s %10s\n", "#", "layout", "rank peak", "step s", "compute", "bubble",
+            printf("\n  %-4s %-66s %12s %10s %10s %10s %10s\n", "#", "layout", "rank peak", "step s", "compute", "bubble",
                    "comm");
             for (size_t i = 0; i < nf && (int)i < top; i++) {
                 const cand *x = &all[i];
                 layout_name(x, name, sizeof name);
-                printf("  %-4zu %-52s %12s %10.3f %10.3f %10.3f %10.3f\n", i + 1, name, mw_fmt_bytes(x->peak, b1, sizeof b1),
+                printf("  %-4zu %-66s %12s %10.3f %10.3f %10.3f %10.3f\n", i + 1, name, mw_fmt_bytes(x->peak, b1, sizeof b1),
                        x->t.total_s, x->t.compute_s, x->t.bubble_s, x->t.dp_s + x->t.edp_s + x->t.tp_s + x->t.pp_s + x->t.ep_s + x->t.emb_s);
             }
             if ((int)nf > top) printf("  ... %zu more fit, slower (--top N shows more; --json lists all)\n", nf - (size_t)top);
@@ -308,7 +354,7 @@ int search_report(const opts *o) {
         printf("\n  dropped:\n");
         for (size_t i = nf; i < n; i++) {
             layout_name(&all[i], name, sizeof name);
-            printf("    %-52s %s\n", name, all[i].why);
+            printf("    %-66s %s\n", name, all[i].why);
         }
         if (!nf) printf("\n  no layout fits %s per GPU\n", mw_fmt_bytes(dev, b2, sizeof b2));
     }

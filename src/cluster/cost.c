@@ -28,8 +28,9 @@ mw_status mw_cost_step_flops(const mw_cost_model *m, double seq, double tokens, 
 double mw_cost_flops_6n(double params, double tokens) { return 6 * params * tokens; }
 
 mw_status mw_cost_layout_volume(const mw_cost_layout *l, mw_cost_volume *v) {
-    if (l->tp < 1 || l->pp < 1 || l->dp < 1 || l->ep < 1 || l->microbatches < 1 || l->zero < 0 || l->zero > 3)
-        return mw_fail(MW_ERR_ARG, "a layout needs TP, PP, DP, EP and micro-batches >= 1 and ZeRO 0..3");
+    if (l->tp < 1 || l->pp < 1 || l->dp < 1 || l->ep < 1 || l->microbatches < 1 || l->zero < 0 || l->zero > 3 ||
+        l->vpp < 0)
+        return mw_fail(MW_ERR_ARG, "a layout needs TP, PP, DP, EP and micro-batches >= 1, ZeRO 0..3 and VPP >= 0");
     if (l->dp % l->ep)
         return mw_fail(MW_ERR_ARG, "EP %d must divide DP %d (the expert groups are carved out of DP)", l->ep, l->dp);
     double m = l->microbatches, bsh = l->micro_batch * l->seq * l->hidden;
@@ -60,7 +61,9 @@ mw_status mw_cost_layout_volume(const mw_cost_layout *l, mw_cost_volume *v) {
 
     /* pipeline: activations forward, their gradients backward, per micro-batch; under sequence
      * parallelism a rank's residual stream is its 1/tp of the sequence, and that is what it sends */
-    v->pp = l->pp == 1 ? 0 : (l->pp > 2 ? 2 : 1) * m * bsh * l->act_bytes / (l->sp ? l->tp : 1);
+    const double V = l->pp > 1 && l->vpp > 1 ? l->vpp : 1, send = m * bsh * l->act_bytes / (l->sp ? l->tp : 1);
+    v->pp = l->pp == 1 ? 0 : (l->pp > 2 ? 2 : 1) * V * send;
+    v->pp_wrap = l->pp == 1 ? 0 : (V - 1) * send; /* interleaved: an end stage's sends across the wrap */
 
     /* a tied embedding's copies on the first and the last stage: their gradients summed */
     v->emb = l->pp > 1 ? mw_cost_allreduce(l->tied_params * l->grad_bytes, 2) : 0;
@@ -86,12 +89,18 @@ mw_status mw_cost_step_time(const mw_cost_layout *l, double step_flops, const mw
     MW_TRY(mw_cost_layout_volume(l, &v));
     double ranks = (double)l->tp * l->pp * l->dp;
     t->compute_s = step_flops / ranks / (mc->peak_flops * mc->mfu);
-    t->bubble_s = t->compute_s * (l->pp - 1) / l->microbatches;
+    const int V = l->pp > 1 && l->vpp > 1 ? l->vpp : 1;
+    t->bubble_s = t->compute_s * (l->pp - 1) / ((double)l->microbatches * V);
     t->tp_s = v.tp / mw_cost_link(l->tp, 1, mc->gpus_per_node, mc->intra_bw, mc->inter_bw);
     t->dp_s = v.dp / mw_cost_link(l->dp, l->tp, mc->gpus_per_node, mc->intra_bw, mc->inter_bw);
     t->edp_s = v.edp / mw_cost_link(l->dp / l->ep, l->tp * l->ep, mc->gpus_per_node, mc->intra_bw, mc->inter_bw);
     t->ep_s = v.ep / mw_cost_link(l->ep, l->tp, mc->gpus_per_node, mc->intra_bw, mc->inter_bw);
-    t->pp_s = v.pp / mw_cost_link(2, l->tp * l->dp, mc->gpus_per_node, mc->intra_bw, mc->inter_bw);
+    const double near = mw_cost_link(2, l->tp * l->dp, mc->gpus_per_node, mc->intra_bw, mc->inter_bw),
+                 wrap = mw_cost_link(2, (l->pp - 1) * l->tp * l->dp, mc->gpus_per_node, mc->intra_bw, mc->inter_bw);
+    /* an end stage sends to its one neighbour and over the wrap-around; an interior one (pp > 2) to
+     * both neighbours, twice the end's neighbour bytes: the busier of the two */
+    const double end_s = (l->pp > 2 ? v.pp / 2 : v.pp) / near + v.pp_wrap / wrap;
+    t->pp_s = l->pp > 2 && v.pp / near > end_s ? v.pp / near : end_s;
     t->emb_s = v.emb / mw_cost_link(2, (l->pp - 1) * l->tp * l->dp, mc->gpus_per_node, mc->intra_bw, mc->inter_bw);
     t->total_s = t->compute_s + t->bubble_s + t->tp_s + t->dp_s + t->edp_s + t->ep_s + t->pp_s + t->emb_s;
     return MW_OK;

@@ -55,12 +55,16 @@ typedef struct {
     mw_cost_recompute recompute;    /* full recomputation repeats the forward's TP and EP traffic */
     double tied_params;             /* a tied embedding's parameters on the first and the last stage's
                                        rank (its TP shard); 0 when untied */
+    int vpp;                        /* model chunks per stage under the interleaved schedule (0 or 1:
+                                       plain 1F1B) */
 } mw_cost_layout;
 
 typedef struct {
     double dp, edp, tp, pp, ep; /* bytes one rank sends per step in each dimension (edp: the
                                    expert gradients' and parameters' data-parallel traffic) */
     double emb;                 /* a tied embedding's gradient summed between the first and the last stage */
+    double pp_wrap;             /* interleaved (vpp > 1): what an end stage sends over the wrap-around
+                                   between the last stage and the first */
 } mw_cost_volume;
 
 /* Per rank and step:
@@ -74,7 +78,12 @@ typedef struct {
  *       (Korthikanti et al., Section 4.2.2). A stage holds layers / pp layers.
  *   pp  per micro-batch a stage sends its output forward (b s h) and its input gradient backward:
  *       an interior stage both (2 m b s h), a first or last stage one; under sequence
- *       parallelism its 1/tp of the sequence (Megatron-LM's p2p shape: seq / tp).
+ *       parallelism its 1/tp of the sequence (Megatron-LM's p2p shape: seq / tp). Interleaved
+ *       (vpp = V > 1, Narayanan et al. Section 2.2.2): every chunk of every micro-batch crosses a
+ *       stage boundary, V times as many sends: an interior stage 2 V m b s h to its neighbours
+ *       (pp), a first or last stage V m b s h to its neighbour and (V - 1) m b s h over the
+ *       wrap-around between stage pp - 1 and stage 0 (pp_wrap: the last stage's chunk outputs
+ *       forward, the first stage's chunk input gradients backward).
  *   emb with pp > 1 and a tied embedding, the first and the last stage each hold a copy and sum
  *       their gradients once a step: an all-reduce of tied_params * grad_bytes over 2 ranks
  *       (Megatron-LM's embedding group, _allreduce_word_embedding_grads). The link: the two
@@ -101,8 +110,11 @@ typedef struct {
 } mw_cost_time;
 
 /* Step time: flops / (tp pp dp) / (peak * mfu) per rank; the 1F1B bubble adds (pp - 1) / m of it
- * (Narayanan et al., Section 2.2.1); each dimension's volume over its link. Nothing is assumed to
- * overlap, so this is the serial bound. MW_ERR_ARG on a non-positive peak, fraction or bandwidth. */
+ * (Narayanan et al., Section 2.2.1), (pp - 1) / (m vpp) interleaved (Section 2.2.2); each
+ * dimension's volume over its link: the pipeline's the busier of an interior stage (its
+ * neighbours, tp dp ranks apart) and an end stage (its neighbour, and the wrap-around (pp - 1) tp
+ * dp ranks apart). Nothing is assumed to overlap, so this is the serial bound. MW_ERR_ARG on a
+ * non-positive peak, fraction or bandwidth. */
 mw_status mw_cost_step_time(const mw_cost_layout *l, double step_flops, const mw_cost_machine *m,
                             mw_cost_time *t);
 #endif

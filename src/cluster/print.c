@@ -143,11 +143,17 @@ static mw_status dsv3(FILE *f) {
     MW_TRY(mw_published_mcore_moe_states(&mw_published_deepseek_v3, 16, 64, 64, 1, &s));
     row(f, "weights and gradients (6 B/param)", 36.4, s.weights_grads / GIB, 1, 'r');
     row(f, "master weights and optimizer (12 B, DP 64 / EDP 1)", 32.1, s.master_optim / GIB, 1, 'r');
-    fprintf(f, "    %-52s %12.1f %14s  not reproduced: needs the report's sequence length,\n"
-               "    %-52s %12s %14s  micro-batch, recompute policy and MoE/MLA activation model\n",
-            "activations", 131.0, "-", "", "", "");
+    mw_published_moe_layer_acts a;
+    MW_TRY(mw_published_mcore_moe_layer_acts(&mw_published_deepseek_v3, 4096, 1, 8, &a));
+    const int lm = mw_published_interleaved_in_flight(4, 4, 2, 8192 / 64) * 4; /* layer-micro-batches */
+    const double acts = lm * (a.attn + a.moe) / GIB;
+    fprintf(f, "    %-52s %12.1f %14.4f  %.2f%% under: the router's tensors not counted\n", "activations (60 layer-micro-batches)",
+            131.0, acts, 100 * (1 - acts / 131.0));
+    row(f, "  Memory-Efficient Permutation saves (Sec. 4.1.2)", 26.3, lm * a.fc2_out / GIB, 1, 'r');
     fprintf(f, "    assumptions: the GPU holds 16 MoE layers and no embedding; parameters as Megatron-LM counts\n"
-               "    MLA + MoE (no router); \"GB\" = 2^30 bytes (in 10^9 bytes: %.1f and %.1f)\n",
+               "    MLA + MoE (no router); \"GB\" = 2^30 bytes (in 10^9 bytes: %.1f and %.1f); activations: seq 4096,\n"
+               "    micro-batch 1, TP 1 (Table 17's configuration of this layout), no recomputation, pipeline rank 2\n"
+               "    of 4 (15 chunks of 4 MoE layers in flight), Megatron-Core's saved tensors (published.h)\n",
             s.weights_grads / 1e9, s.master_optim / 1e9);
     return MW_OK;
 }

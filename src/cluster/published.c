@@ -221,3 +221,33 @@ mw_status mw_published_mcore_moe_states(const mw_published_mla_moe *c, int moe_l
     out->master_optim = 12 * (double)out->expert_params / edp + 12 * (double)out->dense_params / dp;
     return MW_OK;
 }
+
+mw_status mw_published_mcore_moe_layer_acts(const mw_published_mla_moe *c, int seq, int micro_batch, int topk,
+                                            mw_published_moe_layer_acts *out) {
+    if (seq < 1 || micro_batch < 1 || topk < 1 || (uint64_t)topk > c->experts)
+        return mw_fail(MW_ERR_ARG, "the activations need a sequence, a micro-batch and a top-k in 1..%llu",
+                       (unsigned long long)c->experts);
+    const double n = (double)seq * micro_batch, B = 2; /* tokens; bf16 bytes */
+    const double h = (double)c->hidden, H = (double)c->heads, qk = (double)(c->qk_head_dim + c->qk_rope_dim);
+    const double ln = n * h * B;                                              /* an RMSNorm's output (or input) */
+    const double q = n * H * qk * B, k = q, v = n * H * c->v_head_dim * B;
+    out->qkv = q + k + v;
+    out->norms = 2 * ln + n * (double)(c->q_lora_rank + c->kv_lora_rank) * B;
+    out->attn = 2 * ln                                                      /* input norm: in, out */
+                + 2 * n * (double)(c->q_lora_rank + c->kv_lora_rank) * B     /* latents' norms: in, out */
+                + out->qkv + v                                               /* q k v; output = o_proj in */
+                + n * H * 4;                                                 /* log-sum-exp, fp32 */
+    out->fc2_out = n * topk * h * B;
+    out->moe = 2 * ln                                                       /* MLP norm: in, out */
+               + n * topk * h * B                                           /* dispatched: fc1 in */
+               + n * topk * 2.0 * c->moe_ffn * B                            /* fc1 out: SwiGLU in */
+               + n * topk * (double)c->moe_ffn * B                          /* SwiGLU out: fc2 in */
+               + out->fc2_out                                               /* fc2 out, for the probs */
+               + n * 2.0 * c->shared_ffn * B + n * (double)c->shared_ffn * B; /* shared expert */
+    return MW_OK;
+}
+
+int mw_published_interleaved_in_flight(int p, int v, int r, int m) {
+    const int warm = v > 1 ? (p - r - 1) * 2 + (v - 1) * p : p - r - 1;
+    return warm + 1 < m * v ? warm + 1 : m * v;
+}

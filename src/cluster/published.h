@@ -173,8 +173,8 @@ mw_status mw_published_megatron_moe_states(const mw_published_megatron_moe *c,
  *     master weights and Adam's moments, sharded by the distributed optimizer over DP = 64 for the
  *     dense parameters and EDP = 1 for the experts;
  *   - "GB" is GiB (2^30 bytes): 36.417 and 32.146 GiB; in 10^9 bytes they would be 39.1 and 34.5.
- * The activations (131.0) need the report's sequence length, micro-batch, recompute policy and
- * per-layer MoE/MLA activation model, which were not found: not reproduced (docs/cluster.md). */
+ * The activations (131.0) are reproduced to 0.44% (130.43 GiB) under the stated assumptions of
+ * mw_published_mcore_moe_acts below, not to the printed precision (docs/cluster.md). */
 typedef struct {
     uint64_t hidden, heads, q_lora_rank, kv_lora_rank, qk_head_dim, qk_rope_dim, v_head_dim;
     uint64_t experts, moe_ffn, shared_ffn;
@@ -196,4 +196,48 @@ typedef struct {
  * parameters sharded over dp and experts over edp by the distributed optimizer. */
 mw_status mw_published_mcore_moe_states(const mw_published_mla_moe *c, int moe_layers, int ep, int dp,
                                         int edp, mw_published_mcore_states *out);
+
+/* ---- The same report's activations (Table 3: 131.0 GB per GPU), under these assumptions (the
+ * report states only BF16 and PP4 x VPP4 x EP64 on 256 GPUs beside the table, Section 4.1.1):
+ *   - micro-batch 1, sequence 4096, TP 1 (no sequence or context parallelism): the report's
+ *     final configuration of this layout (Table 17, GB200: TP1 PP4 EP64 VPP4, GBS/MBS/SeqLen
+ *     8192/1/4096);
+ *   - no recomputation and the standard permutation: Table 4's recomputation and Section
+ *     4.1.2's Memory-Efficient Permutation (26.3 GB saved "for DeepSeek-V3 (Table 3)") are
+ *     reductions from this figure;
+ *   - per MoE layer and micro-batch the tensors Megatron-Core's modules keep for backward, in BF16
+ *     (the attention's log-sum-exp in fp32): the attention's input RMSNorm input and output (the
+ *     down-projections' input), the q and kv latents' RMSNorm inputs and outputs (the up-
+ *     projections' inputs), q, k and v as the fused attention keeps them (heads x (nope + rope),
+ *     heads x (nope + rope), heads x v_head) and its output (o_proj's input) and log-sum-exp; the
+ *     MLP's RMSNorm input and output (the router's, the shared expert's and the dispatch's
+ *     input), the dispatched tokens (top-k x hidden: the experts' fc1 input), fc1's output (2 x
+ *     moe_ffn, SwiGLU's input), SwiGLU's output (fc2's input), fc2's output (top-k x hidden, kept
+ *     to weigh it by the router's probabilities: what Memory-Efficient Permutation removes), the
+ *     shared expert's fc1 output and SwiGLU output. The router's own tensors (s x experts logits
+ *     and scores) are not counted;
+ *   - the GPU counted is pipeline rank 2 of 4, a middle stage of 16 MoE layers in 4 chunks of 4
+ *     (the weights' assumption above: 16 MoE layers, no embedding), under Megatron-LM's
+ *     interleaved 1F1B: (P - r - 1) 2 + (V - 1) P = 14 warm-up chunk forwards, so 15 chunks of 4
+ *     layers (60 layer-micro-batches) are in flight at its peak. Rank 1 would keep 17 (68);
+ *   - GiB.
+ * Then 60 x 2,334,130,176 bytes = 130.43 GiB, 0.44% under 131.0; the rest (0.57 GiB, 9.7 MiB a
+ * layer-micro-batch) is the size of the router's fp32 logits and scores (4 MiB each), not
+ * checked against Megatron-Core's code. Independently, 60 x fc2's outputs (0.4375 GiB) = 26.25:
+ * the report's 26.3 GB for Memory-Efficient Permutation. */
+typedef struct {
+    double attn;    /* the attention's tensors, bytes per layer and micro-batch */
+    double moe;     /* the MLP's (router excluded) */
+    double fc2_out; /* of which fc2's outputs (Memory-Efficient Permutation's saving) */
+    double qkv;     /* of which the attention's q, k and v (MLA up-projection's recomputation) */
+    double norms;   /* the four RMSNorms' outputs */
+} mw_published_moe_layer_acts;
+
+mw_status mw_published_mcore_moe_layer_acts(const mw_published_mla_moe *c, int seq, int micro_batch, int topk,
+                                            mw_published_moe_layer_acts *out);
+
+/* Chunk-micro-batches in flight at the peak of pipeline rank r of p under Megatron-LM's
+ * interleaved 1F1B with v chunks a stage and m micro-batches (v = 1: plain 1F1B): the warm-up
+ * forwards plus the steady state's one, at most m v. */
+int mw_published_interleaved_in_flight(int p, int v, int r, int m);
 #endif

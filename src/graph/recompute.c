@@ -111,6 +111,17 @@ static void calib_config(const mw_model_def *a, const mw_config *c, mw_config *k
         if (C != H * hs) k->n_head = k->n_kv_head = 1; /* one wide head */
     }
     if (a->calib_config) a->calib_config(c, k); /* the family's own fields */
+    /* what does not change a forward op's time takes the defaults, so that the cache below keys
+     * on the shape alone: the optimizer and its hyperparameters, the schedule, the seed, the
+     * cadence of evaluation and checkpoints, the micro-batches per step (estimate's tables plan
+     * each preset under every --optim: with these in the key, each was calibrated anew) */
+    mw_config d;
+    mw_config_default(&d);
+    k->optim = d.optim, k->lr = d.lr, k->min_lr_frac = d.min_lr_frac, k->beta1 = d.beta1, k->beta2 = d.beta2;
+    k->eps = d.eps, k->weight_decay = d.weight_decay, k->grad_clip = d.grad_clip, k->momentum = d.momentum;
+    k->beta3 = d.beta3, k->eps2 = d.eps2, k->clip_threshold = d.clip_threshold, k->decay_rate = d.decay_rate;
+    k->steps = d.steps, k->warmup = d.warmup, k->seed = d.seed, k->accum = 1;
+    k->eval_every = d.eval_every, k->eval_batches = d.eval_batches, k->save_every = d.save_every, k->keep = d.keep;
 }
 
 /* Seconds per op kind at cfg's shape, measured on this machine: each forward kind runs in the
