@@ -155,7 +155,8 @@ static void group_dequantize(const unsigned char *par, const unsigned char *in, 
     memcpy(p, par, sizeof p);
     unpack(c, in, m, bits);
     if (bits == 1) {
-        for (int j = 0; j < m; j++) x[j] = c[j] ? p[1] : p[0];
+        const float lo = p[0], hi = p[1];
+        for (int j = 0; j < m; j++) x[j] = c[j] ? hi : lo;
         return;
     }
     const float mn = p[0], scale = p[1];
