@@ -115,6 +115,40 @@ static void unpack(unsigned char *c, const unsigned char *in, int m, int bits) {
     }
 }
 
+/* GACT's code of value j of a group (actq.h), with f = 1 or 1/4, lo = mn * f, sf = scale / f */
+static inline unsigned char code_of(float x, uint32_t key, int j, float f, float lo, float sf, float Bf) {
+    const float r = (float)(hash32(key + (uint32_t)j * U_STEP) >> 8) * U_UNIT - 0.5f;
+    float w = (x * f - lo) * sf + r;
+    w = w > 0.0f ? w : 0.0f;
+    float q = rintf(w);
+    q = q < Bf ? q : Bf;
+    return (unsigned char)(int)q;
+}
+
+/* A whole group at 4 or 2 bits (bits a constant where it is called), its codes packed as they are
+ * made: byte i holds the codes of values i, i + per, ... */
+static inline __attribute__((always_inline)) void quant_full_packed(const float *x, int bits, uint32_t key, float f,
+                                                                    float lo, float sf, float Bf, unsigned char *out) {
+    const int k = 8 / bits, per = G / k;
+    for (int i = 0; i < per; i++) {
+        unsigned acc = 0;
+        for (int t = 0; t < k; t++)
+            acc |= (unsigned)code_of(x[t * per + i], key, t * per + i, f, lo, sf, Bf) << (bits * t);
+        out[i] = (unsigned char)acc;
+    }
+}
+
+static inline __attribute__((always_inline)) void dequant_full_packed(const unsigned char *in, int bits, float sf,
+                                                                      float lo, float up, float *x) {
+    const int k = 8 / bits, per = G / k;
+    const unsigned mask = (1u << bits) - 1;
+    for (int t = 0; t < k; t++)
+        for (int i = 0; i < per; i++) {
+            const float v = ((float)(in[i] >> (bits * t) & mask) / sf + lo) * up;
+            x[t * per + i] = v < FLT_MAX ? v : FLT_MAX;
+        }
+}
+
 /* Quantises one group of m values (finite) into its parameters par and its codes out. */
 static void group_quantize(const float *x, int m, int bits, uint32_t key, float mn, float mx, unsigned char *par,
                            unsigned char *out) {
@@ -136,14 +170,19 @@ static void group_quantize(const float *x, int m, int bits, uint32_t key, float 
         const float scale = (float)((double)B / ((double)mx - (double)mn + 2e-6)), Bf = (float)B;
         const float f = scale < huge_scale(bits) ? 0.25f : 1.0f, sf = scale / f, lo = mn * f;
         p[0] = mn, p[1] = scale;
-        for (int j = 0; j < m; j++) {
-            const float r = (float)(hash32(key + (uint32_t)j * U_STEP) >> 8) * U_UNIT - 0.5f;
-            float w = (x[j] * f - lo) * sf + r;
-            w = w > 0.0f ? w : 0.0f;
-            float q = rintf(w);
-            q = q < Bf ? q : Bf;
-            c[j] = (unsigned char)(int)q;
+        memcpy(par, p, sizeof p);
+        if (m == G && bits == 4) {
+            quant_full_packed(x, 4, key, f, lo, sf, Bf, out);
+            return;
         }
+        if (m == G && bits == 2) {
+            quant_full_packed(x, 2, key, f, lo, sf, Bf, out);
+            return;
+        }
+        unsigned char *cq = bits == 8 ? out : c; /* 8 bits: the codes are the bytes */
+        for (int j = 0; j < m; j++) cq[j] = code_of(x[j], key, j, f, lo, sf, Bf);
+        if (bits != 8) pack(out, c, m, bits);
+        return;
     }
     memcpy(par, p, sizeof p);
     pack(out, c, m, bits);
@@ -153,16 +192,26 @@ static void group_dequantize(const unsigned char *par, const unsigned char *in, 
     unsigned char c[G];
     float p[2];
     memcpy(p, par, sizeof p);
-    unpack(c, in, m, bits);
     if (bits == 1) {
+        unpack(c, in, m, bits);
         const float lo = p[0], hi = p[1];
         for (int j = 0; j < m; j++) x[j] = c[j] ? hi : lo;
         return;
     }
     const float mn = p[0], scale = p[1];
     const float f = scale < huge_scale(bits) ? 0.25f : 1.0f, sf = scale / f, lo = mn * f, up = 1.0f / f;
+    if (m == G && bits == 4) {
+        dequant_full_packed(in, 4, sf, lo, up, x);
+        return;
+    }
+    if (m == G && bits == 2) {
+        dequant_full_packed(in, 2, sf, lo, up, x);
+        return;
+    }
+    const unsigned char *cq = bits == 8 ? in : c;
+    if (bits != 8) unpack(c, in, m, bits);
     for (int j = 0; j < m; j++) {
-        const float v = ((float)c[j] / sf + lo) * up;
+        const float v = ((float)cq[j] / sf + lo) * up;
         x[j] = v < FLT_MAX ? v : FLT_MAX;
     }
 }
