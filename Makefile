@@ -68,7 +68,7 @@ CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_75,code=c
 CUDA_BINS := $(if $(NVCC),build/cuda/test_cuda_ops)
 
 all: build/memwall $(MPI_SO) build/libmemwall.a build/attention_bench build/sgemm_rate build/adamw_bench build/optim_bench \
-     build/bf16_probe build/loader_bench $(CUDA_BINS)
+     build/bf16_probe build/loader_bench build/actq_bench $(CUDA_BINS)
 
 cuda: $(CUDA_BINS)
 	@$(if $(NVCC),echo "built $(CUDA_BINS) with $(NVCC)",echo "no nvcc: the CUDA kernels are not built"; exit 1)
@@ -278,6 +278,9 @@ build/adamw_bench: build/obj/bench/adamw_bench.o build/libmemwall.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 build/loader_bench: build/obj/bench/loader_bench.o build/libmemwall.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/actq_bench: build/obj/bench/actq_bench.o build/libmemwall.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 # what this CPU's bfloat16 instructions compute and how fast (docs/precision.md); no library
