@@ -179,6 +179,9 @@ static int iset_add(pool *pl, iset *s, uint64_t a, uint64_t b) {
  * [lo, mid]) is v + 1 and its right child v + 2 (mid - lo + 1); 2 nops - 1 nodes in all. */
 typedef struct placer {
     iset *own, *sub;
+    int *rd_own, *rd_sub; /* the reads still to come of each set: one nobody reads again stays as
+                           * it is (the queries are known in advance: every buffer's own) */
+    int *path, npath, cappath; /* a query's nodes, a canonical one v as ~v, for its insertion */
     pool pool;
     const iset **got; /* a query's sets */
     int ngot, capgot;
@@ -186,16 +189,16 @@ typedef struct placer {
     size_t capruns;
 } placer;
 
-static int placer_insert(placer *t, int v, int lo, int hi, int f, int l, uint64_t a, uint64_t b) {
-    if (!iset_add(&t->pool, &t->sub[v], a, b)) return 0;
-    if (f <= lo && hi <= l) return iset_add(&t->pool, &t->own[v], a, b);
-    const int mid = (lo + hi) / 2;
-    if (f <= mid && !placer_insert(t, v + 1, lo, mid, f, l, a, b)) return 0;
-    if (l > mid && !placer_insert(t, v + 2 * (mid - lo + 1), mid + 1, hi, f, l, a, b)) return 0;
-    return 1;
-}
 
-static int placer_take(placer *t, const iset *s) {
+static int placer_take(placer *t, const iset *s, int node) {
+    if (t->npath == t->cappath) {
+        int cap = t->cappath ? 2 * t->cappath : 128;
+        int *np = realloc(t->path, sizeof *np * (size_t)cap);
+        if (!np) return 0;
+        t->path = np;
+        t->cappath = cap;
+    }
+    t->path[t->npath++] = node;
     if (s->n == 0) return 1;
     if (t->ngot == t->capgot) {
         int cap = t->capgot ? 2 * t->capgot : 64;
@@ -205,15 +208,46 @@ static int placer_take(placer *t, const iset *s) {
         t->capgot = cap;
     }
     t->got[t->ngot++] = s;
+    /* the sets lie all over the pool: ask for their lines now, so that the misses overlap rather
+     * than stall the merge one after the other */
+    const char *d = (const char *)s->v;
+    for (size_t o = 0; o < sizeof(uint64_t) * 2 * (size_t)s->n; o += 64) __builtin_prefetch(d + o);
     return 1;
 }
 
+static void placer_count(placer *t, int v, int lo, int hi, int f, int l) {
+    if (f <= lo && hi <= l) {
+        t->rd_sub[v]++;
+        return;
+    }
+    t->rd_own[v]++;
+    const int mid = (lo + hi) / 2;
+    if (f <= mid) placer_count(t, v + 1, lo, mid, f, l);
+    if (l > mid) placer_count(t, v + 2 * (mid - lo + 1), mid + 1, hi, f, l);
+}
+
 static int placer_query(placer *t, int v, int lo, int hi, int f, int l) {
-    if (f <= lo && hi <= l) return placer_take(t, &t->sub[v]);
-    if (!placer_take(t, &t->own[v])) return 0;
+    if (f <= lo && hi <= l) {
+        t->rd_sub[v]--;
+        return placer_take(t, &t->sub[v], ~v);
+    }
+    t->rd_own[v]--;
+    if (!placer_take(t, &t->own[v], v)) return 0;
     const int mid = (lo + hi) / 2;
     if (f <= mid && !placer_query(t, v + 1, lo, mid, f, l)) return 0;
     if (l > mid && !placer_query(t, v + 2 * (mid - lo + 1), mid + 1, hi, f, l)) return 0;
+    return 1;
+}
+
+/* Inserts [a, b) into the sets of the nodes the buffer's query visited (t->path: a canonical
+ * node v as ~v; an insertion visits the nodes its query does), skipping the sets no later query
+ * reads. */
+static int placer_insert(placer *t, uint64_t a, uint64_t b) {
+    for (int j = 0; j < t->npath; j++) {
+        const int c = t->path[j] < 0, v = c ? ~t->path[j] : t->path[j];
+        if (t->rd_sub[v] && !iset_add(&t->pool, &t->sub[v], a, b)) return 0;
+        if (c && t->rd_own[v] && !iset_add(&t->pool, &t->own[v], a, b)) return 0;
+    }
     return 1;
 }
 
@@ -256,14 +290,17 @@ mw_status mw_planner_place(mw_planner *p) {
     int *order = malloc(sizeof *order * (size_t)(p->n + 1));
     t.own = calloc((size_t)nodes, sizeof *t.own);
     t.sub = calloc((size_t)nodes, sizeof *t.sub);
-    int ok = order && t.own && t.sub;
+    t.rd_own = calloc((size_t)nodes, sizeof *t.rd_own);
+    t.rd_sub = calloc((size_t)nodes, sizeof *t.rd_sub);
+    int ok = order && t.own && t.sub && t.rd_own && t.rd_sub;
+    for (int i = 0; ok && i < p->n; i++) placer_count(&t, 0, 0, top, p->b[i].first, p->b[i].last);
     for (int i = 0; ok && i < p->n; i++) order[i] = i;
     if (ok) qsort_r(order, (size_t)p->n, sizeof *order, by_size_desc, p->b);
     p->peak = 0;
     for (int k = 0; ok && k < p->n; k++) {
         mw_pbuf *b = &p->b[order[k]];
         size_t nr = 0; /* the union of the overlapping placed ranges, from the tree */
-        t.ngot = 0;
+        t.ngot = t.npath = 0;
         ok = placer_query(&t, 0, 0, top, b->first, b->last);
         for (int j = 0; ok && j < t.ngot; j++) nr += (size_t)t.got[j]->n;
         if (ok && nr > t.capruns) {
@@ -284,11 +321,11 @@ mw_status mw_planner_place(mw_planner *p) {
             r = spare, spare = x;
         }
         b->offset = best_fit(r, nu, b->bytes);
-        ok = placer_insert(&t, 0, 0, top, b->first, b->last, b->offset, b->offset + b->bytes);
+        ok = placer_insert(&t, b->offset, b->offset + b->bytes);
         if (b->offset + b->bytes > p->peak) p->peak = b->offset + b->bytes;
     }
     pool_free(&t.pool);
-    free(t.own), free(t.sub), free(t.got), free(t.runs);
+    free(t.own), free(t.sub), free(t.rd_own), free(t.rd_sub), free(t.path), free(t.got), free(t.runs);
     free(order);
     return ok ? MW_OK : mw_fail(MW_ERR_NOMEM, "out of memory planning");
 }
