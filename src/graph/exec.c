@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../core/status.h"
+#include "../dist/tp.h"
 #include "../optim/adamw.h"
 #include "graph_impl.h"
 #include "model.h"
@@ -46,6 +47,7 @@ mw_status mw_model_forward(mw_model *m, const int32_t *inputs, const int32_t *ta
         if (m->zpre) mw_graph_zero3_poll(m);
     }
     if (targets) *loss = (float)(s / ((double)m->cfg.batch * m->cfg.seq));
+    MW_TRY(mw_graph_io_check(m)); /* --tp: a collective of an op that failed */
     return mw_graph_zero3_wait(m); /* a forward alone may have prefetched the block its backward would begin with */
 }
 
@@ -67,7 +69,7 @@ mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const in
         if (gdisk && m->op_ge[i]) MW_TRY(mw_graph_grad_done(m, l));
     }
     *loss = (float)(s / N);
-    return MW_OK;
+    return mw_graph_io_check(m); /* --tp: a collective of an op that failed */
 }
 
 int32_t *mw_model_staging(mw_model *m) { return m->staging; }
@@ -157,6 +159,7 @@ static void norm_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const 
 mw_status mw_graph_grad_norm(mw_model *m, double *norm) {
     *norm = 0.0;
     if (m->cfg.inference) return MW_OK;
+    if (mw_tp_on(m)) return mw_tp_grad_norm(m, norm); /* over the tensor-parallel ranks */
     const size_t n = m->nfloats, nb = (n + MW_NORM_QUANTUM - 1) / MW_NORM_QUANTUM;
     double *parts = (double *)m->opp[(size_t)m->opt_op * MW_MAXACC];
     if (mw_graph_grads_on_disk(m)) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../core/status.h"
+#include "../dist/tp.h"
 #include "../memory/aio.h"
 #include "graph_impl.h"
 
@@ -181,6 +182,10 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
             if (gdisk && !c->inference) m->gslot[k] = align_io(m->gslot[k]);
         }
     PERSIST(m->gw.buf, m->gw.floats * F, MW_CAT_WORK, "gemm_pack");
+    if (c->tp > 1) { /* the all-reduces' receive buffer and the loss's statistics (src/dist/tp.c) */
+        m->tpq = mw_tp_piece_floats(c);
+        PERSIST(m->tpbuf, mw_tp_workspace_floats(c) * F, MW_CAT_WORK, "tp_comm");
+    }
     if (c->tp > 1 && c->sp) { /* sequence parallelism: the all-gather's whole (N, C) input of the
                                  column-parallel products and the reduce-scatter's whole output, as
                                  Megatron's global buffer (held for the step) */
