@@ -9,6 +9,7 @@
 #include "../core/rng.h"
 #include "../core/status.h"
 #include "../graph/graph_impl.h"
+#include "../graph/model.h"
 #include "../kernels/cpu/vocab.h"
 
 #define MAX_TP 64 /* ranks of one group (mw_model_set_comm refuses more) */
@@ -224,3 +225,17 @@ void mw_tp_xent(mw_model *m, float *z, float *losses, const int32_t *tg, float d
     mw_tp_allreduce_f64(m, sd, 2 * (size_t)rows);
     mw_vocab_xent_finish(z, losses, mx, sd, tg, dloss, grad, rows, Vl, nv, vlo);
 }
+
+/* ---- model.h's access for checkpoints ---------------------------------------------------------- */
+
+int mw_model_tp(const mw_model *m) { return m->cfg.tp > 1 ? m->cfg.tp : 1; }
+
+void mw_model_tensor_whole(const mw_model *m, int i, int *ndim, int dims[2], size_t *numel) {
+    const mw_tensor *t = &m->tensors[i];
+    *ndim = t->ndim;
+    dims[0] = t->gdims[0], dims[1] = t->gdims[1];
+    *numel = whole_numel(t);
+}
+
+mw_status mw_model_tp_gather(mw_model *m, int i, int which, float *full) { return mw_tp_gather_tensor(m, i, which, full); }
+void mw_model_tp_take(const mw_model *m, int i, const float *full, float *dst) { mw_tp_take_tensor(m, i, full, dst); }
