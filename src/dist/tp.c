@@ -137,8 +137,7 @@ mw_status mw_tp_grad_norm(mw_model *m, double *norm) {
     double split = 0.0, whole = 0.0;
     for (int i = 0; i < m->ntensors; i++) { /* tensor by tensor, in quanta, the quanta in order */
         const mw_tensor *t = &m->tensors[i];
-        const float *g = mw_graph_tensor(m, 1, i);
-        if (!g) return mw_fail(MW_ERR_ARG, "internal: --tp: tensor %s's gradients are not in memory", t->name);
+        const float *g = mw_graph_grads_chunk(m, t->seg, t->offset, t->offset + t->numel); /* bf16: widened */
         const size_t n = t->numel, nb = (n + MW_NORM_QUANTUM - 1) / MW_NORM_QUANTUM;
 #pragma omp parallel for schedule(static)
         for (size_t b = 0; b < nb; b++) {

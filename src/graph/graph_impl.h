@@ -124,6 +124,10 @@ mw_status mw_graph_grad_done(mw_model *m, int l);
 
 /* ---- exec.c ---- */
 
+/* The gradients of flat elements [lo, hi) of segment seg as floats, outside the disk tier: where
+ * they are, or a block's bfloat16 ones widened into gslot[0] (zeros when stale); valid until the
+ * next call. */
+float *mw_graph_grads_chunk(const mw_model *m, int seg, size_t lo, size_t hi);
 /* The step's inputs and targets (may be NULL) into op 0's values, checked against the vocabulary. */
 mw_status mw_graph_load_tokens(mw_model *m, const int32_t *inputs, const int32_t *targets);
 

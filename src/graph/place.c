@@ -422,9 +422,6 @@ mw_status mw_graph_model_create(mw_model **out, const mw_model_def *arch, const 
         return mw_fail(MW_ERR_ARG, "--optim %s with --tp: its state is not per element (blocks, rows or sums that a "
                        "shard would cut differently from one process), not built yet; give --optim adamw",
                        mw_optim_str(cfg->optim));
-    if (mw_graph_layout_runs(cfg) && cfg->precision != MW_PRECISION_FP32)
-        return mw_fail(MW_ERR_ARG, "--precision %s with --tp: not built yet; give --precision fp32",
-                       mw_precision_str(cfg->precision));
     mw_model *m;
     MW_TRY(model_skeleton(&m, arch, cfg));
     mw_planner pl;
