@@ -26,9 +26,9 @@ void layout_parse(opts *o, int mask) {
     if (mask & (CMD_TRAIN | CMD_BENCH)) { /* train runs --tp alone (src/dist/tp.c); the rest is planned only */
         const char *later = mask & CMD_BENCH ? given : NULL;
         for (size_t k = 0; k < sizeof FLAGS / sizeof FLAGS[0] && !later; k++)
-            if (opt_given(o, FLAGS[k]) && strcmp(FLAGS[k], "tp") != 0) later = FLAGS[k];
+            if (opt_given(o, FLAGS[k]) && strcmp(FLAGS[k], "tp") != 0 && strcmp(FLAGS[k], "sp") != 0) later = FLAGS[k];
         if (later)
-            die(1, "--%s runs in a later version: estimate and plan only (train runs --tp alone)", later);
+            die(1, "--%s runs in a later version: estimate and plan only (train runs --tp and --sp alone)", later);
     }
     mw_config *c = &o->cfg;
     const int T = opt_given(o, "tp") ? c->tp : 1, P = opt_given(o, "pp") ? c->pp : 1,

@@ -30,16 +30,19 @@ uint64_t mw_tp_workspace_floats(const mw_config *c) {
 
 enum { OP_SUM32, OP_SUM64, OP_MAX32 };
 
-/* The all-reduce of tp.h: pieces reduced by their ranks in rank order, then gathered. */
-static mw_status allreduce(mw_model *m, void *buf, size_t n, int op) {
+/* The all-reduce of tp.h: pieces reduced by their ranks in rank order, then gathered (gather 0:
+ * the reduce-scatter alone, this rank's piece summed in place). Pieces are whole units of unit
+ * elements (--sp: rows of C). */
+static mw_status reduce(mw_model *m, void *buf, size_t n, int op, size_t unit, int gather) {
     mw_comm *cm = m->tpc;
     if (!cm) return mw_fail(MW_ERR_ARG, "a --tp model needs its ranks (mw_model_set_comm)");
     const int T = cm->size, R = cm->rank;
     if (T == 1 || n == 0) return MW_OK;
     const size_t w = op == OP_SUM64 ? 2 : 1, q = m->tpq / w; /* floats per element; elements per round */
     size_t plo[MAX_TP], plen[MAX_TP], sc[MAX_TP], sd[MAX_TP], rc[MAX_TP], rd[MAX_TP], most = 0;
+    const size_t nu = n / unit;
     for (int j = 0; j < T; j++) {
-        plo[j] = n * (size_t)j / (size_t)T, plen[j] = n * (size_t)(j + 1) / (size_t)T - plo[j];
+        plo[j] = nu * (size_t)j / (size_t)T * unit, plen[j] = nu * (size_t)(j + 1) / (size_t)T * unit - plo[j];
         if (plen[j] > most) most = plen[j];
     }
     float *recv = m->tpbuf, *fb = buf;
@@ -76,7 +79,48 @@ static mw_status allreduce(mw_model *m, void *buf, size_t n, int op) {
             }
         }
     }
-    return cm->allgatherv(cm, buf, w * sizeof(float), plen, plo);
+    return gather ? cm->allgatherv(cm, buf, w * sizeof(float), plen, plo) : MW_OK;
+}
+
+static mw_status allreduce(mw_model *m, void *buf, size_t n, int op) { return reduce(m, buf, n, op, 1, 1); }
+
+void mw_tp_rows(const mw_model *m, int N, int *r0, int *r1) {
+    const int T = m->cfg.tp > 1 ? m->cfg.tp : 1, r = mw_tp_rank(m);
+    *r0 = (int)((long)N * r / T), *r1 = (int)((long)N * (r + 1) / T);
+}
+
+void mw_tp_reduce_scatter(mw_model *m, float *buf, int N, int C) {
+    mw_graph_io_failed(m, reduce(m, buf, (size_t)N * C, OP_SUM32, (size_t)C, 0));
+}
+
+void mw_tp_gather_rows(mw_model *m, void *full, const void *mine, int N, size_t row_bytes) {
+    mw_comm *cm = m->tpc;
+    if (!cm) {
+        mw_graph_io_failed(m, mw_fail(MW_ERR_ARG, "a --tp model needs its ranks (mw_model_set_comm)"));
+        return;
+    }
+    const int T = cm->size;
+    size_t cnt[MAX_TP], dsp[MAX_TP];
+    for (int j = 0; j < T; j++) {
+        const size_t a = (size_t)N * (size_t)j / (size_t)T, b = (size_t)N * (size_t)(j + 1) / (size_t)T;
+        dsp[j] = a, cnt[j] = b - a;
+    }
+    memcpy((char *)full + dsp[cm->rank] * row_bytes, mine, cnt[cm->rank] * row_bytes);
+    if (T > 1) mw_graph_io_failed(m, cm->allgatherv(cm, full, row_bytes, cnt, dsp));
+}
+
+/* --sp: the gradients of the tensors whose sums run over the sequence (the norms'), each rank's
+ * over its rows, summed over the ranks in rank order once per step */
+static mw_status sp_reduce_grads(mw_model *m) {
+    for (int i = 0; i < m->ntensors; i++) {
+        const mw_tensor *t = &m->tensors[i];
+        if (!t->seqp) continue;
+        float *g = mw_graph_tensor(m, 1, i);
+        if (!g) return mw_fail(MW_ERR_ARG, "internal: --sp: tensor %s's gradients are not in memory", t->name);
+        MW_TRY(allreduce(m, g, t->numel, OP_SUM32));
+    }
+    m->tp_sp_dirty = 0;
+    return MW_OK;
 }
 
 void mw_tp_allreduce(mw_model *m, float *buf, size_t n) { mw_graph_io_failed(m, allreduce(m, buf, n, OP_SUM32)); }
@@ -133,6 +177,7 @@ void mw_tp_fill_normal(mw_model *m, int i, uint64_t seed, double std) {
 }
 
 mw_status mw_tp_grad_norm(mw_model *m, double *norm) {
+    if (m->cfg.sp && m->tp_sp_dirty) MW_TRY(sp_reduce_grads(m));
     double *parts = (double *)m->opp[(size_t)m->opt_op * MW_MAXACC];
     double split = 0.0, whole = 0.0;
     for (int i = 0; i < m->ntensors; i++) { /* tensor by tensor, in quanta, the quanta in order */

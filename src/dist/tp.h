@@ -32,6 +32,17 @@ void mw_tp_allreduce_f64(mw_model *m, double *buf, size_t n);
 /* ... the element-wise maximum (exact in any order) */
 void mw_tp_allreduce_max(mw_model *m, float *buf, size_t n);
 
+/* --sp (Korthikanti et al.): this rank's rows [*r0, *r1) of the N positions (N / T of them: the
+ * layout needs T | N); the reduce-scatter of buf (N, C) whose sum's rows [r0, r1) this rank gets,
+ * in place (in rank order, as the all-reduce); the all-gather of every rank's rows, mine (this
+ * rank's rows, row_bytes each) into full (N rows). A failure is recorded as the all-reduce's. */
+void mw_tp_rows(const mw_model *m, int N, int *r0, int *r1);
+void mw_tp_reduce_scatter(mw_model *m, float *buf, int N, int C);
+void mw_tp_gather_rows(mw_model *m, void *full, const void *mine, int N, size_t row_bytes);
+/* --sp: the tensor added last has a gradient summed over the sequence (a norm's): each rank's is
+ * over its rows, and the step sums them over the ranks before the norm (mw_tp_grad_norm) */
+static inline void mw_tp_tensor_seq(mw_model *m) { m->tensors[m->ntensors - 1].seqp = 1; }
+
 /* The vocabulary's rows a rank holds of a MW_TS_ROWS tensor of V rows: [*lo, *hi) of the whole
  * (each rank ceil(V / T) rows, the last ones padding beyond V). */
 void mw_tp_vocab_range(const mw_model *m, int V, int *lo, int *hi);

@@ -94,6 +94,7 @@ typedef struct mw_tensor {
     unsigned char groups; /* MW_TS_ROWS: the rows are this many equal groups, each divided over the ranks
                              (GPT-2's fused q|k|v: 3, so that a rank holds its heads' q, k and v); 1 */
     int gdims[2];         /* the whole tensor's dims, as one process holds it (and checkpoints store it) */
+    unsigned char seqp;   /* --sp: its gradient is each rank's rows' (mw_tp_tensor_seq) */
 } mw_tensor;
 
 /* A read of the disk tier that a parameter visit starts: segment seg's parameters into staging
@@ -200,6 +201,8 @@ struct mw_model {
     mw_comm *tpc;
     float *tpbuf;
     size_t tpq;
+    float *spbuf;    /* --sp: the all-gathers' whole (N, C) and the reduce-scatters' partial sums */
+    int tp_sp_dirty; /* --sp: a backward ran since the norms' gradients were summed over the ranks */
     void *off_stage;         /* MW_OFFLOAD_OPTIMIZER: the moments' staging buffer (optimizer op) */
     struct mw_offload *off;  /* ... and the disk tier holding them (src/memory/offload.c) */
 };

@@ -85,9 +85,9 @@ uint64_t mw_graph_layout_bytes(const mw_model *m, int split, uint64_t bytes);
 /* A pipeline stage's schedule: its micro-batches' forwards and backwards in 1F1B order, with the
  * receives and sends between stages, then the optimizer. */
 mw_status mw_graph_stage_schedule(mw_model *m);
-/* A layout that runs (not only planned): tensor parallelism alone (src/dist/tp.c), fp32 or bf16,
- * without a pipeline, expert parallelism or sequence parallelism. */
-static inline int mw_graph_layout_runs(const mw_config *c) { return c->tp > 1 && c->pp <= 1 && c->ep <= 1 && !c->sp && !c->dp; }
+/* A layout that runs (not only planned): tensor parallelism (with or without sequence
+ * parallelism) alone (src/dist/tp.c), without a pipeline, expert or data parallelism. */
+static inline int mw_graph_layout_runs(const mw_config *c) { return c->tp > 1 && c->pp <= 1 && c->ep <= 1 && !c->dp; }
 /* m's cfg as this rank sees it: the stage's blocks as blocks 0 .. pp_blocks - 1. */
 void mw_graph_layout_local(mw_config *c);
 
