@@ -47,9 +47,11 @@ static mw_status build_table(mw_model *m) {
             snprintf(name, sizeof name, "model.layers.%d.%s", l, layer_names[k]);
             mw_graph_block(m, l);
             mw_graph_add_tensor_split(m, name, rows[k], cols[k], cols[k] != 0, pad[k], split[k], MW_AT_AUTO);
+            if (k == ATTN_NORM || k == MLP_NORM) mw_tp_tensor_seq(m); /* --sp: each rank's rows */
         }
     mw_graph_block(m, -1);
     mw_graph_add_tensor(m, "model.norm.weight", C, 0, 0, 1);
+    mw_tp_tensor_seq(m);
     if (!c->tied) mw_graph_add_tensor_split(m, "lm_head.weight", c->vocab, C, 1, 1, MW_TS_ROWS, MW_AT_AUTO);
     return MW_OK;
 }
@@ -244,7 +246,9 @@ static void layer_ptrs(const mw_model *m, int which, int l, float *p[NLAYERT]) {
  * run's when T = 1). As GPT-2's (gpt2.c, run_op): the row-parallel products (o, down), the
  * column-parallel inputs' gradients (q|k|v's, gate|up's), the embedding's lookup and the head's
  * input gradient are all-reduced in rank order; the embedding's and the head's gradients are this
- * rank's rows alone (tied: both into the one table's rows). */
+ * rank's rows alone (tied: both into the one table's rows). --sp as GPT-2's: the residual stream
+ * and the norms on this rank's rows, all-gathers and reduce-scatters in place of the all-reduces,
+ * the norms' gradients summed over the ranks once per step. */
 static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum) {
     const mw_config *c = &m->cfg;
     const int B = c->batch, T = c->seq, C = c->n_embd, V = c->vocab, N = B * T;
@@ -254,6 +258,13 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     int vlo = 0, vhi = V;
     if (tp) mw_tp_vocab_range(m, V, &vlo, &vhi);
     const int Vl = vhi - vlo;
+    const int sp = tp && c->sp;
+    int r0 = 0, r1 = N;
+    if (sp) mw_tp_rows(m, N, &r0, &r1);
+    const int Nl = r1 - r0; /* the rows of the residual stream and the norms here */
+    const size_t hb = B16(m) ? 2 : sizeof(float);
+    float *spb = m->spbuf;
+#define GATHER(mine, eb) (mw_tp_gather_rows(m, spb, (mine), N, (size_t)C * (eb)), (void *)spb) /* every rank's rows */
     const float eps = (float)c->norm_eps;
     const int L = c->n_layer, l = m->ops[i].layer;
     const float *cos_t = m->ext[E_ROPE], *sin_t = cos_t + (size_t)rope_rows(c) * hs / 2;
@@ -272,22 +283,29 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
             mw_embedding_forward(A(2), (const int32_t *)P[0], EMBED(0), N, C);
             break;
         }
-        mw_vocab_embed_rows(A(2), (const int32_t *)P[0], EMBED(0), N, C, vlo, vhi);
-        mw_tp_allreduce(m, A(2), NC); /* exact: one rank's row is not zero */
+        if (!sp) {
+            mw_vocab_embed_rows(A(2), (const int32_t *)P[0], EMBED(0), N, C, vlo, vhi);
+            mw_tp_allreduce(m, A(2), NC); /* exact: one rank's row is not zero */
+            break;
+        }
+        mw_vocab_embed_rows(spb, (const int32_t *)P[0], EMBED(0), N, C, vlo, vhi);
+        mw_tp_reduce_scatter(m, spb, N, C);
+        memcpy(A(2), spb + (size_t)r0 * C, sizeof(float) * (size_t)Nl * C);
         break;
     case K_LN1QKV:
     case K_LN1:
-        mw_rmsnorm_forward_x(P[1], b16, A(2), A(0), p[ATTN_NORM], N, C, eps);
+        mw_rmsnorm_forward_x(P[1], b16, A(2), A(0), p[ATTN_NORM], Nl, C, eps);
         if (m->ops[i].kind == K_LN1) break;
+        const void *ln1 = sp ? GATHER(P[1], hb) : P[1];
         if (!b16) {
-            mw_matmul_forward_x(A(3), P[1], 0, p[WQ], NULL, N, C, QW, 0, WS); /* q|k|v: one matrix */
+            mw_matmul_forward_x(A(3), ln1, 0, p[WQ], NULL, N, C, QW, 0, WS); /* q|k|v: one matrix */
             mw_rope_forward_inplace(A(3), QW, cos_t, sin_t, B, T, H, hs);
             mw_rope_forward_inplace(A(3) + (size_t)H * hs, QW, cos_t, sin_t, B, T, KV, hs);
             break;
         }
         for (int n0 = 0; n0 < N; n0 += MW_CHUNK_ROWS) { /* rows are independent: the same bits */
             const int rows = N - n0 < MW_CHUNK_ROWS ? N - n0 : MW_CHUNK_ROWS;
-            mw_matmul_forward_x(A(4), elt(P[1], (size_t)n0 * C, 1), 1, p[WQ], NULL, rows, C, QW, 0, WS);
+            mw_matmul_forward_x(A(4), elt((void *)ln1, (size_t)n0 * C, 1), 1, p[WQ], NULL, rows, C, QW, 0, WS);
             mw_rope_forward_rows(A(4), QW, cos_t, sin_t, n0, rows, T, H, hs);
             mw_rope_forward_rows(A(4) + (size_t)H * hs, QW, cos_t, sin_t, n0, rows, T, KV, hs);
             mw_bf16_store_mt((uint16_t *)P[3] + (size_t)n0 * QW, A(4), (size_t)rows * QW);
@@ -305,26 +323,32 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
             mw_matmul_forward_x(A(2), P[1], b16, w, NULL, N, IC, C, 1, WS);
             break;
         }
-        mw_matmul_forward_x(A(2), P[1], b16, w, NULL, N, IC, C, 0, WS);
-        mw_tp_allreduce(m, A(2), NC);
-        float *o = A(2);
+        float *o = A(2), *part = sp ? spb : o; /* --sp: the whole partial sums, then this rank's rows */
         const float *x = A(0);
+        mw_matmul_forward_x(part, P[1], b16, w, NULL, N, IC, C, 0, WS);
+        if (sp)
+            mw_tp_reduce_scatter(m, part, N, C);
+        else
+            mw_tp_allreduce(m, part, NC);
+        const float *s0 = part + (size_t)r0 * C;
+        const size_t nl = (size_t)Nl * C;
 #pragma omp parallel for schedule(static)
-        for (size_t e = 0; e < NC; e++) o[e] = x[e] + o[e];
+        for (size_t e = 0; e < nl; e++) o[e] = x[e] + s0[e];
         break;
     }
     case K_LN2FC:
     case K_LN2:
-        mw_rmsnorm_forward_x(P[1], b16, A(2), A(0), p[MLP_NORM], N, C, eps);
+        mw_rmsnorm_forward_x(P[1], b16, A(2), A(0), p[MLP_NORM], Nl, C, eps);
         if (m->ops[i].kind == K_LN2) break;
+        const void *ln2 = sp ? GATHER(P[1], hb) : P[1];
         if (!b16) {
-            mw_matmul_forward_x(A(3), P[1], 0, p[WGATE], NULL, N, C, F, 0, WS);
-            mw_matmul_forward_x(A(3) + NF, P[1], 0, p[WUP], NULL, N, C, F, 0, WS);
+            mw_matmul_forward_x(A(3), ln2, 0, p[WGATE], NULL, N, C, F, 0, WS);
+            mw_matmul_forward_x(A(3) + NF, ln2, 0, p[WUP], NULL, N, C, F, 0, WS);
             break;
         }
         for (int n0 = 0; n0 < N; n0 += MW_CHUNK_ROWS) { /* rows are independent: the same bits */
             const int rows = N - n0 < MW_CHUNK_ROWS ? N - n0 : MW_CHUNK_ROWS;
-            const void *x = elt(P[1], (size_t)n0 * C, 1);
+            const void *x = elt((void *)ln2, (size_t)n0 * C, 1);
             uint16_t *gu = (uint16_t *)P[3] + (size_t)n0 * F;
             mw_matmul_forward_x(A(4), x, 1, p[WGATE], NULL, rows, C, F, 0, WS);
             mw_bf16_store_mt(gu, A(4), (size_t)rows * F);
@@ -342,7 +366,8 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         void *lnf = P[2];
         float *rstd = A(3), *logits = A(4), *losses = A(5);
         const float *x = A(0), *wl = LMHEAD(0);
-        mw_rmsnorm_forward_x(lnf, b16, rstd, x, NORMF(0), N, C, eps);
+        mw_rmsnorm_forward_x(lnf, b16, rstd, x, NORMF(0), Nl, C, eps);
+        if (sp) lnf = GATHER(lnf, hb); /* the head reads every row */
         const int grad = kind == K_HEAD && train;
         for (int n0 = 0; n0 < N; n0 += MW_LOSS_ROWS) { /* positions in fixed quanta */
             const int rows = n0 + MW_LOSS_ROWS < N ? MW_LOSS_ROWS : N - n0;
@@ -363,34 +388,44 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
             *loss_sum = s;
         }
         if (grad) {
-            if (tp) mw_tp_allreduce(m, A(6), NC); /* d(norm) over the vocabulary's ranks */
-            memset(A(7), 0, sizeof(float) * NC);
-            mw_rmsnorm_backward_acc(A(7), NORMF(1), A(6), x, NORMF(0), rstd, N, C);
+            if (sp) /* d(norm) over the vocabulary's ranks: this rank's rows */
+                mw_tp_reduce_scatter(m, A(6), N, C);
+            else if (tp)
+                mw_tp_allreduce(m, A(6), NC);
+            memset(A(7), 0, sizeof(float) * (size_t)Nl * C);
+            mw_rmsnorm_backward_acc(A(7), NORMF(1), A(6) + (size_t)r0 * C, x, NORMF(0), rstd, Nl, C);
         }
         break;
     }
     case K_BDOWN: { /* dW from act; d(act) over act (or per chunk of rows when act is bfloat16:
                        rows are independent, the same bits); d(gate|up) over gate|up */
-        mw_matmul_backward_x(NULL, g[WDOWN], NULL, A(2), 0, P[1], b16, p[WDOWN], N, F, C, 0, WS);
+        const float *dres = sp ? GATHER(A(2), sizeof(float)) : A(2); /* every row's */
+        mw_matmul_backward_x(NULL, g[WDOWN], NULL, dres, 0, P[1], b16, p[WDOWN], N, F, C, 0, WS);
         const int RC = b16 ? MW_CHUNK_ROWS : N;
         for (int n0 = 0; n0 < N; n0 += RC) {
             const int rows = N - n0 < RC ? N - n0 : RC;
             const size_t o = (size_t)n0 * F;
             float *da = b16 ? A(3) : A(1) + o;
             void *gate = elt(P[0], o, b16), *up = elt(P[0], NF + o, b16);
-            mw_matmul_backward_dinp(da, A(2) + (size_t)n0 * C, p[WDOWN], rows, F, C, WS);
+            mw_matmul_backward_dinp(da, dres + (size_t)n0 * C, p[WDOWN], rows, F, C, WS);
             mw_swiglu_backward_x(gate, up, b16, da, gate, up, b16, (long)rows * F);
         }
         break;
     }
-    case K_BFC:
-        mw_matmul_backward_x(A(4), g[WGATE], NULL, P[3], b16, P[0], b16, p[WGATE], N, C, F, 0, WS);
-        mw_matmul_backward_x(A(4), g[WUP], NULL, elt(P[3], NF, b16), b16, P[0], b16, p[WUP], N, C, F, 1, WS);
-        if (tp) mw_tp_allreduce(m, A(4), NC);
-        mw_rmsnorm_backward_acc(A(5), g[MLP_NORM], A(4), A(2), p[MLP_NORM], A(1), N, C);
+    case K_BFC: {
+        const void *ln2in = sp ? GATHER(P[0], hb) : P[0];
+        mw_matmul_backward_x(A(4), g[WGATE], NULL, P[3], b16, ln2in, b16, p[WGATE], N, C, F, 0, WS);
+        mw_matmul_backward_x(A(4), g[WUP], NULL, elt(P[3], NF, b16), b16, ln2in, b16, p[WUP], N, C, F, 1, WS);
+        if (sp)
+            mw_tp_reduce_scatter(m, A(4), N, C);
+        else if (tp)
+            mw_tp_allreduce(m, A(4), NC);
+        mw_rmsnorm_backward_acc(A(5), g[MLP_NORM], A(4) + (size_t)r0 * C, A(2), p[MLP_NORM], A(1), Nl, C);
         break;
+    }
     case K_BPROJ:
-        mw_matmul_backward_x(A(2), g[WO], NULL, A(1), 0, P[0], b16, p[WO], N, Q, C, 0, WS);
+        mw_matmul_backward_x(A(2), g[WO], NULL, sp ? GATHER(A(1), sizeof(float)) : A(1), 0, P[0], b16, p[WO], N, Q, C,
+                             0, WS);
         break;
     case K_BATTN:
         mw_attention_backward_x(A(4), A(5), m->nthreads, A(0), P[1], b16, P[2], b16, A(3), B, T, H, KV, hs);
@@ -398,19 +433,25 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         mw_rope_backward_inplace(A(4) + (size_t)H * hs, QW, cos_t, sin_t, B, T, KV, hs);
         break;
     case K_BQKV:
-        mw_matmul_backward_x(A(4), g[WQ], NULL, A(0), 0, P[1], b16, p[WQ], N, C, QW, 0, WS);
-        if (tp) mw_tp_allreduce(m, A(4), NC);
-        mw_rmsnorm_backward_acc(A(5), g[ATTN_NORM], A(4), A(3), p[ATTN_NORM], A(2), N, C);
+        mw_matmul_backward_x(A(4), g[WQ], NULL, A(0), 0, sp ? GATHER(P[1], hb) : P[1], b16, p[WQ], N, C, QW, 0, WS);
+        if (sp)
+            mw_tp_reduce_scatter(m, A(4), N, C);
+        else if (tp)
+            mw_tp_allreduce(m, A(4), NC);
+        mw_rmsnorm_backward_acc(A(5), g[ATTN_NORM], A(4) + (size_t)r0 * C, A(3), p[ATTN_NORM], A(2), Nl, C);
         break;
     case K_EMBB:
-        if (tp)
-            mw_vocab_embed_backward(EMBED(1), A(0), (const int32_t *)P[1], N, C, vlo, vhi);
-        else
+        if (tp) {
+            mw_vocab_embed_backward(EMBED(1), sp ? GATHER(A(0), sizeof(float)) : A(0), (const int32_t *)P[1], N, C, vlo,
+                                    vhi);
+            m->tp_sp_dirty = sp; /* the norms' gradients are each rank's rows' until the step sums them */
+        } else
             mw_embedding_backward(EMBED(1), A(0), (const int32_t *)P[1], N, C);
         break;
     default:
         break;
     }
+#undef GATHER
 #undef A
 }
 
