@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# End-to-end tests of tensor parallelism (issue 33): train --tp T under mpirun -np T (--oversubscribe
-# on this machine) over gpt2-tiny (T = 1, 2, 4, a vocabulary of 259 that T = 2 and 4 pad) and
-# llama-tiny (T = 1, 2; its 2 key/value heads refuse 4). The bound: 50 steps' losses within 1e-5
+# End-to-end tests of tensor and sequence parallelism (issue 33): train --tp T [--sp] under mpirun
+# -np T (--oversubscribe on this machine) over gpt2-tiny (T = 1, 2, 4, a vocabulary of 259 that T =
+# 2 and 4 pad) and llama-tiny (T = 1, 2; its 2 key/value heads refuse 4). The bound: 50 steps' losses within 1e-5
 # relative of one process; the same layout twice gives the same bits (losses and checkpoint);
 # --recompute full is bitwise the plain run at the same layout; every rank's arena peak is its plan
 # and estimate --world T --tp T's, to the byte; a --tp run's checkpoint is the single-process
@@ -95,6 +95,12 @@ run l2 2 L
 within g1 g2 "gpt2-tiny --tp 2 (vocabulary 259 padded to 260)"
 within g1 g4 "gpt2-tiny --tp 4 (vocabulary 259 padded to 260)"
 within l1 l2 "llama-tiny --tp 2 (2 of 4 heads, 1 of 2 key/value heads per rank)"
+run gs2 2 G --sp
+run gs4 4 G --sp
+run ls2 2 L --sp
+within g1 gs2 "gpt2-tiny --tp 2 --sp"
+within g1 gs4 "gpt2-tiny --tp 4 --sp"
+within l1 ls2 "llama-tiny --tp 2 --sp"
 grep -q "loss" "$T/g1.jsonl" && [ "$(losses g1)" != "$(losses g4)" ] && echo "  note: gpt2 --tp 4's losses are not one process's bits (the bound above is what holds)"
 
 echo "-- run to run, and the memory techniques, at one layout"
@@ -102,8 +108,8 @@ run g2b 2 G
 same g2 g2b "gpt2-tiny --tp 2 twice: the same losses and checkpoint bytes"
 run g2r 2 G --recompute full
 same g2 g2r "gpt2-tiny --tp 2 --recompute full = no recomputation, bit for bit"
-run l2r 2 L --recompute selective
-same l2 l2r "llama-tiny --tp 2 --recompute selective = no recomputation, bit for bit"
+run ls2r 2 L --sp --recompute selective
+same ls2 ls2r "llama-tiny --tp 2 --sp --recompute selective = no recomputation, bit for bit"
 
 echo "-- --precision bf16: one process's own reordering (--accum 2) drifts 3e-5 (gpt2) and 5e-5 (llama) by step 50"
 within_b() { # within_b A B WHAT: as within, to 1e-4
@@ -123,16 +129,20 @@ peaks g2 2 G
 peaks g4 4 G
 peaks l2 2 L
 peaks gb2 2 G --precision bf16
+peaks gs4 4 G --sp
+peaks ls2 2 L --sp
 
 echo "-- checkpoints: the single-process format, any layout resumes them"
 # a --tp 2 checkpoint at step 25 resumed by one process, and one process's by --tp 2
-mkdir -p "$T/r21" "$T/r12" "$T/rl21"
+mkdir -p "$T/r21" "$T/r12" "$T/rl21" "$T/rs41"
 cp "$T/g2/step-00000025.mwck" "$T/r21/" 2>/dev/null || fail "no step-25 checkpoint from --tp 2"
 cp "$T/g1/step-00000025.mwck" "$T/r12/" 2>/dev/null || fail "no step-25 checkpoint from one process"
 cp "$T/l2/step-00000025.mwck" "$T/rl21/" 2>/dev/null || fail "no step-25 checkpoint from llama --tp 2"
+cp "$T/gs4/step-00000025.mwck" "$T/rs41/" 2>/dev/null || fail "no step-25 checkpoint from --tp 4 --sp"
 run r21 0 G --resume auto
 run r12 2 G --resume auto
 run rl21 0 L --resume auto
+run rs41 0 G --resume auto
 resumed_within() { # resumed_within UNBROKEN RESUMED WHAT: steps 26-50 of the resumed run within the bound
   local r
   r=$(paste <(losses "$1" | tail -26) <(losses "$2") | awk 'NF != 2 { bad = 1 } NF == 2 { d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > mx) mx = d; n++ }
@@ -145,6 +155,7 @@ resumed_within() { # resumed_within UNBROKEN RESUMED WHAT: steps 26-50 of the re
 resumed_within g1 r21 "--tp 2 saved at step 25, one process resumes"
 resumed_within g1 r12 "one process saved at step 25, --tp 2 resumes"
 resumed_within l1 rl21 "llama --tp 2 saved at step 25, one process resumes"
+resumed_within g1 rs41 "--tp 4 --sp saved at step 25, one process resumes"
 # the files are the single-process format: the same length, every record readable
 [ "$(stat -c %s "$T/g1/step-00000050.mwck")" = "$(stat -c %s "$T/g2/step-00000050.mwck")" ] &&
   "$MW" eval --data "$T/d" --ckpt "$T/g2/step-00000050.mwck" --eval-batches 2 >"$T/eval.out" 2>&1 &&
@@ -169,6 +180,8 @@ refuse "gpt2 --heads 4 --tp 3" "must divide the heads (4)" 3 "${G[@]}" --tp 3
 refuse "--tp 2 on one rank" "runs on 2 ranks" 0 "${G[@]}" --tp 2
 refuse "--tp 2 on 4 ranks" "runs on 2 ranks" 4 "${G[@]}" --tp 2
 refuse "--tp 2 --optim adafactor" "optim adafactor with --tp" 2 "${G[@]}" --tp 2 --optim adafactor
+refuse "--sp --precision bf16" "sp with --precision bf16" 2 "${G[@]}" --tp 2 --sp --precision bf16
+refuse "--sp over 63 positions" "give a multiple of 2" 2 "${G[@]}" --tp 2 --sp --batch 1 --seq 63
 refuse "--tp 2 --zero 1" "give --dp > 1" 2 "${G[@]}" --tp 2 --zero 1
 refuse "--tp 2 --pp 2" "pp runs in a later version" 4 "${G[@]}" --tp 2 --pp 2
 
