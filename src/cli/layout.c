@@ -247,7 +247,8 @@ int layout_report(const opts *o, int cmd_plan) {
         printf("], \"fits\": %s}\n", fits ? "true" : "false");
     } else {
         char b1[32], b2[32];
-        printf("%s: a parallel layout, planned per rank (not run here)\n", cmd_plan ? "plan" : "estimate");
+        printf("%s: a parallel layout, planned per rank (%s)\n", cmd_plan ? "plan" : "estimate",
+               P == 1 && D == 1 && c->ep <= 1 ? "train runs it: mpirun -np T ... train --tp T" : "not run here");
         printf("  world %d = --tp %d x --pp %d x --dp %d%s%s", T * P * D, T, P, D, c->sp ? ", --sp" : "",
                c->dp ? "" : " (every rank holds every state)");
         if (c->dp) printf(", --zero %d inside each data-parallel group of %d", c->zero, D);
