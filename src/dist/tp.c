@@ -111,7 +111,8 @@ void mw_tp_gather_rows(mw_model *m, void *full, const void *mine, int N, size_t 
 
 /* --sp: the gradients of the tensors whose sums run over the sequence (the norms'), each rank's
  * over its rows, summed over the ranks in rank order once per step */
-static mw_status sp_reduce_grads(mw_model *m) {
+mw_status mw_tp_sp_settle(mw_model *m) {
+    if (!m->cfg.sp || !m->tp_sp_dirty) return MW_OK;
     for (int i = 0; i < m->ntensors; i++) {
         const mw_tensor *t = &m->tensors[i];
         if (!t->seqp) continue;
@@ -177,7 +178,7 @@ void mw_tp_fill_normal(mw_model *m, int i, uint64_t seed, double std) {
 }
 
 mw_status mw_tp_grad_norm(mw_model *m, double *norm) {
-    if (m->cfg.sp && m->tp_sp_dirty) MW_TRY(sp_reduce_grads(m));
+    MW_TRY(mw_tp_sp_settle(m));
     double *parts = (double *)m->opp[(size_t)m->opt_op * MW_MAXACC];
     double split = 0.0, whole = 0.0;
     for (int i = 0; i < m->ntensors; i++) { /* tensor by tensor, in quanta, the quanta in order */

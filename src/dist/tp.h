@@ -43,6 +43,10 @@ void mw_tp_gather_rows(mw_model *m, void *full, const void *mine, int N, size_t 
  * over its rows, and the step sums them over the ranks before the norm (mw_tp_grad_norm) */
 static inline void mw_tp_tensor_seq(mw_model *m) { m->tensors[m->ntensors - 1].seqp = 1; }
 
+/* --sp: those gradients summed over the ranks, once after a backward (the norm and the optimizer
+ * call it; nothing when already done) */
+mw_status mw_tp_sp_settle(mw_model *m);
+
 /* The vocabulary's rows a rank holds of a MW_TS_ROWS tensor of V rows: [*lo, *hi) of the whole
  * (each rank ceil(V / T) rows, the last ones padding beyond V). */
 void mw_tp_vocab_range(const mw_model *m, int V, int *lo, int *hi);
