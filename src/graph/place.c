@@ -425,9 +425,6 @@ mw_status mw_graph_model_create(mw_model **out, const mw_model_def *arch, const 
     if (mw_graph_layout_runs(cfg) && cfg->sp && cfg->precision != MW_PRECISION_FP32)
         return mw_fail(MW_ERR_ARG, "--sp with --precision %s: the norms' bfloat16 gradients summed over the ranks "
                        "are not built yet; give --precision fp32 (or drop --sp)", mw_precision_str(cfg->precision));
-    if (mw_graph_layout_runs(cfg) && cfg->sp && (cfg->batch * cfg->seq) % cfg->tp != 0)
-        return mw_fail(MW_ERR_ARG, "--sp divides the batch's %d positions (--batch %d x --seq %d) over --tp %d ranks: "
-                       "give a multiple of %d", cfg->batch * cfg->seq, cfg->batch, cfg->seq, cfg->tp, cfg->tp);
     mw_model *m;
     MW_TRY(model_skeleton(&m, arch, cfg));
     mw_planner pl;
