@@ -831,13 +831,13 @@ int cmd_train(int argc, char **argv) {
         char key[2048];
         const mw_config *c = &o.cfg;
         snprintf(key, sizeof key, "%d %d %d %d %d %d %d %d %d %d %.17g %.17g %d %d %d %d %d %.17g %.17g %.17g %.17g %.17g "
-                 "%.17g %.17g %.17g %.17g %.17g %.17g %.17g %llu %d %d %d %d %d %d %d %llu %d %d %s %s %s",
+                 "%.17g %.17g %.17g %.17g %.17g %.17g %.17g %llu %d %d %d %d %d %d %d %llu %d %d %s %s %s tp %d sp %d",
                  c->arch, c->n_layer, c->n_head, c->n_embd, c->vocab, c->ctx, c->n_kv_head, c->ffn, c->tied, c->batch,
                  c->rope_theta, c->norm_eps, c->seq, c->accum, c->steps, c->warmup, c->optim, c->lr, c->min_lr_frac,
                  c->beta1, c->beta2, c->beta3, c->eps, c->eps2, c->weight_decay, c->grad_clip, c->momentum,
                  c->clip_threshold, c->decay_rate, (unsigned long long)c->seed, c->eval_every, c->eval_batches,
                  c->precision, c->zero, c->world, c->save_every, c->keep, (unsigned long long)c->budget, c->offload,
-                 o.stop_at, plan.pin, c->tokenizer.name, o.ckpt_dir ? o.ckpt_dir : "");
+                 o.stop_at, plan.pin, c->tokenizer.name, o.ckpt_dir ? o.ckpt_dir : "", c->tp, c->sp);
         same_on_every_rank(comm, fnv(0xcbf29ce484222325ull, key, strlen(key)),
                            "configuration (the flags, or the recomputation --recompute auto chose: pin it with the "
                            "plan's --recompute value)");
