@@ -185,4 +185,11 @@ refuse "--sp over 63 positions" "give a multiple of 2" 2 "${G[@]}" --tp 2 --sp -
 refuse "--tp 2 --zero 1" "give --dp > 1" 2 "${G[@]}" --tp 2 --zero 1
 refuse "--tp 2 --pp 2" "pp runs in a later version" 4 "${G[@]}" --tp 2 --pp 2
 
+# ranks given different layouts: the configuration's fingerprint differs, every rank stops
+mpirun -np 1 "$MW" train "${G[@]}" --tp 2 --out "$T/mixed" : -np 1 "$MW" train "${G[@]}" --tp 2 --sp --out "$T/mixed" \
+  >"$T/err" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "^memwall: rank 1's configuration .* differs from rank 0's" "$T/err" && ! ls "$T/mixed"/step-* >/dev/null 2>&1 &&
+  pass "--tp 2 on one rank, --tp 2 --sp on the other -> exit $rc, naming rank 1" || fail "mixed layouts: exit $rc: $(grep -m1 'memwall:' "$T/err")"
+
 [ $fails -eq 0 ] && echo "cli_tp: ok" || { echo "cli_tp: $fails check(s) failed"; exit 1; }
