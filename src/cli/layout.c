@@ -23,8 +23,13 @@ void layout_parse(opts *o, int mask) {
         if (opt_given(o, FLAGS[k])) given = FLAGS[k];
     if (!given) return;
     if (opt_given(o, "search")) die(1, "--search chooses the layout and the ZeRO stage: drop --%s", given);
-    if (mask & (CMD_TRAIN | CMD_BENCH))
-        die(1, "--%s runs in a later version: estimate and plan only (a layout's collectives have no CPU kernel yet)", given);
+    if (mask & (CMD_TRAIN | CMD_BENCH)) { /* train runs --tp alone (src/dist/tp.c); the rest is planned only */
+        const char *later = mask & CMD_BENCH ? given : NULL;
+        for (size_t k = 0; k < sizeof FLAGS / sizeof FLAGS[0] && !later; k++)
+            if (opt_given(o, FLAGS[k]) && strcmp(FLAGS[k], "tp") != 0 && strcmp(FLAGS[k], "sp") != 0) later = FLAGS[k];
+        if (later)
+            die(1, "--%s runs in a later version: estimate and plan only (train runs --tp and --sp alone)", later);
+    }
     mw_config *c = &o->cfg;
     const int T = opt_given(o, "tp") ? c->tp : 1, P = opt_given(o, "pp") ? c->pp : 1,
               D = opt_given(o, "dp") ? o->layout_dp : 1, E = opt_given(o, "ep") ? c->ep : 1;
@@ -242,7 +247,8 @@ int layout_report(const opts *o, int cmd_plan) {
         printf("], \"fits\": %s}\n", fits ? "true" : "false");
     } else {
         char b1[32], b2[32];
-        printf("%s: a parallel layout, planned per rank (not run here)\n", cmd_plan ? "plan" : "estimate");
+        printf("%s: a parallel layout, planned per rank (%s)\n", cmd_plan ? "plan" : "estimate",
+               P == 1 && D == 1 && c->ep <= 1 ? "train runs it: mpirun -np T ... train --tp T" : "not run here");
         printf("  world %d = --tp %d x --pp %d x --dp %d%s%s", T * P * D, T, P, D, c->sp ? ", --sp" : "",
                c->dp ? "" : " (every rank holds every state)");
         if (c->dp) printf(", --zero %d inside each data-parallel group of %d", c->zero, D);

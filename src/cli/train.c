@@ -463,8 +463,8 @@ static void agree(void) {
 
 /* --zero: MPI, this rank's place in the run, and its output (rank 0 alone prints on stdout) */
 static mw_comm *start_ranks(opts *o, int *argc, char ***argv) {
-    const int launched = mw_mpi_launched_size();
-    if (!o->cfg.dp) {
+    const int launched = mw_mpi_launched_size(), tp = o->cfg.tp > 1;
+    if (!o->cfg.dp && !tp) {
         if (launched > 1)
             die(1, "started as one of %d ranks (mpirun) without --zero: each would train the whole model alone on the "
                    "same data and write the same files; give --zero 0 or 1 to share the steps", launched);
@@ -477,8 +477,14 @@ static mw_comm *start_ranks(opts *o, int *argc, char ***argv) {
         voters = cm, die_refuse_hook = refuse_vote;
     }
     if (o->comm_timeout < 0) die(1, "--comm-timeout must be >= 0 seconds (0: wait forever), got %g", o->comm_timeout);
-    o->cfg.world = cm->size;
-    o->cfg.rank = cm->rank;
+    if (tp && cm->size != o->cfg.tp) /* --tp alone: every rank is one of the tensor-parallel group */
+        die(1, "--tp %d runs on %d ranks (mpirun -np %d), this run has %d", o->cfg.tp, o->cfg.tp, o->cfg.tp, cm->size);
+    if (tp && o->init) die(1, "--init with --tp: importing weights into a tensor-parallel run is not built yet (import "
+                              "with one process, save a checkpoint, and --resume it with --tp)");
+    if (!tp) { /* --tp keeps the plan's world of one data-parallel rank */
+        o->cfg.world = cm->size;
+        o->cfg.rank = cm->rank;
+    }
     /* the CPUs this rank may run on: mpirun binds each rank to one core by default (OpenMPI, 2 ranks
      * or fewer per node), and threads beyond them only take turns; estimate --world takes the same */
     const int cpus = mw_mpi_rank_cpus(mw_mpi_local_size());
@@ -825,13 +831,13 @@ int cmd_train(int argc, char **argv) {
         char key[2048];
         const mw_config *c = &o.cfg;
         snprintf(key, sizeof key, "%d %d %d %d %d %d %d %d %d %d %.17g %.17g %d %d %d %d %d %.17g %.17g %.17g %.17g %.17g "
-                 "%.17g %.17g %.17g %.17g %.17g %.17g %.17g %llu %d %d %d %d %d %d %d %llu %d %d %s %s %s",
+                 "%.17g %.17g %.17g %.17g %.17g %.17g %.17g %llu %d %d %d %d %d %d %d %llu %d %d %s %s %s tp %d sp %d",
                  c->arch, c->n_layer, c->n_head, c->n_embd, c->vocab, c->ctx, c->n_kv_head, c->ffn, c->tied, c->batch,
                  c->rope_theta, c->norm_eps, c->seq, c->accum, c->steps, c->warmup, c->optim, c->lr, c->min_lr_frac,
                  c->beta1, c->beta2, c->beta3, c->eps, c->eps2, c->weight_decay, c->grad_clip, c->momentum,
                  c->clip_threshold, c->decay_rate, (unsigned long long)c->seed, c->eval_every, c->eval_batches,
                  c->precision, c->zero, c->world, c->save_every, c->keep, (unsigned long long)c->budget, c->offload,
-                 o.stop_at, plan.pin, c->tokenizer.name, o.ckpt_dir ? o.ckpt_dir : "");
+                 o.stop_at, plan.pin, c->tokenizer.name, o.ckpt_dir ? o.ckpt_dir : "", c->tp, c->sp);
         same_on_every_rank(comm, fnv(0xcbf29ce484222325ull, key, strlen(key)),
                            "configuration (the flags, or the recomputation --recompute auto chose: pin it with the "
                            "plan's --recompute value)");
@@ -906,7 +912,10 @@ int cmd_train(int argc, char **argv) {
         for (int q = 0; q < 4; q++)
             if (mw_mpi_allgather_u64(comm, mine[q], rk + (size_t)q * comm->size) != MW_OK) die(1, "%s", mw_last_error());
         const double P = (double)mw_config_num_params(&o.cfg), steps = t.steps_run > 0 ? t.steps_run : 1;
-        printf("  ranks (--zero %d, %d of them):", o.cfg.zero, comm->size);
+        if (o.cfg.tp > 1)
+            printf("  ranks (--tp %d%s, %d of them):", o.cfg.tp, o.cfg.sp ? " --sp" : "", comm->size);
+        else
+            printf("  ranks (--zero %d, %d of them):", o.cfg.zero, comm->size);
         for (int j = 0; j < comm->size; j++)
             printf("%s rank %d arena peak %s (plan %s), peak RSS %s", j ? ";" : "", j,
                    mw_fmt_bytes(rk[j], b1, sizeof b1), mw_fmt_bytes(rk[comm->size + j], b2, sizeof b2),

@@ -277,11 +277,13 @@ mw_status mw_config_validate(const mw_config *c) {
         if (c->arch == MW_ARCH_GPT2) {
             NEED(4 * c->n_embd % T == 0, "--tp %d must divide the MLP's width 4 x --dim (%d)", T, 4 * c->n_embd);
         } else {
-            NEED(c->n_kv_head % T == 0 && c->ffn % T == 0,
-                 "--tp %d must divide the key/value heads (%d) and --ffn (%d)", T, c->n_kv_head, c->ffn);
+            NEED(c->n_kv_head % T == 0, "--tp %d must divide the key/value heads (%d)", T, c->n_kv_head);
+            NEED(c->ffn % T == 0, "--tp %d must divide the MLP's width --ffn (%d)", T, c->ffn);
             NEED(c->moe_ffn % T == 0, "--tp %d must divide the experts' width --moe-ffn (%d)", T, c->moe_ffn);
         }
         NEED(!c->sp || T > 1, "--sp divides the norms' and the residual's values over the --tp ranks: give --tp > 1");
+        NEED(!c->sp || (c->batch * c->seq) % T == 0, "--sp divides the batch's %d positions (--batch %d x --seq %d) over "
+             "--tp %d ranks: give a multiple of %d", c->batch * c->seq, c->batch, c->seq, T, T);
         if (c->pp > 1) {
             NEED(c->pp_stage >= 0 && c->pp_stage < c->pp && c->pp_blocks >= 1 && c->pp_first >= 0 &&
                      c->pp_first + c->pp_blocks <= c->n_layer,

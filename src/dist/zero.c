@@ -41,6 +41,14 @@ void mw_zero_shard(uint64_t n, int world, int r, uint64_t *lo, uint64_t *hi) {
 
 mw_status mw_model_set_comm(mw_model *m, mw_comm *comm) {
     const mw_config *c = &m->cfg;
+    if (c->tp > 1 && !c->dp) { /* tensor parallelism alone: comm is the tensor-parallel group (src/dist/tp.c) */
+        if (!comm || comm->size != c->tp)
+            return mw_fail(MW_ERR_ARG, "--tp %d: the model was planned for %d tensor-parallel ranks, the run has %d "
+                                       "(start it with mpirun -np %d)", c->tp, c->tp, comm ? comm->size : 0, c->tp);
+        if (c->tp > 64) return mw_fail(MW_ERR_ARG, "--tp %d: at most 64 tensor-parallel ranks", c->tp);
+        m->comm = m->tpc = comm;
+        return MW_OK;
+    }
     if (!c->dp) return mw_fail(MW_ERR_ARG, "the model was not planned for data parallelism (cfg.dp)");
     if (!comm || comm->size != c->world || comm->rank != c->rank)
         return mw_fail(MW_ERR_ARG, "the model was planned as rank %d of %d, the communicator is rank %d of %d",

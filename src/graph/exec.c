@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../core/status.h"
+#include "../dist/tp.h"
 #include "../optim/adamw.h"
 #include "graph_impl.h"
 #include "model.h"
@@ -46,6 +47,7 @@ mw_status mw_model_forward(mw_model *m, const int32_t *inputs, const int32_t *ta
         if (m->zpre) mw_graph_zero3_poll(m);
     }
     if (targets) *loss = (float)(s / ((double)m->cfg.batch * m->cfg.seq));
+    MW_TRY(mw_graph_io_check(m)); /* --tp: a collective of an op that failed */
     return mw_graph_zero3_wait(m); /* a forward alone may have prefetched the block its backward would begin with */
 }
 
@@ -67,7 +69,7 @@ mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const in
         if (gdisk && m->op_ge[i]) MW_TRY(mw_graph_grad_done(m, l));
     }
     *loss = (float)(s / N);
-    return MW_OK;
+    return mw_graph_io_check(m); /* --tp: a collective of an op that failed */
 }
 
 int32_t *mw_model_staging(mw_model *m) { return m->staging; }
@@ -112,7 +114,7 @@ static int grads_fresh(const mw_model *m, int seg) { return seg > 0 && seg < m->
 /* The gradients of chunk [lo, hi) of segment seg as floats, where they are not on the disk tier:
  * in memory as they are, or a block's bfloat16 ones widened into gslot[0] (zeros when stale).
  * Valid until the next call. */
-static float *grads_chunk(const mw_model *m, int seg, size_t lo, size_t hi) {
+float *mw_graph_grads_chunk(const mw_model *m, int seg, size_t lo, size_t hi) {
     if (!mw_graph_grads_mem16(m) || seg == 0 || seg == m->nseg - 1) return resident(m, 1, seg, lo);
     float *g = m->gslot[0];
     if (grads_fresh(m, seg))
@@ -140,7 +142,7 @@ typedef struct norm_chunk {
 
 static void norm_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const arr[MW_ARR_COUNT]) {
     norm_chunk *nc = ctx;
-    const float *g = arr[MW_ARR_G] ? (const float *)arr[MW_ARR_G] : grads_chunk(nc->m, seg, lo, hi);
+    const float *g = arr[MW_ARR_G] ? (const float *)arr[MW_ARR_G] : mw_graph_grads_chunk(nc->m, seg, lo, hi);
     if (arr[MW_ARR_G] && grads_fresh(nc->m, seg)) memset(arr[MW_ARR_G], 0, (hi - lo) * sizeof(float));
     const size_t b0 = lo / MW_NORM_QUANTUM, b1 = (hi - 1) / MW_NORM_QUANTUM;
     double *parts = nc->parts;
@@ -157,6 +159,7 @@ static void norm_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const 
 mw_status mw_graph_grad_norm(mw_model *m, double *norm) {
     *norm = 0.0;
     if (m->cfg.inference) return MW_OK;
+    if (mw_tp_on(m)) return mw_tp_grad_norm(m, norm); /* over the tensor-parallel ranks */
     const size_t n = m->nfloats, nb = (n + MW_NORM_QUANTUM - 1) / MW_NORM_QUANTUM;
     double *parts = (double *)m->opp[(size_t)m->opt_op * MW_MAXACC];
     if (mw_graph_grads_on_disk(m)) {
@@ -215,7 +218,7 @@ static void opt_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const a
     float *pc = NULL, *gc = NULL;
     if (rd & MW_ARR_BIT(MW_ARR_P)) pc = arr[MW_ARR_P] ? arr[MW_ARR_P] : resident(m, 0, seg, lo);
     if (rd & MW_ARR_BIT(MW_ARR_G)) {
-        gc = arr[MW_ARR_G] ? arr[MW_ARR_G] : grads_chunk(m, seg, lo, hi);
+        gc = arr[MW_ARR_G] ? arr[MW_ARR_G] : mw_graph_grads_chunk(m, seg, lo, hi);
         if (arr[MW_ARR_G] && grads_fresh(m, seg)) memset(gc, 0, (hi - lo) * sizeof(float));
     }
     mw_opt_chunk(&m->opt, a->hp, a->pass, lo, hi, pc, gc, arr[MW_ARR_M], arr[MW_ARR_V], m->ostate, m->oscratch);
@@ -225,6 +228,7 @@ mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
     const mw_config *c = &m->cfg;
     if (c->inference) return MW_OK;
     if (mw_graph_opt_sharded(m)) return mw_zero_opt_step(m, lr, grad_norm, t);
+    if (mw_tp_on(m)) MW_TRY(mw_tp_sp_settle(m)); /* --sp: the norms' gradients, if the norm did not */
     float coef = 1.0f;
     if (c->grad_clip > 0) { /* PyTorch's clip_grad_norm_: max_norm / (norm + 1e-6), at most 1 */
         float cc = (float)c->grad_clip / (float)(grad_norm + 1e-6);
@@ -262,7 +266,7 @@ mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
                 if (hi == lo) continue;
                 void *mm = m->opt.bits[0] ? mw_opt_elem(m->m, m->opt.bits[0], lo) : NULL;
                 void *vv = m->opt.bits[1] ? mw_opt_elem(m->v, m->opt.bits[1], lo) : NULL;
-                mw_opt_chunk(&m->opt, &hp, k, lo, hi, m->params + lo, grads_chunk(m, sg, lo, hi), mm, vv,
+                mw_opt_chunk(&m->opt, &hp, k, lo, hi, m->params + lo, mw_graph_grads_chunk(m, sg, lo, hi), mm, vv,
                              m->ostate, m->oscratch);
             }
             mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);

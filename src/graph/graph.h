@@ -91,6 +91,10 @@ typedef struct mw_tensor {
     int seg;   /* its segment of the disk tier (MW_OFFLOAD_OPTIMIZER_GRADS, ALL): 0 before the
                   blocks, 1 + layer, L + 1 after */
     unsigned char split; /* MW_TS_*: how it divides over tensor-parallel ranks (dims are this rank's) */
+    unsigned char groups; /* MW_TS_ROWS: the rows are this many equal groups, each divided over the ranks
+                             (GPT-2's fused q|k|v: 3, so that a rank holds its heads' q, k and v); 1 */
+    int gdims[2];         /* the whole tensor's dims, as one process holds it (and checkpoints store it) */
+    unsigned char seqp;   /* --sp: its gradient is each rank's rows' (mw_tp_tensor_seq) */
 } mw_tensor;
 
 /* A read of the disk tier that a parameter visit starts: segment seg's parameters into staging
@@ -191,6 +195,14 @@ struct mw_model {
     int zpre_seg, zpre_slot;
     int zres_dirty; /* --zero 3: the resident segments' parameters were written outside a step */
     char offload_why[200];   /* auto's reasons ("" otherwise) */
+    /* tensor parallelism (cfg.tp > 1, src/dist/tp.c): the tensor-parallel group (NULL until
+     * mw_model_set_comm), its workspace (the all-reduces' receive buffer, tpq floats per rank, then
+     * the loss's per-row statistics) */
+    mw_comm *tpc;
+    float *tpbuf;
+    size_t tpq;
+    float *spbuf;    /* --sp: the all-gathers' whole (N, C) and the reduce-scatters' partial sums */
+    int tp_sp_dirty; /* --sp: a backward ran since the norms' gradients were summed over the ranks */
     void *off_stage;         /* MW_OFFLOAD_OPTIMIZER: the moments' staging buffer (optimizer op) */
     struct mw_offload *off;  /* ... and the disk tier holding them (src/memory/offload.c) */
 };
@@ -304,6 +316,8 @@ void mw_graph_add_tensor(mw_model *m, const char *name, int r, int c, int decay,
  * pipeline stages hold it (MW_AT_*): under a layout (cfg.tp, cfg.pp) the table holds this rank's
  * share alone (mw_graph_add_tensor: MW_TS_WHOLE, MW_AT_AUTO). */
 void mw_graph_add_tensor_split(mw_model *m, const char *name, int r, int c, int decay, int pad, int split, int at);
+/* The tensor added last (MW_TS_ROWS) has g equal groups of rows, each divided over the ranks. */
+static inline void mw_graph_tensor_groups(mw_model *m, int g) { m->tensors[m->ntensors - 1].groups = (unsigned char)g; }
 /* The kind of an op: the model's, or a pipeline stage's send or receive (src/graph/layout.c). */
 static inline const mw_kind *mw_graph_kind(const mw_model *m, int k) {
     return k < m->arch->nkinds ? &m->arch->kinds[k] : &m->pkind[k - m->arch->nkinds];

@@ -85,6 +85,9 @@ uint64_t mw_graph_layout_bytes(const mw_model *m, int split, uint64_t bytes);
 /* A pipeline stage's schedule: its micro-batches' forwards and backwards in 1F1B order, with the
  * receives and sends between stages, then the optimizer. */
 mw_status mw_graph_stage_schedule(mw_model *m);
+/* A layout that runs (not only planned): tensor parallelism (with or without sequence
+ * parallelism) alone (src/dist/tp.c), without a pipeline, expert or data parallelism. */
+static inline int mw_graph_layout_runs(const mw_config *c) { return c->tp > 1 && c->pp <= 1 && c->ep <= 1 && !c->dp; }
 /* m's cfg as this rank sees it: the stage's blocks as blocks 0 .. pp_blocks - 1. */
 void mw_graph_layout_local(mw_config *c);
 
@@ -121,6 +124,10 @@ mw_status mw_graph_grad_done(mw_model *m, int l);
 
 /* ---- exec.c ---- */
 
+/* The gradients of flat elements [lo, hi) of segment seg as floats, outside the disk tier: where
+ * they are, or a block's bfloat16 ones widened into gslot[0] (zeros when stale); valid until the
+ * next call. */
+float *mw_graph_grads_chunk(const mw_model *m, int seg, size_t lo, size_t hi);
 /* The step's inputs and targets (may be NULL) into op 0's values, checked against the vocabulary. */
 mw_status mw_graph_load_tokens(mw_model *m, const int32_t *inputs, const int32_t *targets);
 

@@ -12,6 +12,7 @@
 
 #include "../core/rng.h"
 #include "../core/status.h"
+#include "../dist/tp.h"
 #include "../memory/scratch.h"
 #include "budget.h"
 #include "graph_impl.h"
@@ -26,8 +27,11 @@ void mw_graph_add_tensor(mw_model *m, const char *name, int r, int c, int decay,
 void mw_graph_add_tensor_split(mw_model *m, const char *name, int r, int c, int decay, int pad, int split, int at) {
     if (m->building_layer >= 0) m->built_blocks = 1;
     else if (!mw_graph_layout_holds(m, m->built_blocks, at)) return; /* another pipeline stage's */
+    const int gr = r, gc = c;
     mw_graph_layout_dims(m, split, &r, &c);
     mw_tensor *t = &m->tensors[m->ntensors++];
+    t->gdims[0] = gr, t->gdims[1] = gc;
+    t->groups = 1;
     t->split = (unsigned char)split;
     const size_t len = strnlen(name, sizeof t->name - 1); /* snprintf("%s")'s truncation, without its cost (a
                                                            * model of 256 experts a block names 45k tensors) */
@@ -374,7 +378,7 @@ static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const 
     if (s == MW_OK) s = mw_graph_resolve_policy(m);
     if (s == MW_OK) s = mw_graph_build_schedule(m);
     /* a layout is planned, never run: it has no transfers of the disk tier to read off */
-    if (s == MW_OK && !mw_config_layout(cfg)) s = mw_graph_build_transfers(m);
+    if (s == MW_OK && (!mw_config_layout(cfg) || mw_graph_layout_runs(cfg))) s = mw_graph_build_transfers(m);
     if (s != MW_OK) {
         mw_model_destroy(m);
         return s;
@@ -411,9 +415,16 @@ mw_status mw_graph_plan(const mw_model_def *arch, const mw_config *cfg, mw_plan_
 
 mw_status mw_graph_model_create(mw_model **out, const mw_model_def *arch, const mw_config *cfg) {
     *out = NULL;
-    if (mw_config_layout(cfg)) /* the collectives have no CPU kernel yet (MW_KF_COMM) */
+    if (mw_config_layout(cfg) && !mw_graph_layout_runs(cfg)) /* the pipeline's sends and receives have no CPU kernel yet (MW_KF_COMM) */
         return mw_fail(MW_ERR_ARG, "--%s runs in a later version: estimate and plan only",
                        cfg->tp > 1 ? "tp" : cfg->sp ? "sp" : cfg->pp > 1 ? "pp" : "ep");
+    if (mw_graph_layout_runs(cfg) && cfg->optim != MW_OPTIM_ADAMW) /* src/dist/tp.c */
+        return mw_fail(MW_ERR_ARG, "--optim %s with --tp: its state is not per element (blocks, rows or sums that a "
+                       "shard would cut differently from one process), not built yet; give --optim adamw",
+                       mw_optim_str(cfg->optim));
+    if (mw_graph_layout_runs(cfg) && cfg->sp && cfg->precision != MW_PRECISION_FP32)
+        return mw_fail(MW_ERR_ARG, "--sp with --precision %s: the norms' bfloat16 gradients summed over the ranks "
+                       "are not built yet; give --precision fp32 (or drop --sp)", mw_precision_str(cfg->precision));
     mw_model *m;
     MW_TRY(model_skeleton(&m, arch, cfg));
     mw_planner pl;
@@ -511,6 +522,10 @@ void mw_model_memory(const mw_model *m, uint64_t category[MW_CAT_COUNT], uint64_
 }
 
 void mw_graph_fill_normal(mw_model *m, int i, uint64_t seed, double std) {
+    if (m->cfg.tp > 1) { /* the whole tensor's values, this rank's kept (src/dist/tp.c) */
+        mw_tp_fill_normal(m, i, seed, std);
+        return;
+    }
     const mw_tensor *t = &m->tensors[i];
     float *p = mw_graph_param_access(m, i, 1);
     if (!p) return; /* m->io_error says why */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../core/status.h"
+#include "../dist/tp.h"
 #include "../memory/aio.h"
 #include "graph_impl.h"
 
@@ -181,15 +182,14 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
             if (gdisk && !c->inference) m->gslot[k] = align_io(m->gslot[k]);
         }
     PERSIST(m->gw.buf, m->gw.floats * F, MW_CAT_WORK, "gemm_pack");
-    if (c->tp > 1 && c->sp) { /* sequence parallelism: the all-gather's whole (N, C) input of the
-                                 column-parallel products and the reduce-scatter's whole output, as
-                                 Megatron's global buffer (held for the step) */
-        if (placed)
-            idx++;
-        else
-            MW_TRY(mw_planner_add(pl, "tp_sp_gather", -1, N * (uint64_t)c->n_embd * (c->precision == MW_PRECISION_BF16 ? 2 : F),
-                                  MW_CAT_WORK, 0, last));
+    if (c->tp > 1) { /* the all-reduces' receive buffer and the loss's statistics (src/dist/tp.c) */
+        m->tpq = mw_tp_piece_floats(c);
+        PERSIST(m->tpbuf, mw_tp_workspace_floats(c) * F, MW_CAT_WORK, "tp_comm");
     }
+    if (c->tp > 1 && c->sp) /* sequence parallelism: the all-gather's whole (N, C) input of the
+                               column-parallel products and the reduce-scatter's whole partial sums
+                               (fp32), as Megatron's global buffer (held for the step) */
+        PERSIST(m->spbuf, N * (uint64_t)c->n_embd * F, MW_CAT_WORK, "tp_sp_gather");
     PERSIST(m->staging, (2 * N + (uint64_t)c->batch * (c->seq + 1)) * sizeof(int32_t), MW_CAT_WORK,
             "token_staging");
     mw_ext ext[MW_MAX_EXT];

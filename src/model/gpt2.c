@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include "../core/status.h"
+#include "../dist/tp.h"
 #include "../graph/graph.h"
 #include "../kernels/cpu/ops.h"
+#include "../kernels/cpu/vocab.h"
 
 /* Per-layer tensors, in storage order (Hugging Face GPT-2 names after "h.<l>."). */
 enum { LN1W, LN1B, QKVW, QKVB, PROJW, PROJB, LN2W, LN2B, FCW, FCB, FCPW, FCPB, NLAYERT };
@@ -38,10 +40,14 @@ static mw_status build_table(mw_model *m) {
             snprintf(name, sizeof name, "h.%d.%s", l, layer_names[k]);
             mw_graph_block(m, l);
             mw_graph_add_tensor_split(m, name, rows[k], cols[k], cols[k] != 0, 1, split[k], MW_AT_AUTO);
+            if (k == QKVW || k == QKVB) mw_graph_tensor_groups(m, 3); /* a rank's heads' q, k and v */
+            if (k == LN1W || k == LN1B || k == LN2W || k == LN2B) mw_tp_tensor_seq(m); /* --sp: each rank's rows */
         }
     mw_graph_block(m, -1);
     mw_graph_add_tensor(m, "ln_f.weight", C, 0, 0, 1);
+    mw_tp_tensor_seq(m);
     mw_graph_add_tensor(m, "ln_f.bias", C, 0, 0, 1);
+    mw_tp_tensor_seq(m);
     return MW_OK;
 }
 
@@ -59,7 +65,7 @@ static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf",  "lnf_s
  * under --sp */
 enum { WH = MW_VS_WHOLE, TP = MW_VS_TP, SQ = MW_VS_SEQ };
 static const unsigned char lslot_split[NLS] = {SQ, SQ, SQ, TP, TP, TP, SQ, SQ, SQ, TP, TP};
-static const unsigned char gslot_split[NGS] = {WH, WH, SQ, SQ, TP, WH, SQ, WH, TP, WH, WH, TP};
+static const unsigned char gslot_split[NGS] = {WH, WH, SQ, SQ, WH, WH, SQ, WH, TP, WH, WH, TP}; /* logits: gslot's */
 #define XN MW_SLOT_NEXT
 #define GS MW_SLOT_STEP
 enum { R = MW_R, W = MW_W, U = MW_U };
@@ -144,15 +150,16 @@ static void push_block_backward(mw_model *m, int l, int p) {
 
 static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
     const mw_config *c = &m->cfg;
-    const uint64_t B = c->batch, T = c->seq, C = c->n_embd, V = c->vocab, N = B * T;
+    const uint64_t B = c->batch, T = c->seq, C = c->n_embd, N = B * T;
     const uint64_t F = sizeof(float), H = B16(m) ? 2 : F;
+    const uint64_t TP_ = c->tp > 1 ? (uint64_t)c->tp : 1, Vl = (c->vocab + TP_ - 1) / TP_; /* a rank's vocabulary, padded */
     static const mw_category gcat[NGS] = {MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS,
                                           MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK,
                                           MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK};
     uint64_t rows = N < LOSS_ROWS ? N : LOSS_ROWS, crows = N < MW_CHUNK_ROWS ? N : MW_CHUNK_ROWS;
     const uint64_t gbytes[NGS] = {
         N * sizeof(int32_t), N * sizeof(int32_t), N * C * H, 2 * N * F,
-        (keeps_logits(c) ? N : rows) * V * F, N * F, N * C * F, N * C * F, 3 * N * C * F,
+        (keeps_logits(c) ? N : rows) * Vl * F, N * F, N * C * F, N * C * F, 3 * N * C * F,
         (uint64_t)m->nthreads * mw_attention_scratch_floats_x(c->seq, c->n_embd / c->n_head, B16(m)) * F,
         (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double), B16(m) ? crows * 4 * C * F : 0};
     *bytes = gbytes[g];
@@ -229,46 +236,108 @@ static void product_out(mw_model *m, void *out, float *chunk, const void *inp, c
  * 1e-5 */
 static float ln_eps(const mw_config *c) { return c->norm_eps > 0 ? (float)c->norm_eps : 1e-5f; }
 
-/* Runs op i. train: compute gradients in the head (the loss's gradient scaled by dloss). */
+/* Runs op i. train: compute gradients in the head (the loss's gradient scaled by dloss).
+ *
+ * Under --tp T (Megatron-LM's GPT): this rank holds H/T heads (q|k|v's rows of its heads, proj's
+ * columns), 4C/T of the MLP's width (fc's rows, fc2's columns) and ceil(V/T) rows of the tied
+ * embedding. Widths below are this rank's (the plain run's when T = 1). The row-parallel products
+ * (proj, fc2) leave partial sums that are all-reduced (src/dist/tp.c: in rank order, the same bits
+ * on every rank) before their bias and the residual are added; the column-parallel inputs'
+ * gradients (qkv's, fc's) likewise before the norm's backward; the embedding's lookup and the
+ * head's input gradient too. The tied embedding's gradient is this rank's rows alone: the head's
+ * (its logits' columns) plus the lookup's (its tokens), no exchange.
+ *
+ * Under --sp as well (Korthikanti et al.): the residual stream, the norms and their values are this
+ * rank's rows r0 .. r1 of the N positions alone. A norm's output is all-gathered (into m->spbuf)
+ * before the column-parallel product that reads it, and again in backward for its weight gradient;
+ * a row-parallel product's partial sums are reduce-scattered instead of all-reduced (the same
+ * rank-order sums: the same bits on every rank); the residual's gradient is all-gathered before
+ * the products' backward reads it. The norms' weight gradients are each rank's rows' and are
+ * summed over the ranks once per step (mw_tp_tensor_seq); the others see every row. */
 static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum) {
     const mw_config *c = &m->cfg;
     const int B = c->batch, T = c->seq, C = c->n_embd, H = c->n_head, V = c->vocab, N = B * T;
-    const int L = c->n_layer, l = m->ops[i].layer;
+    const int L = c->n_layer, l = m->ops[i].layer, tp = mw_tp_on(m), TP_ = tp ? c->tp : 1;
+    const int Cl = C / TP_, Hl = H / TP_, hs = C / H; /* this rank's attention width and heads */
+    int vlo = 0, vhi = V;
+    if (tp) mw_tp_vocab_range(m, V, &vlo, &vhi);
+    const int Vl = vhi - vlo; /* this rank's vocabulary (padded) */
+    const int sp = tp && c->sp;
+    int r0 = 0, r1 = N;
+    if (sp) mw_tp_rows(m, N, &r0, &r1);
+    const int Nl = r1 - r0;                       /* the rows of the residual stream and the norms here */
+    const size_t hb = B16(m) ? 2 : sizeof(float); /* a norm output's element */
+    float *spb = m->spbuf;
     void **P = m->opp + (size_t)i * MW_MAXACC;
 #define F(k) ((float *)P[k])
+#define GATHER(mine, eb) (mw_tp_gather_rows(m, spb, (mine), N, (size_t)C * (eb)), (void *)spb) /* every rank's rows */
     float *p[NLAYERT], *g[NLAYERT];
     if (l < L) {
         layer_ptrs(m, 0, l, p);
         if (!m->cfg.inference) layer_ptrs(m, 1, l, g);
     }
     const int b16 = B16(m);
+    const size_t NC = (size_t)N * C;
     switch (m->ops[i].kind) {
     case K_EMB:
-        mw_encoder_forward(F(2), (const int32_t *)P[0], WTE(0), WPE(0), B, T, C);
+        if (!tp) {
+            mw_encoder_forward(F(2), (const int32_t *)P[0], WTE(0), WPE(0), B, T, C);
+            break;
+        }
+        /* the rows this rank holds, summed over the ranks (exact: one is not zero), then wpe */
+        {
+            float *e = sp ? spb : F(2), *x = F(2);
+            const float *wpe = WPE(0);
+            mw_vocab_embed_rows(e, (const int32_t *)P[0], WTE(0), N, C, vlo, vhi);
+            if (sp)
+                mw_tp_reduce_scatter(m, e, N, C);
+            else
+                mw_tp_allreduce(m, e, NC);
+#pragma omp parallel for schedule(static)
+            for (int n = r0; n < r1; n++)
+                for (int k = 0; k < C; k++)
+                    x[(size_t)(n - r0) * C + k] = e[(size_t)n * C + k] + wpe[(size_t)(n % T) * C + k];
+        }
         break;
     case K_LN1QKV:
     case K_LN1:
-        mw_layernorm_forward_eps(P[1], b16, F(2), F(2) + N, F(0), p[LN1W], p[LN1B], N, C, ln_eps(c));
-        if (m->ops[i].kind == K_LN1QKV) product_out(m, P[3], F(4), P[1], p[QKVW], p[QKVB], N, C, 3 * C);
+        mw_layernorm_forward_eps(P[1], b16, F(2), F(2) + Nl, F(0), p[LN1W], p[LN1B], Nl, C, ln_eps(c));
+        if (m->ops[i].kind == K_LN1QKV)
+            product_out(m, P[3], F(4), sp ? GATHER(P[1], hb) : P[1], p[QKVW], p[QKVB], N, C, 3 * Cl);
         break;
     case K_ATTN:
-        mw_attention_forward_x(P[1], b16, F(2), F(3), m->nthreads, P[0], b16, B, T, H, H, C / H);
+        mw_attention_forward_x(P[1], b16, F(2), F(3), m->nthreads, P[0], b16, B, T, Hl, Hl, hs);
         break;
     case K_PROJ:
-        copy_rows(F(2), F(0), (size_t)N * C);
-        mw_matmul_forward_x(F(2), P[1], b16, p[PROJW], p[PROJB], N, C, C, 1, WS);
+    case K_FCPROJ: { /* out = in + product (+ bias); row-parallel: the partial products summed first */
+        const int k = m->ops[i].kind == K_PROJ, IC = k ? Cl : 4 * Cl;
+        float *w = k ? p[PROJW] : p[FCPW], *bias = k ? p[PROJB] : p[FCPB];
+        if (!tp) {
+            copy_rows(F(2), F(0), NC);
+            mw_matmul_forward_x(F(2), P[1], b16, w, bias, N, IC, C, 1, WS);
+            break;
+        }
+        float *o = F(2), *part = sp ? spb : o; /* --sp: the whole partial sums, then this rank's rows */
+        const float *x = F(0);
+        mw_matmul_forward_x(part, P[1], b16, w, NULL, N, IC, C, 0, WS);
+        if (sp)
+            mw_tp_reduce_scatter(m, part, N, C);
+        else
+            mw_tp_allreduce(m, part, NC);
+#pragma omp parallel for schedule(static)
+        for (int n = r0; n < r1; n++)
+            for (int q = 0; q < C; q++)
+                o[(size_t)(n - r0) * C + q] = x[(size_t)(n - r0) * C + q] + (part[(size_t)n * C + q] + bias[q]);
         break;
+    }
     case K_LN2FC:
     case K_LN2:
-        mw_layernorm_forward_eps(P[1], b16, F(2), F(2) + N, F(0), p[LN2W], p[LN2B], N, C, ln_eps(c));
-        if (m->ops[i].kind == K_LN2FC) product_out(m, P[3], F(4), P[1], p[FCW], p[FCB], N, C, 4 * C);
+        mw_layernorm_forward_eps(P[1], b16, F(2), F(2) + Nl, F(0), p[LN2W], p[LN2B], Nl, C, ln_eps(c));
+        if (m->ops[i].kind == K_LN2FC)
+            product_out(m, P[3], F(4), sp ? GATHER(P[1], hb) : P[1], p[FCW], p[FCB], N, C, 4 * Cl);
         break;
     case K_GELU:
-        mw_gelu_forward_x(P[1], b16, P[0], b16, (long)N * 4 * C);
-        break;
-    case K_FCPROJ:
-        copy_rows(F(2), F(0), (size_t)N * C);
-        mw_matmul_forward_x(F(2), P[1], b16, p[FCPW], p[FCPB], N, 4 * C, C, 1, WS);
+        mw_gelu_forward_x(P[1], b16, P[0], b16, (long)N * 4 * Cl);
         break;
     case K_HEAD:
     case K_LOGITS: {
@@ -277,17 +346,21 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         void *lnf = P[2];
         float *stats = F(3), *logits = F(4), *losses = F(5);
         const float *x = F(0);
-        mw_layernorm_forward_eps(lnf, b16, stats, stats + N, x, LNFW(0), LNFB(0), N, C, ln_eps(c));
+        mw_layernorm_forward_eps(lnf, b16, stats, stats + Nl, x, LNFW(0), LNFB(0), Nl, C, ln_eps(c));
+        if (sp) lnf = GATHER(lnf, hb); /* the head reads every row */
         const int grad = kind == K_HEAD && train;
         for (int n0 = 0; n0 < N; n0 += LOSS_ROWS) { /* positions in fixed quanta */
             const int rows = n0 + LOSS_ROWS < N ? LOSS_ROWS : N - n0;
             float *z = keeps_logits(c) ? logits + (size_t)n0 * V : logits; /* or one chunk's */
-            mw_matmul_forward_x(z, elt(lnf, (size_t)n0 * C, b16), b16, WTE(0), NULL, rows, C, V, 0, WS);
+            mw_matmul_forward_x(z, elt(lnf, (size_t)n0 * C, b16), b16, WTE(0), NULL, rows, C, Vl, 0, WS);
             if (!has_tg) continue;
-            mw_crossentropy(z, losses + n0, tg + n0, dloss, grad, rows, V);
+            if (tp)
+                mw_tp_xent(m, z, losses + n0, tg + n0, dloss, grad, rows, V);
+            else
+                mw_crossentropy(z, losses + n0, tg + n0, dloss, grad, rows, V);
             if (grad)
                 mw_matmul_backward_x(F(6) + (size_t)n0 * C, WTE(1), NULL, z, 0,
-                                     elt(lnf, (size_t)n0 * C, b16), b16, WTE(0), rows, C, V, 0, WS);
+                                     elt(lnf, (size_t)n0 * C, b16), b16, WTE(0), rows, C, Vl, 0, WS);
         }
         if (has_tg) {
             double s = 0.0;
@@ -295,45 +368,68 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
             *loss_sum = s;
         }
         if (grad) {
-            memset(F(7), 0, sizeof(float) * (size_t)N * C);
-            mw_layernorm_backward_acc(F(7), LNFW(1), LNFB(1), F(6), x, LNFW(0), stats,
-                                      stats + N, N, C);
+            if (sp) /* d(lnf) over the vocabulary's ranks: this rank's rows */
+                mw_tp_reduce_scatter(m, F(6), N, C);
+            else if (tp)
+                mw_tp_allreduce(m, F(6), NC);
+            memset(F(7), 0, sizeof(float) * (size_t)Nl * C);
+            mw_layernorm_backward_acc(F(7), LNFW(1), LNFB(1), F(6) + (size_t)r0 * C, x, LNFW(0), stats,
+                                      stats + Nl, Nl, C);
         }
         break;
     }
     case K_BFCPROJ: { /* dW from gelu, then d(gelu) (over gelu, or per chunk of rows when gelu is
                          bfloat16: rows are independent, the same bits), then d(fch) over fch */
-        mw_matmul_backward_x(NULL, g[FCPW], g[FCPB], F(2), 0, P[1], b16, p[FCPW], N, 4 * C, C, 0, WS);
+        const int W4 = 4 * Cl;
+        const float *dres = sp ? GATHER(F(2), sizeof(float)) : F(2); /* every row's */
+        mw_matmul_backward_x(NULL, g[FCPW], g[FCPB], dres, 0, P[1], b16, p[FCPW], N, W4, C, 0, WS);
         const int RC = b16 ? MW_CHUNK_ROWS : N;
         for (int n0 = 0; n0 < N; n0 += RC) {
             const int rows = N - n0 < RC ? N - n0 : RC;
-            float *dg = b16 ? F(3) : F(1) + (size_t)n0 * 4 * C;
-            void *fch = elt(P[0], (size_t)n0 * 4 * C, b16);
-            mw_matmul_backward_dinp(dg, F(2) + (size_t)n0 * C, p[FCPW], rows, 4 * C, C, WS);
-            mw_gelu_backward_x(fch, b16, dg, fch, b16, (long)rows * 4 * C);
+            float *dg = b16 ? F(3) : F(1) + (size_t)n0 * W4;
+            void *fch = elt(P[0], (size_t)n0 * W4, b16);
+            mw_matmul_backward_dinp(dg, dres + (size_t)n0 * C, p[FCPW], rows, W4, C, WS);
+            mw_gelu_backward_x(fch, b16, dg, fch, b16, (long)rows * W4);
         }
         break;
     }
     case K_BFC:
-        mw_matmul_backward_x(F(4), g[FCW], g[FCB], P[3], b16, P[0], b16, p[FCW], N, C, 4 * C, 0, WS);
-        mw_layernorm_backward_acc(F(5), g[LN2W], g[LN2B], F(4), F(2), p[LN2W], F(1), F(1) + N, N, C);
+        mw_matmul_backward_x(F(4), g[FCW], g[FCB], P[3], b16, sp ? GATHER(P[0], hb) : P[0], b16, p[FCW], N, C,
+                             4 * Cl, 0, WS);
+        if (sp)
+            mw_tp_reduce_scatter(m, F(4), N, C);
+        else if (tp)
+            mw_tp_allreduce(m, F(4), NC);
+        mw_layernorm_backward_acc(F(5), g[LN2W], g[LN2B], F(4) + (size_t)r0 * C, F(2), p[LN2W], F(1), F(1) + Nl, Nl, C);
         break;
     case K_BPROJ:
-        mw_matmul_backward_x(F(2), g[PROJW], g[PROJB], F(1), 0, P[0], b16, p[PROJW], N, C, C, 0, WS);
+        mw_matmul_backward_x(F(2), g[PROJW], g[PROJB], sp ? GATHER(F(1), sizeof(float)) : F(1), 0, P[0], b16, p[PROJW],
+                             N, Cl, C, 0, WS);
         break;
     case K_BATTN:
-        mw_attention_backward_x(F(4), F(5), m->nthreads, F(0), P[1], b16, P[2], b16, F(3), B, T, H, H, C / H);
+        mw_attention_backward_x(F(4), F(5), m->nthreads, F(0), P[1], b16, P[2], b16, F(3), B, T, Hl, Hl, hs);
         break;
     case K_BQKV:
-        mw_matmul_backward_x(F(4), g[QKVW], g[QKVB], F(0), 0, P[1], b16, p[QKVW], N, C, 3 * C, 0, WS);
-        mw_layernorm_backward_acc(F(5), g[LN1W], g[LN1B], F(4), F(3), p[LN1W], F(2), F(2) + N, N, C);
+        mw_matmul_backward_x(F(4), g[QKVW], g[QKVB], F(0), 0, sp ? GATHER(P[1], hb) : P[1], b16, p[QKVW], N, C,
+                             3 * Cl, 0, WS);
+        if (sp)
+            mw_tp_reduce_scatter(m, F(4), N, C);
+        else if (tp)
+            mw_tp_allreduce(m, F(4), NC);
+        mw_layernorm_backward_acc(F(5), g[LN1W], g[LN1B], F(4) + (size_t)r0 * C, F(3), p[LN1W], F(2), F(2) + Nl, Nl, C);
         break;
     case K_EMBB:
-        mw_encoder_backward(WTE(1), WPE(1), F(0), (const int32_t *)P[1], B, T, C);
+        if (tp) {
+            mw_vocab_encoder_backward(WTE(1), WPE(1), sp ? GATHER(F(0), sizeof(float)) : F(0), (const int32_t *)P[1], B,
+                                      T, C, vlo, vhi);
+            m->tp_sp_dirty = sp; /* the norms' gradients are each rank's rows' until the step sums them */
+        } else
+            mw_encoder_backward(WTE(1), WPE(1), F(0), (const int32_t *)P[1], B, T, C);
         break;
     default:
         break;
     }
+#undef GATHER
 #undef F
 }
 

@@ -11,8 +11,10 @@
 #include <string.h>
 
 #include "../core/status.h"
+#include "../dist/tp.h"
 #include "../graph/graph.h"
 #include "../kernels/cpu/ops.h"
+#include "../kernels/cpu/vocab.h"
 
 /* ---- parameters --------------------------------------------------------------------------------
  * embed, then per layer the nine below, then the final norm, then the LM head when untied. q, k
@@ -45,9 +47,11 @@ static mw_status build_table(mw_model *m) {
             snprintf(name, sizeof name, "model.layers.%d.%s", l, layer_names[k]);
             mw_graph_block(m, l);
             mw_graph_add_tensor_split(m, name, rows[k], cols[k], cols[k] != 0, pad[k], split[k], MW_AT_AUTO);
+            if (k == ATTN_NORM || k == MLP_NORM) mw_tp_tensor_seq(m); /* --sp: each rank's rows */
         }
     mw_graph_block(m, -1);
     mw_graph_add_tensor(m, "model.norm.weight", C, 0, 0, 1);
+    mw_tp_tensor_seq(m);
     if (!c->tied) mw_graph_add_tensor_split(m, "lm_head.weight", c->vocab, C, 1, 1, MW_TS_ROWS, MW_AT_AUTO);
     return MW_OK;
 }
@@ -74,7 +78,7 @@ static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf",  "lnf_r
  * under --sp */
 enum { WH = MW_VS_WHOLE, TP = MW_VS_TP, SQ = MW_VS_SEQ };
 static const unsigned char lslot_split[NLS] = {SQ, SQ, SQ, TP, TP, TP, SQ, SQ, SQ, TP, TP};
-static const unsigned char gslot_split[NGS] = {WH, WH, SQ, SQ, TP, WH, SQ, WH, TP, WH, WH, TP};
+static const unsigned char gslot_split[NGS] = {WH, WH, SQ, SQ, WH, WH, SQ, WH, TP, WH, WH, TP}; /* logits: gslot's */
 #define XN MW_SLOT_NEXT
 #define GS MW_SLOT_STEP
 enum { R = MW_R, W = MW_W, U = MW_U };
@@ -162,7 +166,8 @@ static uint64_t chunk_width(const mw_config *c) {
 
 static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
     const mw_config *c = &m->cfg;
-    const uint64_t B = c->batch, T = c->seq, C = c->n_embd, V = c->vocab, N = B * T;
+    const uint64_t B = c->batch, T = c->seq, C = c->n_embd, N = B * T;
+    const uint64_t TP_ = c->tp > 1 ? (uint64_t)c->tp : 1, Vl = (c->vocab + TP_ - 1) / TP_; /* a rank's vocabulary, padded */
     const uint64_t rows = N < MW_LOSS_ROWS ? N : MW_LOSS_ROWS, crows = N < MW_CHUNK_ROWS ? N : MW_CHUNK_ROWS;
     const int keep = mw_graph_keeps_logits(c);
     static const mw_category gcat[NGS] = {MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS,
@@ -170,7 +175,7 @@ static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
                                           MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK};
     const uint64_t H = B16(m) ? 2 : F32;
     const uint64_t gbytes[NGS] = {
-        N * sizeof(int32_t), N * sizeof(int32_t), N * C * H, N * F32, (keep ? N : rows) * V * F32,
+        N * sizeof(int32_t), N * sizeof(int32_t), N * C * H, N * F32, (keep ? N : rows) * Vl * F32,
         N * F32, N * C * F32, N * C * F32, N * qkv_width(c) * F32,
         (uint64_t)m->nthreads * mw_attention_scratch_floats_x(c->seq, c->n_embd / c->n_head, B16(m)) * F32,
         (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double), B16(m) ? crows * chunk_width(c) * F32 : 0};
@@ -235,10 +240,31 @@ static void layer_ptrs(const mw_model *m, int which, int l, float *p[NLAYERT]) {
 #define LMHEAD(w) mw_graph_tensor(m, (w), m->cfg.tied ? 0 : 2 + m->cfg.n_layer * NLAYERT)
 #define WS (&m->gw)
 
+/* Under --tp T (Megatron-LM's): this rank holds H/T query heads and KV/T key/value heads (q's, k's
+ * and v's rows), o's columns, F/T of the MLP's width (gate's and up's rows, down's columns) and
+ * ceil(V/T) rows of the embedding and of the LM head. Widths below are this rank's (the plain
+ * run's when T = 1). As GPT-2's (gpt2.c, run_op): the row-parallel products (o, down), the
+ * column-parallel inputs' gradients (q|k|v's, gate|up's), the embedding's lookup and the head's
+ * input gradient are all-reduced in rank order; the embedding's and the head's gradients are this
+ * rank's rows alone (tied: both into the one table's rows). --sp as GPT-2's: the residual stream
+ * and the norms on this rank's rows, all-gathers and reduce-scatters in place of the all-reduces,
+ * the norms' gradients summed over the ranks once per step. */
 static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum) {
     const mw_config *c = &m->cfg;
-    const int B = c->batch, T = c->seq, C = c->n_embd, V = c->vocab, N = B * T, F = c->ffn;
-    const int H = c->n_head, KV = c->n_kv_head, hs = C / H, QW = (int)qkv_width(c);
+    const int B = c->batch, T = c->seq, C = c->n_embd, V = c->vocab, N = B * T;
+    const int tp = mw_tp_on(m), TP_ = tp ? c->tp : 1;
+    const int H = c->n_head / TP_, KV = c->n_kv_head / TP_, hs = C / c->n_head, F = c->ffn / TP_;
+    const int QW = (H + 2 * KV) * hs, Q = H * hs; /* this rank's q|k|v width, o's input width */
+    int vlo = 0, vhi = V;
+    if (tp) mw_tp_vocab_range(m, V, &vlo, &vhi);
+    const int Vl = vhi - vlo;
+    const int sp = tp && c->sp;
+    int r0 = 0, r1 = N;
+    if (sp) mw_tp_rows(m, N, &r0, &r1);
+    const int Nl = r1 - r0; /* the rows of the residual stream and the norms here */
+    const size_t hb = B16(m) ? 2 : sizeof(float);
+    float *spb = m->spbuf;
+#define GATHER(mine, eb) (mw_tp_gather_rows(m, spb, (mine), N, (size_t)C * (eb)), (void *)spb) /* every rank's rows */
     const float eps = (float)c->norm_eps;
     const int L = c->n_layer, l = m->ops[i].layer;
     const float *cos_t = m->ext[E_ROPE], *sin_t = cos_t + (size_t)rope_rows(c) * hs / 2;
@@ -249,25 +275,37 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         layer_ptrs(m, 0, l, p);
         if (!m->cfg.inference) layer_ptrs(m, 1, l, g);
     }
-    const size_t NF = (size_t)N * F;
+    const size_t NF = (size_t)N * F, NC = (size_t)N * C;
     const int b16 = B16(m);
     switch (m->ops[i].kind) {
     case K_EMB:
-        mw_embedding_forward(A(2), (const int32_t *)P[0], EMBED(0), N, C);
+        if (!tp) {
+            mw_embedding_forward(A(2), (const int32_t *)P[0], EMBED(0), N, C);
+            break;
+        }
+        if (!sp) {
+            mw_vocab_embed_rows(A(2), (const int32_t *)P[0], EMBED(0), N, C, vlo, vhi);
+            mw_tp_allreduce(m, A(2), NC); /* exact: one rank's row is not zero */
+            break;
+        }
+        mw_vocab_embed_rows(spb, (const int32_t *)P[0], EMBED(0), N, C, vlo, vhi);
+        mw_tp_reduce_scatter(m, spb, N, C);
+        memcpy(A(2), spb + (size_t)r0 * C, sizeof(float) * (size_t)Nl * C);
         break;
     case K_LN1QKV:
     case K_LN1:
-        mw_rmsnorm_forward_x(P[1], b16, A(2), A(0), p[ATTN_NORM], N, C, eps);
+        mw_rmsnorm_forward_x(P[1], b16, A(2), A(0), p[ATTN_NORM], Nl, C, eps);
         if (m->ops[i].kind == K_LN1) break;
+        const void *ln1 = sp ? GATHER(P[1], hb) : P[1];
         if (!b16) {
-            mw_matmul_forward_x(A(3), P[1], 0, p[WQ], NULL, N, C, QW, 0, WS); /* q|k|v: one matrix */
+            mw_matmul_forward_x(A(3), ln1, 0, p[WQ], NULL, N, C, QW, 0, WS); /* q|k|v: one matrix */
             mw_rope_forward_inplace(A(3), QW, cos_t, sin_t, B, T, H, hs);
             mw_rope_forward_inplace(A(3) + (size_t)H * hs, QW, cos_t, sin_t, B, T, KV, hs);
             break;
         }
         for (int n0 = 0; n0 < N; n0 += MW_CHUNK_ROWS) { /* rows are independent: the same bits */
             const int rows = N - n0 < MW_CHUNK_ROWS ? N - n0 : MW_CHUNK_ROWS;
-            mw_matmul_forward_x(A(4), elt(P[1], (size_t)n0 * C, 1), 1, p[WQ], NULL, rows, C, QW, 0, WS);
+            mw_matmul_forward_x(A(4), elt((void *)ln1, (size_t)n0 * C, 1), 1, p[WQ], NULL, rows, C, QW, 0, WS);
             mw_rope_forward_rows(A(4), QW, cos_t, sin_t, n0, rows, T, H, hs);
             mw_rope_forward_rows(A(4) + (size_t)H * hs, QW, cos_t, sin_t, n0, rows, T, KV, hs);
             mw_bf16_store_mt((uint16_t *)P[3] + (size_t)n0 * QW, A(4), (size_t)rows * QW);
@@ -277,21 +315,40 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         mw_attention_forward_x(P[1], b16, A(2), A(3), m->nthreads, P[0], b16, B, T, H, KV, hs);
         break;
     case K_PROJ:
-        mw_graph_copy(A(2), A(0), (size_t)N * C);
-        mw_matmul_forward_x(A(2), P[1], b16, p[WO], NULL, N, C, C, 1, WS);
+    case K_DOWN: { /* out = in + product; row-parallel: the partial products summed first */
+        const int k = m->ops[i].kind == K_PROJ, IC = k ? Q : F;
+        const float *w = k ? p[WO] : p[WDOWN];
+        if (!tp) {
+            mw_graph_copy(A(2), A(0), NC);
+            mw_matmul_forward_x(A(2), P[1], b16, w, NULL, N, IC, C, 1, WS);
+            break;
+        }
+        float *o = A(2), *part = sp ? spb : o; /* --sp: the whole partial sums, then this rank's rows */
+        const float *x = A(0);
+        mw_matmul_forward_x(part, P[1], b16, w, NULL, N, IC, C, 0, WS);
+        if (sp)
+            mw_tp_reduce_scatter(m, part, N, C);
+        else
+            mw_tp_allreduce(m, part, NC);
+        const float *s0 = part + (size_t)r0 * C;
+        const size_t nl = (size_t)Nl * C;
+#pragma omp parallel for schedule(static)
+        for (size_t e = 0; e < nl; e++) o[e] = x[e] + s0[e];
         break;
+    }
     case K_LN2FC:
     case K_LN2:
-        mw_rmsnorm_forward_x(P[1], b16, A(2), A(0), p[MLP_NORM], N, C, eps);
+        mw_rmsnorm_forward_x(P[1], b16, A(2), A(0), p[MLP_NORM], Nl, C, eps);
         if (m->ops[i].kind == K_LN2) break;
+        const void *ln2 = sp ? GATHER(P[1], hb) : P[1];
         if (!b16) {
-            mw_matmul_forward_x(A(3), P[1], 0, p[WGATE], NULL, N, C, F, 0, WS);
-            mw_matmul_forward_x(A(3) + NF, P[1], 0, p[WUP], NULL, N, C, F, 0, WS);
+            mw_matmul_forward_x(A(3), ln2, 0, p[WGATE], NULL, N, C, F, 0, WS);
+            mw_matmul_forward_x(A(3) + NF, ln2, 0, p[WUP], NULL, N, C, F, 0, WS);
             break;
         }
         for (int n0 = 0; n0 < N; n0 += MW_CHUNK_ROWS) { /* rows are independent: the same bits */
             const int rows = N - n0 < MW_CHUNK_ROWS ? N - n0 : MW_CHUNK_ROWS;
-            const void *x = elt(P[1], (size_t)n0 * C, 1);
+            const void *x = elt((void *)ln2, (size_t)n0 * C, 1);
             uint16_t *gu = (uint16_t *)P[3] + (size_t)n0 * F;
             mw_matmul_forward_x(A(4), x, 1, p[WGATE], NULL, rows, C, F, 0, WS);
             mw_bf16_store_mt(gu, A(4), (size_t)rows * F);
@@ -302,10 +359,6 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     case K_SWIGLU:
         mw_swiglu_forward_x(P[1], b16, P[0], elt(P[0], NF, b16), b16, (long)NF);
         break;
-    case K_DOWN:
-        mw_graph_copy(A(2), A(0), (size_t)N * C);
-        mw_matmul_forward_x(A(2), P[1], b16, p[WDOWN], NULL, N, F, C, 1, WS);
-        break;
     case K_HEAD:
     case K_LOGITS: {
         const int kind = m->ops[i].kind, has_tg = m->has_targets, keep = mw_graph_keeps_logits(c);
@@ -313,17 +366,21 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         void *lnf = P[2];
         float *rstd = A(3), *logits = A(4), *losses = A(5);
         const float *x = A(0), *wl = LMHEAD(0);
-        mw_rmsnorm_forward_x(lnf, b16, rstd, x, NORMF(0), N, C, eps);
+        mw_rmsnorm_forward_x(lnf, b16, rstd, x, NORMF(0), Nl, C, eps);
+        if (sp) lnf = GATHER(lnf, hb); /* the head reads every row */
         const int grad = kind == K_HEAD && train;
         for (int n0 = 0; n0 < N; n0 += MW_LOSS_ROWS) { /* positions in fixed quanta */
             const int rows = n0 + MW_LOSS_ROWS < N ? MW_LOSS_ROWS : N - n0;
             float *z = keep ? logits + (size_t)n0 * V : logits; /* or one chunk's */
-            mw_matmul_forward_x(z, elt(lnf, (size_t)n0 * C, b16), b16, wl, NULL, rows, C, V, 0, WS);
+            mw_matmul_forward_x(z, elt(lnf, (size_t)n0 * C, b16), b16, wl, NULL, rows, C, Vl, 0, WS);
             if (!has_tg) continue;
-            mw_crossentropy(z, losses + n0, tg + n0, dloss, grad, rows, V);
+            if (tp)
+                mw_tp_xent(m, z, losses + n0, tg + n0, dloss, grad, rows, V);
+            else
+                mw_crossentropy(z, losses + n0, tg + n0, dloss, grad, rows, V);
             if (grad)
                 mw_matmul_backward_x(A(6) + (size_t)n0 * C, LMHEAD(1), NULL, z, 0,
-                                     elt(lnf, (size_t)n0 * C, b16), b16, wl, rows, C, V, 0, WS);
+                                     elt(lnf, (size_t)n0 * C, b16), b16, wl, rows, C, Vl, 0, WS);
         }
         if (has_tg) {
             double s = 0.0;
@@ -331,32 +388,44 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
             *loss_sum = s;
         }
         if (grad) {
-            memset(A(7), 0, sizeof(float) * (size_t)N * C);
-            mw_rmsnorm_backward_acc(A(7), NORMF(1), A(6), x, NORMF(0), rstd, N, C);
+            if (sp) /* d(norm) over the vocabulary's ranks: this rank's rows */
+                mw_tp_reduce_scatter(m, A(6), N, C);
+            else if (tp)
+                mw_tp_allreduce(m, A(6), NC);
+            memset(A(7), 0, sizeof(float) * (size_t)Nl * C);
+            mw_rmsnorm_backward_acc(A(7), NORMF(1), A(6) + (size_t)r0 * C, x, NORMF(0), rstd, Nl, C);
         }
         break;
     }
     case K_BDOWN: { /* dW from act; d(act) over act (or per chunk of rows when act is bfloat16:
                        rows are independent, the same bits); d(gate|up) over gate|up */
-        mw_matmul_backward_x(NULL, g[WDOWN], NULL, A(2), 0, P[1], b16, p[WDOWN], N, F, C, 0, WS);
+        const float *dres = sp ? GATHER(A(2), sizeof(float)) : A(2); /* every row's */
+        mw_matmul_backward_x(NULL, g[WDOWN], NULL, dres, 0, P[1], b16, p[WDOWN], N, F, C, 0, WS);
         const int RC = b16 ? MW_CHUNK_ROWS : N;
         for (int n0 = 0; n0 < N; n0 += RC) {
             const int rows = N - n0 < RC ? N - n0 : RC;
             const size_t o = (size_t)n0 * F;
             float *da = b16 ? A(3) : A(1) + o;
             void *gate = elt(P[0], o, b16), *up = elt(P[0], NF + o, b16);
-            mw_matmul_backward_dinp(da, A(2) + (size_t)n0 * C, p[WDOWN], rows, F, C, WS);
+            mw_matmul_backward_dinp(da, dres + (size_t)n0 * C, p[WDOWN], rows, F, C, WS);
             mw_swiglu_backward_x(gate, up, b16, da, gate, up, b16, (long)rows * F);
         }
         break;
     }
-    case K_BFC:
-        mw_matmul_backward_x(A(4), g[WGATE], NULL, P[3], b16, P[0], b16, p[WGATE], N, C, F, 0, WS);
-        mw_matmul_backward_x(A(4), g[WUP], NULL, elt(P[3], NF, b16), b16, P[0], b16, p[WUP], N, C, F, 1, WS);
-        mw_rmsnorm_backward_acc(A(5), g[MLP_NORM], A(4), A(2), p[MLP_NORM], A(1), N, C);
+    case K_BFC: {
+        const void *ln2in = sp ? GATHER(P[0], hb) : P[0];
+        mw_matmul_backward_x(A(4), g[WGATE], NULL, P[3], b16, ln2in, b16, p[WGATE], N, C, F, 0, WS);
+        mw_matmul_backward_x(A(4), g[WUP], NULL, elt(P[3], NF, b16), b16, ln2in, b16, p[WUP], N, C, F, 1, WS);
+        if (sp)
+            mw_tp_reduce_scatter(m, A(4), N, C);
+        else if (tp)
+            mw_tp_allreduce(m, A(4), NC);
+        mw_rmsnorm_backward_acc(A(5), g[MLP_NORM], A(4) + (size_t)r0 * C, A(2), p[MLP_NORM], A(1), Nl, C);
         break;
+    }
     case K_BPROJ:
-        mw_matmul_backward_x(A(2), g[WO], NULL, A(1), 0, P[0], b16, p[WO], N, C, C, 0, WS);
+        mw_matmul_backward_x(A(2), g[WO], NULL, sp ? GATHER(A(1), sizeof(float)) : A(1), 0, P[0], b16, p[WO], N, Q, C,
+                             0, WS);
         break;
     case K_BATTN:
         mw_attention_backward_x(A(4), A(5), m->nthreads, A(0), P[1], b16, P[2], b16, A(3), B, T, H, KV, hs);
@@ -364,15 +433,25 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         mw_rope_backward_inplace(A(4) + (size_t)H * hs, QW, cos_t, sin_t, B, T, KV, hs);
         break;
     case K_BQKV:
-        mw_matmul_backward_x(A(4), g[WQ], NULL, A(0), 0, P[1], b16, p[WQ], N, C, QW, 0, WS);
-        mw_rmsnorm_backward_acc(A(5), g[ATTN_NORM], A(4), A(3), p[ATTN_NORM], A(2), N, C);
+        mw_matmul_backward_x(A(4), g[WQ], NULL, A(0), 0, sp ? GATHER(P[1], hb) : P[1], b16, p[WQ], N, C, QW, 0, WS);
+        if (sp)
+            mw_tp_reduce_scatter(m, A(4), N, C);
+        else if (tp)
+            mw_tp_allreduce(m, A(4), NC);
+        mw_rmsnorm_backward_acc(A(5), g[ATTN_NORM], A(4) + (size_t)r0 * C, A(3), p[ATTN_NORM], A(2), Nl, C);
         break;
     case K_EMBB:
-        mw_embedding_backward(EMBED(1), A(0), (const int32_t *)P[1], N, C);
+        if (tp) {
+            mw_vocab_embed_backward(EMBED(1), sp ? GATHER(A(0), sizeof(float)) : A(0), (const int32_t *)P[1], N, C, vlo,
+                                    vhi);
+            m->tp_sp_dirty = sp; /* the norms' gradients are each rank's rows' until the step sums them */
+        } else
+            mw_embedding_backward(EMBED(1), A(0), (const int32_t *)P[1], N, C);
         break;
     default:
         break;
     }
+#undef GATHER
 #undef A
 }
 

@@ -247,8 +247,14 @@ static mw_status write_all(writer *w, const mw_model *m, const mw_run_state *st,
     return wr(w, tr, TRAILER);
 }
 
+static mw_status save_tp(const char *dir, mw_model *m, const mw_run_state *st, uint64_t train_tokens, char *path,
+                         size_t path_len);
+
 mw_status mw_ckpt_save(const char *dir, const mw_model *m, const mw_run_state *st,
                        uint64_t train_tokens, char *path, size_t path_len) {
+    if (mw_model_tp(m) > 1) /* a shard alone is not a checkpoint: every rank's, gathered */
+        return mw_model_comm(m) ? save_tp(dir, (mw_model *)m, st, train_tokens, path, path_len)
+                                : mw_fail(MW_ERR_ARG, "a --tp model saves with its ranks (mw_model_set_comm)");
     if (mw_model_config(m)->inference)
         return mw_fail(MW_ERR_ARG, "an inference model has no optimizer state to checkpoint");
     MW_TRY(mw_mkdirs(dir));
@@ -335,10 +341,81 @@ static void part_bytes(uint64_t n, int world, int r, int bits, uint64_t bytes, u
     if (*b < *a) *b = *a;
 }
 
+/* --tp (mw_ckpt_save_ranks): every tensor gathered whole to rank 0 (collective: every rank runs
+ * it), which writes the single-process file. Rank 0 keeps gathering after a failed write, so that
+ * no rank waits for it; the ranks then agree, and only a whole file is renamed into place. */
+static mw_status save_tp(const char *dir, mw_model *m, const mw_run_state *st, uint64_t train_tokens, char *path,
+                         size_t path_len) {
+    mw_comm *cm = mw_model_comm(m);
+    const int R = cm->rank, nt = mw_model_num_tensors(m);
+    char meta[4096], final[4096], tmp[4200];
+    int mlen = 0, fd = -1;
+    unsigned char h[HEADER];
+    mw_status s = head_text(m, st, train_tokens, h, meta, &mlen), g = MW_OK;
+    if (!all_same(cm, s == MW_OK ? mw_crc32c((uint32_t)mlen, meta, (size_t)mlen) : 0))
+        return mw_fail(MW_ERR_ARG, "the ranks' checkpoint headers differ (a setting given to some ranks only: --keep, "
+                                   "--budget, ...): every rank must be given the same command line");
+    snprintf(final, sizeof final, "%s/step-%08d.mwck", dir, st->step);
+    snprintf(tmp, sizeof tmp, "%s/.step-%08d.mwck.tmp.%d", dir, st->step, (int)getpid());
+    if (R == 0 && s == MW_OK) s = mw_mkdirs(dir);
+    if (R == 0 && s == MW_OK && (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+        s = mw_fail(MW_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+    writer w = {fd, tmp, 0, 0};
+    if (R == 0 && s == MW_OK) s = wr(&w, h, HEADER);
+    if (R == 0 && s == MW_OK) s = wr(&w, meta, (size_t)mlen);
+    float *full = NULL;
+    size_t cap = 0;
+    for (int i = 0; i < nt && g == MW_OK; i++) {
+        mw_param_info t;
+        if ((g = mw_model_tensor_info(m, i, &t, 0)) != MW_OK) break;
+        mw_model_tensor_whole(m, i, &t.ndim, t.dims, &t.numel);
+        if (R == 0 && t.numel > cap) {
+            float *nf = realloc(full, t.numel * sizeof(float));
+            if (!nf) {
+                g = mw_fail(MW_ERR_NOMEM, "out of memory gathering %s for a checkpoint", t.name);
+                break;
+            }
+            full = nf, cap = t.numel;
+        }
+        unsigned char r[REC + 256];
+        size_t rl;
+        tensor_rec(&t, r, &rl);
+        if (R == 0 && s == MW_OK) s = wr(&w, r, rl);
+        if (R == 0 && s == MW_OK) s = wr_crc(&w, mw_crc32c(0, r, rl));
+        for (int k = 0; k < 3 && g == MW_OK; k++) { /* parameters, AdamW's m and v */
+            g = mw_model_tp_gather(m, i, k, full);
+            if (R == 0 && g == MW_OK && s == MW_OK) s = wr(&w, full, t.numel * 4);
+            if (R == 0 && g == MW_OK && s == MW_OK) s = wr_crc(&w, mw_crc32c(0, full, t.numel * 4));
+        }
+    }
+    free(full);
+    if (s == MW_OK) s = g;
+    if (R == 0 && s == MW_OK) {
+        unsigned char tr[TRAILER] = {0};
+        memcpy(tr, END, 8);
+        put64(tr + 8, w.off + TRAILER);
+        put32(tr + 16, w.chain);
+        s = wr(&w, tr, TRAILER);
+        if (s == MW_OK && fsync(fd) != 0) s = mw_fail(MW_ERR_IO, "cannot sync %s: %s", tmp, strerror(errno));
+    }
+    if (fd >= 0 && close(fd) != 0 && s == MW_OK) s = mw_fail(MW_ERR_IO, "cannot close %s: %s", tmp, strerror(errno));
+    if (R == 0 && s == MW_OK && rename(tmp, final) != 0)
+        s = mw_fail(MW_ERR_IO, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+    if (R == 0 && s == MW_OK) s = mw_sync_dir(dir);
+    char why[1024];
+    snprintf(why, sizeof why, "%s", s == MW_OK ? "" : mw_last_error());
+    const int ok = g == MW_OK ? all_ok(cm, s) : 0; /* a failed gather: the ranks cannot agree any more */
+    if (!ok && R == 0) unlink(tmp);
+    if (!ok) return mw_fail(s != MW_OK ? s : MW_ERR_IO, "%s", why[0] ? why : "another rank could not take part in the checkpoint (its error is above)");
+    if (path) snprintf(path, path_len, "%s", final);
+    return MW_OK;
+}
+
 mw_status mw_ckpt_save_ranks(const char *dir, mw_model *m, const mw_run_state *st, uint64_t train_tokens, char *path,
                              size_t path_len) {
     mw_comm *cm = mw_model_comm(m);
     if (!cm) return mw_ckpt_save(dir, m, st, train_tokens, path, path_len);
+    if (mw_model_tp(m) > 1) return save_tp(dir, m, st, train_tokens, path, path_len);
     const int R = cm->rank, W = cm->size, nt = mw_model_num_tensors(m);
     const mw_config *c = mw_model_config(m);
     const int v2 = c->optim != MW_OPTIM_ADAMW, ncrc = 3 * nt + 3;
@@ -1037,6 +1114,7 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
         if (m) {
             mw_param_info t;
             if ((s = mw_model_tensor(m, (int)i, &t)) != MW_OK) goto out; /* the disk tier's read may fail */
+            if (mw_model_tp(m) > 1) mw_model_tensor_whole(m, (int)i, &t.ndim, t.dims, &t.numel); /* its shard taken below */
             if (strlen(t.name) != nl || memcmp(t.name, rec + REC, nl) != 0 || t.numel != numel ||
                 t.ndim != (int)nd || t.dims[0] != (int)d0 || (nd == 2 && t.dims[1] != (int)d1)) {
                 s = mw_fail(MW_ERR_ARG, "%s: %s does not match the model's tensor %s", path, what,
@@ -1074,7 +1152,19 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
         }
         for (int b = 0; b < (v2 ? 1 : 3); b++) {
             uint32_t crc = 0;
-            if ((s = rd_block(&r, dst[b], numel * 4, &crc, what)) != MW_OK) goto out;
+            if (m && dst[b] && mw_model_tp(m) > 1) { /* --tp: the whole tensor, then this rank's shard */
+                float *whole = malloc(numel * sizeof(float) + 1);
+                if (!whole) {
+                    s = mw_fail(MW_ERR_NOMEM, "out of memory reading %s", what);
+                    goto out;
+                }
+                s = rd_block(&r, whole, numel * 4, &crc, what);
+                if (s == MW_OK) mw_model_tp_take(m, (int)i, whole, dst[b]);
+                free(whole);
+                if (s != MW_OK) goto out;
+            } else if ((s = rd_block(&r, dst[b], numel * 4, &crc, what)) != MW_OK) {
+                goto out;
+            }
             if ((s = rd_crc(&r, crc, what)) != MW_OK) goto out;
         }
     }

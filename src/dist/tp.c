@@ -1,0 +1,286 @@
+/* Tensor parallelism's collectives and shards (tp.h). May call: the model's mw_comm (alltoallv,
+ * allgatherv), src/graph (the tensor table, the failure record). */
+#include "tp.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/rng.h"
+#include "../core/status.h"
+#include "../graph/graph_impl.h"
+#include "../graph/model.h"
+#include "../kernels/cpu/vocab.h"
+
+#define MAX_TP 64 /* ranks of one group (mw_model_set_comm refuses more) */
+
+size_t mw_tp_piece_floats(const mw_config *c) {
+    if (c->tp <= 1) return 0;
+    const uint64_t n = (uint64_t)c->batch * c->seq * c->n_embd, T = (uint64_t)c->tp; /* the largest: (N, C) */
+    uint64_t q = (n + T - 1) / T;
+    if (q > MW_ZERO_BUCKET) q = MW_ZERO_BUCKET;
+    q = (q + 63) / 64 * 64; /* whole doubles, 256-byte pieces */
+    return (size_t)q;
+}
+
+uint64_t mw_tp_workspace_floats(const mw_config *c) {
+    if (c->tp <= 1) return 0;
+    return (uint64_t)c->tp * mw_tp_piece_floats(c) + MW_TP_STATS;
+}
+
+enum { OP_SUM32, OP_SUM64, OP_MAX32 };
+
+/* The all-reduce of tp.h: pieces reduced by their ranks in rank order, then gathered (gather 0:
+ * the reduce-scatter alone, this rank's piece summed in place). Pieces are whole units of unit
+ * elements (--sp: rows of C). */
+static mw_status reduce(mw_model *m, void *buf, size_t n, int op, size_t unit, int gather) {
+    mw_comm *cm = m->tpc;
+    if (!cm) return mw_fail(MW_ERR_ARG, "a --tp model needs its ranks (mw_model_set_comm)");
+    const int T = cm->size, R = cm->rank;
+    if (T == 1 || n == 0) return MW_OK;
+    const size_t w = op == OP_SUM64 ? 2 : 1, q = m->tpq / w; /* floats per element; elements per round */
+    size_t plo[MAX_TP], plen[MAX_TP], sc[MAX_TP], sd[MAX_TP], rc[MAX_TP], rd[MAX_TP], most = 0;
+    const size_t nu = n / unit;
+    for (int j = 0; j < T; j++) {
+        plo[j] = nu * (size_t)j / (size_t)T * unit, plen[j] = nu * (size_t)(j + 1) / (size_t)T * unit - plo[j];
+        if (plen[j] > most) most = plen[j];
+    }
+    float *recv = m->tpbuf, *fb = buf;
+    const size_t rounds = (most + q - 1) / q;
+    for (size_t t = 0; t < rounds; t++) {
+        const size_t o = t * q, mine = plen[R] > o ? (plen[R] - o < q ? plen[R] - o : q) : 0;
+        for (int j = 0; j < T; j++) { /* this rank's own piece is read where it is */
+            const size_t len = plen[j] > o ? (plen[j] - o < q ? plen[j] - o : q) : 0;
+            sc[j] = j == R ? 0 : len * w, sd[j] = len ? (plo[j] + o) * w : 0;
+            rc[j] = j == R ? 0 : mine * w, rd[j] = (size_t)j * q * w;
+        }
+        MW_TRY(cm->alltoallv(cm, fb, sc, sd, recv, rc, rd));
+        if (!mine) continue;
+        const size_t e0 = plo[R] + o;
+        if (op == OP_SUM64) {
+            double *x = (double *)buf + e0;
+#pragma omp parallel for schedule(static) if (mine > 4096)
+            for (size_t e = 0; e < mine; e++) {
+                double s = R == 0 ? x[e] : ((const double *)recv)[e];
+                for (int j = 1; j < T; j++) s = s + (j == R ? x[e] : ((const double *)(recv + (size_t)j * q * w))[e]);
+                x[e] = s;
+            }
+        } else {
+            float *x = fb + e0;
+            const int mx = op == OP_MAX32;
+#pragma omp parallel for schedule(static) if (mine > 4096)
+            for (size_t e = 0; e < mine; e++) {
+                float s = R == 0 ? x[e] : recv[e];
+                for (int j = 1; j < T; j++) {
+                    const float y = j == R ? x[e] : recv[(size_t)j * q + e];
+                    s = mx ? (y > s ? y : s) : s + y;
+                }
+                x[e] = s;
+            }
+        }
+    }
+    return gather ? cm->allgatherv(cm, buf, w * sizeof(float), plen, plo) : MW_OK;
+}
+
+static mw_status allreduce(mw_model *m, void *buf, size_t n, int op) { return reduce(m, buf, n, op, 1, 1); }
+
+void mw_tp_rows(const mw_model *m, int N, int *r0, int *r1) {
+    const int T = m->cfg.tp > 1 ? m->cfg.tp : 1, r = mw_tp_rank(m);
+    *r0 = (int)((long)N * r / T), *r1 = (int)((long)N * (r + 1) / T);
+}
+
+void mw_tp_reduce_scatter(mw_model *m, float *buf, int N, int C) {
+    mw_graph_io_failed(m, reduce(m, buf, (size_t)N * C, OP_SUM32, (size_t)C, 0));
+}
+
+void mw_tp_gather_rows(mw_model *m, void *full, const void *mine, int N, size_t row_bytes) {
+    mw_comm *cm = m->tpc;
+    if (!cm) {
+        mw_graph_io_failed(m, mw_fail(MW_ERR_ARG, "a --tp model needs its ranks (mw_model_set_comm)"));
+        return;
+    }
+    const int T = cm->size;
+    size_t cnt[MAX_TP], dsp[MAX_TP];
+    for (int j = 0; j < T; j++) {
+        const size_t a = (size_t)N * (size_t)j / (size_t)T, b = (size_t)N * (size_t)(j + 1) / (size_t)T;
+        dsp[j] = a, cnt[j] = b - a;
+    }
+    memcpy((char *)full + dsp[cm->rank] * row_bytes, mine, cnt[cm->rank] * row_bytes);
+    if (T > 1) mw_graph_io_failed(m, cm->allgatherv(cm, full, row_bytes, cnt, dsp));
+}
+
+/* --sp: the gradients of the tensors whose sums run over the sequence (the norms'), each rank's
+ * over its rows, summed over the ranks in rank order once per step */
+mw_status mw_tp_sp_settle(mw_model *m) {
+    if (!m->cfg.sp || !m->tp_sp_dirty) return MW_OK;
+    for (int i = 0; i < m->ntensors; i++) {
+        const mw_tensor *t = &m->tensors[i];
+        if (!t->seqp) continue;
+        float *g = mw_graph_tensor(m, 1, i);
+        if (!g) return mw_fail(MW_ERR_ARG, "internal: --sp: tensor %s's gradients are not in memory", t->name);
+        MW_TRY(allreduce(m, g, t->numel, OP_SUM32));
+    }
+    m->tp_sp_dirty = 0;
+    return MW_OK;
+}
+
+void mw_tp_allreduce(mw_model *m, float *buf, size_t n) { mw_graph_io_failed(m, allreduce(m, buf, n, OP_SUM32)); }
+void mw_tp_allreduce_f64(mw_model *m, double *buf, size_t n) { mw_graph_io_failed(m, allreduce(m, buf, n, OP_SUM64)); }
+void mw_tp_allreduce_max(mw_model *m, float *buf, size_t n) { mw_graph_io_failed(m, allreduce(m, buf, n, OP_MAX32)); }
+
+void mw_tp_vocab_range(const mw_model *m, int V, int *lo, int *hi) {
+    const int T = m->cfg.tp > 1 ? m->cfg.tp : 1, per = (V + T - 1) / T, r = mw_tp_rank(m);
+    *lo = r * per, *hi = (r + 1) * per;
+}
+
+int mw_tp_local_index(const mw_tensor *t, int T, int r, size_t g, size_t *local) {
+    const size_t cols = t->gdims[1] ? (size_t)t->gdims[1] : 1, row = g / cols, col = g % cols;
+    if (T <= 1 || t->split == MW_TS_WHOLE) {
+        *local = g;
+        return 1;
+    }
+    if (t->split == MW_TS_ROWS) {
+        const size_t G = t->groups ? t->groups : 1, gsz = (size_t)t->gdims[0] / G, per = (gsz + T - 1) / T;
+        const size_t k = row / gsz, rr = row % gsz;
+        if (rr / per != (size_t)r) return 0;
+        *local = (k * per + rr % per) * cols + col;
+        return 1;
+    }
+    const size_t lc = (size_t)t->dims[1]; /* MW_TS_COLS */
+    if (col / lc != (size_t)r) return 0;
+    *local = row * lc + col % lc;
+    return 1;
+}
+
+/* the whole tensor's element count */
+static size_t whole_numel(const mw_tensor *t) { return (size_t)t->gdims[0] * (t->gdims[1] ? (size_t)t->gdims[1] : 1); }
+
+void mw_tp_fill_normal(mw_model *m, int i, uint64_t seed, double std) {
+    const mw_tensor *t = &m->tensors[i];
+    float *p = mw_graph_param_access(m, i, 1);
+    if (!p) return;
+    const int T = m->cfg.tp, r = mw_tp_rank(m);
+    const size_t n = whole_numel(t), nblk = (n + MW_NORM_QUANTUM - 1) / MW_NORM_QUANTUM;
+    memset(p, 0, t->numel * sizeof(float)); /* the vocabulary's padding rows stay zero */
+    /* mw_graph_fill_normal's streams over the whole tensor, this rank's elements kept */
+#pragma omp parallel for schedule(static)
+    for (size_t b = 0; b < nblk; b++) {
+        uint64_t s = seed ^ ((uint64_t)(i + 1) << 40) ^ (b * 0x9E3779B97F4A7C15ull);
+        mw_rng_next(&s);
+        const size_t j1 = (b + 1) * MW_NORM_QUANTUM < n ? (b + 1) * MW_NORM_QUANTUM : n;
+        for (size_t j = b * MW_NORM_QUANTUM; j < j1; j += 2) {
+            double rr = sqrt(-2.0 * log(mw_rng_unit(&s))), th = 6.283185307179586 * mw_rng_unit(&s);
+            size_t l;
+            if (mw_tp_local_index(t, T, r, j, &l)) p[l] = (float)(std * rr * cos(th));
+            if (j + 1 < j1 && mw_tp_local_index(t, T, r, j + 1, &l)) p[l] = (float)(std * rr * sin(th));
+        }
+    }
+}
+
+mw_status mw_tp_grad_norm(mw_model *m, double *norm) {
+    MW_TRY(mw_tp_sp_settle(m));
+    double *parts = (double *)m->opp[(size_t)m->opt_op * MW_MAXACC];
+    double split = 0.0, whole = 0.0;
+    for (int i = 0; i < m->ntensors; i++) { /* tensor by tensor, in quanta, the quanta in order */
+        const mw_tensor *t = &m->tensors[i];
+        const float *g = mw_graph_grads_chunk(m, t->seg, t->offset, t->offset + t->numel); /* bf16: widened */
+        const size_t n = t->numel, nb = (n + MW_NORM_QUANTUM - 1) / MW_NORM_QUANTUM;
+#pragma omp parallel for schedule(static)
+        for (size_t b = 0; b < nb; b++) {
+            const size_t j1 = (b + 1) * MW_NORM_QUANTUM < n ? (b + 1) * MW_NORM_QUANTUM : n;
+            double s = 0.0;
+            for (size_t j = b * MW_NORM_QUANTUM; j < j1; j++) s += (double)g[j] * g[j];
+            parts[b] = s;
+        }
+        double s = 0.0;
+        for (size_t b = 0; b < nb; b++) s += parts[b];
+        if (t->split == MW_TS_WHOLE) whole += s;
+        else split += s;
+    }
+    double *x = (double *)(m->tpbuf + (size_t)m->cfg.tp * m->tpq); /* the statistics' room */
+    x[0] = split;
+    MW_TRY(allreduce(m, x, 1, OP_SUM64));
+    *norm = sqrt(x[0] + whole);
+    return MW_OK;
+}
+
+/* array which of tensor i on this rank */
+static float *local_array(const mw_model *m, int i, int which) {
+    if (which == 0) return mw_graph_tensor(m, 0, i);
+    void *a = which == 1 ? m->m : m->v;
+    return a ? (float *)a + m->tensors[i].offset : NULL;
+}
+
+mw_status mw_tp_gather_tensor(mw_model *m, int i, int which, float *full) {
+    const mw_tensor *t = &m->tensors[i];
+    mw_comm *cm = m->tpc;
+    const float *mine = local_array(m, i, which);
+    if (!mine) return mw_fail(MW_ERR_ARG, "internal: --tp: tensor %s's array %d is not in memory", t->name, which);
+    const int T = cm ? cm->size : 1, R = cm ? cm->rank : 0;
+    const size_t n = whole_numel(t);
+    if (t->split == MW_TS_WHOLE || T == 1) { /* the same on every rank: rank 0's */
+        if (R == 0) memcpy(full, mine, n * sizeof(float));
+        return MW_OK;
+    }
+    size_t sc[MAX_TP] = {0}, sd[MAX_TP] = {0}, rc[MAX_TP] = {0}, rd[MAX_TP] = {0};
+    float *all = NULL;
+    if (R == 0) {
+        all = malloc((size_t)T * t->numel * sizeof(float));
+        if (!all) return mw_fail(MW_ERR_NOMEM, "out of memory gathering %s for a checkpoint", t->name);
+        for (int j = 1; j < T; j++) rc[j] = t->numel, rd[j] = (size_t)j * t->numel;
+        memcpy(all, mine, t->numel * sizeof(float));
+    } else {
+        sc[0] = t->numel;
+    }
+    mw_status st = cm->alltoallv(cm, mine, sc, sd, all, rc, rd);
+    if (st == MW_OK && R == 0) {
+#pragma omp parallel for schedule(static)
+        for (size_t g = 0; g < n; g++) {
+            size_t l = 0;
+            int j = 0;
+            while (j < T && !mw_tp_local_index(t, T, j, g, &l)) j++;
+            full[g] = j < T ? all[(size_t)j * t->numel + l] : 0.0f;
+        }
+    }
+    free(all);
+    return st;
+}
+
+void mw_tp_take_tensor(const mw_model *m, int i, const float *full, float *dst) {
+    const mw_tensor *t = &m->tensors[i];
+    const int T = m->cfg.tp > 1 ? m->cfg.tp : 1, r = mw_tp_rank(m);
+    const size_t n = whole_numel(t);
+    if (T > 1 && t->split != MW_TS_WHOLE) memset(dst, 0, t->numel * sizeof(float));
+#pragma omp parallel for schedule(static)
+    for (size_t g = 0; g < n; g++) {
+        size_t l;
+        if (mw_tp_local_index(t, T, r, g, &l)) dst[l] = full[g];
+    }
+}
+
+void mw_tp_xent(mw_model *m, float *z, float *losses, const int32_t *tg, float dloss, int grad, int rows, int V) {
+    int vlo, vhi;
+    mw_tp_vocab_range(m, V, &vlo, &vhi);
+    const int Vl = vhi - vlo, nv = V - vlo < Vl ? (V - vlo > 0 ? V - vlo : 0) : Vl;
+    float *mx = m->tpbuf + (size_t)m->cfg.tp * m->tpq; /* the statistics' room: maxima, then (sum, target) pairs */
+    double *sd = (double *)(mx + 2 * MW_LOSS_ROWS);
+    mw_vocab_xent_max(z, mx, rows, Vl, nv);
+    mw_tp_allreduce_max(m, mx, (size_t)rows);
+    mw_vocab_xent_sums(z, mx, tg, sd, rows, Vl, nv, vlo, grad);
+    mw_tp_allreduce_f64(m, sd, 2 * (size_t)rows);
+    mw_vocab_xent_finish(z, losses, mx, sd, tg, dloss, grad, rows, Vl, nv, vlo);
+}
+
+/* ---- model.h's access for checkpoints ---------------------------------------------------------- */
+
+int mw_model_tp(const mw_model *m) { return m->cfg.tp > 1 ? m->cfg.tp : 1; }
+
+void mw_model_tensor_whole(const mw_model *m, int i, int *ndim, int dims[2], size_t *numel) {
+    const mw_tensor *t = &m->tensors[i];
+    *ndim = t->ndim;
+    dims[0] = t->gdims[0], dims[1] = t->gdims[1];
+    *numel = whole_numel(t);
+}
+
+mw_status mw_model_tp_gather(mw_model *m, int i, int which, float *full) { return mw_tp_gather_tensor(m, i, which, full); }
+void mw_model_tp_take(const mw_model *m, int i, const float *full, float *dst) { mw_tp_take_tensor(m, i, full, dst); }
