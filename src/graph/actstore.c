@@ -1,0 +1,417 @@
+/* Stored activations (actstore.h). Owns: which kept value instances are swapped to the disk tier
+ * and which are compressed (read off the schedule, as the disk tier's parameter visits are), the
+ * buffers each cut adds to the walk, the swap region of the disk tier's file, and the transfers
+ * and (de)quantisations around the ops. May call: schedule.c (value indices), src/memory/offload
+ * (the file and its I/O engine), src/kernels/cpu/actq (the quantiser). */
+#include "actstore.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/status.h"
+#include "../kernels/cpu/actq.h"
+#include "../memory/aio.h"
+
+/* pbuf tags of the buffers the cuts add (1 is the walk's: a recomputed instance) */
+enum { TAG_READ = 2, TAG_Q, TAG_QREAD, TAG_DEQ };
+/* events around an op, in the order they run */
+enum { E_WAIT_W, E_READ, E_WAIT_R, E_DEQ, E_QUANT, E_WRITE };
+
+typedef struct store {
+    int w, wpos, layer, v;
+    int fs, rs, wa, p; /* swap: rs < 0 none */
+    int fc, rc, cbad;  /* compress: rc < 0 none */
+    int bits, state;
+    uint64_t bytes, qbytes, io, off;
+    char *a, *s, *q, *q2, *b; /* bound: the instance, its swapped-in copy, compressed, read back, dequantised */
+    int wid, rid;
+} store;
+
+typedef struct ev {
+    int op, when, kind, st; /* when 0: before the op, 1: after */
+} ev;
+
+struct mw_act_plan {
+    int n;
+    store *st;
+    int *wmap;  /* per op x MW_MAXACC: the store its write starts (-1) */
+    int nev;
+    ev *ev;
+    int *ev_lo; /* op o's events of when w: ev[ev_lo[2o + w] .. ev_lo[2o + w + 1]) */
+    uint64_t disk;
+    int step, k;
+    mw_offload *off;
+    int owned;
+};
+
+static uint64_t pad_io(uint64_t b) { return (b + MW_AIO_ALIGN - 1) / MW_AIO_ALIGN * MW_AIO_ALIGN; }
+static char *align_io(char *p) {
+    const uintptr_t u = (uintptr_t)p;
+    return (char *)((u + MW_AIO_ALIGN - 1) / MW_AIO_ALIGN * MW_AIO_ALIGN);
+}
+static int swaps(const store *s) { return s->rs >= 0; }
+static int comps(const store *s) { return s->rc >= 0; }
+/* swapped and compressed at one cut: the compressed bytes move */
+static int together(const store *s) { return swaps(s) && comps(s) && s->rs == s->rc; }
+/* the instance itself is written to disk (swapped alone, or before a later compression) */
+static int direct(const store *s) { return swaps(s) && !together(s); }
+
+void mw_graph_act_free(mw_model *m) {
+    mw_act_plan *ap = m->act;
+    if (!ap) return;
+    if (ap->owned) mw_offload_destroy(ap->off);
+    free(ap->st), free(ap->wmap), free(ap->ev), free(ap->ev_lo);
+    free(ap);
+    m->act = NULL;
+}
+
+static int ev_cmp(const void *x, const void *y) {
+    const ev *a = x, *b = y;
+    if (a->op != b->op) return a->op < b->op ? -1 : 1;
+    if (a->when != b->when) return a->when < b->when ? -1 : 1;
+    if (a->kind != b->kind) return a->kind < b->kind ? -1 : 1;
+    return a->st < b->st ? -1 : a->st > b->st;
+}
+
+/* The op before which a write issued after op fs must have landed: at least one op later, at the
+ * next block's (the head at the latest). */
+static int write_wait(const mw_model *m, int fs) {
+    int q = fs + 1;
+    while (q < m->head_op && !(q >= fs + 2 && m->ops[q].layer != m->ops[fs].layer)) q++;
+    return q;
+}
+
+/* The op before which the read for rs starts: the ops of rs's own block before it and the whole
+ * run of ops of the block before that in the schedule (the head, for the last block), never
+ * before lo. */
+static int read_start(const mw_model *m, int rs, int lo) {
+    int q = rs, runs = 0, cur = m->ops[rs].layer;
+    while (q - 1 >= lo) {
+        const int l = m->ops[q - 1].layer;
+        if (l != cur && ++runs > 1) break;
+        cur = l;
+        q--;
+    }
+    return q;
+}
+
+mw_status mw_graph_act_build(mw_model *m) {
+    mw_graph_act_free(m);
+    const mw_config *c = &m->cfg;
+    const mw_model_def *a = m->arch;
+    if (c->inference || (!c->act_offload && !c->act_compress) || mw_config_layout(c) || m->nmb != 1) return MW_OK;
+    if (c->act_compress && !a->lslot_lossy)
+        return mw_fail(MW_ERR_ARG, "--act-compress: the %s model declares no value that tolerates compression", a->name);
+    const int L = c->n_layer, nslots = a->ngs + (L + 1) * a->nls, n = m->nops;
+    mw_act_plan *ap = calloc(1, sizeof *ap);
+    int *inst = malloc(sizeof(int) * (size_t)nslots);
+    if (ap) {
+        ap->wmap = malloc(sizeof(int) * (size_t)n * MW_MAXACC);
+        ap->st = calloc((size_t)n * MW_MAXACC, sizeof(store));
+    }
+    if (!ap || !inst || !ap->wmap || !ap->st) {
+        free(inst);
+        if (ap) free(ap->wmap), free(ap->st), free(ap);
+        return mw_fail(MW_ERR_NOMEM, "out of memory planning");
+    }
+    m->act = ap;
+    for (int i = 0; i < nslots; i++) inst[i] = -1;
+    int nc = 0;
+    for (int i = 0; i < n; i++) {
+        const mw_kind *k = mw_graph_kind(m, m->ops[i].kind);
+        const int fwdk = (k->flags & MW_KF_FWD) != 0, phase = m->ops[i].bwd;
+        for (int j = 0; j < k->n; j++) {
+            ap->wmap[(size_t)i * MW_MAXACC + j] = -1;
+            const int slot = mw_graph_value_index(a, k->a[j].slot, m->ops[i].layer);
+            if (slot < a->ngs) continue; /* the step's values stay as they are */
+            if (k->a[j].mode == MW_W) {
+                store *s = &ap->st[nc];
+                s->w = i, s->wpos = i * MW_MAXACC + j, s->layer = (slot - a->ngs) / a->nls, s->v = (slot - a->ngs) % a->nls;
+                s->fs = s->fc = i, s->rs = s->rc = -1;
+                ap->wmap[(size_t)i * MW_MAXACC + j] = nc;
+                inst[slot] = nc++;
+                continue;
+            }
+            if (inst[slot] < 0) continue; /* the walk reports it */
+            store *s = &ap->st[inst[slot]];
+            if (phase && s->rs < 0) s->rs = i;
+            if (s->rs < 0) s->fs = i;
+            if (!fwdk) {
+                if (s->rc < 0) s->rc = i, s->cbad |= !phase; /* the head reads it in the forward pass */
+            } else if (s->rc >= 0) {
+                s->cbad = 1; /* a recomputation after a backward op: keep it as it is */
+            } else {
+                s->fc = i;
+            }
+        }
+    }
+    free(inst);
+    /* which candidates are stored, and how */
+    int ns = 0;
+    for (int t = 0; t < nc; t++) {
+        store s = ap->st[t];
+        const int sw = s.rs >= 0 && !m->ops[s.w].bwd &&
+                       (c->act_offload == MW_ACT_OFFLOAD_ALL || (c->act_offload == MW_ACT_OFFLOAD_CHECKPOINTS && s.v == 0));
+        const int cp = c->act_compress && a->lslot_lossy[s.v] && s.rc >= 0 && !s.cbad;
+        if (!sw) s.rs = -1;
+        if (!cp) s.rc = -1;
+        ap->wmap[s.wpos] = sw || cp ? ns : -1; /* renumbered */
+        if (!sw && !cp) continue;
+        s.bytes = a->lslot(m, s.v);
+        s.bits = cp ? c->act_compress : 0;
+        s.qbytes = cp ? mw_actq_bytes(s.bytes / sizeof(float), s.bits) : 0;
+        s.wid = s.rid = -1;
+        if (sw) {
+            s.wa = write_wait(m, s.fs);
+            s.p = read_start(m, s.rs, s.wa > m->head_op ? s.wa : m->head_op);
+            s.io = pad_io(together(&s) ? s.qbytes : s.bytes);
+            s.off = ap->disk;
+            ap->disk += s.io;
+        }
+        ap->st[ns++] = s;
+    }
+    ap->n = ns;
+    /* the events, sorted by op, before/after and kind */
+    ap->ev = malloc(sizeof(ev) * (size_t)(6 * ns + 1));
+    ap->ev_lo = calloc((size_t)2 * n + 1, sizeof(int));
+    if (!ap->ev || !ap->ev_lo) {
+        mw_graph_act_free(m);
+        return mw_fail(MW_ERR_NOMEM, "out of memory planning");
+    }
+    int ne = 0;
+    for (int t = 0; t < ns; t++) {
+        const store *s = &ap->st[t];
+        if (swaps(s)) {
+            ap->ev[ne++] = (ev){s->fs, 1, E_WRITE, t};
+            ap->ev[ne++] = (ev){s->wa, 0, E_WAIT_W, t};
+            ap->ev[ne++] = (ev){s->p, 0, E_READ, t};
+            ap->ev[ne++] = (ev){s->rs, 0, E_WAIT_R, t};
+        }
+        if (comps(s)) {
+            ap->ev[ne++] = (ev){s->fc, 1, E_QUANT, t};
+            ap->ev[ne++] = (ev){s->rc, 0, E_DEQ, t};
+        }
+    }
+    qsort(ap->ev, (size_t)ne, sizeof(ev), ev_cmp);
+    ap->nev = ne;
+    for (int e = 0, o = 0; o <= 2 * n; o++) {
+        while (e < ne && 2 * ap->ev[e].op + ap->ev[e].when < o) e++;
+        ap->ev_lo[o] = e;
+    }
+    if (!ns) mw_graph_act_free(m);
+    return MW_OK;
+}
+
+/* ---- the walk ------------------------------------------------------------------------------- */
+
+int mw_graph_act_store_of(const mw_model *m, int i, int j) {
+    if (!m->act) return -1;
+    const int t = m->act->wmap[(size_t)i * MW_MAXACC + j];
+    if (t >= 0) m->act->st[t].state = 0;
+    return t;
+}
+
+uint64_t mw_graph_act_write_bytes(const mw_model *m, int t, uint64_t bytes) {
+    return direct(&m->act->st[t]) ? pad_io(bytes) + MW_AIO_ALIGN : bytes;
+}
+
+char *mw_graph_act_bind_write(mw_model *m, int t, char *p) {
+    store *s = &m->act->st[t];
+    s->a = direct(s) ? align_io(p) : p;
+    return s->a;
+}
+
+/* Adds a buffer of the cut (planning) or binds the next one (binding); its pointer, aligned for
+ * the disk's I/O when io. */
+static mw_status cut_buf(mw_planner *pl, const mw_pbuf *placed, char *base, int *idx, const store *s, const mw_model *m,
+                         int tag, uint64_t bytes, int first, int last, int io, char **p, int *index) {
+    if (placed) {
+        char *q = base + placed[*idx].offset;
+        *p = io ? align_io(q) : q;
+        *index = (*idx)++;
+        return MW_OK;
+    }
+    MW_TRY(mw_planner_add(pl, m->arch->lslot_names[s->v], s->layer, io ? pad_io(bytes) + MW_AIO_ALIGN : bytes,
+                          MW_CAT_ACTS, first, last));
+    pl->b[pl->n - 1].tag = tag;
+    *index = pl->n - 1;
+    *p = NULL;
+    return MW_OK;
+}
+
+mw_status mw_graph_act_cut(mw_model *m, int t, int i, mw_planner *pl, const mw_pbuf *placed, char *base, int *idx,
+                           int *cur, char **curp) {
+    store *s = &m->act->st[t];
+    int ix;
+    char *p;
+    if (swaps(s) && s->rs == i && s->state == 0) {
+        if (together(s)) { /* compressed after fc, written; read back at p, dequantised at rs */
+            MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_Q, s->qbytes, s->fc, s->wa - 1, 1, &s->q, &ix));
+            MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_QREAD, s->qbytes, s->p, i, 1, &s->q2, &ix));
+            MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_DEQ, s->bytes, i, i, 0, &s->b, &ix));
+            *cur = ix, *curp = s->b;
+            s->state = 2;
+            return MW_OK;
+        }
+        /* the instance lives until its write has landed; the read lands in a staging buffer */
+        if (!placed && pl->b[*cur].last < s->wa - 1) pl->b[*cur].last = s->wa - 1;
+        MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_READ, s->bytes, s->p, i, 1, &p, &ix));
+        s->s = p;
+        *cur = ix, *curp = p;
+        s->state = 1;
+    }
+    if (comps(s) && s->rc == i && s->state < 2) {
+        MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_Q, s->qbytes, s->fc, i, 0, &s->q, &ix));
+        MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_DEQ, s->bytes, i, i, 0, &s->b, &ix));
+        *cur = ix, *curp = s->b;
+        s->state = 2;
+    }
+    return MW_OK;
+}
+
+/* ---- the executor --------------------------------------------------------------------------- */
+
+mw_status mw_graph_act_open(mw_model *m) {
+    mw_act_plan *ap = m->act;
+    if (!ap || !ap->disk) return MW_OK;
+    if (m->off) {
+        ap->off = m->off;
+        return MW_OK;
+    }
+    const size_t lo[2] = {0, 0};
+    const unsigned mask[1] = {0};
+    const int bits[MW_ARR_COUNT] = {32, 32, 32, 32};
+    MW_TRY(mw_offload_create_ex(&ap->off, m->cfg.offload_dir, 1, lo, mask, bits, NULL, ap->disk));
+    ap->owned = 1;
+    return MW_OK;
+}
+
+static mw_status wait_one(mw_act_plan *ap, int *id) {
+    if (*id < 0) return MW_OK;
+    const int k = *id;
+    *id = -1;
+    return mw_offload_wait(ap->off, k);
+}
+
+mw_status mw_graph_act_begin(mw_model *m) {
+    mw_act_plan *ap = m->act;
+    if (!ap) return MW_OK;
+    mw_status st = MW_OK;
+    for (int t = 0; t < ap->n; t++) { /* a failed step's transfers end before their memory is reused */
+        mw_status a = wait_one(ap, &ap->st[t].wid), b = wait_one(ap, &ap->st[t].rid);
+        if (st == MW_OK) st = a != MW_OK ? a : b;
+    }
+    ap->k++;
+    return st;
+}
+
+void mw_model_set_step(mw_model *m, int step) {
+    if (!m->act) return;
+    m->act->step = step;
+    m->act->k = 0;
+}
+
+/* The stochastic rounding's stream of store s: the step, the micro-batch, the rank, the block and
+ * the value, whichever instance (forward or recomputed) holds it. */
+static uint64_t stream_of(const mw_model *m, const store *s) {
+    const mw_act_plan *ap = m->act;
+    uint64_t z = (uint64_t)(uint32_t)ap->step;
+    const uint64_t parts[4] = {(uint64_t)(uint32_t)ap->k, (uint64_t)(uint32_t)m->cfg.rank, (uint64_t)(uint32_t)s->layer,
+                               (uint64_t)(uint32_t)s->v};
+    for (int i = 0; i < 4; i++) {
+        z = (z ^ parts[i]) + 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+    }
+    return z;
+}
+
+static mw_status run_event(mw_model *m, const ev *e) {
+    mw_act_plan *ap = m->act;
+    store *s = &ap->st[e->st];
+    const size_t nf = s->bytes / sizeof(float);
+    switch (e->kind) {
+    case E_WAIT_W: return wait_one(ap, &s->wid);
+    case E_READ: return mw_offload_extra_start(ap->off, 0, s->off, together(s) ? s->q2 : s->s, s->io, &s->rid);
+    case E_WAIT_R: return wait_one(ap, &s->rid);
+    case E_DEQ: mw_actq_dequantize(together(s) ? s->q2 : s->q, nf, s->bits, (float *)s->b); return MW_OK;
+    case E_QUANT: {
+        size_t bad = 0;
+        const float *x = (const float *)(swaps(s) && !together(s) ? s->s : s->a);
+        if (mw_actq_quantize(x, nf, s->bits, m->cfg.seed, stream_of(m, s), s->q, &bad) != MW_OK)
+            return mw_fail(MW_ERR_ARG, "--act-compress: h.%d.%s holds a value that is not finite (element %zu): the "
+                           "step diverged before its backward pass", s->layer, m->arch->lslot_names[s->v], bad);
+        return MW_OK;
+    }
+    case E_WRITE: return mw_offload_extra_start(ap->off, 1, s->off, together(s) ? s->q : s->a, s->io, &s->wid);
+    }
+    return MW_OK;
+}
+
+static mw_status run_events(mw_model *m, int i, int when) {
+    mw_act_plan *ap = m->act;
+    if (!ap) return MW_OK;
+    for (int e = ap->ev_lo[2 * i + when]; e < ap->ev_lo[2 * i + when + 1]; e++) MW_TRY(run_event(m, &ap->ev[e]));
+    return MW_OK;
+}
+
+mw_status mw_graph_act_before(mw_model *m, int i) { return run_events(m, i, 0); }
+mw_status mw_graph_act_after(mw_model *m, int i) { return run_events(m, i, 1); }
+
+/* ---- the plan ------------------------------------------------------------------------------- */
+
+uint64_t mw_graph_act_disk_bytes(const mw_model *m) { return m->act ? m->act->disk : 0; }
+
+void mw_graph_act_op_io(const mw_model *m, int i, uint64_t *rd, uint64_t *wr) {
+    *rd = *wr = 0;
+    const mw_act_plan *ap = m->act;
+    if (!ap) return;
+    for (int w = 0; w < 2; w++)
+        for (int e = ap->ev_lo[2 * i + w]; e < ap->ev_lo[2 * i + w + 1]; e++) {
+            if (ap->ev[e].kind == E_READ) *rd += ap->st[ap->ev[e].st].io;
+            if (ap->ev[e].kind == E_WRITE) *wr += ap->st[ap->ev[e].st].io;
+        }
+}
+
+const char *mw_graph_act_tag_name(const mw_model *m, int tag) {
+    static const char *const Q[3][3] = {{" (8-bit)", " (8-bit, read back)", " (dequantised)"},
+                                         {" (4-bit)", " (4-bit, read back)", " (dequantised)"},
+                                         {" (2-bit)", " (2-bit, read back)", " (dequantised)"}};
+    const int b = m->cfg.act_compress == 8 ? 0 : m->cfg.act_compress == 4 ? 1 : 2;
+    switch (tag) {
+    case 1: return " (recomputed)";
+    case TAG_READ: return " (read back)";
+    case TAG_Q: return Q[b][0];
+    case TAG_QREAD: return Q[b][1];
+    case TAG_DEQ: return Q[b][2];
+    }
+    return "";
+}
+
+void mw_graph_act_summary(const mw_model *m, mw_plan_summary *s) {
+    s->act_offload = m->cfg.act_offload;
+    s->act_compress = m->cfg.act_compress;
+    s->act_disk = 0;
+    s->nact = 0;
+    const mw_act_plan *ap = m->act;
+    if (!ap) return;
+    s->act_disk = ap->disk;
+    const mw_model_def *a = m->arch;
+    for (int t = 0; t < ap->n; t++) {
+        const store *st = &ap->st[t];
+        int c = 0;
+        while (c < s->nact && strcmp(s->act[c].name, a->lslot_names[st->v]) != 0) c++;
+        if (c == s->nact) {
+            if (s->nact == MW_ACT_CLASSES) continue;
+            memset(&s->act[c], 0, sizeof s->act[c]);
+            snprintf(s->act[c].name, sizeof s->act[c].name, "%s", a->lslot_names[st->v]);
+            s->nact++;
+        }
+        mw_act_class *k = &s->act[c];
+        k->bytes += st->bytes;
+        if (swaps(st)) k->swapped++, k->disk_bytes += st->io;
+        if (comps(st)) k->compressed++, k->compressed_bytes += st->qbytes;
+    }
+}
