@@ -75,6 +75,10 @@ void apply_init_shape(opts *o);
 void resolve_ckpt(const char *arg, char *path, size_t n, mw_ckpt_info *info);
 void print_config(const opts *o, const char *cmd);
 void print_plan(const mw_plan_summary *p);
+/* The plan's stored activations (src/cli/actplan.c): one line (table 0) or a table per class of
+ * value; nothing without --act-offload or --act-compress. JSON: an object. */
+void print_act_plan(const mw_plan_summary *p, int table);
+void json_act_plan(FILE *f, const mw_plan_summary *p);
 /* When --offload auto chose the recomputation too (opts.recompute_implied): a line saying what. */
 void print_recompute_choice(const opts *o, const mw_plan_summary *p);
 /* The disk tier of a created model, when it has one: its file, engine and what it removed. */

@@ -889,6 +889,7 @@ void print_plan(const mw_plan_summary *p) {
     printf(" | peak %s", mw_fmt_bytes(p->peak, b, sizeof b));
     if (p->budget) printf(" of budget %s", mw_fmt_bytes(p->budget, b, sizeof b));
     printf(" | recompute %s\n", p->policy);
+    print_act_plan(p, 0);
     if (p->disk_file) {
         char f[32], s[32];
         char on[160] = "", r[32], w[32];
@@ -897,9 +898,12 @@ void print_plan(const mw_plan_summary *p) {
             if (p->disk[k] && u < sizeof on)
                 u += (size_t)snprintf(on + u, sizeof on - u, "%s%s %s", u ? ", " : "", mw_category_name(k),
                                       mw_fmt_bytes(p->disk[k], b, sizeof b));
-        printf("  disk tier (--offload %s): %s in a scratch file of %s; per step %s read, %s written, streamed "
-               "through %s of staging in memory\n",
-               mw_offload_name(p->offload), on, mw_fmt_bytes(p->disk_file, f, sizeof f),
+        if (p->act_disk && u < sizeof on)
+            u += (size_t)snprintf(on + u, sizeof on - u, "%sswapped activations %s", u ? ", " : "",
+                                  mw_fmt_bytes(p->act_disk, b, sizeof b));
+        printf("  disk tier (--%s %s): %s in a scratch file of %s; per step %s read, %s written, streamed "
+               "through %s of staging in memory\n", p->offload == MW_OFFLOAD_NONE ? "act-offload" : "offload",
+               p->offload == MW_OFFLOAD_NONE ? mw_act_offload_name(p->act_offload) : mw_offload_name(p->offload), on, mw_fmt_bytes(p->disk_file, f, sizeof f),
                mw_fmt_bytes(p->disk_read, r, sizeof r), mw_fmt_bytes(p->disk_write, w, sizeof w),
                mw_fmt_bytes(p->disk_staging, s, sizeof s));
         if (p->disk_room)
