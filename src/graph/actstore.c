@@ -45,6 +45,61 @@ struct mw_act_plan {
     int owned;
 };
 
+/* A stored value is quantised in chunks of this many values (256 groups), each by one call of the
+ * quantiser with its own stream: a value's compressed form is its chunks' one after another, and
+ * the round trip in place (round_trip) needs a scratch of one chunk. Whole groups, so that the
+ * bytes are mw_actq_bytes of the whole value. */
+#define CHUNK ((size_t)256 * MW_ACTQ_GROUP)
+
+static uint64_t mix(uint64_t z, uint64_t v) {
+    z = (z ^ v) + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t qbytes_of(size_t n, int bits) {
+    const size_t full = n / CHUNK, rest = n % CHUNK;
+    return (uint64_t)full * mw_actq_bytes(CHUNK, bits) + (rest ? mw_actq_bytes(rest, bits) : 0);
+}
+
+/* x (n floats) into dst chunk by chunk; the first non-finite value's index in *bad */
+static mw_status quant(const float *x, size_t n, int bits, uint64_t seed, uint64_t stream, char *dst, size_t *bad) {
+    for (size_t c = 0, o = 0; c * CHUNK < n; c++) {
+        const size_t len = n - c * CHUNK < CHUNK ? n - c * CHUNK : CHUNK;
+        size_t b = 0;
+        if (mw_actq_quantize(x + c * CHUNK, len, bits, seed, mix(stream, c), dst + o, &b) != MW_OK) {
+            *bad = c * CHUNK + b;
+            return MW_ERR_ARG;
+        }
+        o += mw_actq_bytes(len, bits);
+    }
+    return MW_OK;
+}
+
+static void dequant(const char *src, size_t n, int bits, float *x) {
+    for (size_t c = 0, o = 0; c * CHUNK < n; c++) {
+        const size_t len = n - c * CHUNK < CHUNK ? n - c * CHUNK : CHUNK;
+        mw_actq_dequantize(src + o, len, bits, x + c * CHUNK);
+        o += mw_actq_bytes(len, bits);
+    }
+}
+
+/* x := dequant(quant(x)) chunk by chunk through scratch (one chunk's bytes): the bits a longer cut
+ * gives */
+static mw_status round_in_place(float *x, size_t n, int bits, uint64_t seed, uint64_t stream, char *scratch, size_t *bad) {
+    for (size_t c = 0; c * CHUNK < n; c++) {
+        const size_t len = n - c * CHUNK < CHUNK ? n - c * CHUNK : CHUNK;
+        size_t b = 0;
+        if (mw_actq_quantize(x + c * CHUNK, len, bits, seed, mix(stream, c), scratch, &b) != MW_OK) {
+            *bad = c * CHUNK + b;
+            return MW_ERR_ARG;
+        }
+        mw_actq_dequantize(scratch, len, bits, x + c * CHUNK);
+    }
+    return MW_OK;
+}
+
 static uint64_t pad_io(uint64_t b) { return (b + MW_AIO_ALIGN - 1) / MW_AIO_ALIGN * MW_AIO_ALIGN; }
 static char *align_io(char *p) {
     const uintptr_t u = (uintptr_t)p;
@@ -56,6 +111,10 @@ static int comps(const store *s) { return s->rc >= 0; }
 static int together(const store *s) { return swaps(s) && comps(s) && s->rs == s->rc; }
 /* the instance itself is written to disk (swapped alone, or before a later compression) */
 static int direct(const store *s) { return swaps(s) && !together(s); }
+/* compressed with no op between the cut's ends: nothing to save there, so the value makes the
+ * round trip in place right after fc (a scratch of the compressed size for that op alone), and
+ * the backward reads what it would have read from a longer cut: the same bits, less memory */
+static int round_trip(const store *s) { return comps(s) && !together(s) && s->rc == s->fc + 1; }
 
 void mw_graph_act_free(mw_model *m) {
     mw_act_plan *ap = m->act;
@@ -82,18 +141,14 @@ static int write_wait(const mw_model *m, int fs) {
     return q;
 }
 
-/* The op before which the read for rs starts: the ops of rs's own block before it and the whole
- * run of ops of the block before that in the schedule (the head, for the last block), never
- * before lo. */
+/* The op before which the read for rs starts: READ_AHEAD ops before it, never before lo. A block's
+ * backward peaks at its first ops (the MLP's, where its widest values are alive), so a read
+ * started over its last ops (attention's backward among them, the slowest at long context) is
+ * hidden behind compute and keeps its staging out of that peak. */
+#define READ_AHEAD 4
 static int read_start(const mw_model *m, int rs, int lo) {
-    int q = rs, runs = 0, cur = m->ops[rs].layer;
-    while (q - 1 >= lo) {
-        const int l = m->ops[q - 1].layer;
-        if (l != cur && ++runs > 1) break;
-        cur = l;
-        q--;
-    }
-    return q;
+    (void)m;
+    return rs - READ_AHEAD > lo ? rs - READ_AHEAD : lo;
 }
 
 mw_status mw_graph_act_build(mw_model *m) {
@@ -160,7 +215,7 @@ mw_status mw_graph_act_build(mw_model *m) {
         if (!sw && !cp) continue;
         s.bytes = a->lslot(m, s.v);
         s.bits = cp ? c->act_compress : 0;
-        s.qbytes = cp ? mw_actq_bytes(s.bytes / sizeof(float), s.bits) : 0;
+        s.qbytes = cp ? qbytes_of(s.bytes / sizeof(float), s.bits) : 0;
         s.wid = s.rid = -1;
         if (sw) {
             s.wa = write_wait(m, s.fs);
@@ -190,7 +245,7 @@ mw_status mw_graph_act_build(mw_model *m) {
         }
         if (comps(s)) {
             ap->ev[ne++] = (ev){s->fc, 1, E_QUANT, t};
-            ap->ev[ne++] = (ev){s->rc, 0, E_DEQ, t};
+            if (!round_trip(s)) ap->ev[ne++] = (ev){s->rc, 0, E_DEQ, t};
         }
     }
     qsort(ap->ev, (size_t)ne, sizeof(ev), ev_cmp);
@@ -261,6 +316,13 @@ mw_status mw_graph_act_cut(mw_model *m, int t, int i, mw_planner *pl, const mw_p
         *cur = ix, *curp = p;
         s->state = 1;
     }
+    if (comps(s) && s->rc == i && s->state < 2 && round_trip(s)) { /* a scratch during op fc alone */
+        const size_t nf = s->bytes / sizeof(float);
+        MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_Q, mw_actq_bytes(nf < CHUNK ? nf : CHUNK, s->bits), s->fc, s->fc, 0,
+                       &s->q, &ix));
+        s->state = 2;
+        return MW_OK;
+    }
     if (comps(s) && s->rc == i && s->state < 2) {
         MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_Q, s->qbytes, s->fc, i, 0, &s->q, &ix));
         MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_DEQ, s->bytes, i, i, 0, &s->b, &ix));
@@ -316,16 +378,10 @@ void mw_model_set_step(mw_model *m, int step) {
  * the value, whichever instance (forward or recomputed) holds it. */
 static uint64_t stream_of(const mw_model *m, const store *s) {
     const mw_act_plan *ap = m->act;
-    uint64_t z = (uint64_t)(uint32_t)ap->step;
-    const uint64_t parts[4] = {(uint64_t)(uint32_t)ap->k, (uint64_t)(uint32_t)m->cfg.rank, (uint64_t)(uint32_t)s->layer,
-                               (uint64_t)(uint32_t)s->v};
-    for (int i = 0; i < 4; i++) {
-        z = (z ^ parts[i]) + 0x9E3779B97F4A7C15ull;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-    }
-    return z;
+    uint64_t z = mix((uint64_t)(uint32_t)ap->step, (uint64_t)(uint32_t)ap->k);
+    z = mix(z, (uint64_t)(uint32_t)m->cfg.rank);
+    z = mix(z, (uint64_t)(uint32_t)s->layer);
+    return mix(z, (uint64_t)(uint32_t)s->v);
 }
 
 static mw_status run_event(mw_model *m, const ev *e) {
@@ -336,11 +392,13 @@ static mw_status run_event(mw_model *m, const ev *e) {
     case E_WAIT_W: return wait_one(ap, &s->wid);
     case E_READ: return mw_offload_extra_start(ap->off, 0, s->off, together(s) ? s->q2 : s->s, s->io, &s->rid);
     case E_WAIT_R: return wait_one(ap, &s->rid);
-    case E_DEQ: mw_actq_dequantize(together(s) ? s->q2 : s->q, nf, s->bits, (float *)s->b); return MW_OK;
+    case E_DEQ: dequant(together(s) ? s->q2 : s->q, nf, s->bits, (float *)s->b); return MW_OK;
     case E_QUANT: {
         size_t bad = 0;
-        const float *x = (const float *)(swaps(s) && !together(s) ? s->s : s->a);
-        if (mw_actq_quantize(x, nf, s->bits, m->cfg.seed, stream_of(m, s), s->q, &bad) != MW_OK)
+        float *x = (float *)(swaps(s) && !together(s) ? s->s : s->a);
+        const mw_status st = round_trip(s) ? round_in_place(x, nf, s->bits, m->cfg.seed, stream_of(m, s), s->q, &bad)
+                                           : quant(x, nf, s->bits, m->cfg.seed, stream_of(m, s), s->q, &bad);
+        if (st != MW_OK)
             return mw_fail(MW_ERR_ARG, "--act-compress: h.%d.%s holds a value that is not finite (element %zu): the "
                            "step diverged before its backward pass", s->layer, m->arch->lslot_names[s->v], bad);
         return MW_OK;
