@@ -71,6 +71,11 @@ lt=(--arch llama --layers 3 --dim 64 --heads 4 --kv-heads 2 --ffn 160 --vocab 25
 run l_full "${lt[@]}" --recompute full --threads 2
 run l_full_all "${lt[@]}" --recompute full --act-offload all --offload-dir "$T/scr" --threads 2
 same l_full l_full_all "llama, --recompute full --act-offload all: identical"
+# and the deepseek family's (experts' routing values among them; its values declare no compression)
+run ds --preset moe-tiny --recompute selective --threads 2
+run ds_all --preset moe-tiny --recompute selective --act-offload all --offload-dir "$T/scr" --threads 2
+same ds ds_all "moe-tiny, --recompute selective --act-offload all: identical"
+expect_error 1 "--act-compress on a model that declares no tolerant value" -- "$MW" "${tr[@]}" --preset moe-tiny --act-compress 8
 
 echo "-- --act-compress: the same bits for every threads, policy, placement and swap"
 ref=""

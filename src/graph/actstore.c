@@ -28,6 +28,10 @@ typedef struct store {
     int wid, rid;
 } store;
 
+/* The swaps' requests in flight at most: the I/O engine takes 48, which the parameters' and the
+ * gradients' slots (3 each) share; past this the oldest is waited for first (early, never late). */
+#define MAX_INFLIGHT 24
+
 typedef struct ev {
     int op, when, kind, st; /* when 0: before the op, 1: after */
 } ev;
@@ -41,6 +45,7 @@ struct mw_act_plan {
     int *ev_lo; /* op o's events of when w: ev[ev_lo[2o + w] .. ev_lo[2o + w + 1]) */
     uint64_t disk;
     int step, k;
+    int fifo[MAX_INFLIGHT], head, nfly; /* the swaps' requests in flight, oldest first: store x 2 + read */
     mw_offload *off;
     int owned;
 };
@@ -356,6 +361,23 @@ static mw_status wait_one(mw_act_plan *ap, int *id) {
     return mw_offload_wait(ap->off, k);
 }
 
+/* Starts store t's write (read 0) or read (1), waiting first for the oldest request in flight
+ * when MAX_INFLIGHT are (one already waited for leaves the queue as a no-op). */
+static mw_status start_io(mw_act_plan *ap, int t, int read) {
+    while (ap->nfly >= MAX_INFLIGHT) {
+        const int e = ap->fifo[ap->head];
+        ap->head = (ap->head + 1) % MAX_INFLIGHT, ap->nfly--;
+        store *o = &ap->st[e / 2];
+        MW_TRY(wait_one(ap, e % 2 ? &o->rid : &o->wid));
+    }
+    store *s = &ap->st[t];
+    if (read) MW_TRY(mw_offload_extra_start(ap->off, 0, s->off, together(s) ? s->q2 : s->s, s->io, &s->rid));
+    else MW_TRY(mw_offload_extra_start(ap->off, 1, s->off, together(s) ? s->q : s->a, s->io, &s->wid));
+    ap->fifo[(ap->head + ap->nfly) % MAX_INFLIGHT] = 2 * t + read;
+    ap->nfly++;
+    return MW_OK;
+}
+
 mw_status mw_graph_act_begin(mw_model *m) {
     mw_act_plan *ap = m->act;
     if (!ap) return MW_OK;
@@ -364,6 +386,7 @@ mw_status mw_graph_act_begin(mw_model *m) {
         mw_status a = wait_one(ap, &ap->st[t].wid), b = wait_one(ap, &ap->st[t].rid);
         if (st == MW_OK) st = a != MW_OK ? a : b;
     }
+    ap->head = ap->nfly = 0;
     ap->k++;
     return st;
 }
@@ -390,7 +413,7 @@ static mw_status run_event(mw_model *m, const ev *e) {
     const size_t nf = s->bytes / sizeof(float);
     switch (e->kind) {
     case E_WAIT_W: return wait_one(ap, &s->wid);
-    case E_READ: return mw_offload_extra_start(ap->off, 0, s->off, together(s) ? s->q2 : s->s, s->io, &s->rid);
+    case E_READ: return start_io(ap, e->st, 1);
     case E_WAIT_R: return wait_one(ap, &s->rid);
     case E_DEQ: dequant(together(s) ? s->q2 : s->q, nf, s->bits, (float *)s->b); return MW_OK;
     case E_QUANT: {
@@ -403,7 +426,7 @@ static mw_status run_event(mw_model *m, const ev *e) {
                            "step diverged before its backward pass", s->layer, m->arch->lslot_names[s->v], bad);
         return MW_OK;
     }
-    case E_WRITE: return mw_offload_extra_start(ap->off, 1, s->off, together(s) ? s->q : s->a, s->io, &s->wid);
+    case E_WRITE: return start_io(ap, e->st, 0);
     }
     return MW_OK;
 }
