@@ -418,6 +418,10 @@ typedef struct mw_plan_op {
     char op[16];   /* the op within it: "ln1+qkv", "attention", "gelu", "fc proj bwd", ... */
     uint64_t live[MW_CAT_COUNT];
     uint64_t disk_read, disk_write; /* bytes this op moves from and to the disk tier */
+    /* stored activations (--act-compress, --act-offload): the compressed buffers' bytes alive
+     * during the op (data and scales, part of live[MW_CAT_ACTS]), and the swapped values' bytes
+     * held on the disk tier (out of memory) */
+    uint64_t act_compressed, act_on_disk;
 } mw_plan_op;
 mw_status mw_plan_timeline(const mw_config *cfg, mw_plan_op **ops, int *nops);
 

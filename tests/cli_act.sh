@@ -130,6 +130,14 @@ else
   fail "mpirun or the MPI build is missing: the --zero check did not run"
 fi
 
+echo "-- the timeline draws compressed and swapped bytes as their own categories"
+"$MW" plan "${shape[@]}" --act-offload checkpoints --act-compress 4 --offload-dir "$T/scr" --timeline "$T/tl.svg" >/dev/null &&
+  grep -A1 '<g id="band-activations-compressed"' "$T/tl.svg" | grep -q 'activations compressed' &&
+  grep -A1 '<g id="band-activations-on-disk"' "$T/tl.svg" | grep -q 'swapped to disk' &&
+  pass "plan --timeline: a compressed band and a swapped (on disk) band" || fail "timeline bands missing"
+"$MW" plan "${shape[@]}" --timeline "$T/tl0.svg" >/dev/null && ! grep -q 'band-activations-' "$T/tl0.svg" &&
+  pass "and neither without the flags" || fail "stored-activation bands in a plain timeline"
+
 echo "-- estimate == arena peak"
 [ "$n_eq" -ge 60 ] && pass "estimate == the run's arena peak for all $n_eq runs above" || fail "only $n_eq runs matched"
 

@@ -50,3 +50,42 @@ void json_act_plan(FILE *f, const mw_plan_summary *p) {
     }
     fprintf(f, "]}");
 }
+
+void svg_act_bands(FILE *f, const mw_plan_op *ops, int n, double left, double top, double ph, double bw, double ymax,
+                   double lx, double ly) {
+    int any_q = 0, any_d = 0;
+    for (int i = 0; i < n; i++) any_q |= ops[i].act_compressed != 0, any_d |= ops[i].act_on_disk != 0;
+    char b1[32];
+    if (any_q) { /* the top of the activations' bar: the stack below it is parameters .. optimizer */
+        fprintf(f, "<g id=\"band-activations-compressed\" fill=\"#2f6f6a\">\n");
+        for (int i = 0; i < n; i++) {
+            if (!ops[i].act_compressed) continue;
+            double below = 0;
+            for (int j = 0; j <= MW_CAT_ACTS; j++) below += (double)ops[i].live[j];
+            const double h = ph * (double)ops[i].act_compressed / ymax, y = top + ph - ph * below / ymax;
+            fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\"><title>%s, %s: activations "
+                       "compressed %s</title></rect>\n",
+                    left + i * bw, y, bw * 0.92, h, ops[i].name, ops[i].op, mw_fmt_bytes(ops[i].act_compressed, b1, sizeof b1));
+        }
+        fprintf(f, "</g>\n<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"#2f6f6a\"/><text x=\"%.0f\" "
+                   "y=\"%.0f\">compressed</text>\n", lx, ly, lx + 17, ly + 10);
+    }
+    if (any_d) { /* out of memory: outlined, above everything in it */
+        fprintf(f, "<g id=\"band-activations-on-disk\" fill=\"none\" stroke=\"#76b7b2\" stroke-dasharray=\"2,2\">\n");
+        for (int i = 0; i < n; i++) {
+            if (!ops[i].act_on_disk) continue;
+            double below = 0;
+            for (int j = 0; j < MW_CAT_COUNT; j++) below += (double)ops[i].live[j];
+            double h = ph * (double)ops[i].act_on_disk / ymax, y = top + ph - ph * below / ymax - h;
+            if (y < top - 20) h -= top - 20 - y, y = top - 20; /* more on disk than the axis holds: cut */
+            if (h <= 0) continue;
+            fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\"><title>%s, %s: activations "
+                       "swapped to disk %s</title></rect>\n",
+                    left + i * bw, y, bw * 0.92, h, ops[i].name, ops[i].op,
+                    mw_fmt_bytes(ops[i].act_on_disk, b1, sizeof b1));
+        }
+        fprintf(f, "</g>\n<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"none\" stroke=\"#76b7b2\" "
+                   "stroke-dasharray=\"2,2\"/><text x=\"%.0f\" y=\"%.0f\">swapped (on disk)</text>\n",
+                lx, ly + 18, lx + 17, ly + 28);
+    }
+}

@@ -79,6 +79,11 @@ void print_plan(const mw_plan_summary *p);
  * value; nothing without --act-offload or --act-compress. JSON: an object. */
 void print_act_plan(const mw_plan_summary *p, int table);
 void json_act_plan(FILE *f, const mw_plan_summary *p);
+/* The timeline's stored activations as their own categories: the compressed bytes drawn over the
+ * activations' band (inside it), the swapped bytes on disk as an outlined band above the stack (out
+ * of memory); legend entries at (lx, ly) when there are any. */
+void svg_act_bands(FILE *f, const mw_plan_op *ops, int n, double left, double top, double ph, double bw, double ymax,
+                   double lx, double ly);
 /* When --offload auto chose the recomputation too (opts.recompute_implied): a line saying what. */
 void print_recompute_choice(const opts *o, const mw_plan_summary *p);
 /* The disk tier of a created model, when it has one: its file, engine and what it removed. */

@@ -660,6 +660,7 @@ static void write_svg(FILE *f, const mw_plan_op *ops, int n, const mw_plan_summa
         fprintf(f, "<text x=\"%.0f\" y=\"%.2f\" fill=\"red\">budget %s</text>\n", left + pw + 4, yb - 4,
                 mw_fmt_bytes(c->budget, b1, sizeof b1));
     }
+    svg_act_bands(f, ops, n, left, top, ph, bw, ymax, W - right + 15, top + ph - 18.0 * (MW_CAT_COUNT + 2));
     double last_x = -1e9;
     for (int i = 0; i < n; i++) { /* a label where a phase starts, if there is room for it */
         if (i > 0 && strcmp(ops[i].name, ops[i - 1].name) == 0) continue;

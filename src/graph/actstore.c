@@ -456,6 +456,28 @@ void mw_graph_act_op_io(const mw_model *m, int i, uint64_t *rd, uint64_t *wr) {
         }
 }
 
+void mw_graph_act_timeline(const mw_model *m, const mw_planner *pl, mw_plan_op *ops) {
+    const mw_act_plan *ap = m->act;
+    if (!ap) return;
+    const int n = m->nops;
+    int64_t *dq = calloc((size_t)n + 1, sizeof(int64_t)), *dd = calloc((size_t)n + 1, sizeof(int64_t));
+    if (!dq || !dd) { /* a drawing's detail: left out rather than failed */
+        free(dq), free(dd);
+        return;
+    }
+    for (int i = 0; i < pl->n; i++)
+        if (pl->b[i].tag == TAG_Q || pl->b[i].tag == TAG_QREAD)
+            dq[pl->b[i].first] += (int64_t)pl->b[i].bytes, dq[pl->b[i].last + 1] -= (int64_t)pl->b[i].bytes;
+    for (int t = 0; t < ap->n; t++) /* on disk from its write's op to its read's end */
+        if (swaps(&ap->st[t])) dd[ap->st[t].fs + 1] += (int64_t)ap->st[t].io, dd[ap->st[t].rs] -= (int64_t)ap->st[t].io;
+    int64_t q = 0, d = 0;
+    for (int i = 0; i < n; i++) {
+        q += dq[i], d += dd[i];
+        ops[i].act_compressed = (uint64_t)q, ops[i].act_on_disk = (uint64_t)d;
+    }
+    free(dq), free(dd);
+}
+
 const char *mw_graph_act_tag_name(const mw_model *m, int tag) {
     static const char *const Q[3][3] = {{" (8-bit)", " (8-bit, read back)", " (dequantised)"},
                                          {" (4-bit)", " (4-bit, read back)", " (dequantised)"},

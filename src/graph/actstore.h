@@ -66,6 +66,9 @@ uint64_t mw_graph_act_disk_bytes(const mw_model *m);
 void mw_graph_act_summary(const mw_model *m, mw_plan_summary *s);
 /* The bytes op i starts writing to and reading from the disk tier (for the timeline). */
 void mw_graph_act_op_io(const mw_model *m, int i, uint64_t *rd, uint64_t *wr);
+/* The timeline's stored-activation figures of every op (mw_plan_op.act_compressed, act_on_disk),
+ * from the placed plan pl. */
+void mw_graph_act_timeline(const mw_model *m, const mw_planner *pl, mw_plan_op *ops);
 /* The name suffix of a buffer of tag (pbuf.tag) the cuts add: " (read back)", " (8-bit)", ... */
 const char *mw_graph_act_tag_name(const mw_model *m, int tag);
 /* The disk tier's handle for the swaps (created in mw_graph_model_create). */

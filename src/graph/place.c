@@ -291,6 +291,7 @@ mw_status mw_graph_plan_timeline(const mw_model_def *arch, const mw_config *cfg,
             snprintf(o[i].name, sizeof o[i].name, "bwd %d", l);
     }
     free(live);
+    if (st == MW_OK) mw_graph_act_timeline(m, &pl, o);
     const int n = m->nops;
     mw_planner_free(&pl);
     mw_model_destroy(m);
