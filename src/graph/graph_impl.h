@@ -4,6 +4,7 @@
  *   place.c      placement and binding: plans (mw_plan*), the timeline, model create/destroy
  *   exec.c       the executor: forward, forward+backward, grad norm, the optimizer's passes, decode
  *   transfer.c   the disk tier's layout and its reads/writes around the ops, ZeRO-3's gathers
+ *   actstore.c   stored activations: kept values swapped to the disk tier or compressed (actstore.h)
  *   recompute.c  the recomputation policies and auto's calibration and dynamic program
  *   state.c      the optimizer state's and moments' views for checkpoints
  *   budget.c     the refusal of a plan that does not fit
