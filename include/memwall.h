@@ -253,9 +253,19 @@ mw_status mw_offload_parse(mw_config *cfg, const char *s);
  *  NONE         every kept value stays in memory;
  *  CHECKPOINTS  each block's input, what every recomputation policy keeps between blocks (the
  *               block inputs under full or every:K, the one value the others replay from);
- *  ALL          every value of a block kept from the forward pass for the backward pass. */
-typedef enum mw_act_offload { MW_ACT_OFFLOAD_NONE = 0, MW_ACT_OFFLOAD_CHECKPOINTS, MW_ACT_OFFLOAD_ALL, MW_ACT_OFFLOAD_COUNT } mw_act_offload;
-/* "none", "checkpoints", "all" ("?" when out of range) */
+ *  ALL          every value of a block kept from the forward pass for the backward pass;
+ *  AUTO         the least of these whose plan fits cfg->budget (each planned under cfg's
+ *               placement and recomputation, auto included): the fastest, since the swaps only add
+ *               transfers (their predicted seconds at the rate measured in cfg->offload_dir are
+ *               printed); without a budget, NONE. */
+typedef enum mw_act_offload {
+    MW_ACT_OFFLOAD_NONE = 0,
+    MW_ACT_OFFLOAD_CHECKPOINTS,
+    MW_ACT_OFFLOAD_ALL,
+    MW_ACT_OFFLOAD_AUTO,
+    MW_ACT_OFFLOAD_COUNT
+} mw_act_offload;
+/* "none", "checkpoints", "all", "auto" ("?" when out of range) */
 const char *mw_act_offload_name(int mode);
 /* Parses --act-offload into cfg->act_offload, --act-compress ("none", "8", "4", "2") into
  * cfg->act_compress; MW_ERR_ARG naming the choices otherwise. */
@@ -400,8 +410,9 @@ typedef struct mw_plan_summary {
     /* stored activations (cfg->act_offload, act_compress): the swap region of the disk tier's file
      * (in disk_file; its bytes move each way once per micro-batch, in disk_read and disk_write), and
      * per class of value what is stored how */
-    int act_offload, act_compress, nact;
+    int act_offload, act_compress, nact; /* act_offload: auto resolved */
     uint64_t act_disk;
+    char act_why[200]; /* --act-offload auto: why it chose as it did ("" otherwise) */
     mw_act_class act[MW_ACT_CLASSES];
 } mw_plan_summary;
 

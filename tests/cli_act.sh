@@ -61,7 +61,7 @@ grep -q "stored activations (--act-offload all --act-compress none): [1-9][0-9]*
   pass "train prints what it swaps" || fail "no stored-activations line: $(grep -a stored "$T/s_none_none_all.out")"
 # the swaps go through the file: 4 blocks x 11 values of gpt2-tiny under none, each micro-batch
 "$MW" estimate "${shape[@]}" --act-offload all --offload-dir "$T/scr" --json >"$T/e_all.json"
-grep -q '"act": {"offload": "all", "compress_bits": 0, "disk_bytes": [1-9]' "$T/e_all.json" &&
+grep -q '"act": {"offload": "all", "why": "", "compress_bits": 0, "disk_bytes": [1-9]' "$T/e_all.json" &&
   [ "$(grep -o '"swapped": 4' "$T/e_all.json" | wc -l)" = 11 ] && pass "estimate --json: 11 classes of 4 swapped values" ||
   fail "estimate --json act: $(grep -o '"act": {[^]]*' "$T/e_all.json" | head -c 400)"
 grep -q '"swapped": 4, "compressed": 0, "bytes": [0-9]*, "disk_bytes": [1-9]' "$T/e_all.json" || fail "no disk bytes per class"
@@ -128,6 +128,25 @@ if command -v mpirun >/dev/null && ! "$MW" train --data /nonexistent --zero 0 2>
     pass "--act-compress 4 over 2 ranks: --zero 0 and 1 give the same weights and losses" || fail "--zero 0 vs 1 with --act-compress"
 else
   fail "mpirun or the MPI build is missing: the --zero check did not run"
+fi
+
+echo "-- --act-offload auto: the least swapping that fits --budget"
+pk() { "$MW" estimate "${shape[@]}" "$@" --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //'; }
+pn=$(pk) pc=$(pk --act-offload checkpoints) pa=$(pk --act-offload all)
+auto() { "$MW" estimate "${shape[@]}" --act-offload auto --offload-dir "$T/scr" "$@" --json | grep -o '"act": {"offload": "[a-z]*", "why": "[^"]*"'; }
+if [ "$pa" -lt "$pc" ] && [ "$pc" -lt "$pn" ]; then
+  a=$(auto --budget "$pn") && grep -q '"offload": "none", "why": "predicted s/step of the swaps. transfers: none 0.00 checkpoints' <<<"$a" &&
+    pass "auto at none's plan: none ($a)" || fail "auto at $pn: $a"
+  a=$(auto --budget $((pn - 1))) && grep -q '"offload": "checkpoints", "why": "[^"]*none over budget checkpoints [0-9.]* all [0-9.]*"' <<<"$a" &&
+    pass "auto a byte under it: checkpoints ($a)" || fail "auto at $((pn - 1)): $a"
+  a=$(auto --budget $((pc - 1))) && grep -q '"offload": "all"' <<<"$a" && pass "auto under checkpoints' plan: all" || fail "auto at $((pc - 1)): $a"
+  a=$(auto) && grep -q '"offload": "none", "why": "no --budget' <<<"$a" && pass "auto without a budget: none" || fail "auto, no budget: $a"
+  run auto --act-offload auto --budget $((pn - 1)) --offload-dir "$T/scr" --threads 2
+  [ -n "$(weights auto)" ] && [ "$(weights auto)" = "$(weights m_none_none)" ] && [ "$(losses auto)" = "$(losses m_none_none)" ] &&
+    pass "train --act-offload auto under a budget (checkpoints): the same weights and losses" || fail "auto's run differs"  # its checkpoint records --budget
+  grep -q -- "--act-offload auto: .* -> checkpoints" "$T/auto.out" && pass "train prints auto's choice" || fail "auto's line: $(grep -a auto "$T/auto.out")"
+else
+  fail "plans none $pn, checkpoints $pc, all $pa: not decreasing"
 fi
 
 echo "-- the timeline draws compressed and swapped bytes as their own categories"

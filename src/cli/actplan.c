@@ -23,6 +23,7 @@ void print_act_plan(const mw_plan_summary *p, int table) {
     for (int i = 0; i < p->nact; i++)
         by += p->act[i].bytes, disk += p->act[i].disk_bytes, q += p->act[i].compressed_bytes, sw += p->act[i].swapped,
             cp += p->act[i].compressed;
+    if (p->act_why[0]) printf("  --act-offload auto: %s -> %s\n", p->act_why, mw_act_offload_name(p->act_offload));
     if (!table) {
         printf("  stored activations (%s): %d swapped, %d compressed of %s kept (fp32); %s on disk, %s compressed\n",
                ch, sw, cp, mw_fmt_bytes(by, b1, sizeof b1), mw_fmt_bytes(disk, b2, sizeof b2), mw_fmt_bytes(q, b3, sizeof b3));
@@ -39,8 +40,8 @@ void print_act_plan(const mw_plan_summary *p, int table) {
 }
 
 void json_act_plan(FILE *f, const mw_plan_summary *p) {
-    fprintf(f, "{\"offload\": \"%s\", \"compress_bits\": %d, \"disk_bytes\": %llu, \"classes\": [",
-            mw_act_offload_name(p->act_offload), p->act_compress, (unsigned long long)p->act_disk);
+    fprintf(f, "{\"offload\": \"%s\", \"why\": \"%s\", \"compress_bits\": %d, \"disk_bytes\": %llu, \"classes\": [",
+            mw_act_offload_name(p->act_offload), p->act_why, p->act_compress, (unsigned long long)p->act_disk);
     for (int i = 0; i < p->nact; i++) {
         const mw_act_class *k = &p->act[i];
         fprintf(f, "%s{\"value\": \"%s\", \"swapped\": %d, \"compressed\": %d, \"bytes\": %llu, \"disk_bytes\": %llu, "

@@ -409,7 +409,7 @@ mw_status mw_offload_parse(mw_config *c, const char *s) {
     return mw_fail(MW_ERR_ARG, "--offload must be none, optimizer, optimizer+grads, all or auto (got '%s')", s);
 }
 
-static const char *const ACT_OFFLOAD_NAMES[MW_ACT_OFFLOAD_COUNT] = {"none", "checkpoints", "all"};
+static const char *const ACT_OFFLOAD_NAMES[MW_ACT_OFFLOAD_COUNT] = {"none", "checkpoints", "all", "auto"};
 
 const char *mw_act_offload_name(int mode) {
     return mode >= 0 && mode < MW_ACT_OFFLOAD_COUNT ? ACT_OFFLOAD_NAMES[mode] : "?";
@@ -421,7 +421,7 @@ mw_status mw_act_offload_parse(mw_config *c, const char *s) {
             c->act_offload = i;
             return MW_OK;
         }
-    return mw_fail(MW_ERR_ARG, "--act-offload must be none, checkpoints or all (got '%s')", s);
+    return mw_fail(MW_ERR_ARG, "--act-offload must be none, checkpoints, all or auto (got '%s')", s);
 }
 
 mw_status mw_act_compress_parse(mw_config *c, const char *s) {

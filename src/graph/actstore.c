@@ -263,6 +263,42 @@ mw_status mw_graph_act_build(mw_model *m) {
     return MW_OK;
 }
 
+mw_status mw_graph_act_resolve(mw_model *m) {
+    mw_config *c = &m->cfg;
+    m->act_why[0] = 0;
+    if (c->act_offload != MW_ACT_OFFLOAD_AUTO) return MW_OK;
+    c->act_offload = MW_ACT_OFFLOAD_NONE;
+    if (c->inference) return MW_OK;
+    if (!c->budget) {
+        snprintf(m->act_why, sizeof m->act_why, "no --budget: every kept value in memory");
+        return MW_OK;
+    }
+    double rd = 0, wr = 0; /* the swaps' transfers, as --offload auto predicts the disk tier's */
+    const int measured = c->offload_dir[0] && mw_offload_measure(c->offload_dir, &rd, &wr) == MW_OK;
+    int best = -1, fits[3];
+    double t[3];
+    for (int k = 0; k < 3; k++) {
+        mw_config q = *c;
+        q.offload = m->offload;
+        q.act_offload = k;
+        mw_plan_summary ps;
+        MW_TRY(mw_graph_plan(m->arch, &q, &ps));
+        fits[k] = ps.fits;
+        const double b = (double)q.accum * (double)ps.act_disk;
+        t[k] = measured ? b / rd + b / wr : -1;
+        if (fits[k] && best < 0) best = k; /* the least swapping: the least time moving bytes */
+    }
+    char *w = m->act_why;
+    const size_t wn = sizeof m->act_why;
+    size_t u = (size_t)snprintf(w, wn, "%s", measured ? "predicted s/step of the swaps' transfers:" : "plans:");
+    for (int k = 0; k < 3 && u < wn; k++)
+        u += !fits[k] ? (size_t)snprintf(w + u, wn - u, " %s over budget", mw_act_offload_name(k))
+             : measured ? (size_t)snprintf(w + u, wn - u, " %s %.2f", mw_act_offload_name(k), t[k])
+                        : (size_t)snprintf(w + u, wn - u, " %s fits", mw_act_offload_name(k));
+    c->act_offload = best >= 0 ? best : MW_ACT_OFFLOAD_ALL; /* none fits: the smallest, which the budget refuses */
+    return MW_OK;
+}
+
 /* ---- the walk ------------------------------------------------------------------------------- */
 
 int mw_graph_act_store_of(const mw_model *m, int i, int j) {
@@ -495,6 +531,7 @@ const char *mw_graph_act_tag_name(const mw_model *m, int tag) {
 
 void mw_graph_act_summary(const mw_model *m, mw_plan_summary *s) {
     s->act_offload = m->cfg.act_offload;
+    snprintf(s->act_why, sizeof s->act_why, "%s", m->act_why);
     s->act_compress = m->cfg.act_compress;
     s->act_disk = 0;
     s->nact = 0;

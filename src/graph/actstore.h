@@ -33,6 +33,10 @@ typedef struct mw_act_plan mw_act_plan;
 mw_status mw_graph_act_build(mw_model *m);
 void mw_graph_act_free(mw_model *m);
 
+/* --act-offload auto: cfg.act_offload resolved under m's placement (m->offload) and recomputation,
+ * the least swapping whose plan fits the budget; m->act_why says why. */
+mw_status mw_graph_act_resolve(mw_model *m);
+
 /* ---- the walk (schedule.c) ---- */
 
 /* The store whose instance op i's access j writes (-1: none). */

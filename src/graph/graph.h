@@ -191,6 +191,7 @@ struct mw_model {
     int zpre_seg, zpre_slot;
     int zres_dirty; /* --zero 3: the resident segments' parameters were written outside a step */
     struct mw_act_plan *act; /* stored activations: swaps and compression (src/graph/actstore.c) */
+    char act_why[200];       /* --act-offload auto's reasons ("" otherwise) */
     char offload_why[200];   /* auto's reasons ("" otherwise) */
     void *off_stage;         /* MW_OFFLOAD_OPTIMIZER: the moments' staging buffer (optimizer op) */
     struct mw_offload *off;  /* ... and the disk tier holding them (src/memory/offload.c) */

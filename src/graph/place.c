@@ -385,6 +385,7 @@ static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const 
     mw_status s = m->pol ? arch->build_table(m) : mw_fail(MW_ERR_NOMEM, "cannot allocate the layer table");
     if (s == MW_OK && !cfg->inference) s = build_optim(m);
     if (s == MW_OK) s = resolve_offload(m);
+    if (s == MW_OK) s = mw_graph_act_resolve(m); /* --act-offload auto, under that placement */
     if (s == MW_OK) s = mw_graph_build_segments(m);
     if (s == MW_OK) s = mw_graph_resolve_policy(m);
     if (s == MW_OK) s = mw_graph_build_schedule(m);
