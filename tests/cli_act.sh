@@ -191,6 +191,18 @@ run cres --act-compress 2 --threads 2 --save-every 2 --stop-at 2
 cmp -s "$T/cres/step-00000004.mwck" "$T/cref/step-00000004.mwck" && pass "--act-compress 2: resumed at step 2, ends as the unbroken run" ||
   fail "--act-compress 2: the resumed run differs"
 
+# the checkpoint records the compression (it changes the numbers): a resume keeps it, and refuses another
+rm -rf "$T/cres"
+run cres --act-compress 2 --threads 2 --save-every 2 --stop-at 2
+"$MW" "${tr[@]}" --threads 2 --save-every 2 --out "$T/cres" --json-log "$T/cres.jsonl" --resume auto >"$T/out" 2>&1 ||
+  fail "compressed resume without the flag: $(tail -2 "$T/out")"
+cmp -s "$T/cres/step-00000004.mwck" "$T/cref/step-00000004.mwck" && pass "a resume without --act-compress keeps the checkpoint's 2 bits" ||
+  fail "a resume without --act-compress dropped it"
+expect_error 1 "a resume with another --act-compress" -- "$MW" "${tr[@]}" --act-compress 8 --out "$T/cres" --resume "$T/cres/step-00000002.mwck"
+grep -q "act-compress" "$T/err" || fail "the refusal does not name --act-compress: $(cat "$T/err")"
+cmp -s <(grep -a -c act_compress "$T/m_none_none/step-00000004.mwck") <(echo 0) && pass "an uncompressed checkpoint has no act_compress key" ||
+  fail "act_compress in an uncompressed checkpoint"
+
 echo "-- refusals"
 expect_error 1 "--act-compress 3" -- "$MW" "${tr[@]}" --act-compress 3
 expect_error 1 "--act-offload some" -- "$MW" "${tr[@]}" --act-offload some

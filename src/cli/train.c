@@ -187,7 +187,7 @@ static const run_key KEYS[] = {
     {"weight-decay", K_DBL, CF(weight_decay), MATH, 0}, {"beta1", K_DBL, CF(beta1), MATH, 0},
     {"beta2", K_DBL, CF(beta2), MATH, 0},           {"eps", K_DBL, CF(eps), MATH, 0},
     {"grad-clip", K_DBL, CF(grad_clip), MATH, 0},   {"seed", K_U64, CF(seed), MATH, 0},
-    {"precision", K_INT, CF(precision), MATH, 0},
+    {"precision", K_INT, CF(precision), MATH, 0},   {"act-compress", K_INT, CF(act_compress), MATH, 0},
     {"optim", K_INT, CF(optim), MATH, 0},           {"momentum", K_DBL, CF(momentum), MATH, 0},
     {"beta3", K_DBL, CF(beta3), MATH, 0},           {"eps2", K_DBL, CF(eps2), MATH, 0},
     {"clip-threshold", K_DBL, CF(clip_threshold), MATH, 0}, {"decay-rate", K_DBL, CF(decay_rate), MATH, 0},
