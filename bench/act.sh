@@ -67,24 +67,29 @@ B=${BT%x*} T=${BT#*x}
 echo
 echo "== 3. step time, GPT-2 124M at B=$B, T=$T, $ROUNDS rounds (bench --steps 1 --warmup 1), median ms"
 CONF=("" "--act-compress 8" "--act-compress 4" "--act-compress 2" "--act-offload checkpoints" "--act-offload all"
-  "--act-offload all --act-compress 8" "--recompute full" "--recompute full --act-offload checkpoints")
-declare -A ms
+  "--act-offload all --act-compress 8" "--recompute full" "--recompute full --act-offload checkpoints"
+  "--recompute full --act-compress 8")
+declare -A ms sh
 for r in $(seq "$ROUNDS"); do
   for i in "${!CONF[@]}"; do
     f=${CONF[$i]}
     j=$("$MW" bench --preset gpt2 --batch "$B" --seq "$T" $f --offload-dir "$DIR" --steps 1 --warmup 1 --threads "$THREADS" --json 2>/dev/null ||
       "$MW" bench --preset gpt2 --batch "$B" --seq "$T" $f --steps 1 --warmup 1 --threads "$THREADS" --json)
     ms[$i]="${ms[$i]:-} $(field "$j" ms_per_step)"
+    # the stored activations' own cost in the same run (quantising, waiting for swaps): its share
+    # of that run's step, robust to a loaded machine's drift between runs
+    sh[$i]="${sh[$i]:-} $(awk -v q="$(field "$j" act_compress_ms_per_step)" -v w="$(field "$j" act_swap_wait_ms_per_step)" \
+      -v t="$(field "$j" ms_per_step)" 'BEGIN { printf "%.1f/%.1f", 100 * q / t, 100 * w / t }')"
   done
 done
 med() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 m0=$(med "${ms[0]}")
 m7=$(med "${ms[7]}")
-printf "%-44s %10s %10s  %s\n" flags "median ms" "x plain" "all rounds"
+printf "%-44s %10s %8s  %-30s %s\n" flags "median ms" "x plain" "% quantising/% waiting, per run" "ms, per run"
 for i in "${!CONF[@]}"; do
   m=$(med "${ms[$i]}")
   ref=$m0
   [[ ${CONF[$i]} == --recompute\ full* ]] && ref=$m7
-  printf "%-44s %10s %10s  %s\n" "${CONF[$i]:-(none)}" "$m" "$(ratio "$m" "$ref")" "${ms[$i]}"
+  printf "%-44s %10s %8s  %-30s %s\n" "${CONF[$i]:-(none)}" "$m" "$(ratio "$m" "$ref")" "${sh[$i]}" "${ms[$i]}"
 done
-echo "(the --recompute full rows are against --recompute full alone)"
+echo "(the --recompute full rows are against --recompute full alone; the shares are each run's own, measured in it)"

@@ -477,6 +477,10 @@ const mw_plan_summary *mw_model_plan(const mw_model *m);
  * stochastic rounding draws from (seed, step, micro-batch, rank, block, value), so that a resumed
  * run rounds as an unbroken one. The trainer calls it before each step's micro-batches. */
 void mw_model_set_step(mw_model *m, int step);
+/* Seconds the stored activations have cost since the model was made or last reset (reset 1 sets
+ * them to 0 after reading): quantising and dequantising (--act-compress), and waiting for the
+ * swaps' transfers (--act-offload; the I/O itself overlaps compute). 0 without them. */
+void mw_model_act_seconds(mw_model *m, double *compress_s, double *swap_wait_s, int reset);
 
 /* The parameter table: one entry per tensor, in storage order. */
 typedef struct mw_param_info {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../core/status.h"
 #include "../kernels/cpu/actq.h"
@@ -48,6 +49,7 @@ struct mw_act_plan {
     int fifo[MAX_INFLIGHT], head, nfly; /* the swaps' requests in flight, oldest first: store x 2 + read */
     mw_offload *off;
     int owned;
+    double t_q, t_w; /* seconds (de)quantising, waiting for transfers */
 };
 
 /* A stored value is quantised in chunks of this many values (256 groups), each by one call of the
@@ -467,11 +469,30 @@ static mw_status run_event(mw_model *m, const ev *e) {
     return MW_OK;
 }
 
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 static mw_status run_events(mw_model *m, int i, int when) {
     mw_act_plan *ap = m->act;
     if (!ap) return MW_OK;
-    for (int e = ap->ev_lo[2 * i + when]; e < ap->ev_lo[2 * i + when + 1]; e++) MW_TRY(run_event(m, &ap->ev[e]));
+    for (int e = ap->ev_lo[2 * i + when]; e < ap->ev_lo[2 * i + when + 1]; e++) {
+        const int k = ap->ev[e].kind;
+        const double t0 = now_s();
+        MW_TRY(run_event(m, &ap->ev[e]));
+        if (k == E_QUANT || k == E_DEQ) ap->t_q += now_s() - t0;
+        else ap->t_w += now_s() - t0; /* waits, and starting a transfer (which may wait for the oldest) */
+    }
     return MW_OK;
+}
+
+void mw_model_act_seconds(mw_model *m, double *compress_s, double *swap_wait_s, int reset) {
+    mw_act_plan *ap = m->act;
+    *compress_s = ap ? ap->t_q : 0;
+    *swap_wait_s = ap ? ap->t_w : 0;
+    if (ap && reset) ap->t_q = ap->t_w = 0;
 }
 
 mw_status mw_graph_act_before(mw_model *m, int i) { return run_events(m, i, 0); }
