@@ -5,6 +5,7 @@
 #     --act-offload all), against none (plans: `memwall estimate`).
 #  2. GPT-2 124M, B=1, T=65536, --recompute full --offload all, 12 and 48 layers: the plan without
 #     stored activations, with --act-offload checkpoints, and with --act-compress 8 added.
+#  2b. Llama 2 7B at T=4096: the activations of each choice beside recomputation alone.
 #  3. Step time of a GPT-2 124M shape at --bt BxT (default 1x256), interleaved rounds (one step of
 #     each configuration per round, after a warm-up step), medians and the ratio to the plain run.
 #   bench/act.sh [--threads N] [--rounds N] [--bt BxT] [--dir DIR] [--skip-time]
@@ -61,6 +62,16 @@ c="--act-offload checkpoints"
 echo "checkpoints / today (12 layers): $(ratio "${pk[12$c]}" "${pk[12]}") (target <= 0.7)"
 echo "48 layers / 12 layers with checkpoints: $(ratio "${pk[48$c]}" "${pk[12$c]}") (target within 5%; without: $(ratio "${pk[48]}" "${pk[12]}"))"
 echo "+ --act-compress 8 / checkpoints alone (12 layers): $(ratio "${pk[12$c --act-compress 8]}" "${pk[12$c]}") (target <= 0.85)"
+
+echo
+echo "== 2b. Llama 2 7B, B=1, T=4096, --offload all: activations per choice beside recomputation alone (estimate)"
+printf "%-12s %-28s %12s %12s\n" recompute flags "plan peak" "activations"
+for r in none full; do
+  for f in "" "--act-compress 8" "--act-compress 4" "--act-compress 2" "--act-offload checkpoints" "--act-offload all"; do
+    j=$("$MW" estimate --preset llama2-7b --batch 1 --seq 4096 --recompute $r --offload all $f --json)
+    printf "%-12s %-28s %8s GiB %8s GiB\n" $r "${f:-(none)}" "$(gib "$(field "$j" peak_bytes)")" "$(gib "$(acts "$j")")"
+  done
+done
 
 [ "$SKIP_TIME" = 1 ] && exit 0
 B=${BT%x*} T=${BT#*x}
