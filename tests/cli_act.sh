@@ -76,6 +76,7 @@ run ds --preset moe-tiny --recompute selective --threads 2
 run ds_all --preset moe-tiny --recompute selective --act-offload all --offload-dir "$T/scr" --threads 2
 same ds ds_all "moe-tiny, --recompute selective --act-offload all: identical"
 expect_error 1 "--act-compress on a model that declares no tolerant value" -- "$MW" "${tr[@]}" --preset moe-tiny --act-compress 8
+grep -q "declares no value that tolerates compression" "$T/err" || fail "moe-tiny --act-compress: $(cat "$T/err")"
 
 echo "-- --act-compress: the same bits for every threads, policy, placement and swap"
 ref=""
@@ -205,9 +206,13 @@ cmp -s <(grep -a -c act_compress "$T/m_none_none/step-00000004.mwck") <(echo 0) 
 
 echo "-- refusals"
 expect_error 1 "--act-compress 3" -- "$MW" "${tr[@]}" --act-compress 3
+grep -q "none, 8, 4 or 2" "$T/err" || fail "--act-compress 3: the choices are not named"
 expect_error 1 "--act-offload some" -- "$MW" "${tr[@]}" --act-offload some
+grep -q "none, checkpoints, all or auto" "$T/err" || fail "--act-offload some: the choices are not named"
 expect_error 1 "--act-offload without --offload-dir" -- "$MW" "${tr[@]}" --act-offload all --out "$T/nodir"
+grep -q "offload-dir" "$T/err" && [ ! -e "$T/nodir" ] || fail "--act-offload without a folder: $(cat "$T/err"), or --out made"
 expect_error 1 "--act-compress with --precision bf16" -- "$MW" "${tr[@]}" --act-compress 8 --precision bf16
+grep -q "bfloat16 already" "$T/err" || fail "--act-compress with bf16: $(cat "$T/err")"
 "$MW" help train | grep -q -- "--act-offload MODE" && "$MW" help train | grep -q -- "--act-compress BITS" &&
   pass "help train lists --act-offload and --act-compress" || fail "help train lacks the flags"
 
