@@ -45,8 +45,11 @@ same() {
 }
 
 echo "-- --act-offload: the bits of the run without it, every policy and placement"
+# (--offload optimizer, whose file the swaps share as all's, once: under full)
 for pol in none selective full every:2 blocks:nsfn; do
-  for off in none optimizer all; do
+  offs="none all"
+  [ "$pol" = full ] && offs="none optimizer all"
+  for off in $offs; do
     d=(--recompute "$pol" --offload "$off")
     [ "$off" = none ] && d=(--recompute "$pol")
     [ "$off" = none ] || d+=(--offload-dir "$T/scr")
@@ -159,7 +162,7 @@ echo "-- the timeline draws compressed and swapped bytes as their own categories
   pass "and neither without the flags" || fail "stored-activation bands in a plain timeline"
 
 echo "-- estimate == arena peak"
-[ "$n_eq" -ge 60 ] && pass "estimate == the run's arena peak for all $n_eq runs above" || fail "only $n_eq runs matched"
+[ "$n_eq" -ge 50 ] && pass "estimate == the run's arena peak for all $n_eq runs above" || fail "only $n_eq runs matched"
 
 echo "-- I/O faults on the swaps: one error, exit 1, the last checkpoint stays good"
 # --act-offload all, gpt2-tiny under none: 44 writes and 44 reads per micro-batch, 88 a step; read
