@@ -150,6 +150,12 @@ typedef struct mw_config {
     /* where model states live (mw_offload_mode); never changes the numbers, only memory and time */
     int offload;
     char offload_dir[1024]; /* the disk tier's folder (MW_OFFLOAD_NONE: unused) */
+    /* kept activations between their forward and their backward (docs/memory.md, "Stored
+     * activations"): act_offload (mw_act_offload) writes them to the disk tier's file behind the
+     * forward pass and reads them back ahead of the backward op that needs them (the same bits);
+     * act_compress 0 (none), 8, 4 or 2 stores those the model declares tolerant quantised in
+     * groups of 256 with stochastic rounding seeded from seed (changes the numbers) */
+    int act_offload, act_compress;
     /* the products' precision (mw_precision): MW_PRECISION_BF16 runs every matrix product of the
      * model (the blocks' and the LM head's, forward and backward) on bfloat16 operands with fp32
      * accumulation, and stores the norms' outputs, q|k|v, the attention output, the MLP's values
@@ -242,6 +248,29 @@ typedef enum mw_offload_mode {
 const char *mw_offload_name(int offload);
 /* Parses an --offload value into cfg->offload; MW_ERR_ARG naming the choices otherwise. */
 mw_status mw_offload_parse(mw_config *cfg, const char *s);
+
+/* Which kept activations --act-offload swaps to the disk tier (cfg->offload_dir):
+ *  NONE         every kept value stays in memory;
+ *  CHECKPOINTS  each block's input, what every recomputation policy keeps between blocks (the
+ *               block inputs under full or every:K, the one value the others replay from);
+ *  ALL          every value of a block kept from the forward pass for the backward pass;
+ *  AUTO         the least of these whose plan fits cfg->budget (each planned under cfg's
+ *               placement and recomputation, auto included): the fastest, since the swaps only add
+ *               transfers (their predicted seconds at the rate measured in cfg->offload_dir are
+ *               printed); without a budget, NONE. */
+typedef enum mw_act_offload {
+    MW_ACT_OFFLOAD_NONE = 0,
+    MW_ACT_OFFLOAD_CHECKPOINTS,
+    MW_ACT_OFFLOAD_ALL,
+    MW_ACT_OFFLOAD_AUTO,
+    MW_ACT_OFFLOAD_COUNT
+} mw_act_offload;
+/* "none", "checkpoints", "all", "auto" ("?" when out of range) */
+const char *mw_act_offload_name(int mode);
+/* Parses --act-offload into cfg->act_offload, --act-compress ("none", "8", "4", "2") into
+ * cfg->act_compress; MW_ERR_ARG naming the choices otherwise. */
+mw_status mw_act_offload_parse(mw_config *cfg, const char *s);
+mw_status mw_act_compress_parse(mw_config *cfg, const char *s);
 
 /* The optimizers (docs/optimizers.md). Each keeps different state:
  *  ADAMW      fp32 m and v (8 bytes per parameter);
@@ -336,6 +365,16 @@ const char *mw_kernels_available(void);
 
 /* ---- the memory plan ----------------------------------------------------------------------- */
 
+/* A class of stored activations (a block value, "fch", "x", ...) in a plan: how many instances
+ * are swapped and compressed (mw_config.act_offload, act_compress), their fp32 bytes in all, the
+ * bytes they hold on the disk tier, and their compressed bytes (data and scales). */
+#define MW_ACT_CLASSES 32
+typedef struct mw_act_class {
+    char name[24];
+    int swapped, compressed;
+    uint64_t bytes, disk_bytes, compressed_bytes;
+} mw_act_class;
+
 typedef struct mw_plan_summary {
     uint64_t category[MW_CAT_COUNT]; /* peak live bytes per category (over the step's ops) */
     uint64_t peak;                   /* the arena's size: every placed buffer's end, at most */
@@ -368,6 +407,13 @@ typedef struct mw_plan_summary {
     char offload_why[200]; /* --offload auto: why it chose as it did ("" otherwise) */
     uint64_t flat_floats;  /* the flat parameter buffer's length, padding included (mw_zero_shard) */
     uint64_t expert_floats; /* ... of which the routed experts' (a layout's --ep: this rank's experts) */
+    /* stored activations (cfg->act_offload, act_compress): the swap region of the disk tier's file
+     * (in disk_file; its bytes move each way once per micro-batch, in disk_read and disk_write), and
+     * per class of value what is stored how */
+    int act_offload, act_compress, nact; /* act_offload: auto resolved */
+    uint64_t act_disk;
+    char act_why[200]; /* --act-offload auto: why it chose as it did ("" otherwise) */
+    mw_act_class act[MW_ACT_CLASSES];
 } mw_plan_summary;
 
 /* Plans the training step of cfg under its recomputation policy: every buffer with its category
@@ -383,6 +429,10 @@ typedef struct mw_plan_op {
     char op[16];   /* the op within it: "ln1+qkv", "attention", "gelu", "fc proj bwd", ... */
     uint64_t live[MW_CAT_COUNT];
     uint64_t disk_read, disk_write; /* bytes this op moves from and to the disk tier */
+    /* stored activations (--act-compress, --act-offload): the compressed buffers' bytes alive
+     * during the op (data and scales, part of live[MW_CAT_ACTS]), and the swapped values' bytes
+     * held on the disk tier (out of memory) */
+    uint64_t act_compressed, act_on_disk;
 } mw_plan_op;
 mw_status mw_plan_timeline(const mw_config *cfg, mw_plan_op **ops, int *nops);
 
@@ -423,6 +473,14 @@ void mw_model_init(mw_model *m, uint64_t seed);
 void mw_model_init_gpt2(mw_model *m, uint64_t seed);
 const mw_config *mw_model_config(const mw_model *m);
 const mw_plan_summary *mw_model_plan(const mw_model *m);
+/* The optimizer step (0-based) the next forward_backward calls belong to: --act-compress's
+ * stochastic rounding draws from (seed, step, micro-batch, rank, block, value), so that a resumed
+ * run rounds as an unbroken one. The trainer calls it before each step's micro-batches. */
+void mw_model_set_step(mw_model *m, int step);
+/* Seconds the stored activations have cost since the model was made or last reset (reset 1 sets
+ * them to 0 after reading): quantising and dequantising (--act-compress), and waiting for the
+ * swaps' transfers (--act-offload; the I/O itself overlaps compute). 0 without them. */
+void mw_model_act_seconds(mw_model *m, double *compress_s, double *swap_wait_s, int reset);
 
 /* The parameter table: one entry per tensor, in storage order. */
 typedef struct mw_param_info {

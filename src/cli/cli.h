@@ -11,7 +11,7 @@ enum {
     CMD_VERIFY = 1024
 };
 #define CLI_MAX_OPTS 128 /* at least the entries of main.c's option table */
-enum kind { K_INT, K_DBL, K_SIZE, K_U64, K_STR, K_FLAG, K_PRESET, K_RECOMPUTE, K_ARCH, K_OFFLOAD, K_OPTIM, K_PRECISION };
+enum kind { K_INT, K_DBL, K_SIZE, K_U64, K_STR, K_FLAG, K_PRESET, K_RECOMPUTE, K_ARCH, K_OFFLOAD, K_OPTIM, K_PRECISION, K_ACT_OFFLOAD, K_ACT_COMPRESS };
 
 typedef struct opts {
     mw_config cfg;
@@ -75,6 +75,15 @@ void apply_init_shape(opts *o);
 void resolve_ckpt(const char *arg, char *path, size_t n, mw_ckpt_info *info);
 void print_config(const opts *o, const char *cmd);
 void print_plan(const mw_plan_summary *p);
+/* The plan's stored activations (src/cli/actplan.c): one line (table 0) or a table per class of
+ * value; nothing without --act-offload or --act-compress. JSON: an object. */
+void print_act_plan(const mw_plan_summary *p, int table);
+void json_act_plan(FILE *f, const mw_plan_summary *p);
+/* The timeline's stored activations as their own categories: the compressed bytes drawn over the
+ * activations' band (inside it), the swapped bytes on disk as an outlined band above the stack (out
+ * of memory); legend entries at (lx, ly) when there are any. */
+void svg_act_bands(FILE *f, const mw_plan_op *ops, int n, double left, double top, double ph, double bw, double ymax,
+                   double lx, double ly);
 /* When --offload auto chose the recomputation too (opts.recompute_implied): a line saying what. */
 void print_recompute_choice(const opts *o, const mw_plan_summary *p);
 /* The disk tier of a created model, when it has one: its file, engine and what it removed. */

@@ -106,6 +106,8 @@ static const opt_def OPTS[] = {
     {"budget", K_SIZE, C_(budget), MODEL, "memory budget, e.g. 512MiB, 2GiB (0: none)"},
     {"recompute", K_RECOMPUTE, 0, MODEL, "activation recomputation: none, selective, full, every:K, every:sqrt, auto (needs --budget; with --zero the ranks agree on one), or blocks:LETTERS (n/s/f per block); not given, --offload auto with --budget chooses it (auto; not under --zero)"},
     {"offload", K_OFFLOAD, 0, MODEL, "model states on disk, in a scratch file in --offload-dir streamed by asynchronous I/O (the same bits): none, optimizer (the optimizer's per-parameter state: AdamW's moments, 8-bit or 4-bit codes, ...), optimizer+grads (and the blocks' gradients), all (and the blocks' parameters), auto (the fastest of these that fits --budget, by predicted recomputation and transfer time; without --recompute, and without --zero, it chooses the recomputation too)"},
+    {"act-offload", K_ACT_OFFLOAD, 0, MODEL, "kept activations on disk, in the disk tier's file in --offload-dir (the same bits): none, checkpoints (each block's input, what recomputation keeps between blocks), all (every value a block keeps for its backward), auto (the least of these that fits --budget); written behind the forward pass and read back ahead of the backward op that needs them, through planned staging buffers (docs/memory.md)"},
+    {"act-compress", K_ACT_COMPRESS, 0, MODEL, "kept activations stored quantised: none, 8, 4 or 2 bits per value, in groups of 256 with their own min and scale, stochastic rounding seeded from --seed (changes the numbers, the same bits for any threads, recomputation, --offload, --act-offload and --zero); the values a model declares tolerant (linear layers', norms' and GELU/SwiGLU inputs, q|k|v, the attention output), never the softmax statistics or the norms' statistics (docs/memory.md)"},
     {"offload-dir", K_STR, O_(offload_dir), MODEL, "folder of the disk tier's scratch file (preallocated before step 1, removed at exit); part of the budget: a file larger than its free space does not fit"},
     {"data", K_STR, O_(data), CMD_TRAIN, "token set PREFIX: PREFIX.manifest.json's shards, or PREFIX.train.bin and PREFIX.val.bin"},
     {"data", K_STR, O_(data), CMD_VERIFY, "token set PREFIX (or give PREFIX alone: memwall verify PREFIX), or a token file FILE.bin"},
@@ -199,6 +201,8 @@ static const char *placeholder(const opt_def *d, int mask) {
     case K_ARCH: return "NAME";
     case K_RECOMPUTE: return "POLICY";
     case K_OFFLOAD: return "MODE";
+    case K_ACT_OFFLOAD: return "MODE";
+    case K_ACT_COMPRESS: return "BITS";
     case K_OPTIM: return "NAME";
     case K_PRECISION: return "NAME";
     case K_FLAG: return "";
@@ -236,6 +240,11 @@ static void format_default(const opts *o, const opt_def *d, char *buf, size_t n)
         break;
     case K_ARCH: snprintf(buf, n, "%s", mw_arch_name(o->cfg.arch)); break;
     case K_OFFLOAD: snprintf(buf, n, "%s", mw_offload_name(o->cfg.offload)); break;
+    case K_ACT_OFFLOAD: snprintf(buf, n, "%s", mw_act_offload_name(o->cfg.act_offload)); break;
+    case K_ACT_COMPRESS:
+        if (o->cfg.act_compress) snprintf(buf, n, "%d", o->cfg.act_compress);
+        else snprintf(buf, n, "none");
+        break;
     case K_OPTIM: snprintf(buf, n, "%s", mw_optim_str(o->cfg.optim)); break;
     case K_PRECISION: /* eval's default is the checkpoint's */
         if (!(d->cmds & CMD_EVAL)) snprintf(buf, n, "%s", mw_precision_str(o->cfg.precision));
@@ -352,6 +361,12 @@ static void parse_value(opts *o, const opt_def *d, const char *v) {
         break;
     case K_OFFLOAD:
         if (mw_offload_parse(&o->cfg, v) != MW_OK) die(1, "%s", mw_last_error());
+        break;
+    case K_ACT_OFFLOAD:
+        if (mw_act_offload_parse(&o->cfg, v) != MW_OK) die(1, "%s", mw_last_error());
+        break;
+    case K_ACT_COMPRESS:
+        if (mw_act_compress_parse(&o->cfg, v) != MW_OK) die(1, "%s", mw_last_error());
         break;
     case K_OPTIM:
         if (mw_optim_parse(&o->cfg, v) != MW_OK) die(1, "%s", mw_last_error());
@@ -555,8 +570,8 @@ void finish_config(opts *o) {
         if (!*o->offload_dir || strlen(o->offload_dir) >= sizeof o->cfg.offload_dir)
             die(1, "--offload-dir: a folder path of 1 to %zu bytes", sizeof o->cfg.offload_dir - 1);
         snprintf(o->cfg.offload_dir, sizeof o->cfg.offload_dir, "%s", o->offload_dir);
-        if (o->cfg.offload == MW_OFFLOAD_NONE)
-            die(1, "--offload-dir %s without --offload: say what goes there (--offload optimizer or auto)", o->offload_dir);
+        if (o->cfg.offload == MW_OFFLOAD_NONE && o->cfg.act_offload == MW_ACT_OFFLOAD_NONE)
+            die(1, "--offload-dir %s without --offload or --act-offload: say what goes there (--offload optimizer or auto, --act-offload checkpoints)", o->offload_dir);
     }
     if (o->recompute_implied && o->cfg.recompute == MW_RECOMPUTE_AUTO && o->cfg.n_layer > MW_MAX_BLOCK_POLICIES)
         o->cfg.recompute = MW_RECOMPUTE_NONE, o->recompute_implied = 0;
@@ -874,6 +889,7 @@ void print_plan(const mw_plan_summary *p) {
     printf(" | peak %s", mw_fmt_bytes(p->peak, b, sizeof b));
     if (p->budget) printf(" of budget %s", mw_fmt_bytes(p->budget, b, sizeof b));
     printf(" | recompute %s\n", p->policy);
+    print_act_plan(p, 0);
     if (p->disk_file) {
         char f[32], s[32];
         char on[160] = "", r[32], w[32];
@@ -882,9 +898,12 @@ void print_plan(const mw_plan_summary *p) {
             if (p->disk[k] && u < sizeof on)
                 u += (size_t)snprintf(on + u, sizeof on - u, "%s%s %s", u ? ", " : "", mw_category_name(k),
                                       mw_fmt_bytes(p->disk[k], b, sizeof b));
-        printf("  disk tier (--offload %s): %s in a scratch file of %s; per step %s read, %s written, streamed "
-               "through %s of staging in memory\n",
-               mw_offload_name(p->offload), on, mw_fmt_bytes(p->disk_file, f, sizeof f),
+        if (p->act_disk && u < sizeof on)
+            u += (size_t)snprintf(on + u, sizeof on - u, "%sswapped activations %s", u ? ", " : "",
+                                  mw_fmt_bytes(p->act_disk, b, sizeof b));
+        printf("  disk tier (--%s %s): %s in a scratch file of %s; per step %s read, %s written, streamed "
+               "through %s of staging in memory\n", p->offload == MW_OFFLOAD_NONE ? "act-offload" : "offload",
+               p->offload == MW_OFFLOAD_NONE ? mw_act_offload_name(p->act_offload) : mw_offload_name(p->offload), on, mw_fmt_bytes(p->disk_file, f, sizeof f),
                mw_fmt_bytes(p->disk_read, r, sizeof r), mw_fmt_bytes(p->disk_write, w, sizeof w),
                mw_fmt_bytes(p->disk_staging, s, sizeof s));
         if (p->disk_room)

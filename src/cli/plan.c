@@ -378,6 +378,8 @@ int cmd_estimate(int argc, char **argv) {
         printf(", \"read_bytes_per_s\": %.0f, \"write_bytes_per_s\": %.0f}, \"offload_why\": \"%s\", "
                "\"predicted_recompute_seconds\": ", p.disk_read_bw, p.disk_write_bw, p.offload_why);
         json_num(stdout, "%.6f", p.pred_recompute_s >= 0 ? p.pred_recompute_s : NAN);
+        printf(", \"act\": ");
+        json_act_plan(stdout, &p);
         printf(", \"categories\": {");
         for (int k = 0; k < MW_CAT_COUNT; k++)
             printf("%s\"%s\": %llu", k ? ", " : "", mw_category_name(k), (unsigned long long)p.category[k]);
@@ -461,12 +463,18 @@ int cmd_estimate(int argc, char **argv) {
                mw_config_active_params(c, 1) / 1e9, P / 1e9, c->n_experts_tok, c->n_experts,
                mw_config_active_params(c, 0) / 1e9);
     if (p.disk_file) {
-        printf("\n  disk tier (--offload %s%s):\n", mw_offload_name(p.offload),
-               c->offload == MW_OFFLOAD_AUTO ? ", auto's choice" : "");
+        if (p.offload == MW_OFFLOAD_NONE) /* the swapped activations' alone */
+            printf("\n  disk tier (--act-offload %s):\n", mw_act_offload_name(p.act_offload));
+        else
+            printf("\n  disk tier (--offload %s%s):\n", mw_offload_name(p.offload),
+                   c->offload == MW_OFFLOAD_AUTO ? ", auto's choice" : "");
         for (int k = 0; k < MW_CAT_COUNT; k++)
             if (p.disk[k])
                 printf("  %-12s %16llu %12s  on disk\n", mw_category_name(k), (unsigned long long)p.disk[k],
                        mw_fmt_bytes(p.disk[k], b1, sizeof b1));
+        if (p.act_disk)
+            printf("  %-12s %16llu %12s  on disk (--act-offload %s)\n", "activations", (unsigned long long)p.act_disk,
+                   mw_fmt_bytes(p.act_disk, b1, sizeof b1), mw_act_offload_name(p.act_offload));
         printf("  %-12s %16llu %12s  (preallocated in --offload-dir before step 1; streamed through %s of\n"
                "  %-12s %16s %12s   staging in memory, counted above)\n", "file", (unsigned long long)p.disk_file,
                mw_fmt_bytes(p.disk_file, b1, sizeof b1), mw_fmt_bytes(p.disk_staging, b2, sizeof b2), "", "", "");
@@ -487,6 +495,7 @@ int cmd_estimate(int argc, char **argv) {
         else
             printf("  (give --offload-dir DIR to measure the disk there and predict the transfers' time)\n");
     }
+    print_act_plan(&p, 1);
     if (p.offload_why[0]) printf("\n  --offload auto: %s -> %s\n", p.offload_why, mw_offload_name(p.offload));
     print_recompute_choice(&o, &p);
     if (c->dp) {
@@ -651,6 +660,7 @@ static void write_svg(FILE *f, const mw_plan_op *ops, int n, const mw_plan_summa
         fprintf(f, "<text x=\"%.0f\" y=\"%.2f\" fill=\"red\">budget %s</text>\n", left + pw + 4, yb - 4,
                 mw_fmt_bytes(c->budget, b1, sizeof b1));
     }
+    svg_act_bands(f, ops, n, left, top, ph, bw, ymax, W - right + 15, top + ph - 18.0 * (MW_CAT_COUNT + 2));
     double last_x = -1e9;
     for (int i = 0; i < n; i++) { /* a label where a phase starts, if there is room for it */
         if (i > 0 && strcmp(ops[i].name, ops[i - 1].name) == 0) continue;

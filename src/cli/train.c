@@ -187,7 +187,7 @@ static const run_key KEYS[] = {
     {"weight-decay", K_DBL, CF(weight_decay), MATH, 0}, {"beta1", K_DBL, CF(beta1), MATH, 0},
     {"beta2", K_DBL, CF(beta2), MATH, 0},           {"eps", K_DBL, CF(eps), MATH, 0},
     {"grad-clip", K_DBL, CF(grad_clip), MATH, 0},   {"seed", K_U64, CF(seed), MATH, 0},
-    {"precision", K_INT, CF(precision), MATH, 0},
+    {"precision", K_INT, CF(precision), MATH, 0},   {"act-compress", K_INT, CF(act_compress), MATH, 0},
     {"optim", K_INT, CF(optim), MATH, 0},           {"momentum", K_DBL, CF(momentum), MATH, 0},
     {"beta3", K_DBL, CF(beta3), MATH, 0},           {"eps2", K_DBL, CF(eps2), MATH, 0},
     {"clip-threshold", K_DBL, CF(clip_threshold), MATH, 0}, {"decay-rate", K_DBL, CF(decay_rate), MATH, 0},
@@ -904,6 +904,12 @@ int cmd_train(int argc, char **argv) {
     printf("done: %d step%s in %.1f s | arena peak %s (plan %s) | peak RSS %s\n", t.steps_run, t.steps_run == 1 ? "" : "s",
            t.ms_total / 1e3, mw_fmt_bytes(peak, b1, sizeof b1), mw_fmt_bytes(plan.peak, b2, sizeof b2),
            mw_fmt_bytes(rss, b3, sizeof b3));
+    double act_q, act_w; /* what the stored activations cost: measured in this process, beside its steps */
+    mw_model_act_seconds(m, &act_q, &act_w, 0);
+    if (o.cfg.act_compress || o.cfg.act_offload)
+        printf("  stored activations: %.2f s quantising and dequantising, %.2f s waiting for swaps (%.1f%% and %.1f%% of "
+               "the steps' time)\n", act_q, act_w, t.ms_total > 0 ? 100 * act_q * 1e3 / t.ms_total : 0.0,
+               t.ms_total > 0 ? 100 * act_w * 1e3 / t.ms_total : 0.0);
     uint64_t *rk = NULL; /* --zero: every rank's arena peak, plan, peak RSS and bytes sent */
     if (comm) {
         rk = calloc((size_t)comm->size * 4, sizeof *rk);
@@ -1008,6 +1014,10 @@ int cmd_bench(int argc, char **argv) {
         if (mw_train_step(m, s, rand_batch, &rc, &r) != MW_OK) die(1, "%s", mw_last_error());
         if (o.json) progress_update(&pr, s + 1, total);
         if (s >= o.bench_warmup) ms[s - o.bench_warmup] = r.ms;
+        if (s + 1 == o.bench_warmup) { /* the stored activations' costs over the timed steps alone */
+            double q, w;
+            mw_model_act_seconds(m, &q, &w, 1);
+        }
         if (!o.json)
             printf("step %d%s %.1f ms  %.1f tok/s  loss %.4f\n", s, s < o.bench_warmup ? " (warm-up)" : "",
                    r.ms, r.tokens_per_s, r.loss);
@@ -1024,6 +1034,10 @@ int cmd_bench(int argc, char **argv) {
                "\"accum\": %d, \"steps\": %d, \"kernel\": \"%s\", \"precision\": \"%s\", ",
                tps, med, ms[0], ms[c->steps - 1], gflops, mw_config_num_params(c), c->threads,
                c->batch, c->seq, c->accum, c->steps, mw_kernel_get_for(c->precision), mw_precision_str(c->precision));
+        double aq, aw;
+        mw_model_act_seconds(m, &aq, &aw, 0);
+        printf("\"act_compress_ms_per_step\": %.3f, \"act_swap_wait_ms_per_step\": %.3f, ", aq * 1e3 / c->steps,
+               aw * 1e3 / c->steps);
         json_categories(stdout, m); /* peak_bytes, peak_rss_bytes, the categories, ... */
         printf("}\n");
     } else {

@@ -256,6 +256,14 @@ mw_status mw_config_validate(const mw_config *c) {
     NEED(c->inference >= 0 && c->inference <= MW_INFERENCE_EVAL, "unknown inference mode %d", c->inference);
     NEED(c->offload >= MW_OFFLOAD_NONE && c->offload < MW_OFFLOAD_COUNT, "unknown --offload mode %d", c->offload);
     NEED(strnlen(c->offload_dir, sizeof c->offload_dir) < sizeof c->offload_dir, "--offload-dir is not terminated");
+    NEED(c->act_offload >= MW_ACT_OFFLOAD_NONE && c->act_offload < MW_ACT_OFFLOAD_COUNT, "unknown --act-offload mode %d",
+         c->act_offload);
+    NEED(c->act_compress == 0 || c->act_compress == 8 || c->act_compress == 4 || c->act_compress == 2,
+         "--act-compress takes none, 8, 4 or 2 (got %d)", c->act_compress);
+    NEED(!c->act_compress || c->precision == MW_PRECISION_FP32, "--act-compress with --precision %s: its kept values "
+         "are bfloat16 already, and compressing them is not built yet", mw_precision_str(c->precision));
+    NEED(!(c->act_offload || c->act_compress) || !mw_config_layout(c), "--act-offload and --act-compress with "
+         "--tp/--pp/--ep: stored activations under a parallel layout are not planned yet");
     NEED(c->recompute != MW_RECOMPUTE_AUTO || c->budget > 0 || c->inference,
          "--recompute auto chooses per block what fits --budget: give a --budget");
     if (c->dp) {
@@ -401,6 +409,32 @@ mw_status mw_offload_parse(mw_config *c, const char *s) {
             return MW_OK;
         }
     return mw_fail(MW_ERR_ARG, "--offload must be none, optimizer, optimizer+grads, all or auto (got '%s')", s);
+}
+
+static const char *const ACT_OFFLOAD_NAMES[MW_ACT_OFFLOAD_COUNT] = {"none", "checkpoints", "all", "auto"};
+
+const char *mw_act_offload_name(int mode) {
+    return mode >= 0 && mode < MW_ACT_OFFLOAD_COUNT ? ACT_OFFLOAD_NAMES[mode] : "?";
+}
+
+mw_status mw_act_offload_parse(mw_config *c, const char *s) {
+    for (int i = 0; i < MW_ACT_OFFLOAD_COUNT; i++)
+        if (strcmp(s, ACT_OFFLOAD_NAMES[i]) == 0) {
+            c->act_offload = i;
+            return MW_OK;
+        }
+    return mw_fail(MW_ERR_ARG, "--act-offload must be none, checkpoints, all or auto (got '%s')", s);
+}
+
+mw_status mw_act_compress_parse(mw_config *c, const char *s) {
+    static const char *const names[] = {"none", "8", "4", "2"};
+    static const int bits[] = {0, 8, 4, 2};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, names[i]) == 0) {
+            c->act_compress = bits[i];
+            return MW_OK;
+        }
+    return mw_fail(MW_ERR_ARG, "--act-compress must be none, 8, 4 or 2 (bits per stored value; got '%s')", s);
 }
 
 mw_status mw_recompute_parse(mw_config *c, const char *s) {

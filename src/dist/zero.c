@@ -400,6 +400,7 @@ mw_status mw_zero_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw
     }
     double t0 = now_ms();
     mw_status st = MW_OK;
+    mw_model_set_step(m, s);
     for (int k = 0; k < A && st == MW_OK; k++) {
         for (int j = 0; j < W && st == MW_OK; j++) /* every rank's windows drawn, its own read */
             st = j == R ? next(ctx, in, tg, win) : next(ctx, NULL, NULL, NULL);

@@ -11,6 +11,7 @@
 #include "../core/status.h"
 #include "../dist/tp.h"
 #include "../optim/adamw.h"
+#include "actstore.h"
 #include "graph_impl.h"
 #include "model.h"
 
@@ -59,12 +60,15 @@ mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const in
     MW_TRY(mw_graph_load_tokens(m, inputs, targets));
     const int N = c->batch * c->seq, gdisk = mw_graph_grads_slotted(m);
     MW_TRY(mw_graph_step_begin(m));
+    MW_TRY(mw_graph_act_begin(m));
     double s = 0.0;
     for (int i = 0; i < m->opt_op; i++) {
         const int l = m->ops[i].layer;
         if ((m->offload == MW_OFFLOAD_ALL || mw_graph_params_zero3(m)) && m->op_pv[i] >= 0) MW_TRY(mw_graph_param_visit(m, m->op_pv[i]));
         if (gdisk && m->op_gb[i]) MW_TRY(mw_graph_grad_bind(m, l));
+        if (m->act) MW_TRY(mw_graph_act_before(m, i)); /* stored activations: reads, dequantisation */
         m->arch->run_op(m, i, 1, grad_scale / N, &s);
+        if (m->act) MW_TRY(mw_graph_act_after(m, i)); /* ... quantisation, writes behind */
         if (m->zpre) mw_graph_zero3_poll(m);
         if (gdisk && m->op_ge[i]) MW_TRY(mw_graph_grad_done(m, l));
     }

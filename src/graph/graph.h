@@ -194,6 +194,8 @@ struct mw_model {
     void *zpre;      /* --zero 3: the next block's gather in flight (NULL: none) into pslot[zpre_slot] */
     int zpre_seg, zpre_slot;
     int zres_dirty; /* --zero 3: the resident segments' parameters were written outside a step */
+    struct mw_act_plan *act; /* stored activations: swaps and compression (src/graph/actstore.c) */
+    char act_why[200];       /* --act-offload auto's reasons ("" otherwise) */
     char offload_why[200];   /* auto's reasons ("" otherwise) */
     /* tensor parallelism (cfg.tp > 1, src/dist/tp.c): the tensor-parallel group (NULL until
      * mw_model_set_comm), its workspace (the all-reduces' receive buffer, tpq floats per rank, then
@@ -225,6 +227,10 @@ struct mw_model_def {
      * k_embed's first two values (inputs, targets) and k_embed_bwd's first (the residual stream's
      * gradient, updated by every block's backward). */
     const unsigned char *lslot_split, *gslot_split;
+    /* Which block values tolerate being stored quantised between their forward and their backward
+     * (--act-compress; nls entries, 1: lossy is fine); NULL: none does, and --act-compress is
+     * refused. Keep statistics that scale whole rows (log-sum-exp, a norm's mean and rstd) exact. */
+    const unsigned char *lslot_lossy;
     /* adds the parameter tensors (mw_graph_add_tensor) */
     mw_status (*build_table)(mw_model *m);
     /* pushes block l's forward ops (with_output 0: all but the one writing the next block's input) */

@@ -4,6 +4,7 @@
  *   place.c      placement and binding: plans (mw_plan*), the timeline, model create/destroy
  *   exec.c       the executor: forward, forward+backward, grad norm, the optimizer's passes, decode
  *   transfer.c   the disk tier's layout and its reads/writes around the ops, ZeRO-3's gathers
+ *   actstore.c   stored activations: kept values swapped to the disk tier or compressed (actstore.h)
  *   recompute.c  the recomputation policies and auto's calibration and dynamic program
  *   state.c      the optimizer state's and moments' views for checkpoints
  *   budget.c     the refusal of a plan that does not fit
@@ -69,6 +70,9 @@ mw_status mw_graph_build_schedule(mw_model *m);
 void mw_graph_push_backward(mw_model *m);
 /* ... of blocks lo .. hi - 1 only (a model chunk of an interleaved pipeline stage, layout.c) */
 void mw_graph_push_backward_range(mw_model *m, int lo, int hi);
+/* The walk's index of the value an op of block layer names by access slot s (MW_SLOT_*): the
+ * step's values 0 .. ngs - 1, then block l's nls values from ngs + l * nls. */
+int mw_graph_value_index(const mw_model_def *a, int s, int layer);
 /* Adds every buffer of the step to pl (planning, placed NULL), or binds m's pointers to placed
  * (offsets from the planner, same order) inside base. The two modes make the same walk. */
 mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *base);

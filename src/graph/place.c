@@ -14,6 +14,7 @@
 #include "../core/status.h"
 #include "../dist/tp.h"
 #include "../memory/scratch.h"
+#include "actstore.h"
 #include "budget.h"
 #include "graph_impl.h"
 #include "model.h"
@@ -120,6 +121,13 @@ mw_status mw_graph_plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
             for (int j = 0; j < 3 * m->nvisit; j++)
                 if (m->visit_rd[j].seg >= 0) s->disk_read += acc * mw_offload_pad(mw_graph_seg_len(m, m->visit_rd[j].seg)) * sizeof(float);
     }
+    const uint64_t act_disk = mw_graph_act_disk_bytes(m); /* swapped activations: each micro-batch writes and reads them */
+    if (act_disk) {
+        s->disk_file += act_disk;
+        s->disk_read += (uint64_t)m->cfg.accum * act_disk;
+        s->disk_write += (uint64_t)m->cfg.accum * act_disk;
+    }
+    mw_graph_act_summary(m, s);
     s->fits = s->budget == 0 || s->peak <= s->budget;
     /* the disk is part of the budget: a file the folder cannot hold does not fit, and a run is
      * refused before it writes anything (auto passes such placements over) */
@@ -205,7 +213,7 @@ mw_status mw_graph_plan_buffers(const mw_model_def *arch, const mw_config *cfg, 
     if (!b) st = mw_fail(MW_ERR_NOMEM, "out of memory");
     for (int i = 0; st == MW_OK && i < pl.n; i++) {
         const mw_pbuf *p = &pl.b[i];
-        const char *suffix = p->tag ? " (recomputed)" : "";
+        const char *suffix = mw_graph_act_tag_name(m, p->tag);
         if (p->layer >= 0)
             snprintf(b[i].name, sizeof b[i].name, "h.%d.%s%s", p->layer, p->name, suffix);
         else
@@ -219,8 +227,12 @@ mw_status mw_graph_plan_buffers(const mw_model_def *arch, const mw_config *cfg, 
     }
     if (st == MW_OK) *n = pl.n;
     if (st == MW_OK && s.disk_file) { /* the disk tier's one file: every array the mode puts there */
-        snprintf(b[pl.n].name, sizeof b[pl.n].name, "disk_state (%s)", mw_offload_name(s.offload));
-        b[pl.n].category = s.disk[MW_CAT_PARAMS] ? MW_CAT_PARAMS : s.disk[MW_CAT_GRADS] ? MW_CAT_GRADS : MW_CAT_OPTIM;
+        if (s.offload != MW_OFFLOAD_NONE)
+            snprintf(b[pl.n].name, sizeof b[pl.n].name, "disk_state (%s)", mw_offload_name(s.offload));
+        else
+            snprintf(b[pl.n].name, sizeof b[pl.n].name, "disk_state (activations)");
+        b[pl.n].category = s.disk[MW_CAT_PARAMS] ? MW_CAT_PARAMS : s.disk[MW_CAT_GRADS] ? MW_CAT_GRADS
+                           : s.disk[MW_CAT_OPTIM] ? MW_CAT_OPTIM : MW_CAT_ACTS;
         b[pl.n].tier = MW_TIER_DISK;
         b[pl.n].bytes = s.disk_file;
         b[pl.n].first = 0;
@@ -238,13 +250,15 @@ mw_status mw_graph_plan_buffers(const mw_model_def *arch, const mw_config *cfg, 
  * optimizer the norm's and the update's passes over the file. */
 static void timeline_transfers(const mw_model *m, int i, mw_plan_op *o) {
     const uint64_t F = sizeof(float);
+    mw_graph_act_op_io(m, i, &o->disk_read, &o->disk_write); /* swapped activations */
+    if (m->offload == MW_OFFLOAD_NONE) return;
     if (i == m->opt_op) {
         mw_offload_layout lay;
         mw_graph_disk_layout(m, &lay);
         uint64_t ord, owr;
         mw_graph_opt_traffic(m, &lay, &ord, &owr);
-        o->disk_read = ord + lay.arr_bytes[MW_ARR_G]; /* the norm reads the gradients, the passes */
-        o->disk_write = owr;
+        o->disk_read += ord + lay.arr_bytes[MW_ARR_G]; /* the norm reads the gradients, the passes */
+        o->disk_write += owr;
         return;
     }
     if (m->offload == MW_OFFLOAD_ALL && m->op_pv && m->op_pv[i] >= 0)
@@ -281,6 +295,7 @@ mw_status mw_graph_plan_timeline(const mw_model_def *arch, const mw_config *cfg,
             snprintf(o[i].name, sizeof o[i].name, "bwd %d", l);
     }
     free(live);
+    if (st == MW_OK) mw_graph_act_timeline(m, &pl, o);
     const int n = m->nops;
     mw_planner_free(&pl);
     mw_model_destroy(m);
@@ -374,6 +389,7 @@ static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const 
     mw_status s = m->pol ? arch->build_table(m) : mw_fail(MW_ERR_NOMEM, "cannot allocate the layer table");
     if (s == MW_OK && !cfg->inference) s = build_optim(m);
     if (s == MW_OK) s = resolve_offload(m);
+    if (s == MW_OK) s = mw_graph_act_resolve(m); /* --act-offload auto, under that placement */
     if (s == MW_OK) s = mw_graph_build_segments(m);
     if (s == MW_OK) s = mw_graph_resolve_policy(m);
     if (s == MW_OK) s = mw_graph_build_schedule(m);
@@ -463,8 +479,9 @@ mw_status mw_graph_model_create(mw_model **out, const mw_model_def *arch, const 
         const size_t *lo;
         const unsigned *mask;
         const int n = mw_graph_disk_segs(m, &lo, &mask);
-        s = mw_offload_create(&m->off, m->cfg.offload_dir, n, lo, mask, bits, m->off_stage);
+        s = mw_offload_create_ex(&m->off, m->cfg.offload_dir, n, lo, mask, bits, m->off_stage, mw_graph_act_disk_bytes(m));
     }
+    if (s == MW_OK) s = mw_graph_act_open(m); /* the swaps' region: in that file, or a file of its own */
     if (s != MW_OK) {
         mw_model_destroy(m);
         return s;
@@ -477,6 +494,7 @@ mw_status mw_graph_model_create(mw_model **out, const mw_model_def *arch, const 
 void mw_model_destroy(mw_model *m) {
     if (m && m->zpre) (void)mw_graph_zero3_wait(m); /* never free a slot a gather still writes */
     if (!m) return;
+    mw_graph_act_free(m); /* before the disk tier: its own file, when it has one */
     mw_offload_destroy(m->off);
     mw_arena_release(&m->arena);
     free(m->tensors);

@@ -12,6 +12,7 @@
 #include "../core/status.h"
 #include "../dist/tp.h"
 #include "../memory/aio.h"
+#include "actstore.h"
 #include "graph_impl.h"
 
 void mw_graph_push(mw_model *m, int kind, int layer) {
@@ -98,6 +99,8 @@ static int resolve_slot(const mw_model_def *a, int s, int layer) {
     if (s == MW_SLOT_NEXT) return value_of_block(a, layer + 1, 0);
     return value_of_block(a, layer, s);
 }
+
+int mw_graph_value_index(const mw_model_def *a, int s, int layer) { return resolve_slot(a, s, layer); }
 
 /* The floats of the largest block's staging slot (its segment, padded). */
 static uint64_t block_slot_floats(const mw_model *m) {
@@ -211,9 +214,16 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
         else
             MW_TRY(mw_planner_add(pl, "optim_scratch", -1, m->opt.scratch_bytes, MW_CAT_OPTIM, m->opt_op, m->opt_op));
     }
-    int *cur = malloc(sizeof(int) * (size_t)nvals);
-    if (!cur) return mw_fail(MW_ERR_NOMEM, "out of memory planning");
-    for (int i = 0; i < nvals; i++) cur[i] = -1;
+    /* stored activations (actstore.c): derived from this schedule when planning; a stored
+     * instance's cuts change the buffer its accesses use (curp: the pointer when binding) */
+    if (!placed) MW_TRY(mw_graph_act_build(m));
+    int *cur = malloc(sizeof(int) * (size_t)nvals), *curst = malloc(sizeof(int) * (size_t)nvals);
+    char **curp = malloc(sizeof(char *) * (size_t)nvals);
+    if (!cur || !curst || !curp) {
+        free(cur), free(curst), free(curp);
+        return mw_fail(MW_ERR_NOMEM, "out of memory planning");
+    }
+    for (int i = 0; i < nvals; i++) cur[i] = curst[i] = -1, curp[i] = NULL;
     mw_status st = MW_OK;
     for (int i = 0; i < m->nops && st == MW_OK; i++) {
         const mw_kind *k = mw_graph_kind(m, m->ops[i].kind);
@@ -221,7 +231,11 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
         for (int j = 0; j < k->n && st == MW_OK; j++) {
             const int vs = resolve_slot(a, k->a[j].slot, layer), slot = m->ops[i].mb * nslots + vs;
             if (k->a[j].mode == MW_W) {
+                const int sid = mw_graph_act_store_of(m, i, j);
+                curst[slot] = sid;
                 if (placed) {
+                    curp[slot] = base + placed[idx].offset;
+                    if (sid >= 0) curp[slot] = mw_graph_act_bind_write(m, sid, curp[slot]);
                     cur[slot] = idx++;
                 } else {
                     uint64_t bytes;
@@ -229,6 +243,7 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
                     int lay;
                     const char *name;
                     slot_info(m, vs, &bytes, &cat, &name, &lay);
+                    if (sid >= 0) bytes = mw_graph_act_write_bytes(m, sid, bytes);
                     st = mw_planner_add(pl, name, lay, bytes, cat, i, i);
                     if (st == MW_OK) {
                         pl->b[pl->n - 1].tag = m->ops[i].bwd && mw_graph_kind_is_forward(m, m->ops[i].kind);
@@ -238,12 +253,14 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
             } else if (cur[slot] < 0) {
                 st = mw_fail(MW_ERR_ARG, "internal: op %s of layer %d reads a value never written",
                              k->name, layer);
-            } else if (!placed) {
-                pl->b[cur[slot]].last = i;
+            } else {
+                if (curst[slot] >= 0)
+                    st = mw_graph_act_cut(m, curst[slot], i, pl, placed, base, &idx, &cur[slot], &curp[slot]);
+                if (st == MW_OK && !placed) pl->b[cur[slot]].last = i;
             }
-            if (st == MW_OK && placed) m->opp[(size_t)i * MW_MAXACC + j] = base + placed[cur[slot]].offset;
+            if (st == MW_OK && placed) m->opp[(size_t)i * MW_MAXACC + j] = curp[slot];
         }
     }
-    free(cur);
+    free(cur), free(curst), free(curp);
     return st;
 }

@@ -26,6 +26,7 @@ struct mw_offload {
     char *stage;                 /* MW_AIO_ALIGN-aligned, lay.slots slots of lay.arrays chunk arrays */
     long cached[MW_ARR_COUNT];   /* view/map: the chunk whose array a is in slot 0's place for a */
     int dirty[MW_ARR_COUNT];
+    uint64_t extra;              /* bytes after the arrays (mw_offload_create_ex) */
 };
 
 /* The chunk size for n floats: at least MW_OFFLOAD_MIN_CHUNKS chunks where n allows, so that small
@@ -141,7 +142,14 @@ mw_status mw_offload_measure(const char *dir, double *read_bw, double *write_bw)
 
 mw_status mw_offload_create(mw_offload **out, const char *dir, int nseg, const size_t *seg_lo, const unsigned *mask,
                             const int *bits, void *staging) {
+    return mw_offload_create_ex(out, dir, nseg, seg_lo, mask, bits, staging, 0);
+}
+
+mw_status mw_offload_create_ex(mw_offload **out, const char *dir, int nseg, const size_t *seg_lo, const unsigned *mask,
+                               const int *bits, void *staging, uint64_t extra) {
     *out = NULL;
+    if (extra % MW_AIO_ALIGN) return mw_fail(MW_ERR_ARG, "internal: the disk tier's extra region of %llu bytes is not aligned",
+                                             (unsigned long long)extra);
     if (!dir || !*dir) return mw_fail(MW_ERR_ARG, "offloading needs a folder for its scratch file (--offload-dir)");
     mw_offload *o = calloc(1, sizeof *o);
     if (!o) return mw_fail(MW_ERR_NOMEM, "out of memory");
@@ -183,8 +191,9 @@ mw_status mw_offload_create(mw_offload **out, const char *dir, int nseg, const s
     o->stage = (char *)((st0 + MW_AIO_ALIGN - 1) / MW_AIO_ALIGN * MW_AIO_ALIGN);
     int stale; /* counted process-wide by scratch.c, which mw_offload_get_info reports */
     uint64_t stale_bytes;
-    mw_status st = mw_scratch_create(&o->file, dir, o->lay.file_bytes ? o->lay.file_bytes : MW_AIO_ALIGN, &stale,
-                                     &stale_bytes);
+    o->extra = extra;
+    const uint64_t fb = o->lay.file_bytes + extra;
+    mw_status st = mw_scratch_create(&o->file, dir, fb ? fb : MW_AIO_ALIGN, &stale, &stale_bytes);
     if (st == MW_OK) st = mw_aio_create(&o->io, o->file.fd, o->file.path, DEPTH, MW_AIO_AUTO);
     if (st != MW_OK) {
         mw_offload_destroy(o);
@@ -209,7 +218,7 @@ void mw_offload_get_info(const mw_offload *o, mw_offload_info *info) {
     info->note = mw_aio_note(o->io);
     info->direct = o->file.direct;
     mw_scratch_stale_removed(&info->stale, &info->stale_bytes); /* by this process, measurements included */
-    info->file_bytes = o->lay.file_bytes;
+    info->file_bytes = o->lay.file_bytes + o->extra;
     mw_aio_stats(o->io, &info->bytes_read, &info->bytes_written);
 }
 
@@ -300,6 +309,14 @@ mw_status mw_offload_seg_start(mw_offload *o, int write, int seg, int a, float *
 }
 
 mw_status mw_offload_wait(mw_offload *o, int id) { return mw_aio_wait(o->io, id); }
+
+mw_status mw_offload_extra_start(mw_offload *o, int write, uint64_t off, void *buf, uint64_t bytes, int *id) {
+    if (off % MW_AIO_ALIGN || bytes % MW_AIO_ALIGN || (uintptr_t)buf % MW_AIO_ALIGN || off + bytes > o->extra)
+        return mw_fail(MW_ERR_ARG, "internal: a transfer of %llu bytes at %llu of the disk tier's extra region (%llu bytes)",
+                       (unsigned long long)bytes, (unsigned long long)off, (unsigned long long)o->extra);
+    const uint64_t at = o->lay.file_bytes + off;
+    return write ? mw_aio_write(o->io, buf, bytes, at, id) : mw_aio_read(o->io, buf, bytes, at, id);
+}
 
 /* ---- windows for checkpoints ----------------------------------------------------------------- */
 

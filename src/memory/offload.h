@@ -57,6 +57,12 @@ uint64_t mw_offload_arr_bytes(size_t len, int bits);
  * planned buffer of layout.staging_bytes. seg_lo and mask are copied. */
 mw_status mw_offload_create(mw_offload **out, const char *dir, int nseg, const size_t *seg_lo, const unsigned *mask,
                             const int *bits, void *staging);
+/* ... with extra bytes (a multiple of MW_AIO_ALIGN) after the arrays: a region of the file the
+ * caller lays out itself (the swapped activations, src/graph/actstore.c), moved with
+ * mw_offload_extra_start. A layout of no arrays (nseg 1, mask 0, staging NULL) gives a file of
+ * that region alone. */
+mw_status mw_offload_create_ex(mw_offload **out, const char *dir, int nseg, const size_t *seg_lo, const unsigned *mask,
+                               const int *bits, void *staging, uint64_t extra);
 void mw_offload_destroy(mw_offload *o);
 
 /* The sequential write and read bandwidth (bytes/s) of a scratch file of 32 MiB in dir, through the
@@ -84,6 +90,9 @@ mw_status mw_offload_stream(mw_offload *o, unsigned rd, unsigned wr, mw_offload_
  * mw_offload_pad(segment length) floats and is MW_AIO_ALIGN-aligned; *id for mw_offload_wait. */
 mw_status mw_offload_seg_start(mw_offload *o, int write, int seg, int a, float *buf, int *id);
 mw_status mw_offload_wait(mw_offload *o, int id);
+/* Starts reading (write 0) or writing (1) bytes at offset off of the extra region from buf (all
+ * three MW_AIO_ALIGN-aligned, inside the region); *id for mw_offload_wait. */
+mw_status mw_offload_extra_start(mw_offload *o, int write, uint64_t off, void *buf, uint64_t bytes, int *id);
 
 /* Random access to arrays M and V for checkpoints, outside steps (off and limit in elements; a
  * narrow array's off must start a byte). view: *p points at elements

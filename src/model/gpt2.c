@@ -65,6 +65,11 @@ static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf",  "lnf_s
  * under --sp */
 enum { WH = MW_VS_WHOLE, TP = MW_VS_TP, SQ = MW_VS_SEQ };
 static const unsigned char lslot_split[NLS] = {SQ, SQ, SQ, TP, TP, TP, SQ, SQ, SQ, TP, TP};
+/* which values --act-compress may store quantised (docs/memory.md, "Stored activations"): the
+ * inputs of the products, the norms and the activation function, q|k|v and the attention output
+ * (each backward op reads the dequantised value; a recomputation replays from the exact one); not
+ * the log-sum-exp nor the norm's statistics, which scale whole rows */
+static const unsigned char lslot_lossy[NLS] = {1, 1, 0, 1, 1, 0, 1, 1, 0, 1, 1}; /* x, ln1, ln1_stats, qkv, atty, lse, res2, ln2, ln2_stats, fch, gelu */
 static const unsigned char gslot_split[NGS] = {WH, WH, SQ, SQ, WH, WH, SQ, WH, TP, WH, WH, TP}; /* logits: gslot's */
 #define XN MW_SLOT_NEXT
 #define GS MW_SLOT_STEP
@@ -481,6 +486,7 @@ const mw_model_def mw_arch_gpt2 = {
     .k_embed_bwd = K_EMBB,
     .k_opt = K_OPT,
     .lslot_split = lslot_split,
+    .lslot_lossy = lslot_lossy,
     .gslot_split = gslot_split,
     .logits_acc = 4,
     .losses_acc = 5,

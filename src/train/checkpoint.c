@@ -124,6 +124,8 @@ static int meta_text(char *buf, size_t n, const mw_model *m, const mw_run_state 
      * checkpoints as before */
     const char *fam = mw_numerics_family(c->precision);
     if (strcmp(fam, "fma") != 0 && k >= 0 && (size_t)k < n) k += snprintf(buf + k, n - (size_t)k, "numerics=%s\n", fam);
+    /* stored activations quantised (issue 38) change the numbers: the uncompressed run's as before */
+    if (c->act_compress && k >= 0 && (size_t)k < n) k += snprintf(buf + k, n - (size_t)k, "act_compress=%d\n", c->act_compress);
     return k;
 }
 
@@ -952,6 +954,10 @@ static mw_status parse_meta(const char *path, const char *meta, mw_ckpt_info *in
         if (strcmp(v, "amx") != 0) return mw_fail(MW_ERR_FORMAT, "%s: bad value '%.20s' for 'numerics'", path, v);
         snprintf(info->numerics, sizeof info->numerics, "amx");
     }
+    /* --act-compress: none unless named (then only 8, 4 or 2) */
+    c->act_compress = 0;
+    if (meta_get(meta, "act_compress", v, sizeof v) && (mw_act_compress_parse(c, v) != MW_OK || !c->act_compress))
+        return mw_fail(MW_ERR_FORMAT, "%s: bad value '%.20s' for 'act_compress'", path, v);
     mw_status s = mw_config_validate(c);
     if (s != MW_OK) return mw_fail(MW_ERR_FORMAT, "%s: invalid configuration: %s", path, mw_last_error());
     if (info->state.step < 0)

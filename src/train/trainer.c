@@ -99,6 +99,7 @@ mw_status mw_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step
     const int N = c->batch * c->seq;
     int32_t *in = mw_model_staging(m), *tg = in + N, *win = tg + N;
     double t0 = now_ms(), loss = 0.0;
+    mw_model_set_step(m, s);
     for (int k = 0; k < c->accum; k++) {
         float l;
         MW_TRY(next(ctx, in, tg, win));

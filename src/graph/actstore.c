@@ -1,0 +1,578 @@
+/* Stored activations (actstore.h). Owns: which kept value instances are swapped to the disk tier
+ * and which are compressed (read off the schedule, as the disk tier's parameter visits are), the
+ * buffers each cut adds to the walk, the swap region of the disk tier's file, and the transfers
+ * and (de)quantisations around the ops. May call: schedule.c (value indices), src/memory/offload
+ * (the file and its I/O engine), src/kernels/cpu/actq (the quantiser). */
+#include "actstore.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../core/status.h"
+#include "../kernels/cpu/actq.h"
+#include "../memory/aio.h"
+
+/* pbuf tags of the buffers the cuts add (1 is the walk's: a recomputed instance) */
+enum { TAG_READ = 2, TAG_Q, TAG_QREAD, TAG_DEQ };
+/* events around an op, in the order they run */
+enum { E_WAIT_W, E_READ, E_WAIT_R, E_DEQ, E_QUANT, E_WRITE };
+
+typedef struct store {
+    int w, wpos, layer, v;
+    int fs, rs, wa, p; /* swap: rs < 0 none */
+    int fc, rc, cbad;  /* compress: rc < 0 none */
+    int bits, state;
+    uint64_t bytes, qbytes, io, off;
+    char *a, *s, *q, *q2, *b; /* bound: the instance, its swapped-in copy, compressed, read back, dequantised */
+    int wid, rid;
+} store;
+
+/* The swaps' requests in flight at most: the I/O engine takes 48, which the parameters' and the
+ * gradients' slots (3 each) share; past this the oldest is waited for first (early, never late). */
+#define MAX_INFLIGHT 24
+
+typedef struct ev {
+    int op, when, kind, st; /* when 0: before the op, 1: after */
+} ev;
+
+struct mw_act_plan {
+    int n;
+    store *st;
+    int *wmap;  /* per op x MW_MAXACC: the store its write starts (-1) */
+    int nev;
+    ev *ev;
+    int *ev_lo; /* op o's events of when w: ev[ev_lo[2o + w] .. ev_lo[2o + w + 1]) */
+    uint64_t disk;
+    int step, k;
+    int fifo[MAX_INFLIGHT], head, nfly; /* the swaps' requests in flight, oldest first: store x 2 + read */
+    mw_offload *off;
+    int owned;
+    double t_q, t_w; /* seconds (de)quantising, waiting for transfers */
+};
+
+/* A stored value is quantised in chunks of this many values (256 groups), each by one call of the
+ * quantiser with its own stream: a value's compressed form is its chunks' one after another, and
+ * the round trip in place (round_trip) needs a scratch of one chunk. Whole groups, so that the
+ * bytes are mw_actq_bytes of the whole value. */
+#define CHUNK ((size_t)256 * MW_ACTQ_GROUP)
+
+static uint64_t mix(uint64_t z, uint64_t v) {
+    z = (z ^ v) + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t qbytes_of(size_t n, int bits) {
+    const size_t full = n / CHUNK, rest = n % CHUNK;
+    return (uint64_t)full * mw_actq_bytes(CHUNK, bits) + (rest ? mw_actq_bytes(rest, bits) : 0);
+}
+
+/* x (n floats) into dst chunk by chunk; the first non-finite value's index in *bad */
+static mw_status quant(const float *x, size_t n, int bits, uint64_t seed, uint64_t stream, char *dst, size_t *bad) {
+    for (size_t c = 0, o = 0; c * CHUNK < n; c++) {
+        const size_t len = n - c * CHUNK < CHUNK ? n - c * CHUNK : CHUNK;
+        size_t b = 0;
+        if (mw_actq_quantize(x + c * CHUNK, len, bits, seed, mix(stream, c), dst + o, &b) != MW_OK) {
+            *bad = c * CHUNK + b;
+            return MW_ERR_ARG;
+        }
+        o += mw_actq_bytes(len, bits);
+    }
+    return MW_OK;
+}
+
+static void dequant(const char *src, size_t n, int bits, float *x) {
+    for (size_t c = 0, o = 0; c * CHUNK < n; c++) {
+        const size_t len = n - c * CHUNK < CHUNK ? n - c * CHUNK : CHUNK;
+        mw_actq_dequantize(src + o, len, bits, x + c * CHUNK);
+        o += mw_actq_bytes(len, bits);
+    }
+}
+
+/* x := dequant(quant(x)) chunk by chunk through scratch (one chunk's bytes): the bits a longer cut
+ * gives */
+static mw_status round_in_place(float *x, size_t n, int bits, uint64_t seed, uint64_t stream, char *scratch, size_t *bad) {
+    for (size_t c = 0; c * CHUNK < n; c++) {
+        const size_t len = n - c * CHUNK < CHUNK ? n - c * CHUNK : CHUNK;
+        size_t b = 0;
+        if (mw_actq_quantize(x + c * CHUNK, len, bits, seed, mix(stream, c), scratch, &b) != MW_OK) {
+            *bad = c * CHUNK + b;
+            return MW_ERR_ARG;
+        }
+        mw_actq_dequantize(scratch, len, bits, x + c * CHUNK);
+    }
+    return MW_OK;
+}
+
+static uint64_t pad_io(uint64_t b) { return (b + MW_AIO_ALIGN - 1) / MW_AIO_ALIGN * MW_AIO_ALIGN; }
+static char *align_io(char *p) {
+    const uintptr_t u = (uintptr_t)p;
+    return (char *)((u + MW_AIO_ALIGN - 1) / MW_AIO_ALIGN * MW_AIO_ALIGN);
+}
+static int swaps(const store *s) { return s->rs >= 0; }
+static int comps(const store *s) { return s->rc >= 0; }
+/* swapped and compressed at one cut: the compressed bytes move */
+static int together(const store *s) { return swaps(s) && comps(s) && s->rs == s->rc; }
+/* the instance itself is written to disk (swapped alone, or before a later compression) */
+static int direct(const store *s) { return swaps(s) && !together(s); }
+/* compressed with no op between the cut's ends: nothing to save there, so the value makes the
+ * round trip in place right after fc (a scratch of the compressed size for that op alone), and
+ * the backward reads what it would have read from a longer cut: the same bits, less memory */
+static int round_trip(const store *s) { return comps(s) && !together(s) && s->rc == s->fc + 1; }
+
+void mw_graph_act_free(mw_model *m) {
+    mw_act_plan *ap = m->act;
+    if (!ap) return;
+    if (ap->owned) mw_offload_destroy(ap->off);
+    free(ap->st), free(ap->wmap), free(ap->ev), free(ap->ev_lo);
+    free(ap);
+    m->act = NULL;
+}
+
+static int ev_cmp(const void *x, const void *y) {
+    const ev *a = x, *b = y;
+    if (a->op != b->op) return a->op < b->op ? -1 : 1;
+    if (a->when != b->when) return a->when < b->when ? -1 : 1;
+    if (a->kind != b->kind) return a->kind < b->kind ? -1 : 1;
+    return a->st < b->st ? -1 : a->st > b->st;
+}
+
+/* The op before which a write issued after op fs must have landed: at least one op later, at the
+ * next block's (the head at the latest). */
+static int write_wait(const mw_model *m, int fs) {
+    int q = fs + 1;
+    while (q < m->head_op && !(q >= fs + 2 && m->ops[q].layer != m->ops[fs].layer)) q++;
+    return q;
+}
+
+/* The op before which the read for rs starts: READ_AHEAD ops before it, never before lo. A block's
+ * backward peaks at its first ops (the MLP's, where its widest values are alive), so a read
+ * started over its last ops (attention's backward among them, the slowest at long context) is
+ * hidden behind compute and keeps its staging out of that peak. */
+#define READ_AHEAD 4
+static int read_start(const mw_model *m, int rs, int lo) {
+    (void)m;
+    return rs - READ_AHEAD > lo ? rs - READ_AHEAD : lo;
+}
+
+mw_status mw_graph_act_build(mw_model *m) {
+    mw_graph_act_free(m);
+    const mw_config *c = &m->cfg;
+    const mw_model_def *a = m->arch;
+    if (c->inference || (!c->act_offload && !c->act_compress) || mw_config_layout(c) || m->nmb != 1) return MW_OK;
+    if (c->act_compress && !a->lslot_lossy)
+        return mw_fail(MW_ERR_ARG, "--act-compress: the %s model declares no value that tolerates compression", a->name);
+    const int L = c->n_layer, nslots = a->ngs + (L + 1) * a->nls, n = m->nops;
+    mw_act_plan *ap = calloc(1, sizeof *ap);
+    int *inst = malloc(sizeof(int) * (size_t)nslots);
+    if (ap) {
+        ap->wmap = malloc(sizeof(int) * (size_t)n * MW_MAXACC);
+        ap->st = calloc((size_t)n * MW_MAXACC, sizeof(store));
+    }
+    if (!ap || !inst || !ap->wmap || !ap->st) {
+        free(inst);
+        if (ap) free(ap->wmap), free(ap->st), free(ap);
+        return mw_fail(MW_ERR_NOMEM, "out of memory planning");
+    }
+    m->act = ap;
+    for (int i = 0; i < nslots; i++) inst[i] = -1;
+    int nc = 0;
+    for (int i = 0; i < n; i++) {
+        const mw_kind *k = mw_graph_kind(m, m->ops[i].kind);
+        const int fwdk = (k->flags & MW_KF_FWD) != 0, phase = m->ops[i].bwd;
+        for (int j = 0; j < k->n; j++) {
+            ap->wmap[(size_t)i * MW_MAXACC + j] = -1;
+            const int slot = mw_graph_value_index(a, k->a[j].slot, m->ops[i].layer);
+            if (slot < a->ngs) continue; /* the step's values stay as they are */
+            if (k->a[j].mode == MW_W) {
+                store *s = &ap->st[nc];
+                s->w = i, s->wpos = i * MW_MAXACC + j, s->layer = (slot - a->ngs) / a->nls, s->v = (slot - a->ngs) % a->nls;
+                s->fs = s->fc = i, s->rs = s->rc = -1;
+                ap->wmap[(size_t)i * MW_MAXACC + j] = nc;
+                inst[slot] = nc++;
+                continue;
+            }
+            if (inst[slot] < 0) continue; /* the walk reports it */
+            store *s = &ap->st[inst[slot]];
+            if (phase && s->rs < 0) s->rs = i;
+            if (s->rs < 0) s->fs = i;
+            if (!fwdk) {
+                if (s->rc < 0) s->rc = i, s->cbad |= !phase; /* the head reads it in the forward pass */
+            } else if (s->rc >= 0) {
+                s->cbad = 1; /* a recomputation after a backward op: keep it as it is */
+            } else {
+                s->fc = i;
+            }
+        }
+    }
+    free(inst);
+    /* which candidates are stored, and how */
+    int ns = 0;
+    for (int t = 0; t < nc; t++) {
+        store s = ap->st[t];
+        const int sw = s.rs >= 0 && !m->ops[s.w].bwd &&
+                       (c->act_offload == MW_ACT_OFFLOAD_ALL || (c->act_offload == MW_ACT_OFFLOAD_CHECKPOINTS && s.v == 0));
+        const int cp = c->act_compress && a->lslot_lossy[s.v] && s.rc >= 0 && !s.cbad;
+        if (!sw) s.rs = -1;
+        if (!cp) s.rc = -1;
+        ap->wmap[s.wpos] = sw || cp ? ns : -1; /* renumbered */
+        if (!sw && !cp) continue;
+        s.bytes = a->lslot(m, s.v);
+        s.bits = cp ? c->act_compress : 0;
+        s.qbytes = cp ? qbytes_of(s.bytes / sizeof(float), s.bits) : 0;
+        s.wid = s.rid = -1;
+        if (sw) {
+            s.wa = write_wait(m, s.fs);
+            s.p = read_start(m, s.rs, s.wa > m->head_op ? s.wa : m->head_op);
+            s.io = pad_io(together(&s) ? s.qbytes : s.bytes);
+            s.off = ap->disk;
+            ap->disk += s.io;
+        }
+        ap->st[ns++] = s;
+    }
+    ap->n = ns;
+    /* the events, sorted by op, before/after and kind */
+    ap->ev = malloc(sizeof(ev) * (size_t)(6 * ns + 1));
+    ap->ev_lo = calloc((size_t)2 * n + 1, sizeof(int));
+    if (!ap->ev || !ap->ev_lo) {
+        mw_graph_act_free(m);
+        return mw_fail(MW_ERR_NOMEM, "out of memory planning");
+    }
+    int ne = 0;
+    for (int t = 0; t < ns; t++) {
+        const store *s = &ap->st[t];
+        if (swaps(s)) {
+            ap->ev[ne++] = (ev){s->fs, 1, E_WRITE, t};
+            ap->ev[ne++] = (ev){s->wa, 0, E_WAIT_W, t};
+            ap->ev[ne++] = (ev){s->p, 0, E_READ, t};
+            ap->ev[ne++] = (ev){s->rs, 0, E_WAIT_R, t};
+        }
+        if (comps(s)) {
+            ap->ev[ne++] = (ev){s->fc, 1, E_QUANT, t};
+            if (!round_trip(s)) ap->ev[ne++] = (ev){s->rc, 0, E_DEQ, t};
+        }
+    }
+    qsort(ap->ev, (size_t)ne, sizeof(ev), ev_cmp);
+    ap->nev = ne;
+    for (int e = 0, o = 0; o <= 2 * n; o++) {
+        while (e < ne && 2 * ap->ev[e].op + ap->ev[e].when < o) e++;
+        ap->ev_lo[o] = e;
+    }
+    if (!ns) mw_graph_act_free(m);
+    return MW_OK;
+}
+
+mw_status mw_graph_act_resolve(mw_model *m) {
+    mw_config *c = &m->cfg;
+    m->act_why[0] = 0;
+    if (c->act_offload != MW_ACT_OFFLOAD_AUTO) return MW_OK;
+    c->act_offload = MW_ACT_OFFLOAD_NONE;
+    if (c->inference) return MW_OK;
+    if (!c->budget) {
+        snprintf(m->act_why, sizeof m->act_why, "no --budget: every kept value in memory");
+        return MW_OK;
+    }
+    double rd = 0, wr = 0; /* the swaps' transfers, as --offload auto predicts the disk tier's */
+    const int measured = c->offload_dir[0] && mw_offload_measure(c->offload_dir, &rd, &wr) == MW_OK;
+    int best = -1, fits[3];
+    double t[3];
+    for (int k = 0; k < 3; k++) {
+        mw_config q = *c;
+        q.offload = m->offload;
+        q.act_offload = k;
+        mw_plan_summary ps;
+        MW_TRY(mw_graph_plan(m->arch, &q, &ps));
+        fits[k] = ps.fits;
+        const double b = (double)q.accum * (double)ps.act_disk;
+        t[k] = measured ? b / rd + b / wr : -1;
+        if (fits[k] && best < 0) best = k; /* the least swapping: the least time moving bytes */
+    }
+    char *w = m->act_why;
+    const size_t wn = sizeof m->act_why;
+    size_t u = (size_t)snprintf(w, wn, "%s", measured ? "predicted s/step of the swaps' transfers:" : "plans:");
+    for (int k = 0; k < 3 && u < wn; k++)
+        u += !fits[k] ? (size_t)snprintf(w + u, wn - u, " %s over budget", mw_act_offload_name(k))
+             : measured ? (size_t)snprintf(w + u, wn - u, " %s %.2f", mw_act_offload_name(k), t[k])
+                        : (size_t)snprintf(w + u, wn - u, " %s fits", mw_act_offload_name(k));
+    c->act_offload = best >= 0 ? best : MW_ACT_OFFLOAD_ALL; /* none fits: the smallest, which the budget refuses */
+    return MW_OK;
+}
+
+/* ---- the walk ------------------------------------------------------------------------------- */
+
+int mw_graph_act_store_of(const mw_model *m, int i, int j) {
+    if (!m->act) return -1;
+    const int t = m->act->wmap[(size_t)i * MW_MAXACC + j];
+    if (t >= 0) m->act->st[t].state = 0;
+    return t;
+}
+
+uint64_t mw_graph_act_write_bytes(const mw_model *m, int t, uint64_t bytes) {
+    return direct(&m->act->st[t]) ? pad_io(bytes) + MW_AIO_ALIGN : bytes;
+}
+
+char *mw_graph_act_bind_write(mw_model *m, int t, char *p) {
+    store *s = &m->act->st[t];
+    s->a = direct(s) ? align_io(p) : p;
+    return s->a;
+}
+
+/* Adds a buffer of the cut (planning) or binds the next one (binding); its pointer, aligned for
+ * the disk's I/O when io. */
+static mw_status cut_buf(mw_planner *pl, const mw_pbuf *placed, char *base, int *idx, const store *s, const mw_model *m,
+                         int tag, uint64_t bytes, int first, int last, int io, char **p, int *index) {
+    if (placed) {
+        char *q = base + placed[*idx].offset;
+        *p = io ? align_io(q) : q;
+        *index = (*idx)++;
+        return MW_OK;
+    }
+    MW_TRY(mw_planner_add(pl, m->arch->lslot_names[s->v], s->layer, io ? pad_io(bytes) + MW_AIO_ALIGN : bytes,
+                          MW_CAT_ACTS, first, last));
+    pl->b[pl->n - 1].tag = tag;
+    *index = pl->n - 1;
+    *p = NULL;
+    return MW_OK;
+}
+
+mw_status mw_graph_act_cut(mw_model *m, int t, int i, mw_planner *pl, const mw_pbuf *placed, char *base, int *idx,
+                           int *cur, char **curp) {
+    store *s = &m->act->st[t];
+    int ix;
+    char *p;
+    if (swaps(s) && s->rs == i && s->state == 0) {
+        if (together(s)) { /* compressed after fc, written; read back at p, dequantised at rs */
+            MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_Q, s->qbytes, s->fc, s->wa - 1, 1, &s->q, &ix));
+            MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_QREAD, s->qbytes, s->p, i, 1, &s->q2, &ix));
+            MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_DEQ, s->bytes, i, i, 0, &s->b, &ix));
+            *cur = ix, *curp = s->b;
+            s->state = 2;
+            return MW_OK;
+        }
+        /* the instance lives until its write has landed; the read lands in a staging buffer */
+        if (!placed && pl->b[*cur].last < s->wa - 1) pl->b[*cur].last = s->wa - 1;
+        MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_READ, s->bytes, s->p, i, 1, &p, &ix));
+        s->s = p;
+        *cur = ix, *curp = p;
+        s->state = 1;
+    }
+    if (comps(s) && s->rc == i && s->state < 2 && round_trip(s)) { /* a scratch during op fc alone */
+        const size_t nf = s->bytes / sizeof(float);
+        MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_Q, mw_actq_bytes(nf < CHUNK ? nf : CHUNK, s->bits), s->fc, s->fc, 0,
+                       &s->q, &ix));
+        s->state = 2;
+        return MW_OK;
+    }
+    if (comps(s) && s->rc == i && s->state < 2) {
+        MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_Q, s->qbytes, s->fc, i, 0, &s->q, &ix));
+        MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_DEQ, s->bytes, i, i, 0, &s->b, &ix));
+        *cur = ix, *curp = s->b;
+        s->state = 2;
+    }
+    return MW_OK;
+}
+
+/* ---- the executor --------------------------------------------------------------------------- */
+
+mw_status mw_graph_act_open(mw_model *m) {
+    mw_act_plan *ap = m->act;
+    if (!ap || !ap->disk) return MW_OK;
+    if (m->off) {
+        ap->off = m->off;
+        return MW_OK;
+    }
+    const size_t lo[2] = {0, 0};
+    const unsigned mask[1] = {0};
+    const int bits[MW_ARR_COUNT] = {32, 32, 32, 32};
+    MW_TRY(mw_offload_create_ex(&ap->off, m->cfg.offload_dir, 1, lo, mask, bits, NULL, ap->disk));
+    ap->owned = 1;
+    return MW_OK;
+}
+
+static mw_status wait_one(mw_act_plan *ap, int *id) {
+    if (*id < 0) return MW_OK;
+    const int k = *id;
+    *id = -1;
+    return mw_offload_wait(ap->off, k);
+}
+
+/* Starts store t's write (read 0) or read (1), waiting first for the oldest request in flight
+ * when MAX_INFLIGHT are (one already waited for leaves the queue as a no-op). */
+static mw_status start_io(mw_act_plan *ap, int t, int read) {
+    while (ap->nfly >= MAX_INFLIGHT) {
+        const int e = ap->fifo[ap->head];
+        ap->head = (ap->head + 1) % MAX_INFLIGHT, ap->nfly--;
+        store *o = &ap->st[e / 2];
+        MW_TRY(wait_one(ap, e % 2 ? &o->rid : &o->wid));
+    }
+    store *s = &ap->st[t];
+    if (read) MW_TRY(mw_offload_extra_start(ap->off, 0, s->off, together(s) ? s->q2 : s->s, s->io, &s->rid));
+    else MW_TRY(mw_offload_extra_start(ap->off, 1, s->off, together(s) ? s->q : s->a, s->io, &s->wid));
+    ap->fifo[(ap->head + ap->nfly) % MAX_INFLIGHT] = 2 * t + read;
+    ap->nfly++;
+    return MW_OK;
+}
+
+mw_status mw_graph_act_begin(mw_model *m) {
+    mw_act_plan *ap = m->act;
+    if (!ap) return MW_OK;
+    mw_status st = MW_OK;
+    for (int t = 0; t < ap->n; t++) { /* a failed step's transfers end before their memory is reused */
+        mw_status a = wait_one(ap, &ap->st[t].wid), b = wait_one(ap, &ap->st[t].rid);
+        if (st == MW_OK) st = a != MW_OK ? a : b;
+    }
+    ap->head = ap->nfly = 0;
+    ap->k++;
+    return st;
+}
+
+void mw_model_set_step(mw_model *m, int step) {
+    if (!m->act) return;
+    m->act->step = step;
+    m->act->k = 0;
+}
+
+/* The stochastic rounding's stream of store s: the step, the micro-batch, the rank, the block and
+ * the value, whichever instance (forward or recomputed) holds it. */
+static uint64_t stream_of(const mw_model *m, const store *s) {
+    const mw_act_plan *ap = m->act;
+    uint64_t z = mix((uint64_t)(uint32_t)ap->step, (uint64_t)(uint32_t)ap->k);
+    z = mix(z, (uint64_t)(uint32_t)m->cfg.rank);
+    z = mix(z, (uint64_t)(uint32_t)s->layer);
+    return mix(z, (uint64_t)(uint32_t)s->v);
+}
+
+static mw_status run_event(mw_model *m, const ev *e) {
+    mw_act_plan *ap = m->act;
+    store *s = &ap->st[e->st];
+    const size_t nf = s->bytes / sizeof(float);
+    switch (e->kind) {
+    case E_WAIT_W: return wait_one(ap, &s->wid);
+    case E_READ: return start_io(ap, e->st, 1);
+    case E_WAIT_R: return wait_one(ap, &s->rid);
+    case E_DEQ: dequant(together(s) ? s->q2 : s->q, nf, s->bits, (float *)s->b); return MW_OK;
+    case E_QUANT: {
+        size_t bad = 0;
+        float *x = (float *)(swaps(s) && !together(s) ? s->s : s->a);
+        const mw_status st = round_trip(s) ? round_in_place(x, nf, s->bits, m->cfg.seed, stream_of(m, s), s->q, &bad)
+                                           : quant(x, nf, s->bits, m->cfg.seed, stream_of(m, s), s->q, &bad);
+        if (st != MW_OK)
+            return mw_fail(MW_ERR_ARG, "--act-compress: h.%d.%s holds a value that is not finite (element %zu): the "
+                           "step diverged before its backward pass", s->layer, m->arch->lslot_names[s->v], bad);
+        return MW_OK;
+    }
+    case E_WRITE: return start_io(ap, e->st, 0);
+    }
+    return MW_OK;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static mw_status run_events(mw_model *m, int i, int when) {
+    mw_act_plan *ap = m->act;
+    if (!ap) return MW_OK;
+    for (int e = ap->ev_lo[2 * i + when]; e < ap->ev_lo[2 * i + when + 1]; e++) {
+        const int k = ap->ev[e].kind;
+        const double t0 = now_s();
+        MW_TRY(run_event(m, &ap->ev[e]));
+        if (k == E_QUANT || k == E_DEQ) ap->t_q += now_s() - t0;
+        else ap->t_w += now_s() - t0; /* waits, and starting a transfer (which may wait for the oldest) */
+    }
+    return MW_OK;
+}
+
+void mw_model_act_seconds(mw_model *m, double *compress_s, double *swap_wait_s, int reset) {
+    mw_act_plan *ap = m->act;
+    *compress_s = ap ? ap->t_q : 0;
+    *swap_wait_s = ap ? ap->t_w : 0;
+    if (ap && reset) ap->t_q = ap->t_w = 0;
+}
+
+mw_status mw_graph_act_before(mw_model *m, int i) { return run_events(m, i, 0); }
+mw_status mw_graph_act_after(mw_model *m, int i) { return run_events(m, i, 1); }
+
+/* ---- the plan ------------------------------------------------------------------------------- */
+
+uint64_t mw_graph_act_disk_bytes(const mw_model *m) { return m->act ? m->act->disk : 0; }
+
+void mw_graph_act_op_io(const mw_model *m, int i, uint64_t *rd, uint64_t *wr) {
+    *rd = *wr = 0;
+    const mw_act_plan *ap = m->act;
+    if (!ap) return;
+    for (int w = 0; w < 2; w++)
+        for (int e = ap->ev_lo[2 * i + w]; e < ap->ev_lo[2 * i + w + 1]; e++) {
+            if (ap->ev[e].kind == E_READ) *rd += ap->st[ap->ev[e].st].io;
+            if (ap->ev[e].kind == E_WRITE) *wr += ap->st[ap->ev[e].st].io;
+        }
+}
+
+void mw_graph_act_timeline(const mw_model *m, const mw_planner *pl, mw_plan_op *ops) {
+    const mw_act_plan *ap = m->act;
+    if (!ap) return;
+    const int n = m->nops;
+    int64_t *dq = calloc((size_t)n + 1, sizeof(int64_t)), *dd = calloc((size_t)n + 1, sizeof(int64_t));
+    if (!dq || !dd) { /* a drawing's detail: left out rather than failed */
+        free(dq), free(dd);
+        return;
+    }
+    for (int i = 0; i < pl->n; i++)
+        if (pl->b[i].tag == TAG_Q || pl->b[i].tag == TAG_QREAD)
+            dq[pl->b[i].first] += (int64_t)pl->b[i].bytes, dq[pl->b[i].last + 1] -= (int64_t)pl->b[i].bytes;
+    for (int t = 0; t < ap->n; t++) /* on disk from its write's op to its read's end */
+        if (swaps(&ap->st[t])) dd[ap->st[t].fs + 1] += (int64_t)ap->st[t].io, dd[ap->st[t].rs] -= (int64_t)ap->st[t].io;
+    int64_t q = 0, d = 0;
+    for (int i = 0; i < n; i++) {
+        q += dq[i], d += dd[i];
+        ops[i].act_compressed = (uint64_t)q, ops[i].act_on_disk = (uint64_t)d;
+    }
+    free(dq), free(dd);
+}
+
+const char *mw_graph_act_tag_name(const mw_model *m, int tag) {
+    static const char *const Q[3][3] = {{" (8-bit)", " (8-bit, read back)", " (dequantised)"},
+                                         {" (4-bit)", " (4-bit, read back)", " (dequantised)"},
+                                         {" (2-bit)", " (2-bit, read back)", " (dequantised)"}};
+    const int b = m->cfg.act_compress == 8 ? 0 : m->cfg.act_compress == 4 ? 1 : 2;
+    switch (tag) {
+    case 1: return " (recomputed)";
+    case TAG_READ: return " (read back)";
+    case TAG_Q: return Q[b][0];
+    case TAG_QREAD: return Q[b][1];
+    case TAG_DEQ: return Q[b][2];
+    }
+    return "";
+}
+
+void mw_graph_act_summary(const mw_model *m, mw_plan_summary *s) {
+    s->act_offload = m->cfg.act_offload;
+    snprintf(s->act_why, sizeof s->act_why, "%s", m->act_why);
+    s->act_compress = m->cfg.act_compress;
+    s->act_disk = 0;
+    s->nact = 0;
+    const mw_act_plan *ap = m->act;
+    if (!ap) return;
+    s->act_disk = ap->disk;
+    const mw_model_def *a = m->arch;
+    for (int t = 0; t < ap->n; t++) {
+        const store *st = &ap->st[t];
+        int c = 0;
+        while (c < s->nact && strcmp(s->act[c].name, a->lslot_names[st->v]) != 0) c++;
+        if (c == s->nact) {
+            if (s->nact == MW_ACT_CLASSES) continue;
+            memset(&s->act[c], 0, sizeof s->act[c]);
+            snprintf(s->act[c].name, sizeof s->act[c].name, "%s", a->lslot_names[st->v]);
+            s->nact++;
+        }
+        mw_act_class *k = &s->act[c];
+        k->bytes += st->bytes;
+        if (swaps(st)) k->swapped++, k->disk_bytes += st->io;
+        if (comps(st)) k->compressed++, k->compressed_bytes += st->qbytes;
+    }
+}

@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# End-to-end tests of stored activations (issue 38): --act-offload checkpoints|all gives the bits
+# of the run without it under every recomputation policy and --offload placement; --act-compress
+# 8|4|2 changes the numbers but gives the same bits for 1 and 2 threads, every recomputation
+# policy, every --offload and --act-offload, and --zero 0 and 1 over 2 ranks; estimate == the arena
+# peak of the run for every combination; injected I/O faults on the swaps (EIO, a short read,
+# ENOSPC) give one error, exit 1, and leave the last checkpoint good to resume from; the refusals.
+# Usage: tests/cli_act.sh build/memwall. Exits non-zero on any failure.
+set -u
+MW=$(realpath "${1:-build/memwall}")
+T=$(mktemp -d /tmp/mw_act_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib_cli.sh"
+scratch_count() { ls "$1" 2>/dev/null | grep -c '^memwall-offload-.*\.scratch$'; }
+
+cat /usr/share/common-licenses/{GPL-2,GPL-3} >"$T/corpus.txt"
+"$MW" prepare --tokenizer bytes --in "$T/corpus.txt" --out "$T/d" >/dev/null || { echo "prepare failed"; exit 1; }
+# gpt2-tiny: 4 blocks; 4 steps, 2 micro-batches each (the swap region is reused)
+shape=(--batch 2 --seq 32 --accum 2)
+tr=(train --data "$T/d" "${shape[@]}" --lr 1e-3 --warmup 2 --steps 4 --log-every 100)
+
+# run NAME ARGS...: trains into $T/NAME (checkpoint dir) with a JSON log $T/NAME.jsonl; checks that
+# the run's arena is estimate's peak, to the byte
+run() {
+  local n=$1
+  shift
+  "$MW" "${tr[@]}" --out "$T/$n" --json-log "$T/$n.jsonl" "$@" >"$T/$n.out" 2>&1 ||
+    { fail "run $n ($*): $(grep -a memwall: "$T/$n.out" | head -2)"; return; }
+  local est got
+  est=$("$MW" estimate "${shape[@]}" "$@" --json 2>/dev/null | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //')
+  got=$(tail -1 "$T/$n.jsonl" | grep -o '"peak_bytes": [0-9]*' | sed 's/.*: //')
+  if [ -n "$est" ] && [ "$est" = "$got" ]; then n_eq=$((n_eq + 1)); else fail "$n ($*): estimate $est, arena $got"; fi
+}
+n_eq=0
+# weights NAME: the final weights' sha256 (checkpoints record the policy, so compare across
+# policies by the exported weights)
+weights() { "$MW" export --ckpt "$T/$1" --out "$T/$1.st" >/dev/null 2>&1 && sha256sum "$T/$1.st" | cut -c1-16; }
+losses() { json_field "$T/$1.jsonl" loss | tr '\n' ' '; }
+# same A B WHAT: the final checkpoints (same policy) and the logged losses are identical
+same() {
+  local fa fb
+  fa=$(ls "$T/$1"/step-*.mwck 2>/dev/null | tail -1)
+  fb=$(ls "$T/$2"/step-*.mwck 2>/dev/null | tail -1)
+  if [ -n "$fa" ] && cmp -s "$fa" "$fb" && [ "$(losses "$1")" = "$(losses "$2")" ]; then pass "$3"; else fail "$3: $1 and $2 differ"; fi
+}
+
+echo "-- --act-offload: the bits of the run without it, every policy and placement"
+# (--offload optimizer, whose file the swaps share as all's, once: under full)
+for pol in none selective full every:2 blocks:nsfn; do
+  offs="none all"
+  [ "$pol" = full ] && offs="none optimizer all"
+  for off in $offs; do
+    d=(--recompute "$pol" --offload "$off")
+    [ "$off" = none ] && d=(--recompute "$pol")
+    [ "$off" = none ] || d+=(--offload-dir "$T/scr")
+    run "m_${pol}_$off" "${d[@]}" --threads 2
+    for ao in checkpoints all; do
+      run "s_${pol}_${off}_$ao" --recompute "$pol" --offload "$off" --act-offload "$ao" --offload-dir "$T/scr" --threads 2
+      same "m_${pol}_$off" "s_${pol}_${off}_$ao" "--recompute $pol --offload $off --act-offload $ao: checkpoint and losses identical"
+    done
+  done
+done
+grep -q "stored activations (--act-offload all --act-compress none): [1-9][0-9]* swapped" "$T/s_none_none_all.out" &&
+  pass "train prints what it swaps" || fail "no stored-activations line: $(grep -a stored "$T/s_none_none_all.out")"
+# the swaps go through the file: 4 blocks x 11 values of gpt2-tiny under none, each micro-batch
+"$MW" estimate "${shape[@]}" --act-offload all --offload-dir "$T/scr" --json >"$T/e_all.json"
+grep -q '"act": {"offload": "all", "why": "", "compress_bits": 0, "disk_bytes": [1-9]' "$T/e_all.json" &&
+  [ "$(grep -o '"swapped": 4' "$T/e_all.json" | wc -l)" = 11 ] && pass "estimate --json: 11 classes of 4 swapped values" ||
+  fail "estimate --json act: $(grep -o '"act": {[^]]*' "$T/e_all.json" | head -c 400)"
+grep -q '"swapped": 4, "compressed": 0, "bytes": [0-9]*, "disk_bytes": [1-9]' "$T/e_all.json" || fail "no disk bytes per class"
+[ "$(scratch_count "$T/scr")" = 0 ] && pass "no scratch file stays" || fail "scratch left: $(ls "$T/scr")"
+# the same swaps with the Llama family
+lt=(--arch llama --layers 3 --dim 64 --heads 4 --kv-heads 2 --ffn 160 --vocab 256 --ctx 64)
+run l_full "${lt[@]}" --recompute full --threads 2
+run l_full_all "${lt[@]}" --recompute full --act-offload all --offload-dir "$T/scr" --threads 2
+same l_full l_full_all "llama, --recompute full --act-offload all: identical"
+# and the deepseek family's (experts' routing values among them; its values declare no compression)
+run ds --preset moe-tiny --recompute selective --threads 2
+run ds_all --preset moe-tiny --recompute selective --act-offload all --offload-dir "$T/scr" --threads 2
+same ds ds_all "moe-tiny, --recompute selective --act-offload all: identical"
+expect_error 1 "--act-compress on a model that declares no tolerant value" -- "$MW" "${tr[@]}" --preset moe-tiny --act-compress 8
+grep -q "declares no value that tolerates compression" "$T/err" || fail "moe-tiny --act-compress: $(cat "$T/err")"
+
+echo "-- --act-compress: the same bits for every threads, policy, placement and swap"
+ref=""
+for pol in none selective full every:2; do
+  for th in 1 2; do
+    run "q_${pol}_$th" --recompute "$pol" --act-compress 4 --threads "$th"
+    w=$(weights "q_${pol}_$th")
+    [ -z "$ref" ] && ref=$w
+    [ -n "$w" ] && [ "$w" = "$ref" ] && pass "--act-compress 4 --recompute $pol, $th threads: weights $w" ||
+      fail "--act-compress 4 --recompute $pol, $th threads: weights $w, not $ref"
+  done
+done
+for c in "--offload all --act-offload checkpoints" "--offload optimizer --act-offload all" "--act-offload all" "--recompute full --offload all --act-offload all"; do
+  run q_mix $c --act-compress 4 --offload-dir "$T/scr" --threads 2
+  w=$(weights q_mix)
+  [ "$w" = "$ref" ] && pass "--act-compress 4 $c: the same weights" || fail "--act-compress 4 $c: $w, not $ref"
+  rm -rf "$T/q_mix"
+done
+[ "$(weights m_none_none)" != "$ref" ] && pass "compressed runs differ from the uncompressed one" ||
+  fail "--act-compress 4 changed nothing"
+for b in 8 2; do
+  run "q$b" --act-compress "$b" --threads 2
+  run "q${b}f" --act-compress "$b" --recompute full --act-offload all --offload-dir "$T/scr" --threads 1
+  [ "$(weights "q$b")" = "$(weights "q${b}f")" ] && [ "$(weights "q$b")" != "$ref" ] &&
+    pass "--act-compress $b: the same weights under none and full with swaps, not 4 bits'" || fail "--act-compress $b"
+done
+# every loss is finite and within 5% of the uncompressed run's at 8 bits
+paste <(json_field "$T/q8.jsonl" loss) <(json_field "$T/m_none_none.jsonl" loss) |
+  awk '{ r = $1 / $2; if (!(r > 0.95 && r < 1.05)) bad = 1 } END { exit bad }' &&
+  pass "8-bit losses within 5% of fp32's: $(losses q8)" || fail "8-bit losses $(losses q8) vs $(losses m_none_none)"
+run ql "${lt[@]}" --recompute none --act-compress 8 --threads 1
+run qlf "${lt[@]}" --recompute full --act-compress 8 --threads 2
+[ "$(weights ql)" = "$(weights qlf)" ] && pass "llama --act-compress 8: none and full give the same weights" || fail "llama compress"
+"$MW" estimate "${shape[@]}" --act-compress 8 --json >"$T/e_q.json"
+! grep -q '"value": "lse"' "$T/e_q.json" && ! grep -q '"value": "ln1_stats"' "$T/e_q.json" && grep -q '"value": "fch", "swapped": 0, "compressed": 4' "$T/e_q.json" &&
+  pass "estimate --json: lse stays exact, fch compressed in each block" || fail "compressed classes: $(head -c 600 "$T/e_q.json")"
+
+if command -v mpirun >/dev/null && ! "$MW" train --data /nonexistent --zero 0 2>&1 | grep -q "built without MPI"; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  if ldd "$MW" | grep -q libasan; then
+    export OMPI_MCA_mca_base_component_disable_dlclose=1
+    export LSAN_OPTIONS="suppressions=$(realpath "$(dirname "$0")")/lsan_mpi.supp:print_suppressions=0"
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+  fi
+  for z in 0 1; do
+    mpirun -np 2 --oversubscribe "$MW" train --data "$T/d" --batch 2 --seq 32 --lr 1e-3 --warmup 2 --steps 3 --threads 1 \
+      --act-compress 4 --zero $z --out "$T/z$z" --json-log "$T/z$z.jsonl" >"$T/z$z.out" 2>&1 || fail "--zero $z: $(grep -a memwall: "$T/z$z.out" | head -2)"
+  done
+  [ -n "$(weights z0)" ] && [ "$(weights z0)" = "$(weights z1)" ] && [ "$(losses z0)" = "$(losses z1)" ] &&
+    pass "--act-compress 4 over 2 ranks: --zero 0 and 1 give the same weights and losses" || fail "--zero 0 vs 1 with --act-compress"
+else
+  fail "mpirun or the MPI build is missing: the --zero check did not run"
+fi
+
+echo "-- --act-offload auto: the least swapping that fits --budget"
+pk() { "$MW" estimate "${shape[@]}" "$@" --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //'; }
+pn=$(pk) pc=$(pk --act-offload checkpoints) pa=$(pk --act-offload all)
+auto() { "$MW" estimate "${shape[@]}" --act-offload auto --offload-dir "$T/scr" "$@" --json | grep -o '"act": {"offload": "[a-z]*", "why": "[^"]*"'; }
+if [ "$pa" -lt "$pc" ] && [ "$pc" -lt "$pn" ]; then
+  a=$(auto --budget "$pn") && grep -q '"offload": "none", "why": "predicted s/step of the swaps. transfers: none 0.00 checkpoints' <<<"$a" &&
+    pass "auto at none's plan: none ($a)" || fail "auto at $pn: $a"
+  a=$(auto --budget $((pn - 1))) && grep -q '"offload": "checkpoints", "why": "[^"]*none over budget checkpoints [0-9.]* all [0-9.]*"' <<<"$a" &&
+    pass "auto a byte under it: checkpoints ($a)" || fail "auto at $((pn - 1)): $a"
+  a=$(auto --budget $((pc - 1))) && grep -q '"offload": "all"' <<<"$a" && pass "auto under checkpoints' plan: all" || fail "auto at $((pc - 1)): $a"
+  a=$(auto) && grep -q '"offload": "none", "why": "no --budget' <<<"$a" && pass "auto without a budget: none" || fail "auto, no budget: $a"
+  run auto --act-offload auto --budget $((pn - 1)) --offload-dir "$T/scr" --threads 2
+  [ -n "$(weights auto)" ] && [ "$(weights auto)" = "$(weights m_none_none)" ] && [ "$(losses auto)" = "$(losses m_none_none)" ] &&
+    pass "train --act-offload auto under a budget (checkpoints): the same weights and losses" || fail "auto's run differs"  # its checkpoint records --budget
+  grep -q -- "--act-offload auto: .* -> checkpoints" "$T/auto.out" && pass "train prints auto's choice" || fail "auto's line: $(grep -a auto "$T/auto.out")"
+else
+  fail "plans none $pn, checkpoints $pc, all $pa: not decreasing"
+fi
+
+echo "-- the timeline draws compressed and swapped bytes as their own categories"
+"$MW" plan "${shape[@]}" --act-offload checkpoints --act-compress 4 --offload-dir "$T/scr" --timeline "$T/tl.svg" >/dev/null &&
+  grep -A1 '<g id="band-activations-compressed"' "$T/tl.svg" | grep -q 'activations compressed' &&
+  grep -A1 '<g id="band-activations-on-disk"' "$T/tl.svg" | grep -q 'swapped to disk' &&
+  pass "plan --timeline: a compressed band and a swapped (on disk) band" || fail "timeline bands missing"
+"$MW" plan "${shape[@]}" --timeline "$T/tl0.svg" >/dev/null && ! grep -q 'band-activations-' "$T/tl0.svg" &&
+  pass "and neither without the flags" || fail "stored-activation bands in a plain timeline"
+
+echo "-- estimate == arena peak"
+[ "$n_eq" -ge 50 ] && pass "estimate == the run's arena peak for all $n_eq runs above" || fail "only $n_eq runs matched"
+
+echo "-- I/O faults on the swaps: one error, exit 1, the last checkpoint stays good"
+# --act-offload all, gpt2-tiny under none: 44 writes and 44 reads per micro-batch, 88 a step; read
+# 300 and write 300 fail step 4 (after step 2's checkpoint), read 200 step 3
+run fref --act-offload all --offload-dir "$T/scr" --threads 2 --save-every 2
+for f in eio:read:300 short:read:200 enospc:write:300; do
+  rm -rf "$T/f" "$T/f.jsonl"
+  MEMWALL_IO_FAULT=$f "$MW" "${tr[@]}" --threads 2 --save-every 2 --out "$T/f" --json-log "$T/f.jsonl" \
+    --act-offload all --offload-dir "$T/fscr" >"$T/out" 2>"$T/err"
+  rc=$?
+  if [ $rc -eq 1 ] && [ "$(wc -l <"$T/err")" -eq 1 ] && grep -q "^memwall: disk tier: .*memwall-offload-.*errno\|^memwall: disk tier: short read" "$T/err"; then
+    pass "$f -> exit 1: $(cut -c1-150 "$T/err")"
+  else
+    fail "$f: exit $rc, stderr $(cat "$T/err")"
+  fi
+  [ "$(scratch_count "$T/fscr")" = 0 ] && pass "$f: the scratch file is removed on the way out" || fail "$f: scratch left"
+  last=$(ls "$T/f"/step-*.mwck 2>/dev/null | tail -1)
+  [ -n "$last" ] && "$MW" export --ckpt "$last" --out "$T/fx" >/dev/null 2>&1 && pass "$f: $(basename "$last") verifies" ||
+    fail "$f: no valid checkpoint left ($last)"
+  "$MW" "${tr[@]}" --threads 2 --save-every 2 --out "$T/f" --json-log "$T/f.jsonl" --resume auto \
+    --act-offload all --offload-dir "$T/fscr" >"$T/out" 2>&1 || fail "$f: resume failed: $(tail -2 "$T/out")"
+  cmp -s "$T/f/step-00000004.mwck" "$T/fref/step-00000004.mwck" && pass "$f: the resumed run ends as the unbroken one" ||
+    fail "$f: the resumed run differs"
+done
+# a compressed run resumed mid-way rounds as the unbroken one (the step seeds the rounding)
+run cref --act-compress 2 --threads 2 --save-every 2
+run cres --act-compress 2 --threads 2 --save-every 2 --stop-at 2
+"$MW" "${tr[@]}" --act-compress 2 --threads 2 --save-every 2 --out "$T/cres" --json-log "$T/cres.jsonl" --resume auto >"$T/out" 2>&1 ||
+  fail "compressed resume: $(tail -2 "$T/out")"
+cmp -s "$T/cres/step-00000004.mwck" "$T/cref/step-00000004.mwck" && pass "--act-compress 2: resumed at step 2, ends as the unbroken run" ||
+  fail "--act-compress 2: the resumed run differs"
+
+# the checkpoint records the compression (it changes the numbers): a resume keeps it, and refuses another
+rm -rf "$T/cres"
+run cres --act-compress 2 --threads 2 --save-every 2 --stop-at 2
+"$MW" "${tr[@]}" --threads 2 --save-every 2 --out "$T/cres" --json-log "$T/cres.jsonl" --resume auto >"$T/out" 2>&1 ||
+  fail "compressed resume without the flag: $(tail -2 "$T/out")"
+cmp -s "$T/cres/step-00000004.mwck" "$T/cref/step-00000004.mwck" && pass "a resume without --act-compress keeps the checkpoint's 2 bits" ||
+  fail "a resume without --act-compress dropped it"
+expect_error 1 "a resume with another --act-compress" -- "$MW" "${tr[@]}" --act-compress 8 --out "$T/cres" --resume "$T/cres/step-00000002.mwck"
+grep -q "act-compress" "$T/err" || fail "the refusal does not name --act-compress: $(cat "$T/err")"
+cmp -s <(grep -a -c act_compress "$T/m_none_none/step-00000004.mwck") <(echo 0) && pass "an uncompressed checkpoint has no act_compress key" ||
+  fail "act_compress in an uncompressed checkpoint"
+
+echo "-- refusals"
+expect_error 1 "--act-compress 3" -- "$MW" "${tr[@]}" --act-compress 3
+grep -q "none, 8, 4 or 2" "$T/err" || fail "--act-compress 3: the choices are not named"
+expect_error 1 "--act-offload some" -- "$MW" "${tr[@]}" --act-offload some
+grep -q "none, checkpoints, all or auto" "$T/err" || fail "--act-offload some: the choices are not named"
+expect_error 1 "--act-offload without --offload-dir" -- "$MW" "${tr[@]}" --act-offload all --out "$T/nodir"
+grep -q "offload-dir" "$T/err" && [ ! -e "$T/nodir" ] || fail "--act-offload without a folder: $(cat "$T/err"), or --out made"
+expect_error 1 "--act-compress with --precision bf16" -- "$MW" "${tr[@]}" --act-compress 8 --precision bf16
+grep -q "bfloat16 already" "$T/err" || fail "--act-compress with bf16: $(cat "$T/err")"
+"$MW" help train | grep -q -- "--act-offload MODE" && "$MW" help train | grep -q -- "--act-compress BITS" &&
+  pass "help train lists --act-offload and --act-compress" || fail "help train lacks the flags"
+
+[ $fails -eq 0 ] && echo "cli_act: all passed" || echo "cli_act: $fails FAILED"
+exit $((fails > 0))
