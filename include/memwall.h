@@ -637,10 +637,22 @@ mw_status mw_loader_skip(mw_loader *l, int B, int T);
 
 /* ---- training ------------------------------------------------------------------------------ */
 
+/* The model's clock, milliseconds since it was created (a step's figures are the difference of two
+ * readings; mw_train_step fills its report so). compute: inside the ops and the optimizer's chunks.
+ * io_read, io_write, io_busy: while at least one read, write, or either of the disk tier was in
+ * flight (submission to completion: the union of those intervals, not their sum). io_wait: while
+ * the step's thread was blocked waiting for the disk tier (a prefetch or write-behind that had not
+ * finished). The io figures are 0 without a disk tier. */
+typedef struct mw_model_clock {
+    double compute_ms, io_read_ms, io_write_ms, io_busy_ms, io_wait_ms;
+} mw_model_clock;
+void mw_model_times(const mw_model *m, mw_model_clock *t);
+
 typedef struct mw_step_report {
     int step;          /* 1-based */
     float loss;        /* mean over the step's micro-batches */
     double lr, grad_norm, ms, tokens_per_s;
+    mw_model_clock clock; /* the step's part of mw_model_times (the step, validation excluded) */
     int has_val;
     float val_loss;
 } mw_step_report;

@@ -59,6 +59,9 @@ static mw_status on_step(const mw_step_report *r, const mw_run_state *st, void *
         fprintf(t->jlog, ", \"lr\": %.9g, \"ms\": %.3f, \"tokens_per_s\": %.2f, \"grad_norm\": ", r->lr, r->ms,
                 r->tokens_per_s);
         json_num(t->jlog, "%.9g", r->grad_norm);
+        const mw_model_clock *k = &r->clock;
+        fprintf(t->jlog, ", \"compute_ms\": %.3f, \"io_busy_ms\": %.3f, \"io_read_ms\": %.3f, \"io_write_ms\": %.3f, \"io_wait_ms\": %.3f",
+                k->compute_ms, k->io_busy_ms, k->io_read_ms, k->io_write_ms, k->io_wait_ms);
         if (r->has_val) {
             fprintf(t->jlog, ", \"val_loss\": ");
             json_num(t->jlog, "%.9g", r->val_loss);

@@ -243,13 +243,21 @@ typedef struct zopt {
     int pass;
 } zopt;
 
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
 static void zopt_chunk(void *ctx, size_t lo, size_t hi, int seg, void *const arr[MW_ARR_COUNT]) {
     zopt *a = ctx;
     mw_model *m = a->m;
     if (seg != 1 || lo >= hi) return;
+    const double t0 = now_s(); /* the model's compute clock (mw_model_times) */
     float *p = (m->cfg.zero >= 3 ? m->zparams : m->params + m->zlo) + (lo - m->zlo);
     float *g = mw_zero_grads(m) + (lo - m->zlo);
     mw_opt_chunk(&m->opt, a->hp, a->pass, lo, hi, p, g, arr[MW_ARR_M], arr[MW_ARR_V], m->ostate, m->oscratch);
+    m->compute_s += now_s() - t0;
 }
 
 /* Pass k of the optimizer over this rank's shard: in memory, or streamed through the disk tier. */
@@ -261,8 +269,10 @@ static mw_status shard_pass(mw_model *m, const mw_opt_hp *hp, int k) {
         return mw_offload_stream(m->off, rd, wr, zopt_chunk, &a);
     }
     const int b0 = m->opt.bits[0], b1 = m->opt.bits[1];
+    const double t0 = now_s();
     mw_opt_chunk(&m->opt, hp, k, m->zlo, m->zhi, c->zero >= 3 ? m->zparams : m->params + m->zlo, mw_zero_grads(m),
                  b0 ? m->m : NULL, b1 ? m->v : NULL, m->ostate, m->oscratch);
+    m->compute_s += now_s() - t0;
     return MW_OK;
 }
 

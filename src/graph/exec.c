@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../core/status.h"
 #include "../dist/tp.h"
@@ -14,6 +15,20 @@
 #include "actstore.h"
 #include "graph_impl.h"
 #include "model.h"
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Op i, timed into m->compute_s; the disk tier's completions meanwhile are timed after it. */
+static void run_timed(mw_model *m, int i, int bwd, float scale, double *s) {
+    const double t0 = now_s();
+    m->arch->run_op(m, i, bwd, scale, s);
+    m->compute_s += now_s() - t0;
+    if (m->off) mw_offload_poll(m->off);
+}
 
 void mw_graph_copy(float *dst, const float *src, size_t n) {
 #pragma omp parallel for schedule(static)
@@ -44,7 +59,7 @@ mw_status mw_model_forward(mw_model *m, const int32_t *inputs, const int32_t *ta
     double s = 0.0;
     for (int i = 0; i <= m->head_op; i++) {
         if ((m->offload == MW_OFFLOAD_ALL || mw_graph_params_zero3(m)) && m->op_pv[i] >= 0) MW_TRY(mw_graph_param_visit(m, m->op_pv[i]));
-        m->arch->run_op(m, i, 0, 0.0f, &s);
+        run_timed(m, i, 0, 0.0f, &s);
         if (m->zpre) mw_graph_zero3_poll(m);
     }
     if (targets) *loss = (float)(s / ((double)m->cfg.batch * m->cfg.seq));
@@ -67,7 +82,7 @@ mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const in
         if ((m->offload == MW_OFFLOAD_ALL || mw_graph_params_zero3(m)) && m->op_pv[i] >= 0) MW_TRY(mw_graph_param_visit(m, m->op_pv[i]));
         if (gdisk && m->op_gb[i]) MW_TRY(mw_graph_grad_bind(m, l));
         if (m->act) MW_TRY(mw_graph_act_before(m, i)); /* stored activations: reads, dequantisation */
-        m->arch->run_op(m, i, 1, grad_scale / N, &s);
+        run_timed(m, i, 1, grad_scale / N, &s);
         if (m->act) MW_TRY(mw_graph_act_after(m, i)); /* ... quantisation, writes behind */
         if (m->zpre) mw_graph_zero3_poll(m);
         if (gdisk && m->op_ge[i]) MW_TRY(mw_graph_grad_done(m, l));
@@ -77,6 +92,15 @@ mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const in
 }
 
 int32_t *mw_model_staging(mw_model *m) { return m->staging; }
+
+void mw_model_times(const mw_model *m, mw_model_clock *t) {
+    memset(t, 0, sizeof *t);
+    t->compute_ms = m->compute_s * 1e3;
+    if (!m->off) return;
+    double r, w, b, wt;
+    mw_offload_times(m->off, &r, &w, &b, &wt);
+    t->io_read_ms = r * 1e3, t->io_write_ms = w * 1e3, t->io_busy_ms = b * 1e3, t->io_wait_ms = wt * 1e3;
+}
 
 void mw_model_set_progress(mw_model *m, mw_progress_fn fn, void *user) {
     m->progress = fn;
@@ -140,12 +164,13 @@ void mw_model_zero_grad(mw_model *m) {
 /* The norm's partial sums over one streamed chunk, continuing each quantum's sum where the previous
  * chunk left it: the same additions in the same order as over the flat buffer. */
 typedef struct norm_chunk {
-    const mw_model *m;
+    mw_model *m;
     double *parts;
 } norm_chunk;
 
 static void norm_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const arr[MW_ARR_COUNT]) {
     norm_chunk *nc = ctx;
+    const double t0 = now_s();
     const float *g = arr[MW_ARR_G] ? (const float *)arr[MW_ARR_G] : mw_graph_grads_chunk(nc->m, seg, lo, hi);
     if (arr[MW_ARR_G] && grads_fresh(nc->m, seg)) memset(arr[MW_ARR_G], 0, (hi - lo) * sizeof(float));
     const size_t b0 = lo / MW_NORM_QUANTUM, b1 = (hi - 1) / MW_NORM_QUANTUM;
@@ -158,6 +183,7 @@ static void norm_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const 
         for (size_t j = j0; j < j1; j++) t += (double)g[j - lo] * g[j - lo];
         parts[b] = t;
     }
+    nc->m->compute_s += now_s() - t0;
 }
 
 mw_status mw_graph_grad_norm(mw_model *m, double *norm) {
@@ -180,6 +206,7 @@ mw_status mw_graph_grad_norm(mw_model *m, double *norm) {
             if (m->seg_lo[sg + 1] > m->seg_lo[sg]) norm_chunk_fn(&nc, m->seg_lo[sg], m->seg_lo[sg + 1], sg, none);
     } else {
         const float *g = m->grads;
+        const double t0 = now_s();
 #pragma omp parallel for schedule(static)
         for (size_t b = 0; b < nb; b++) {
             size_t j1 = (b + 1) * MW_NORM_QUANTUM < n ? (b + 1) * MW_NORM_QUANTUM : n;
@@ -187,6 +214,7 @@ mw_status mw_graph_grad_norm(mw_model *m, double *norm) {
             for (size_t j = b * MW_NORM_QUANTUM; j < j1; j++) s += (double)g[j] * g[j];
             parts[b] = s;
         }
+        m->compute_s += now_s() - t0;
     }
     double s = 0.0;
     for (size_t b = 0; b < nb; b++) s += parts[b];
@@ -218,6 +246,7 @@ _Static_assert((int)MW_OA_G == (int)MW_ARR_G && (int)MW_OA_P == (int)MW_ARR_P &&
 static void opt_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const arr[MW_ARR_COUNT]) {
     opt_chunk *a = ctx;
     mw_model *m = a->m;
+    const double t0 = now_s();
     const unsigned rd = m->opt.rd[a->pass];
     float *pc = NULL, *gc = NULL;
     if (rd & MW_ARR_BIT(MW_ARR_P)) pc = arr[MW_ARR_P] ? arr[MW_ARR_P] : resident(m, 0, seg, lo);
@@ -226,6 +255,7 @@ static void opt_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const a
         if (arr[MW_ARR_G] && grads_fresh(m, seg)) memset(gc, 0, (hi - lo) * sizeof(float));
     }
     mw_opt_chunk(&m->opt, a->hp, a->pass, lo, hi, pc, gc, arr[MW_ARR_M], arr[MW_ARR_V], m->ostate, m->oscratch);
+    m->compute_s += now_s() - t0;
 }
 
 mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
@@ -261,6 +291,7 @@ mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
         return mw_graph_params_settle(m);
     }
     if (mw_graph_grads_mem16(m)) { /* segment by segment: the blocks' gradients widened one at a time */
+        const double t0 = now_s();
         int split = 0;
         for (int sg = 1; sg < m->nseg; sg++) split |= mw_opt_splits(&m->opt, m->seg_lo[sg]);
         for (int k = 0; k < m->opt.npasses; k++) {
@@ -276,12 +307,15 @@ mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
             mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
         }
         memset(m->gfresh, 1, (size_t)c->n_layer);
+        m->compute_s += now_s() - t0;
         return MW_OK;
     }
+    const double t0 = now_s();
     for (int k = 0; k < m->opt.npasses; k++) {
         if (!mw_opt_pass_needed(&m->opt, k, 0)) continue; /* one chunk: it cuts no block */
         mw_opt_chunk(&m->opt, &hp, k, 0, m->nfloats, m->params, m->grads, m->m, m->v, m->ostate, m->oscratch);
         mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
     }
+    m->compute_s += now_s() - t0;
     return MW_OK;
 }

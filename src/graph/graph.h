@@ -178,6 +178,8 @@ struct mw_model {
     int nvisit, *visit_seg, *visit_slot; /* param visits of one micro-batch: segment, slot */
     mw_seg_read *visit_rd;             /* per visit, 3 entries: the reads it starts (seg < 0: none) */
     int gvisit;                        /* grad visits bound so far in this micro-batch */
+    double compute_s;                  /* seconds in the ops and the optimizer's chunks (the clock
+                                          mw_model_times reads; the waits on I/O are outside) */
     mw_status io_error;                /* a failed transfer outside a status-returning call */
     char io_msg[512];                  /* ... and its message */
     /* data parallelism (cfg.dp, src/dist/zero.c): the ranks, this rank's shard [zlo, zhi) of the

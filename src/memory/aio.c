@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef MW_HAVE_URING
@@ -21,7 +22,7 @@
 #define MAX_DEPTH 64
 #define MAX_PIECE (1u << 30) /* bytes one system call is asked to move at most */
 
-enum { R_FREE = 0, R_QUEUED, R_RUNNING, R_DONE };
+enum { R_FREE = 0, R_QUEUED, R_RUNNING, R_HELD, R_DONE }; /* HELD: io_uring's, done but throttled */
 
 typedef struct req {
     int state, op, fault, eof_next;
@@ -29,6 +30,7 @@ typedef struct req {
     uint64_t len, off, done; /* done: bytes moved so far */
     int err;                 /* errno of the failure; 0: none */
     int eof;                 /* the file ended (a read of 0 bytes, a write of 0) */
+    double deadline;         /* MEMWALL_IO_THROTTLE_MBPS: completes no earlier (0: no throttle) */
 } req;
 
 struct mw_aio {
@@ -36,6 +38,11 @@ struct mw_aio {
     char path[1024], note[256];
     req r[MAX_DEPTH];
     uint64_t bytes[2];
+    /* the clock (aio.h, mw_aio_times): requests in flight per op and in all, since when, and the
+     * closed intervals' seconds; the caller's seconds blocked in waits; the throttle's rate (bytes/s,
+     * 0: none) and when its simulated device is free. The pool's workers update the first under mu. */
+    int nfl[2], nany;
+    double since[2], any_since, busy[2], busy_any, wait_s, rate, dev_free;
     /* the thread pool */
     pthread_mutex_t mu;
     pthread_cond_t work, done;
@@ -99,6 +106,49 @@ int mw_aio_fault_take(int op) {
     }
     pthread_mutex_unlock(&fault_mu);
     return k;
+}
+
+/* ---- the clock and the throttle ------------------------------------------------------------ */
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Sleeps until monotonic second t (no-op when past). */
+static void sleep_until(double t) {
+    if (t <= 0) return;
+    struct timespec ts = {(time_t)t, (long)((t - (double)(time_t)t) * 1e9)};
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+}
+
+/* A request of op enters (on 1) or leaves (0) flight at second t; the caller holds mu (pool). */
+static void busy_mark(mw_aio *io, int op, int on, double t) {
+    if (on) {
+        if (io->nfl[op]++ == 0) io->since[op] = t;
+        if (io->nany++ == 0) io->any_since = t;
+        return;
+    }
+    if (--io->nfl[op] == 0) io->busy[op] += t - io->since[op];
+    if (--io->nany == 0) io->busy_any += t - io->any_since;
+}
+
+/* MEMWALL_IO_THROTTLE_MBPS=R: the rate of a simulated serial device, bytes/s (0: none). Not for
+ * a thread whose faults are paused (the disk's measurement measures the disk itself). */
+static double throttle_rate(void) {
+    if (faults_paused) return 0;
+    const char *e = getenv("MEMWALL_IO_THROTTLE_MBPS");
+    if (!e || !*e) return 0;
+    char *end;
+    const double r = strtod(e, &end);
+    if (*end || !(r > 0)) {
+        fprintf(stderr, "memwall: MEMWALL_IO_THROTTLE_MBPS=%s is not a rate in MB/s above 0; ignored\n", e);
+        return 0;
+    }
+    return r * 1e6;
 }
 
 /* ---- completion, shared by the engines ------------------------------------------------------ */
@@ -172,8 +222,10 @@ static void *worker(void *arg) {
                                                   : pwrite(io->fd, r->buf + r->done, n, (off_t)(r->off + r->done));
             fin = complete(r, got < 0 ? -(long)errno : (long)got);
         } while (!fin);
+        sleep_until(r->deadline); /* the throttle: the simulated device is slower */
         pthread_mutex_lock(&io->mu);
         if (!r->err && !r->eof) io->bytes[r->op] += r->len;
+        busy_mark(io, r->op, 0, now_s());
         r->state = R_DONE;
         pthread_cond_broadcast(&io->done);
     }
@@ -227,10 +279,18 @@ static mw_status ring_submit(mw_aio *io, int id) {
     while (e == -EINTR || e == -EAGAIN);
     if (e < 0) {
         r->err = -e;
+        busy_mark(io, r->op, 0, now_s());
         r->state = R_DONE;
         return req_status(io, r);
     }
     return MW_OK;
+}
+
+/* Request r has completed: counted and timed now. */
+static void ring_finish(mw_aio *io, req *r) {
+    if (!r->err && !r->eof) io->bytes[r->op] += r->len;
+    busy_mark(io, r->op, 0, now_s());
+    r->state = R_DONE;
 }
 
 /* Reaps one completion (waiting for it), continuing or finishing its request. */
@@ -247,8 +307,22 @@ static mw_status ring_reap(mw_aio *io) {
         return mw_fail(MW_ERR_IO, "disk tier: io_uring returned an unknown request %d (internal)", id);
     req *r = &io->r[id];
     if (!complete(r, res)) return ring_submit(io, id);
-    if (!r->err && !r->eof) io->bytes[r->op] += r->len;
-    r->state = R_DONE;
+    if (r->deadline > now_s()) { /* the throttle: it completes at its deadline */
+        r->state = R_HELD;
+        return MW_OK;
+    }
+    ring_finish(io, r);
+    return MW_OK;
+}
+
+/* Reaps the completions already there, and finishes the held requests whose time has come,
+ * without waiting: they are timed now. */
+static mw_status ring_poll(mw_aio *io) {
+    struct io_uring_cqe *cqe;
+    while (io->nany > 0 && io_uring_peek_cqe(&io->ring, &cqe) == 0) MW_TRY(ring_reap(io));
+    const double t = now_s();
+    for (int i = 0; i < io->depth; i++)
+        if (io->r[i].state == R_HELD && io->r[i].deadline <= t) ring_finish(io, &io->r[i]);
     return MW_OK;
 }
 #endif
@@ -262,6 +336,7 @@ mw_status mw_aio_create(mw_aio **out, int fd, const char *path, int depth, int k
     if (!io) return mw_fail(MW_ERR_NOMEM, "out of memory");
     io->fd = fd;
     io->depth = depth;
+    io->rate = throttle_rate();
     snprintf(io->path, sizeof io->path, "%s", path ? path : "?");
     if (kind == MW_AIO_AUTO) {
         const char *e = getenv("MEMWALL_AIO");
@@ -319,6 +394,9 @@ const char *mw_aio_note(const mw_aio *io) { return io->note; }
 static mw_status start(mw_aio *io, int op, char *buf, uint64_t len, uint64_t off, int *id) {
     *id = -1;
     if (len == 0) return mw_fail(MW_ERR_ARG, "disk tier: a request of 0 bytes (internal)");
+#ifdef MW_HAVE_URING
+    if (io->kind == MW_AIO_URING) MW_TRY(ring_poll(io)); /* completions in: timed now, not at the next wait */
+#endif
     int i = 0;
     while (i < io->depth && io->r[i].state != R_FREE) i++;
     if (i == io->depth) return mw_fail(MW_ERR_ARG, "disk tier: more than %d requests in flight (internal)", io->depth);
@@ -330,13 +408,20 @@ static mw_status start(mw_aio *io, int op, char *buf, uint64_t len, uint64_t off
     r->off = off;
     r->fault = mw_aio_fault_take(op);
     *id = i;
+    const double t = now_s();
+    if (io->rate > 0) { /* one request after another at the throttle's rate */
+        io->dev_free = (io->dev_free > t ? io->dev_free : t) + (double)len / io->rate;
+        r->deadline = io->dev_free;
+    }
 #ifdef MW_HAVE_URING
     if (io->kind == MW_AIO_URING) {
         r->state = R_RUNNING;
+        busy_mark(io, op, 1, t);
         return ring_submit(io, i);
     }
 #endif
     pthread_mutex_lock(&io->mu);
+    busy_mark(io, op, 1, t);
     r->state = R_QUEUED;
     io->queue[(io->qhead + io->qlen) % MAX_DEPTH] = i;
     io->qlen++;
@@ -358,16 +443,30 @@ mw_status mw_aio_wait(mw_aio *io, int id) {
         return mw_fail(MW_ERR_ARG, "disk tier: waiting for request %d, which is not in flight (internal)", id);
     req *r = &io->r[id];
     mw_status st = MW_OK;
+    const double t0 = now_s();
+    int blocked = 0;
 #ifdef MW_HAVE_URING
     if (io->kind == MW_AIO_URING) {
-        while (r->state != R_DONE && st == MW_OK) st = ring_reap(io);
+        st = ring_poll(io);
+        blocked = r->state != R_DONE;
+        while (r->state != R_DONE && st == MW_OK) {
+            if (r->state == R_HELD) {
+                sleep_until(r->deadline);
+                ring_finish(io, r);
+            } else {
+                st = ring_reap(io);
+            }
+        }
+        if (blocked) io->wait_s += now_s() - t0;
         if (st != MW_OK && r->state != R_DONE) return st; /* the ring itself failed */
     }
 #endif
     if (io->kind == MW_AIO_THREADS) {
         pthread_mutex_lock(&io->mu);
+        blocked = r->state != R_DONE;
         while (r->state != R_DONE) pthread_cond_wait(&io->done, &io->mu);
         pthread_mutex_unlock(&io->mu);
+        if (blocked) io->wait_s += now_s() - t0;
     }
     mw_status rs = req_status(io, r);
     r->state = R_FREE;
@@ -387,6 +486,26 @@ mw_status mw_aio_wait_all(mw_aio *io) {
     }
     if (first != MW_OK) mw_fail(first, "%s", msg);
     return first;
+}
+
+void mw_aio_poll(mw_aio *io) {
+#ifdef MW_HAVE_URING
+    if (io->kind == MW_AIO_URING && ring_poll(io) != MW_OK) {
+        /* the ring itself failed: the next wait reaps again and returns the failure */
+    }
+#else
+    (void)io;
+#endif
+}
+
+void mw_aio_times(mw_aio *io, mw_aio_time *t) {
+    if (io->kind == MW_AIO_THREADS) pthread_mutex_lock(&io->mu);
+    const double now = now_s();
+    t->read_s = io->busy[0] + (io->nfl[0] ? now - io->since[0] : 0);
+    t->write_s = io->busy[1] + (io->nfl[1] ? now - io->since[1] : 0);
+    t->busy_s = io->busy_any + (io->nany ? now - io->any_since : 0);
+    t->wait_s = io->wait_s;
+    if (io->kind == MW_AIO_THREADS) pthread_mutex_unlock(&io->mu);
 }
 
 void mw_aio_stats(const mw_aio *io, uint64_t *read, uint64_t *written) {

@@ -17,7 +17,20 @@
  *            0 bytes): an unfinishable short transfer, which must fail;
  *   partial  the request transfers half its bytes first; the continuation must finish it, so the
  *            data arrive whole and nothing fails.
- * OP is read, write, or alloc (the preallocation of a scratch file, src/memory/scratch.c). */
+ * OP is read, write, or alloc (the preallocation of a scratch file, src/memory/scratch.c).
+ *
+ * Throttle (tests): MEMWALL_IO_THROTTLE_MBPS=R in the environment when an engine is created makes
+ * it a disk of R MB/s (10^6 bytes/s): requests are served one after another, each completing no
+ * earlier than len / R seconds after the previous one (or its submission), held back when the
+ * real disk was faster. A disk slower than the one measured (mw_offload_measure, whose engine is
+ * never throttled) must show up as waiting, never as a wrong result.
+ *
+ * Clock (mw_aio_times): a request is in flight from its submission until its completion; the
+ * busy seconds are the union of those intervals (per op and over both), and the wait seconds the
+ * caller's time blocked in mw_aio_wait on a request not yet complete. The thread pool times a
+ * completion when the system call returns; io_uring when memwall reaps it: at a wait, a new
+ * request, or mw_aio_poll (the executor polls between ops), so its busy time may run over by up
+ * to the time between two of those. */
 #ifndef MW_AIO_H
 #define MW_AIO_H
 #include <stdint.h>
@@ -54,6 +67,13 @@ mw_status mw_aio_write(mw_aio *io, const void *buf, uint64_t len, uint64_t off, 
 mw_status mw_aio_wait(mw_aio *io, int id);
 /* Waits for every request in flight; the first failure's status (all are waited for). */
 mw_status mw_aio_wait_all(mw_aio *io);
+/* Seconds since creation (see Clock above), the intervals still open counted to now. */
+typedef struct mw_aio_time {
+    double read_s, write_s, busy_s, wait_s; /* busy_s: a read or a write in flight */
+} mw_aio_time;
+void mw_aio_times(mw_aio *io, mw_aio_time *t);
+/* Reaps the completions already in (io_uring), so that they are timed now; never waits. */
+void mw_aio_poll(mw_aio *io);
 /* Bytes completed by reads and by writes since creation. */
 void mw_aio_stats(const mw_aio *io, uint64_t *read, uint64_t *written);
 

@@ -293,6 +293,7 @@ mw_status mw_offload_stream(mw_offload *o, unsigned rd, unsigned wr, mw_offload_
         const unsigned has = rd & o->mask[o->cseg[c]];
         for (int a = 0; a < MW_ARR_COUNT; a++) arr[a] = has & MW_ARR_BIT(a) ? slot_arr(o, s, a) : NULL;
         fn(ctx, o->clo[c], o->clo[c + 1], o->cseg[c], arr);
+        mw_aio_poll(o->io); /* the reads and writes that finished during the update, timed now */
         if ((st = wait_ids(o, wid[s])) != MW_OK) break; /* S == 1: the last one */
         st = chunk_io(o, 1, c, wr, s, wid[s]);
     }
@@ -317,6 +318,14 @@ mw_status mw_offload_extra_start(mw_offload *o, int write, uint64_t off, void *b
     const uint64_t at = o->lay.file_bytes + off;
     return write ? mw_aio_write(o->io, buf, bytes, at, id) : mw_aio_read(o->io, buf, bytes, at, id);
 }
+
+void mw_offload_times(mw_offload *o, double *read_s, double *write_s, double *busy_s, double *wait_s) {
+    mw_aio_time t;
+    mw_aio_times(o->io, &t);
+    *read_s = t.read_s, *write_s = t.write_s, *busy_s = t.busy_s, *wait_s = t.wait_s;
+}
+
+void mw_offload_poll(mw_offload *o) { mw_aio_poll(o->io); }
 
 /* ---- windows for checkpoints ----------------------------------------------------------------- */
 

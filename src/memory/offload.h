@@ -93,6 +93,10 @@ mw_status mw_offload_wait(mw_offload *o, int id);
 /* Starts reading (write 0) or writing (1) bytes at offset off of the extra region from buf (all
  * three MW_AIO_ALIGN-aligned, inside the region); *id for mw_offload_wait. */
 mw_status mw_offload_extra_start(mw_offload *o, int write, uint64_t off, void *buf, uint64_t bytes, int *id);
+/* The I/O engine's clock (aio.h's mw_aio_times: busy seconds per op and in all, seconds waited). */
+void mw_offload_times(mw_offload *o, double *read_s, double *write_s, double *busy_s, double *wait_s);
+/* Times the completions already in (aio.h's mw_aio_poll); never waits. */
+void mw_offload_poll(mw_offload *o);
 
 /* Random access to arrays M and V for checkpoints, outside steps (off and limit in elements; a
  * narrow array's off must start a byte). view: *p points at elements

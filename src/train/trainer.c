@@ -93,7 +93,22 @@ mw_status mw_evaluate(mw_model *m, mw_data *d, int n_batches, float *loss) {
     return mw_evaluate_tokens(m, d, n_batches, loss, NULL);
 }
 
+static mw_status train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step_report *r);
+
 mw_status mw_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step_report *r) {
+    mw_model_clock k0, k1;
+    mw_model_times(m, &k0);
+    mw_status st = train_step(m, s, next, ctx, r);
+    mw_model_times(m, &k1);
+    r->clock.compute_ms = k1.compute_ms - k0.compute_ms;
+    r->clock.io_read_ms = k1.io_read_ms - k0.io_read_ms;
+    r->clock.io_write_ms = k1.io_write_ms - k0.io_write_ms;
+    r->clock.io_busy_ms = k1.io_busy_ms - k0.io_busy_ms;
+    r->clock.io_wait_ms = k1.io_wait_ms - k0.io_wait_ms;
+    return st;
+}
+
+static mw_status train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step_report *r) {
     const mw_config *c = mw_model_config(m);
     if (c->dp) return mw_zero_train_step(m, s, next, ctx, r);
     const int N = c->batch * c->seq;
