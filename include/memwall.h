@@ -404,6 +404,13 @@ typedef struct mw_plan_summary {
      * was given or it could not be measured). Filled when cfg->offload is AUTO; -1 when not
      * predicted. */
     double pred_recompute_s, pred_disk_s, disk_read_bw, disk_write_bw;
+    /* the step, predicted with those measurements as overlapped phases, not a sum: the
+     * micro-batches' ops (every kind timed as above, backward included: pred_compute_s) beside
+     * their transfers (parameters read, gradients written and read back), then the norm's read of
+     * the gradients, then the optimizer's passes as their transfers alone (its arithmetic is not
+     * measured): pred_step_s = max(compute, micro-batch transfers) + norm reads + optimizer
+     * transfers. -1 when not predicted (the costs or the disk not measured). */
+    double pred_compute_s, pred_step_s;
     char offload_why[200]; /* --offload auto: why it chose as it did ("" otherwise) */
     uint64_t flat_floats;  /* the flat parameter buffer's length, padding included (mw_zero_shard) */
     uint64_t expert_floats; /* ... of which the routed experts' (a layout's --ep: this rank's experts) */
@@ -422,6 +429,10 @@ typedef struct mw_plan_summary {
  * arena where buffers never alive together share memory. mw_model_create executes the same
  * placement, so the estimate is the allocation, byte for byte. */
 mw_status mw_plan(const mw_config *cfg, mw_plan_summary *out);
+/* mw_plan with every prediction made, whatever cfg->offload: the op costs timed on this machine and,
+ * with a disk tier and cfg->offload_dir, the disk measured there (32 MiB written and read once per
+ * process and folder) and the step predicted (pred_step_s). */
+mw_status mw_plan_predict(const mw_config *cfg, mw_plan_summary *out);
 
 /* Live bytes per category during each op of the step (for timelines). *ops is malloc'd. */
 typedef struct mw_plan_op {

@@ -913,6 +913,9 @@ void print_plan(const mw_plan_summary *p) {
     if (p->pred_disk_s >= 0)
         printf("  disk tier: predicted %.2f s per step for its transfers (measured here: %.2f GB/s read, %.2f GB/s write)\n",
                p->pred_disk_s, p->disk_read_bw / 1e9, p->disk_write_bw / 1e9);
+    if (p->pred_step_s >= 0)
+        printf("  disk tier: predicted %.2f s per step with its transfers overlapping compute (compute %.2f s)\n",
+               p->pred_step_s, p->pred_compute_s);
     if (p->offload_why[0]) printf("  --offload auto: %s -> %s\n", p->offload_why, mw_offload_name(p->offload));
 }
 

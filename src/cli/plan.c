@@ -334,9 +334,13 @@ int cmd_estimate(int argc, char **argv) {
     mw_plan_summary p;
     plan_or_die(c, &p);
     double plan_s = now_s() - t0;
-    if (p.disk_file && c->offload_dir[0] && p.pred_disk_s < 0 &&
-        mw_offload_measure(c->offload_dir, &p.disk_read_bw, &p.disk_write_bw) == MW_OK) /* the disk, measured */
-        p.pred_disk_s = (double)p.disk_read / p.disk_read_bw + (double)p.disk_write / p.disk_write_bw;
+    if (p.disk_file && c->offload_dir[0] && p.pred_step_s < 0) { /* the disk and the ops, measured */
+        mw_plan_summary q;
+        if (mw_plan_predict(c, &q) == MW_OK && q.disk_read == p.disk_read && q.disk_write == p.disk_write) {
+            p.pred_disk_s = q.pred_disk_s, p.disk_read_bw = q.disk_read_bw, p.disk_write_bw = q.disk_write_bw;
+            p.pred_compute_s = q.pred_compute_s, p.pred_step_s = q.pred_step_s;
+        }
+    }
     uint64_t one_peak = 0;
     int mb = max_batch(c, &one_peak);
     double P = (double)mw_config_num_params(c);
@@ -375,6 +379,10 @@ int cmd_estimate(int argc, char **argv) {
         else printf("null");
         printf(", \"fits_in_room\": %s, \"predicted_seconds\": ", p.disk_short ? "false" : "true");
         json_num(stdout, "%.6f", p.pred_disk_s >= 0 ? p.pred_disk_s : NAN);
+        printf(", \"predicted_compute_seconds\": ");
+        json_num(stdout, "%.6f", p.pred_compute_s >= 0 && p.disk_file ? p.pred_compute_s : NAN);
+        printf(", \"predicted_step_seconds\": ");
+        json_num(stdout, "%.6f", p.pred_step_s >= 0 ? p.pred_step_s : NAN);
         printf(", \"read_bytes_per_s\": %.0f, \"write_bytes_per_s\": %.0f}, \"offload_why\": \"%s\", "
                "\"predicted_recompute_seconds\": ", p.disk_read_bw, p.disk_write_bw, p.offload_why);
         json_num(stdout, "%.6f", p.pred_recompute_s >= 0 ? p.pred_recompute_s : NAN);
@@ -492,7 +500,11 @@ int cmd_estimate(int argc, char **argv) {
         if (p.pred_disk_s >= 0)
             printf("  predicted    %.2f s per step for the transfers (measured in %s: %.2f GB/s read, %.2f GB/s write)\n",
                    p.pred_disk_s, c->offload_dir, p.disk_read_bw / 1e9, p.disk_write_bw / 1e9);
-        else
+        if (p.pred_step_s >= 0)
+            printf("  predicted    %.2f s per step, its phases overlapped: max(compute %.2f s, the micro-batches'\n"
+                   "  %-12s transfers) + the norm's and the optimizer's passes (%.2f s if nothing overlapped)\n",
+                   p.pred_step_s, p.pred_compute_s, "", p.pred_compute_s + p.pred_disk_s);
+        if (p.pred_disk_s < 0)
             printf("  (give --offload-dir DIR to measure the disk there and predict the transfers' time)\n");
     }
     print_act_plan(&p, 1);

@@ -67,9 +67,9 @@ enum { MW_TS_WHOLE, MW_TS_ROWS, MW_TS_COLS };
  * MW_AT_AUTO the first stage for one added before the blocks, the last for one added after;
  * MW_AT_ENDS both (a tied embedding: the last stage keeps its copy for the head, as Megatron). */
 enum { MW_AT_AUTO, MW_AT_ENDS };
-/* How a forward kind's time scales with the shape: N*C elementwise, N*C^2 matmul, B*T^2*C
- * attention */
-enum { MW_COST_ELEM, MW_COST_MATMUL, MW_COST_ATTN };
+/* How a kind's time scales with the shape: N*C elementwise, N*C^2 matmul, B*T^2*C attention,
+ * N*C*V the head (the backward kinds' classes serve the step's predicted compute alone) */
+enum { MW_COST_ELEM, MW_COST_MATMUL, MW_COST_ATTN, MW_COST_HEAD };
 
 typedef struct mw_access {
     signed char slot, mode;
@@ -267,6 +267,8 @@ struct mw_model_def {
  * unknown family. Contracts as the public functions'. */
 mw_status mw_graph_model_create(mw_model **out, const mw_model_def *arch, const mw_config *cfg);
 mw_status mw_graph_plan(const mw_model_def *arch, const mw_config *cfg, mw_plan_summary *out);
+/* mw_plan_predict (memwall.h) */
+mw_status mw_graph_plan_predicted(const mw_model_def *arch, const mw_config *cfg, mw_plan_summary *out);
 mw_status mw_graph_plan_buffers(const mw_model_def *arch, const mw_config *cfg, mw_plan_buffer **out, int *n);
 mw_status mw_graph_plan_timeline(const mw_model_def *arch, const mw_config *cfg, mw_plan_op **ops, int *nops);
 mw_status mw_graph_config_tensor(const mw_model_def *arch, const mw_config *cfg, int i, char *name, size_t name_len,

@@ -146,4 +146,5 @@ mw_status mw_graph_resolve_policy(mw_model *m);
 mw_status mw_graph_measure_costs(const mw_config *c, const mw_model_def *a, double *cost);
 /* The recomputation seconds of ops[from..nops) of m (the forward kinds among them). */
 double mw_graph_ops_cost(const mw_model *m, int from, const double *kc);
+double mw_graph_step_cost(const mw_model *m, const double *kc);
 #endif

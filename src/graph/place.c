@@ -151,12 +151,29 @@ mw_status mw_graph_plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
 
 const char *mw_tier_name(mw_tier t) { return t == MW_TIER_DEVICE ? "device" : t == MW_TIER_DISK ? "disk" : "?"; }
 
+/* s->pred_step_s from s's measured costs and disk (mw_plan_summary): the micro-batches' ops beside
+ * their transfers, then the norm's pass and the optimizer's passes, each phase the longer of its
+ * compute and its transfers (the optimizer's compute unmeasured: its transfers alone). The phases'
+ * bytes are s->disk_read and s->disk_write split as mw_graph_plan_model counts them. */
+static void predict_step(const mw_model *m, mw_plan_summary *s) {
+    if (s->pred_compute_s < 0 || !(s->disk_read_bw > 0) || !(s->disk_write_bw > 0)) return;
+    mw_offload_layout lay;
+    mw_graph_disk_layout(m, &lay);
+    uint64_t ord, owr;
+    mw_graph_opt_traffic(m, &lay, &ord, &owr);
+    const uint64_t G = lay.arr_bytes[MW_ARR_G]; /* the norm's pass reads the gradients once */
+    const double rb = s->disk_read_bw, wb = s->disk_write_bw;
+    const double mb_io = (double)(s->disk_read - ord - G) / rb + (double)(s->disk_write - owr) / wb;
+    const double norm_io = (double)G / rb, opt_io = (double)ord / rb + (double)owr / wb;
+    s->pred_step_s = (s->pred_compute_s > mb_io ? s->pred_compute_s : mb_io) + norm_io + opt_io;
+}
+
 /* The predictions of s (mw_plan_summary.pred_*) for --offload auto: the recomputation's seconds
  * (also when force), the disk tier's when the plan has one and a folder to measure (4 MiB of
  * buffers outside the plan, once per process: only auto pays it; estimate measures on its own). */
 static mw_status predict(mw_model *m, mw_plan_summary *s, int force) {
     const mw_config *c = &m->cfg;
-    s->pred_recompute_s = s->pred_disk_s = -1;
+    s->pred_recompute_s = s->pred_disk_s = s->pred_compute_s = s->pred_step_s = -1;
     s->disk_read_bw = s->disk_write_bw = 0;
     snprintf(s->offload_why, sizeof s->offload_why, "%s", m->offload_why);
     if (c->inference) return MW_OK;
@@ -164,12 +181,15 @@ static mw_status predict(mw_model *m, mw_plan_summary *s, int force) {
         double kc[64];
         MW_TRY(mw_graph_measure_costs(c, m->arch, kc));
         s->pred_recompute_s = mw_graph_ops_cost(m, m->head_op + 1, kc); /* the forward ops after the head */
+        s->pred_compute_s = c->accum * mw_graph_step_cost(m, kc);
     }
     /* a folder that cannot be measured (too full for the 32 MiB, not writable) leaves the prediction
      * unknown; the run itself then says what is wrong when it makes its own file */
     if (s->disk_file && c->offload_dir[0] && (force || c->offload == MW_OFFLOAD_AUTO) &&
-        mw_offload_measure(c->offload_dir, &s->disk_read_bw, &s->disk_write_bw) == MW_OK)
+        mw_offload_measure(c->offload_dir, &s->disk_read_bw, &s->disk_write_bw) == MW_OK) {
         s->pred_disk_s = (double)s->disk_read / s->disk_read_bw + (double)s->disk_write / s->disk_write_bw;
+        predict_step(m, s);
+    }
     return MW_OK;
 }
 
@@ -188,7 +208,7 @@ static mw_status plan_dry(const mw_model_def *arch, const mw_config *cfg, mw_mod
 }
 
 /* mw_plan with the recomputation's predicted seconds, whatever cfg's offload. */
-static mw_status plan_predicted(const mw_model_def *arch, const mw_config *cfg, mw_plan_summary *s) {
+mw_status mw_graph_plan_predicted(const mw_model_def *arch, const mw_config *cfg, mw_plan_summary *s) {
     mw_model *m;
     mw_planner pl;
     MW_TRY(model_skeleton(&m, arch, cfg));
@@ -334,7 +354,7 @@ static mw_status resolve_offload(mw_model *m) {
             continue;
         }
         mw_plan_summary ps;
-        MW_TRY(plan_predicted(m->arch, &k, &ps));
+        MW_TRY(mw_graph_plan_predicted(m->arch, &k, &ps));
         fits[i] = ps.fits; /* the disk tier within the folder's room too */
         short_disk[i] = ps.disk_short && (!ps.budget || ps.peak <= ps.budget);
         t[i] = ps.pred_recompute_s + (i ? ps.pred_disk_s : 0.0);

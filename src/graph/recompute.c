@@ -163,9 +163,26 @@ mw_status mw_graph_measure_costs(const mw_config *c, const mw_model_def *a, doub
                 if (rep > 0 && t < best[kd]) best[kd] = t; /* the first run warms up */
             }
         }
+        /* the other kinds (the head's loss and gradient, the backward ops): the training schedule
+         * as mw_model_forward_backward runs it, the forward kinds' times kept from above; for the
+         * step's predicted compute (mw_graph_step_cost), not for the recomputation's */
+        double bbest[64];
+        for (int i = 0; i < 64; i++) bbest[i] = INFINITY;
+        for (int rep = 0; st == MW_OK && rep < 3; rep++) {
+            double s = 0;
+            for (int i = 0; i < N; i++) tok[i] = i % k.vocab, tok[N + i] = (i + 1) % k.vocab;
+            st = mw_graph_load_tokens(m, tok, tok + N); /* their buffers were reused after the head */
+            for (int i = 0; st == MW_OK && i < m->opt_op; i++) {
+                const int kd = m->ops[i].kind;
+                const double t0 = now_s();
+                a->run_op(m, i, 1, 1.0f / N, &s);
+                const double t = now_s() - t0;
+                if (rep > 0 && t < bbest[kd]) bbest[kd] = t;
+            }
+        }
         mw_model_destroy(m);
         MW_TRY(st);
-        for (int i = 0; i < a->nkinds; i++) cached[i] = mw_graph_kind_is_forward_a(a, i) ? best[i] : 0.0;
+        for (int i = 0; i < a->nkinds; i++) cached[i] = mw_graph_kind_is_forward_a(a, i) ? best[i] : bbest[i];
         cal_k[cal_next] = k;
         cal_nt[cal_next] = nt;
         cal_next = (cal_next + 1) % NCAL;
@@ -176,6 +193,7 @@ mw_status mw_graph_measure_costs(const mw_config *c, const mw_model_def *a, doub
         if (a->kinds[i].cost == MW_COST_MATMUL) scale *= Cr / C;
         if (a->kinds[i].cost == MW_COST_ATTN)
             scale = (double)c->batch * ((double)c->seq / N) * ((double)c->seq / N) * (Cr / C);
+        if (a->kinds[i].cost == MW_COST_HEAD) scale *= (double)c->vocab / k.vocab;
         cost[i] = isfinite(cached[i]) ? cached[i] * scale : 0.0;
     }
     return MW_OK;
@@ -186,6 +204,14 @@ double mw_graph_ops_cost(const mw_model *m, int from, const double *kc) {
     double c = 0.0;
     for (int i = from; i < m->nops; i++)
         if (mw_graph_kind_is_forward(m, m->ops[i].kind)) c += kc[m->ops[i].kind];
+    return c;
+}
+
+/* The predicted compute seconds of one micro-batch of m: every op before the optimizer (forward,
+ * head, recomputations, backward), each kind at its measured cost. */
+double mw_graph_step_cost(const mw_model *m, const double *kc) {
+    double c = 0.0;
+    for (int i = 0; i < m->opt_op; i++) c += kc[m->ops[i].kind];
     return c;
 }
 
