@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The disk tier's overlap, measured (issue 35 item 3): every step's JSON log line carries its
+# compute, I/O-busy (read, write, either) and I/O-wait milliseconds, consistent with each other and
+# with the step; a disk slower than measured (MEMWALL_IO_THROTTLE_MBPS, both I/O engines) gives the
+# same losses and checkpoint bytes, at least its bytes' time busy, and shows up as waiting; estimate
+# predicts the step as overlapped phases (printed beside the measured steps, never compared on
+# time: this machine is shared). Usage: tests/cli_overlap.sh build/memwall. Exits non-zero on any
+# failure.
+set -u
+MW=$(realpath "${1:-build/memwall}")
+T=$(mktemp -d /tmp/mw_overlap_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib_cli.sh"
+
+head -c 200000 /usr/share/common-licenses/GPL-3 >"$T/c.txt"
+"$MW" prepare --tokenizer bytes --in "$T/c.txt" --out "$T/d" >/dev/null || { echo "prepare failed"; exit 1; }
+tr=(train --data "$T/d" --batch 2 --seq 32 --lr 1e-3 --warmup 2 --steps 3 --threads 2)
+off=(--offload all --offload-dir "$T/scr")
+RATE=100 # MB/s: a step of gpt2-tiny under --offload all moves ~34 MB, ~0.34 s at this rate
+
+run() {
+  local n=$1
+  shift
+  "$MW" "${tr[@]}" --out "$T/$n" --json-log "$T/$n.jsonl" "$@" >"$T/$n.out" 2>&1 || fail "run $n ($*): $(tail -2 "$T/$n.out")"
+}
+same() {
+  local fa fb
+  fa=$(ls "$T/$1"/step-*.mwck | tail -1)
+  fb=$(ls "$T/$2"/step-*.mwck | tail -1)
+  cmp -s "$fa" "$fb" && [ "$(json_field "$T/$1.jsonl" loss)" = "$(json_field "$T/$2.jsonl" loss)" ] &&
+    pass "$3: checkpoint bytes and losses identical" || fail "$3: $fa and $fb (or their losses) differ"
+}
+# steps FILE: one line per step of a JSON log: ms compute busy read write wait
+steps() {
+  grep '"step"' "$1" | awk '{
+    split("ms compute_ms io_busy_ms io_read_ms io_write_ms io_wait_ms", k, " ")
+    line = ""
+    for (i = 1; i <= 6; i++) {
+      v = "missing"
+      if (match($0, "\"" k[i] "\": [-0-9.e+]+")) { v = substr($0, RSTART, RLENGTH); sub(/.*: /, "", v) }
+      line = line (i > 1 ? " " : "") v
+    }
+    print line
+  }'
+}
+# consistent FILE WHAT: every step has the keys; compute and waiting (one thread, disjoint) within the
+# step; read and write busy within busy, busy within their sum (intervals' unions); 0.002 ms: rounding
+consistent() {
+  local bad
+  bad=$(steps "$1" | awk '/missing/ { print "a key is missing: " $0; next }
+    $2 + $6 > $1 + 0.002 { print "compute + wait > step: " $0 }
+    $4 > $3 + 0.002 || $5 > $3 + 0.002 { print "read or write busy > busy: " $0 }
+    $3 > $4 + $5 + 0.002 { print "busy > read + write: " $0 }
+    $2 <= 0 { print "no compute: " $0 }')
+  [ -z "$bad" ] && [ "$(steps "$1" | wc -l)" -eq 3 ] && pass "$2: 3 steps logged, their figures consistent" ||
+    fail "$2: $bad ($(grep -c '"step"' "$1") step lines)"
+}
+
+echo "-- the step's clock in the JSON log"
+run mem
+consistent "$T/mem.jsonl" "in memory"
+[ -z "$(steps "$T/mem.jsonl" | awk '$3 != 0 || $4 != 0 || $5 != 0 || $6 != 0')" ] &&
+  pass "in memory: no disk tier, no I/O time" || fail "in memory: I/O time without a disk tier: $(steps "$T/mem.jsonl")"
+run off "${off[@]}"
+consistent "$T/off.jsonl" "--offload all"
+[ -z "$(steps "$T/off.jsonl" | awk '$4 <= 0 || $5 <= 0')" ] && pass "--offload all: reads and writes were in flight" ||
+  fail "--offload all: no read or write time: $(steps "$T/off.jsonl")"
+same mem off "--offload all against memory"
+
+echo "-- a disk slower than measured: waiting, never a wrong result"
+bytes=$(grep '"event": "end"' "$T/off.jsonl" | grep -o '"read_bytes_per_step": [0-9]*, "write_bytes_per_step": [0-9]*' |
+  grep -o '[0-9]*' | awk '{ s += $1 } END { print s }')
+floor=$(awk -v b="$bytes" -v r="$RATE" 'BEGIN { printf "%.3f", b / (r * 1e6) * 1e3 }') # ms the throttle takes at least
+for eng in io_uring threads; do
+  MEMWALL_AIO=$eng MEMWALL_IO_THROTTLE_MBPS=$RATE run "slow$eng" "${off[@]}"
+  consistent "$T/slow$eng.jsonl" "$eng at $RATE MB/s"
+  same off "slow$eng" "$eng at $RATE MB/s against the unthrottled run"
+  # the throttle serves the step's $bytes bytes one request after another: busy >= their time, and
+  # the step's thread, computing little, waits for most of it (half, less its compute: loose)
+  bad=$(steps "$T/slow$eng.jsonl" | awk -v f="$floor" '$3 < f - 0.002 { print "busy " $3 " < " f } $6 < f / 2 - $2 { print "wait " $6 " < " f "/2 - compute " $2 }')
+  [ -z "$bad" ] && pass "$eng at $RATE MB/s: each step busy >= $floor ms (its $bytes bytes) and mostly waiting" ||
+    fail "$eng at $RATE MB/s: $bad"
+  ws=$(json_field "$T/slow$eng.jsonl" io_wait_ms | awk '{ s += $1 } END { print s }')
+  wf=$(json_field "$T/off.jsonl" io_wait_ms | awk '{ s += $1 } END { print s }')
+  awk -v a="$ws" -v b="$wf" 'BEGIN { exit !(a > b) }' && pass "$eng at $RATE MB/s: waited $ws ms against $wf ms unthrottled" ||
+    fail "$eng at $RATE MB/s: waited $ws ms, not more than the unthrottled $wf ms"
+done
+MEMWALL_IO_THROTTLE_MBPS=fast run badthrottle "${off[@]}"
+grep -q "MEMWALL_IO_THROTTLE_MBPS=fast is not a rate" "$T/badthrottle.out" && pass "a malformed throttle is named" ||
+  fail "a malformed throttle passes unsaid: $(head -3 "$T/badthrottle.out")"
+
+echo "-- the predicted step: overlapped phases"
+"$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 "${off[@]}" --json >"$T/e.json" || fail "estimate: $(head -c 300 "$T/e.json")"
+pc=$(json_field "$T/e.json" predicted_compute_seconds) ps=$(json_field "$T/e.json" predicted_step_seconds)
+pd=$(json_field "$T/e.json" predicted_seconds)
+awk -v c="$pc" -v s="$ps" -v d="$pd" 'BEGIN { exit !(c > 0 && d > 0 && s >= c - 1e-6 && s <= c + d + 1e-6 && s >= d * 0 + 0) }' &&
+  pass "estimate: compute $pc s <= step $ps s <= compute + transfers $(awk -v c="$pc" -v d="$pd" 'BEGIN { print c + d }') s" ||
+  fail "estimate: predicted compute '$pc', transfers '$pd', step '$ps'"
+"$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 "${off[@]}" >"$T/e.txt"
+grep -q "predicted .* s per step, its phases overlapped" "$T/e.txt" && pass "estimate prints the overlapped step" ||
+  fail "estimate's text has no overlapped step: $(grep predicted "$T/e.txt")"
+# the figures side by side (not compared: a loaded machine's times are not a test's)
+echo "  info: predicted step $ps s (compute $pc s, transfers $pd s if serial); measured steps (ms, compute, busy, read, write, wait):"
+steps "$T/off.jsonl" | sed 's/^/  info:   /'
+[ "$fails" -eq 0 ] && echo "cli_overlap: all passed" || { echo "cli_overlap: $fails failed"; exit 1; }
