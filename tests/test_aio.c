@@ -2,7 +2,8 @@
  * against plain pread), its fault injection (EIO, a short read, a partial transfer that must be
  * finished, ENOSPC on a write and on the preallocation), scratch files (preallocation, the
  * free-space refusal, stale files of killed runs removed and live ones left alone, removal on
- * close) and the offload stream over chunks (read ahead, write behind, view/map for checkpoints).
+ * close), the engines' clock and throttle, and the offload stream over chunks (read ahead, write
+ * behind, view/map for checkpoints).
  * Tiny blocks and queue depths, so every refill path runs on small files. */
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../src/memory/aio.h"
@@ -392,6 +394,57 @@ static void offload_narrow(void) {
     free(stage);
 }
 
+static double mono(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* The engine's clock and throttle: four 1 MiB writes at once on a 200 MB/s throttle are busy at
+ * least their 21 ms (one after another), within the wall time around them, and the waits block;
+ * a request that finished before its wait costs no waiting; reads stay at 0. */
+static void engine_clock(int kind) {
+    const size_t R = 1u << 20;
+    mw_scratch s;
+    int stale;
+    uint64_t sb;
+    CHECK_OK(mw_scratch_create(&s, dir, 4 * R, &stale, &sb));
+    unsigned char *buf;
+    CHECK(posix_memalign((void **)&buf, MW_AIO_ALIGN, 4 * R) == 0, "memalign");
+    fill(buf, 4 * R, 7);
+    setenv("MEMWALL_IO_THROTTLE_MBPS", "200", 1);
+    mw_aio *io;
+    CHECK_OK(mw_aio_create(&io, s.fd, s.path, 4, kind));
+    unsetenv("MEMWALL_IO_THROTTLE_MBPS");
+    int id[4];
+    const double t0 = mono();
+    for (int k = 0; k < 4; k++) CHECK_OK(mw_aio_write(io, buf + k * R, R, k * R, &id[k]));
+    for (int k = 0; k < 4; k++) CHECK_OK(mw_aio_wait(io, id[k]));
+    const double wall = mono() - t0, floor = 4.0 * R / 200e6;
+    mw_aio_time t;
+    mw_aio_times(io, &t);
+    printf("  %s at 200 MB/s: 4 MiB busy %.1f ms (at least %.1f), waited %.1f ms, wall %.1f ms\n", mw_aio_kind_name(io),
+           t.busy_s * 1e3, floor * 1e3, t.wait_s * 1e3, wall * 1e3);
+    CHECK(t.busy_s >= floor && t.write_s >= floor && t.busy_s <= wall + 1e-6 && t.write_s <= t.busy_s + 1e-9,
+          "%s throttled: busy %.6f s, write %.6f s; want at least %.6f, at most the wall %.6f", mw_aio_kind_name(io),
+          t.busy_s, t.write_s, floor, wall);
+    CHECK(t.wait_s > 0 && t.wait_s <= wall + 1e-6 && t.read_s == 0, "%s throttled: waited %.6f s (wall %.6f), read %.6f s",
+          mw_aio_kind_name(io), t.wait_s, wall, t.read_s);
+    mw_aio_destroy(io);
+    CHECK_OK(mw_aio_create(&io, s.fd, s.path, 4, kind)); /* no throttle */
+    CHECK_OK(mw_aio_read(io, buf, MW_AIO_ALIGN, 0, &id[0]));
+    usleep(200000); /* long enough for one 4 KiB read to finish */
+    mw_aio_poll(io);
+    CHECK_OK(mw_aio_wait(io, id[0]));
+    mw_aio_times(io, &t);
+    CHECK(t.wait_s == 0 && t.read_s > 0 && t.read_s == t.busy_s && t.write_s == 0,
+          "%s: a read finished before its wait: waited %.6f s, read %.6f s, busy %.6f s", mw_aio_kind_name(io),
+          t.wait_s, t.read_s, t.busy_s);
+    mw_aio_destroy(io);
+    mw_scratch_close(&s);
+    free(buf);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/mw_aio_XXXXXX");
     if (!mkdtemp(dir)) {
@@ -399,11 +452,13 @@ int main(void) {
         return 1;
     }
     engine_roundtrip(MW_AIO_THREADS);
+    engine_clock(MW_AIO_THREADS);
     mw_aio *probe = NULL;
     int fd = open("/dev/null", O_RDONLY);
     if (mw_aio_create(&probe, fd, "/dev/null", 2, MW_AIO_URING) == MW_OK) {
         mw_aio_destroy(probe);
         engine_roundtrip(MW_AIO_URING);
+        engine_clock(MW_AIO_URING);
     } else {
         printf("  io_uring is not available here (%s): its round trip is skipped, the thread pool's ran\n",
                mw_last_error());
