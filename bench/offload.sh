@@ -5,7 +5,11 @@
 # the disk's free space against each mode's file first and says what it skips. With the numbers
 # it also prints the tokens per step below which the disk's time would exceed the step's compute
 # (where I/O dominates): the disk's own time for the mode's bytes (estimate's prediction at the
-# rate it measures in DIR), divided by the in-memory step's time per token.
+# rate it measures in DIR), divided by the in-memory step's time per token. Where the time went, per
+# mode (means over the timed steps of the step's clock, in ms; issue 35): compute (the ops and the
+# optimizer's chunks), read and write (the disk busy reading, writing: the union of the requests'
+# flight), waiting (the step's thread blocked on the disk), beside estimate's predicted step (its
+# phases overlapped, from the ops' and the disk's rates measured here).
 #   bench/offload.sh [--preset gpt2-medium] [--batch 8] [--seq 1024] [--recompute full]
 #                    [--modes "optimizer all"] [--rounds 1] [--steps 1] [--warmup 1]
 #                    [--threads N] [--dir DIR]
@@ -44,7 +48,7 @@ for m in $MODES; do
     run_modes="$run_modes $m"
   fi
 done
-declare -A ms rss rd wr
+declare -A ms rss rd wr cpu ior iow iowt
 for r in $(seq 1 "$ROUNDS"); do
   for m in $run_modes; do
     extra=()
@@ -54,6 +58,10 @@ for r in $(seq 1 "$ROUNDS"); do
     rss[$m]=$(echo "$out" | grep -o '"peak_rss_bytes": [0-9]*' | sed 's/.*: //')
     rd[$m]=$(echo "$out" | grep -o '"read_bytes_per_step": [0-9]*' | sed 's/.*: //')
     wr[$m]=$(echo "$out" | grep -o '"write_bytes_per_step": [0-9]*' | sed 's/.*: //')
+    cpu[$m]="${cpu[$m]:-} $(echo "$out" | grep -o '"compute_ms": [0-9.]*' | sed 's/.*: //')"
+    ior[$m]="${ior[$m]:-} $(echo "$out" | grep -o '"io_read_ms": [0-9.]*' | sed 's/.*: //')"
+    iow[$m]="${iow[$m]:-} $(echo "$out" | grep -o '"io_write_ms": [0-9.]*' | sed 's/.*: //')"
+    iowt[$m]="${iowt[$m]:-} $(echo "$out" | grep -o '"io_wait_ms": [0-9.]*' | sed 's/.*: //')"
   done
 done
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
@@ -65,6 +73,16 @@ for m in $run_modes; do
   printf "%-18s %12.1f %7.3fx %14.0f %13.0f MiB %13.0f MiB\n" "$m" "$med" "$(echo "$med $base" | awk '{print $1/$2}')" \
     "$(echo "${rss[$m]}" | awk '{print $1/1048576}')" "$(echo "${rd[$m]:-0}" | awk '{print $1/1048576}')" \
     "$(echo "${wr[$m]:-0}" | awk '{print $1/1048576}')"
+done
+printf "\nwhere the time went (ms a step, the rounds' medians; read and write overlap each other and compute):\n"
+printf "%-18s %12s %10s %10s %10s %10s %16s\n" "--offload" "ms/step" "compute" "read" "write" "waiting" "predicted ms"
+for m in $run_modes; do
+  pst="-"
+  [ "$m" != none ] && pst=$($MW estimate "${common[@]}" --offload "$m" --offload-dir "$DIR" --json |
+    grep -o '"predicted_step_seconds": [0-9.]*' | sed 's/.*: //' | awk '{printf "%.1f", $1 * 1e3}')
+  printf "%-18s %12.1f %10.1f %10.1f %10.1f %10.1f %16s\n" "$m" "$(echo "${ms[$m]}" | median)" \
+    "$(echo "${cpu[$m]}" | median)" "$(echo "${ior[$m]}" | median)" "$(echo "${iow[$m]}" | median)" \
+    "$(echo "${iowt[$m]}" | median)" "${pst:-?}"
 done
 for m in $run_modes; do
   [ "$m" = none ] && continue

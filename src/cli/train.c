@@ -1012,18 +1012,25 @@ int cmd_bench(int argc, char **argv) {
     progress_line pr; /* --json prints nothing until the end: say on stderr how far it is */
     progress_init(&pr, "bench: step (warm-up included)");
     if (o.json) progress_update(&pr, 0, total);
+    mw_model_clock kt = {0}; /* the timed steps' clocks, summed */
     for (int s = 0; s < total; s++) {
         mw_step_report r;
         if (mw_train_step(m, s, rand_batch, &rc, &r) != MW_OK) die(1, "%s", mw_last_error());
         if (o.json) progress_update(&pr, s + 1, total);
-        if (s >= o.bench_warmup) ms[s - o.bench_warmup] = r.ms;
+        const mw_model_clock *k = &r.clock;
+        if (s >= o.bench_warmup) {
+            ms[s - o.bench_warmup] = r.ms;
+            kt.compute_ms += k->compute_ms, kt.io_busy_ms += k->io_busy_ms, kt.io_read_ms += k->io_read_ms;
+            kt.io_write_ms += k->io_write_ms, kt.io_wait_ms += k->io_wait_ms;
+        }
         if (s + 1 == o.bench_warmup) { /* the stored activations' costs over the timed steps alone */
             double q, w;
             mw_model_act_seconds(m, &q, &w, 1);
         }
         if (!o.json)
-            printf("step %d%s %.1f ms  %.1f tok/s  loss %.4f\n", s, s < o.bench_warmup ? " (warm-up)" : "",
-                   r.ms, r.tokens_per_s, r.loss);
+            printf("step %d%s %.1f ms  %.1f tok/s  loss %.4f | compute %.1f ms, disk busy %.1f (read %.1f, write %.1f), "
+                   "waiting %.1f\n", s, s < o.bench_warmup ? " (warm-up)" : "", r.ms, r.tokens_per_s, r.loss,
+                   k->compute_ms, k->io_busy_ms, k->io_read_ms, k->io_write_ms, k->io_wait_ms);
     }
     qsort(ms, (size_t)c->steps, sizeof *ms, cmp_dbl);
     double med = c->steps % 2 ? ms[c->steps / 2] : 0.5 * (ms[c->steps / 2 - 1] + ms[c->steps / 2]);
@@ -1041,6 +1048,10 @@ int cmd_bench(int argc, char **argv) {
         mw_model_act_seconds(m, &aq, &aw, 0);
         printf("\"act_compress_ms_per_step\": %.3f, \"act_swap_wait_ms_per_step\": %.3f, ", aq * 1e3 / c->steps,
                aw * 1e3 / c->steps);
+        const double n = c->steps; /* the timed steps' means (mw_model_clock) */
+        printf("\"compute_ms\": %.3f, \"io_busy_ms\": %.3f, \"io_read_ms\": %.3f, \"io_write_ms\": %.3f, "
+               "\"io_wait_ms\": %.3f, ", kt.compute_ms / n, kt.io_busy_ms / n, kt.io_read_ms / n, kt.io_write_ms / n,
+               kt.io_wait_ms / n);
         json_categories(stdout, m); /* peak_bytes, peak_rss_bytes, the categories, ... */
         printf("}\n");
     } else {
