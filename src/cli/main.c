@@ -114,7 +114,7 @@ static const opt_def OPTS[] = {
     {"data", K_STR, O_(data), CMD_EVAL, "token file FILE.bin, or PREFIX (reads PREFIX.val.bin)"},
     {"eval-every", K_INT, C_(eval_every), CMD_TRAIN, "validation loss every N steps (and at the end)"},
     {"eval-batches", K_INT, C_(eval_batches), CMD_TRAIN | CMD_EVAL, "micro-batches per validation (eval: at most; 0: all)"},
-    {"json-log", K_STR, O_(json_log), CMD_TRAIN, "write one JSON object per step to FILE"},
+    {"json-log", K_STR, O_(json_log), CMD_TRAIN, "write one JSON object per step to FILE (loss, lr, ms, grad_norm, and the step's clock in ms: compute_ms, io_busy_ms, io_read_ms, io_write_ms, io_wait_ms)"},
     {"log-every", K_INT, O_(log_every), CMD_TRAIN, "print a progress line every N steps (0: auto)"},
     {"out", K_STR, O_(ckpt_dir), CMD_TRAIN, "checkpoint directory (saved at the end and every --save-every)"},
     {"save-every", K_INT, C_(save_every), CMD_TRAIN, "save a checkpoint every N steps (0: only at the end)"},
