@@ -47,21 +47,25 @@ cd "$T" || exit 1 # relative paths only: no temporary folder's name in any outpu
 # ---- normalising ---------------------------------------------------------------------------------
 # estimate/plan JSON: times, the disk's measured speed and room (only with --offload-dir), and the
 # policies table's "auto" row (its choice rests on op times measured now)
+# (the step's predicted compute and overlapped time, both timed now, are taken out whole)
 norm_json() {
-  sed -E -e 's/"(plan_seconds|predicted_recompute_seconds|predicted_seconds|read_bytes_per_s|write_bytes_per_s|room_bytes|fits_in_room)": [^,}]*/"\1": _/g' \
+  sed -E -e 's/, "(predicted_compute_seconds|predicted_step_seconds)": [^,}]*//g' \
+    -e 's/"(plan_seconds|predicted_recompute_seconds|predicted_seconds|read_bytes_per_s|write_bytes_per_s|room_bytes|fits_in_room)": [^,}]*/"\1": _/g' \
     -e 's/, "auto": \{[^}]*\}//g'
 }
 # estimate's text: the same, as lines
-norm_text() { grep -v -E '^  planned in |^    auto  |auto.s choice rests on op times'; }
+norm_text() { grep -v -E '^  planned in |^    auto  |auto.s choice rests on op times|its phases overlapped: max|^ +transfers\) \+ the norm'; }
 # train's, eval's JSON: times, RSS, the I/O engine
+# (the step's clock, compute_ms and io_*_ms, is taken out whole)
 norm_log() {
-  sed -E -e 's/"(ms|tokens_per_s|peak_rss_bytes|seconds)": [^,}]*/"\1": _/g' -e 's/"engine": "[^"]*"/"engine": _/g'
+  sed -E -e 's/, "(compute_ms|io_busy_ms|io_read_ms|io_write_ms|io_wait_ms)": [^,}]*//g' \
+    -e 's/"(ms|tokens_per_s|peak_rss_bytes|seconds)": [^,}]*/"\1": _/g' -e 's/"engine": "[^"]*"/"engine": _/g'
 }
 # train's and eval's text: times, rates, RSS, the kernel's name, the disk tier's file (its name has
 # the process id), engine (io_uring or threads) and O_DIRECT (the file system's), io_uring's absence,
 # the folder's free space
 norm_run() {
-  sed -E -e 's/can give the file [0-9.]+ [KMGT]?i?B/can give the file _/' -e 's/^  disk tier: [^ ]+ \(([0-9.]+ [KMGT]?i?B), [^,]+, .*\)$/  disk tier: _ (\1, _, _)/' \
+  sed -E -e '/^  disk tier: predicted .* overlapping compute/d' -e 's/can give the file [0-9.]+ [KMGT]?i?B/can give the file _/' -e 's/^  disk tier: [^ ]+ \(([0-9.]+ [KMGT]?i?B), [^,]+, .*\)$/  disk tier: _ (\1, _, _)/' \
     -e '/^  disk tier: .*I\/O threads instead$/d' -e 's/[0-9.]+ ms\b/_ ms/g' -e 's/[0-9.]+ tok\/s/_ tok\/s/g' -e 's/ETA [0-9hms]+/ETA _/g' \
     -e 's/ in [0-9.]+ s\b/ in _ s/g' -e 's/\| [0-9.]+ s$/| _ s/' -e 's/peak RSS [0-9.]+ [KMGT]?i?B/peak RSS _/g' \
     -e 's/\| kernel [a-z0-9]+ \|/| kernel _ |/'
