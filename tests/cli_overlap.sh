@@ -99,6 +99,10 @@ awk -v c="$pc" -v s="$ps" -v d="$pd" 'BEGIN { exit !(c > 0 && d > 0 && s >= c - 
 "$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 "${off[@]}" >"$T/e.txt"
 grep -q "predicted .* s per step, its phases overlapped" "$T/e.txt" && pass "estimate prints the overlapped step" ||
   fail "estimate's text has no overlapped step: $(grep predicted "$T/e.txt")"
+# a disk tier of swapped activations alone (no model state on disk): their bytes are the micro-batches'
+"$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 --act-offload checkpoints --offload-dir "$T/scr" --json >"$T/ea.json" &&
+  [ -n "$(json_field "$T/ea.json" predicted_step_seconds)" ] && pass "estimate predicts the step of swapped activations alone" ||
+  fail "estimate --act-offload checkpoints: $(head -c 300 "$T/ea.json")"
 # the figures side by side (not compared: a loaded machine's times are not a test's)
 echo "  info: predicted step $ps s (compute $pc s, transfers $pd s if serial); measured steps (ms, compute, busy, read, write, wait):"
 steps "$T/off.jsonl" | sed 's/^/  info:   /'

@@ -154,14 +154,17 @@ const char *mw_tier_name(mw_tier t) { return t == MW_TIER_DEVICE ? "device" : t 
 /* s->pred_step_s from s's measured costs and disk (mw_plan_summary): the micro-batches' ops beside
  * their transfers, then the norm's pass and the optimizer's passes, each phase the longer of its
  * compute and its transfers (the optimizer's compute unmeasured: its transfers alone). The phases'
- * bytes are s->disk_read and s->disk_write split as mw_graph_plan_model counts them. */
+ * bytes are s->disk_read and s->disk_write split as mw_graph_plan_model counts them (swapped
+ * activations, written and read by the micro-batches, in their phase). */
 static void predict_step(const mw_model *m, mw_plan_summary *s) {
     if (s->pred_compute_s < 0 || !(s->disk_read_bw > 0) || !(s->disk_write_bw > 0)) return;
-    mw_offload_layout lay;
-    mw_graph_disk_layout(m, &lay);
-    uint64_t ord, owr;
-    mw_graph_opt_traffic(m, &lay, &ord, &owr);
-    const uint64_t G = lay.arr_bytes[MW_ARR_G]; /* the norm's pass reads the gradients once */
+    uint64_t ord = 0, owr = 0, G = 0; /* model states on disk (not only swapped activations) */
+    if (m->offload != MW_OFFLOAD_NONE) {
+        mw_offload_layout lay;
+        mw_graph_disk_layout(m, &lay);
+        mw_graph_opt_traffic(m, &lay, &ord, &owr);
+        G = lay.arr_bytes[MW_ARR_G]; /* the norm's pass reads the gradients once */
+    }
     const double rb = s->disk_read_bw, wb = s->disk_write_bw;
     const double mb_io = (double)(s->disk_read - ord - G) / rb + (double)(s->disk_write - owr) / wb;
     const double norm_io = (double)G / rb, opt_io = (double)ord / rb + (double)owr / wb;
