@@ -2,9 +2,13 @@
  * process, same threads, rounds interleaved: median GFLOP/s of each.
  *   build/sgemm_rate [threads] [n]          one JSON line for an n x n x n product (NT, as the
  *                                           forward matmul), the machine's ceiling for bench/run.sh
- *   build/sgemm_rate [threads] --gpt2       a table over GPT-2 124M's GEMM shapes at B*T = 1024,
- *                                           the LM head's 256-row quantum, and attention tiles
- *                                           (one thread, as attention calls them) */
+ *   build/sgemm_rate [threads] --gpt2 [op]  a table over every large product of a GPT-2 124M
+ *                                           step at B*T = 1024 (B=4 T=256 and B=1 T=1024 run the
+ *                                           same ones), each with the beta the step calls it
+ *                                           with, the LM head's over its 256-row loss quantum,
+ *                                           then the attention tiles (one thread, as attention
+ *                                           calls them); op: only the rows whose name starts
+ *                                           with it (a profiler's run), with 5x the rounds */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -20,7 +24,10 @@
 typedef struct {
     int ta, tb, M, N, K, one_thread;
     const char *what;
+    float beta; /* 1: C accumulates (bias first, or a gradient), as the step calls it */
 } shape;
+
+static int rounds = ROUNDS;
 
 /* medians of ROUNDS interleaved runs; worst relative difference between the two results */
 static void measure(const shape *s, int threads, double *mw, double *ob, double *diff) {
@@ -30,22 +37,25 @@ static void measure(const shape *s, int threads, double *mw, double *ob, double 
     for (long i = 0; i < (long)s->M * s->K; i++) A[i] = (float)((i * 7919) % 1000) / 1000.f - 0.5f;
     for (long i = 0; i < (long)s->K * s->N; i++) B[i] = (float)((i * 104729) % 1000) / 1000.f - 0.5f;
     const int nt = s->one_thread ? 1 : threads;
-    const size_t wn = mw_gemm_ws_floats(nt, 512);
+    const size_t wn = mw_gemm_ws_floats(nt, getenv("NC") ? atoi(getenv("NC")) : 512); /* as the trainer's plan sizes it (MW_GEMM_NC) */
     float *ws = malloc(sizeof(float) * wn);
     openblas_set_num_threads(nt);
     /* small products repeat inside one timing so that each timing is well above the clock's grain */
     const double fl = 2.0 * s->M * s->N * s->K;
     const int reps = fl < 1e8 ? (int)(1e8 / fl) + 1 : 1;
-    double g1[ROUNDS], g2[ROUNDS];
-    for (int r = -1; r < ROUNDS; r++) { /* round -1 warms both up */
+    double g1[5 * ROUNDS], g2[5 * ROUNDS];
+    memset(C1, 0, sizeof(float) * s->M * s->N);
+    memset(C2, 0, sizeof(float) * s->M * s->N);
+    for (int r = -1; r < rounds; r++) { /* round -1 warms both up */
         double t0 = bench_now();
         for (int i = 0; i < reps; i++)
-            mw_gemm(s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, 0.0f, C1, s->N, ws, wn, nt);
+            mw_gemm(s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, B, ldb, s->beta, C1, s->N, ws, wn,
+                    nt);
         double t1 = bench_now();
         for (int i = 0; i < reps; i++)
             cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
                         s->tb ? CblasTrans : CblasNoTrans, s->M, s->N, s->K, 1.0f, A, lda, B, ldb,
-                        0.0f, C2, s->N);
+                        s->beta, C2, s->N);
         double t2 = bench_now();
         if (r >= 0) g1[r] = fl * reps / (t1 - t0) / 1e9, g2[r] = fl * reps / (t2 - t1) / 1e9;
     }
@@ -54,7 +64,8 @@ static void measure(const shape *s, int threads, double *mw, double *ob, double 
         double e = fabs(C1[i] - C2[i]) / (fabs(C2[i]) + 1.0);
         d = e > d ? e : d;
     }
-    *mw = bench_median(g1, ROUNDS), *ob = bench_median(g2, ROUNDS), *diff = d;
+    /* with beta 1 both accumulate the same number of products: the difference stays relative */
+    *mw = bench_median(g1, rounds), *ob = bench_median(g2, rounds), *diff = d;
     free(A), free(B), free(C1), free(C2), free(ws);
 }
 
@@ -65,29 +76,37 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (argc > 2 && strcmp(argv[2], "--gpt2") == 0) {
+        /* every product of the step with more than one thread, then the attention tiles */
         const shape shapes[] = {
-            {0, 1, 1024, 2304, 768, 0, "qkv forward"},     {0, 1, 1024, 3072, 768, 0, "fc forward"},
-            {0, 1, 1024, 768, 3072, 0, "fc proj forward"}, {0, 0, 1024, 768, 3072, 0, "fc dinp"},
-            {1, 0, 3072, 768, 1024, 0, "fc dweight"},      {0, 1, 256, 50257, 768, 0, "LM head"},
-            {1, 0, 50257, 768, 256, 0, "LM head dweight"}, {0, 1, 128, 128, 64, 1, "attn q.k tile"},
-            {0, 0, 128, 64, 128, 1, "attn p.v tile"},      {1, 0, 128, 64, 1024, 1, "attn dk strip"},
+            {0, 1, 1024, 2304, 768, 0, "qkv fwd", 1},      {0, 1, 1024, 768, 768, 0, "attproj fwd", 1},
+            {0, 1, 1024, 3072, 768, 0, "fc fwd", 1},       {0, 1, 1024, 768, 3072, 0, "fcproj fwd", 1},
+            {0, 0, 1024, 768, 768, 0, "attproj dinp", 0},  {0, 0, 1024, 768, 3072, 0, "fcproj dinp", 0},
+            {0, 0, 1024, 768, 2304, 0, "qkv dinp", 0},     {0, 0, 1024, 3072, 768, 0, "fc dinp", 0},
+            {1, 0, 768, 768, 1024, 0, "attproj dw", 1},    {1, 0, 768, 3072, 1024, 0, "fcproj dw", 1},
+            {1, 0, 3072, 768, 1024, 0, "fc dw", 1},        {1, 0, 2304, 768, 1024, 0, "qkv dw", 1},
+            {0, 1, 256, 50257, 768, 0, "lmhead fwd", 0},   {0, 0, 256, 768, 50257, 0, "lmhead dinp", 0},
+            {1, 0, 50257, 768, 256, 0, "lmhead dw", 1},    {0, 1, 128, 128, 64, 1, "attn q.k tile", 0},
+            {0, 0, 128, 64, 128, 1, "attn p.v tile", 1},   {1, 0, 128, 64, 1024, 1, "attn dk strip", 0},
         };
+        const char *only = argc > 3 ? argv[3] : NULL;
+        if (only) rounds = 5 * ROUNDS;
         printf("kernel %s, %d threads (attention tiles: 1 thread), medians of %d interleaved "
-               "rounds\n%-16s %-22s %9s %9s %7s %9s\n",
-               mw_kernel_get(), threads, ROUNDS, "op", "shape (MxNxK)", "memwall", "OpenBLAS",
+               "rounds\n%-16s %-24s %9s %9s %7s %9s\n",
+               mw_kernel_get(), threads, rounds, "op", "shape (MxNxK)", "memwall", "OpenBLAS",
                "ratio", "max diff");
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            if (only && strncmp(shapes[i].what, only, strlen(only)) != 0) continue;
             double a, b, d;
             measure(&shapes[i], threads, &a, &b, &d);
             char sh[40];
-            snprintf(sh, sizeof sh, "%c%c %dx%dx%d", "NT"[shapes[i].ta], "NT"[shapes[i].tb],
-                     shapes[i].M, shapes[i].N, shapes[i].K);
-            printf("%-16s %-22s %9.1f %9.1f %6.2fx %9.1e\n", shapes[i].what, sh, a, b, a / b, d);
+            snprintf(sh, sizeof sh, "%c%c %dx%dx%d b%d", "NT"[shapes[i].ta], "NT"[shapes[i].tb],
+                     shapes[i].M, shapes[i].N, shapes[i].K, (int)shapes[i].beta);
+            printf("%-16s %-24s %9.1f %9.1f %6.2fx %9.1e\n", shapes[i].what, sh, a, b, a / b, d);
         }
         return 0;
     }
     const int n = argc > 2 ? atoi(argv[2]) : 2048;
-    const shape sq = {0, 1, n, n, n, 0, "square"};
+    const shape sq = {0, 1, n, n, n, 0, "square", 0};
     double a, b, d;
     measure(&sq, threads, &a, &b, &d);
     printf("{\"sgemm_gflops\": %.1f, \"openblas_gflops\": %.1f, \"kernel\": \"%s\", \"n\": %d, "

@@ -361,6 +361,37 @@ static void pack_rows_emu(float *dst, const int LD, const float *s, int s16, lon
         for (int p = 0; p < np; p++) memset(dst + (size_t)p * kp * LD + (size_t)(kc - 1) * LD, 0, sizeof(float) * LD);
 }
 
+/* The fp32 panels of a matrix read along its rows (B not transposed, or A transposed), as
+ * pack_rows_emu fills the emulated mode's: rows k0..k1-1 of the block, each read once across all np
+ * panels of LD columns (n in all, from s: row k at s + k * lds), zeros past n. The same panels as
+ * pack_panel makes one by one (a copy: the same bits), filled by rows: strips of LD columns down
+ * 256 rows touch a new cache line on every row, a stride the hardware prefetcher does not follow
+ * (measured: the weight gradients' packing at 11-15% of their time, OpenBLAS's at 3%). */
+static void pack_rows_f32(float *dst, const int LD, const float *s, long lds, int n, int np, int kc,
+                          int k0, int k1) {
+    const size_t pstride = (size_t)kc * LD;
+    for (int k = k0; k < k1; k++) {
+        const float *r = s + (long)k * lds;
+        float *d = dst + (size_t)k * LD;
+        if (k + 8 < k1)
+            for (int q = 0; q < n; q += 16) __builtin_prefetch(r + 8 * lds + q, 0, 3);
+        int p = 0;
+        for (; (p + 1) * LD <= n; p++, d += pstride, r += LD) {
+            int i = 0;
+#if defined(__AVX2__)
+            for (; i + 8 <= LD; i += 8) _mm256_storeu_ps(d + i, _mm256_loadu_ps(r + i));
+            if (i + 4 <= LD) _mm_storeu_ps(d + i, _mm_loadu_ps(r + i)), i += 4;
+#endif
+            for (; i < LD; i++) d[i] = r[i];
+        }
+        if (p < np) { /* the last panel: nr < LD columns, zeros past them */
+            const int nr = n - p * LD;
+            for (int i = 0; i < nr; i++) d[i] = r[i];
+            memset(d + nr, 0, sizeof(float) * (LD - nr));
+        }
+    }
+}
+
 /* ---- micro-kernels ------------------------------------------------------------------------------
  * The portable one here; the vector ones in gemm_avx2.c and gemm_avx512.c (gemm_kernels.h). */
 
@@ -463,6 +494,9 @@ static void run_thread(const job *j, int tid, int nt) {
             if (j->mode == PK_EMU && !j->tb) {
                 pack_rows_emu(bp, NR, elem(j->B, j->b16, (long)pc * j->ldb + jc), j->b16, j->ldb, nc,
                               pn, kc, kc * tid / nt, kc * (tid + 1) / nt);
+            } else if (j->mode == PK_F32 && !j->tb) {
+                pack_rows_f32(bp, NR, j->B + (long)pc * j->ldb + jc, j->ldb, nc, pn, kc,
+                              kc * tid / nt, kc * (tid + 1) / nt);
             } else {
                 for (int p = tid; p < pn; p += nt) {
                     const int col = jc + p * NR, nr = j->N - col < NR ? j->N - col : NR;
@@ -482,6 +516,9 @@ static void run_thread(const job *j, int tid, int nt) {
                 if (j->mode == PK_EMU && j->ta)
                     pack_rows_emu(ap, MR, elem(j->A, j->a16, (long)pc * j->lda + i0), j->a16, j->lda,
                                   mc, (mc + MR - 1) / MR, kc, 0, kc);
+                else if (j->mode == PK_F32 && j->ta)
+                    pack_rows_f32(ap, MR, j->A + (long)pc * j->lda + i0, j->lda, mc,
+                                  (mc + MR - 1) / MR, kc, 0, kc);
                 else if (!j->rows)
                     pack_a(ap, MR, j->ta, j->A, j->a16, j->lda, i0, mc, pc, kc, j->mode);
                 for (int p = p0; p < p1; p++) {
