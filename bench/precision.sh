@@ -2,7 +2,8 @@
 # --precision bf16 against fp32 (issues 15, 36), side by side in one run: memwall fp32, memwall
 # bf16 on the amx kernel (AMX tiles, the AMX family) where the CPU and system run it, on the
 # FMA family's best kernel (the one auto picks for fp32), on the avx512bf16 kernel (vdpbf16ps)
-# where the CPU has it, PyTorch fp32 and PyTorch bf16 autocast (../shared/peers/torch_gpt2_bench.py --dtype bf16),
+# where the CPU has it, PyTorch fp32 and PyTorch bf16 autocast (../shared/peers/torch_gpt2_bench.py --dtype bf16;
+# ../shared/peers/torch_llama_bench.py for a Llama preset: --preset smollm-135m; PEER= overrides),
 # on GPT-2 124M, B=4 T=256 by default. Rounds alternate the configurations (A B C D E, then
 # again) so that the shared machine's drift falls on all of them; each row is the median over
 # rounds of each round's median step time. Also the planned activation bytes of each memwall
@@ -24,12 +25,17 @@ while [ $# -gt 0 ]; do
 done
 MW=build/memwall
 [ -x "$MW" ] || make -j"$(nproc)" build/memwall >/dev/null
-PEER=${PEER:-../shared/peers/torch_gpt2_bench.py}
+# the peer of the preset's family: GPT-2's, or the Llama one for the Llama presets (SmolLM, ...)
+case $PRESET in
+gpt2*) PEER=${PEER:-../shared/peers/torch_gpt2_bench.py} ;;
+*) PEER=${PEER:-../shared/peers/torch_llama_bench.py} ;;
+esac
 PY=/usr/bin/python3
 BLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp
 cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
 flags=$(grep -o -w -E 'avx2|avx512f|avx512_bf16|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')
 echo "CPU: $cpu ($(nproc) cores; $flags)"
+echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "memwall $(git rev-parse --short HEAD 2>/dev/null || echo '?'): $PRESET B=$B T=$T, $STEPS timed steps (1 warm-up) per round, $ROUNDS rounds"
 "$MW" --version | sed -n '2,$p'
 fk=$("$MW" --version | sed -n 's/^kernel \([a-z0-9]*\) .*/\1/p')
@@ -60,6 +66,7 @@ for r in $(seq 1 "$ROUNDS"); do
     fi
   done
 done
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 field() { grep -o "\"$2\": [0-9.e+-]*" "$1" | head -1 | sed 's/.*: //'; }
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
 declare -A MS RSS
