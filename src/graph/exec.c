@@ -173,45 +173,71 @@ typedef struct norm_chunk {
  * quanta's chains side by side, element j of each in turn: the same additions in the same order
  * for every quantum (the same bits), eight independent chains in flight (measured: the norm was
  * the largest part of a bf16 step outside the products, 6.7%). t[u] continues quantum u's sum
- * over g[u * MW_NORM_QUANTUM + j], j < n. */
-static void sumsq8(double t[8], const float *g, size_t n) {
-    double a0 = t[0], a1 = t[1], a2 = t[2], a3 = t[3], a4 = t[4], a5 = t[5], a6 = t[6], a7 = t[7];
-    const size_t Q = MW_NORM_QUANTUM;
-    for (size_t j = 0; j < n; j++) {
-        const double x0 = g[j], x1 = g[Q + j], x2 = g[2 * Q + j], x3 = g[3 * Q + j];
-        const double x4 = g[4 * Q + j], x5 = g[5 * Q + j], x6 = g[6 * Q + j], x7 = g[7 * Q + j];
-        a0 += x0 * x0, a1 += x1 * x1, a2 += x2 * x2, a3 += x3 * x3;
-        a4 += x4 * x4, a5 += x5 * x5, a6 += x6 * x6, a7 += x7 * x7;
+ * over element u * MW_NORM_QUANTUM + j of g, j < n: floats, or bfloat16 (their bits) read as the
+ * floats they are exactly, so a block's bfloat16 gradients need no widened copy first. */
+#define SUMSQ8(NAME, T, X)                                                                           \
+    static void NAME(double t[8], const T *g, size_t n) {                                          \
+        double a0 = t[0], a1 = t[1], a2 = t[2], a3 = t[3], a4 = t[4], a5 = t[5], a6 = t[6], a7 = t[7]; \
+        const size_t Q = MW_NORM_QUANTUM;                                                          \
+        for (size_t j = 0; j < n; j++) {                                                           \
+            const double x0 = X(g[j]), x1 = X(g[Q + j]), x2 = X(g[2 * Q + j]), x3 = X(g[3 * Q + j]); \
+            const double x4 = X(g[4 * Q + j]), x5 = X(g[5 * Q + j]), x6 = X(g[6 * Q + j]);         \
+            const double x7 = X(g[7 * Q + j]);                                                     \
+            a0 += x0 * x0, a1 += x1 * x1, a2 += x2 * x2, a3 += x3 * x3;                            \
+            a4 += x4 * x4, a5 += x5 * x5, a6 += x6 * x6, a7 += x7 * x7;                            \
+        }                                                                                          \
+        t[0] = a0, t[1] = a1, t[2] = a2, t[3] = a3, t[4] = a4, t[5] = a5, t[6] = a6, t[7] = a7;    \
     }
-    t[0] = a0, t[1] = a1, t[2] = a2, t[3] = a3, t[4] = a4, t[5] = a5, t[6] = a6, t[7] = a7;
-}
+#define AS_F32(v) (v)
+SUMSQ8(sumsq8, float, AS_F32)
+SUMSQ8(sumsq8_16, uint16_t, mw_bf16_widen)
+#undef AS_F32
+#undef SUMSQ8
 
-/* parts[b] += the squares of g's elements lo..hi-1 (g[0] is element lo) that lie in quantum b,
- * each quantum's in element order, on the OpenMP threads */
-static void sumsq_parts(double *parts, const float *g, size_t lo, size_t hi) {
+/* parts[b] += the squares of the elements lo..hi-1 of g (g[0] is element lo; floats, or bfloat16
+ * when g16) that lie in quantum b, each quantum's in element order, on the OpenMP threads */
+static void sumsq_parts(double *parts, const void *gv, int g16, size_t lo, size_t hi) {
     const size_t Q = MW_NORM_QUANTUM, b0 = lo / Q, b1 = (hi - 1) / Q;
     const size_t f0 = (lo + Q - 1) / Q, f1 = hi / Q; /* the quanta wholly inside: f0 .. f1-1 */
-    const size_t ng = f1 > f0 ? (f1 - f0) / 8 : 0, g1 = f0 + 8 * ng;
+    const size_t ng = f1 > f0 ? (f1 - f0) / 8 : 0, e1 = f0 + 8 * ng;
+    const float *g = gv;
+    const uint16_t *h = gv;
 #pragma omp parallel for schedule(static)
-    for (size_t q = 0; q < ng; q++) sumsq8(parts + f0 + 8 * q, g + ((f0 + 8 * q) * Q - lo), Q);
+    for (size_t q = 0; q < ng; q++) {
+        const size_t e = (f0 + 8 * q) * Q - lo;
+        if (g16)
+            sumsq8_16(parts + f0 + 8 * q, h + e, Q);
+        else
+            sumsq8(parts + f0 + 8 * q, g + e, Q);
+    }
     /* the rest one chain each: quanta cut by lo or hi, and those past the groups of eight */
 #pragma omp parallel for schedule(static)
     for (size_t b = b0; b <= b1; b++) {
-        if (b >= f0 && b < g1) continue;
+        if (b >= f0 && b < e1) continue;
         const size_t j0 = b * Q > lo ? b * Q : lo, j1 = (b + 1) * Q < hi ? (b + 1) * Q : hi;
         double t = parts[b];
-        for (size_t j = j0; j < j1; j++) t += (double)g[j - lo] * g[j - lo];
+        for (size_t j = j0 - lo; j < j1 - lo; j++) {
+            const double x = g16 ? mw_bf16_widen(h[j]) : g[j];
+            t += x * x;
+        }
         parts[b] = t;
     }
 }
 
 static void norm_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const arr[MW_ARR_COUNT]) {
     norm_chunk *nc = ctx;
+    mw_model *m = nc->m;
     const double t0 = now_s();
-    const float *g = arr[MW_ARR_G] ? (const float *)arr[MW_ARR_G] : mw_graph_grads_chunk(nc->m, seg, lo, hi);
-    if (arr[MW_ARR_G] && grads_fresh(nc->m, seg)) memset(arr[MW_ARR_G], 0, (hi - lo) * sizeof(float));
-    sumsq_parts(nc->parts, g, lo, hi);
-    nc->m->compute_s += now_s() - t0;
+    if (arr[MW_ARR_G] && grads_fresh(m, seg)) memset(arr[MW_ARR_G], 0, (hi - lo) * sizeof(float));
+    if (!arr[MW_ARR_G] && mw_graph_grads_mem16(m) && seg > 0 && seg < m->nseg - 1) {
+        /* a block's bfloat16 gradients, read in place; none this step (zeros) add nothing: every
+         * partial sum is +0 or above, and adding +0 to it leaves it as it is */
+        if (!grads_fresh(m, seg)) sumsq_parts(nc->parts, m->g16 + (lo - m->seg_lo[1]), 1, lo, hi);
+    } else {
+        const float *g = arr[MW_ARR_G] ? (const float *)arr[MW_ARR_G] : mw_graph_grads_chunk(m, seg, lo, hi);
+        sumsq_parts(nc->parts, g, 0, lo, hi);
+    }
+    m->compute_s += now_s() - t0;
 }
 
 mw_status mw_graph_grad_norm(mw_model *m, double *norm) {
@@ -235,7 +261,7 @@ mw_status mw_graph_grad_norm(mw_model *m, double *norm) {
     } else {
         const double t0 = now_s();
         for (size_t b = 0; b < nb; b++) parts[b] = 0.0;
-        if (n) sumsq_parts(parts, m->grads, 0, n);
+        if (n) sumsq_parts(parts, m->grads, 0, 0, n);
         m->compute_s += now_s() - t0;
     }
     double s = 0.0;
