@@ -761,6 +761,15 @@ void mw_grid_destroy(mw_grid *g);
  * cfg.rank. mw_train and mw_train_step then run the data-parallel step. */
 mw_status mw_model_set_comm(mw_model *m, mw_comm *comm);
 mw_comm *mw_model_comm(const mw_model *m);
+/* Binds the stages of a pipeline stage's model (cfg.pp > 1): pcomm's size and rank must be cfg.pp and
+ * cfg.pp_stage, with point-to-point messages (mw_grid's pp_comm). mw_train, mw_train_step and
+ * mw_evaluate then run the stage's part, collectively with the other stages (src/dist/pipeline.c). */
+mw_status mw_model_set_pipe(mw_model *m, mw_comm *pcomm);
+/* CRC-32C of the single-process flat parameter buffer (padding included): a pipeline stage's run
+ * of it combined over the stages in order (collective over them), so that every layout of one
+ * model reports the same value for the same bits. MW_ERR_ARG when the parameters are not whole in
+ * memory (--offload all, --zero 3). */
+mw_status mw_model_params_crc(mw_model *m, uint32_t *crc);
 /* The checkpoint of a data-parallel model, written by every rank at once (collective): rank 0
  * creates the temporary file under dir (which every rank must see), each rank writes its shard's
  * pieces of the parameters and the optimizer state where the single-process format puts them,

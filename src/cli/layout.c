@@ -9,6 +9,7 @@
 
 #include "../core/arena.h"
 #include "../core/status.h"
+#include "../dist/comm_mpi.h"
 #include "cli.h"
 #include "memwall.h"
 
@@ -23,16 +24,34 @@ void layout_parse(opts *o, int mask) {
         if (opt_given(o, FLAGS[k])) given = FLAGS[k];
     if (!given) return;
     if (opt_given(o, "search")) die(1, "--search chooses the layout and the ZeRO stage: drop --%s", given);
-    if (mask & (CMD_TRAIN | CMD_BENCH)) { /* train runs --tp alone (src/dist/tp.c); the rest is planned only */
-        const char *later = mask & CMD_BENCH ? given : NULL;
-        for (size_t k = 0; k < sizeof FLAGS / sizeof FLAGS[0] && !later; k++)
-            if (opt_given(o, FLAGS[k]) && strcmp(FLAGS[k], "tp") != 0 && strcmp(FLAGS[k], "sp") != 0) later = FLAGS[k];
-        if (later)
-            die(1, "--%s runs in a later version: estimate and plan only (train runs --tp and --sp alone)", later);
+    if (mask & CMD_BENCH)
+        die(1, "--%s runs in a later version: estimate and plan only (a layout's collectives have no CPU kernel yet)", given);
+    if (mask & CMD_TRAIN) { /* train runs --tp (and --sp) alone (src/dist/tp.c), or a pipeline with its data-parallel
+                               replicas (src/dist/pipeline.c); the rest is planned only */
+        const int tpl = opt_given(o, "tp") || opt_given(o, "sp");
+        for (size_t k = 0; k < sizeof FLAGS / sizeof FLAGS[0]; k++) {
+            if (!opt_given(o, FLAGS[k])) continue;
+            const int is_tp = !strcmp(FLAGS[k], "tp") || !strcmp(FLAGS[k], "sp");
+            const int is_pp = !strcmp(FLAGS[k], "pp") || !strcmp(FLAGS[k], "pp-layers") || !strcmp(FLAGS[k], "microbatches") ||
+                              !strcmp(FLAGS[k], "dp");
+            if (!is_tp && !is_pp)
+                die(1, "train --%s runs in a later version: estimate and plan only (train runs --tp and --sp alone, or --pp "
+                       "with --pp-layers and --microbatches)", FLAGS[k]);
+            if (is_pp && tpl)
+                die(1, "train --%s with --tp: tensor parallelism with --%s runs in a later version (train runs --tp and --sp "
+                       "alone, or --pp alone)", FLAGS[k], FLAGS[k]);
+        }
     }
     mw_config *c = &o->cfg;
-    const int T = opt_given(o, "tp") ? c->tp : 1, P = opt_given(o, "pp") ? c->pp : 1,
-              D = opt_given(o, "dp") ? o->layout_dp : 1, E = opt_given(o, "ep") ? c->ep : 1;
+    const int T = opt_given(o, "tp") ? c->tp : 1, P = opt_given(o, "pp") ? c->pp : 1, E = opt_given(o, "ep") ? c->ep : 1;
+    int D = opt_given(o, "dp") ? o->layout_dp : 1;
+    if ((mask & CMD_TRAIN) && T >= 1 && P >= 1) { /* the ranks mpirun started: D = N / (T P) */
+        const int N = mw_mpi_launched_size() > 0 ? mw_mpi_launched_size() : 1;
+        if (N % (T * P)) die(1, "train --pp %d on %d rank%s: the ranks must be a multiple of the stages (mpirun -np %d)", P, N, N == 1 ? "" : "s", T * P);
+        if (opt_given(o, "dp") && D != N / (T * P))
+            die(1, "--dp %d, but %d ranks of --pp %d make %d data-parallel replicas", D, N, P, N / (T * P));
+        D = N / (T * P);
+    }
     if (T < 1 || P < 1 || D < 1 || E < 1)
         die(1, "--tp, --pp, --dp and --ep must be >= 1 (got %d, %d, %d, %d)", T, P, D, E);
     if (P > MAX_STAGES) die(1, "--pp %d: at most %d stages", P, MAX_STAGES);
@@ -80,6 +99,18 @@ void layout_parse(opts *o, int mask) {
     c->world = D;
     c->rank = 0;
     o->layout = 1;
+    if (mask & CMD_TRAIN) { /* this rank's place in the grid (src/dist/grid.c) */
+        if (P > c->n_layer) die(1, "--pp %d: more stages than the model's %d blocks", P, c->n_layer);
+        if (P > 1 && (o->ckpt_dir || o->resume))
+            die(1, "train --pp with --%s: a pipeline's checkpoints are not built yet (a stage holds its blocks' part of "
+                   "the single-process file)", o->resume ? "resume" : "out");
+        int t, p, d;
+        const int N = mw_mpi_launched_size() > 0 ? mw_mpi_launched_size() : 1;
+        mw_grid_coords(mw_mpi_launched_rank() % N, T, P, D, &t, &p, &d);
+        c->rank = d;
+        if (P > 1) c->pp_stage = p, c->pp_first = stage_first[p], c->pp_blocks = stage_blocks[p];
+        else c->pp = 0;
+    }
 }
 
 /* One distinct rank: its plan and the ranks sharing it. */

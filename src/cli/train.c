@@ -465,9 +465,10 @@ static void agree(void) {
 }
 
 /* --zero: MPI, this rank's place in the run, and its output (rank 0 alone prints on stdout) */
+static mw_grid grid; /* --pp: this rank's place in the layout and its groups */
 static mw_comm *start_ranks(opts *o, int *argc, char ***argv) {
     const int launched = mw_mpi_launched_size(), tp = o->cfg.tp > 1;
-    if (!o->cfg.dp && !tp) {
+    if (!o->cfg.dp && !tp && o->cfg.pp <= 1) {
         if (launched > 1)
             die(1, "started as one of %d ranks (mpirun) without --zero: each would train the whole model alone on the "
                    "same data and write the same files; give --zero 0 or 1 to share the steps", launched);
@@ -484,7 +485,11 @@ static mw_comm *start_ranks(opts *o, int *argc, char ***argv) {
         die(1, "--tp %d runs on %d ranks (mpirun -np %d), this run has %d", o->cfg.tp, o->cfg.tp, o->cfg.tp, cm->size);
     if (tp && o->init) die(1, "--init with --tp: importing weights into a tensor-parallel run is not built yet (import "
                               "with one process, save a checkpoint, and --resume it with --tp)");
-    if (!tp) { /* --tp keeps the plan's world of one data-parallel rank */
+    if (o->cfg.pp > 1) { /* the pipeline's stages and the replicas (layout_parse set this rank's stage) */
+        if (mw_grid_create(cm, 1, o->cfg.pp, cm->size / o->cfg.pp, &grid) != MW_OK) die(1, "%s", mw_last_error());
+        if (grid.p != o->cfg.pp_stage || (grid.dp_comm && grid.dp_comm->rank != o->cfg.rank))
+            die(1, "internal: rank %d's place in the layout differs from the launcher's", cm->rank);
+    } else if (!tp) { /* --tp keeps the plan's world of one data-parallel rank */
         o->cfg.world = cm->size;
         o->cfg.rank = cm->rank;
     }
@@ -530,7 +535,8 @@ static void same_on_every_rank(mw_comm *cm, uint64_t v, const char *what) {
  * fits every rank, the run is refused, naming the ranks and the budget. */
 static void agree_recompute(opts *o, mw_comm *cm, mw_plan_summary *plan, char *line, size_t line_len) {
     line[0] = 0;
-    if (!cm || cm->size == 1 || o->cfg.recompute != MW_RECOMPUTE_AUTO) return;
+    /* a pipeline's stages each plan their own blocks: each keeps its own choice (the same bits under every policy) */
+    if (!cm || cm->size == 1 || o->cfg.recompute != MW_RECOMPUTE_AUTO || o->cfg.pp > 1) return;
     const int W = cm->size;
     const size_t P = sizeof plan->pin;
     char *pins = calloc((size_t)W, P);
@@ -840,7 +846,9 @@ int cmd_train(int argc, char **argv) {
                  c->beta1, c->beta2, c->beta3, c->eps, c->eps2, c->weight_decay, c->grad_clip, c->momentum,
                  c->clip_threshold, c->decay_rate, (unsigned long long)c->seed, c->eval_every, c->eval_batches,
                  c->precision, c->zero, c->world, c->save_every, c->keep, (unsigned long long)c->budget, c->offload,
-                 o.stop_at, plan.pin, c->tokenizer.name, o.ckpt_dir ? o.ckpt_dir : "", c->tp, c->sp);
+                 o.stop_at, c->pp > 1 ? "stage" : plan.pin, c->tokenizer.name, o.ckpt_dir ? o.ckpt_dir : "", c->tp, c->sp);
+        if (c->pp > 1) /* the layout: every rank's stages and split */
+            snprintf(key + strlen(key), sizeof key - strlen(key), " pp %d %s", c->pp, o.pp_layers ? o.pp_layers : "");
         same_on_every_rank(comm, fnv(0xcbf29ce484222325ull, key, strlen(key)),
                            "configuration (the flags, or the recomputation --recompute auto chose: pin it with the "
                            "plan's --recompute value)");
@@ -852,7 +860,8 @@ int cmd_train(int argc, char **argv) {
     }
     mw_model *m = create_model(&o); /* exits 2 when the plan does not fit --budget */
     print_offload(m);
-    if (comm && mw_model_set_comm(m, comm) != MW_OK) die(1, "%s", mw_last_error());
+    if (comm && (o.cfg.dp || o.cfg.tp > 1) && mw_model_set_comm(m, o.cfg.pp > 1 ? grid.dp_comm : comm) != MW_OK) die(1, "%s", mw_last_error());
+    if (o.cfg.pp > 1 && mw_model_set_pipe(m, grid.pp_comm) != MW_OK) die(1, "%s", mw_last_error());
     if (rank0 && o.ckpt_dir) {       /* the plan is accepted: now --out may be created and locked */
         if (mw_mkdirs(o.ckpt_dir) != MW_OK) die(1, "--out: %s", mw_last_error());
         if (access(o.ckpt_dir, W_OK) != 0) die(1, "--out %s is not writable: %s", o.ckpt_dir, strerror(errno));
@@ -917,7 +926,8 @@ int cmd_train(int argc, char **argv) {
     if (comm) {
         rk = calloc((size_t)comm->size * 4, sizeof *rk);
         if (!rk) die(1, "out of memory");
-        const uint64_t mine[4] = {peak, plan.peak, rss, comm->sent};
+        const uint64_t mine[4] = {peak, plan.peak, rss, comm->sent + (grid.pp_comm && grid.pp_comm != comm ? grid.pp_comm->sent : 0) +
+                                                          (grid.dp_comm && grid.dp_comm != comm ? grid.dp_comm->sent : 0)};
         for (int q = 0; q < 4; q++)
             if (mw_mpi_allgather_u64(comm, mine[q], rk + (size_t)q * comm->size) != MW_OK) die(1, "%s", mw_last_error());
         const double P = (double)mw_config_num_params(&o.cfg), steps = t.steps_run > 0 ? t.steps_run : 1;
@@ -944,9 +954,12 @@ int cmd_train(int argc, char **argv) {
                mw_fmt_bytes(dr.bytes_read, b1, sizeof b1), mw_fmt_bytes(dr.bytes_written, b2, sizeof b2),
                mw_fmt_bytes(plan.disk_read, b3, sizeof b3), mw_fmt_bytes(plan.disk_write, b4, sizeof b4));
     }
+    uint32_t pcrc = 0; /* the weights' bits, the same for every layout (collective over a pipeline's stages) */
+    const int has_crc = (!o.cfg.dp || o.cfg.zero < 3) && o.cfg.offload != MW_OFFLOAD_ALL && mw_model_params_crc(m, &pcrc) == MW_OK;
     if (t.jlog) {
         fprintf(t.jlog, "{\"event\": \"end\", \"steps\": %d, \"plan_peak_bytes\": %llu, ", st.step,
                 (unsigned long long)plan.peak);
+        if (has_crc) fprintf(t.jlog, "\"params_crc32c\": \"%08x\", ", pcrc);
         json_categories(t.jlog, m);
         if (rk) {
             fprintf(t.jlog, ", \"zero\": %d, \"world\": %d, \"ranks\": [", o.cfg.zero, comm->size);

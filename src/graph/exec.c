@@ -54,6 +54,7 @@ mw_status mw_model_forward(mw_model *m, const int32_t *inputs, const int32_t *ta
     if (!mw_graph_keeps_logits(&m->cfg) && !targets)
         return mw_fail(MW_ERR_ARG, "a training or evaluation model keeps no logits: give targets (for "
                                    "the loss) or build an inference model");
+    if (m->cfg.pp > 1) return mw_pipe_forward(m, inputs, targets, loss); /* a pipeline stage's part */
     MW_TRY(mw_graph_load_tokens(m, inputs, targets));
     MW_TRY(mw_graph_step_begin(m));
     double s = 0.0;

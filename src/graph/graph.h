@@ -209,6 +209,14 @@ struct mw_model {
     int tp_sp_dirty; /* --sp: a backward ran since the norms' gradients were summed over the ranks */
     void *off_stage;         /* MW_OFFLOAD_OPTIMIZER: the moments' staging buffer (optimizer op) */
     struct mw_offload *off;  /* ... and the disk tier holding them (src/memory/offload.c) */
+    /* a pipeline stage (cfg.pp > 1, src/dist/pipeline.c): the global index of its tensor 0 in the
+     * single-process table (the stage holds a run of it), the tensors before the blocks that another
+     * stage holds, the pipeline's communicator (ranked by stage), and the planned buffers the sends
+     * copy a value into before it leaves (0: the activations forward, 1: the gradient backward) with
+     * the send in flight from each (NULL: none) */
+    int tensor_base, pre_skipped;
+    mw_comm *pcomm;
+    void *psend[2], *preq[2];
 };
 
 /* What a model declares. Op 0 of every schedule is k_embed, whose first two values are the

@@ -73,11 +73,17 @@ void mw_graph_push_backward_range(mw_model *m, int lo, int hi);
 /* The walk's index of the value an op of block layer names by access slot s (MW_SLOT_*): the
  * step's values 0 .. ngs - 1, then block l's nls values from ngs + l * nls. */
 int mw_graph_value_index(const mw_model_def *a, int s, int layer);
+/* The bytes of a pipeline stage's messages: the residual stream it sends forward (a block's input)
+ * and the gradient it sends backward. */
+void mw_graph_pipe_value_bytes(const mw_model *m, uint64_t *act, uint64_t *grad);
 /* Adds every buffer of the step to pl (planning, placed NULL), or binds m's pointers to placed
  * (offsets from the planner, same order) inside base. The two modes make the same walk. */
 mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *base);
 
 /* ---- layout.c ---- */
+
+/* A pipeline stage's transfer kinds: arch->nkinds + these (m->pkind) */
+enum { MW_PK_RECV, MW_PK_SEND, MW_PK_RECV_GRAD, MW_PK_SEND_GRAD };
 
 /* Rows and columns of a tensor declared r x c with split (MW_TS_*) on this rank of the layout. */
 void mw_graph_layout_dims(const mw_model *m, int split, int *r, int *c);
@@ -90,8 +96,16 @@ uint64_t mw_graph_layout_bytes(const mw_model *m, int split, uint64_t bytes);
  * receives and sends between stages, then the optimizer. */
 mw_status mw_graph_stage_schedule(mw_model *m);
 /* A layout that runs (not only planned): tensor parallelism (with or without sequence
- * parallelism) alone (src/dist/tp.c), without a pipeline, expert or data parallelism. */
-static inline int mw_graph_layout_runs(const mw_config *c) { return c->tp > 1 && c->pp <= 1 && c->ep <= 1 && !c->dp; }
+ * parallelism) alone (src/dist/tp.c), without a pipeline, expert or data parallelism; or a pipeline
+ * (src/dist/pipeline.c), with data-parallel replicas, without tensor, sequence or expert parallelism
+ * or --vpp. */
+static inline int mw_graph_layout_runs(const mw_config *c) {
+    return (c->tp > 1 && c->pp <= 1 && c->ep <= 1 && !c->dp) ||
+           (c->pp > 1 && c->tp <= 1 && !c->sp && c->ep <= 1 && c->vpp <= 1);
+}
+/* What a pipeline stage's run does not build yet, refused before anything runs (MW_ERR_ARG naming
+ * it; src/dist/pipeline.c). */
+mw_status mw_pipe_check(const mw_config *c);
 /* m's cfg as this rank sees it: the stage's blocks as blocks 0 .. pp_blocks - 1. */
 void mw_graph_layout_local(mw_config *c);
 

@@ -45,7 +45,7 @@ void mw_graph_layout_local(mw_config *c) {
     c->n_layer = c->pp_blocks;
 }
 
-enum { PK_RECV, PK_SEND, PK_RECV_GRAD, PK_SEND_GRAD };
+enum { PK_RECV = MW_PK_RECV, PK_SEND = MW_PK_SEND, PK_RECV_GRAD = MW_PK_RECV_GRAD, PK_SEND_GRAD = MW_PK_SEND_GRAD };
 
 static int chunks_of(const mw_config *c) { return c->pp > 1 && c->vpp > 1 ? c->vpp : 1; }
 

@@ -14,6 +14,11 @@ size_t mw_model_flat_floats(const mw_model *m); /* the flat buffer's length, pad
 mw_status mw_model_params_settle(mw_model *m);
 /* mw_train_step of a data-parallel model (cfg.dp; src/dist/zero.c) */
 mw_status mw_zero_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step_report *r);
+/* A pipeline stage's step (cfg.pp > 1, src/dist/pipeline.c): the 1F1B schedule with its transfers,
+ * the norm over every stage, the optimizer over the stage's parameters; collective over the
+ * pipeline's stages. And its forward of one batch (the loss every stage gets: evaluation). */
+mw_status mw_pipe_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step_report *r);
+mw_status mw_pipe_forward(mw_model *m, const int32_t *inputs, const int32_t *targets, float *loss);
 /* Arena-backed token staging of the trainer: 2*B*T + B*(T+1) int32. */
 int32_t *mw_model_staging(mw_model *m);
 /* The (B,T) per-position losses (-log p[target]) of the last mw_model_forward with targets, whose

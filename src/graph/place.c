@@ -27,7 +27,10 @@ void mw_graph_add_tensor(mw_model *m, const char *name, int r, int c, int decay,
 
 void mw_graph_add_tensor_split(mw_model *m, const char *name, int r, int c, int decay, int pad, int split, int at) {
     if (m->building_layer >= 0) m->built_blocks = 1;
-    else if (!mw_graph_layout_holds(m, m->built_blocks, at)) return; /* another pipeline stage's */
+    else if (!mw_graph_layout_holds(m, m->built_blocks, at)) { /* another pipeline stage's */
+        if (!m->built_blocks) m->pre_skipped++;
+        return;
+    }
     const int gr = r, gc = c;
     mw_graph_layout_dims(m, split, &r, &c);
     mw_tensor *t = &m->tensors[m->ntensors++];
@@ -410,13 +413,18 @@ static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const 
     m->pad_q = cfg->inference ? 16 : mw_opt_pad_quantum(cfg->optim);
     for (int k = 0; k < 3; k++) m->pslot_seg[k] = m->pslot_id[k] = m->gslot_seg[k] = m->gslot_id[k] = -1;
     mw_status s = m->pol ? arch->build_table(m) : mw_fail(MW_ERR_NOMEM, "cannot allocate the layer table");
+    if (s == MW_OK && cfg->pp > 1 && cfg->pp_stage > 0) { /* the blocks' tensors before this stage's */
+        int nb = 0;
+        for (int i = 0; i < m->ntensors; i++) nb += m->tensors[i].layer >= 0;
+        m->tensor_base = m->pre_skipped + cfg->pp_first * (cfg->n_layer > 0 ? nb / cfg->n_layer : 0);
+    }
     if (s == MW_OK && !cfg->inference) s = build_optim(m);
     if (s == MW_OK) s = resolve_offload(m);
     if (s == MW_OK) s = mw_graph_act_resolve(m); /* --act-offload auto, under that placement */
     if (s == MW_OK) s = mw_graph_build_segments(m);
     if (s == MW_OK) s = mw_graph_resolve_policy(m);
     if (s == MW_OK) s = mw_graph_build_schedule(m);
-    /* a layout is planned, never run: it has no transfers of the disk tier to read off */
+    /* a layout that only plans (not a pipeline's or --tp's that runs) has no transfers to read off */
     if (s == MW_OK && (!mw_config_layout(cfg) || mw_graph_layout_runs(cfg))) s = mw_graph_build_transfers(m);
     if (s != MW_OK) {
         mw_model_destroy(m);
@@ -454,16 +462,17 @@ mw_status mw_graph_plan(const mw_model_def *arch, const mw_config *cfg, mw_plan_
 
 mw_status mw_graph_model_create(mw_model **out, const mw_model_def *arch, const mw_config *cfg) {
     *out = NULL;
-    if (mw_config_layout(cfg) && !mw_graph_layout_runs(cfg)) /* the pipeline's sends and receives have no CPU kernel yet (MW_KF_COMM) */
+    if (mw_config_layout(cfg) && !mw_graph_layout_runs(cfg)) /* planned only: the layouts that do not run here */
         return mw_fail(MW_ERR_ARG, "--%s runs in a later version: estimate and plan only",
                        cfg->tp > 1 ? "tp" : cfg->sp ? "sp" : cfg->pp > 1 ? "pp" : "ep");
-    if (mw_graph_layout_runs(cfg) && cfg->optim != MW_OPTIM_ADAMW) /* src/dist/tp.c */
+    if (cfg->tp > 1 && mw_graph_layout_runs(cfg) && cfg->optim != MW_OPTIM_ADAMW) /* src/dist/tp.c */
         return mw_fail(MW_ERR_ARG, "--optim %s with --tp: its state is not per element (blocks, rows or sums that a "
                        "shard would cut differently from one process), not built yet; give --optim adamw",
                        mw_optim_str(cfg->optim));
-    if (mw_graph_layout_runs(cfg) && cfg->sp && cfg->precision != MW_PRECISION_FP32)
+    if (cfg->tp > 1 && mw_graph_layout_runs(cfg) && cfg->sp && cfg->precision != MW_PRECISION_FP32)
         return mw_fail(MW_ERR_ARG, "--sp with --precision %s: the norms' bfloat16 gradients summed over the ranks "
                        "are not built yet; give --precision fp32 (or drop --sp)", mw_precision_str(cfg->precision));
+    if (cfg->pp > 1) MW_TRY(mw_pipe_check(cfg));
     mw_model *m;
     MW_TRY(model_skeleton(&m, arch, cfg));
     mw_planner pl;
@@ -574,7 +583,8 @@ void mw_graph_fill_normal(mw_model *m, int i, uint64_t seed, double std) {
     /* blocks draw from their own stream: the same values for any thread count */
 #pragma omp parallel for schedule(static)
     for (size_t b = 0; b < nblk; b++) {
-        uint64_t s = seed ^ ((uint64_t)(i + 1) << 40) ^ (b * 0x9E3779B97F4A7C15ull);
+        /* the tensor's index in the single-process table: a pipeline stage draws its run of it */
+        uint64_t s = seed ^ ((uint64_t)(m->tensor_base + i + 1) << 40) ^ (b * 0x9E3779B97F4A7C15ull);
         mw_rng_next(&s);
         size_t j1 = (b + 1) * MW_NORM_QUANTUM < t->numel ? (b + 1) * MW_NORM_QUANTUM : t->numel;
         for (size_t j = b * MW_NORM_QUANTUM; j < j1; j += 2) { /* Box-Muller gives a pair */

@@ -102,6 +102,15 @@ static int resolve_slot(const mw_model_def *a, int s, int layer) {
 
 int mw_graph_value_index(const mw_model_def *a, int s, int layer) { return resolve_slot(a, s, layer); }
 
+void mw_graph_pipe_value_bytes(const mw_model *m, uint64_t *act, uint64_t *grad) {
+    const mw_model_def *a = m->arch;
+    mw_category cat;
+    const char *name;
+    int lay;
+    slot_info(m, value_of_block(a, 0, 0), act, &cat, &name, &lay);
+    slot_info(m, resolve_slot(a, a->kinds[a->k_embed_bwd].a[0].slot, 0), grad, &cat, &name, &lay);
+}
+
 /* The floats of the largest block's staging slot (its segment, padded). */
 static uint64_t block_slot_floats(const mw_model *m) {
     uint64_t mx = 0;
@@ -195,6 +204,13 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
         PERSIST(m->spbuf, N * (uint64_t)c->n_embd * F, MW_CAT_WORK, "tp_sp_gather");
     PERSIST(m->staging, (2 * N + (uint64_t)c->batch * (c->seq + 1)) * sizeof(int32_t), MW_CAT_WORK,
             "token_staging");
+    if (c->pp > 1 && !c->inference) { /* a pipeline stage's sends leave from a copy of their value (the
+                                         walk frees the value at the send; the transfer runs on) */
+        uint64_t ab, gb;
+        mw_graph_pipe_value_bytes(m, &ab, &gb);
+        if (c->pp_stage < c->pp - 1) PERSIST(m->psend[0], ab, MW_CAT_WORK, "pp_send");
+        if (c->pp_stage > 0) PERSIST(m->psend[1], gb, MW_CAT_WORK, "pp_send_grad");
+    }
     mw_ext ext[MW_MAX_EXT];
     const int next = a->ext(m, ext);
     for (int e = 0; e < next; e++) PERSIST(m->ext[e], ext[e].bytes, ext[e].cat, ext[e].name);

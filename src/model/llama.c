@@ -44,7 +44,7 @@ static mw_status build_table(mw_model *m) {
     for (int l = 0; l < c->n_layer; l++)
         for (int k = 0; k < NLAYERT; k++) {
             char name[64];
-            snprintf(name, sizeof name, "model.layers.%d.%s", l, layer_names[k]);
+            snprintf(name, sizeof name, "model.layers.%d.%s", l + (c->pp > 1 ? c->pp_first : 0), layer_names[k]);
             mw_graph_block(m, l);
             mw_graph_add_tensor_split(m, name, rows[k], cols[k], cols[k] != 0, pad[k], split[k], MW_AT_AUTO);
             if (k == ATTN_NORM || k == MLP_NORM) mw_tp_tensor_seq(m); /* --sp: each rank's rows */
@@ -237,12 +237,18 @@ static void init(mw_model *m, uint64_t seed) {
 
 /* ---- the kernels of each op kind -------------------------------------------------------------- */
 
+/* The tensors before the blocks in this rank's table: the embedding, which a pipeline stage holds
+ * on the first stage (and on the last too when tied), else none. */
+static int pre_tensors(const mw_model *m) {
+    const mw_config *c = &m->cfg;
+    return c->pp <= 1 || c->pp_stage == 0 || (c->tied && c->pp_stage == c->pp - 1);
+}
 static void layer_ptrs(const mw_model *m, int which, int l, float *p[NLAYERT]) {
-    for (int k = 0; k < NLAYERT; k++) p[k] = mw_graph_tensor(m, which, 1 + l * NLAYERT + k);
+    for (int k = 0; k < NLAYERT; k++) p[k] = mw_graph_tensor(m, which, pre_tensors(m) + l * NLAYERT + k);
 }
 #define EMBED(w) mw_graph_tensor(m, (w), 0)
-#define NORMF(w) mw_graph_tensor(m, (w), 1 + m->cfg.n_layer * NLAYERT)
-#define LMHEAD(w) mw_graph_tensor(m, (w), m->cfg.tied ? 0 : 2 + m->cfg.n_layer * NLAYERT)
+#define NORMF(w) mw_graph_tensor(m, (w), pre_tensors(m) + m->cfg.n_layer * NLAYERT)
+#define LMHEAD(w) mw_graph_tensor(m, (w), m->cfg.tied ? 0 : pre_tensors(m) + 1 + m->cfg.n_layer * NLAYERT)
 #define WS (&m->gw)
 
 /* Under --tp T (Megatron-LM's): this rank holds H/T query heads and KV/T key/value heads (q's, k's

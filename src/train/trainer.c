@@ -76,6 +76,10 @@ mw_status mw_evaluate_tokens(mw_model *m, mw_data *d, int n_batches, float *loss
         sum += l;
         mw_model_progress(m, i + 1, total);
     }
+    if (rest && c->pp > 1)
+        return mw_fail(MW_ERR_ARG, "the validation split holds fewer than --eval-batches %d whole batches: under --pp the "
+                                   "last batch's per-position losses are the last stage's alone; give --eval-batches %llu",
+                       n_batches + 1, (unsigned long long)whole);
     if (rest) {
         double s;
         MW_TRY(eval_rest(m, d, (uint64_t)n_batches * N, rest, &s));
@@ -110,6 +114,7 @@ mw_status mw_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step
 
 static mw_status train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step_report *r) {
     const mw_config *c = mw_model_config(m);
+    if (c->pp > 1) return mw_pipe_train_step(m, s, next, ctx, r);
     if (c->dp) return mw_zero_train_step(m, s, next, ctx, r);
     const int N = c->batch * c->seq;
     int32_t *in = mw_model_staging(m), *tg = in + N, *win = tg + N;

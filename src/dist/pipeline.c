@@ -1,0 +1,278 @@
+/* Pipeline parallelism that runs (issue 33): a stage (cfg.pp > 1) executes the 1F1B schedule that
+ * src/graph/layout.c plans for it, the plan estimate prints for that rank.
+ *
+ * Each op runs on its bound pointers as in the plain run; the schedule's transfers run here: a
+ * receive (recv, recv grad) is a blocking receive into the value the walk placed for it; a send
+ * copies its value into the stage's planned send buffer (pp_send, pp_send_grad: the walk frees a
+ * value at its last read, the send) and leaves from there while the stage computes on, waited for
+ * before the next send the same way. Every stage draws each micro-batch from the same loader stream
+ * in order (the first stage reads the inputs at its embedding, the last the targets at its receive,
+ * the others skip them), so the data does not depend on the layout.
+ *
+ * The math is one process's with --accum M: a parameter belongs to one stage, whose backwards of
+ * micro-batches 0 .. M-1 run in that order (1F1B runs a stage's backwards in micro-batch order)
+ * and accumulate into its gradient as the plain run's do. The gradient norm's partial sums are
+ * the plain run's quanta of MW_NORM_QUANTUM floats over the single-process flat buffer, which a
+ * stage holds a run of: a quantum cut by a stage boundary is continued by the next stage from the
+ * partial sum the previous one sends it, and every stage then adds the quanta in order. The loss
+ * (the last stage's) reaches every stage. So losses, norms and weights are the plain run's bits.
+ *
+ * Not built yet, refused before anything runs (mw_pipe_check): a tied embedding (its gradient is
+ * two stages' sum, in another order than one process's), data parallelism inside the layout, the
+ * disk tier, --precision bf16, and checkpoints (the CLI refuses --out and --resume with --pp). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../core/crc32c.h"
+#include "../core/status.h"
+#include "../graph/graph_impl.h"
+#include "../graph/model.h"
+
+enum { TAG_ACT = 1, TAG_GRAD = 2, TAG_LOSS = 3, TAG_NORM = 4 };
+
+mw_status mw_pipe_check(const mw_config *c) {
+    if (c->inference) return mw_fail(MW_ERR_ARG, "--pp: a pipeline stage is planned for training only");
+    if (c->tied)
+        return mw_fail(MW_ERR_ARG, "--pp %d with a tied embedding (%s): the embedding's gradient would be the sum of "
+                       "the first and the last stage's in another order than one process's; not built yet (an untied "
+                       "model, e.g. llama-tiny, runs)", c->pp, c->arch == MW_ARCH_GPT2 ? "GPT-2" : "--tied");
+    if (c->dp && c->world > 1)
+        return mw_fail(MW_ERR_ARG, "--pp %d with %d data-parallel replicas: not built yet (run --pp alone: mpirun -np %d)",
+                       c->pp, c->world, c->pp);
+    if (c->precision != MW_PRECISION_FP32)
+        return mw_fail(MW_ERR_ARG, "--pp with --precision %s: a stage's bfloat16 gradient slots are not built yet",
+                       mw_precision_str(c->precision));
+    if (c->offload != MW_OFFLOAD_NONE)
+        return mw_fail(MW_ERR_ARG, "--pp with --offload %s: not built yet", mw_offload_name(c->offload));
+    return MW_OK;
+}
+
+mw_status mw_model_set_pipe(mw_model *m, mw_comm *pcomm) {
+    const mw_config *c = &m->cfg;
+    if (c->pp <= 1) return mw_fail(MW_ERR_ARG, "the model was not planned as a pipeline stage (cfg.pp)");
+    if (!pcomm || pcomm->size != c->pp || pcomm->rank != c->pp_stage || !pcomm->send || !pcomm->recv || !pcomm->isend)
+        return mw_fail(MW_ERR_ARG, "the model was planned as stage %d of %d, the communicator is rank %d of %d (or gives "
+                       "no point-to-point)", c->pp_stage, c->pp, pcomm ? pcomm->rank : -1, pcomm ? pcomm->size : 0);
+    m->pcomm = pcomm;
+    return MW_OK;
+}
+
+static mw_status check_ids(const mw_model *m, const int32_t *t, const char *what) {
+    const int V = m->cfg.vocab, N = m->cfg.batch * m->cfg.seq;
+    for (int i = 0; i < N; i++)
+        if (t[i] < 0 || t[i] >= V)
+            return mw_fail(MW_ERR_ARG, "%s token id %d at position %d is outside the vocabulary (%d)", what, t[i], i, V);
+    return MW_OK;
+}
+
+static mw_status send_wait(mw_model *m, int k) {
+    if (!m->preq[k]) return MW_OK;
+    void *r = m->preq[k];
+    m->preq[k] = NULL;
+    return m->pcomm->wait(m->pcomm, r);
+}
+
+/* Where a micro-batch's tokens come from: the loader (training) or one batch given (evaluation). */
+typedef struct pipe_src {
+    mw_batch_fn next;
+    void *ctx;
+    const int32_t *in, *tg;
+} pipe_src;
+
+/* The inputs and targets of the next micro-batch into in and tg (either NULL: not needed here). */
+static mw_status take(mw_model *m, const pipe_src *src, void *in, void *tg) {
+    const size_t N = (size_t)m->cfg.batch * m->cfg.seq;
+    if (!src->next) {
+        if (in) memcpy(in, src->in, N * sizeof(int32_t));
+        if (tg) memcpy(tg, src->tg, N * sizeof(int32_t));
+    } else {
+        int32_t *si = m->staging, *st = si + N, *win = st + N;
+        MW_TRY(src->next(src->ctx, si, st, win));
+        if (in) memcpy(in, si, N * sizeof(int32_t));
+        if (tg) memcpy(tg, st, N * sizeof(int32_t));
+    }
+    if (in) MW_TRY(check_ids(m, in, "input"));
+    if (tg) MW_TRY(check_ids(m, tg, "target"));
+    return MW_OK;
+}
+
+/* Runs ops [0, end) of the stage's schedule; *loss: the sum over its head ops of each micro-batch's
+ * mean loss as a float (the plain run's mw_model_forward_backward result), 0 on other stages. */
+static mw_status run_ops(mw_model *m, int end, int train, float grad_scale, const pipe_src *src, double *loss) {
+    const mw_model_def *a = m->arch;
+    const mw_config *c = &m->cfg;
+    const int K = a->nkinds, s = c->pp_stage, N = c->batch * c->seq, gdisk = mw_graph_grads_slotted(m);
+    mw_comm *pc = m->pcomm;
+    uint64_t ab, gb;
+    mw_graph_pipe_value_bytes(m, &ab, &gb);
+    *loss = 0.0;
+    m->has_targets = 1;
+    for (int i = 0; i < end; i++) {
+        const int k = m->ops[i].kind, l = m->ops[i].layer;
+        void **P = m->opp + (size_t)i * MW_MAXACC;
+        if (k == K + MW_PK_RECV) {
+            MW_TRY(pc->recv(pc, P[0], ab, s - 1, TAG_ACT));
+            if (s == c->pp - 1) MW_TRY(take(m, src, NULL, P[1])); /* the last stage's targets */
+        } else if (k == K + MW_PK_SEND || k == K + MW_PK_SEND_GRAD) {
+            const int g = k == K + MW_PK_SEND_GRAD;
+            MW_TRY(send_wait(m, g));
+            memcpy(m->psend[g], P[0], g ? gb : ab);
+            MW_TRY(pc->isend(pc, m->psend[g], g ? gb : ab, g ? s - 1 : s + 1, g ? TAG_GRAD : TAG_ACT, &m->preq[g]));
+        } else if (k == K + MW_PK_RECV_GRAD) {
+            MW_TRY(pc->recv(pc, P[0], gb, s + 1, TAG_GRAD));
+        } else {
+            if (k == a->k_embed) MW_TRY(take(m, src, P[0], P[1]));
+            if (gdisk && m->op_gb[i]) MW_TRY(mw_graph_grad_bind(m, l));
+            double ls = 0.0;
+            a->run_op(m, i, train, grad_scale / N, &ls);
+            if (k == a->k_head || k == a->k_logits) *loss += (float)(ls / N);
+            if (gdisk && m->op_ge[i]) MW_TRY(mw_graph_grad_done(m, l));
+        }
+    }
+    MW_TRY(send_wait(m, 0));
+    return send_wait(m, 1);
+}
+
+/* The last stage's value v to every stage. */
+static mw_status share_loss(mw_model *m, double *v) {
+    mw_comm *pc = m->pcomm;
+    const int P = m->cfg.pp, s = m->cfg.pp_stage;
+    if (s == P - 1) {
+        for (int j = 0; j < P - 1; j++) MW_TRY(pc->send(pc, v, sizeof *v, j, TAG_LOSS));
+        return MW_OK;
+    }
+    return pc->recv(pc, v, sizeof *v, P - 1, TAG_LOSS);
+}
+
+/* The gradient norm over the single-process flat buffer (see the top of the file). */
+static mw_status pipe_norm(mw_model *m, double *norm) {
+    mw_comm *pc = m->pcomm;
+    const int P = m->cfg.pp, s = m->cfg.pp_stage;
+    const uint64_t Q = MW_NORM_QUANTUM, n = m->nfloats;
+    uint64_t *len = calloc((size_t)P, sizeof *len);
+    size_t *cnt = calloc((size_t)P * 2, sizeof *cnt);
+    double *parts = NULL, *mine = NULL;
+    mw_status st = len && cnt ? MW_OK : mw_fail(MW_ERR_NOMEM, "out of memory");
+    if (st == MW_OK) {
+        len[s] = n;
+        for (int j = 0; j < P; j++) cnt[j] = 1, cnt[P + j] = (size_t)j;
+        st = pc->allgatherv(pc, len, sizeof *len, cnt, cnt + P);
+    }
+    uint64_t g0 = 0, total = 0;
+    for (int j = 0; j < P && st == MW_OK; j++) total += len[j], g0 += j < s ? len[j] : 0;
+    /* quantum b belongs to the stage holding its last element: stage j (elements [lo, hi)) owns
+     * the quanta from lo / Q to the one hi - 1 is in, that one only when it ends there */
+    const uint64_t nq = (total + Q - 1) / Q;
+    for (uint64_t j = 0, lo = 0; j < (uint64_t)P && st == MW_OK; lo += len[j], j++) {
+        const uint64_t hi = lo + len[j], own_end = len[j] == 0 ? lo / Q : (hi % Q == 0 || hi == total) ? (hi - 1) / Q + 1 : (hi - 1) / Q;
+        cnt[j] = (size_t)(own_end > lo / Q ? own_end - lo / Q : 0);
+        cnt[P + j] = (size_t)(lo / Q);
+    }
+    if (st == MW_OK) {
+        parts = calloc((size_t)nq + 1, sizeof *parts);
+        mine = calloc((size_t)(n / Q + 2), sizeof *mine);
+        if (!parts || !mine) st = mw_fail(MW_ERR_NOMEM, "out of memory");
+    }
+    if (st == MW_OK && n) {
+        const uint64_t b0 = g0 / Q, b1 = (g0 + n - 1) / Q;
+        double carry = 0.0; /* the sum of the quantum this stage begins inside, so far */
+        if (g0 % Q && s > 0) st = pc->recv(pc, &carry, sizeof carry, s - 1, TAG_NORM);
+        const float *g = m->grads;
+        if (st == MW_OK) {
+#pragma omp parallel for schedule(static)
+            for (uint64_t b = b0; b <= b1; b++) {
+                const uint64_t j0 = b * Q > g0 ? b * Q : g0, j1 = (b + 1) * Q < g0 + n ? (b + 1) * Q : g0 + n;
+                double t = b == b0 && g0 % Q ? carry : 0.0;
+                for (uint64_t j = j0; j < j1; j++) t += (double)g[j - g0] * g[j - g0];
+                mine[b - b0] = t;
+            }
+        }
+        const uint64_t end = g0 + n;
+        if (st == MW_OK && end % Q && end != total) /* its last quantum goes on in the next stage */
+            st = pc->send(pc, &mine[b1 - b0], sizeof(double), s + 1, TAG_NORM);
+        for (size_t i = 0; i < cnt[s] && st == MW_OK; i++) parts[cnt[P + s] + i] = mine[i];
+    }
+    if (st == MW_OK) st = pc->allgatherv(pc, parts, sizeof *parts, cnt, cnt + P);
+    if (st == MW_OK) { /* the plain run's sum: the quanta in order */
+        double sum = 0.0;
+        for (uint64_t b = 0; b < nq; b++) sum += parts[b];
+        *norm = sqrt(sum);
+    }
+    free(parts), free(mine), free(len), free(cnt);
+    return st;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+mw_status mw_pipe_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step_report *r) {
+    const mw_config *c = &m->cfg;
+    if (!m->pcomm) return mw_fail(MW_ERR_ARG, "a pipeline stage needs its communicator (mw_model_set_pipe)");
+    if (mw_graph_grads_slotted(m) && !m->gfresh) return mw_fail(MW_ERR_ARG, "internal: a stage's gradient slots");
+    const double t0 = now_ms();
+    const int M = c->accum, first = c->pp_stage == 0, last = c->pp_stage == c->pp - 1;
+    if (!first && !last) /* a middle stage reads no tokens: past the step's micro-batches */
+        for (int k = 0; k < M; k++) MW_TRY(next(ctx, NULL, NULL, NULL));
+    MW_TRY(mw_graph_step_begin(m));
+    pipe_src src = {next, ctx, NULL, NULL};
+    double loss = 0.0;
+    MW_TRY(run_ops(m, m->opt_op, 1, 1.0f / M, &src, &loss));
+    MW_TRY(share_loss(m, &loss));
+    memset(r, 0, sizeof *r);
+    r->step = s + 1;
+    r->loss = (float)(loss / M);
+    r->lr = mw_lr_at(c, s);
+    MW_TRY(pipe_norm(m, &r->grad_norm));
+    MW_TRY(mw_model_adamw_step(m, r->lr, r->grad_norm, s + 1));
+    r->ms = now_ms() - t0;
+    r->tokens_per_s = (double)c->batch * c->seq * M / (r->ms / 1e3);
+    return MW_OK;
+}
+
+mw_status mw_pipe_forward(mw_model *m, const int32_t *inputs, const int32_t *targets, float *loss) {
+    if (!m->pcomm) return mw_fail(MW_ERR_ARG, "a pipeline stage needs its communicator (mw_model_set_pipe)");
+    if (!targets) return mw_fail(MW_ERR_ARG, "a pipeline stage evaluates with targets only");
+    const mw_model_def *a = m->arch;
+    int end = 0; /* micro-batch 0's forward: the schedule's first ops, to its send or its head */
+    while (end < m->opt_op && m->ops[end].kind != a->nkinds + MW_PK_SEND && m->ops[end].kind != a->k_head) end++;
+    end++;
+    MW_TRY(mw_graph_step_begin(m));
+    pipe_src src = {NULL, NULL, inputs, targets};
+    double l = 0.0;
+    MW_TRY(run_ops(m, end, 0, 0.0f, &src, &l));
+    MW_TRY(share_loss(m, &l));
+    *loss = (float)l;
+    return MW_OK;
+}
+
+mw_status mw_model_params_crc(mw_model *m, uint32_t *crc) {
+    if (!m->params || (m->cfg.dp && m->cfg.zero >= 3))
+        return mw_fail(MW_ERR_ARG, "the parameters are not whole in memory (--offload all, --zero 3)");
+    const uint32_t mine = mw_crc32c(0, m->params, m->nfloats * sizeof(float));
+    if (m->cfg.pp <= 1 || !m->pcomm) {
+        *crc = mine;
+        return MW_OK;
+    }
+    mw_comm *pc = m->pcomm;
+    const int P = pc->size;
+    uint64_t *v = calloc((size_t)P * 2, sizeof *v);
+    size_t *cnt = calloc((size_t)P * 2, sizeof *cnt);
+    mw_status st = v && cnt ? MW_OK : mw_fail(MW_ERR_NOMEM, "out of memory");
+    if (st == MW_OK) {
+        v[2 * pc->rank] = mine, v[2 * pc->rank + 1] = m->nfloats * sizeof(float);
+        for (int j = 0; j < P; j++) cnt[j] = 2, cnt[P + j] = (size_t)(2 * j);
+        st = pc->allgatherv(pc, v, sizeof *v, cnt, cnt + P);
+    }
+    if (st == MW_OK) {
+        uint32_t c = 0;
+        for (int j = 0; j < P; j++) c = mw_crc32c_combine(c, (uint32_t)v[2 * j], v[2 * j + 1]);
+        *crc = c;
+    }
+    free(v), free(cnt);
+    return st;
+}
