@@ -101,9 +101,6 @@ void layout_parse(opts *o, int mask) {
     o->layout = 1;
     if (mask & CMD_TRAIN) { /* this rank's place in the grid (src/dist/grid.c) */
         if (P > c->n_layer) die(1, "--pp %d: more stages than the model's %d blocks", P, c->n_layer);
-        if (P > 1 && (o->ckpt_dir || o->resume))
-            die(1, "train --pp with --%s: a pipeline's checkpoints are not built yet (a stage holds its blocks' part of "
-                   "the single-process file)", o->resume ? "resume" : "out");
         int t, p, d;
         const int N = mw_mpi_launched_size() > 0 ? mw_mpi_launched_size() : 1;
         mw_grid_coords(mw_mpi_launched_rank() % N, T, P, D, &t, &p, &d);

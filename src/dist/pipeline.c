@@ -276,3 +276,13 @@ mw_status mw_model_params_crc(mw_model *m, uint32_t *crc) {
     free(v), free(cnt);
     return st;
 }
+
+const mw_config *mw_pipe_global_config(const mw_model *m) { return &m->gcfg; }
+mw_comm *mw_pipe_comm(const mw_model *m) { return m->cfg.pp > 1 ? m->pcomm : NULL; }
+int mw_pipe_tensor_base(const mw_model *m) { return m->tensor_base; }
+
+uint64_t mw_pipe_state_run0(const mw_model *m) {
+    const mw_opt_layout *L = &m->opt; /* adamw8bit and adam4bit: every tensor's M scales, then V's */
+    const int q = L->kind == MW_OPTIM_ADAMW8BIT || L->kind == MW_OPTIM_ADAM4BIT;
+    return q ? (uint64_t)L->nblocks * sizeof(float) : L->state_bytes;
+}

@@ -215,6 +215,7 @@ struct mw_model {
      * copy a value into before it leaves (0: the activations forward, 1: the gradient backward) with
      * the send in flight from each (NULL: none) */
     int tensor_base, pre_skipped;
+    mw_config gcfg; /* the configuration as given: the whole model's (a checkpoint's header) */
     mw_comm *pcomm;
     void *psend[2], *preq[2];
 };

@@ -19,6 +19,15 @@ mw_status mw_zero_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw
  * pipeline's stages. And its forward of one batch (the loss every stage gets: evaluation). */
 mw_status mw_pipe_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step_report *r);
 mw_status mw_pipe_forward(mw_model *m, const int32_t *inputs, const int32_t *targets, float *loss);
+/* A pipeline stage's place in the single-process model: the whole model's configuration (as
+ * given, before the stage's local view), its communicator (NULL: not a bound stage), the global
+ * index of its tensor 0. */
+const mw_config *mw_pipe_global_config(const mw_model *m);
+mw_comm *mw_pipe_comm(const mw_model *m);
+int mw_pipe_tensor_base(const mw_model *m);
+/* The optimizer's small state is two runs, each tensor after tensor (the quantised optimizers' M
+ * scales, then their V scales; the others': one run): the bytes of the first. */
+uint64_t mw_pipe_state_run0(const mw_model *m);
 /* Arena-backed token staging of the trainer: 2*B*T + B*(T+1) int32. */
 int32_t *mw_model_staging(mw_model *m);
 /* The (B,T) per-position losses (-log p[target]) of the last mw_model_forward with targets, whose

@@ -398,6 +398,7 @@ static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const 
     m->cfg = *cfg;
     m->arch = arch;
     m->nmb = 1;
+    m->gcfg = *cfg;
     if (mw_config_layout(cfg)) mw_graph_layout_local(&m->cfg); /* the stage's blocks, from 0 */
     if (mw_config_layout(cfg) && cfg->tp > 1 && (!arch->lslot_split || !arch->gslot_split)) {
         free(m);

@@ -86,9 +86,8 @@ static mw_status wr_crc(writer *w, uint32_t crc) {
     return wr(w, b, 4);
 }
 
-static int meta_text(char *buf, size_t n, const mw_model *m, const mw_run_state *st,
+static int meta_text(char *buf, size_t n, const mw_config *c, const mw_run_state *st,
                      uint64_t train_tokens) {
-    const mw_config *c = mw_model_config(m);
     int k = snprintf(buf, n,
                      "format=memwall-checkpoint\nmodel=%s\nn_layer=%d\nn_head=%d\nn_embd=%d\n"
                      "vocab=%d\nctx=%d\nbatch=%d\nseq=%d\naccum=%d\nsteps=%d\nwarmup=%d\n"
@@ -159,23 +158,28 @@ static int meta_tokenizer(char *buf, size_t n, const mw_config *c) {
                     c->tokenizer.hash);
 }
 
-/* The header and the configuration text of m's checkpoint at st. */
-static mw_status head_text(const mw_model *m, const mw_run_state *st, uint64_t train_tokens, unsigned char h[HEADER],
-                           char meta[4096], int *mlen_out) {
-    int mlen = meta_text(meta, 4096, m, st, train_tokens);
-    mlen += meta_tokenizer(meta + mlen, 4096 - (size_t)mlen, mw_model_config(m));
-    mlen += meta_run_text(meta + mlen, 4096 - (size_t)mlen, mw_model_config(m));
+/* The header and the configuration text of a checkpoint of c's model (nt tensors) at st. */
+static mw_status head_text_of(const mw_config *c, int nt, const mw_run_state *st, uint64_t train_tokens,
+                              unsigned char h[HEADER], char meta[4096], int *mlen_out) {
+    int mlen = meta_text(meta, 4096, c, st, train_tokens);
+    mlen += meta_tokenizer(meta + mlen, 4096 - (size_t)mlen, c);
+    mlen += meta_run_text(meta + mlen, 4096 - (size_t)mlen, c);
     if (mlen >= 4096) return mw_fail(MW_ERR_ARG, "checkpoint configuration text too long");
-    const int v2 = mw_model_config(m)->optim != MW_OPTIM_ADAMW;
+    const int v2 = c->optim != MW_OPTIM_ADAMW;
     memset(h, 0, HEADER);
     memcpy(h, MAGIC, 8);
     put32(h + 8, v2 ? VERSION2 : VERSION);
     put32(h + 12, (uint32_t)mlen);
     put32(h + 16, mw_crc32c(0, meta, (size_t)mlen));
-    put32(h + 20, (uint32_t)mw_model_num_tensors(m));
+    put32(h + 20, (uint32_t)nt);
     put32(h + 24, mw_crc32c(0, h, 24));
     *mlen_out = mlen;
     return MW_OK;
+}
+/* ... of m's checkpoint at st */
+static mw_status head_text(const mw_model *m, const mw_run_state *st, uint64_t train_tokens, unsigned char h[HEADER],
+                           char meta[4096], int *mlen_out) {
+    return head_text_of(mw_model_config(m), mw_model_num_tensors(m), st, train_tokens, h, meta, mlen_out);
 }
 
 /* Tensor i's record (its bytes: *len) */
@@ -413,8 +417,13 @@ static mw_status save_tp(const char *dir, mw_model *m, const mw_run_state *st, u
     return MW_OK;
 }
 
+static mw_status load_stage(const char *path, mw_model *m, mw_ckpt_info *info, int params_only);
+static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *st, uint64_t train_tokens, char *path,
+                             size_t path_len);
+
 mw_status mw_ckpt_save_ranks(const char *dir, mw_model *m, const mw_run_state *st, uint64_t train_tokens, char *path,
                              size_t path_len) {
+    if (mw_pipe_comm(m)) return save_stages(dir, m, st, train_tokens, path, path_len);
     mw_comm *cm = mw_model_comm(m);
     if (!cm) return mw_ckpt_save(dir, m, st, train_tokens, path, path_len);
     if (mw_model_tp(m) > 1) return save_tp(dir, m, st, train_tokens, path, path_len);
@@ -1241,6 +1250,7 @@ mw_status mw_ckpt_index_read(const char *path, mw_ckpt_info *info, mw_ckpt_index
 mw_status mw_ckpt_load(const char *path, mw_model *m, mw_ckpt_info *info) {
     mw_ckpt_info tmp;
     if (!info) info = &tmp;
+    if (mw_pipe_comm(m)) return load_stage(path, m, info, 0);
     MW_TRY(walk(path, NULL, info, NULL, 0));
     return walk(path, m, info, NULL, 0);
 }
@@ -1248,6 +1258,7 @@ mw_status mw_ckpt_load(const char *path, mw_model *m, mw_ckpt_info *info) {
 mw_status mw_ckpt_load_params(const char *path, mw_model *m, mw_ckpt_info *info) {
     mw_ckpt_info tmp;
     if (!info) info = &tmp;
+    if (mw_pipe_comm(m)) return load_stage(path, m, info, 1);
     MW_TRY(walk(path, NULL, info, NULL, 0));
     return walk(path, m, info, NULL, 1);
 }
@@ -1270,4 +1281,284 @@ mw_status mw_ckpt_latest(const char *dir, char *path, size_t path_len, mw_ckpt_i
     free(f);
     path[0] = 0;
     return MW_OK;
+}
+
+/* ---- a pipeline's stages (src/dist/pipeline.c) ------------------------------------------------
+ * A stage holds a run of the single-process table (tensors tensor_base ..) and of the flat buffer
+ * (elements g0 ..): it writes their records, data and CRCs where the single-process file has them,
+ * and its piece of each optimizer array (M, V: its elements' bytes; the small state: its tensors',
+ * which the single-process state lays out tensor after tensor). Stage 0 writes the header, the
+ * arrays' records and the trailer, whose chain of CRCs is the stages' chains combined in order.
+ * So the file is mw_ckpt_save's of one process holding the same state, byte for byte. */
+
+enum { ST_NT, ST_SEC, ST_FLAT, ST_B0, ST_B1, ST_B2, ST_B3, ST_N }; /* B2, B3: the small state's two runs */
+
+/* k values of every stage into all[j * k + i] (collective over pc) */
+static mw_status gather_vals(mw_comm *pc, const uint64_t *mine, int k, uint64_t *all) {
+    size_t *cd = calloc((size_t)pc->size * 2, sizeof *cd);
+    if (!cd) return mw_fail(MW_ERR_NOMEM, "out of memory");
+    for (int j = 0; j < pc->size; j++) cd[j] = (size_t)k, cd[pc->size + j] = (size_t)(j * k);
+    memcpy(all + (size_t)pc->rank * k, mine, sizeof *mine * (size_t)k);
+    mw_status s = pc->allgatherv(pc, all, sizeof *all, cd, cd + pc->size);
+    free(cd);
+    return s;
+}
+
+/* This stage's figures (ST_*) */
+static mw_status stage_figures(const mw_model *m, int v2, uint64_t f[ST_N]) {
+    const int nt = mw_model_num_tensors(m);
+    f[ST_NT] = (uint64_t)nt, f[ST_SEC] = 0, f[ST_FLAT] = mw_model_flat_floats(m);
+    for (int i = 0; i < nt; i++) {
+        mw_param_info t;
+        MW_TRY(mw_model_tensor_info(m, i, &t, 0));
+        f[ST_SEC] += REC + strlen(t.name) + 4 + (t.numel * 4 + 4) * (v2 ? 1 : 3);
+    }
+    for (int p = 0; p < 3; p++) f[ST_B0 + p] = v2 ? mw_model_state_bytes(m, p) : 0;
+    f[ST_B3] = v2 ? f[ST_B2] - mw_pipe_state_run0(m) : 0;
+    f[ST_B2] -= f[ST_B3];
+    return MW_OK;
+}
+
+static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *st, uint64_t train_tokens, char *path,
+                             size_t path_len) {
+    mw_comm *pc = mw_pipe_comm(m);
+    const int S = pc->rank, P = pc->size, nt = mw_model_num_tensors(m);
+    const mw_config *gc = mw_pipe_global_config(m);
+    const int v2 = gc->optim != MW_OPTIM_ADAMW;
+    uint64_t mine[ST_N], *all = calloc((size_t)P * ST_N, sizeof *all), ex[6] = {0}, *exa = calloc((size_t)P * 6, sizeof *exa);
+    /* ex: this stage's chain of CRCs and its bytes, then its pieces' CRCs (M, V, the small state's two runs) */
+    char meta[4096], final[4096], name[4200] = "", why[1024] = "";
+    unsigned char h[HEADER];
+    int mlen = 0, fd = -1;
+    mw_status s = all && exa ? stage_figures(m, v2, mine) : mw_fail(MW_ERR_NOMEM, "out of memory");
+    mw_status g = s == MW_OK ? gather_vals(pc, mine, ST_N, all) : s;
+    if (s == MW_OK) s = g;
+    uint64_t NT = 0, tens_end = 0, B[4] = {0, 0, 0, 0}, pre[4] = {0, 0, 0, 0}, o = 0;
+    for (int j = 0; j < P && s == MW_OK; j++) {
+        NT += all[j * ST_N + ST_NT];
+        for (int p = 0; p < 4; p++) B[p] += all[j * ST_N + ST_B0 + p], pre[p] += j < S ? all[j * ST_N + ST_B0 + p] : 0;
+    }
+    pre[3] += B[2], B[2] += B[3]; /* the small state: run 0's pieces, then run 1's; B[2] its bytes */
+    if (s == MW_OK) s = head_text_of(gc, (int)NT, st, train_tokens, h, meta, &mlen);
+    if (!all_same(pc, s == MW_OK ? mw_crc32c((uint32_t)mlen, meta, (size_t)mlen) : 0) && s == MW_OK)
+        s = mw_fail(MW_ERR_ARG, "the stages' checkpoint headers differ: every rank must be given the same command line");
+    if (s == MW_OK) {
+        tens_end = o = HEADER + (uint64_t)mlen;
+        for (int j = 0; j < P; j++) tens_end += all[j * ST_N + ST_SEC], o += j < S ? all[j * ST_N + ST_SEC] : 0;
+    }
+    snprintf(final, sizeof final, "%s/step-%08d.mwck", dir, st->step);
+    if (S == 0 && s == MW_OK) {
+        s = mw_mkdirs(dir);
+        snprintf(name, sizeof name, "%s/.step-%08d.mwck.tmp.%d", dir, st->step, (int)getpid());
+        if (s == MW_OK && (fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+            s = mw_fail(MW_ERR_IO, "cannot create %s: %s", name, strerror(errno));
+        if (s != MW_OK) name[0] = 0;
+    }
+    size_t cd[2 * 64];
+    if (P > 64) s = mw_fail(MW_ERR_ARG, "a pipeline of more than 64 stages saves no checkpoint yet");
+    for (int j = 0; j < P && j < 64; j++) cd[j] = j ? 0 : sizeof name, cd[P + j] = 0;
+    if (P <= 64 && (g = pc->allgatherv(pc, name, 1, cd, cd + P)) != MW_OK) s = g;
+    if (!name[0] && s == MW_OK) s = mw_fail(MW_ERR_IO, "stage 0 could not create the checkpoint file in %s", dir);
+    if (S != 0 && s == MW_OK && (fd = open(name, O_WRONLY | O_CLOEXEC)) < 0)
+        s = mw_fail(MW_ERR_IO, "stage %d cannot open %s (is --out on a file system every rank shares?): %s", S, name,
+                    strerror(errno));
+    uint32_t chain = 0; /* this stage's CRCs, as the trailer chains them */
+    uint64_t clen = 0;
+    unsigned char b4[4];
+#define CHAIN(v, at)                                                                               \
+    do {                                                                                           \
+        put32(b4, (v));                                                                            \
+        chain = mw_crc32c(chain, b4, 4), clen += 4;                                                \
+        if (s == MW_OK) s = pwr(fd, name, b4, 4, (at));                                            \
+    } while (0)
+    for (int i = 0; i < nt && s == MW_OK; i++) {
+        mw_param_info t;
+        if ((s = mw_model_tensor_info(m, i, &t, 0)) != MW_OK) break;
+        unsigned char r[REC + 256];
+        size_t rl;
+        tensor_rec(&t, r, &rl);
+        s = pwr(fd, name, r, rl, o);
+        CHAIN(mw_crc32c(0, r, rl), o + rl);
+        o += rl + 4;
+        const float *data;
+        if (s == MW_OK) s = mw_model_param_view(m, i, &data);
+        if (s == MW_OK) s = pwr(fd, name, data, t.numel * 4, o);
+        CHAIN(s == MW_OK ? mw_crc32c(0, data, t.numel * 4) : 0, o + t.numel * 4);
+        o += t.numel * 4 + 4;
+        for (int k = 0; k < 2 && !v2 && s == MW_OK; k++) {
+            uint32_t cc = 0;
+            for (size_t off = 0, n; off < t.numel && s == MW_OK; off += n) {
+                const float *p;
+                if ((s = mw_model_moment_view(m, k, i, off, &p, &n)) != MW_OK) break;
+                s = pwr(fd, name, p, n * 4, o + (uint64_t)off * 4);
+                cc = mw_crc32c(cc, p, n * 4);
+            }
+            CHAIN(cc, o + t.numel * 4);
+            o += t.numel * 4 + 4;
+        }
+    }
+#undef CHAIN
+    ex[0] = chain, ex[1] = clen;
+    for (int run = 0; run < 4 && v2 && s == MW_OK; run++) { /* this stage's pieces of each array */
+        const int part = run < 3 ? run : 2;
+        uint64_t at = tens_end + SREC + 4 + pre[run], from = run == 3 ? mine[ST_B2] : 0;
+        for (int q = 0; q < part; q++) at += SREC + 4 + B[q] + 4;
+        uint32_t cc = 0;
+        for (uint64_t off = 0; off < mine[ST_B0 + run] && s == MW_OK;) {
+            const void *p;
+            size_t n;
+            if ((s = mw_model_state_view(m, part, from + off, &p, &n)) != MW_OK) break;
+            if (off + n > mine[ST_B0 + run]) n = (size_t)(mine[ST_B0 + run] - off);
+            s = pwr(fd, name, p, n, at + off);
+            cc = mw_crc32c(cc, p, n);
+            off += n;
+        }
+        ex[2 + run] = cc;
+    }
+    mw_status d = mw_model_moments_done(m);
+    if (s == MW_OK) s = d;
+    if (fd >= 0 && S != 0) {
+        if (s == MW_OK && fdatasync(fd) != 0) s = mw_fail(MW_ERR_IO, "cannot sync %s: %s", name, strerror(errno));
+        if (close(fd) != 0 && s == MW_OK) s = mw_fail(MW_ERR_IO, "cannot close %s: %s", name, strerror(errno));
+        fd = -1;
+    }
+    snprintf(why, sizeof why, "%s", s == MW_OK ? "" : mw_last_error());
+    int ok = all_ok(pc, s);
+    if (ok) ok = gather_vals(pc, ex, 6, exa) == MW_OK;
+    if (S == 0 && ok) { /* the header, the chain of the stages' CRCs, the arrays' records and CRCs, the trailer */
+        uint32_t ch = 0;
+        for (int j = 0; j < P; j++) ch = mw_crc32c_combine(ch, (uint32_t)exa[j * 6], exa[j * 6 + 1]);
+        s = pwr(fd, name, h, HEADER, 0);
+        if (s == MW_OK) s = pwr(fd, name, meta, (size_t)mlen, HEADER);
+        o = tens_end;
+        for (int part = 0; part < 3 && v2 && s == MW_OK; part++) {
+            unsigned char r[SREC];
+            put32(r, (uint32_t)part);
+            put32(r + 4, (uint32_t)mw_model_state_bits(m, part));
+            put64(r + 8, B[part]);
+            s = pwr(fd, name, r, SREC, o);
+            uint32_t cc = 0;
+            for (int run = part; run < (part == 2 ? 4 : part + 1); run++)
+                for (int j = 0; j < P; j++) cc = mw_crc32c_combine(cc, (uint32_t)exa[j * 6 + 2 + run], all[j * ST_N + ST_B0 + run]);
+            const uint32_t two[2] = {mw_crc32c(0, r, SREC), cc};
+            for (int q = 0; q < 2 && s == MW_OK; q++) {
+                put32(b4, two[q]);
+                ch = mw_crc32c(ch, b4, 4);
+                s = pwr(fd, name, b4, 4, q ? o + SREC + 4 + B[part] : o + SREC);
+            }
+            o += SREC + 4 + B[part] + 4;
+        }
+        unsigned char tr[TRAILER] = {0};
+        memcpy(tr, END, 8);
+        put64(tr + 8, o + TRAILER);
+        put32(tr + 16, ch);
+        if (s == MW_OK) s = pwr(fd, name, tr, TRAILER, o);
+        if (s == MW_OK && fsync(fd) != 0) s = mw_fail(MW_ERR_IO, "cannot sync %s: %s", name, strerror(errno));
+        if (close(fd) != 0 && s == MW_OK) s = mw_fail(MW_ERR_IO, "cannot close %s: %s", name, strerror(errno));
+        fd = -1;
+        if (s == MW_OK && rename(name, final) != 0)
+            s = mw_fail(MW_ERR_IO, "cannot rename %s to %s: %s", name, final, strerror(errno));
+        if (s == MW_OK) s = mw_sync_dir(dir);
+        if (s != MW_OK) snprintf(why, sizeof why, "%s", mw_last_error());
+    }
+    if (fd >= 0) close(fd);
+    if (ok) ok = all_ok(pc, s); /* stage 0's rename */
+    if (!ok && S == 0 && name[0]) unlink(name);
+    free(all), free(exa);
+    if (!ok) return mw_fail(MW_ERR_IO, "%s", why[0] ? why : "another stage could not write its part of the checkpoint (its error is above)");
+    if (path) snprintf(path, path_len, "%s", final);
+    return MW_OK;
+}
+
+/* pread of n bytes at off, and the CRC-32C stored after them checked */
+static mw_status pread_crc(int fd, const char *path, void *buf, size_t n, uint64_t off, const char *what) {
+    char *p = buf;
+    for (size_t k = 0; k < n;) {
+        ssize_t r = pread(fd, p + k, n - k, (off_t)(off + k));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return mw_fail(MW_ERR_IO, "cannot read %s: %s", path, r < 0 ? strerror(errno) : "truncated");
+        k += (size_t)r;
+    }
+    unsigned char c[4];
+    if (pread(fd, c, 4, (off_t)(off + n)) != 4) return mw_fail(MW_ERR_IO, "cannot read %s", path);
+    if (get32(c) != mw_crc32c(0, buf, n)) return mw_fail(MW_ERR_FORMAT, "%s: %s changed while it was read", path, what);
+    return MW_OK;
+}
+
+/* A stage's run of a single-process checkpoint (collective over the stages: every stage verifies
+ * the whole file, then reads its tensors and its pieces of the optimizer's arrays). */
+static mw_status load_stage(const char *path, mw_model *m, mw_ckpt_info *info, int params_only) {
+    mw_comm *pc = mw_pipe_comm(m);
+    const mw_config *gc = mw_pipe_global_config(m);
+    const int S = pc->rank, P = pc->size, nt = mw_model_num_tensors(m), tb = mw_pipe_tensor_base(m);
+    const int v2 = gc->optim != MW_OPTIM_ADAMW;
+    mw_ckpt_index idx = {0, calloc(MW_CKPT_MAX_INDEX, sizeof(mw_ckpt_entry))};
+    uint64_t mine[ST_N], *all = calloc((size_t)P * ST_N, sizeof *all);
+    int fd = -1;
+    mw_status s = idx.e && all ? MW_OK : mw_fail(MW_ERR_NOMEM, "out of memory");
+    if (s == MW_OK) s = mw_ckpt_index_read(path, info, &idx);
+    const mw_config *k = &info->cfg;
+    if (s == MW_OK && (k->arch != gc->arch || k->n_layer != gc->n_layer || k->n_head != gc->n_head ||
+                       k->n_embd != gc->n_embd || k->vocab != gc->vocab || k->ctx != gc->ctx))
+        s = mw_fail(MW_ERR_ARG, "%s: a %s of %d layers, %d heads, %d channels, vocabulary %d, context %d; this run's "
+                    "model differs", path, mw_arch_name(k->arch), k->n_layer, k->n_head, k->n_embd, k->vocab, k->ctx);
+    if (s == MW_OK && !params_only && k->optim != gc->optim)
+        s = mw_fail(MW_ERR_ARG, "%s holds --optim %s state, this run is --optim %s (--reset-optimizer keeps the parameters)",
+                    path, mw_optim_str(k->optim), mw_optim_str(gc->optim));
+    if (s == MW_OK) s = stage_figures(m, v2, mine);
+    mw_status g = gather_vals(pc, mine, ST_N, all); /* collective: every stage reaches it */
+    if (s == MW_OK) s = g;
+    uint64_t NT = 0, B[4] = {0, 0, 0, 0}, pre[4] = {0, 0, 0, 0};
+    for (int j = 0; j < P && s == MW_OK; j++) {
+        NT += all[j * ST_N + ST_NT];
+        for (int p = 0; p < 4; p++) B[p] += all[j * ST_N + ST_B0 + p], pre[p] += j < S ? all[j * ST_N + ST_B0 + p] : 0;
+    }
+    pre[3] += B[2], B[2] += B[3];
+    if (s == MW_OK && (uint64_t)idx.n != NT)
+        s = mw_fail(MW_ERR_ARG, "%s: %d tensors, the stages of this run hold %llu", path, idx.n, (unsigned long long)NT);
+    if (s == MW_OK && (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        s = mw_fail(MW_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    for (int i = 0; i < nt && s == MW_OK; i++) {
+        const mw_ckpt_entry *e = &idx.e[tb + i];
+        mw_param_info t;
+        if ((s = mw_model_tensor(m, i, &t)) != MW_OK) break;
+        if (strcmp(t.name, e->name) != 0 || t.numel != e->numel || t.ndim != e->ndim || t.dims[0] != e->dims[0] ||
+            (t.ndim == 2 && t.dims[1] != e->dims[1])) {
+            s = mw_fail(MW_ERR_ARG, "%s: tensor %s does not match stage %d's tensor %s", path, e->name, S, t.name);
+            break;
+        }
+        float *dst[3] = {t.data, params_only || v2 ? NULL : t.m, params_only || v2 ? NULL : t.v};
+        for (int b = 0; b < 3 && s == MW_OK; b++)
+            if (dst[b]) s = pread_crc(fd, path, dst[b], e->numel * 4, e->offset + (uint64_t)b * (e->numel * 4 + 4), e->name);
+    }
+    if (s == MW_OK && v2 && !params_only) {
+        const mw_ckpt_entry *e = &idx.e[idx.n - 1];
+        uint64_t o = e->offset + e->numel * 4 + 4;
+        for (int part = 0; part < 3 && s == MW_OK; part++) {
+            unsigned char r[SREC];
+            if (pread(fd, r, SREC, (off_t)o) != SREC) s = mw_fail(MW_ERR_IO, "cannot read %s", path);
+            if (s == MW_OK && (get64(r + 8) != B[part] || get32(r + 4) != (uint32_t)mw_model_state_bits(m, part)))
+                s = mw_fail(MW_ERR_ARG, "%s: the optimizer's array %d has %llu bytes of %u bits, this run's stages %llu of %d",
+                            path, part, (unsigned long long)get64(r + 8), get32(r + 4), (unsigned long long)B[part],
+                            mw_model_state_bits(m, part));
+            for (int run = part; run < (part == 2 ? 4 : part + 1); run++) {
+                const uint64_t from = run == 3 ? mine[ST_B2] : 0;
+                for (uint64_t off = 0; off < mine[ST_B0 + run] && s == MW_OK;) {
+                    void *p;
+                    size_t n;
+                    if ((s = mw_model_state_map(m, part, from + off, &p, &n)) != MW_OK) break;
+                    if (off + n > mine[ST_B0 + run]) n = (size_t)(mine[ST_B0 + run] - off);
+                    const ssize_t rr = pread(fd, p, n, (off_t)(o + SREC + 4 + pre[run] + off));
+                    if (rr != (ssize_t)n) s = mw_fail(MW_ERR_IO, "cannot read %s", path);
+                    off += n;
+                }
+            }
+            o += SREC + 4 + B[part] + 4;
+        }
+    }
+    if (fd >= 0) close(fd);
+    mw_status d = mw_model_moments_done(m);
+    if (s == MW_OK) s = d;
+    free(idx.e), free(all);
+    return s;
 }
