@@ -101,6 +101,9 @@ void layout_parse(opts *o, int mask) {
     o->layout = 1;
     if (mask & CMD_TRAIN) { /* this rank's place in the grid (src/dist/grid.c) */
         if (P > c->n_layer) die(1, "--pp %d: more stages than the model's %d blocks", P, c->n_layer);
+        if (D > 1 && c->zero >= 1 && (o->ckpt_dir || o->resume))
+            die(1, "train --pp with --zero %d over %d replicas and --%s: a checkpoint of sharded stages is not built yet "
+                   "(--zero 0 saves and resumes)", c->zero, D, o->resume ? "resume" : "out");
         int t, p, d;
         const int N = mw_mpi_launched_size() > 0 ? mw_mpi_launched_size() : 1;
         mw_grid_coords(mw_mpi_launched_rank() % N, T, P, D, &t, &p, &d);

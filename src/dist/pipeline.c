@@ -38,9 +38,9 @@ mw_status mw_pipe_check(const mw_config *c) {
         return mw_fail(MW_ERR_ARG, "--pp %d with a tied embedding (%s): the embedding's gradient would be the sum of "
                        "the first and the last stage's in another order than one process's; not built yet (an untied "
                        "model, e.g. llama-tiny, runs)", c->pp, c->arch == MW_ARCH_GPT2 ? "GPT-2" : "--tied");
-    if (c->dp && c->world > 1)
-        return mw_fail(MW_ERR_ARG, "--pp %d with %d data-parallel replicas: not built yet (run --pp alone: mpirun -np %d)",
-                       c->pp, c->world, c->pp);
+    if (c->dp && c->zero >= 2)
+        return mw_fail(MW_ERR_ARG, "--pp with --zero %d: a stage's gradient slots (stage 2) and parameter gathers "
+                       "(stage 3) are not built yet; --zero 0 and 1 run", c->zero);
     if (c->precision != MW_PRECISION_FP32)
         return mw_fail(MW_ERR_ARG, "--pp with --precision %s: a stage's bfloat16 gradient slots are not built yet",
                        mw_precision_str(c->precision));
@@ -81,9 +81,14 @@ typedef struct pipe_src {
     const int32_t *in, *tg;
 } pipe_src;
 
-/* The inputs and targets of the next micro-batch into in and tg (either NULL: not needed here). */
+/* The inputs and targets of the next micro-batch into in and tg (either NULL: not needed here).
+ * With D data-parallel replicas, micro-step k of replica d trains micro-batch k D + d of the
+ * loader's stream (src/dist/zero.c's dealing): the others' windows are skipped. */
 static mw_status take(mw_model *m, const pipe_src *src, void *in, void *tg) {
     const size_t N = (size_t)m->cfg.batch * m->cfg.seq;
+    const int D = m->cfg.dp ? m->cfg.world : 1, d = m->cfg.dp ? m->cfg.rank : 0;
+    if (src->next)
+        for (int r = 0; r < d; r++) MW_TRY(src->next(src->ctx, NULL, NULL, NULL));
     if (!src->next) {
         if (in) memcpy(in, src->in, N * sizeof(int32_t));
         if (tg) memcpy(tg, src->tg, N * sizeof(int32_t));
@@ -92,24 +97,21 @@ static mw_status take(mw_model *m, const pipe_src *src, void *in, void *tg) {
         MW_TRY(src->next(src->ctx, si, st, win));
         if (in) memcpy(in, si, N * sizeof(int32_t));
         if (tg) memcpy(tg, st, N * sizeof(int32_t));
+        for (int r = d + 1; r < D; r++) MW_TRY(src->next(src->ctx, NULL, NULL, NULL));
     }
     if (in) MW_TRY(check_ids(m, in, "input"));
     if (tg) MW_TRY(check_ids(m, tg, "target"));
     return MW_OK;
 }
 
-/* Runs ops [0, end) of the stage's schedule; *loss: the sum over its head ops of each micro-batch's
- * mean loss as a float (the plain run's mw_model_forward_backward result), 0 on other stages. */
-static mw_status run_ops(mw_model *m, int end, int train, float grad_scale, const pipe_src *src, double *loss) {
+/* Op i of the stage's schedule: a transfer, or the model's op on its bound pointers. */
+static mw_status run_op(mw_model *m, int i, int train, float grad_scale, const pipe_src *src, double *loss, float *lmb,
+                        uint64_t ab, uint64_t gb) {
     const mw_model_def *a = m->arch;
     const mw_config *c = &m->cfg;
     const int K = a->nkinds, s = c->pp_stage, N = c->batch * c->seq, gdisk = mw_graph_grads_slotted(m);
     mw_comm *pc = m->pcomm;
-    uint64_t ab, gb;
-    mw_graph_pipe_value_bytes(m, &ab, &gb);
-    *loss = 0.0;
-    m->has_targets = 1;
-    for (int i = 0; i < end; i++) {
+    {
         const int k = m->ops[i].kind, l = m->ops[i].layer;
         void **P = m->opp + (size_t)i * MW_MAXACC;
         if (k == K + MW_PK_RECV) {
@@ -127,10 +129,38 @@ static mw_status run_ops(mw_model *m, int end, int train, float grad_scale, cons
             if (gdisk && m->op_gb[i]) MW_TRY(mw_graph_grad_bind(m, l));
             double ls = 0.0;
             a->run_op(m, i, train, grad_scale / N, &ls);
-            if (k == a->k_head || k == a->k_logits) *loss += (float)(ls / N);
+            if (k == a->k_head || k == a->k_logits) {
+                *loss += (float)(ls / N);
+                if (lmb) lmb[m->ops[i].mb] = (float)(ls / N);
+            }
             if (gdisk && m->op_ge[i]) MW_TRY(mw_graph_grad_done(m, l));
         }
     }
+    return MW_OK;
+}
+
+/* Runs ops [0, end) of the stage's schedule; *loss: the sum over its head ops of each micro-batch's
+ * mean loss as a float (the plain run's mw_model_forward_backward result), 0 on other stages;
+ * lmb (may be NULL): each micro-batch's. With data parallelism (training), each micro-batch's
+ * gradient is exchanged among the replicas of this stage when its last backward op here ends. */
+static mw_status run_ops(mw_model *m, int end, int train, float grad_scale, const pipe_src *src, double *loss,
+                         float *lmb) {
+    const mw_config *c = &m->cfg;
+    uint64_t ab, gb;
+    mw_graph_pipe_value_bytes(m, &ab, &gb);
+    *loss = 0.0;
+    m->has_targets = 1;
+    const int M = c->accum, dp = train && c->dp && m->comm;
+    int *lastop = dp ? malloc(sizeof(int) * (size_t)M) : NULL;
+    if (dp && !lastop) return mw_fail(MW_ERR_NOMEM, "out of memory");
+    for (int i = 0; dp && i < end; i++) lastop[m->ops[i].mb] = i;
+    mw_status st = MW_OK;
+    for (int i = 0; i < end && st == MW_OK; i++) {
+        st = run_op(m, i, train, grad_scale, src, loss, lmb, ab, gb);
+        if (st == MW_OK && dp && lastop[m->ops[i].mb] == i) st = mw_zero_exchange_step(m, m->ops[i].mb, m->ops[i].mb == M - 1);
+    }
+    free(lastop);
+    MW_TRY(st);
     MW_TRY(send_wait(m, 0));
     return send_wait(m, 1);
 }
@@ -213,24 +243,38 @@ static double now_ms(void) {
 mw_status mw_pipe_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step_report *r) {
     const mw_config *c = &m->cfg;
     if (!m->pcomm) return mw_fail(MW_ERR_ARG, "a pipeline stage needs its communicator (mw_model_set_pipe)");
-    if (mw_graph_grads_slotted(m) && !m->gfresh) return mw_fail(MW_ERR_ARG, "internal: a stage's gradient slots");
+    if (c->dp && !m->comm) return mw_fail(MW_ERR_ARG, "a stage's data-parallel replicas need their communicator (mw_model_set_comm)");
     const double t0 = now_ms();
-    const int M = c->accum, first = c->pp_stage == 0, last = c->pp_stage == c->pp - 1;
+    const int M = c->accum, D = c->dp ? c->world : 1, first = c->pp_stage == 0, last = c->pp_stage == c->pp - 1;
     if (!first && !last) /* a middle stage reads no tokens: past the step's micro-batches */
-        for (int k = 0; k < M; k++) MW_TRY(next(ctx, NULL, NULL, NULL));
-    MW_TRY(mw_graph_step_begin(m));
+        for (int k = 0; k < M * D; k++) MW_TRY(next(ctx, NULL, NULL, NULL));
+    float *lmb = calloc((size_t)M * D, sizeof *lmb);
+    size_t *lc = calloc((size_t)D * 2, sizeof *lc);
+    mw_status st = lmb && lc ? mw_graph_step_begin(m) : mw_fail(MW_ERR_NOMEM, "out of memory");
     pipe_src src = {next, ctx, NULL, NULL};
     double loss = 0.0;
-    MW_TRY(run_ops(m, m->opt_op, 1, 1.0f / M, &src, &loss));
+    if (st == MW_OK) st = run_ops(m, m->opt_op, 1, 1.0f / (float)(M * D), &src, &loss, lmb + (size_t)(c->dp ? c->rank : 0) * M);
+    if (st == MW_OK && last && D > 1) { /* the replicas' losses, summed in micro-batch order as one process sums them */
+        for (int j = 0; j < D; j++) lc[j] = (size_t)M, lc[D + j] = (size_t)j * M;
+        st = m->comm->allgatherv(m->comm, lmb, sizeof(float), lc, lc + D);
+        loss = 0.0;
+        for (int k = 0; k < M; k++)
+            for (int j = 0; j < D; j++) loss += lmb[j * M + k];
+    }
+    free(lmb), free(lc);
+    MW_TRY(st);
     MW_TRY(share_loss(m, &loss));
     memset(r, 0, sizeof *r);
     r->step = s + 1;
-    r->loss = (float)(loss / M);
+    r->loss = (float)(loss / (M * D));
     r->lr = mw_lr_at(c, s);
+    if (c->dp) MW_TRY(mw_zero_gather_grads(m)); /* every replica the stage's whole summed gradient, for the norm */
     MW_TRY(pipe_norm(m, &r->grad_norm));
     MW_TRY(mw_model_adamw_step(m, r->lr, r->grad_norm, s + 1));
+    if (c->dp && c->zero >= 1) /* the sharded update zeroes its shard's gradient; the gathered rest too */
+        memset(m->grads, 0, m->nfloats * sizeof(float));
     r->ms = now_ms() - t0;
-    r->tokens_per_s = (double)c->batch * c->seq * M / (r->ms / 1e3);
+    r->tokens_per_s = (double)c->batch * c->seq * M * D / (r->ms / 1e3);
     return MW_OK;
 }
 
@@ -244,7 +288,7 @@ mw_status mw_pipe_forward(mw_model *m, const int32_t *inputs, const int32_t *tar
     MW_TRY(mw_graph_step_begin(m));
     pipe_src src = {NULL, NULL, inputs, targets};
     double l = 0.0;
-    MW_TRY(run_ops(m, end, 0, 0.0f, &src, &l));
+    MW_TRY(run_ops(m, end, 0, 0.0f, &src, &l, NULL));
     MW_TRY(share_loss(m, &l));
     *loss = (float)l;
     return MW_OK;

@@ -152,6 +152,7 @@ static mw_status exchange_range(mw_model *m, const float *src, size_t a, size_t 
 /* Micro-step k's exchange of the whole buffer (--zero 0 and 1): the sum goes into the shard's
  * part of m->grads after the last micro-step (last), else into m->zacc; the rest of m->grads is
  * left zero for the next micro-batch. */
+static mw_status gather_flat(mw_model *m, float *buf);
 static mw_status exchange(mw_model *m, int k, int last) {
     float *g = m->grads;
     MW_TRY(exchange_range(m, g, 0, m->nfloats, k == 0, last ? g + m->zlo : m->zacc));
@@ -161,6 +162,9 @@ static mw_status exchange(mw_model *m, int k, int last) {
         if (e < lo || e >= hi) g[e] = 0.0f;
     return MW_OK;
 }
+
+mw_status mw_zero_exchange_step(mw_model *m, int k, int last) { return exchange(m, k, last); }
+mw_status mw_zero_gather_grads(mw_model *m) { return gather_flat(m, m->grads); }
 
 mw_status mw_zero_exchange(mw_model *m, const float *src, size_t a, size_t b) {
     return exchange_range(m, src, a, b, m->zk == 0, m->zacc);

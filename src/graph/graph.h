@@ -295,6 +295,13 @@ mw_status mw_zero_opt_step(mw_model *m, double lr, double grad_norm, int t);
 /* --zero 2: this rank's gradient of elements [a, b) of the flat buffer (src[e - a]) summed into the
  * ranks' shards (collective: every rank calls it for the same range) */
 mw_status mw_zero_exchange(mw_model *m, const float *src, size_t a, size_t b);
+/* --zero 0 and 1: micro-step k's exchange of the whole flat gradient (this rank's micro-batch's,
+ * formed from zero): the ranks' sum of their shards in rank order onto the earlier micro-steps',
+ * into m->grads's shard after the last (last 1), else m->zacc; the rest of m->grads zeroed. And
+ * every rank's shard of the summed gradient gathered into the whole of m->grads. (A pipeline
+ * stage's data parallelism, src/dist/pipeline.c.) */
+mw_status mw_zero_exchange_step(mw_model *m, int k, int last);
+mw_status mw_zero_gather_grads(mw_model *m);
 /* --zero 3: elements [a, b) of the flat parameters (a segment) into dst[e - a] from every rank's
  * shard (collective) */
 mw_status mw_zero_gather_seg(mw_model *m, float *dst, size_t a, size_t b);
