@@ -46,6 +46,10 @@ void layout_parse(opts *o, int mask) {
     const int T = opt_given(o, "tp") ? c->tp : 1, P = opt_given(o, "pp") ? c->pp : 1, E = opt_given(o, "ep") ? c->ep : 1;
     int D = opt_given(o, "dp") ? o->layout_dp : 1;
     if ((mask & CMD_TRAIN) && T >= 1 && P >= 1) { /* the ranks mpirun started: D = N / (T P) */
+        if (P > c->n_layer) die(1, "--pp %d: more stages than the model's %d blocks", P, c->n_layer);
+        if (P > 1 && opt_given(o, "zero") && c->zero >= 2)
+            die(1, "train --pp with --zero %d: a stage's gradient slots (stage 2) and parameter gathers (stage 3) are not "
+                   "built yet; --zero 0 and 1 run", c->zero);
         const int N = mw_mpi_launched_size() > 0 ? mw_mpi_launched_size() : 1;
         if (N % (T * P)) die(1, "train --pp %d on %d rank%s: the ranks must be a multiple of the stages (mpirun -np %d)", P, N, N == 1 ? "" : "s", T * P);
         if (opt_given(o, "dp") && D != N / (T * P))
@@ -100,7 +104,6 @@ void layout_parse(opts *o, int mask) {
     c->rank = 0;
     o->layout = 1;
     if (mask & CMD_TRAIN) { /* this rank's place in the grid (src/dist/grid.c) */
-        if (P > c->n_layer) die(1, "--pp %d: more stages than the model's %d blocks", P, c->n_layer);
         if (D > 1 && c->zero >= 1 && (o->ckpt_dir || o->resume))
             die(1, "train --pp with --zero %d over %d replicas and --%s: a checkpoint of sharded stages is not built yet "
                    "(--zero 0 saves and resumes)", c->zero, D, o->resume ? "resume" : "out");

@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# End-to-end tests of pipeline parallelism (issue 33): train --pp P [--pp-layers ...] --microbatches M
+# under mpirun -np 1, 2 and 4 (--oversubscribe), alone and with D = N / P data-parallel replicas
+# (--zero 0 and 1 over each stage's replicas), on llama-tiny (untied; a tied embedding is refused).
+# Checked: the losses, gradient norms, validation losses and weights (params_crc32c) and the
+# checkpoint bytes of every layout that fits 4 ranks are one process's with the same global batch
+# (--accum M; with replicas, the data-parallel run of the same D x M micro-batches), under every
+# --optim and --recompute; each rank's arena peak is its plan and estimate's for that rank; a run
+# saved at one layout resumes at another (and at one process) where the unbroken run ends; the
+# refusals before step 1 (P > L, --pp-layers not summing to L, ranks not a multiple of P, a tied
+# embedding, bf16, --zero 2, --tp); ranks given different flags are refused; a killed rank ends
+# every rank with the checkpoints intact (--resume auto ends where the unbroken run does); a stopped
+# stage makes the others exit after --comm-timeout. Usage: tests/cli_parallel.sh build/memwall.
+set -u
+MW=$(realpath "${1:-build/memwall}")
+T=$(mktemp -d /tmp/mw_parallel_XXXXXX)
+trap 'pkill -9 -f "$T/" 2>/dev/null; rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib_cli.sh"
+
+if ! command -v mpirun >/dev/null; then
+  echo "FAIL: mpirun not found (scripts/install-deps.sh installs OpenMPI)"
+  exit 1
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+if ldd "$MW" | grep -q libasan; then # the sanitizer build: OpenMPI's own leaks are not memwall's
+  export OMPI_MCA_mca_base_component_disable_dlclose=1
+  export LSAN_OPTIONS="suppressions=$(realpath "$(dirname "$0")")/lsan_mpi.supp:print_suppressions=0"
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+fi
+mpr() { # mpr N ARGS...: memwall ARGS on N ranks
+  local n=$1
+  shift
+  mpirun -np "$n" --oversubscribe "$MW" "$@"
+}
+# sig JSONL: every step's loss, norm and validation loss, and the final weights' CRC
+sig() { grep -o '"\(loss\|grad_norm\|val_loss\)": [-0-9.e+]*\|"params_crc32c": "[0-9a-f]*"' "$1" | paste -sd' ' -; }
+ck() { sha256sum "$1" 2>/dev/null | cut -c1-64; }
+
+cat /usr/share/common-licenses/{GPL-2,GPL-3} >"$T/corpus.txt"
+"$MW" prepare --tokenizer bytes --in "$T/corpus.txt" --out "$T/d" >/dev/null || { echo "prepare failed"; exit 1; }
+# llama-tiny: 4 blocks of 128 channels, 217k parameters (4 quanta of the norm's partial sums, cut by
+# every stage boundary of these splits)
+tr=(train --data "$T/d" --preset llama-tiny --batch 2 --seq 32 --lr 1e-3 --warmup 1 --steps 3 --threads 1
+  --eval-every 2 --eval-batches 2)
+
+echo "-- one process's bits (D = 1: the plain run with --accum M)"
+run() { # run NAME N ARGS...: a run into $T/NAME (its --out) and $T/NAME.jsonl; 0 when it exits 0
+  local name=$1 n=$2
+  shift 2
+  if [ "$n" = 0 ]; then
+    "$MW" "${tr[@]}" "$@" --out "$T/$name" --json-log "$T/$name.jsonl" >"$T/$name.out" 2>&1
+  else
+    mpr "$n" "${tr[@]}" "$@" --out "$T/$name" --json-log "$T/$name.jsonl" >"$T/$name.out" 2>&1
+  fi || { fail "$name: exit $?: $(grep -a memwall: "$T/$name.out" | head -2)"; return 1; }
+}
+same() { # same WHAT REF RUN: the signatures and the step-3 checkpoints agree
+  local a b
+  a=$(sig "$T/$2.jsonl") b=$(sig "$T/$3.jsonl")
+  if [ -n "$a" ] && [ "$a" = "$b" ] && [ -n "$(ck "$T/$2/step-00000003.mwck")" ] &&
+    [ "$(ck "$T/$2/step-00000003.mwck")" = "$(ck "$T/$3/step-00000003.mwck")" ]; then
+    pass "$1: the same losses, norms, weights and checkpoint bytes"
+  else
+    fail "$1: '$a' vs '$b'"
+  fi
+}
+run plain4 0 --accum 4
+grep -q '"params_crc32c"' "$T/plain4.jsonl" || fail "no params_crc32c in the end event"
+run np1 1 --pp 1 --microbatches 4 && same "mpirun -np 1 --pp 1 --microbatches 4 = --accum 4" plain4 np1
+run pp2 2 --pp 2 --microbatches 4 && same "-np 2 --pp 2 --microbatches 4" plain4 pp2
+run pp4 4 --pp 4 --microbatches 4 && same "-np 4 --pp 4 --microbatches 4" plain4 pp4
+# (a checkpoint records --recompute: the reference runs the same policy, which changes no bit)
+run plain4f 0 --accum 4 --recompute full
+run pp31 2 --pp 2 --pp-layers 3,1 --microbatches 4 --recompute full && same "-np 2 --pp-layers 3,1 --recompute full" plain4f pp31
+run plain4b 0 --accum 4 --recompute blocks:fsnn
+run pp13 2 --pp 2 --pp-layers 1,3 --microbatches 4 --recompute blocks:fsnn && same "-np 2 --pp-layers 1,3 --recompute blocks:fsnn" plain4b pp13
+[ "$(sig "$T/plain4.jsonl")" = "$(sig "$T/pp13.jsonl")" ] && pass "--recompute blocks:fsnn changes no bit (against --recompute none)" || fail "recompute changed a bit"
+
+run plain2 0 --accum 2
+run pp4m2 4 --pp 4 --microbatches 2 && same "-np 4 --pp 4 --microbatches 2 (M < P: stages idle in the bubble)" plain2 pp4m2
+for o in adamw8bit adam4bit adafactor came; do
+  run "plain_$o" 0 --accum 4 --optim "$o" && run "pp_$o" 2 --pp 2 --pp-layers 1,3 --microbatches 4 --optim "$o" &&
+    same "--optim $o at --pp-layers 1,3" "plain_$o" "pp_$o"
+done
+
+echo "-- with data-parallel replicas (D = N / P; the reference: the data-parallel run of D x M micro-batches)"
+run dp4 1 --zero 0 --accum 4
+run pp2dp2 4 --pp 2 --microbatches 2 --zero 0 && same "-np 4 --pp 2 (2 replicas) --zero 0" dp4 pp2dp2
+for o in adamw adafactor; do
+  mpr 1 "${tr[@]}" --zero 0 --accum 4 --optim $o --json-log "$T/dpz$o.jsonl" >/dev/null 2>&1
+  mpr 4 "${tr[@]}" --pp 2 --microbatches 2 --zero 1 --optim $o --json-log "$T/ppz$o.jsonl" >"$T/ppz$o.out" 2>&1 ||
+    fail "--pp 2 --zero 1 --optim $o: $(grep -a memwall: "$T/ppz$o.out" | head -2)"
+  a=$(sig "$T/dpz$o.jsonl") b=$(sig "$T/ppz$o.jsonl")
+  [ -n "$a" ] && [ "$a" = "$b" ] && pass "-np 4 --pp 2 --zero 1 --optim $o: the same losses, norms and weights" || fail "--zero 1 $o: '$a' vs '$b'"
+done
+
+echo "-- each rank's arena is its plan, and estimate's"
+plans() { # plans JSONL ESTIMATE-ARGS...: every rank's arena peak = its plan = estimate's for that rank
+  local j=$1
+  shift
+  "$MW" estimate --data "$T/d" --preset llama-tiny --batch 2 --seq 32 --threads 1 "$@" --json >"$T/est.json" || return 1
+  python3 - "$j" "$T/est.json" <<'EOF'
+import json, sys
+end = [json.loads(l) for l in open(sys.argv[1]) if '"event": "end"' in l][0]
+est = json.load(open(sys.argv[2]))
+want = {}
+for x in est["ranks"]:
+    for lo, hi in x["ranks"]:
+        for r in range(lo, hi + 1): want[r] = x["peak_bytes"]
+got = {r["rank"]: (r["arena_peak_bytes"], r["plan_peak_bytes"]) for r in end["ranks"]}
+ok = sorted(got) == sorted(want) and all(a == p == want[r] for r, (a, p) in got.items())
+print(" ".join("%d:%d" % (r, got[r][0]) for r in sorted(got)))
+sys.exit(not ok)
+EOF
+}
+x=$(plans "$T/pp4.jsonl" --pp 4 --microbatches 4) && pass "--pp 4: arena = plan = estimate --pp 4 per rank ($x)" || fail "--pp 4 per rank: $x"
+x=$(plans "$T/pp13.jsonl" --pp 2 --pp-layers 1,3 --microbatches 4 --recompute blocks:fsnn) &&
+  pass "--pp-layers 1,3: arena = plan = estimate per rank ($x)" || fail "--pp-layers 1,3 per rank: $x"
+x=$(plans "$T/ppzadamw.jsonl" --pp 2 --dp 2 --zero 1 --microbatches 2) &&
+  pass "--pp 2 --dp 2 --zero 1: arena = plan = estimate per rank ($x)" || fail "--pp 2 --zero 1 per rank: $x"
+
+echo "-- layout-free checkpoints: resume across layouts"
+long6=(--steps 6)
+"$MW" "${tr[@]}" "${long6[@]}" --accum 4 --out "$T/u6" >/dev/null 2>&1 || fail "the unbroken run"
+mpr 4 "${tr[@]}" "${long6[@]}" --pp 4 --microbatches 4 --stop-at 2 --out "$T/r6" >"$T/r6a.out" 2>&1 || fail "--pp 4 to step 2"
+mpr 2 "${tr[@]}" "${long6[@]}" --pp 2 --pp-layers 1,3 --microbatches 4 --stop-at 4 --out "$T/r6" --resume auto >"$T/r6b.out" 2>&1 ||
+  fail "--pp 2 resumed: $(grep -a memwall: "$T/r6b.out" | head -2)"
+"$MW" "${tr[@]}" "${long6[@]}" --accum 4 --out "$T/r6" --resume auto >"$T/r6c.out" 2>&1 || fail "one process resumed"
+[ -n "$(ck "$T/u6/step-00000006.mwck")" ] && [ "$(ck "$T/u6/step-00000006.mwck")" = "$(ck "$T/r6/step-00000006.mwck")" ] &&
+  grep -q "resumed from" "$T/r6b.out" &&
+  pass "saved at --pp 4, resumed at --pp-layers 1,3, then at one process: step 6 is the unbroken run's bytes" ||
+  fail "resume across layouts: $(ck "$T/u6/step-00000006.mwck") vs $(ck "$T/r6/step-00000006.mwck")"
+mpr 1 "${tr[@]}" "${long6[@]}" --zero 0 --accum 4 --out "$T/du6" >/dev/null 2>&1 || fail "the unbroken data-parallel run"
+mpr 4 "${tr[@]}" "${long6[@]}" --pp 2 --microbatches 2 --zero 0 --stop-at 3 --out "$T/dr6" >"$T/dr6a.out" 2>&1 || fail "--pp 2 x 2 replicas to step 3"
+mpr 2 "${tr[@]}" "${long6[@]}" --zero 0 --accum 2 --out "$T/dr6" --resume auto >"$T/dr6b.out" 2>&1 ||
+  fail "--zero 0 on 2 ranks resumed: $(grep -a memwall: "$T/dr6b.out" | head -2)"
+[ -n "$(ck "$T/du6/step-00000006.mwck")" ] && [ "$(ck "$T/du6/step-00000006.mwck")" = "$(ck "$T/dr6/step-00000006.mwck")" ] &&
+  pass "saved at --pp 2 x 2 replicas, resumed at 2 data-parallel ranks: step 6 is the unbroken run's bytes" ||
+  fail "resume from --pp 2 x 2 replicas: $(ck "$T/du6/step-00000006.mwck") vs $(ck "$T/dr6/step-00000006.mwck")"
+
+echo "-- refused before step 1 (exit 1, one line, nothing written)"
+refuse() { # refuse N WHAT PATTERN ARGS...: memwall ARGS on N ranks (0: without mpirun) exits 1 saying PATTERN
+  local n=$1 what=$2 pat=$3
+  shift 3
+  rm -rf "$T/no"
+  if [ "$n" = 0 ]; then "$MW" "${tr[@]}" --out "$T/no" "$@" >"$T/rf.out" 2>&1; else mpr "$n" "${tr[@]}" --out "$T/no" "$@" >"$T/rf.out" 2>&1; fi
+  local rc=$?
+  [ $rc -ne 0 ] && grep -q -- "$pat" "$T/rf.out" && [ ! -e "$T/no" ] && pass "$what -> exit $rc: $(grep -a -m1 -- "$pat" "$T/rf.out")" ||
+    fail "$what: exit $rc, $(grep -a memwall: "$T/rf.out" | head -2)"
+}
+refuse 2 "--pp 5 (P > L)" "more stages than the model's 4 blocks" --pp 5 --microbatches 4
+refuse 2 "--pp-layers 1,2 on 4 blocks" "sums to 3 blocks, the model has 4" --pp 2 --pp-layers 1,2
+refuse 3 "3 ranks of --pp 2" "a multiple of the stages" --pp 2
+refuse 2 "gpt2-tiny (a tied embedding)" "tied embedding" --preset gpt2-tiny --pp 2
+refuse 2 "--precision bf16" "bfloat16 gradient slots are not built yet" --pp 2 --precision bf16
+refuse 4 "--zero 2 over the replicas" "stage 2" --pp 2 --zero 2
+refuse 4 "--zero 1 replicas with --out" "a checkpoint of sharded stages" --pp 2 --zero 1
+refuse 0 "train --tp 2" "train --tp runs in a later version" --tp 2
+refuse 2 "--offload optimizer" "--offload" --pp 2 --offload optimizer --offload-dir "$T/off"
+mpirun -np 1 "$MW" "${tr[@]}" --pp 2 --lr 1e-3 : -np 1 "$MW" "${tr[@]}" --pp 2 --lr 2e-3 >"$T/mpmd.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "rank 1's configuration" "$T/mpmd.out" && pass "stages given different --lr: refused (exit $rc)" ||
+  fail "different --lr: exit $rc, $(grep -a memwall: "$T/mpmd.out" | head -2)"
+mpirun -np 1 "$MW" "${tr[@]}" --pp 2 --pp-layers 1,3 : -np 1 "$MW" "${tr[@]}" --pp 2 --pp-layers 3,1 >"$T/mpmd2.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "rank 1's configuration" "$T/mpmd2.out" && pass "stages given different --pp-layers: refused (exit $rc)" ||
+  fail "different --pp-layers: exit $rc, $(grep -a memwall: "$T/mpmd2.out" | head -2)"
+
+echo "-- faults"
+long=(train --data "$T/d" --preset llama-tiny --batch 2 --seq 32 --lr 1e-3 --warmup 2 --steps 100 --threads 1
+  --log-every 1000 --save-every 20 --keep 20 --pp 2 --microbatches 2)
+"$MW" train --data "$T/d" --preset llama-tiny --batch 2 --seq 32 --lr 1e-3 --warmup 2 --steps 100 --threads 1 \
+  --log-every 1000 --save-every 20 --keep 20 --accum 2 --out "$T/unbroken" >"$T/unbroken.out" 2>&1 || fail "the unbroken run"
+mpr 2 "${long[@]}" --out "$T/killed" >"$T/killed.out" 2>&1 &
+job=$!
+for _ in $(seq 300); do [ -f "$T/killed/step-00000040.mwck" ] && break; sleep 0.1; done
+victim=$(pgrep -f -- "--out $T/killed" | sort -n | tail -1)
+t0=$(date +%s)
+kill -9 "$victim" 2>/dev/null
+wait $job
+rc=$?
+dt=$(($(date +%s) - t0))
+[ $rc -ne 0 ] && [ $dt -le 30 ] && pass "a stage killed (SIGKILL): every rank stops in ${dt} s, exit $rc" ||
+  fail "killed stage: exit $rc after ${dt} s"
+[ -f "$T/killed/step-00000100.mwck" ] && echo "  note: the run ended before the kill; the resume below checks nothing new"
+ls "$T/killed"/.step-* >/dev/null 2>&1 && echo "  note: a temporary file of the interrupted save is left (never taken as a checkpoint)"
+mpr 2 "${long[@]}" --out "$T/killed" --resume auto >"$T/resumed.out" 2>&1 || fail "resume after the kill: $(grep -a memwall: "$T/resumed.out" | head -2)"
+grep -q "resumed from" "$T/resumed.out" && pass "--resume auto after the kill: $(grep -o 'resumed from [^ ]* at step [0-9]*' "$T/resumed.out")" ||
+  fail "no resume: $(head -c 300 "$T/resumed.out")"
+a=$(ck "$T/unbroken/step-00000100.mwck") b=$(ck "$T/killed/step-00000100.mwck")
+[ -n "$b" ] && [ "$a" = "$b" ] && pass "killed, resumed: step 100 is the unbroken run's bytes" || fail "after the kill: $a vs $b"
+mpr 2 "${long[@]}" --out "$T/stalled" --comm-timeout 3 >"$T/stalled.out" 2>&1 &
+job=$!
+for _ in $(seq 300); do [ -f "$T/stalled/step-00000020.mwck" ] && break; sleep 0.1; done
+victim=$(pgrep -f -- "--out $T/stalled" | sort -n | tail -1)
+t0=$(date +%s)
+kill -STOP "$victim" 2>/dev/null
+wait $job
+rc=$?
+dt=$(($(date +%s) - t0))
+kill -9 "$victim" 2>/dev/null
+[ $rc -ne 0 ] && [ $dt -le 30 ] && grep -q "waited more than 3 s (--comm-timeout)" "$T/stalled.out" &&
+  pass "a stage stopped (SIGSTOP): the other exits after --comm-timeout 3 (${dt} s, exit $rc)" ||
+  fail "stopped stage: exit $rc after ${dt} s: $(grep -a memwall: "$T/stalled.out" | head -2)"
+
+[ $fails -eq 0 ] && echo "cli_parallel: all passed" || { echo "cli_parallel: $fails failed"; exit 1; }
