@@ -770,6 +770,10 @@ mw_status mw_model_set_pipe(mw_model *m, mw_comm *pcomm);
  * model reports the same value for the same bits. MW_ERR_ARG when the parameters are not whole in
  * memory (--offload all, --zero 3). */
 mw_status mw_model_params_crc(mw_model *m, uint32_t *crc);
+/* A pipeline stage's time in its training steps so far, and the part of it spent waiting for the
+ * other stages' messages (receives, and the wait for a send's end): the measured bubble (plus the
+ * transfers). The first step is not counted (the transports connect). 0 and 0 without a pipeline. */
+void mw_model_pipe_times(const mw_model *m, double *wait_ms, double *step_ms);
 /* The checkpoint of a data-parallel model, written by every rank at once (collective): rank 0
  * creates the temporary file under dir (which every rank must see), each rank writes its shard's
  * pieces of the parameters and the optimizer state where the single-process format puts them,

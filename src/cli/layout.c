@@ -182,7 +182,7 @@ static uint64_t layer_acts(const mw_config *c) {
 int layout_report(const opts *o, int cmd_plan) {
     const mw_config *c = &o->cfg;
     const int T = c->tp, P = c->pp, D = c->world, M = c->accum;
-    if (o->timeline) die(1, "--timeline with a parallel layout: drawing a rank's plan is not built yet");
+    if (o->timeline && (!cmd_plan || P < 2)) die(1, "--timeline with a parallel layout draws a pipeline's schedule (plan --pp P): drawing a rank's memory is not built yet");
     if (o->gpu || o->device_mem) die(1, "--gpu/--device-mem with a parallel layout: not built yet (give --budget per rank)");
     rank_class *cl = calloc((size_t)P * 4 + 1, sizeof *cl);
     if (!cl) die(1, "out of memory");
@@ -232,6 +232,7 @@ int layout_report(const opts *o, int cmd_plan) {
             }
         }
     }
+    if (o->timeline) layout_pipeline_svg(c, stage_blocks, o->timeline);
     int fits = 1;
     for (int q = 0; q < ncl; q++) {
         qsort(cl[q].ranks, (size_t)cl[q].nranks, sizeof(int), cmp_int);

@@ -924,11 +924,14 @@ int cmd_train(int argc, char **argv) {
                t.ms_total > 0 ? 100 * act_w * 1e3 / t.ms_total : 0.0);
     uint64_t *rk = NULL; /* --zero: every rank's arena peak, plan, peak RSS and bytes sent */
     if (comm) {
-        rk = calloc((size_t)comm->size * 4, sizeof *rk);
+        rk = calloc((size_t)comm->size * 6, sizeof *rk);
         if (!rk) die(1, "out of memory");
-        const uint64_t mine[4] = {peak, plan.peak, rss, comm->sent + (grid.pp_comm && grid.pp_comm != comm ? grid.pp_comm->sent : 0) +
-                                                          (grid.dp_comm && grid.dp_comm != comm ? grid.dp_comm->sent : 0)};
-        for (int q = 0; q < 4; q++)
+        double wms, sms; /* --pp: the stage's waits for the others (the bubble and the transfers), in us */
+        mw_model_pipe_times(m, &wms, &sms);
+        const uint64_t mine[6] = {peak, plan.peak, rss, comm->sent + (grid.pp_comm && grid.pp_comm != comm ? grid.pp_comm->sent : 0) +
+                                                          (grid.dp_comm && grid.dp_comm != comm ? grid.dp_comm->sent : 0),
+                                  (uint64_t)(wms * 1e3), (uint64_t)(sms * 1e3)};
+        for (int q = 0; q < 6; q++)
             if (mw_mpi_allgather_u64(comm, mine[q], rk + (size_t)q * comm->size) != MW_OK) die(1, "%s", mw_last_error());
         const double P = (double)mw_config_num_params(&o.cfg), steps = t.steps_run > 0 ? t.steps_run : 1;
         if (o.cfg.tp > 1)
@@ -941,6 +944,14 @@ int cmd_train(int argc, char **argv) {
                    mw_fmt_bytes(rk[2 * comm->size + j], b3, sizeof b3));
         printf("\n  sent per rank per step: %s (%.3f floats per parameter)\n",
                mw_fmt_bytes((uint64_t)(rk[3 * comm->size] / steps), b1, sizeof b1), rk[3 * comm->size] / steps / 4.0 / P);
+        if (o.cfg.pp > 1) { /* the measured bubble: each stage's time waiting for the others over its busy time */
+            printf("  pipeline: waiting for the other stages (the bubble and the transfers) / busy, per rank:");
+            for (int j = 0; j < comm->size; j++) {
+                const double w = (double)rk[4 * comm->size + j], b = (double)rk[5 * comm->size + j] - w;
+                printf(" %.3f", b > 0 ? w / b : 0.0);
+            }
+            printf(" ((p - 1) / m = %.3f)\n", (double)(o.cfg.pp - 1) / o.cfg.accum);
+        }
     }
     printf("  arena peak per category (the plan it executed):");
     for (int k = 0; k < MW_CAT_COUNT; k++)
@@ -963,11 +974,16 @@ int cmd_train(int argc, char **argv) {
         json_categories(t.jlog, m);
         if (rk) {
             fprintf(t.jlog, ", \"zero\": %d, \"world\": %d, \"ranks\": [", o.cfg.zero, comm->size);
-            for (int j = 0; j < comm->size; j++)
+            for (int j = 0; j < comm->size; j++) {
                 fprintf(t.jlog, "%s{\"rank\": %d, \"arena_peak_bytes\": %llu, \"plan_peak_bytes\": %llu, "
-                                "\"peak_rss_bytes\": %llu, \"sent_bytes\": %llu}", j ? ", " : "", j,
+                                "\"peak_rss_bytes\": %llu, \"sent_bytes\": %llu%s", j ? ", " : "", j,
                         (unsigned long long)rk[j], (unsigned long long)rk[comm->size + j],
-                        (unsigned long long)rk[2 * comm->size + j], (unsigned long long)rk[3 * comm->size + j]);
+                        (unsigned long long)rk[2 * comm->size + j], (unsigned long long)rk[3 * comm->size + j],
+                        o.cfg.pp > 1 ? "" : "}");
+                if (o.cfg.pp > 1) /* the stage's steps' time, and the part spent waiting for the other stages */
+                    fprintf(t.jlog, ", \"pipe_wait_ms\": %.3f, \"pipe_step_ms\": %.3f}", rk[4 * comm->size + j] / 1e3,
+                            rk[5 * comm->size + j] / 1e3);
+            }
             fprintf(t.jlog, "]");
         }
         fprintf(t.jlog, "}\n");

@@ -67,11 +67,24 @@ static mw_status check_ids(const mw_model *m, const int32_t *t, const char *what
     return MW_OK;
 }
 
+static double now_ms(void);
+
 static mw_status send_wait(mw_model *m, int k) {
     if (!m->preq[k]) return MW_OK;
     void *r = m->preq[k];
     m->preq[k] = NULL;
-    return m->pcomm->wait(m->pcomm, r);
+    const double t0 = now_ms();
+    mw_status s = m->pcomm->wait(m->pcomm, r);
+    m->pwait_ms += now_ms() - t0;
+    return s;
+}
+
+/* A receive, its wait counted (the stage idle: the bubble, and the transfer) */
+static mw_status recv_timed(mw_model *m, void *buf, size_t bytes, int peer, int tag) {
+    const double t0 = now_ms();
+    mw_status s = m->pcomm->recv(m->pcomm, buf, bytes, peer, tag);
+    m->pwait_ms += now_ms() - t0;
+    return s;
 }
 
 /* Where a micro-batch's tokens come from: the loader (training) or one batch given (evaluation). */
@@ -115,7 +128,7 @@ static mw_status run_op(mw_model *m, int i, int train, float grad_scale, const p
         const int k = m->ops[i].kind, l = m->ops[i].layer;
         void **P = m->opp + (size_t)i * MW_MAXACC;
         if (k == K + MW_PK_RECV) {
-            MW_TRY(pc->recv(pc, P[0], ab, s - 1, TAG_ACT));
+            MW_TRY(recv_timed(m, P[0], ab, s - 1, TAG_ACT));
             if (s == c->pp - 1) MW_TRY(take(m, src, NULL, P[1])); /* the last stage's targets */
         } else if (k == K + MW_PK_SEND || k == K + MW_PK_SEND_GRAD) {
             const int g = k == K + MW_PK_SEND_GRAD;
@@ -123,7 +136,7 @@ static mw_status run_op(mw_model *m, int i, int train, float grad_scale, const p
             memcpy(m->psend[g], P[0], g ? gb : ab);
             MW_TRY(pc->isend(pc, m->psend[g], g ? gb : ab, g ? s - 1 : s + 1, g ? TAG_GRAD : TAG_ACT, &m->preq[g]));
         } else if (k == K + MW_PK_RECV_GRAD) {
-            MW_TRY(pc->recv(pc, P[0], gb, s + 1, TAG_GRAD));
+            MW_TRY(recv_timed(m, P[0], gb, s + 1, TAG_GRAD));
         } else {
             if (k == a->k_embed) MW_TRY(take(m, src, P[0], P[1]));
             if (gdisk && m->op_gb[i]) MW_TRY(mw_graph_grad_bind(m, l));
@@ -244,7 +257,7 @@ mw_status mw_pipe_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw
     const mw_config *c = &m->cfg;
     if (!m->pcomm) return mw_fail(MW_ERR_ARG, "a pipeline stage needs its communicator (mw_model_set_pipe)");
     if (c->dp && !m->comm) return mw_fail(MW_ERR_ARG, "a stage's data-parallel replicas need their communicator (mw_model_set_comm)");
-    const double t0 = now_ms();
+    const double t0 = now_ms(), w0 = m->pwait_ms;
     const int M = c->accum, D = c->dp ? c->world : 1, first = c->pp_stage == 0, last = c->pp_stage == c->pp - 1;
     if (!first && !last) /* a middle stage reads no tokens: past the step's micro-batches */
         for (int k = 0; k < M * D; k++) MW_TRY(next(ctx, NULL, NULL, NULL));
@@ -274,6 +287,10 @@ mw_status mw_pipe_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw
     if (c->dp && c->zero >= 1) /* the sharded update zeroes its shard's gradient; the gathered rest too */
         memset(m->grads, 0, m->nfloats * sizeof(float));
     r->ms = now_ms() - t0;
+    if (m->psteps++ == 0) /* the first step (the transports' connections made): not counted */
+        m->pwait_ms = w0;
+    else
+        m->pstep_ms += r->ms;
     r->tokens_per_s = (double)c->batch * c->seq * M * D / (r->ms / 1e3);
     return MW_OK;
 }
@@ -288,7 +305,9 @@ mw_status mw_pipe_forward(mw_model *m, const int32_t *inputs, const int32_t *tar
     MW_TRY(mw_graph_step_begin(m));
     pipe_src src = {NULL, NULL, inputs, targets};
     double l = 0.0;
+    const double w0 = m->pwait_ms; /* the steps' waits alone are counted */
     MW_TRY(run_ops(m, end, 0, 0.0f, &src, &l, NULL));
+    m->pwait_ms = w0;
     MW_TRY(share_loss(m, &l));
     *loss = (float)l;
     return MW_OK;
@@ -329,4 +348,9 @@ uint64_t mw_pipe_state_run0(const mw_model *m) {
     const mw_opt_layout *L = &m->opt; /* adamw8bit and adam4bit: every tensor's M scales, then V's */
     const int q = L->kind == MW_OPTIM_ADAMW8BIT || L->kind == MW_OPTIM_ADAM4BIT;
     return q ? (uint64_t)L->nblocks * sizeof(float) : L->state_bytes;
+}
+
+void mw_model_pipe_times(const mw_model *m, double *wait_ms, double *step_ms) {
+    *wait_ms = m->pwait_ms;
+    *step_ms = m->pstep_ms;
 }

@@ -218,6 +218,8 @@ struct mw_model {
     mw_config gcfg; /* the configuration as given: the whole model's (a checkpoint's header) */
     mw_comm *pcomm;
     void *psend[2], *preq[2];
+    double pwait_ms, pstep_ms; /* the time this stage's steps waited for the others' messages, and took */
+    int psteps;               /* (all but the first step: it makes the transports' connections) */
 };
 
 /* What a model declares. Op 0 of every schedule is k_embed, whose first two values are the
