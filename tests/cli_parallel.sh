@@ -118,6 +118,15 @@ x=$(plans "$T/pp13.jsonl" --pp 2 --pp-layers 1,3 --microbatches 4 --recompute bl
 x=$(plans "$T/ppzadamw.jsonl" --pp 2 --dp 2 --zero 1 --microbatches 2) &&
   pass "--pp 2 --dp 2 --zero 1: arena = plan = estimate per rank ($x)" || fail "--pp 2 --zero 1 per rank: $x"
 
+echo "-- the schedule drawn (plan --timeline)"
+"$MW" plan --preset llama-tiny --layers 32 --world 4 --pp 4 --microbatches 8 --timeline "$T/s.svg" >"$T/s.out" 2>&1 || fail "plan --timeline: exit $?"
+nf=$(grep -c 'fill="#4e79a7"' "$T/s.svg") nb=$(grep -c 'fill="#f28e2b"' "$T/s.svg")
+[ "$nf" = 32 ] && [ "$nb" = 32 ] && grep -q "bubble 0.426 of the busy time ((p - 1) / m = 0.375)" "$T/s.out" &&
+  pass "plan --pp 4 --microbatches 8 --timeline: 4 lanes of 8 forwards and 8 backwards, bubble 0.426 ((p - 1) / m = 0.375)" ||
+  fail "the schedule's drawing: $nf forwards, $nb backwards, $(grep timeline "$T/s.out")"
+"$MW" plan --preset llama-tiny --world 4 --pp 4 --microbatches 1 --timeline "$T/s1.svg" | grep -q "bubble 3.000 of the busy time ((p - 1) / m = 3.000)" &&
+  pass "one micro-batch: the bubble is (p - 1) / m = 3 exactly" || fail "one micro-batch's bubble"
+
 echo "-- layout-free checkpoints: resume across layouts"
 long6=(--steps 6)
 "$MW" "${tr[@]}" "${long6[@]}" --accum 4 --out "$T/u6" >/dev/null 2>&1 || fail "the unbroken run"

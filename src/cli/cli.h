@@ -146,7 +146,7 @@ int cmd_plan(int argc, char **argv);
  * estimate and plan of every distinct rank; returns the exit code (2 when a rank does not fit). */
 void layout_parse(opts *o, int mask);
 /* plan --pp P --timeline FILE.svg: the stages' 1F1B schedule drawn (src/cli/pipesvg.c), its bubble printed */
-void layout_pipeline_svg(const mw_config *c, const int *blocks, const char *path);
+void layout_pipeline_svg(const mw_config *c, const int *blocks, const char *path, int json); /* json: the line on stderr */
 int layout_report(const opts *o, int cmd_plan);
 /* estimate --search: every layout of --world GPUs, ranked; returns 2 when none fits. */
 int search_report(const opts *o);

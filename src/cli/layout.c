@@ -232,7 +232,7 @@ int layout_report(const opts *o, int cmd_plan) {
             }
         }
     }
-    if (o->timeline) layout_pipeline_svg(c, stage_blocks, o->timeline);
+    if (o->timeline) layout_pipeline_svg(c, stage_blocks, o->timeline, o->json);
     int fits = 1;
     for (int q = 0; q < ncl; q++) {
         qsort(cl[q].ranks, (size_t)cl[q].nranks, sizeof(int), cmp_int);

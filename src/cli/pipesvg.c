@@ -59,7 +59,7 @@ static double simulate(int P, int M, const int *blocks, int full, pop *ops) {
     return make;
 }
 
-void layout_pipeline_svg(const mw_config *c, const int *blocks, const char *path) {
+void layout_pipeline_svg(const mw_config *c, const int *blocks, const char *path, int json) {
     const int P = c->pp, M = c->accum > 0 ? c->accum : 1, full = c->recompute == MW_RECOMPUTE_FULL;
     if (P < 2) die(1, "--timeline with a layout draws a pipeline's schedule: give --pp > 1");
     if (c->vpp > 1) die(1, "--timeline with --vpp: drawing the interleaved schedule is not built yet");
@@ -99,7 +99,7 @@ void layout_pipeline_svg(const mw_config *c, const int *blocks, const char *path
             top + lane * P + 20, make);
     fprintf(f, "</svg>\n");
     if (fclose(f) != 0) die(1, "cannot write %s", path);
-    printf("  --timeline %s: 1F1B over %d stages, %d micro-batch%s: bubble %.3f of the busy time ((p - 1) / m = %.3f)\n",
+    fprintf(json ? stderr : stdout, "  --timeline %s: 1F1B over %d stages, %d micro-batch%s: bubble %.3f of the busy time ((p - 1) / m = %.3f)\n",
            path, P, M, M == 1 ? "" : "es", idle / busy, (double)(P - 1) / M);
     free(ops);
 }

@@ -46,7 +46,7 @@ enum { MW_P_NONE, MW_P_SEL, MW_P_FULL };
 
 /* Kind flags. FWD: a forward op of a block (recomputable, timed by auto's calibration). COMM: a
  * transfer between the ranks of a parallel layout (a pipeline stage's sends and receives), which
- * has no CPU kernel yet: a schedule holding one is planned, never run (src/graph/layout.c). */
+ * src/dist/pipeline.c runs (the model's run_op never sees one). */
 enum { MW_KF_FWD = 1, MW_KF_COMM = 2 };
 
 /* How a value (a model's lslot or gslot, mw_model_def.lslot_split/gslot_split) divides over the

@@ -9,7 +9,7 @@
  *   state.c      the optimizer state's and moments' views for checkpoints
  *   budget.c     the refusal of a plan that does not fit
  *   layout.c     a parallel layout's rank: its share of the tensors and values, a pipeline stage's
- *                1F1B schedule with its sends and receives (planned, not run)
+ *                1F1B schedule with its sends and receives (src/dist/pipeline.c runs a pipeline's)
  *
  * The arrows run one way: place.c calls schedule.c, transfer.c and recompute.c to plan; exec.c
  * calls transfer.c around the ops; recompute.c calls schedule.c and place.c to try policies (and

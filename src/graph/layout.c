@@ -5,8 +5,9 @@
  * gslot_split declare), the stage's blocks renumbered from 0, and a pipeline stage's schedule: its
  * micro-batches' forwards and backwards in 1F1B order with the receives and sends between stages.
  * The walk (schedule.c) then derives every buffer of that rank from these alone, as for the plain
- * run: the estimate is the plan that rank will run. The sends and receives (MW_KF_COMM) have no
- * CPU kernel yet: such a model is planned, never created (place.c refuses it). May call: the
+ * run: the estimate is the plan that rank will run. A pipeline stage's sends and receives
+ * (MW_KF_COMM) run in src/dist/pipeline.c; the other layouts are planned, never created (place.c
+ * refuses them). May call: the
  * model's def (block_forward, the backward through schedule.c), schedule.c's push. */
 #include <stdlib.h>
 #include <string.h>
