@@ -5,10 +5,10 @@
 # Checked: the losses, gradient norms, validation losses and weights (params_crc32c) and the
 # checkpoint bytes of every layout that fits 4 ranks are one process's with the same global batch
 # (--accum M; with replicas, the data-parallel run of the same D x M micro-batches), under every
-# --optim and --recompute; each rank's arena peak is its plan and estimate's for that rank; a run
+# --optim and --recompute, and --precision bf16; each rank's arena peak is its plan and estimate's for that rank; a run
 # saved at one layout resumes at another (and at one process) where the unbroken run ends; the
 # refusals before step 1 (P > L, --pp-layers not summing to L, ranks not a multiple of P, a tied
-# embedding, bf16, --zero 2, --tp); ranks given different flags are refused; a killed rank ends
+# embedding, --zero 2, --tp); ranks given different flags are refused; a killed rank ends
 # every rank with the checkpoints intact (--resume auto ends where the unbroken run does); a stopped
 # stage makes the others exit after --comm-timeout. Usage: tests/cli_parallel.sh build/memwall.
 set -u
@@ -77,6 +77,10 @@ run pp13 2 --pp 2 --pp-layers 1,3 --microbatches 4 --recompute blocks:fsnn && sa
 
 run plain2 0 --accum 2
 run pp4m2 4 --pp 4 --microbatches 2 && same "-np 4 --pp 4 --microbatches 2 (M < P: stages idle in the bubble)" plain2 pp4m2
+# --precision bf16: each block's gradients rounded to bfloat16 after each micro-batch's backward, as
+# one process rounds them (the FMA family's kernel pinned: auto's bf16 products may run on amx)
+run plainbf 0 --accum 4 --precision bf16 --kernel avx2 && run ppbf 4 --pp 4 --microbatches 4 --precision bf16 --kernel avx2 &&
+  same "--precision bf16 at --pp 4" plainbf ppbf
 for o in adamw8bit adam4bit adafactor came; do
   run "plain_$o" 0 --accum 4 --optim "$o" && run "pp_$o" 2 --pp 2 --pp-layers 1,3 --microbatches 4 --optim "$o" &&
     same "--optim $o at --pp-layers 1,3" "plain_$o" "pp_$o"
@@ -160,7 +164,6 @@ refuse 2 "--pp 5 (P > L)" "more stages than the model's 4 blocks" --pp 5 --micro
 refuse 2 "--pp-layers 1,2 on 4 blocks" "sums to 3 blocks, the model has 4" --pp 2 --pp-layers 1,2
 refuse 3 "3 ranks of --pp 2" "a multiple of the stages" --pp 2
 refuse 2 "gpt2-tiny (a tied embedding)" "tied embedding" --preset gpt2-tiny --pp 2
-refuse 2 "--precision bf16" "bfloat16 gradient slots are not built yet" --pp 2 --precision bf16
 refuse 4 "--zero 2 over the replicas" "stage 2" --pp 2 --zero 2
 refuse 4 "--zero 1 replicas with --out" "a checkpoint of sharded stages" --pp 2 --zero 1
 refuse 0 "train --tp 2" "train --tp runs in a later version" --tp 2

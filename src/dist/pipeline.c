@@ -18,8 +18,9 @@
  * (the last stage's) reaches every stage. So losses, norms and weights are the plain run's bits.
  *
  * Not built yet, refused before anything runs (mw_pipe_check): a tied embedding (its gradient is
- * two stages' sum, in another order than one process's), data parallelism inside the layout, the
- * disk tier, --precision bf16, and checkpoints (the CLI refuses --out and --resume with --pp). */
+ * two stages' sum, in another order than one process's), --zero 2 and 3, and the disk tier. With D
+ * data-parallel replicas (--zero 0, 1) each micro-batch's gradient is exchanged among a stage's
+ * replicas when its last backward op there ends (src/dist/zero.c's ordered sum). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,9 +42,6 @@ mw_status mw_pipe_check(const mw_config *c) {
     if (c->dp && c->zero >= 2)
         return mw_fail(MW_ERR_ARG, "--pp with --zero %d: a stage's gradient slots (stage 2) and parameter gathers "
                        "(stage 3) are not built yet; --zero 0 and 1 run", c->zero);
-    if (c->precision != MW_PRECISION_FP32)
-        return mw_fail(MW_ERR_ARG, "--pp with --precision %s: a stage's bfloat16 gradient slots are not built yet",
-                       mw_precision_str(c->precision));
     if (c->offload != MW_OFFLOAD_NONE)
         return mw_fail(MW_ERR_ARG, "--pp with --offload %s: not built yet", mw_offload_name(c->offload));
     return MW_OK;
@@ -222,16 +220,7 @@ static mw_status pipe_norm(mw_model *m, double *norm) {
         const uint64_t b0 = g0 / Q, b1 = (g0 + n - 1) / Q;
         double carry = 0.0; /* the sum of the quantum this stage begins inside, so far */
         if (g0 % Q && s > 0) st = pc->recv(pc, &carry, sizeof carry, s - 1, TAG_NORM);
-        const float *g = m->grads;
-        if (st == MW_OK) {
-#pragma omp parallel for schedule(static)
-            for (uint64_t b = b0; b <= b1; b++) {
-                const uint64_t j0 = b * Q > g0 ? b * Q : g0, j1 = (b + 1) * Q < g0 + n ? (b + 1) * Q : g0 + n;
-                double t = b == b0 && g0 % Q ? carry : 0.0;
-                for (uint64_t j = j0; j < j1; j++) t += (double)g[j - g0] * g[j - g0];
-                mine[b - b0] = t;
-            }
-        }
+        if (st == MW_OK) st = mw_graph_grad_parts_at(m, g0, carry, mine);
         const uint64_t end = g0 + n;
         if (st == MW_OK && end % Q && end != total) /* its last quantum goes on in the next stage */
             st = pc->send(pc, &mine[b1 - b0], sizeof(double), s + 1, TAG_NORM);

@@ -271,6 +271,28 @@ mw_status mw_graph_grad_norm(mw_model *m, double *norm) {
     return MW_OK;
 }
 
+mw_status mw_graph_grad_parts_at(mw_model *m, uint64_t g0, double carry, double *parts) {
+    const uint64_t Q = MW_NORM_QUANTUM, n = m->nfloats, b0 = g0 / Q;
+    if (!n) return MW_OK;
+    for (uint64_t b = b0; b <= (g0 + n - 1) / Q; b++) parts[b - b0] = 0.0;
+    if (g0 % Q) parts[0] = carry;
+    const int flat = m->grads != NULL, nseg = flat ? 1 : m->nseg;
+    for (int sg = 0; sg < nseg; sg++) { /* segment by segment, in order: each quantum's sum goes on */
+        const uint64_t lo = flat ? 0 : m->seg_lo[sg], hi = flat ? n : m->seg_lo[sg + 1];
+        if (hi == lo) continue;
+        const float *g = flat ? m->grads : mw_graph_grads_chunk(m, sg, lo, hi);
+        const uint64_t a = g0 + lo, z = g0 + hi;
+#pragma omp parallel for schedule(static)
+        for (uint64_t b = a / Q; b <= (z - 1) / Q; b++) {
+            const uint64_t j0 = b * Q > a ? b * Q : a, j1 = (b + 1) * Q < z ? (b + 1) * Q : z;
+            double t = parts[b - b0];
+            for (uint64_t j = j0; j < j1; j++) t += (double)g[j - a] * g[j - a];
+            parts[b - b0] = t;
+        }
+    }
+    return MW_OK;
+}
+
 double mw_model_grad_norm(const mw_model *m) {
     double norm;
     mw_status st = mw_graph_grad_norm((mw_model *)m, &norm);

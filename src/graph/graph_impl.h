@@ -146,6 +146,12 @@ mw_status mw_graph_grad_done(mw_model *m, int l);
  * they are, or a block's bfloat16 ones widened into gslot[0] (zeros when stale); valid until the
  * next call. */
 float *mw_graph_grads_chunk(const mw_model *m, int seg, size_t lo, size_t hi);
+/* A pipeline stage's partial sums of the gradient norm over one process's quanta (MW_NORM_QUANTUM):
+ * its flat buffer is elements [g0, g0 + nfloats) of one process's; parts[b - g0 / Q] for each
+ * quantum b it touches, the first continuing from carry when g0 is inside it. The same additions in
+ * the same order as mw_graph_grad_norm's, from the gradients where they are (flat, or bfloat16
+ * blocks widened segment by segment). */
+mw_status mw_graph_grad_parts_at(mw_model *m, uint64_t g0, double carry, double *parts);
 /* The step's inputs and targets (may be NULL) into op 0's values, checked against the vocabulary. */
 mw_status mw_graph_load_tokens(mw_model *m, const int32_t *inputs, const int32_t *targets);
 

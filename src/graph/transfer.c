@@ -186,18 +186,23 @@ mw_status mw_graph_build_transfers(mw_model *m) {
         if (l != cur) m->op_pv[i] = m->nvisit, m->visit_seg[m->nvisit++] = 1 + l;
         cur = l;
     }
-    for (int l = 0; l < L; l++) { /* the backward ops of block l: those after the head, not forward */
-        int first = -1, last = -1;
-        for (int i = m->head_op + 1; i < m->opt_op; i++) {
-            const int k = m->ops[i].kind;
-            if (m->ops[i].layer != l || mw_graph_kind_is_step(m, k) || (m->arch->kinds[k].flags & MW_KF_FWD)) continue;
-            if (first < 0) first = i;
-            last = i;
+    /* the backward ops of block l: those after the head, not forward; a pipeline stage's micro-batch
+     * by micro-batch (each its own backward, bound and written behind as one process's) */
+    for (int mb = 0; mb < m->nmb; mb++)
+        for (int l = 0; l < L; l++) {
+            int first = -1, last = -1;
+            for (int i = m->head_op + 1; i < m->opt_op; i++) {
+                const int k = m->ops[i].kind;
+                if (m->ops[i].layer != l || m->ops[i].mb != mb || k >= m->arch->nkinds || mw_graph_kind_is_step(m, k) ||
+                    (m->arch->kinds[k].flags & MW_KF_FWD))
+                    continue;
+                if (first < 0) first = i;
+                last = i;
+            }
+            if (first < 0) return mw_fail(MW_ERR_ARG, "internal: block %d has no backward op", l);
+            m->op_gb[first] = 1;
+            m->op_ge[last] = 1;
         }
-        if (first < 0) return mw_fail(MW_ERR_ARG, "internal: block %d has no backward op", l);
-        m->op_gb[first] = 1;
-        m->op_ge[last] = 1;
-    }
     int holds[3] = {-1, -1, -1};
     for (int j = 0; j < m->nvisit; j++) {
         const int seg = m->visit_seg[j];
