@@ -168,6 +168,11 @@ refuse 4 "--zero 2 over the replicas" "stage 2" --pp 2 --zero 2
 refuse 4 "--zero 1 replicas with --out" "a checkpoint of sharded stages" --pp 2 --zero 1
 refuse 0 "train --tp 2" "train --tp runs in a later version" --tp 2
 refuse 2 "--offload optimizer" "--offload" --pp 2 --offload optimizer --offload-dir "$T/off"
+mpr 2 "${tr[@]}" --pp 2 --eval-batches 100000 >"$T/ev.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "fewer than --eval-batches 100000" "$T/ev.out" && ! grep -q "^step 1" "$T/ev.out" &&
+  pass "--eval-batches past the validation split's whole batches: refused before step 1 (exit $rc)" ||
+  fail "--eval-batches 100000: exit $rc, $(grep -a memwall: "$T/ev.out" | head -2)"
 mpirun -np 1 "$MW" "${tr[@]}" --pp 2 --lr 1e-3 : -np 1 "$MW" "${tr[@]}" --pp 2 --lr 2e-3 >"$T/mpmd.out" 2>&1
 rc=$?
 [ $rc -ne 0 ] && grep -q "rank 1's configuration" "$T/mpmd.out" && pass "stages given different --lr: refused (exit $rc)" ||

@@ -168,6 +168,12 @@ mw_status mw_train(mw_model *m, mw_data *train, mw_data *val, mw_run_state *st, 
             return mw_fail(MW_ERR_ARG,
                            "the validation file holds %llu tokens, fewer than one batch of %d windows of %d+1",
                            (unsigned long long)mw_data_count(val), c->batch, c->seq);
+        const uint64_t whole = (mw_data_count(val) - 1) / ((uint64_t)c->batch * c->seq);
+        if (c->pp > 1 && whole < (uint64_t)c->eval_batches) /* before step 1, not at the first evaluation */
+            return mw_fail(MW_ERR_ARG, "the validation split holds %llu whole batches, fewer than --eval-batches %d: under "
+                                       "--pp the last batch's per-position losses are the last stage's alone; give "
+                                       "--eval-batches %llu", (unsigned long long)whole, c->eval_batches,
+                           (unsigned long long)whole);
     }
     loader_ctx lc = {.B = c->batch, .T = c->seq};
     mw_loader_init(&lc.loader, train, c->seed);
