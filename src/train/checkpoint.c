@@ -1328,7 +1328,10 @@ static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *s
     if (gc->dp && gc->world > 1 && gc->zero >= 1)
         return mw_fail(MW_ERR_ARG, "--pp with --zero %d over %d replicas: a checkpoint of sharded stages is not built yet",
                        gc->zero, gc->world);
-    if (gc->dp && gc->rank != 0) return MW_OK; /* --zero 0: every replica holds the same state; the first writes it */
+    if (gc->dp && gc->rank != 0) { /* --zero 0: every replica holds the same state; the first writes it */
+        if (path && path_len) snprintf(path, path_len, "%s/step-%08d.mwck", dir, st->step);
+        return MW_OK;
+    }
     uint64_t mine[ST_N], *all = calloc((size_t)P * ST_N, sizeof *all), ex[6] = {0}, *exa = calloc((size_t)P * 6, sizeof *exa);
     /* ex: this stage's chain of CRCs and its bytes, then its pieces' CRCs (M, V, the small state's two runs) */
     char meta[4096], final[4096], name[4200] = "", why[1024] = "";
