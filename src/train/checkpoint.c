@@ -1363,7 +1363,7 @@ static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *s
     }
     size_t cd[2 * 64];
     if (P > 64) s = mw_fail(MW_ERR_ARG, "a pipeline of more than 64 stages saves no checkpoint yet");
-    for (int j = 0; j < P && j < 64; j++) cd[j] = j ? 0 : sizeof name, cd[P + j] = 0;
+    for (int j = 0; j < P && P <= 64; j++) cd[j] = j ? 0 : sizeof name, cd[P + j] = 0;
     if (P <= 64 && (g = pc->allgatherv(pc, name, 1, cd, cd + P)) != MW_OK) s = g;
     if (!name[0] && s == MW_OK) s = mw_fail(MW_ERR_IO, "stage 0 could not create the checkpoint file in %s", dir);
     if (S != 0 && s == MW_OK && (fd = open(name, O_WRONLY | O_CLOEXEC)) < 0)
