@@ -104,6 +104,8 @@ void layout_parse(opts *o, int mask) {
     c->rank = 0;
     o->layout = 1;
     if (mask & CMD_TRAIN) { /* this rank's place in the grid (src/dist/grid.c) */
+        if (P > 64 && (o->ckpt_dir || o->resume))
+            die(1, "train --pp %d with --%s: a pipeline of more than 64 stages saves no checkpoint yet", P, o->resume ? "resume" : "out");
         if (D > 1 && c->zero >= 1 && (o->ckpt_dir || o->resume))
             die(1, "train --pp with --zero %d over %d replicas and --%s: a checkpoint of sharded stages is not built yet "
                    "(--zero 0 saves and resumes)", c->zero, D, o->resume ? "resume" : "out");
