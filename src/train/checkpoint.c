@@ -1521,8 +1521,9 @@ static mw_status load_stage(const char *path, mw_model *m, mw_ckpt_info *info, i
         for (int p = 0; p < 4; p++) B[p] += all[j * ST_N + ST_B0 + p], pre[p] += j < S ? all[j * ST_N + ST_B0 + p] : 0;
     }
     pre[3] += B[2], B[2] += B[3];
-    if (s == MW_OK && (uint64_t)idx.n != NT)
-        s = mw_fail(MW_ERR_ARG, "%s: %d tensors, the stages of this run hold %llu", path, idx.n, (unsigned long long)NT);
+    if (s == MW_OK && ((uint64_t)idx.n != NT || tb < 0 || tb + nt > idx.n))
+        s = mw_fail(MW_ERR_ARG, "%s: %d tensors, the stages of this run hold %llu (stage %d: %d from %d)", path, idx.n,
+                    (unsigned long long)NT, S, nt, tb);
     if (s == MW_OK && (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
         s = mw_fail(MW_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     for (int i = 0; i < nt && s == MW_OK; i++) {
