@@ -177,7 +177,7 @@ refuse() {
   expect_error 1 "$what" "$@"
   grep -qF -- "$pat" "$T/err" || fail "$what: '$pat' not in: $(cat "$T/err")"
 }
-refuse "train --pp" "runs in a later version" -- "$MW" train "${G[@]}" --pp 2
+refuse "train --pp on one process" "a multiple of the stages" -- "$MW" train "${G[@]}" --pp 2
 refuse "train --tp on one process" "runs on 2 ranks" -- "$MW" train "${G[@]}" --tp 2
 refuse "bench --pp" "runs in a later version" -- "$MW" bench "${G[@]}" --pp 2
 refuse "--world not T x P x D" "must equal" -- "$MW" estimate "${G[@]}" --world 8 --tp 2 --pp 2

@@ -166,7 +166,7 @@ refuse 3 "3 ranks of --pp 2" "a multiple of the stages" --pp 2
 refuse 2 "gpt2-tiny (a tied embedding)" "tied embedding" --preset gpt2-tiny --pp 2
 refuse 4 "--zero 2 over the replicas" "stage 2" --pp 2 --zero 2
 refuse 4 "--zero 1 replicas with --out" "a checkpoint of sharded stages" --pp 2 --zero 1
-refuse 0 "train --tp 2" "train --tp runs in a later version" --tp 2
+refuse 4 "--tp 2 --pp 2" "tensor parallelism with --pp runs in a later version" --tp 2 --pp 2
 refuse 2 "--offload optimizer" "--offload" --pp 2 --offload optimizer --offload-dir "$T/off"
 mpr 2 "${tr[@]}" --pp 2 --eval-batches 100000 >"$T/ev.out" 2>&1
 rc=$?

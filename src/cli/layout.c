@@ -45,7 +45,7 @@ void layout_parse(opts *o, int mask) {
     mw_config *c = &o->cfg;
     const int T = opt_given(o, "tp") ? c->tp : 1, P = opt_given(o, "pp") ? c->pp : 1, E = opt_given(o, "ep") ? c->ep : 1;
     int D = opt_given(o, "dp") ? o->layout_dp : 1;
-    if ((mask & CMD_TRAIN) && T >= 1 && P >= 1) { /* the ranks mpirun started: D = N / (T P) */
+    if ((mask & CMD_TRAIN) && T >= 1 && P > 1) { /* a pipeline's replicas: D = N / (T P) of the ranks mpirun started */
         if (P > c->n_layer) die(1, "--pp %d: more stages than the model's %d blocks", P, c->n_layer);
         if (P > 1 && opt_given(o, "zero") && c->zero >= 2)
             die(1, "train --pp with --zero %d: a stage's gradient slots (stage 2) and parameter gathers (stage 3) are not "
