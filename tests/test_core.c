@@ -668,8 +668,23 @@ static void test_layout_refused(void) {
     c.tp = 0, c.pp = 2, c.pp_stage = 1, c.pp_first = 2, c.pp_blocks = 2;
     CHECK_OK(mw_plan(&c, &q));
     m = (mw_model *)&c;
-    CHECK(mw_model_create(&m, &c) == MW_ERR_ARG && m == NULL && strstr(mw_last_error(), "--pp runs in a later version"),
-          "a pipeline stage is refused by mw_model_create: %s", mw_last_error());
+    CHECK(mw_model_create(&m, &c) == MW_ERR_ARG && m == NULL && strstr(mw_last_error(), "tied embedding"),
+          "a GPT-2 pipeline stage (its embedding tied) is refused by mw_model_create: %s", mw_last_error());
+    { /* an untied stage runs (issue 33, src/dist/pipeline.c): created with its blocks, its arena its plan */
+        mw_config u;
+        mw_config_default(&u);
+        CHECK_OK(mw_config_preset(&u, "llama-tiny"));
+        u.pp = 2, u.pp_stage = 1, u.pp_first = 2, u.pp_blocks = 2, u.accum = 2;
+        mw_plan_summary up;
+        CHECK_OK(mw_plan(&u, &up));
+        mw_model *um = NULL;
+        CHECK_OK(mw_model_create(&um, &u));
+        uint64_t ucat[MW_CAT_COUNT], upeak = 0;
+        if (um) mw_model_memory(um, ucat, &upeak);
+        CHECK(um != NULL && upeak == up.peak, "a pipeline stage's arena is its plan: %llu against %llu",
+              (unsigned long long)upeak, (unsigned long long)up.peak);
+        mw_model_destroy(um);
+    }
     c.pp_blocks = 3; /* blocks 2..4 of 4 */
     CHECK(mw_plan(&c, &q) == MW_ERR_ARG && strstr(mw_last_error(), "outside the model's 4"),
           "a stage past the last block is refused: %s", mw_last_error());
