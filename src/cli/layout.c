@@ -28,6 +28,9 @@ void layout_parse(opts *o, int mask) {
         die(1, "--%s runs in a later version: estimate and plan only (a layout's collectives have no CPU kernel yet)", given);
     if (mask & CMD_TRAIN) { /* train runs --tp (and --sp) alone (src/dist/tp.c), or a pipeline with its data-parallel
                                replicas (src/dist/pipeline.c); the rest is planned only */
+        if (o->cfg.arch == MW_ARCH_DEEPSEEK) /* the library refuses it too (mw_model_def.runs_layouts); said before the ranks */
+            die(1, "train --%s with the deepseek family runs in a later version: estimate and plan only (train runs layouts "
+                   "of the GPT-2 and Llama families)", given);
         const int tpl = opt_given(o, "tp") || opt_given(o, "sp");
         for (size_t k = 0; k < sizeof FLAGS / sizeof FLAGS[0]; k++) {
             if (!opt_given(o, FLAGS[k])) continue;

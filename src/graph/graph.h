@@ -240,6 +240,9 @@ struct mw_model_def {
      * k_embed's first two values (inputs, targets) and k_embed_bwd's first (the residual stream's
      * gradient, updated by every block's backward). */
     const unsigned char *lslot_split, *gslot_split;
+    /* Whether the model's kernels run a --tp/--sp rank and a pipeline stage (train), not only plan
+     * one (src/dist/tp.c, src/dist/pipeline.c); 0: train refuses those layouts, naming the family. */
+    int runs_layouts;
     /* Which block values tolerate being stored quantised between their forward and their backward
      * (--act-compress; nls entries, 1: lossy is fine); NULL: none does, and --act-compress is
      * refused. Keep statistics that scale whole rows (log-sum-exp, a norm's mean and rstd) exact. */

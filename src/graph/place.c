@@ -466,6 +466,10 @@ mw_status mw_graph_model_create(mw_model **out, const mw_model_def *arch, const 
     if (mw_config_layout(cfg) && !mw_graph_layout_runs(cfg)) /* planned only: the layouts that do not run here */
         return mw_fail(MW_ERR_ARG, "--%s runs in a later version: estimate and plan only",
                        cfg->tp > 1 ? "tp" : cfg->sp ? "sp" : cfg->pp > 1 ? "pp" : "ep");
+    if (mw_config_layout(cfg) && !arch->runs_layouts) /* planned, never run: no kernels for its shards */
+        return mw_fail(MW_ERR_ARG, "--%s with the %s family runs in a later version: estimate and plan only (train runs "
+                       "layouts of the GPT-2 and Llama families)", cfg->tp > 1 ? "tp" : cfg->sp ? "sp" : cfg->pp > 1 ? "pp" : "ep",
+                       arch->name);
     if (cfg->tp > 1 && mw_graph_layout_runs(cfg) && cfg->optim != MW_OPTIM_ADAMW) /* src/dist/tp.c */
         return mw_fail(MW_ERR_ARG, "--optim %s with --tp: its state is not per element (blocks, rows or sums that a "
                        "shard would cut differently from one process), not built yet; give --optim adamw",

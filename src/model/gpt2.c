@@ -486,6 +486,7 @@ const mw_model_def mw_arch_gpt2 = {
     .k_embed_bwd = K_EMBB,
     .k_opt = K_OPT,
     .lslot_split = lslot_split,
+    .runs_layouts = 1,
     .lslot_lossy = lslot_lossy,
     .gslot_split = gslot_split,
     .logits_acc = 4,
