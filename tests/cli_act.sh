@@ -2,7 +2,8 @@
 # End-to-end tests of stored activations (issue 38): --act-offload checkpoints|all gives the bits
 # of the run without it under every recomputation policy and --offload placement; --act-compress
 # 8|4|2 changes the numbers but gives the same bits for 1 and 2 threads, every recomputation
-# policy, every --offload and --act-offload, and --zero 0 and 1 over 2 ranks; estimate == the arena
+# policy, every --offload and --act-offload, --zero 0, 1 and 3 over 2 ranks and 1 rank with --accum 2
+# (the same global batch); estimate == the arena
 # peak of the run for every combination; injected I/O faults on the swaps (EIO, a short read,
 # ENOSPC) give one error, exit 1, and leave the last checkpoint good to resume from; the refusals.
 # Usage: tests/cli_act.sh build/memwall. Exits non-zero on any failure.
@@ -124,12 +125,20 @@ if command -v mpirun >/dev/null && ! "$MW" train --data /nonexistent --zero 0 2>
     export LSAN_OPTIONS="suppressions=$(realpath "$(dirname "$0")")/lsan_mpi.supp:print_suppressions=0"
     export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
   fi
-  for z in 0 1; do
-    mpirun -np 2 --oversubscribe "$MW" train --data "$T/d" --batch 2 --seq 32 --lr 1e-3 --warmup 2 --steps 3 --threads 1 \
-      --act-compress 4 --zero $z --out "$T/z$z" --json-log "$T/z$z.jsonl" >"$T/z$z.out" 2>&1 || fail "--zero $z: $(grep -a memwall: "$T/z$z.out" | head -2)"
+  # the rounding draws from the global micro-batch (zero.c's dealing), never the rank: 1 rank x
+  # --accum 2 rounds as 2 ranks x --accum 1, at every stage
+  for z in 0 1 3 a1; do
+    np=2 zz=$z ac=1
+    [ "$z" = a1 ] && np=1 zz=1 ac=2
+    mpirun -np $np --oversubscribe "$MW" train --data "$T/d" --batch 2 --seq 32 --lr 1e-3 --warmup 2 --steps 3 --threads 1 \
+      --act-compress 4 --zero $zz --accum $ac --out "$T/z$z" --json-log "$T/z$z.jsonl" >"$T/z$z.out" 2>&1 || fail "--zero $z: $(grep -a memwall: "$T/z$z.out" | head -2)"
   done
   [ -n "$(weights z0)" ] && [ "$(weights z0)" = "$(weights z1)" ] && [ "$(losses z0)" = "$(losses z1)" ] &&
     pass "--act-compress 4 over 2 ranks: --zero 0 and 1 give the same weights and losses" || fail "--zero 0 vs 1 with --act-compress"
+  [ -n "$(weights za1)" ] && [ "$(weights za1)" = "$(weights z1)" ] && [ "$(losses za1)" = "$(losses z1)" ] &&
+    [ "$(weights z3)" = "$(weights z1)" ] && [ "$(losses z3)" = "$(losses z1)" ] &&
+    pass "--act-compress 4: 1 rank x --accum 2 = 2 ranks x --accum 1 (--zero 1 and 3), weights and losses" ||
+    fail "--act-compress 4: 1 rank x --accum 2 $(weights za1) [$(losses za1)], 2 ranks --zero 1 $(weights z1) [$(losses z1)], --zero 3 $(weights z3)"
 else
   fail "mpirun or the MPI build is missing: the --zero check did not run"
 fi
