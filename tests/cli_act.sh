@@ -139,9 +139,38 @@ if command -v mpirun >/dev/null && ! "$MW" train --data /nonexistent --zero 0 2>
     [ "$(weights z3)" = "$(weights z1)" ] && [ "$(losses z3)" = "$(losses z1)" ] &&
     pass "--act-compress 4: 1 rank x --accum 2 = 2 ranks x --accum 1 (--zero 1 and 3), weights and losses" ||
     fail "--act-compress 4: 1 rank x --accum 2 $(weights za1) [$(losses za1)], 2 ranks --zero 1 $(weights z1) [$(losses z1)], --zero 3 $(weights z3)"
+  # a fault on one rank's swaps (rank 1's, ENOSPC in step 3, after step 2's checkpoint): one error,
+  # exit 1, every rank's scratch file removed (the failing rank's before MPI_Abort, the others' as
+  # mpirun's SIGTERM ends them), the checkpoint good
+  printf '#!/bin/sh\n[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export MEMWALL_IO_FAULT=enospc:write:200\nexec "$@"\n' >"$T/rank1.sh"
+  chmod +x "$T/rank1.sh"
+  mpirun -np 2 --oversubscribe "$T/rank1.sh" "$MW" train --data "$T/d" "${shape[@]}" --lr 1e-3 --warmup 2 --steps 4 \
+    --threads 1 --save-every 2 --zero 1 --act-offload all --offload-dir "$T/zscr" --out "$T/zf" >"$T/zf.out" 2>"$T/zf.err"
+  rc=$?
+  [ $rc -ne 0 ] && grep -q "^memwall: disk tier: write .*memwall-offload-.*No space left" "$T/zf.err" &&
+    [ "$(grep -c '^memwall:' "$T/zf.err")" = 1 ] && pass "--zero 1 --act-offload all, ENOSPC on rank 1: exit $rc, one error" ||
+    fail "rank 1's ENOSPC: exit $rc, $(grep -a memwall: "$T/zf.err" | head -3)"
+  [ "$(scratch_count "$T/zscr")" = 0 ] && pass "... no rank's scratch file stays" || fail "... scratch left: $(ls "$T/zscr")"
+  "$MW" export --ckpt "$T/zf/step-00000002.mwck" --out "$T/zfx" >/dev/null 2>&1 && pass "... step 2's checkpoint verifies" ||
+    fail "... no good checkpoint: $(ls "$T/zf")"
 else
   fail "mpirun or the MPI build is missing: the --zero check did not run"
 fi
+
+# a run stopped by a signal removes its own swap file (the next run there would remove it as stale)
+"$MW" "${tr[@]}" --steps 100000 --act-offload all --offload-dir "$T/sscr" --threads 1 >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 100); do [ "$(scratch_count "$T/sscr")" = 1 ] && break; sleep 0.05; done
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc = 143 ] && [ "$(scratch_count "$T/sscr")" = 0 ] && pass "SIGTERM mid-run: the scratch file is removed (exit $rc)" ||
+  fail "SIGTERM mid-run: exit $rc, $(ls "$T/sscr")"
+
+# bf16 swaps too (its kept values are 16-bit): the bits and the plan of the run without them
+run b16 --precision bf16 --threads 1
+run b16_all --precision bf16 --act-offload all --offload-dir "$T/scr" --threads 1
+same b16 b16_all "--precision bf16 --act-offload all: identical"
 
 echo "-- --act-offload auto: the least swapping that fits --budget"
 pk() { "$MW" estimate "${shape[@]}" "$@" --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //'; }
@@ -225,6 +254,11 @@ expect_error 1 "--act-offload without --offload-dir" -- "$MW" "${tr[@]}" --act-o
 grep -q "offload-dir" "$T/err" && [ ! -e "$T/nodir" ] || fail "--act-offload without a folder: $(cat "$T/err"), or --out made"
 expect_error 1 "--act-compress with --precision bf16" -- "$MW" "${tr[@]}" --act-compress 8 --precision bf16
 grep -q "bfloat16 already" "$T/err" || fail "--act-compress with bf16: $(cat "$T/err")"
+# a tensor-parallel rank's share is not planned: refused before anything runs (estimate and train)
+expect_error 1 "estimate --tp 2 --act-compress 8" -- "$MW" estimate "${shape[@]}" --tp 2 --act-compress 8
+grep -q "parallel layout are not planned yet" "$T/err" || fail "--tp --act-compress: $(cat "$T/err")"
+expect_error 1 "estimate --tp 2 --sp --act-offload all" -- "$MW" estimate "${shape[@]}" --tp 2 --sp --act-offload all --offload-dir "$T/scr"
+grep -q "parallel layout are not planned yet" "$T/err" || fail "--tp --sp --act-offload: $(cat "$T/err")"
 "$MW" help train | grep -q -- "--act-offload MODE" && "$MW" help train | grep -q -- "--act-compress BITS" &&
   pass "help train lists --act-offload and --act-compress" || fail "help train lacks the flags"
 

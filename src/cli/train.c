@@ -15,6 +15,7 @@
 #include "../core/rng.h"
 #include "../core/status.h"
 #include "../dist/comm_mpi.h"
+#include "../memory/scratch.h"
 #include "../train/checkpoint.h"
 #include "cli.h"
 
@@ -736,6 +737,7 @@ int cmd_train(int argc, char **argv) {
     parse(&o, CMD_TRAIN, "train", argc, argv);
     mw_comm *comm = start_ranks(&o, &argc, &argv);
     const int rank0 = !comm || comm->rank == 0;
+    mw_scratch_remove_on_signals(); /* the disk tier's files go with a stopped run too */
     if (!o.data) die(1, "train: --data PREFIX is required (make token files with memwall prepare)");
     if (o.override && !o.resume) die(1, "--override applies to --resume only (it lets flags differ from the checkpoint)");
     if (o.reset_optim && !o.resume) die(1, "--reset-optimizer applies to --resume only (a new run's optimizer state starts from zero)");
