@@ -196,6 +196,14 @@ echo "-- the timeline draws compressed and swapped bytes as their own categories
   grep -A1 '<g id="band-activations-compressed"' "$T/tl.svg" | grep -q 'activations compressed' &&
   grep -A1 '<g id="band-activations-on-disk"' "$T/tl.svg" | grep -q 'swapped to disk' &&
   pass "plan --timeline: a compressed band and a swapped (on disk) band" || fail "timeline bands missing"
+# plan prints the choice per class as estimate does, and its --json the same "act" and each op's bytes
+"$MW" plan "${shape[@]}" --act-offload checkpoints --act-compress 4 --offload-dir "$T/scr" >"$T/pl.txt" &&
+  grep -q "stored activations (--act-offload checkpoints --act-compress 4), per class" "$T/pl.txt" &&
+  grep -q "^  x  *4  *4 " "$T/pl.txt" && pass "plan: the stored activations' table" || fail "plan: no table: $(tail -5 "$T/pl.txt")"
+"$MW" plan "${shape[@]}" --act-offload checkpoints --act-compress 4 --offload-dir "$T/scr" --json >"$T/pl.json" &&
+  grep -q '"act": {"offload": "checkpoints", "why": "", "compress_bits": 4, "disk_bytes": [1-9]' "$T/pl.json" &&
+  grep -q '"act_compressed": [1-9][0-9]*, "act_on_disk": [1-9]' "$T/pl.json" &&
+  pass "plan --json: \"act\", and each op's act_compressed and act_on_disk" || fail "plan --json: $(head -c 300 "$T/pl.json")"
 "$MW" plan "${shape[@]}" --timeline "$T/tl0.svg" >/dev/null && ! grep -q 'band-activations-' "$T/tl0.svg" &&
   pass "and neither without the flags" || fail "stored-activation bands in a plain timeline"
 
