@@ -171,6 +171,10 @@ rc=$?
 run b16 --precision bf16 --threads 1
 run b16_all --precision bf16 --act-offload all --offload-dir "$T/scr" --threads 1
 same b16 b16_all "--precision bf16 --act-offload all: identical"
+# the calibration behind the predicted step and --recompute auto runs bf16's backward ops with their
+# gradient slots bound (it crashed estimate with any disk tier or auto under bf16)
+"$MW" estimate "${shape[@]}" --precision bf16 --recompute auto --budget 100M >"$T/out" 2>&1 &&
+  pass "estimate --precision bf16 --recompute auto: planned" || fail "bf16 --recompute auto: exit $?, $(tail -1 "$T/out")"
 
 echo "-- --act-offload auto: the least swapping that fits --budget"
 pk() { "$MW" estimate "${shape[@]}" "$@" --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //'; }
