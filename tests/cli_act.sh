@@ -175,6 +175,11 @@ same b16 b16_all "--precision bf16 --act-offload all: identical"
 # gradient slots bound (it crashed estimate with any disk tier or auto under bf16)
 "$MW" estimate "${shape[@]}" --precision bf16 --recompute auto --budget 100M >"$T/out" 2>&1 &&
   pass "estimate --precision bf16 --recompute auto: planned" || fail "bf16 --recompute auto: exit $?, $(tail -1 "$T/out")"
+# ... and times one process's model, never a rank's (--zero 2 and 3 crashed it: no ranks to exchange with)
+for z in 2 3; do
+  "$MW" estimate "${shape[@]}" --world 2 --zero $z --act-offload all --offload-dir "$T/scr" >"$T/out" 2>&1 &&
+    pass "estimate --world 2 --zero $z --act-offload all: planned" || fail "--zero $z with a disk tier: exit $?, $(tail -1 "$T/out")"
+done
 
 echo "-- --act-offload auto: the least swapping that fits --budget"
 pk() { "$MW" estimate "${shape[@]}" "$@" --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //'; }
