@@ -259,6 +259,13 @@ cmp -s "$T/cres/step-00000004.mwck" "$T/cref/step-00000004.mwck" && pass "a resu
   fail "a resume without --act-compress dropped it"
 expect_error 1 "a resume with another --act-compress" -- "$MW" "${tr[@]}" --act-compress 8 --out "$T/cres" --resume "$T/cres/step-00000002.mwck"
 grep -q "act-compress" "$T/err" || fail "the refusal does not name --act-compress: $(cat "$T/err")"
+expect_error 1 "a resume with --act-compress none" -- "$MW" "${tr[@]}" --act-compress none --out "$T/cres" --resume "$T/cres/step-00000002.mwck"
+grep -q "trained with --act-compress 2, the command line says --act-compress none" "$T/err" || fail "none is not named none: $(cat "$T/err")"
+# --override: the JSON log's event is JSON (a word quoted: it was not), the compression as its bits
+"$MW" "${tr[@]}" --act-compress none --precision bf16 --override act-compress,precision --out "$T/ov" \
+  --resume "$T/cres/step-00000002.mwck" --json-log "$T/ov.jsonl" >"$T/out" 2>&1 &&
+  grep -q '^{"event": "override", "step": 2, "overrides": {"precision": \["fp32", "bf16"\], "act-compress": \[2, 0\]}}$' "$T/ov.jsonl" &&
+  pass "--override act-compress,precision: the JSON log's event, words quoted" || fail "override event: $(grep -a override "$T/ov.jsonl" "$T/out")"
 cmp -s <(grep -a -c act_compress "$T/m_none_none/step-00000004.mwck") <(echo 0) && pass "an uncompressed checkpoint has no act_compress key" ||
   fail "act_compress in an uncompressed checkpoint"
 

@@ -222,6 +222,14 @@ static void key_text(const run_key *k, const mw_config *c, char *buf, size_t n) 
     }
 }
 
+/* A key's text as a JSON value: a number as it is, a word (--optim sgd, --precision bf16) quoted. */
+static void json_value(const char *t, char *buf, size_t n) {
+    char *end;
+    (void)strtod(t, &end);
+    if (*t && !*end) snprintf(buf, n, "%s", t);
+    else snprintf(buf, n, "\"%s\"", t);
+}
+
 static int key_same(const run_key *k, const mw_config *a, const mw_config *b) {
     const char *x = (const char *)a + k->off, *y = (const char *)b + k->off;
     if (k->kind == K_INT) return *(const int *)x == *(const int *)y;
@@ -336,15 +344,20 @@ static void adopt_checkpoint(opts *o, const mw_ckpt_info *info, const char *ckpt
             continue;
         }
         if (key_same(rk, c, k) || rk->cls == CARRY) continue;
-        char a[64], b[64];
+        char a[64], b[64], ja[70], jb[70];
         key_text(rk, k, a, sizeof a);
         key_text(rk, c, b, sizeof b);
+        json_value(a, ja, sizeof ja), json_value(b, jb, sizeof jb); /* before "none" below: act_compress stays 0 */
+        if (rk->off == CF(act_compress)) { /* the flag's own word for 0 */
+            if (!k->act_compress) snprintf(a, sizeof a, "none");
+            if (!c->act_compress) snprintf(b, sizeof b, "none");
+        }
         if (rk->cls == SHAPE) {
             append(shape_was, sizeof shape_was, " --%s %s", rk->flag, a);
             append(shape_now, sizeof shape_now, " --%s %s", rk->flag, b);
         } else if (o->override && in_list(o->override, rk->flag)) {
             append(ov->text, sizeof ov->text, "%s--%s %s -> %s", ov->n ? ", " : "", rk->flag, a, b);
-            append(ov->json, sizeof ov->json, "%s\"%s\": [%s, %s]", ov->n ? ", " : "", rk->flag, a, b);
+            append(ov->json, sizeof ov->json, "%s\"%s\": [%s, %s]", ov->n ? ", " : "", rk->flag, ja, jb);
             ov->n++;
         } else {
             append(was, sizeof was, " --%s %s", rk->flag, a);
