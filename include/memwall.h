@@ -486,8 +486,9 @@ void mw_model_init_gpt2(mw_model *m, uint64_t seed);
 const mw_config *mw_model_config(const mw_model *m);
 const mw_plan_summary *mw_model_plan(const mw_model *m);
 /* The optimizer step (0-based) the next forward_backward calls belong to: --act-compress's
- * stochastic rounding draws from (seed, step, micro-batch, rank, block, value), so that a resumed
- * run rounds as an unbroken one. The trainer calls it before each step's micro-batches. */
+ * stochastic rounding draws from (seed, step, global micro-batch, block, value), so that a resumed
+ * run rounds as an unbroken one, and a data-parallel one as one process with the same global batch
+ * (the micro-batch as src/dist/zero.c deals them). The trainer calls it before each step's micro-batches. */
 void mw_model_set_step(mw_model *m, int step);
 /* Seconds the stored activations have cost since the model was made or last reset (reset 1 sets
  * them to 0 after reading): quantising and dequantising (--act-compress), and waiting for the

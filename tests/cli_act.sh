@@ -2,7 +2,8 @@
 # End-to-end tests of stored activations (issue 38): --act-offload checkpoints|all gives the bits
 # of the run without it under every recomputation policy and --offload placement; --act-compress
 # 8|4|2 changes the numbers but gives the same bits for 1 and 2 threads, every recomputation
-# policy, every --offload and --act-offload, and --zero 0 and 1 over 2 ranks; estimate == the arena
+# policy, every --offload and --act-offload, --zero 0, 1 and 3 over 2 ranks and 1 rank with --accum 2
+# (the same global batch); estimate == the arena
 # peak of the run for every combination; injected I/O faults on the swaps (EIO, a short read,
 # ENOSPC) give one error, exit 1, and leave the last checkpoint good to resume from; the refusals.
 # Usage: tests/cli_act.sh build/memwall. Exits non-zero on any failure.
@@ -124,15 +125,61 @@ if command -v mpirun >/dev/null && ! "$MW" train --data /nonexistent --zero 0 2>
     export LSAN_OPTIONS="suppressions=$(realpath "$(dirname "$0")")/lsan_mpi.supp:print_suppressions=0"
     export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
   fi
-  for z in 0 1; do
-    mpirun -np 2 --oversubscribe "$MW" train --data "$T/d" --batch 2 --seq 32 --lr 1e-3 --warmup 2 --steps 3 --threads 1 \
-      --act-compress 4 --zero $z --out "$T/z$z" --json-log "$T/z$z.jsonl" >"$T/z$z.out" 2>&1 || fail "--zero $z: $(grep -a memwall: "$T/z$z.out" | head -2)"
+  # the rounding draws from the global micro-batch (zero.c's dealing), never the rank: 1 rank x
+  # --accum 2 rounds as 2 ranks x --accum 1, at every stage
+  for z in 0 1 3 a1; do
+    np=2 zz=$z ac=1
+    [ "$z" = a1 ] && np=1 zz=1 ac=2
+    mpirun -np $np --oversubscribe "$MW" train --data "$T/d" --batch 2 --seq 32 --lr 1e-3 --warmup 2 --steps 3 --threads 1 \
+      --act-compress 4 --zero $zz --accum $ac --out "$T/z$z" --json-log "$T/z$z.jsonl" >"$T/z$z.out" 2>&1 || fail "--zero $z: $(grep -a memwall: "$T/z$z.out" | head -2)"
   done
   [ -n "$(weights z0)" ] && [ "$(weights z0)" = "$(weights z1)" ] && [ "$(losses z0)" = "$(losses z1)" ] &&
     pass "--act-compress 4 over 2 ranks: --zero 0 and 1 give the same weights and losses" || fail "--zero 0 vs 1 with --act-compress"
+  [ -n "$(weights za1)" ] && [ "$(weights za1)" = "$(weights z1)" ] && [ "$(losses za1)" = "$(losses z1)" ] &&
+    [ "$(weights z3)" = "$(weights z1)" ] && [ "$(losses z3)" = "$(losses z1)" ] &&
+    pass "--act-compress 4: 1 rank x --accum 2 = 2 ranks x --accum 1 (--zero 1 and 3), weights and losses" ||
+    fail "--act-compress 4: 1 rank x --accum 2 $(weights za1) [$(losses za1)], 2 ranks --zero 1 $(weights z1) [$(losses z1)], --zero 3 $(weights z3)"
+  # a fault on one rank's swaps (rank 1's, ENOSPC in step 3, after step 2's checkpoint): one error,
+  # exit 1, every rank's scratch file removed (the failing rank's before MPI_Abort, the others' as
+  # mpirun's SIGTERM ends them), the checkpoint good
+  printf '#!/bin/sh\n[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export MEMWALL_IO_FAULT=enospc:write:200\nexec "$@"\n' >"$T/rank1.sh"
+  chmod +x "$T/rank1.sh"
+  mpirun -np 2 --oversubscribe "$T/rank1.sh" "$MW" train --data "$T/d" "${shape[@]}" --lr 1e-3 --warmup 2 --steps 4 \
+    --threads 1 --save-every 2 --zero 1 --act-offload all --offload-dir "$T/zscr" --out "$T/zf" >"$T/zf.out" 2>"$T/zf.err"
+  rc=$?
+  [ $rc -ne 0 ] && grep -q "^memwall: disk tier: write .*memwall-offload-.*No space left" "$T/zf.err" &&
+    [ "$(grep -c '^memwall:' "$T/zf.err")" = 1 ] && pass "--zero 1 --act-offload all, ENOSPC on rank 1: exit $rc, one error" ||
+    fail "rank 1's ENOSPC: exit $rc, $(grep -a memwall: "$T/zf.err" | head -3)"
+  [ "$(scratch_count "$T/zscr")" = 0 ] && pass "... no rank's scratch file stays" || fail "... scratch left: $(ls "$T/zscr")"
+  "$MW" export --ckpt "$T/zf/step-00000002.mwck" --out "$T/zfx" >/dev/null 2>&1 && pass "... step 2's checkpoint verifies" ||
+    fail "... no good checkpoint: $(ls "$T/zf")"
 else
   fail "mpirun or the MPI build is missing: the --zero check did not run"
 fi
+
+# a run stopped by a signal removes its own swap file (the next run there would remove it as stale)
+"$MW" "${tr[@]}" --steps 100000 --act-offload all --offload-dir "$T/sscr" --threads 1 >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 100); do [ "$(scratch_count "$T/sscr")" = 1 ] && break; sleep 0.05; done
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc = 143 ] && [ "$(scratch_count "$T/sscr")" = 0 ] && pass "SIGTERM mid-run: the scratch file is removed (exit $rc)" ||
+  fail "SIGTERM mid-run: exit $rc, $(ls "$T/sscr")"
+
+# bf16 swaps too (its kept values are 16-bit): the bits and the plan of the run without them
+run b16 --precision bf16 --threads 1
+run b16_all --precision bf16 --act-offload all --offload-dir "$T/scr" --threads 1
+same b16 b16_all "--precision bf16 --act-offload all: identical"
+# the calibration behind the predicted step and --recompute auto runs bf16's backward ops with their
+# gradient slots bound (it crashed estimate with any disk tier or auto under bf16)
+"$MW" estimate "${shape[@]}" --precision bf16 --recompute auto --budget 100M >"$T/out" 2>&1 &&
+  pass "estimate --precision bf16 --recompute auto: planned" || fail "bf16 --recompute auto: exit $?, $(tail -1 "$T/out")"
+# ... and times one process's model, never a rank's (--zero 2 and 3 crashed it: no ranks to exchange with)
+for z in 2 3; do
+  "$MW" estimate "${shape[@]}" --world 2 --zero $z --act-offload all --offload-dir "$T/scr" >"$T/out" 2>&1 &&
+    pass "estimate --world 2 --zero $z --act-offload all: planned" || fail "--zero $z with a disk tier: exit $?, $(tail -1 "$T/out")"
+done
 
 echo "-- --act-offload auto: the least swapping that fits --budget"
 pk() { "$MW" estimate "${shape[@]}" "$@" --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //'; }
@@ -158,6 +205,14 @@ echo "-- the timeline draws compressed and swapped bytes as their own categories
   grep -A1 '<g id="band-activations-compressed"' "$T/tl.svg" | grep -q 'activations compressed' &&
   grep -A1 '<g id="band-activations-on-disk"' "$T/tl.svg" | grep -q 'swapped to disk' &&
   pass "plan --timeline: a compressed band and a swapped (on disk) band" || fail "timeline bands missing"
+# plan prints the choice per class as estimate does, and its --json the same "act" and each op's bytes
+"$MW" plan "${shape[@]}" --act-offload checkpoints --act-compress 4 --offload-dir "$T/scr" >"$T/pl.txt" &&
+  grep -q "stored activations (--act-offload checkpoints --act-compress 4), per class" "$T/pl.txt" &&
+  grep -q "^  x  *4  *4 " "$T/pl.txt" && pass "plan: the stored activations' table" || fail "plan: no table: $(tail -5 "$T/pl.txt")"
+"$MW" plan "${shape[@]}" --act-offload checkpoints --act-compress 4 --offload-dir "$T/scr" --json >"$T/pl.json" &&
+  grep -q '"act": {"offload": "checkpoints", "why": "", "compress_bits": 4, "disk_bytes": [1-9]' "$T/pl.json" &&
+  grep -q '"act_compressed": [1-9][0-9]*, "act_on_disk": [1-9]' "$T/pl.json" &&
+  pass "plan --json: \"act\", and each op's act_compressed and act_on_disk" || fail "plan --json: $(head -c 300 "$T/pl.json")"
 "$MW" plan "${shape[@]}" --timeline "$T/tl0.svg" >/dev/null && ! grep -q 'band-activations-' "$T/tl0.svg" &&
   pass "and neither without the flags" || fail "stored-activation bands in a plain timeline"
 
@@ -204,6 +259,13 @@ cmp -s "$T/cres/step-00000004.mwck" "$T/cref/step-00000004.mwck" && pass "a resu
   fail "a resume without --act-compress dropped it"
 expect_error 1 "a resume with another --act-compress" -- "$MW" "${tr[@]}" --act-compress 8 --out "$T/cres" --resume "$T/cres/step-00000002.mwck"
 grep -q "act-compress" "$T/err" || fail "the refusal does not name --act-compress: $(cat "$T/err")"
+expect_error 1 "a resume with --act-compress none" -- "$MW" "${tr[@]}" --act-compress none --out "$T/cres" --resume "$T/cres/step-00000002.mwck"
+grep -q "trained with --act-compress 2, the command line says --act-compress none" "$T/err" || fail "none is not named none: $(cat "$T/err")"
+# --override: the JSON log's event is JSON (a word quoted: it was not), the compression as its bits
+"$MW" "${tr[@]}" --act-compress none --precision bf16 --override act-compress,precision --out "$T/ov" \
+  --resume "$T/cres/step-00000002.mwck" --json-log "$T/ov.jsonl" >"$T/out" 2>&1 &&
+  grep -q '^{"event": "override", "step": 2, "overrides": {"precision": \["fp32", "bf16"\], "act-compress": \[2, 0\]}}$' "$T/ov.jsonl" &&
+  pass "--override act-compress,precision: the JSON log's event, words quoted" || fail "override event: $(grep -a override "$T/ov.jsonl" "$T/out")"
 cmp -s <(grep -a -c act_compress "$T/m_none_none/step-00000004.mwck") <(echo 0) && pass "an uncompressed checkpoint has no act_compress key" ||
   fail "act_compress in an uncompressed checkpoint"
 
@@ -216,6 +278,11 @@ expect_error 1 "--act-offload without --offload-dir" -- "$MW" "${tr[@]}" --act-o
 grep -q "offload-dir" "$T/err" && [ ! -e "$T/nodir" ] || fail "--act-offload without a folder: $(cat "$T/err"), or --out made"
 expect_error 1 "--act-compress with --precision bf16" -- "$MW" "${tr[@]}" --act-compress 8 --precision bf16
 grep -q "bfloat16 already" "$T/err" || fail "--act-compress with bf16: $(cat "$T/err")"
+# a tensor-parallel rank's share is not planned: refused before anything runs (estimate and train)
+expect_error 1 "estimate --tp 2 --act-compress 8" -- "$MW" estimate "${shape[@]}" --tp 2 --act-compress 8
+grep -q "parallel layout are not planned yet" "$T/err" || fail "--tp --act-compress: $(cat "$T/err")"
+expect_error 1 "estimate --tp 2 --sp --act-offload all" -- "$MW" estimate "${shape[@]}" --tp 2 --sp --act-offload all --offload-dir "$T/scr"
+grep -q "parallel layout are not planned yet" "$T/err" || fail "--tp --sp --act-offload: $(cat "$T/err")"
 "$MW" help train | grep -q -- "--act-offload MODE" && "$MW" help train | grep -q -- "--act-compress BITS" &&
   pass "help train lists --act-offload and --act-compress" || fail "help train lacks the flags"
 

@@ -12,6 +12,7 @@
 
 #include "../core/status.h"
 #include "../dist/comm_mpi.h"
+#include "../memory/scratch.h"
 
 static int env_int(const char *name) {
     const char *v = getenv(name);
@@ -83,6 +84,7 @@ void mw_mpi_finalize(void) {
 }
 
 void mw_mpi_abort(int code) {
+    mw_scratch_remove_live(); /* MPI_Abort ends the process without exit's handlers, which remove them */
     if (api) api->abort(code);
     exit(code);
 }

@@ -777,8 +777,9 @@ int cmd_plan(int argc, char **argv) {
             printf("%s{\"phase\": \"%s\", \"op\": \"%s\"", i ? ", " : "", ops[i].name, ops[i].op);
             for (int k = 0; k < MW_CAT_COUNT; k++)
                 printf(", \"%s\": %llu", mw_category_name(k), (unsigned long long)ops[i].live[k]);
-            printf(", \"disk_read\": %llu, \"disk_write\": %llu}", (unsigned long long)ops[i].disk_read,
-                   (unsigned long long)ops[i].disk_write);
+            printf(", \"disk_read\": %llu, \"disk_write\": %llu, \"act_compressed\": %llu, \"act_on_disk\": %llu}",
+                   (unsigned long long)ops[i].disk_read, (unsigned long long)ops[i].disk_write,
+                   (unsigned long long)ops[i].act_compressed, (unsigned long long)ops[i].act_on_disk);
         }
         mw_plan_buffer *bufs;
         int nb;
@@ -791,7 +792,9 @@ int cmd_plan(int argc, char **argv) {
             printf("%s\"%s\": {\"activations\": %llu, \"peak_bytes\": %llu, \"fits\": %s}", i ? ", " : "",
                    POLICIES[i], (unsigned long long)pp[i].category[MW_CAT_ACTS], (unsigned long long)pp[i].peak,
                    pp[i].fits ? "true" : "false");
-        printf("}, \"buffers\": [");
+        printf("}, \"act\": ");
+        json_act_plan(stdout, &p);
+        printf(", \"buffers\": [");
         for (int i = 0; i < nb; i++)
             printf("%s{\"name\": \"%s\", \"category\": \"%s\", \"tier\": \"%s\", \"bytes\": %llu, \"offset\": %llu, "
                    "\"first_op\": %d, \"last_op\": %d}",
@@ -833,6 +836,7 @@ int cmd_plan(int argc, char **argv) {
             printf("%s %s %s (peak %s)", i ? "," : "", POLICIES[i], mw_fmt_bytes(pp[i].category[MW_CAT_ACTS], b[0], sizeof b[0]),
                    mw_fmt_bytes(pp[i].peak, b[1], sizeof b[1]));
         printf("\n");
+        print_act_plan(&p, 1); /* --act-offload, --act-compress: the choice per class of block value */
         if (c->budget) {
             char fit[96];
             printf("budget %s: %s\n", mw_fmt_bytes(c->budget, t, sizeof t), fit_text(p.peak, c->budget, fit, sizeof fit));

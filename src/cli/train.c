@@ -15,6 +15,7 @@
 #include "../core/rng.h"
 #include "../core/status.h"
 #include "../dist/comm_mpi.h"
+#include "../memory/scratch.h"
 #include "../train/checkpoint.h"
 #include "cli.h"
 
@@ -221,6 +222,14 @@ static void key_text(const run_key *k, const mw_config *c, char *buf, size_t n) 
     }
 }
 
+/* A key's text as a JSON value: a number as it is, a word (--optim sgd, --precision bf16) quoted. */
+static void json_value(const char *t, char *buf, size_t n) {
+    char *end;
+    (void)strtod(t, &end);
+    if (*t && !*end) snprintf(buf, n, "%s", t);
+    else snprintf(buf, n, "\"%s\"", t);
+}
+
 static int key_same(const run_key *k, const mw_config *a, const mw_config *b) {
     const char *x = (const char *)a + k->off, *y = (const char *)b + k->off;
     if (k->kind == K_INT) return *(const int *)x == *(const int *)y;
@@ -335,15 +344,20 @@ static void adopt_checkpoint(opts *o, const mw_ckpt_info *info, const char *ckpt
             continue;
         }
         if (key_same(rk, c, k) || rk->cls == CARRY) continue;
-        char a[64], b[64];
+        char a[64], b[64], ja[70], jb[70];
         key_text(rk, k, a, sizeof a);
         key_text(rk, c, b, sizeof b);
+        json_value(a, ja, sizeof ja), json_value(b, jb, sizeof jb); /* before "none" below: act_compress stays 0 */
+        if (rk->off == CF(act_compress)) { /* the flag's own word for 0 */
+            if (!k->act_compress) snprintf(a, sizeof a, "none");
+            if (!c->act_compress) snprintf(b, sizeof b, "none");
+        }
         if (rk->cls == SHAPE) {
             append(shape_was, sizeof shape_was, " --%s %s", rk->flag, a);
             append(shape_now, sizeof shape_now, " --%s %s", rk->flag, b);
         } else if (o->override && in_list(o->override, rk->flag)) {
             append(ov->text, sizeof ov->text, "%s--%s %s -> %s", ov->n ? ", " : "", rk->flag, a, b);
-            append(ov->json, sizeof ov->json, "%s\"%s\": [%s, %s]", ov->n ? ", " : "", rk->flag, a, b);
+            append(ov->json, sizeof ov->json, "%s\"%s\": [%s, %s]", ov->n ? ", " : "", rk->flag, ja, jb);
             ov->n++;
         } else {
             append(was, sizeof was, " --%s %s", rk->flag, a);
@@ -736,6 +750,7 @@ int cmd_train(int argc, char **argv) {
     parse(&o, CMD_TRAIN, "train", argc, argv);
     mw_comm *comm = start_ranks(&o, &argc, &argv);
     const int rank0 = !comm || comm->rank == 0;
+    mw_scratch_remove_on_signals(); /* the disk tier's files go with a stopped run too */
     if (!o.data) die(1, "train: --data PREFIX is required (make token files with memwall prepare)");
     if (o.override && !o.resume) die(1, "--override applies to --resume only (it lets flags differ from the checkpoint)");
     if (o.reset_optim && !o.resume) die(1, "--reset-optimizer applies to --resume only (a new run's optimizer state starts from zero)");

@@ -435,12 +435,17 @@ void mw_model_set_step(mw_model *m, int step) {
     m->act->k = 0;
 }
 
-/* The stochastic rounding's stream of store s: the step, the micro-batch, the rank, the block and
- * the value, whichever instance (forward or recomputed) holds it. */
+/* The stochastic rounding's stream of store s: the step, the global micro-batch, the block and the
+ * value, whichever instance (forward or recomputed) holds it. Under data parallelism micro-step k
+ * (1-based here: ap->k) of rank r of W trains the step's micro-batch (k-1) x W + r (src/dist/zero.c's
+ * dealing), so a micro-batch gets the same draws at every world size for the same W x --accum: one
+ * rank with --accum 2 rounds as two ranks with --accum 1. The rank itself is not drawn from. */
 static uint64_t stream_of(const mw_model *m, const store *s) {
     const mw_act_plan *ap = m->act;
-    uint64_t z = mix((uint64_t)(uint32_t)ap->step, (uint64_t)(uint32_t)ap->k);
-    z = mix(z, (uint64_t)(uint32_t)m->cfg.rank);
+    const mw_config *c = &m->cfg;
+    const int W = c->dp && c->world > 1 ? c->world : 1, R = W > 1 ? c->rank : 0;
+    const uint64_t mb = (uint64_t)(ap->k - 1) * (uint64_t)W + (uint64_t)R + 1; /* 1: the first, as before */
+    uint64_t z = mix((uint64_t)(uint32_t)ap->step, mb);
     z = mix(z, (uint64_t)(uint32_t)s->layer);
     return mix(z, (uint64_t)(uint32_t)s->v);
 }

@@ -101,6 +101,8 @@ static void calib_config(const mw_model_def *a, const mw_config *c, mw_config *k
     k->budget = 0;
     k->recompute = MW_RECOMPUTE_BLOCKS;
     k->offload = MW_OFFLOAD_NONE; /* the calibration runs in memory: no scratch file */
+    k->dp = 0, k->world = 1, k->rank = 0, k->zero = 0; /* one process's whole model: no ranks to exchange
+                                          gradients with or gather parameters from (it has none) */
     k->act_offload = MW_ACT_OFFLOAD_NONE, k->act_compress = 0; /* ... nor stored activations: its rounds
                                           run the ops alone, and the backward's must find them in place */
     snprintf(k->recompute_blocks, sizeof k->recompute_blocks, "sf");
@@ -174,12 +176,16 @@ mw_status mw_graph_measure_costs(const mw_config *c, const mw_model_def *a, doub
             double s = 0;
             for (int i = 0; i < N; i++) tok[i] = i % k.vocab, tok[N + i] = (i + 1) % k.vocab;
             st = mw_graph_load_tokens(m, tok, tok + N); /* their buffers were reused after the head */
+            const int gslot = mw_graph_grads_slotted(m); /* bf16's blocks accumulate in an fp32 slot */
             for (int i = 0; st == MW_OK && i < m->opt_op; i++) {
-                const int kd = m->ops[i].kind;
+                const int kd = m->ops[i].kind, l = m->ops[i].layer;
+                if (gslot && m->op_gb[i]) st = mw_graph_grad_bind(m, l); /* as mw_model_forward_backward */
+                if (st != MW_OK) break;
                 const double t0 = now_s();
                 a->run_op(m, i, 1, 1.0f / N, &s);
                 const double t = now_s() - t0;
                 if (rep > 0 && t < bbest[kd]) bbest[kd] = t;
+                if (gslot && m->op_ge[i]) st = mw_graph_grad_done(m, l);
             }
         }
         mw_model_destroy(m);

@@ -41,11 +41,35 @@ static void remove_live(void) {
     pthread_mutex_lock(&mu);
     for (int i = 0; i < MAXLIVE; i++)
         if (live[i]) {
-            unlink(live[i]);
-            free(live[i]);
+            char *d = live[i];
+            unlink(d);
             live[i] = NULL;
+            free(d);
         }
     pthread_mutex_unlock(&mu);
+}
+
+void mw_scratch_remove_live(void) { remove_live(); }
+
+/* SIGINT, SIGTERM, SIGHUP (mw_scratch_remove_on_signals): the files go (unlink only: safe in a
+ * handler, on any thread: an entry of live is a whole string or NULL at every moment, see track),
+ * then the signal's own action */
+static void on_signal(int sig) {
+    for (int i = 0; i < MAXLIVE; i++) {
+        const char *p = live[i];
+        if (p) unlink(p);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void mw_scratch_remove_on_signals(void) {
+    static const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
+    for (int k = 0; k < 3; k++) {
+        struct sigaction was;
+        if (sigaction(sigs[k], NULL, &was) == 0 && was.sa_handler == SIG_IGN) continue; /* ignored stays ignored */
+        signal(sigs[k], on_signal);
+    }
 }
 
 static void track(const char *path, int add) {
@@ -53,12 +77,14 @@ static void track(const char *path, int add) {
     if (add && !atexit_set) atexit_set = atexit(remove_live) == 0;
     for (int i = 0; i < MAXLIVE; i++) {
         if (add && !live[i]) {
-            live[i] = strdup(path);
+            char *d = strdup(path); /* whole before it is seen */
+            live[i] = d;
             break;
         }
         if (!add && live[i] && strcmp(live[i], path) == 0) {
-            free(live[i]);
-            live[i] = NULL;
+            char *d = live[i];
+            live[i] = NULL; /* unseen before it is freed */
+            free(d);
             break;
         }
     }

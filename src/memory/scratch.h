@@ -28,6 +28,13 @@ typedef struct mw_scratch {
 mw_status mw_scratch_create(mw_scratch *s, const char *dir, uint64_t bytes, int *stale, uint64_t *stale_bytes);
 /* The stale files this process has removed so far, and their bytes. */
 void mw_scratch_stale_removed(int *count, uint64_t *bytes);
+/* Removes every scratch file this process holds (what exit's handler does), for a process about to
+ * end without exit's handlers: a rank calling MPI_Abort. The files' descriptors stay open. */
+void mw_scratch_remove_live(void);
+/* Installs handlers of SIGINT, SIGTERM and SIGHUP that remove the scratch files this process holds
+ * and then take the signal's default action (a CLI's choice, never the library's): a run stopped
+ * by Ctrl-C, or a rank mpirun ends because another failed, leaves no file behind. */
+void mw_scratch_remove_on_signals(void);
 /* Closes and removes the file; a closed (fd -1) scratch is left alone. */
 void mw_scratch_close(mw_scratch *s);
 /* Free bytes for an unprivileged user in dir's file system (statvfs); 0 when unknown. */
