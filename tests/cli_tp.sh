@@ -10,7 +10,7 @@
 set -u
 MW=$(realpath "${1:-build/memwall}")
 T=$(mktemp -d /tmp/mw_tp_XXXXXX)
-trap 'rm -rf "$T"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$T"' EXIT
 . "$(dirname "$0")/lib_cli.sh"
 
 if ! command -v mpirun >/dev/null; then
@@ -190,5 +190,20 @@ mpirun -np 1 "$MW" train "${G[@]}" --tp 2 --out "$T/mixed" : -np 1 "$MW" train "
 rc=$?
 [ $rc -ne 0 ] && grep -q "^memwall: rank 1's configuration .* differs from rank 0's" "$T/err" && ! ls "$T/mixed"/step-* >/dev/null 2>&1 &&
   pass "--tp 2 on one rank, --tp 2 --sp on the other -> exit $rc, naming rank 1" || fail "mixed layouts: exit $rc: $(grep -m1 'memwall:' "$T/err")"
+
+# ranks resuming different checkpoints of the same step (here --tp 2's and one process's step 25:
+# the same step and loader state, other weights): each rank would keep its own whole tensors
+rm -rf "$T/mixedr"
+mpirun -np 1 "$MW" train "${G[@]}" --tp 2 --out "$T/mixedr" --resume "$T/g2/step-00000025.mwck" : \
+  -np 1 "$MW" train "${G[@]}" --tp 2 --out "$T/mixedr" --resume "$T/g1/step-00000025.mwck" >"$T/err" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "^memwall: rank 1's checkpoint to resume .* differs from rank 0's" "$T/err" && ! grep -q "^step 26/" "$T/err" &&
+  ! ls "$T/mixedr"/step-* >/dev/null 2>&1 && pass "ranks resuming two checkpoints of step 25 -> exit $rc, naming rank 1" ||
+  fail "ranks resuming different checkpoints: exit $rc: $(grep -a "^memwall:" "$T/err" | tail -1)"
+# over --budget, the hint names no flag a --tp run refuses (--offload)
+mpirun -np 2 "$MW" train "${G[@]}" --tp 2 --budget 8MiB --out "$T/refused" >"$T/err" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "^memwall: the plan needs .* --budget" "$T/err" && ! grep -q -- "--offload" "$T/err" &&
+  pass "--tp 2 over --budget -> exit 2, the hint names no --offload" || fail "--tp over --budget: exit $rc: $(grep -m1 'memwall:' "$T/err")"
 
 [ $fails -eq 0 ] && echo "cli_tp: ok" || { echo "cli_tp: $fails check(s) failed"; exit 1; }
