@@ -273,15 +273,14 @@ mw_status mw_tp_gather_part(mw_model *m, int i, int which, int a, int b, float *
     return MW_OK;
 }
 
-void mw_tp_take_tensor(const mw_model *m, int i, const float *full, float *dst) {
+void mw_tp_take_part(const mw_model *m, int i, const float *part, size_t g0, size_t n, float *dst) {
     const mw_tensor *t = &m->tensors[i];
     const int T = m->cfg.tp > 1 ? m->cfg.tp : 1, r = mw_tp_rank(m);
-    const size_t n = whole_numel(t);
-    if (T > 1 && t->split != MW_TS_WHOLE) memset(dst, 0, t->numel * sizeof(float));
-#pragma omp parallel for schedule(static)
-    for (size_t g = 0; g < n; g++) {
+    if (g0 == 0 && T > 1 && t->split != MW_TS_WHOLE) memset(dst, 0, t->numel * sizeof(float)); /* the padding rows */
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t e = 0; e < n; e++) {
         size_t l;
-        if (mw_tp_local_index(t, T, r, g, &l)) dst[l] = full[g];
+        if (mw_tp_local_index(t, T, r, g0 + e, &l)) dst[l] = part[e];
     }
 }
 
@@ -313,4 +312,6 @@ int mw_model_tp_part_end(const mw_model *m, int i, int row) { return mw_tp_part_
 mw_status mw_model_tp_gather_part(mw_model *m, int i, int which, int a, int b, float *out, float *scratch) {
     return mw_tp_gather_part(m, i, which, a, b, out, scratch);
 }
-void mw_model_tp_take(const mw_model *m, int i, const float *full, float *dst) { mw_tp_take_tensor(m, i, full, dst); }
+void mw_model_tp_take_part(const mw_model *m, int i, const float *part, size_t g0, size_t n, float *dst) {
+    mw_tp_take_part(m, i, part, g0, n, dst);
+}

@@ -70,8 +70,9 @@ mw_status mw_tp_grad_norm(mw_model *m, double *norm);
  * both may be NULL on the others), gathered from every rank (collective). */
 int mw_tp_part_end(const mw_tensor *t, int a, size_t most);
 mw_status mw_tp_gather_part(mw_model *m, int i, int which, int a, int b, float *out, float *scratch);
-/* ... and this rank's shard of it taken from full (every rank holds the whole): into dst */
-void mw_tp_take_tensor(const mw_model *m, int i, const float *full, float *dst);
+/* ... and, loading, this rank's elements of the whole tensor's elements [g0, g0 + n) (part, read
+ * in order from g0 = 0, which also clears the shard's padding) into dst, its shard */
+void mw_tp_take_part(const mw_model *m, int i, const float *part, size_t g0, size_t n, float *dst);
 
 /* The vocabulary-parallel loss over this rank's logits z (rows, ceil(V / T)) of the targets: the
  * rows' maxima and sums over the ranks (src/kernels/cpu/vocab.h), the same losses on every rank;

@@ -70,5 +70,5 @@ int mw_model_tp(const mw_model *m);
 void mw_model_tensor_whole(const mw_model *m, int i, int *ndim, int dims[2], size_t *numel);
 int mw_model_tp_part_end(const mw_model *m, int i, int row);
 mw_status mw_model_tp_gather_part(mw_model *m, int i, int which, int a, int b, float *out, float *scratch);
-void mw_model_tp_take(const mw_model *m, int i, const float *full, float *dst);
+void mw_model_tp_take_part(const mw_model *m, int i, const float *part, size_t g0, size_t n, float *dst);
 #endif

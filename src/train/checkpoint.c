@@ -1181,16 +1181,18 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
         }
         for (int b = 0; b < (v2 ? 1 : 3); b++) {
             uint32_t crc = 0;
-            if (m && dst[b] && mw_model_tp(m) > 1) { /* --tp: the whole tensor, then this rank's shard */
-                float *whole = malloc(numel * sizeof(float) + 1);
-                if (!whole) {
-                    s = mw_fail(MW_ERR_NOMEM, "out of memory reading %s", what);
+            if (m && dst[b] && mw_model_tp(m) > 1) { /* --tp: this rank's shard, a window of BUF at a time (no whole tensor) */
+                if (numel * 4 > r.size - r.off) {
+                    s = mw_fail(MW_ERR_FORMAT, "%s: truncated (ends inside %s)", path, what);
                     goto out;
                 }
-                s = rd_block(&r, whole, numel * 4, &crc, what);
-                if (s == MW_OK) mw_model_tp_take(m, (int)i, whole, dst[b]);
-                free(whole);
-                if (s != MW_OK) goto out;
+                for (uint64_t done = 0; done < numel * 4;) {
+                    const size_t k = numel * 4 - done < BUF ? (size_t)(numel * 4 - done) : BUF;
+                    if ((s = rd(&r, r.buf, k, what)) != MW_OK) goto out;
+                    crc = mw_crc32c(crc, r.buf, k);
+                    mw_model_tp_take_part(m, (int)i, (const float *)(void *)r.buf, done / 4, k / 4, dst[b]);
+                    done += k;
+                }
             } else if ((s = rd_block(&r, dst[b], numel * 4, &crc, what)) != MW_OK) {
                 goto out;
             }
