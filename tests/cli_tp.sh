@@ -163,7 +163,8 @@ resumed_within g1 rs41 "--tp 4 --sp saved at step 25, one process resumes"
 
 # rank 0 writes the file a part at a time, and each rank reads its shard a window at a time: no
 # rank holds a whole tensor beyond its plan (a vocabulary of 50257: the whole embedding and its
-# gather buffer were 98 MiB over rank 1's RSS at a checkpoint, the whole read 50 MiB at a resume)
+# gather buffer were 98 MiB over rank 1's RSS at a checkpoint, the whole read 50 MiB at a resume;
+# the bound is 32 MiB: under ASan its quarantine keeps rank 0 some 20 MiB over rank 1)
 BIG=(--preset gpt2-tiny --layers 1 --dim 256 --vocab 50257 --data "$T/d" --batch 1 --seq 32 --steps 2 --threads 1 --save-every 1)
 rss() { grep -o '"rank": [01], "arena_peak_bytes": [0-9]*, "plan_peak_bytes": [0-9]*, "peak_rss_bytes": [0-9]*' "$1" | sed 's/.*: //' | tr '\n' ' '; }
 mpirun -np 2 "$MW" train "${BIG[@]}" --tp 2 --stop-at 1 --out "$T/big" --json-log "$T/big.jsonl" >"$T/big.out" 2>&1 &&
@@ -171,8 +172,8 @@ mpirun -np 2 "$MW" train "${BIG[@]}" --tp 2 --stop-at 1 --out "$T/big" --json-lo
   fail "the 50257-vocabulary runs: $(grep -a memwall: "$T/big.out" "$T/big2.out" | head -2)"
 read -r rss0 rss1 rest <<<"$(rss "$T/big.jsonl")"
 read -r res0 res1 rest2 <<<"$(rss "$T/big2.jsonl")"
-[ -n "$rss1" ] && [ -z "$rest" ] && [ -n "$res1" ] && [ -z "$rest2" ] && [ $((rss0 - rss1)) -lt $((16 << 20)) ] &&
-  [ $((res0 - rss1)) -lt $((16 << 20)) ] && [ $((res1 - rss1)) -lt $((16 << 20)) ] &&
+[ -n "$rss1" ] && [ -z "$rest" ] && [ -n "$res1" ] && [ -z "$rest2" ] && [ $((rss0 - rss1)) -lt $((32 << 20)) ] &&
+  [ $((res0 - rss1)) -lt $((32 << 20)) ] && [ $((res1 - rss1)) -lt $((32 << 20)) ] &&
   "$MW" eval --data "$T/d" --ckpt "$T/big/step-00000002.mwck" --eval-batches 1 >/dev/null 2>&1 &&
   pass "a 50257-row vocabulary's checkpoint: rank 0's peak RSS $((rss0 >> 20)) MiB, rank 1's $((rss1 >> 20)) MiB; resumed $((res0 >> 20)) and $((res1 >> 20)) MiB" ||
   fail "a checkpoint's memory: peak RSS '$(rss "$T/big.jsonl")', resumed '$(rss "$T/big2.jsonl")'"
