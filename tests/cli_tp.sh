@@ -10,7 +10,7 @@
 set -u
 MW=$(realpath "${1:-build/memwall}")
 T=$(mktemp -d /tmp/mw_tp_XXXXXX)
-trap 'rm -rf "$T"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$T"' EXIT
 . "$(dirname "$0")/lib_cli.sh"
 
 if ! command -v mpirun >/dev/null; then
@@ -161,6 +161,23 @@ resumed_within g1 rs41 "--tp 4 --sp saved at step 25, one process resumes"
   grep -q "loss" "$T/eval.out" && pass "eval reads --tp 2's checkpoint ($(grep -o 'loss [0-9.]*' "$T/eval.out" | head -1))" ||
   fail "eval of --tp 2's checkpoint: $(tail -2 "$T/eval.out")"
 
+# rank 0 writes the file a part at a time, and each rank reads its shard a window at a time: no
+# rank holds a whole tensor beyond its plan (a vocabulary of 50257: the whole embedding and its
+# gather buffer were 98 MiB over rank 1's RSS at a checkpoint, the whole read 50 MiB at a resume;
+# the bound is 32 MiB: under ASan its quarantine keeps rank 0 some 20 MiB over rank 1)
+BIG=(--preset gpt2-tiny --layers 1 --dim 256 --vocab 50257 --data "$T/d" --batch 1 --seq 32 --steps 2 --threads 1 --save-every 1)
+rss() { grep -o '"rank": [01], "arena_peak_bytes": [0-9]*, "plan_peak_bytes": [0-9]*, "peak_rss_bytes": [0-9]*' "$1" | sed 's/.*: //' | tr '\n' ' '; }
+mpirun -np 2 "$MW" train "${BIG[@]}" --tp 2 --stop-at 1 --out "$T/big" --json-log "$T/big.jsonl" >"$T/big.out" 2>&1 &&
+  mpirun -np 2 "$MW" train "${BIG[@]}" --tp 2 --resume auto --out "$T/big" --json-log "$T/big2.jsonl" >"$T/big2.out" 2>&1 ||
+  fail "the 50257-vocabulary runs: $(grep -a memwall: "$T/big.out" "$T/big2.out" | head -2)"
+read -r rss0 rss1 rest <<<"$(rss "$T/big.jsonl")"
+read -r res0 res1 rest2 <<<"$(rss "$T/big2.jsonl")"
+[ -n "$rss1" ] && [ -z "$rest" ] && [ -n "$res1" ] && [ -z "$rest2" ] && [ $((rss0 - rss1)) -lt $((32 << 20)) ] &&
+  [ $((res0 - rss1)) -lt $((32 << 20)) ] && [ $((res1 - rss1)) -lt $((32 << 20)) ] &&
+  "$MW" eval --data "$T/d" --ckpt "$T/big/step-00000002.mwck" --eval-batches 1 >/dev/null 2>&1 &&
+  pass "a 50257-row vocabulary's checkpoint: rank 0's peak RSS $((rss0 >> 20)) MiB, rank 1's $((rss1 >> 20)) MiB; resumed $((res0 >> 20)) and $((res1 >> 20)) MiB" ||
+  fail "a checkpoint's memory: peak RSS '$(rss "$T/big.jsonl")', resumed '$(rss "$T/big2.jsonl")'"
+
 echo "-- refusals, before step 1"
 refuse() { # refuse WHAT PATTERN N ARGS...: memwall train on N ranks exits non-zero naming PATTERN, no checkpoint
   local what=$1 pat=$2 n=$3
@@ -190,5 +207,20 @@ mpirun -np 1 "$MW" train "${G[@]}" --tp 2 --out "$T/mixed" : -np 1 "$MW" train "
 rc=$?
 [ $rc -ne 0 ] && grep -q "^memwall: rank 1's configuration .* differs from rank 0's" "$T/err" && ! ls "$T/mixed"/step-* >/dev/null 2>&1 &&
   pass "--tp 2 on one rank, --tp 2 --sp on the other -> exit $rc, naming rank 1" || fail "mixed layouts: exit $rc: $(grep -m1 'memwall:' "$T/err")"
+
+# ranks resuming different checkpoints of the same step (here --tp 2's and one process's step 25:
+# the same step and loader state, other weights): each rank would keep its own whole tensors
+rm -rf "$T/mixedr"
+mpirun -np 1 "$MW" train "${G[@]}" --tp 2 --out "$T/mixedr" --resume "$T/g2/step-00000025.mwck" : \
+  -np 1 "$MW" train "${G[@]}" --tp 2 --out "$T/mixedr" --resume "$T/g1/step-00000025.mwck" >"$T/err" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "^memwall: rank 1's checkpoint to resume .* differs from rank 0's" "$T/err" && ! grep -q "^step 26/" "$T/err" &&
+  ! ls "$T/mixedr"/step-* >/dev/null 2>&1 && pass "ranks resuming two checkpoints of step 25 -> exit $rc, naming rank 1" ||
+  fail "ranks resuming different checkpoints: exit $rc: $(grep -a "^memwall:" "$T/err" | tail -1)"
+# over --budget, the hint names no flag a --tp run refuses (--offload)
+mpirun -np 2 "$MW" train "${G[@]}" --tp 2 --budget 8MiB --out "$T/refused" >"$T/err" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "^memwall: the plan needs .* --budget" "$T/err" && ! grep -q -- "--offload" "$T/err" &&
+  pass "--tp 2 over --budget -> exit 2, the hint names no --offload" || fail "--tp over --budget: exit $rc: $(grep -m1 'memwall:' "$T/err")"
 
 [ $fails -eq 0 ] && echo "cli_tp: ok" || { echo "cli_tp: $fails check(s) failed"; exit 1; }

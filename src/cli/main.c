@@ -259,11 +259,15 @@ static int progress_mode; /* --progress: 0 auto, 1 plain, 2 tty, 3 none */
 static int die_quiet; /* parse under mpirun, on a rank other than 0: the same refusal as rank 0's */
 
 void die_print(const char *msg) {
-    fprintf(stderr, "memwall: ");
-    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) /* one line, always */
-        if (*p < 0x20 || *p == 0x7f) fprintf(stderr, "\\x%02x", *p);
-        else fputc(*p, stderr);
-    fprintf(stderr, "\n");
+    /* one line, always, and one write: stderr is unbuffered, and under mpirun a line written a
+     * byte at a time is interleaved with the other ranks' output */
+    char line[4 * 8192 + 16];
+    size_t n = (size_t)snprintf(line, sizeof line, "memwall: ");
+    for (const unsigned char *p = (const unsigned char *)msg; *p && n + 6 < sizeof line; p++)
+        if (*p < 0x20 || *p == 0x7f) n += (size_t)snprintf(line + n, sizeof line - n, "\\x%02x", *p);
+        else line[n++] = (char)*p;
+    line[n++] = '\n';
+    fwrite(line, 1, n, stderr);
 }
 
 void die(int code, const char *fmt, ...) {

@@ -745,6 +745,18 @@ static uint64_t data_fingerprint(mw_data *d) {
     return h;
 }
 
+/* A checkpoint's contents: its trailer (the file's length and the crc of every record's crc), so
+ * two files of the same step and loader state but other weights differ (0: unreadable; the load
+ * that follows names why). */
+static uint64_t ckpt_fingerprint(const char *path) {
+    unsigned char tr[24];
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    const int ok = fseeko(f, -(off_t)sizeof tr, SEEK_END) == 0 && fread(tr, 1, sizeof tr, f) == sizeof tr;
+    fclose(f);
+    return ok ? fnv(0xcbf29ce484222325ull, tr, sizeof tr) : 0;
+}
+
 int cmd_train(int argc, char **argv) {
     opts o;
     parse(&o, CMD_TRAIN, "train", argc, argv);
@@ -868,10 +880,10 @@ int cmd_train(int argc, char **argv) {
                            "configuration (the flags, or the recomputation --recompute auto chose: pin it with the "
                            "plan's --recompute value)");
         same_on_every_rank(comm, data_fingerprint(train) ^ data_fingerprint(val) * 31, "--data (its token files)");
-        same_on_every_rank(comm, ckpt[0] ? fnv(fnv(0xcbf29ce484222325ull, &info.state.step, sizeof info.state.step),
+        same_on_every_rank(comm, ckpt[0] ? fnv(fnv(ckpt_fingerprint(ckpt), &info.state.step, sizeof info.state.step),
                                                &info.state.loader_rng, sizeof info.state.loader_rng)
                                          : 0,
-                           "checkpoint to resume (its step and loader state)");
+                           "checkpoint to resume (its step, loader state or contents)");
     }
     mw_model *m = create_model(&o); /* exits 2 when the plan does not fit --budget */
     print_offload(m);

@@ -211,50 +211,76 @@ static float *local_array(const mw_model *m, int i, int which) {
     return a ? (float *)a + m->tensors[i].offset : NULL;
 }
 
-mw_status mw_tp_gather_tensor(mw_model *m, int i, int which, float *full) {
+int mw_tp_part_end(const mw_tensor *t, int a, size_t most) {
+    const int rows = t->gdims[0];
+    const size_t cols = t->gdims[1] ? (size_t)t->gdims[1] : 1;
+    size_t k = most / cols;
+    if (k < 1) k = 1;
+    int b = (size_t)(rows - a) < k ? rows : a + (int)k;
+    if (t->split == MW_TS_ROWS && t->groups > 1) { /* within one group: each rank's rows are then contiguous */
+        const int gsz = rows / t->groups, gend = (a / gsz + 1) * gsz;
+        if (b > gend) b = gend;
+    }
+    return b;
+}
+
+/* rank r's elements of whole rows [a, b) of t: local [*lo, *lo + *n) (a part never spans a group) */
+static void part_local(const mw_tensor *t, int T, int r, int a, int b, size_t *lo, size_t *n) {
+    const size_t cols = t->gdims[1] ? (size_t)t->gdims[1] : 1;
+    *lo = 0, *n = 0;
+    if (T <= 1 || t->split == MW_TS_WHOLE) {
+        if (r == 0) *lo = (size_t)a * cols, *n = (size_t)(b - a) * cols;
+    } else if (t->split == MW_TS_COLS) {
+        const size_t lc = (size_t)t->dims[1];
+        *lo = (size_t)a * lc, *n = (size_t)(b - a) * lc;
+    } else {
+        const size_t G = t->groups ? t->groups : 1, gsz = (size_t)t->gdims[0] / G, per = (gsz + T - 1) / T;
+        const size_t k = (size_t)a / gsz, ra = (size_t)a - k * gsz, rb = (size_t)b - k * gsz;
+        const size_t x = ra > (size_t)r * per ? ra : (size_t)r * per, y = rb < (size_t)(r + 1) * per ? rb : (size_t)(r + 1) * per;
+        if (y > x) *lo = (k * per + x - (size_t)r * per) * cols, *n = (y - x) * cols;
+    }
+}
+
+mw_status mw_tp_gather_part(mw_model *m, int i, int which, int a, int b, float *out, float *scratch) {
     const mw_tensor *t = &m->tensors[i];
     mw_comm *cm = m->tpc;
     const float *mine = local_array(m, i, which);
     if (!mine) return mw_fail(MW_ERR_ARG, "internal: --tp: tensor %s's array %d is not in memory", t->name, which);
     const int T = cm ? cm->size : 1, R = cm ? cm->rank : 0;
-    const size_t n = whole_numel(t);
+    const size_t cols = t->gdims[1] ? (size_t)t->gdims[1] : 1, g0 = (size_t)a * cols, n = (size_t)(b - a) * cols;
     if (t->split == MW_TS_WHOLE || T == 1) { /* the same on every rank: rank 0's */
-        if (R == 0) memcpy(full, mine, n * sizeof(float));
+        if (R == 0) memcpy(out, mine + g0, n * sizeof(float));
         return MW_OK;
     }
-    size_t sc[MAX_TP] = {0}, sd[MAX_TP] = {0}, rc[MAX_TP] = {0}, rd[MAX_TP] = {0};
-    float *all = NULL;
+    size_t lo[MAX_TP], cnt[MAX_TP], off[MAX_TP], sc[MAX_TP] = {0}, sd[MAX_TP] = {0}, rc[MAX_TP] = {0}, rd[MAX_TP] = {0};
+    size_t at = 0;
+    for (int j = 0; j < T; j++) part_local(t, T, j, a, b, &lo[j], &cnt[j]), off[j] = at, at += cnt[j];
     if (R == 0) {
-        all = malloc((size_t)T * t->numel * sizeof(float));
-        if (!all) return mw_fail(MW_ERR_NOMEM, "out of memory gathering %s for a checkpoint", t->name);
-        for (int j = 1; j < T; j++) rc[j] = t->numel, rd[j] = (size_t)j * t->numel;
-        memcpy(all, mine, t->numel * sizeof(float));
+        for (int j = 1; j < T; j++) rc[j] = cnt[j], rd[j] = off[j];
+        memcpy(scratch + off[0], mine + lo[0], cnt[0] * sizeof(float));
     } else {
-        sc[0] = t->numel;
+        sc[0] = cnt[R], sd[0] = lo[R];
     }
-    mw_status st = cm->alltoallv(cm, mine, sc, sd, all, rc, rd);
-    if (st == MW_OK && R == 0) {
-#pragma omp parallel for schedule(static)
-        for (size_t g = 0; g < n; g++) {
-            size_t l = 0;
-            int j = 0;
-            while (j < T && !mw_tp_local_index(t, T, j, g, &l)) j++;
-            full[g] = j < T ? all[(size_t)j * t->numel + l] : 0.0f;
-        }
+    MW_TRY(cm->alltoallv(cm, mine, sc, sd, R == 0 ? scratch : NULL, rc, rd));
+    if (R != 0) return MW_OK;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t e = 0; e < n; e++) {
+        size_t l = 0;
+        int j = 0;
+        while (j < T && !mw_tp_local_index(t, T, j, g0 + e, &l)) j++;
+        out[e] = j < T ? scratch[off[j] + (l - lo[j])] : 0.0f;
     }
-    free(all);
-    return st;
+    return MW_OK;
 }
 
-void mw_tp_take_tensor(const mw_model *m, int i, const float *full, float *dst) {
+void mw_tp_take_part(const mw_model *m, int i, const float *part, size_t g0, size_t n, float *dst) {
     const mw_tensor *t = &m->tensors[i];
     const int T = m->cfg.tp > 1 ? m->cfg.tp : 1, r = mw_tp_rank(m);
-    const size_t n = whole_numel(t);
-    if (T > 1 && t->split != MW_TS_WHOLE) memset(dst, 0, t->numel * sizeof(float));
-#pragma omp parallel for schedule(static)
-    for (size_t g = 0; g < n; g++) {
+    if (g0 == 0 && T > 1 && t->split != MW_TS_WHOLE) memset(dst, 0, t->numel * sizeof(float)); /* the padding rows */
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t e = 0; e < n; e++) {
         size_t l;
-        if (mw_tp_local_index(t, T, r, g, &l)) dst[l] = full[g];
+        if (mw_tp_local_index(t, T, r, g0 + e, &l)) dst[l] = part[e];
     }
 }
 
@@ -282,5 +308,10 @@ void mw_model_tensor_whole(const mw_model *m, int i, int *ndim, int dims[2], siz
     *numel = whole_numel(t);
 }
 
-mw_status mw_model_tp_gather(mw_model *m, int i, int which, float *full) { return mw_tp_gather_tensor(m, i, which, full); }
-void mw_model_tp_take(const mw_model *m, int i, const float *full, float *dst) { mw_tp_take_tensor(m, i, full, dst); }
+int mw_model_tp_part_end(const mw_model *m, int i, int row) { return mw_tp_part_end(&m->tensors[i], row, m->tpq); }
+mw_status mw_model_tp_gather_part(mw_model *m, int i, int which, int a, int b, float *out, float *scratch) {
+    return mw_tp_gather_part(m, i, which, a, b, out, scratch);
+}
+void mw_model_tp_take_part(const mw_model *m, int i, const float *part, size_t g0, size_t n, float *dst) {
+    mw_tp_take_part(m, i, part, g0, n, dst);
+}

@@ -63,11 +63,16 @@ void mw_tp_fill_normal(mw_model *m, int i, uint64_t seed, double std);
  * whole ones' (the same on every rank) once. */
 mw_status mw_tp_grad_norm(mw_model *m, double *norm);
 
-/* Checkpoints: array which (0 parameters, 1 AdamW's m, 2 v) of tensor i whole into full (its
- * gdims' elements; rank 0's, NULL on the others), gathered from every rank (collective). */
-mw_status mw_tp_gather_tensor(mw_model *m, int i, int which, float *full);
-/* ... and this rank's shard of it taken from full (every rank holds the whole): into dst */
-void mw_tp_take_tensor(const mw_model *m, int i, const float *full, float *dst);
+/* Checkpoints, a part at a time (so that rank 0 holds no whole tensor beyond its plan): the end of
+ * the part of tensor t that starts at whole row a, at most `most` floats (at least one row) and
+ * never across a group of a MW_TS_ROWS tensor; array which (0 parameters, 1 AdamW's m, 2 v) of
+ * tensor i's whole rows [a, b) into out (rank 0's; (b - a) x cols floats, with scratch as large;
+ * both may be NULL on the others), gathered from every rank (collective). */
+int mw_tp_part_end(const mw_tensor *t, int a, size_t most);
+mw_status mw_tp_gather_part(mw_model *m, int i, int which, int a, int b, float *out, float *scratch);
+/* ... and, loading, this rank's elements of the whole tensor's elements [g0, g0 + n) (part, read
+ * in order from g0 = 0, which also clears the shard's padding) into dst, its shard */
+void mw_tp_take_part(const mw_model *m, int i, const float *part, size_t g0, size_t n, float *dst);
 
 /* The vocabulary-parallel loss over this rank's logits z (rows, ceil(V / T)) of the targets: the
  * rows' maxima and sums over the ranks (src/kernels/cpu/vocab.h), the same losses on every rank;

@@ -10,7 +10,8 @@
 
 /* The refusal of a plan over --budget, with a hint only a flag that this run accepts can follow:
  * --offload optimizer needs per-parameter optimizer state and, under data parallelism, --zero 1
- * to 3 (each rank's shard on its disk); under --zero 0 the hint is the sharding itself. */
+ * to 3 (each rank's shard on its disk); under --zero 0 the hint is the sharding itself; a --tp/--pp
+ * layout has no disk tier. */
 void mw_budget_refusal(const mw_model *m) {
     const mw_plan_summary *p = &m->plan;
     const mw_config *c = &m->cfg;
@@ -23,7 +24,10 @@ void mw_budget_refusal(const mw_model *m) {
     /* what --zero 1 to 3 shard and --offload optimizer moves: the per-parameter state (every
      * optimizer's, 8-bit and 4-bit codes and a first moment included; not a small state) */
     const int per_param = m->opt.bits[0] || m->opt.bits[1];
-    if (p->offload == MW_OFFLOAD_NONE && p->category[MW_CAT_OPTIM] > 0 && !c->inference) {
+    if (mw_config_layout(c) && !c->inference) /* --tp/--pp refuse the disk tier (mw_config_validate) */
+        snprintf(hint, sizeof hint, " (the disk tier is not available with --tp/--pp: a larger --tp divides the "
+                 "matrices further, --sp and --recompute the activations)");
+    else if (p->offload == MW_OFFLOAD_NONE && p->category[MW_CAT_OPTIM] > 0 && !c->inference) {
         mw_fmt_bytes(p->category[MW_CAT_OPTIM], b[0], sizeof b[0]);
         if (c->dp && c->zero == 0 && per_param && c->world > 1)
             snprintf(hint, sizeof hint, " (--zero 0 keeps the whole optimizer state, %s, on every rank: --zero 1 shards it "

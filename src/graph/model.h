@@ -61,11 +61,14 @@ mw_status mw_model_tensor_info(const mw_model *m, int i, mw_param_info *info, in
 /* The gradients' global norm (mw_model_grad_norm) with the disk tier's failures as a status. */
 mw_status mw_graph_grad_norm(mw_model *m, double *norm);
 /* Tensor parallelism (cfg.tp > 1, src/dist/tp.c), for checkpoints: the group's size (1 without);
- * tensor i's shape whole (as one process holds it); array which (0 parameters, 1 AdamW's m, 2 v)
- * of tensor i whole into full (rank 0's; may be NULL on the others), gathered from every rank
- * (collective); this rank's shard of the whole tensor full into dst (which's array of tensor i). */
+ * tensor i's shape whole (as one process holds it); the end row of the part of tensor i from whole
+ * row `row` (mw_tp_part_end: at most the all-reduces' piece, m's tpq floats, at least a row); array which (0 parameters,
+ * 1 AdamW's m, 2 v) of tensor i's whole rows [a, b) into out (rank 0's, with scratch as large;
+ * both may be NULL on the others), gathered from every rank (collective); this rank's shard of the
+ * whole tensor full into dst (which's array of tensor i). */
 int mw_model_tp(const mw_model *m);
 void mw_model_tensor_whole(const mw_model *m, int i, int *ndim, int dims[2], size_t *numel);
-mw_status mw_model_tp_gather(mw_model *m, int i, int which, float *full);
-void mw_model_tp_take(const mw_model *m, int i, const float *full, float *dst);
+int mw_model_tp_part_end(const mw_model *m, int i, int row);
+mw_status mw_model_tp_gather_part(mw_model *m, int i, int which, int a, int b, float *out, float *scratch);
+void mw_model_tp_take_part(const mw_model *m, int i, const float *part, size_t g0, size_t n, float *dst);
 #endif

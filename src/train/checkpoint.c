@@ -369,32 +369,46 @@ static mw_status save_tp(const char *dir, mw_model *m, const mw_run_state *st, u
     writer w = {fd, tmp, 0, 0};
     if (R == 0 && s == MW_OK) s = wr(&w, h, HEADER);
     if (R == 0 && s == MW_OK) s = wr(&w, meta, (size_t)mlen);
-    float *full = NULL;
+    /* a part of the tensor at a time (the all-reduces' piece, m's tpq floats, or one row): rank 0
+     * holds two such buffers, never a whole tensor (the vocabulary's alone would be twice its
+     * shard beyond the plan) */
+    float *full = NULL, *scratch = NULL;
     size_t cap = 0;
     for (int i = 0; i < nt && g == MW_OK; i++) {
         mw_param_info t;
         if ((g = mw_model_tensor_info(m, i, &t, 0)) != MW_OK) break;
         mw_model_tensor_whole(m, i, &t.ndim, t.dims, &t.numel);
-        if (R == 0 && t.numel > cap) {
-            float *nf = realloc(full, t.numel * sizeof(float));
-            if (!nf) {
-                g = mw_fail(MW_ERR_NOMEM, "out of memory gathering %s for a checkpoint", t.name);
-                break;
-            }
-            full = nf, cap = t.numel;
-        }
         unsigned char r[REC + 256];
         size_t rl;
         tensor_rec(&t, r, &rl);
         if (R == 0 && s == MW_OK) s = wr(&w, r, rl);
         if (R == 0 && s == MW_OK) s = wr_crc(&w, mw_crc32c(0, r, rl));
+        const size_t cols = t.ndim == 2 ? (size_t)t.dims[1] : 1;
+        const int rows = (int)(t.numel / cols);
         for (int k = 0; k < 3 && g == MW_OK; k++) { /* parameters, AdamW's m and v */
-            g = mw_model_tp_gather(m, i, k, full);
-            if (R == 0 && g == MW_OK && s == MW_OK) s = wr(&w, full, t.numel * 4);
-            if (R == 0 && g == MW_OK && s == MW_OK) s = wr_crc(&w, mw_crc32c(0, full, t.numel * 4));
+            uint32_t crc = 0;
+            for (int a = 0, b; a < rows && g == MW_OK; a = b) {
+                b = mw_model_tp_part_end(m, i, a);
+                const size_t n = (size_t)(b - a) * cols;
+                if (R == 0 && n > cap) {
+                    float *nf = realloc(full, n * sizeof(float)), *ns = nf ? realloc(scratch, n * sizeof(float)) : NULL;
+                    if (nf) full = nf;
+                    if (ns) scratch = ns;
+                    if (!nf || !ns) {
+                        g = mw_fail(MW_ERR_NOMEM, "out of memory gathering %s for a checkpoint", t.name);
+                        break; /* the other ranks wait in the gather: the run ends on this error */
+                    }
+                    cap = n;
+                }
+                g = mw_model_tp_gather_part(m, i, k, a, b, full, scratch);
+                if (R == 0 && g == MW_OK && s == MW_OK) s = wr(&w, full, n * 4);
+                if (R == 0 && g == MW_OK && s == MW_OK) crc = mw_crc32c(crc, full, n * 4);
+            }
+            if (R == 0 && g == MW_OK && s == MW_OK) s = wr_crc(&w, crc);
         }
     }
     free(full);
+    free(scratch);
     if (s == MW_OK) s = g;
     if (R == 0 && s == MW_OK) {
         unsigned char tr[TRAILER] = {0};
@@ -1167,16 +1181,18 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
         }
         for (int b = 0; b < (v2 ? 1 : 3); b++) {
             uint32_t crc = 0;
-            if (m && dst[b] && mw_model_tp(m) > 1) { /* --tp: the whole tensor, then this rank's shard */
-                float *whole = malloc(numel * sizeof(float) + 1);
-                if (!whole) {
-                    s = mw_fail(MW_ERR_NOMEM, "out of memory reading %s", what);
+            if (m && dst[b] && mw_model_tp(m) > 1) { /* --tp: this rank's shard, a window of BUF at a time (no whole tensor) */
+                if (numel * 4 > r.size - r.off) {
+                    s = mw_fail(MW_ERR_FORMAT, "%s: truncated (ends inside %s)", path, what);
                     goto out;
                 }
-                s = rd_block(&r, whole, numel * 4, &crc, what);
-                if (s == MW_OK) mw_model_tp_take(m, (int)i, whole, dst[b]);
-                free(whole);
-                if (s != MW_OK) goto out;
+                for (uint64_t done = 0; done < numel * 4;) {
+                    const size_t k = numel * 4 - done < BUF ? (size_t)(numel * 4 - done) : BUF;
+                    if ((s = rd(&r, r.buf, k, what)) != MW_OK) goto out;
+                    crc = mw_crc32c(crc, r.buf, k);
+                    mw_model_tp_take_part(m, (int)i, (const float *)(void *)r.buf, done / 4, k / 4, dst[b]);
+                    done += k;
+                }
             } else if ((s = rd_block(&r, dst[b], numel * 4, &crc, what)) != MW_OK) {
                 goto out;
             }
