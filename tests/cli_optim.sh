@@ -159,7 +159,7 @@ for o in adamw adamw8bit adam4bit adafactor came sgd; do
   "$MW" estimate --preset gpt2 --batch 1 --seq 64 --optim "$o" --json >"$T/est_$o.json" 2>&1 || fail "estimate $o"
 done
 # the plan's optimizer category (the second "categories": the first is the disk tier's)
-opt() { grep -o '"predicted_recompute_seconds": [^,]*, "categories": {[^}]*}' "$1" | grep -o '"optimizer": [0-9]*' | sed 's/.*: //'; }
+opt() { grep -o '"categories": {[^}]*}' "$1" | sed -n 2p | grep -o '"optimizer": [0-9]*' | sed 's/.*: //'; }
 np=$(grep -o '"params": [0-9]*' "$T/est_adamw.json" | head -1 | sed 's/.*: //')
 a=$(opt "$T/est_adamw.json"); q8=$(opt "$T/est_adamw8bit.json"); q4=$(opt "$T/est_adam4bit.json")
 af=$(opt "$T/est_adafactor.json"); cm=$(opt "$T/est_came.json")

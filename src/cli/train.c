@@ -489,6 +489,8 @@ static mw_comm *start_ranks(opts *o, int *argc, char ***argv) {
         return NULL;
     }
     mw_comm *cm;
+    if (tp && (launched > 0 ? launched : 1) != o->cfg.tp) /* said before MPI starts (as the launcher's environment tells) */
+        die(1, "--tp %d runs on %d ranks (mpirun -np %d), this run has %d", o->cfg.tp, o->cfg.tp, o->cfg.tp, launched > 0 ? launched : 1);
     if (mw_mpi_init(argc, argv, o->comm_timeout, &cm) != MW_OK) die(1, "%s", mw_last_error());
     if (cm->size > 1) { /* one rank's error stops every rank: until the run starts, by a vote */
         die_hook = mw_mpi_abort;
