@@ -17,6 +17,7 @@
 #include "check.h"
 #include "fixture.h"
 #include "memwall.h"
+#include "ref_loop.h"
 
 static int L, H, KV, C, FF, V, CTX, B, T, ACCUM, STEPS, TIED;
 static const int32_t *ds; /* config[12..23]: E, k, S, moe_ffn, first_dense, gate, norm_topk, qr, kvr, rope, nope, v */
@@ -148,15 +149,6 @@ static void batch(int s, int k, int32_t *in, int32_t *tg) {
     }
 }
 
-typedef struct fx_ctx {
-    int s, k;
-} fx_ctx;
-static mw_status fx_batch(void *ctx, int32_t *in, int32_t *tg, int32_t *scratch) {
-    (void)scratch;
-    fx_ctx *f = ctx;
-    batch(f->s, f->k++, in, tg);
-    return MW_OK;
-}
 
 /* The torch weights through mw_hf_export and back through mw_hf_inspect and mw_hf_load into a
  * model initialised otherwise: the configuration read back is the fixture's, and the logits are
@@ -244,113 +236,16 @@ static void run_fixture(const char *path) {
     mw_model_destroy(m);
 
     /* The reference run under every recomputation policy: each against PyTorch, and every policy
-     * bit for bit the same as none (losses, step-0 gradients, final parameters). */
+     * bit for bit the same as none (losses, step-0 gradients, final parameters); then AdamW alone
+     * from torch's gradients, and mw_train_step against the manual loop on 2 threads and on 1. */
     /* (every:1 and every:sqrt are full's schedule at these fixtures' 2 blocks: not run twice) */
-    static const char *policies[] = {"none", "selective", "full", "every:2", "mixed"};
-    const int npol = (int)(sizeof policies / sizeof *policies);
-    float *final1 = NULL, *grads1 = NULL, losses1[64];
-    size_t total = 0;
-    for (int pi = 0; pi < npol; pi++) {
-        POLICY = policies[pi];
-        BUDGET = 0;
-        m = make_model();
-        printf("-- --recompute %s: plan peak %llu bytes (%s)\n", POLICY,
-               (unsigned long long)mw_model_plan(m)->peak, mw_model_plan(m)->policy);
-        if (pi == 0)
-            for (int i = 0; i < mw_model_num_tensors(m); i++) {
-                mw_param_info p;
-                CHECK_OK(mw_model_tensor(m, i, &p));
-                total += p.numel;
-            }
-        if (!final1) {
-            final1 = malloc(total * 4);
-            grads1 = malloc(total * 4);
-        }
-        int same = 1;
-        for (int s = 0; s < STEPS; s++) {
-            double loss = 0;
-            for (int k = 0; k < ACCUM; k++) {
-                float l;
-                batch(s, k, in, tg);
-                CHECK_OK(mw_model_forward_backward(m, in, tg, 1.0f / ACCUM, &l));
-                if (pi == 0) losses1[s * ACCUM + k] = l;
-                else same &= memcmp(&l, &losses1[s * ACCUM + k], 4) == 0;
-                loss += l;
-            }
-            loss /= ACCUM;
-            double norm = mw_model_grad_norm(m);
-            CHECK(fabs(loss - ref_loss[s]) <= 1e-6 * fabs(ref_loss[s]), "step %d loss %.8f vs %.8f", s,
-                  loss, ref_loss[s]);
-            CHECK(fabs(norm - ref_norm[s]) <= 1e-6 * ref_norm[s], "step %d grad norm %.8f vs %.8f", s,
-                  norm, ref_norm[s]);
-            double lr = mw_lr_at(mw_model_config(m), s);
-            CHECK(fabs(lr - ref_lr[s]) <= 1e-7 * ref_lr[s], "step %d lr %.9g vs %.9g", s, lr, ref_lr[s]);
-            if (pi == 0)
-                printf("step %d loss %.7f (torch %.7f) grad norm %.7f (torch %.7f)\n", s, loss,
-                       ref_loss[s], norm, ref_norm[s]);
-            if (s == 0) {
-                double worst = check_tensors(m, "grad", 1, 2e-6, grads1, pi == 0, &same);
-                if (pi == 0)
-                    printf("gradients: worst tensor rel err %.2e of its largest element, %.2e in norm\n", worst,
-                           worst_norm_err);
-            }
-            mw_model_adamw_step(m, lr, norm, s + 1);
-        }
-        double worst = check_tensors(m, "final", 0, 5e-6, final1, pi == 0, &same);
-        if (pi == 0) printf("params after %d AdamW steps: worst tensor rel err %.2e\n", STEPS, worst);
-        else {
-            CHECK(same, "--recompute %s is not bitwise identical to none", POLICY);
-            printf("   losses, gradients, final parameters bitwise identical to none: %s\n",
-                   same ? "yes" : "NO");
-        }
-        mw_model_destroy(m);
-    }
-    POLICY = "none";
-    BUDGET = 0;
-    free(grads1);
-
-    /* AdamW alone from exact inputs: torch's initial parameters and step-0 gradients */
-    m = make_model();
-    for (int i = 0; i < mw_model_num_tensors(m); i++) {
-        mw_param_info p;
-        CHECK_OK(mw_model_tensor(m, i, &p));
-        memcpy(p.grad, getf("grad", p.name)->data, p.numel * 4);
-    }
-    mw_model_adamw_step(m, mw_lr_at(mw_model_config(m), 0), ref_norm[0], 1);
-    double worst = 0;
-    for (int i = 0; i < mw_model_num_tensors(m); i++) {
-        mw_param_info p;
-        CHECK_OK(mw_model_tensor(m, i, &p));
-        double e = rel_err(p.data, getf("step1", p.name)->data, p.numel);
-        CHECK(e < 1e-6, "AdamW step from torch's gradients: %s rel err %.3g", p.name, e);
-        if (e > worst) worst = e;
-    }
-    printf("one AdamW step from torch's gradients: worst tensor rel err %.2e\n", worst);
-    mw_model_destroy(m);
-
-    /* mw_train_step gives the manual loop's bits, on 2 threads and on 1 */
-    for (int threads = 2; threads >= 1; threads--) {
-        mw_set_threads(threads);
-        m = make_model();
-        for (int s = 0; s < STEPS; s++) {
-            fx_ctx fc = {s, 0};
-            mw_step_report r;
-            CHECK_OK(mw_train_step(m, s, fx_batch, &fc, &r));
-        }
-        int same = 1;
-        for (int i = 0, o = 0; i < mw_model_num_tensors(m); i++) {
-            mw_param_info p;
-            CHECK_OK(mw_model_tensor(m, i, &p));
-            same &= memcmp(final1 + o, p.data, p.numel * 4) == 0;
-            o += (int)p.numel;
-        }
-        CHECK(same, "mw_train_step on %d thread(s) differs from the manual loop on 2", threads);
-        printf("mw_train_step, %d thread(s): final params bitwise identical to the manual loop on 2 "
-               "threads: %s\n",
-               threads, same ? "yes" : "NO");
-        mw_model_destroy(m);
-    }
-    mw_set_threads(2);
+    static const char *const policies[] = {"none", "selective", "full", "every:2", "mixed"};
+    ref_loop r = {policies, (int)(sizeof policies / sizeof *policies), &POLICY, &BUDGET, make_model, batch,
+                  check_tensors, 1e-6, 2e-6, 5e-6, ref_loss, ref_norm, ref_lr, STEPS, ACCUM, in, tg};
+    float *final1 = ref_policies(&r);
+    printf("gradients: worst tensor rel err %.2e in norm\n", worst_norm_err);
+    ref_adamw_from_torch(&r);
+    ref_train_step_threads(&r, final1);
     free(final1);
     free(in);
     free(tg);
