@@ -17,8 +17,9 @@
  * partial sum the previous one sends it, and every stage then adds the quanta in order. The loss
  * (the last stage's) reaches every stage. So losses, norms and weights are the plain run's bits.
  *
- * Not built yet, refused before anything runs (mw_pipe_check): a tied embedding (its gradient is
- * two stages' sum, in another order than one process's), --zero 2 and 3, and the disk tier. With D
+ * A tied embedding's gradient is formed on the first stage in one process's order
+ * (src/dist/pipetied.c). Not built yet, refused before anything runs (mw_pipe_check): --zero 2 and
+ * 3, and the disk tier. With D
  * data-parallel replicas (--zero 0, 1) each micro-batch's gradient is exchanged among a stage's
  * replicas when its last backward op there ends (src/dist/zero.c's ordered sum). */
 #include <math.h>
@@ -31,14 +32,14 @@
 #include "../graph/graph_impl.h"
 #include "../graph/model.h"
 
-enum { TAG_ACT = 1, TAG_GRAD = 2, TAG_LOSS = 3, TAG_NORM = 4 };
+enum { TAG_ACT = 1, TAG_GRAD = 2, TAG_LOSS = 3, TAG_NORM = 4, TAG_HEAD = 5 };
 
 mw_status mw_pipe_check(const mw_config *c) {
     if (c->inference) return mw_fail(MW_ERR_ARG, "--pp: a pipeline stage is planned for training only");
-    if (c->tied)
-        return mw_fail(MW_ERR_ARG, "--pp %d with a tied embedding (%s): the embedding's gradient would be the sum of "
-                       "the first and the last stage's in another order than one process's; not built yet (an untied "
-                       "model, e.g. llama-tiny, runs)", c->pp, c->arch == MW_ARCH_GPT2 ? "GPT-2" : "--tied");
+    if (mw_graph_pipe_tied(c) && c->tp > 1)
+        return mw_fail(MW_ERR_ARG, "--pp %d --tp %d with a tied embedding (%s): the vocabulary-parallel copy of the "
+                       "head is not built yet (an untied model, e.g. llama-tiny, runs)", c->pp, c->tp,
+                       c->arch == MW_ARCH_GPT2 ? "GPT-2" : "--tied 1");
     if (c->dp && c->zero >= 2)
         return mw_fail(MW_ERR_ARG, "--pp with --zero %d: a stage's gradient slots (stage 2) and parameter gathers "
                        "(stage 3) are not built yet; --zero 0 and 1 run", c->zero);
@@ -135,6 +136,15 @@ static mw_status run_op(mw_model *m, int i, int train, float grad_scale, const p
             MW_TRY(pc->isend(pc, m->psend[g], g ? gb : ab, g ? s - 1 : s + 1, g ? TAG_GRAD : TAG_ACT, &m->preq[g]));
         } else if (k == K + MW_PK_RECV_GRAD) {
             MW_TRY(recv_timed(m, P[0], gb, s + 1, TAG_GRAD));
+        } else if (k == K + MW_PK_SEND_HEAD) { /* a tied embedding (src/dist/pipetied.c) */
+            const uint64_t hb = mw_graph_pipe_head_bytes(m);
+            MW_TRY(send_wait(m, 2));
+            memcpy(m->psend[2], P[0], hb);
+            MW_TRY(pc->isend(pc, m->psend[2], hb, 0, TAG_HEAD, &m->preq[2]));
+        } else if (k == K + MW_PK_RECV_HEAD) {
+            MW_TRY(recv_timed(m, P[0], mw_graph_pipe_head_bytes(m), c->pp - 1, TAG_HEAD));
+        } else if (k == K + MW_PK_TIED_GRAD) {
+            mw_pipe_tied_grad(m, i, grad_scale / N);
         } else {
             if (k == a->k_embed) MW_TRY(take(m, src, P[0], P[1]));
             if (gdisk && m->op_gb[i]) MW_TRY(mw_graph_grad_bind(m, l));
@@ -173,6 +183,7 @@ static mw_status run_ops(mw_model *m, int end, int train, float grad_scale, cons
     free(lastop);
     MW_TRY(st);
     MW_TRY(send_wait(m, 0));
+    MW_TRY(send_wait(m, 2));
     return send_wait(m, 1);
 }
 
@@ -248,6 +259,7 @@ mw_status mw_pipe_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw
     if (c->dp && !m->comm) return mw_fail(MW_ERR_ARG, "a stage's data-parallel replicas need their communicator (mw_model_set_comm)");
     const double t0 = now_ms(), w0 = m->pwait_ms;
     const int M = c->accum, D = c->dp ? c->world : 1, first = c->pp_stage == 0, last = c->pp_stage == c->pp - 1;
+    if (!m->ptied_synced) MW_TRY(mw_pipe_tied_sync(m)); /* the last stage's copy of a tied embedding */
     if (!first && !last) /* a middle stage reads no tokens: past the step's micro-batches */
         for (int k = 0; k < M * D; k++) MW_TRY(next(ctx, NULL, NULL, NULL));
     float *lmb = calloc((size_t)M * D, sizeof *lmb);
@@ -273,6 +285,7 @@ mw_status mw_pipe_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw
     if (c->dp) MW_TRY(mw_zero_gather_grads(m)); /* every replica the stage's whole summed gradient, for the norm */
     MW_TRY(pipe_norm(m, &r->grad_norm));
     MW_TRY(mw_model_adamw_step(m, r->lr, r->grad_norm, s + 1));
+    MW_TRY(mw_pipe_tied_sync(m)); /* the updated table to the last stage's head */
     if (c->dp && c->zero >= 1) /* the sharded update zeroes its shard's gradient; the gathered rest too */
         memset(m->grads, 0, m->nfloats * sizeof(float));
     r->ms = now_ms() - t0;
@@ -288,6 +301,7 @@ mw_status mw_pipe_forward(mw_model *m, const int32_t *inputs, const int32_t *tar
     if (!m->pcomm) return mw_fail(MW_ERR_ARG, "a pipeline stage needs its communicator (mw_model_set_pipe)");
     if (!targets) return mw_fail(MW_ERR_ARG, "a pipeline stage evaluates with targets only");
     const mw_model_def *a = m->arch;
+    if (!m->ptied_synced) MW_TRY(mw_pipe_tied_sync(m));
     int end = 0; /* micro-batch 0's forward: the schedule's first ops, to its send or its head */
     while (end < m->opt_op && m->ops[end].kind != a->nkinds + MW_PK_SEND && m->ops[end].kind != a->k_head) end++;
     end++;

@@ -154,8 +154,8 @@ struct mw_model {
     int built_blocks;        /* a block's tensor was added (those outside blocks after it: the head's) */
     int building_mb, building_bwd; /* the micro-batch and phase of the ops pushed next (mw_op) */
     int nmb;                 /* micro-batches with values of their own in the schedule (1; a stage's M) */
-    mw_kind pkind[4];        /* a pipeline stage's sends and receives (src/graph/layout.c), kinds
-                                arch->nkinds .. + 3 */
+    mw_kind pkind[7];        /* a pipeline stage's sends and receives (src/graph/layout.c), kinds
+                                arch->nkinds .. + 6 (MW_PK_*) */
     size_t pad_q;            /* a padded tensor ends on a multiple of this many floats: 16 (64 bytes),
                                 or the quantised optimizer's block, so that its blocks tile chunks */
     /* the disk tier's segments (src/memory/offload.h): flat bounds, the arrays each holds on disk,
@@ -217,7 +217,11 @@ struct mw_model {
     int tensor_base, pre_skipped;
     mw_config gcfg; /* the configuration as given: the whole model's (a checkpoint's header) */
     mw_comm *pcomm;
-    void *psend[2], *preq[2];
+    void *psend[3], *preq[3]; /* 2: a tied embedding's head input, the last stage to the first */
+    float *ptied; /* a tied embedding under --pp: the last stage's copy of the first stage's
+                     (vocab, C) table for its head (not in its parameter table; sent after each
+                     update, src/dist/pipeline.c); NULL elsewhere */
+    int ptied_synced; /* the copy was sent once (the first step or evaluation of the run) */
     double pwait_ms, pstep_ms; /* the time this stage's steps waited for the others' messages, and took */
     int psteps;               /* (all but the first step: it makes the transports' connections) */
 };
@@ -335,6 +339,13 @@ static inline float *mw_graph_tensor(const mw_model *m, int which, int i) {
     float *const *base = which ? m->gbase : m->pbase;
     float *b = base ? base[t->seg] : NULL;
     return b ? b + (t->offset - m->seg_lo[t->seg]) : NULL;
+}
+/* The tied embedding as the LM head reads it (which 0) or accumulates its gradient (1): tensor 0;
+ * on a pipeline's last stage the copy m->ptied, whose gradient the first stage forms (NULL: the
+ * head adds none here; src/dist/pipetied.c). */
+static inline float *mw_graph_tied_head(const mw_model *m, int which) {
+    if (m->ptied) return which ? NULL : m->ptied;
+    return mw_graph_tensor(m, which, 0);
 }
 /* Tensor i's parameters for reading (write 0) or writing (1) outside a step, bringing its block in
  * from the disk tier when it lives there: valid until the next call for another block. NULL (and

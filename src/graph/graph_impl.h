@@ -76,14 +76,24 @@ int mw_graph_value_index(const mw_model_def *a, int s, int layer);
 /* The bytes of a pipeline stage's messages: the residual stream it sends forward (a block's input)
  * and the gradient it sends backward. */
 void mw_graph_pipe_value_bytes(const mw_model *m, uint64_t *act, uint64_t *grad);
+/* ... and of a tied embedding's head input (the final norm's output: k_head's value 2), which the
+ * last stage sends the first (layout.c) */
+uint64_t mw_graph_pipe_head_bytes(const mw_model *m);
 /* Adds every buffer of the step to pl (planning, placed NULL), or binds m's pointers to placed
  * (offsets from the planner, same order) inside base. The two modes make the same walk. */
 mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *base);
 
 /* ---- layout.c ---- */
 
-/* A pipeline stage's transfer kinds: arch->nkinds + these (m->pkind) */
-enum { MW_PK_RECV, MW_PK_SEND, MW_PK_RECV_GRAD, MW_PK_SEND_GRAD };
+/* A pipeline stage's transfer kinds: arch->nkinds + these (m->pkind). With a tied embedding the
+ * last stage sends each micro-batch's head input (the final norm's output) to the first, which
+ * receives it and forms the head's gradient of the embedding there (src/dist/pipetied.c). */
+enum { MW_PK_RECV, MW_PK_SEND, MW_PK_RECV_GRAD, MW_PK_SEND_GRAD, MW_PK_SEND_HEAD, MW_PK_RECV_HEAD, MW_PK_TIED_GRAD };
+/* Whether this pipeline stage has a tied embedding to share (cfg.pp > 1, a tied model: GPT-2, or
+ * Llama's --tied 1) */
+static inline int mw_graph_pipe_tied(const mw_config *c) {
+    return c->pp > 1 && !c->inference && (c->arch == MW_ARCH_GPT2 || (c->arch == MW_ARCH_LLAMA && c->tied));
+}
 
 /* Rows and columns of a tensor declared r x c with split (MW_TS_*) on this rank of the layout. */
 void mw_graph_layout_dims(const mw_model *m, int split, int *r, int *c);
@@ -106,6 +116,11 @@ static inline int mw_graph_layout_runs(const mw_config *c) {
 /* What a pipeline stage's run does not build yet, refused before anything runs (MW_ERR_ARG naming
  * it; src/dist/pipeline.c). */
 mw_status mw_pipe_check(const mw_config *c);
+/* A tied embedding under --pp (src/dist/pipetied.c): op i, the first stage's "tied head grad"
+ * (dloss: the head's loss scale); the first stage's table into the last stage's copy (collective
+ * over those two; a no-op elsewhere). */
+void mw_pipe_tied_grad(mw_model *m, int i, float dloss);
+mw_status mw_pipe_tied_sync(mw_model *m);
 /* m's cfg as this rank sees it: the stage's blocks as blocks 0 .. pp_blocks - 1. */
 void mw_graph_layout_local(mw_config *c);
 

@@ -27,7 +27,9 @@ int mw_graph_layout_holds(const mw_model *m, int after, int at) {
     const mw_config *c = &m->cfg;
     if (c->pp <= 1) return 1;
     const int first = c->pp_stage == 0, last = c->pp_stage == c->pp - 1;
-    if (at == MW_AT_ENDS) return first || last;
+    /* a tied embedding: the first stage's; the last stage's head reads a copy outside its table
+     * (m->ptied), so that every stage holds a run of the single-process table and flat buffer */
+    if (at == MW_AT_ENDS) return first || (last && !mw_graph_pipe_tied(c));
     return after ? last : first;
 }
 
@@ -62,6 +64,7 @@ static void stage_forward(mw_model *m, int j, int v) {
     mw_graph_push(m, first ? a->k_embed : a->nkinds + PK_RECV, lo);
     for (int l = lo; l < hi; l++) a->block_forward(m, l, 1);
     mw_graph_push(m, last ? a->k_head : a->nkinds + PK_SEND, hi);
+    if (last && mw_graph_pipe_tied(&m->cfg)) mw_graph_push(m, a->nkinds + MW_PK_SEND_HEAD, hi);
 }
 
 /* Micro-batch j's backward through chunk v: the gradient of its output received (the last stage's
@@ -74,6 +77,10 @@ static void stage_backward(mw_model *m, int j, int v) {
     m->building_mb = j, m->building_bwd = 1;
     if (!last) mw_graph_push(m, a->nkinds + PK_RECV_GRAD, hi);
     mw_graph_push_backward_range(m, lo, hi);
+    if (first && mw_graph_pipe_tied(&m->cfg)) { /* the head's part of the tied gradient, before the lookup's */
+        mw_graph_push(m, a->nkinds + MW_PK_RECV_HEAD, lo);
+        mw_graph_push(m, a->nkinds + MW_PK_TIED_GRAD, lo);
+    }
     mw_graph_push(m, first ? a->k_embed_bwd : a->nkinds + PK_SEND_GRAD, lo);
 }
 
@@ -102,7 +109,7 @@ mw_status mw_graph_stage_schedule(mw_model *m) {
     const int w = P - s - 1 < M ? P - s - 1 : M;
     if (M > 65535) return mw_fail(MW_ERR_ARG, "a pipeline stage plans at most 65535 micro-batches, got %d", M);
     m->nmb = M;
-    m->ops_cap = M * (64 * n + 8 * V) + 8;
+    m->ops_cap = M * (64 * n + 12 * V) + 8;
     m->ops = malloc(sizeof *m->ops * (size_t)m->ops_cap);
     if (!m->ops) return mw_fail(MW_ERR_NOMEM, "cannot allocate the schedule");
     m->nops = 0;
@@ -113,6 +120,13 @@ mw_status mw_graph_stage_schedule(mw_model *m) {
     m->pkind[PK_SEND] = (mw_kind){"send", 1, {{0, MW_R}}, MW_KF_COMM, 0};
     m->pkind[PK_RECV_GRAD] = (mw_kind){"recv grad", 1, {{dres, MW_W}}, MW_KF_COMM, 0};
     m->pkind[PK_SEND_GRAD] = (mw_kind){"send grad", 1, {{dres, MW_R}}, MW_KF_COMM, 0};
+    /* a tied embedding (src/dist/pipetied.c): the head's input, the final norm's output, from the
+     * last stage to the first, where the head's logits are formed again for the embedding's gradient */
+    const mw_kind *hk = &a->kinds[a->k_head];
+    const signed char lnf = hk->a[2].slot, lg = hk->a[a->logits_acc].slot, ls = hk->a[a->losses_acc].slot;
+    m->pkind[MW_PK_SEND_HEAD] = (mw_kind){"send head input", 1, {{lnf, MW_R}}, MW_KF_COMM, 0};
+    m->pkind[MW_PK_RECV_HEAD] = (mw_kind){"recv head input", 1, {{lnf, MW_W}}, MW_KF_COMM, 0};
+    m->pkind[MW_PK_TIED_GRAD] = (mw_kind){"tied head grad", 4, {{lnf, MW_R}, {tgt, MW_R}, {lg, MW_W}, {ls, MW_W}}, MW_KF_COMM, 0};
     m->head_op = -1;
     if (V == 1) {
         for (int j = 0; j < w; j++) stage_forward(m, j, 0);

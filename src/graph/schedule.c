@@ -111,6 +111,16 @@ void mw_graph_pipe_value_bytes(const mw_model *m, uint64_t *act, uint64_t *grad)
     slot_info(m, resolve_slot(a, a->kinds[a->k_embed_bwd].a[0].slot, 0), grad, &cat, &name, &lay);
 }
 
+uint64_t mw_graph_pipe_head_bytes(const mw_model *m) {
+    const mw_model_def *a = m->arch;
+    mw_category cat;
+    const char *name;
+    int lay;
+    uint64_t b;
+    slot_info(m, resolve_slot(a, a->kinds[a->k_head].a[2].slot, 0), &b, &cat, &name, &lay);
+    return b;
+}
+
 /* The floats of the largest block's staging slot (its segment, padded). */
 static uint64_t block_slot_floats(const mw_model *m) {
     uint64_t mx = 0;
@@ -210,6 +220,11 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
         mw_graph_pipe_value_bytes(m, &ab, &gb);
         if (c->pp_stage < c->pp - 1) PERSIST(m->psend[0], ab, MW_CAT_WORK, "pp_send");
         if (c->pp_stage > 0) PERSIST(m->psend[1], gb, MW_CAT_WORK, "pp_send_grad");
+        if (mw_graph_pipe_tied(c) && c->pp_stage == c->pp - 1) { /* the tied embedding's copy for the head,
+                                                                    and its input's send to the first stage */
+            PERSIST(m->ptied, (uint64_t)c->vocab * c->n_embd * F, MW_CAT_PARAMS, "pp_tied_embedding");
+            PERSIST(m->psend[2], mw_graph_pipe_head_bytes(m), MW_CAT_WORK, "pp_send_head");
+        }
     }
     mw_ext ext[MW_MAX_EXT];
     const int next = a->ext(m, ext);

@@ -37,7 +37,7 @@ static mw_status build_table(mw_model *m) {
     for (int l = 0; l < c->n_layer; l++)
         for (int k = 0; k < NLAYERT; k++) {
             char name[64];
-            snprintf(name, sizeof name, "h.%d.%s", l, layer_names[k]);
+            snprintf(name, sizeof name, "h.%d.%s", l + (c->pp > 1 ? c->pp_first : 0), layer_names[k]); /* the global block */
             mw_graph_block(m, l);
             mw_graph_add_tensor_split(m, name, rows[k], cols[k], cols[k] != 0, 1, split[k], MW_AT_AUTO);
             if (k == QKVW || k == QKVB) mw_graph_tensor_groups(m, 3); /* a rank's heads' q, k and v */
@@ -193,7 +193,7 @@ static int ext(const mw_model *m, mw_ext out[MW_MAX_EXT]) {
 }
 
 static void init(mw_model *m, uint64_t seed) {
-    const double resid_std = 0.02 / sqrt(2.0 * m->cfg.n_layer);
+    const double resid_std = 0.02 / sqrt(2.0 * m->gcfg.n_layer); /* the whole model's blocks (a stage's are fewer) */
     for (int i = 0; i < m->ntensors; i++) {
         const mw_tensor *t = &m->tensors[i];
         float *p = mw_graph_param_access(m, i, 1);
@@ -210,12 +210,17 @@ static void init(mw_model *m, uint64_t seed) {
     }
 }
 
+/* The tensors before the blocks in this rank's table: wte and wpe, which a pipeline holds on its
+ * first stage alone (the last stage's head reads a copy of wte, mw_graph_tied_head). */
+static int pre_tensors(const mw_model *m) { return m->cfg.pp <= 1 || m->cfg.pp_stage == 0 ? 2 : 0; }
+
 /* Pointers of layer l's tensors inside a flat buffer (params or grads). */
 static void layer_ptrs(const mw_model *m, int which, int l, float *p[NLAYERT]) {
-    for (int k = 0; k < NLAYERT; k++) p[k] = mw_graph_tensor(m, which, 2 + l * NLAYERT + k);
+    for (int k = 0; k < NLAYERT; k++) p[k] = mw_graph_tensor(m, which, pre_tensors(m) + l * NLAYERT + k);
 }
 #define WTE(w) mw_graph_tensor(m, (w), 0)
 #define WPE(w) mw_graph_tensor(m, (w), 1)
+#define HEADW(w) mw_graph_tied_head(m, (w)) /* the head's: wte, or the last stage's copy */
 #define LNFW(w) mw_graph_tensor(m, (w), m->ntensors - 2)
 #define LNFB(w) mw_graph_tensor(m, (w), m->ntensors - 1)
 
@@ -357,15 +362,15 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         for (int n0 = 0; n0 < N; n0 += LOSS_ROWS) { /* positions in fixed quanta */
             const int rows = n0 + LOSS_ROWS < N ? LOSS_ROWS : N - n0;
             float *z = keeps_logits(c) ? logits + (size_t)n0 * V : logits; /* or one chunk's */
-            mw_matmul_forward_x(z, elt(lnf, (size_t)n0 * C, b16), b16, WTE(0), NULL, rows, C, Vl, 0, WS);
+            mw_matmul_forward_x(z, elt(lnf, (size_t)n0 * C, b16), b16, HEADW(0), NULL, rows, C, Vl, 0, WS);
             if (!has_tg) continue;
             if (tp)
                 mw_tp_xent(m, z, losses + n0, tg + n0, dloss, grad, rows, V);
             else
                 mw_crossentropy(z, losses + n0, tg + n0, dloss, grad, rows, V);
             if (grad)
-                mw_matmul_backward_x(F(6) + (size_t)n0 * C, WTE(1), NULL, z, 0,
-                                     elt(lnf, (size_t)n0 * C, b16), b16, WTE(0), rows, C, Vl, 0, WS);
+                mw_matmul_backward_x(F(6) + (size_t)n0 * C, HEADW(1), NULL, z, 0,
+                                     elt(lnf, (size_t)n0 * C, b16), b16, HEADW(0), rows, C, Vl, 0, WS);
         }
         if (has_tg) {
             double s = 0.0;

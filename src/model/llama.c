@@ -238,17 +238,17 @@ static void init(mw_model *m, uint64_t seed) {
 /* ---- the kernels of each op kind -------------------------------------------------------------- */
 
 /* The tensors before the blocks in this rank's table: the embedding, which a pipeline stage holds
- * on the first stage (and on the last too when tied), else none. */
+ * on the first stage alone (tied: the last stage's head reads a copy, mw_graph_tied_head), else none. */
 static int pre_tensors(const mw_model *m) {
     const mw_config *c = &m->cfg;
-    return c->pp <= 1 || c->pp_stage == 0 || (c->tied && c->pp_stage == c->pp - 1);
+    return c->pp <= 1 || c->pp_stage == 0;
 }
 static void layer_ptrs(const mw_model *m, int which, int l, float *p[NLAYERT]) {
     for (int k = 0; k < NLAYERT; k++) p[k] = mw_graph_tensor(m, which, pre_tensors(m) + l * NLAYERT + k);
 }
 #define EMBED(w) mw_graph_tensor(m, (w), 0)
 #define NORMF(w) mw_graph_tensor(m, (w), pre_tensors(m) + m->cfg.n_layer * NLAYERT)
-#define LMHEAD(w) mw_graph_tensor(m, (w), m->cfg.tied ? 0 : pre_tensors(m) + 1 + m->cfg.n_layer * NLAYERT)
+#define LMHEAD(w) (m->cfg.tied ? mw_graph_tied_head(m, (w)) : mw_graph_tensor(m, (w), pre_tensors(m) + 1 + m->cfg.n_layer * NLAYERT))
 #define WS (&m->gw)
 
 /* Under --tp T (Megatron-LM's): this rank holds H/T query heads and KV/T key/value heads (q's, k's

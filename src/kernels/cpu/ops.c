@@ -169,7 +169,8 @@ void mw_matmul_backward_x(float *dinp, float *dw, float *db, const void *dout, i
     if (dinp)
         (void)mw_gemm_ws_run_x(ws, 0, 0, N, C, OC, 1.0f, dout, dout16, OC, w, 0, C,
                                acc_dinp ? 1.0f : 0.0f, dinp, C);
-    (void)mw_gemm_ws_run_x(ws, 1, 0, OC, C, N, 1.0f, dout, dout16, OC, inp, inp16, C, 1.0f, dw, C);
+    if (dw) /* NULL: a tied head's weight gradient formed elsewhere (src/dist/pipetied.c) */
+        (void)mw_gemm_ws_run_x(ws, 1, 0, OC, C, N, 1.0f, dout, dout16, OC, inp, inp16, C, 1.0f, dw, C);
     if (db) {
 #pragma omp parallel for schedule(static)
         for (int o0 = 0; o0 < OC; o0 += 64) {
