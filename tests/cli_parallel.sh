@@ -97,11 +97,34 @@ for o in adamw adafactor; do
   [ -n "$a" ] && [ "$a" = "$b" ] && pass "-np 4 --pp 2 --zero 1 --optim $o: the same losses, norms and weights" || fail "--zero 1 $o: '$a' vs '$b'"
 done
 
+echo "-- a tied embedding (GPT-2; Llama --tied 1): the first stage forms both parts of its gradient in one process's order"
+run gplain4 0 --preset gpt2-tiny --accum 4
+run gpp2 2 --preset gpt2-tiny --pp 2 --microbatches 4 && same "gpt2-tiny -np 2 --pp 2 --microbatches 4" gplain4 gpp2
+run gpp4 4 --preset gpt2-tiny --pp 4 --microbatches 4 && same "gpt2-tiny -np 4 --pp 4 --microbatches 4" gplain4 gpp4
+run gplain2 0 --preset gpt2-tiny --accum 2
+run gpp4m2 4 --preset gpt2-tiny --pp 4 --microbatches 2 && same "gpt2-tiny --pp 4 --microbatches 2 (M < P)" gplain2 gpp4m2
+run gplainbf 0 --preset gpt2-tiny --accum 4 --precision bf16 --kernel avx2 &&
+  run gppbf 2 --preset gpt2-tiny --pp 2 --pp-layers 3,1 --microbatches 4 --precision bf16 --kernel avx2 &&
+  same "gpt2-tiny --pp-layers 3,1 --precision bf16" gplainbf gppbf
+run tplain4 0 --tied 1 --accum 4
+run tpp13 2 --tied 1 --pp 2 --pp-layers 1,3 --microbatches 4 && same "llama-tiny --tied 1 --pp-layers 1,3" tplain4 tpp13
+run gdp4 1 --preset gpt2-tiny --zero 0 --accum 4
+run gpp2dp2 4 --preset gpt2-tiny --pp 2 --microbatches 2 --zero 0 && same "gpt2-tiny --pp 2 x 2 replicas --zero 0" gdp4 gpp2dp2
+"$MW" "${tr[@]}" --steps 6 --preset gpt2-tiny --accum 4 --out "$T/gu6" >/dev/null 2>&1 || fail "gpt2-tiny's unbroken run"
+mpr 2 "${tr[@]}" --steps 6 --preset gpt2-tiny --pp 2 --microbatches 4 --stop-at 2 --out "$T/gr6" >"$T/gr6a.out" 2>&1 || fail "gpt2-tiny --pp 2 to step 2"
+mpr 4 "${tr[@]}" --steps 6 --preset gpt2-tiny --pp 4 --microbatches 4 --stop-at 4 --out "$T/gr6" --resume auto >"$T/gr6b.out" 2>&1 ||
+  fail "gpt2-tiny --pp 4 resumed: $(grep -a memwall: "$T/gr6b.out" | head -2)"
+"$MW" "${tr[@]}" --steps 6 --preset gpt2-tiny --accum 4 --out "$T/gr6" --resume auto >"$T/gr6c.out" 2>&1 || fail "gpt2-tiny one process resumed"
+[ -n "$(ck "$T/gu6/step-00000006.mwck")" ] && [ "$(ck "$T/gu6/step-00000006.mwck")" = "$(ck "$T/gr6/step-00000006.mwck")" ] &&
+  grep -q "resumed from" "$T/gr6b.out" &&
+  pass "gpt2-tiny saved at --pp 2, resumed at --pp 4, then at one process: step 6 is the unbroken run's bytes" ||
+  fail "gpt2-tiny resume across layouts: $(ck "$T/gu6/step-00000006.mwck") vs $(ck "$T/gr6/step-00000006.mwck")"
+
 echo "-- each rank's arena is its plan, and estimate's"
 plans() { # plans JSONL ESTIMATE-ARGS...: every rank's arena peak = its plan = estimate's for that rank
   local j=$1
   shift
-  "$MW" estimate --data "$T/d" --preset llama-tiny --batch 2 --seq 32 --threads 1 "$@" --json >"$T/est.json" || return 1
+  "$MW" estimate --data "$T/d" --preset "${PRESET:-llama-tiny}" --batch 2 --seq 32 --threads 1 "$@" --json >"$T/est.json" || return 1
   python3 - "$j" "$T/est.json" <<'EOF'
 import json, sys
 end = [json.loads(l) for l in open(sys.argv[1]) if '"event": "end"' in l][0]
@@ -121,6 +144,9 @@ x=$(plans "$T/pp13.jsonl" --pp 2 --pp-layers 1,3 --microbatches 4 --recompute bl
   pass "--pp-layers 1,3: arena = plan = estimate per rank ($x)" || fail "--pp-layers 1,3 per rank: $x"
 x=$(plans "$T/ppzadamw.jsonl" --pp 2 --dp 2 --zero 1 --microbatches 2) &&
   pass "--pp 2 --dp 2 --zero 1: arena = plan = estimate per rank ($x)" || fail "--pp 2 --zero 1 per rank: $x"
+
+x=$(PRESET=gpt2-tiny plans "$T/gpp4.jsonl" --pp 4 --microbatches 4) &&
+  pass "gpt2-tiny --pp 4 (the last stage's copy of the tied embedding): arena = plan = estimate per rank ($x)" || fail "gpt2-tiny --pp 4 per rank: $x"
 
 echo "-- the schedule drawn (plan --timeline)"
 "$MW" plan --preset llama-tiny --layers 32 --world 4 --pp 4 --microbatches 8 --timeline "$T/s.svg" >"$T/s.out" 2>&1 || fail "plan --timeline: exit $?"
@@ -163,7 +189,6 @@ refuse() { # refuse N WHAT PATTERN ARGS...: memwall ARGS on N ranks (0: without 
 refuse 2 "--pp 5 (P > L)" "more stages than the model's 4 blocks" --pp 5 --microbatches 4
 refuse 2 "--pp-layers 1,2 on 4 blocks" "sums to 3 blocks, the model has 4" --pp 2 --pp-layers 1,2
 refuse 3 "3 ranks of --pp 2" "a multiple of the stages" --pp 2
-refuse 2 "gpt2-tiny (a tied embedding)" "tied embedding" --preset gpt2-tiny --pp 2
 refuse 4 "--zero 2 over the replicas" "stage 2" --pp 2 --zero 2
 refuse 4 "--zero 1 replicas with --out" "a checkpoint of sharded stages" --pp 2 --zero 1
 refuse 4 "--tp 2 --pp 2" "tensor parallelism with --pp runs in a later version" --tp 2 --pp 2
