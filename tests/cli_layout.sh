@@ -346,7 +346,7 @@ refuse "--zero 2 with --dp 1" "give --dp > 1" -- "$MW" estimate "${G[@]}" --tp 2
 # is not one (ZeRO 2 keeps 1,536 bytes more than ZeRO 1 at tp 1 pp 4 dp 2 here: a device between
 # the two once dropped ZeRO 1 and 0 unplanned though ZeRO 1 fits); every pruned layout, planned,
 # does not fit the memory its T x P x D leaves
-"$MW" estimate "${S[@]}" --device-mem 1046704634 --top 1000 --json >"$T/sw.json" || fail "--search (window) exit $?"
+"$MW" estimate "${S[@]}" --device-mem 1046710047 --top 1000 --json >"$T/sw.json" || fail "--search (window) exit $?"
 py "$T/sw.json" >"$T/pruned" <<'EOF' && pass "--search: ZeRO 1 fits between ZeRO 1's and ZeRO 2's rank peak, not pruned by ZeRO 2's failure" || fail "--search pruned a layout that fits"
 import json, sys
 d = json.load(open(sys.argv[1]))
