@@ -316,10 +316,12 @@ mw_status mw_config_validate(const mw_config *c) {
         NEED(c->ep <= 1 || !c->dp || c->world % c->ep == 0,
              "--ep %d must divide --dp (the expert-parallel groups lie inside the data-parallel one)", c->ep);
         NEED(!c->inference, "a parallel layout is planned for training only");
-        NEED(c->offload == MW_OFFLOAD_NONE, "--offload %s with --tp/--pp: the disk tier under a parallel layout is "
-             "not planned yet", mw_offload_name(c->offload));
-        NEED(c->recompute != MW_RECOMPUTE_AUTO, "--recompute auto with --tp/--pp: auto times the ops on this machine's "
-             "whole model; give a policy (none, selective, full, every:K, blocks:...)");
+        NEED(c->offload == MW_OFFLOAD_NONE || (c->pp > 1 && c->tp <= 1 && !c->sp && c->ep <= 1),
+             "--offload %s with --tp/--ep: the disk tier under that layout is not planned yet (a pipeline's stages "
+             "run it, each into its own files)", mw_offload_name(c->offload));
+        NEED(c->recompute != MW_RECOMPUTE_AUTO || (c->pp > 1 && c->tp <= 1 && !c->sp && c->ep <= 1),
+             "--recompute auto with --tp/--ep: auto times the ops on this machine's whole model; give a policy (none, "
+             "selective, full, every:K, blocks:...; a pipeline's stages each choose their own)");
     }
 #undef NEED
     return MW_OK;

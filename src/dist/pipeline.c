@@ -29,6 +29,7 @@
 
 #include "../core/crc32c.h"
 #include "../core/status.h"
+#include "../graph/actstore.h"
 #include "../graph/graph_impl.h"
 #include "../graph/model.h"
 
@@ -43,8 +44,6 @@ mw_status mw_pipe_check(const mw_config *c) {
     if (c->dp && c->zero >= 2)
         return mw_fail(MW_ERR_ARG, "--pp with --zero %d: a stage's gradient slots (stage 2) and parameter gathers "
                        "(stage 3) are not built yet; --zero 0 and 1 run", c->zero);
-    if (c->offload != MW_OFFLOAD_NONE)
-        return mw_fail(MW_ERR_ARG, "--pp with --offload %s: not built yet", mw_offload_name(c->offload));
     return MW_OK;
 }
 
@@ -126,6 +125,9 @@ static mw_status run_op(mw_model *m, int i, int train, float grad_scale, const p
     {
         const int k = m->ops[i].kind, l = m->ops[i].layer;
         void **P = m->opp + (size_t)i * MW_MAXACC;
+        /* the disk tier's parameter visits, as mw_model_forward_backward runs them (a visit may
+         * begin at a block's receive: the walk counts the stage's transfers as the block's ops) */
+        if (m->offload == MW_OFFLOAD_ALL && m->op_pv[i] >= 0) MW_TRY(mw_graph_param_visit(m, m->op_pv[i]));
         if (k == K + MW_PK_RECV) {
             MW_TRY(recv_timed(m, P[0], ab, s - 1, TAG_ACT));
             if (s == c->pp - 1) MW_TRY(take(m, src, NULL, P[1])); /* the last stage's targets */
@@ -147,9 +149,18 @@ static mw_status run_op(mw_model *m, int i, int train, float grad_scale, const p
             mw_pipe_tied_grad(m, i, grad_scale / N);
         } else {
             if (k == a->k_embed) MW_TRY(take(m, src, P[0], P[1]));
-            if (gdisk && m->op_gb[i]) MW_TRY(mw_graph_grad_bind(m, l));
+            if (gdisk && m->op_gb[i]) {
+                /* one process settles the writes between micro-batches; a stage of fewer than 3
+                 * blocks could read block l's gradients back while the previous micro-batch's
+                 * write of them is in flight in another slot */
+                for (int k2 = 0; k2 < 3; k2++)
+                    if (m->gslot_seg[k2] == 1 + l && m->gslot_id[k2] >= 0) MW_TRY(mw_graph_grads_settle(m));
+                MW_TRY(mw_graph_grad_bind(m, l));
+            }
+            if (train && m->act) MW_TRY(mw_graph_act_before(m, i));
             double ls = 0.0;
             a->run_op(m, i, train, grad_scale / N, &ls);
+            if (train && m->act) MW_TRY(mw_graph_act_after(m, i));
             if (k == a->k_head || k == a->k_logits) {
                 *loss += (float)(ls / N);
                 if (lmb) lmb[m->ops[i].mb] = (float)(ls / N);
@@ -265,6 +276,7 @@ mw_status mw_pipe_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw
     float *lmb = calloc((size_t)M * D, sizeof *lmb);
     size_t *lc = calloc((size_t)D * 2, sizeof *lc);
     mw_status st = lmb && lc ? mw_graph_step_begin(m) : mw_fail(MW_ERR_NOMEM, "out of memory");
+    if (st == MW_OK) st = mw_graph_act_begin(m);
     pipe_src src = {next, ctx, NULL, NULL};
     double loss = 0.0;
     if (st == MW_OK) st = run_ops(m, m->opt_op, 1, 1.0f / (float)(M * D), &src, &loss, lmb + (size_t)(c->dp ? c->rank : 0) * M);

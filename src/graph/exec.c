@@ -195,9 +195,9 @@ SUMSQ8(sumsq8_16, uint16_t, mw_bf16_widen)
 #undef AS_F32
 #undef SUMSQ8
 
-/* parts[b] += the squares of the elements lo..hi-1 of g (g[0] is element lo; floats, or bfloat16
+/* parts[b - pb] += the squares of the elements lo..hi-1 of g (g[0] is element lo; floats, or bfloat16
  * when g16) that lie in quantum b, each quantum's in element order, on the OpenMP threads */
-static void sumsq_parts(double *parts, const void *gv, int g16, size_t lo, size_t hi) {
+static void sumsq_parts_at(double *parts, size_t pb, const void *gv, int g16, size_t lo, size_t hi) {
     const size_t Q = MW_NORM_QUANTUM, b0 = lo / Q, b1 = (hi - 1) / Q;
     const size_t f0 = (lo + Q - 1) / Q, f1 = hi / Q; /* the quanta wholly inside: f0 .. f1-1 */
     const size_t ng = f1 > f0 ? (f1 - f0) / 8 : 0, e1 = f0 + 8 * ng;
@@ -207,22 +207,26 @@ static void sumsq_parts(double *parts, const void *gv, int g16, size_t lo, size_
     for (size_t q = 0; q < ng; q++) {
         const size_t e = (f0 + 8 * q) * Q - lo;
         if (g16)
-            sumsq8_16(parts + f0 + 8 * q, h + e, Q);
+            sumsq8_16(parts + (f0 - pb) + 8 * q, h + e, Q);
         else
-            sumsq8(parts + f0 + 8 * q, g + e, Q);
+            sumsq8(parts + (f0 - pb) + 8 * q, g + e, Q);
     }
     /* the rest one chain each: quanta cut by lo or hi, and those past the groups of eight */
 #pragma omp parallel for schedule(static)
     for (size_t b = b0; b <= b1; b++) {
         if (b >= f0 && b < e1) continue;
         const size_t j0 = b * Q > lo ? b * Q : lo, j1 = (b + 1) * Q < hi ? (b + 1) * Q : hi;
-        double t = parts[b];
+        double t = parts[b - pb];
         for (size_t j = j0 - lo; j < j1 - lo; j++) {
             const double x = g16 ? mw_bf16_widen(h[j]) : g[j];
             t += x * x;
         }
-        parts[b] = t;
+        parts[b - pb] = t;
     }
+}
+
+static void sumsq_parts(double *parts, const void *gv, int g16, size_t lo, size_t hi) {
+    sumsq_parts_at(parts, 0, gv, g16, lo, hi);
 }
 
 static void norm_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const arr[MW_ARR_COUNT]) {
@@ -271,11 +275,33 @@ mw_status mw_graph_grad_norm(mw_model *m, double *norm) {
     return MW_OK;
 }
 
+/* A pipeline stage's chunk of its gradients on the disk tier: elements lo..hi-1 of the stage, g0 + lo
+ * .. of the single-process flat buffer, into parts[b - b0] (mw_graph_grad_parts_at) */
+typedef struct norm_chunk_at {
+    mw_model *m;
+    double *parts;
+    uint64_t g0, b0;
+} norm_chunk_at;
+
+static void norm_chunk_at_fn(void *ctx, size_t lo, size_t hi, int seg, void *const arr[MW_ARR_COUNT]) {
+    norm_chunk_at *nc = ctx;
+    mw_model *m = nc->m;
+    if (arr[MW_ARR_G] && grads_fresh(m, seg)) memset(arr[MW_ARR_G], 0, (hi - lo) * sizeof(float));
+    const float *g = arr[MW_ARR_G] ? (const float *)arr[MW_ARR_G] : mw_graph_grads_chunk(m, seg, lo, hi);
+    sumsq_parts_at(nc->parts, nc->b0, g, 0, nc->g0 + lo, nc->g0 + hi);
+}
+
 mw_status mw_graph_grad_parts_at(mw_model *m, uint64_t g0, double carry, double *parts) {
     const uint64_t Q = MW_NORM_QUANTUM, n = m->nfloats, b0 = g0 / Q;
     if (!n) return MW_OK;
     for (uint64_t b = b0; b <= (g0 + n - 1) / Q; b++) parts[b - b0] = 0.0;
     if (g0 % Q) parts[0] = carry;
+    if (mw_graph_grads_on_disk(m)) { /* streamed in element order: each quantum's sum goes on chunk by chunk */
+        MW_TRY(mw_graph_io_check(m));
+        MW_TRY(mw_graph_grads_settle(m));
+        norm_chunk_at nc = {m, parts, g0, b0};
+        return mw_offload_stream(m->off, MW_ARR_BIT(MW_ARR_G), 0, norm_chunk_at_fn, &nc);
+    }
     const int flat = m->grads != NULL, nseg = flat ? 1 : m->nseg;
     for (int sg = 0; sg < nseg; sg++) { /* segment by segment, in order: each quantum's sum goes on */
         const uint64_t lo = flat ? 0 : m->seg_lo[sg], hi = flat ? n : m->seg_lo[sg + 1];

@@ -353,7 +353,7 @@ static mw_status resolve_offload(mw_model *m) {
     double t[4];
     int fits[4], short_disk[4] = {0, 0, 0, 0}, measured = 1, best = -1;
     for (int i = 0; i < 4; i++) {
-        mw_config k = *c;
+        mw_config k = m->gcfg; /* as given: a pipeline stage's plan derives its local view again */
         k.offload = MODES[i];
         if (c->dp && (MODES[i] > MW_OFFLOAD_OPTIMIZER || (MODES[i] == MW_OFFLOAD_OPTIMIZER && c->zero < 1))) {
             fits[i] = 0, t[i] = 0; /* --zero: only a shard of the optimizer state goes to disk */
