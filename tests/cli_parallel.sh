@@ -120,6 +120,26 @@ mpr 4 "${tr[@]}" --steps 6 --preset gpt2-tiny --pp 4 --microbatches 4 --stop-at 
   pass "gpt2-tiny saved at --pp 2, resumed at --pp 4, then at one process: step 6 is the unbroken run's bytes" ||
   fail "gpt2-tiny resume across layouts: $(ck "$T/gu6/step-00000006.mwck") vs $(ck "$T/gr6/step-00000006.mwck")"
 
+echo "-- the disk tier (each stage its own scratch file) and every --recompute policy, per stage"
+for o in optimizer optimizer+grads; do
+  run "opp_$o" 2 --pp 2 --microbatches 4 --offload "$o" --offload-dir "$T/off_$o" && same "--offload $o at --pp 2" plain4 "opp_$o"
+done
+run gpp4og 4 --preset gpt2-tiny --pp 4 --microbatches 4 --offload optimizer+grads --offload-dir "$T/off_g4" &&
+  same "gpt2-tiny --pp 4 --offload optimizer+grads (one block a stage)" gplain4 gpp4og
+# --offload all keeps no whole parameters in memory: no params_crc32c; the reference is one process's --offload all
+run oplain_all 0 --accum 4 --offload all --offload-dir "$T/off_p_all"
+run opp_all 2 --pp 2 --microbatches 4 --offload all --offload-dir "$T/off_pp_all" && same "--offload all at --pp 2" oplain_all opp_all
+run plain4s 0 --accum 4 --recompute selective
+run pps 4 --pp 4 --microbatches 4 --recompute selective && same "--recompute selective at --pp 4" plain4s pps
+run ppauto 2 --pp 2 --microbatches 4 --recompute auto --budget 8.5MiB --offload auto --offload-dir "$T/off_auto" &&
+  [ "$(sig "$T/plain4.jsonl")" = "$(sig "$T/ppauto.jsonl")" ] && grep -q "recompute every:\|recompute blocks:\|recompute selective\|recompute full" "$T/ppauto.out" &&
+  pass "--recompute auto --offload auto --budget 8.5MiB at --pp 2: each stage chose ($(grep -o 'recompute [a-z]*:*[0-9a-z]*' "$T/ppauto.out" | head -1)), the plain run's losses, norms and weights" ||
+  fail "--recompute auto at --pp 2: $(grep -a 'memwall:\|recompute' "$T/ppauto.out" | head -2)"
+for r in opp_optimizer+grads opp_all ppauto; do
+  python3 -c 'import json,sys; e=[json.loads(l) for l in open(sys.argv[1]) if "\"event\": \"end\"" in l][0]; sys.exit(not all(r["arena_peak_bytes"] == r["plan_peak_bytes"] for r in e["ranks"]) or len(e["ranks"]) != 2)' "$T/$r.jsonl" &&
+    pass "$r: each rank's arena peak is its plan" || fail "$r: a rank's arena is not its plan"
+done
+
 echo "-- each rank's arena is its plan, and estimate's"
 plans() { # plans JSONL ESTIMATE-ARGS...: every rank's arena peak = its plan = estimate's for that rank
   local j=$1
@@ -145,6 +165,8 @@ x=$(plans "$T/pp13.jsonl" --pp 2 --pp-layers 1,3 --microbatches 4 --recompute bl
 x=$(plans "$T/ppzadamw.jsonl" --pp 2 --dp 2 --zero 1 --microbatches 2) &&
   pass "--pp 2 --dp 2 --zero 1: arena = plan = estimate per rank ($x)" || fail "--pp 2 --zero 1 per rank: $x"
 
+x=$(plans "$T/opp_optimizer+grads.jsonl" --pp 2 --microbatches 4 --offload optimizer+grads --offload-dir "$T/off_est") &&
+  pass "--pp 2 --offload optimizer+grads: arena = plan = estimate per rank ($x)" || fail "--offload optimizer+grads per rank: $x"
 x=$(PRESET=gpt2-tiny plans "$T/gpp4.jsonl" --pp 4 --microbatches 4) &&
   pass "gpt2-tiny --pp 4 (the last stage's copy of the tied embedding): arena = plan = estimate per rank ($x)" || fail "gpt2-tiny --pp 4 per rank: $x"
 
@@ -192,7 +214,6 @@ refuse 3 "3 ranks of --pp 2" "a multiple of the stages" --pp 2
 refuse 4 "--zero 2 over the replicas" "stage 2" --pp 2 --zero 2
 refuse 4 "--zero 1 replicas with --out" "a checkpoint of sharded stages" --pp 2 --zero 1
 refuse 4 "--tp 2 --pp 2" "tensor parallelism with --pp runs in a later version" --tp 2 --pp 2
-refuse 2 "--offload optimizer" "--offload" --pp 2 --offload optimizer --offload-dir "$T/off"
 mpr 2 "${tr[@]}" --pp 2 --eval-batches 100000 >"$T/ev.out" 2>&1
 rc=$?
 [ $rc -ne 0 ] && grep -q "fewer than --eval-batches 100000" "$T/ev.out" && ! grep -q "^step 1" "$T/ev.out" &&
