@@ -145,6 +145,9 @@ int cmd_plan(int argc, char **argv);
  * model (clear one-line refusals, exit 1; train and bench refuse them) and sets o->cfg's. layout_report:
  * estimate and plan of every distinct rank; returns the exit code (2 when a rank does not fit). */
 void layout_parse(opts *o, int mask);
+/* --pp-layers auto: the split chosen from the stages' plans (src/cli/ppsplit.c), printed, and this
+ * rank's stage set; called by finish_config once the shape is final (nothing to do otherwise). */
+void layout_finish(opts *o);
 /* plan --pp P --timeline FILE.svg: the stages' 1F1B schedule drawn (src/cli/pipesvg.c), its bubble printed */
 void layout_pipeline_svg(const mw_config *c, const int *blocks, const char *path, int json); /* json: the line on stderr */
 int layout_report(const opts *o, int cmd_plan);

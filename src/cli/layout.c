@@ -12,11 +12,13 @@
 #include "../dist/comm_mpi.h"
 #include "cli.h"
 #include "memwall.h"
+#include "ppsplit.h"
 
 #define MAX_STAGES 4096
 static int stage_blocks[MAX_STAGES], stage_first[MAX_STAGES]; /* layout_parse: each stage's blocks */
 
 static const char *const FLAGS[] = {"tp", "pp", "dp", "sp", "ep", "vpp", "microbatches", "pp-layers"};
+static int split_auto, split_mask; /* --pp-layers auto: chosen by layout_finish, once the shape is final */
 
 void layout_parse(opts *o, int mask) {
     const char *given = NULL;
@@ -74,7 +76,11 @@ void layout_parse(opts *o, int mask) {
         c->accum = o->microbatches;
     }
     if (c->accum < 1) die(1, "--microbatches must be >= 1, got %d", c->accum);
-    if (o->pp_layers) {
+    split_auto = o->pp_layers && !strcmp(o->pp_layers, "auto") && P > 1, split_mask = mask;
+    if (o->pp_layers && !strcmp(o->pp_layers, "auto")) { /* a provisional split until layout_finish plans it */
+        if (P > c->n_layer) die(1, "--pp %d: more stages than the model's %d blocks", P, c->n_layer);
+        for (int s = 0; s < P; s++) stage_blocks[s] = c->n_layer / P + (s < c->n_layer % P);
+    } else if (o->pp_layers) {
         int n = 0;
         long sum = 0;
         for (const char *s = o->pp_layers; *s;) {
@@ -89,7 +95,7 @@ void layout_parse(opts *o, int mask) {
         if (n != P) die(1, "--pp-layers %s gives %d stages, --pp %d", o->pp_layers, n, P);
         if (sum != c->n_layer) die(1, "--pp-layers %s sums to %ld blocks, the model has %d", o->pp_layers, sum, c->n_layer);
     } else {
-        if (c->n_layer % P != 0) die(1, "--layers %d must divide by --pp %d (or give --pp-layers)", c->n_layer, P);
+        if (c->n_layer % P != 0) die(1, "--layers %d must divide by --pp %d (or give --pp-layers, or --pp-layers auto)", c->n_layer, P);
         for (int s = 0; s < P; s++) stage_blocks[s] = c->n_layer / P;
     }
     for (int s = 0, f = 0; s < P; f += stage_blocks[s], s++) stage_first[s] = f;
@@ -119,6 +125,34 @@ void layout_parse(opts *o, int mask) {
         if (P > 1) c->pp_stage = p, c->pp_first = stage_first[p], c->pp_blocks = stage_blocks[p];
         else c->pp = 0;
     }
+}
+
+void layout_finish(opts *o) {
+    if (!split_auto) return;
+    split_auto = 0;
+    mw_config *c = &o->cfg;
+    const int P = c->pp;
+    uint64_t *peaks = calloc((size_t)P, sizeof *peaks);
+    if (!peaks) die(1, "out of memory");
+    if (pp_split_auto(c, P, stage_blocks, peaks) != MW_OK) die(1, "%s", mw_last_error());
+    static char text[MAX_STAGES * 8];
+    size_t n = 0;
+    for (int s = 0, f = 0; s < P; f += stage_blocks[s], s++) {
+        stage_first[s] = f;
+        n += (size_t)snprintf(text + n, sizeof text - n, "%s%d", s ? "," : "", stage_blocks[s]);
+    }
+    o->pp_layers = text; /* the ranks' configurations compare the split chosen */
+    if ((split_mask & CMD_TRAIN) && c->pp > 1)
+        c->pp_first = stage_first[c->pp_stage], c->pp_blocks = stage_blocks[c->pp_stage];
+    if (!o->json && mw_mpi_launched_rank() <= 0) {
+        printf("  pipeline split: --pp-layers auto chose %s (the largest stage's planned peak least; stages' peaks", text);
+        for (int s = 0; s < P; s++) {
+            char b[32];
+            printf("%s %s", s ? "," : "", mw_fmt_bytes(peaks[s], b, sizeof b));
+        }
+        printf(")\n");
+    }
+    free(peaks);
 }
 
 /* One distinct rank: its plan and the ranks sharing it. */

@@ -71,7 +71,7 @@ static const opt_def OPTS[] = {
     {"ep", K_INT, C_(ep), MODEL, "a parallel layout's expert-parallel ranks (dividing --dp and the routed experts; the deepseek family): each holds experts/E of every MoE block, ZeRO shards them over --dp/E ranks (docs/cluster.md)"},
     {"vpp", K_INT, C_(vpp), MODEL, "with --pp: model chunks per stage under Megatron's interleaved 1F1B (--layers divisible by --pp x --vpp, --microbatches by --pp); stage s holds chunks s, s + P, ..."},
     {"microbatches", K_INT, O_(microbatches), MODEL, "a parallel layout's micro-batches per step (what --accum is without one), run by the pipeline under 1F1B"},
-    {"pp-layers", K_STR, O_(pp_layers), MODEL, "with --pp: an uneven split of the blocks over the stages, e.g. 1,2,2,3 (summing to --layers); default an even split"},
+    {"pp-layers", K_STR, O_(pp_layers), MODEL, "with --pp: an uneven split of the blocks over the stages, e.g. 1,2,2,3 (summing to --layers), or auto (the split whose largest stage's planned peak is least, printed); default an even split"},
     {"search", K_FLAG, O_(search), CMD_ESTIMATE, "the layouts of --world GPUs (tensor x pipeline, plain or interleaved x data x expert parallel x ZeRO stage x recomputation x --sp) whose every rank's plan fits --device-mem or --gpu after the fixed costs, ranked by the cost model's step time, and why each other was dropped; exit 2 when none fits (docs/cluster.md)"},
     {"global-batch", K_INT, O_(global_batch_i), CMD_ESTIMATE, "with --search: sequences per step (default --world x --batch); micro-batches per step = this / (--batch x dp)"},
     {"tflops", K_DBL, O_(tflops), CMD_ESTIMATE, "with --search: the device's peak TFLOP/s (default --gpu's, BF16 or TF32 by --precision)"},
@@ -584,6 +584,7 @@ void finish_config(opts *o) {
      * from its rank's CPUs already) */
     if (o->cfg.dp && o->cfg.threads == 0 && !opt_given(o, "threads")) o->cfg.threads = mw_mpi_planned_rank_cpus(o->cfg.world);
     o->cfg.threads = mw_set_threads(o->cfg.threads);
+    layout_finish(o); /* --pp-layers auto: planned now that the shape is final */
 }
 
 /* --init hf:PATH of the deepseek family (DeepseekV2/V3, Mixtral): config.json gives every field
