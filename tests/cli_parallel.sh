@@ -140,6 +140,23 @@ for r in opp_optimizer+grads opp_all ppauto; do
     pass "$r: each rank's arena peak is its plan" || fail "$r: a rank's arena is not its plan"
 done
 
+echo "-- the planner-chosen split (--pp-layers auto: the largest stage's planned peak least)"
+au=(--layers 8 --batch 4 --seq 64)
+"$MW" estimate --data "$T/d" --preset llama-tiny "${au[@]}" --threads 1 --pp 4 --microbatches 4 --pp-layers auto --json >"$T/au.json" &&
+  "$MW" estimate --data "$T/d" --preset llama-tiny "${au[@]}" --threads 1 --pp 4 --microbatches 4 --json >"$T/ev.json" &&
+  python3 - "$T/au.json" "$T/ev.json" <<'EOF' && pass "estimate --pp 4 --pp-layers auto: $(cat "$T/au.txt")" || fail "--pp-layers auto's split: $(cat "$T/au.txt" 2>/dev/null)"
+import json, sys
+a, e = (json.load(open(f)) for f in sys.argv[1:3])
+mx = lambda d: max(x["peak_bytes"] for x in d["ranks"])
+split = a["layout"]["pp_layers"]
+open(sys.argv[1][:-5] + ".txt", "w").write("chose %s, largest stage %d bytes, the even split's %d" % (",".join(map(str, split)), mx(a), mx(e)))
+sys.exit(not (split == [1, 2, 2, 3] and mx(a) < mx(e)))
+EOF
+run auplain 0 "${au[@]}" --accum 4
+run aupp 4 "${au[@]}" --pp 4 --microbatches 4 --pp-layers auto && same "train --pp 4 --pp-layers auto" auplain aupp
+grep -q "pipeline split: --pp-layers auto chose 1,2,2,3" "$T/aupp.out" && pass "train prints the split it chose (1,2,2,3)" ||
+  fail "train --pp-layers auto: $(grep -a 'split\|memwall:' "$T/aupp.out" | head -2)"
+
 echo "-- each rank's arena is its plan, and estimate's"
 plans() { # plans JSONL ESTIMATE-ARGS...: every rank's arena peak = its plan = estimate's for that rank
   local j=$1
@@ -211,6 +228,10 @@ refuse() { # refuse N WHAT PATTERN ARGS...: memwall ARGS on N ranks (0: without 
 refuse 2 "--pp 5 (P > L)" "more stages than the model's 4 blocks" --pp 5 --microbatches 4
 refuse 2 "--pp-layers 1,2 on 4 blocks" "sums to 3 blocks, the model has 4" --pp 2 --pp-layers 1,2
 refuse 3 "3 ranks of --pp 2" "a multiple of the stages" --pp 2
+"$MW" estimate --preset llama-tiny --pp 2 --vpp 2 --pp-layers auto --microbatches 4 >"$T/vau.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "interleaved schedule needs an even split" "$T/vau.out" && pass "--pp-layers auto with --vpp 2: refused (exit 1)" ||
+  fail "--pp-layers auto --vpp 2: exit $rc, $(head -c 200 "$T/vau.out")"
 refuse 4 "--zero 2 over the replicas" "stage 2" --pp 2 --zero 2
 refuse 4 "--zero 1 replicas with --out" "a checkpoint of sharded stages" --pp 2 --zero 1
 refuse 4 "--tp 2 --pp 2" "tensor parallelism with --pp runs in a later version" --tp 2 --pp 2
