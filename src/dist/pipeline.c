@@ -19,7 +19,7 @@
  *
  * A tied embedding's gradient is formed on the first stage in one process's order
  * (src/dist/pipetied.c). Not built yet, refused before anything runs (mw_pipe_check): --zero 2 and
- * 3, and the disk tier. With D
+ * 3. With D
  * data-parallel replicas (--zero 0, 1) each micro-batch's gradient is exchanged among a stage's
  * replicas when its last backward op there ends (src/dist/zero.c's ordered sum). */
 #include <math.h>
@@ -41,9 +41,6 @@ mw_status mw_pipe_check(const mw_config *c) {
         return mw_fail(MW_ERR_ARG, "--pp %d --tp %d with a tied embedding (%s): the vocabulary-parallel copy of the "
                        "head is not built yet (an untied model, e.g. llama-tiny, runs)", c->pp, c->tp,
                        c->arch == MW_ARCH_GPT2 ? "GPT-2" : "--tied 1");
-    if (c->dp && c->zero >= 2)
-        return mw_fail(MW_ERR_ARG, "--pp with --zero %d: a stage's gradient slots (stage 2) and parameter gathers "
-                       "(stage 3) are not built yet; --zero 0 and 1 run", c->zero);
     return MW_OK;
 }
 
@@ -127,7 +124,8 @@ static mw_status run_op(mw_model *m, int i, int train, float grad_scale, const p
         void **P = m->opp + (size_t)i * MW_MAXACC;
         /* the disk tier's parameter visits, as mw_model_forward_backward runs them (a visit may
          * begin at a block's receive: the walk counts the stage's transfers as the block's ops) */
-        if (m->offload == MW_OFFLOAD_ALL && m->op_pv[i] >= 0) MW_TRY(mw_graph_param_visit(m, m->op_pv[i]));
+        if ((m->offload == MW_OFFLOAD_ALL || mw_graph_params_zero3(m)) && m->op_pv[i] >= 0)
+            MW_TRY(mw_graph_param_visit(m, m->op_pv[i])); /* --zero 3: the block gathered from the replicas */
         if (k == K + MW_PK_RECV) {
             MW_TRY(recv_timed(m, P[0], ab, s - 1, TAG_ACT));
             if (s == c->pp - 1) MW_TRY(take(m, src, NULL, P[1])); /* the last stage's targets */
@@ -150,6 +148,7 @@ static mw_status run_op(mw_model *m, int i, int train, float grad_scale, const p
         } else {
             if (k == a->k_embed) MW_TRY(take(m, src, P[0], P[1]));
             if (gdisk && m->op_gb[i]) {
+                m->zk = m->ops[i].mb; /* --zero 2: micro-batch 0's exchanges start the sum */
                 /* one process settles the writes between micro-batches; a stage of fewer than 3
                  * blocks could read block l's gradients back while the previous micro-batch's
                  * write of them is in flight in another slot */
@@ -161,6 +160,7 @@ static mw_status run_op(mw_model *m, int i, int train, float grad_scale, const p
             double ls = 0.0;
             a->run_op(m, i, train, grad_scale / N, &ls);
             if (train && m->act) MW_TRY(mw_graph_act_after(m, i));
+            if (m->zpre) mw_graph_zero3_poll(m);
             if (k == a->k_head || k == a->k_logits) {
                 *loss += (float)(ls / N);
                 if (lmb) lmb[m->ops[i].mb] = (float)(ls / N);
@@ -168,6 +168,20 @@ static mw_status run_op(mw_model *m, int i, int train, float grad_scale, const p
             if (gdisk && m->op_ge[i]) MW_TRY(mw_graph_grad_done(m, l));
         }
     }
+    return MW_OK;
+}
+
+/* Micro-batch k of M's gradient, its last backward op on the stage done, exchanged among the
+ * stage's replicas: the whole flat buffer (--zero 0, 1), or (--zero 2: the blocks' went as each
+ * block's backward ended, into the shards) the resident segments before and after the blocks, as
+ * src/dist/zero.c's step does after each micro-step. */
+static mw_status mb_exchange(mw_model *m, int k, int M) {
+    if (m->cfg.zero < 2) return mw_zero_exchange_step(m, k, k == M - 1);
+    const int L = m->cfg.n_layer;
+    m->zk = k;
+    MW_TRY(mw_zero_exchange(m, m->gres[0], 0, m->seg_lo[1]));
+    MW_TRY(mw_zero_exchange(m, m->gres[1], m->seg_lo[L + 1], m->nfloats));
+    mw_model_zero_grad(m);
     return MW_OK;
 }
 
@@ -189,7 +203,7 @@ static mw_status run_ops(mw_model *m, int end, int train, float grad_scale, cons
     mw_status st = MW_OK;
     for (int i = 0; i < end && st == MW_OK; i++) {
         st = run_op(m, i, train, grad_scale, src, loss, lmb, ab, gb);
-        if (st == MW_OK && dp && lastop[m->ops[i].mb] == i) st = mw_zero_exchange_step(m, m->ops[i].mb, m->ops[i].mb == M - 1);
+        if (st == MW_OK && dp && lastop[m->ops[i].mb] == i) st = mb_exchange(m, m->ops[i].mb, M);
     }
     free(lastop);
     MW_TRY(st);
@@ -294,11 +308,11 @@ mw_status mw_pipe_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw
     r->step = s + 1;
     r->loss = (float)(loss / (M * D));
     r->lr = mw_lr_at(c, s);
-    if (c->dp) MW_TRY(mw_zero_gather_grads(m)); /* every replica the stage's whole summed gradient, for the norm */
-    MW_TRY(pipe_norm(m, &r->grad_norm));
+    if (c->dp && c->zero < 2) MW_TRY(mw_zero_gather_grads(m)); /* every replica the stage's whole summed gradient, for the norm */
+    MW_TRY(c->dp && c->zero >= 2 ? mw_pipe_shard_norm(m, &r->grad_norm) : pipe_norm(m, &r->grad_norm));
     MW_TRY(mw_model_adamw_step(m, r->lr, r->grad_norm, s + 1));
     MW_TRY(mw_pipe_tied_sync(m)); /* the updated table to the last stage's head */
-    if (c->dp && c->zero >= 1) /* the sharded update zeroes its shard's gradient; the gathered rest too */
+    if (c->dp && c->zero == 1) /* the sharded update zeroes its shard's gradient; the gathered rest too */
         memset(m->grads, 0, m->nfloats * sizeof(float));
     r->ms = now_ms() - t0;
     if (m->psteps++ == 0) /* the first step (the transports' connections made): not counted */

@@ -121,6 +121,10 @@ mw_status mw_pipe_check(const mw_config *c);
  * over those two; a no-op elsewhere). */
 void mw_pipe_tied_grad(mw_model *m, int i, float dloss);
 mw_status mw_pipe_tied_sync(mw_model *m);
+/* --zero 2 under --pp (src/dist/pipezero.c): the gradient norm of every stage's replicas' shards
+ * of the summed gradient (m->zacc), one process's bits (collective over the stage's replicas and
+ * the pipeline) */
+mw_status mw_pipe_shard_norm(mw_model *m, double *norm);
 /* m's cfg as this rank sees it: the stage's blocks as blocks 0 .. pp_blocks - 1. */
 void mw_graph_layout_local(mw_config *c);
 
