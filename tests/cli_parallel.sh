@@ -97,6 +97,26 @@ for o in adamw adafactor; do
   [ -n "$a" ] && [ "$a" = "$b" ] && pass "-np 4 --pp 2 --zero 1 --optim $o: the same losses, norms and weights" || fail "--zero 1 $o: '$a' vs '$b'"
 done
 
+# --zero 2 and 3 (no checkpoint yet: no --out): a block's gradients exchanged into the shards as its
+# backward ends, the norm over the shards in one process's quanta; --zero 3 keeps no whole parameters
+# (no params_crc32c): its reference is one rank's --zero 3
+zrun() { # zrun NAME N ARGS...: a run without --out into $T/NAME.jsonl
+  local name=$1 n=$2
+  shift 2
+  mpr "$n" "${tr[@]}" "$@" --json-log "$T/$name.jsonl" >"$T/$name.out" 2>&1 || fail "$name: exit $?: $(grep -a memwall: "$T/$name.out" | head -2)"
+}
+zsame() { # zsame WHAT REF RUN: the signatures agree
+  local a b
+  a=$(sig "$T/$2.jsonl") b=$(sig "$T/$3.jsonl")
+  [ -n "$a" ] && [ "$a" = "$b" ] && pass "$1: the same losses, norms and weights" || fail "$1: '$a' vs '$b'"
+}
+zrun z2 4 --pp 2 --microbatches 2 --zero 2 && zsame "-np 4 --pp 2 --zero 2" dp4 z2
+zrun z2u 4 --pp 2 --pp-layers 1,3 --microbatches 2 --zero 2 --optim adafactor && zrun dpaf 1 --zero 0 --accum 4 --optim adafactor &&
+  zsame "-np 4 --pp-layers 1,3 --zero 2 --optim adafactor" dpaf z2u
+zrun dz3 1 --zero 3 --accum 4 && zrun z3 4 --pp 2 --pp-layers 3,1 --microbatches 2 --zero 3 && zsame "-np 4 --pp-layers 3,1 --zero 3" dz3 z3
+zrun gdz3 1 --preset gpt2-tiny --zero 3 --accum 4 && zrun gz3 4 --preset gpt2-tiny --pp 2 --microbatches 2 --zero 3 &&
+  zsame "gpt2-tiny (tied) -np 4 --pp 2 --zero 3" gdz3 gz3
+
 echo "-- a tied embedding (GPT-2; Llama --tied 1): the first stage forms both parts of its gradient in one process's order"
 run gplain4 0 --preset gpt2-tiny --accum 4
 run gpp2 2 --preset gpt2-tiny --pp 2 --microbatches 4 && same "gpt2-tiny -np 2 --pp 2 --microbatches 4" gplain4 gpp2
@@ -184,6 +204,10 @@ x=$(plans "$T/ppzadamw.jsonl" --pp 2 --dp 2 --zero 1 --microbatches 2) &&
 
 x=$(plans "$T/opp_optimizer+grads.jsonl" --pp 2 --microbatches 4 --offload optimizer+grads --offload-dir "$T/off_est") &&
   pass "--pp 2 --offload optimizer+grads: arena = plan = estimate per rank ($x)" || fail "--offload optimizer+grads per rank: $x"
+x=$(plans "$T/z2.jsonl" --pp 2 --dp 2 --zero 2 --microbatches 2) &&
+  pass "--pp 2 --dp 2 --zero 2: arena = plan = estimate per rank ($x)" || fail "--pp 2 --zero 2 per rank: $x"
+x=$(plans "$T/z3.jsonl" --pp 2 --pp-layers 3,1 --dp 2 --zero 3 --microbatches 2) &&
+  pass "--pp-layers 3,1 --dp 2 --zero 3: arena = plan = estimate per rank ($x)" || fail "--pp 2 --zero 3 per rank: $x"
 x=$(PRESET=gpt2-tiny plans "$T/gpp4.jsonl" --pp 4 --microbatches 4) &&
   pass "gpt2-tiny --pp 4 (the last stage's copy of the tied embedding): arena = plan = estimate per rank ($x)" || fail "gpt2-tiny --pp 4 per rank: $x"
 
@@ -232,7 +256,7 @@ refuse 3 "3 ranks of --pp 2" "a multiple of the stages" --pp 2
 rc=$?
 [ $rc -eq 1 ] && grep -q "interleaved schedule needs an even split" "$T/vau.out" && pass "--pp-layers auto with --vpp 2: refused (exit 1)" ||
   fail "--pp-layers auto --vpp 2: exit $rc, $(head -c 200 "$T/vau.out")"
-refuse 4 "--zero 2 over the replicas" "stage 2" --pp 2 --zero 2
+refuse 4 "--zero 3 replicas with --out" "a checkpoint of sharded stages" --pp 2 --zero 3
 refuse 4 "--zero 1 replicas with --out" "a checkpoint of sharded stages" --pp 2 --zero 1
 refuse 4 "--tp 2 --pp 2" "tensor parallelism with --pp runs in a later version" --tp 2 --pp 2
 mpr 2 "${tr[@]}" --pp 2 --eval-batches 100000 >"$T/ev.out" 2>&1
