@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # End-to-end tests of pipeline parallelism (issue 33): train --pp P [--pp-layers ...] --microbatches M
 # under mpirun -np 1, 2 and 4 (--oversubscribe), alone and with D = N / P data-parallel replicas
-# (--zero 0 and 1 over each stage's replicas), on llama-tiny (untied; a tied embedding is refused).
+# (--zero 0 to 3 over each stage's replicas), on llama-tiny, and gpt2-tiny and llama-tiny --tied 1 (a tied
+# embedding: the first stage forms both parts of its gradient); --offload, --recompute selective and auto
+# per stage; --pp-layers auto (the split whose largest stage's planned peak is least).
 # Checked: the losses, gradient norms, validation losses and weights (params_crc32c) and the
 # checkpoint bytes of every layout that fits 4 ranks are one process's with the same global batch
 # (--accum M; with replicas, the data-parallel run of the same D x M micro-batches), under every
 # --optim and --recompute, and --precision bf16; each rank's arena peak is its plan and estimate's for that rank; a run
 # saved at one layout resumes at another (and at one process) where the unbroken run ends; the
-# refusals before step 1 (P > L, --pp-layers not summing to L, ranks not a multiple of P, a tied
-# embedding, --zero 2, --tp); ranks given different flags are refused; a killed rank ends
+# refusals before step 1 (P > L, --pp-layers not summing to L, ranks not a multiple of P, sharded
+# replicas with --out, --tp, --pp-layers auto with --vpp); ranks given different flags are refused; a killed rank ends
 # every rank with the checkpoints intact (--resume auto ends where the unbroken run does); a stopped
 # stage makes the others exit after --comm-timeout. Usage: tests/cli_parallel.sh build/memwall.
 set -u
