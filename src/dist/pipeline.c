@@ -18,10 +18,12 @@
  * (the last stage's) reaches every stage. So losses, norms and weights are the plain run's bits.
  *
  * A tied embedding's gradient is formed on the first stage in one process's order
- * (src/dist/pipetied.c). Not built yet, refused before anything runs (mw_pipe_check): --zero 2 and
- * 3. With D
- * data-parallel replicas (--zero 0, 1) each micro-batch's gradient is exchanged among a stage's
- * replicas when its last backward op there ends (src/dist/zero.c's ordered sum). */
+ * (src/dist/pipetied.c). With D data-parallel replicas (--zero 0, 1) each micro-batch's gradient is
+ * exchanged among a stage's replicas when its last backward op there ends (src/dist/zero.c's
+ * ordered sum); under --zero 2 and 3 each block's as its backward ends, into the shards, and the
+ * norm is taken over the shards (src/dist/pipezero.c). The disk tier (--offload) and --zero 3's
+ * gathers run at the schedule's visits as in mw_model_forward_backward. Refused before anything
+ * runs (mw_pipe_check): a tied embedding with --tp. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -336,6 +338,7 @@ mw_status mw_pipe_forward(mw_model *m, const int32_t *inputs, const int32_t *tar
     double l = 0.0;
     const double w0 = m->pwait_ms; /* the steps' waits alone are counted */
     MW_TRY(run_ops(m, end, 0, 0.0f, &src, &l, NULL));
+    MW_TRY(mw_graph_zero3_wait(m)); /* --zero 3: a gather the forward started for a block it did not reach */
     m->pwait_ms = w0;
     MW_TRY(share_loss(m, &l));
     *loss = (float)l;
