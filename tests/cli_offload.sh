@@ -103,6 +103,33 @@ for mode in optimizer optimizer+grads all; do
   [ "$got" = "$want" ] && pass "$mode: 3 steps moved 3x the planned bytes ($got)" || fail "$mode: moved $got, planned 3 x ($r, $w)"
 done
 
+# --precision bf16 (issue 35): the blocks' gradients move as their 2 bytes, forward and backward read
+# the parameters' bfloat16 copy, the norm sums at the blocks' backward; still exactly the plan's bytes
+# (initialisation reads each block's fp32 parameters and writes them and their copy), and fewer than
+# fp32's (main moved the same bytes for both)
+for mode in optimizer+grads all; do
+  nv=(--batch 2 --seq 32 --accum 2 --recompute every:2 --offload "$mode")
+  "$MW" estimate --preset gpt2-tiny "${nv[@]}" --json >"$T/nv32.json"
+  "$MW" estimate --preset gpt2-tiny "${nv[@]}" --precision bf16 --json >"$T/nv.json"
+  r32=$(grep -o '"read_bytes_per_step": [0-9]*' "$T/nv32.json" | sed 's/.*: //')
+  w32=$(grep -o '"write_bytes_per_step": [0-9]*' "$T/nv32.json" | sed 's/.*: //')
+  r=$(grep -o '"read_bytes_per_step": [0-9]*' "$T/nv.json" | sed 's/.*: //')
+  w=$(grep -o '"write_bytes_per_step": [0-9]*' "$T/nv.json" | sed 's/.*: //')
+  "$MW" train --data "$T/nv" "${nv[@]}" --steps 3 --threads 2 --offload-dir "$T/scr" --precision bf16 \
+    --json-log "$T/nv.jsonl" >/dev/null 2>&1 || fail "bf16 $mode: no-val run"
+  got=$(grep '"event": "end"' "$T/nv.jsonl" | grep -o '"bytes_read": [0-9]*, "bytes_written": [0-9]*')
+  ir=0 iw=0
+  if [ "$mode" = all ]; then
+    ir=$(grep -o '"disk": {"categories": {"parameters": [0-9]*' "$T/nv32.json" | sed 's/.*: //')
+    iw=$(grep -o '"disk": {"categories": {"parameters": [0-9]*' "$T/nv.json" | sed 's/.*: //')
+  fi
+  want="\"bytes_read\": $((3 * r + ir)), \"bytes_written\": $((3 * w + iw))"
+  [ "$got" = "$want" ] && pass "bf16 $mode: 3 steps moved 3x the planned bytes ($got)" || fail "bf16 $mode: moved $got, planned 3 x ($r, $w) + ($ir, $iw)"
+  awk -v a=$((r + w)) -v b=$((r32 + w32)) 'BEGIN { exit !(a <= 0.75 * b) }' &&
+    pass "bf16 $mode: a step moves $((r + w)) bytes, $(awk -v a=$((r + w)) -v b=$((r32 + w32)) 'BEGIN { printf "%.3f", a / b }')x fp32's $((r32 + w32))" ||
+    fail "bf16 $mode: a step moves $((r + w)) bytes, fp32 $((r32 + w32))"
+done
+
 echo "-- resume in offloaded runs"
 run full --steps 8 --threads 2
 run part --steps 8 --threads 2 --stop-at 3 --offload optimizer --offload-dir "$T/scr"

@@ -160,6 +160,7 @@ void mw_model_zero_grad(mw_model *m) {
         memset(m->gres[1], 0, mw_graph_seg_len(m, m->nseg - 1) * sizeof(float));
         memset(m->gfresh, 1, (size_t)m->cfg.n_layer);
     }
+    m->nready = -1;
 }
 
 /* The norm's partial sums over one streamed chunk, continuing each quantum's sum where the previous
@@ -225,7 +226,7 @@ static void sumsq_parts_at(double *parts, size_t pb, const void *gv, int g16, si
     }
 }
 
-static void sumsq_parts(double *parts, const void *gv, int g16, size_t lo, size_t hi) {
+void mw_graph_sumsq_parts(double *parts, const void *gv, int g16, size_t lo, size_t hi) {
     sumsq_parts_at(parts, 0, gv, g16, lo, hi);
 }
 
@@ -233,14 +234,19 @@ static void norm_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const 
     norm_chunk *nc = ctx;
     mw_model *m = nc->m;
     const double t0 = now_s();
+    if (arr[MW_ARR_G] && mw_graph_grads16_disk(m)) { /* the disk's bfloat16, read in place (as g16's) */
+        if (!grads_fresh(m, seg)) mw_graph_sumsq_parts(nc->parts, arr[MW_ARR_G], 1, lo, hi);
+        m->compute_s += now_s() - t0;
+        return;
+    }
     if (arr[MW_ARR_G] && grads_fresh(m, seg)) memset(arr[MW_ARR_G], 0, (hi - lo) * sizeof(float));
     if (!arr[MW_ARR_G] && mw_graph_grads_mem16(m) && seg > 0 && seg < m->nseg - 1) {
         /* a block's bfloat16 gradients, read in place; none this step (zeros) add nothing: every
          * partial sum is +0 or above, and adding +0 to it leaves it as it is */
-        if (!grads_fresh(m, seg)) sumsq_parts(nc->parts, m->g16 + (lo - m->seg_lo[1]), 1, lo, hi);
+        if (!grads_fresh(m, seg)) mw_graph_sumsq_parts(nc->parts, m->g16 + (lo - m->seg_lo[1]), 1, lo, hi);
     } else {
         const float *g = arr[MW_ARR_G] ? (const float *)arr[MW_ARR_G] : mw_graph_grads_chunk(m, seg, lo, hi);
-        sumsq_parts(nc->parts, g, 0, lo, hi);
+        mw_graph_sumsq_parts(nc->parts, g, 0, lo, hi);
     }
     m->compute_s += now_s() - t0;
 }
@@ -251,7 +257,14 @@ mw_status mw_graph_grad_norm(mw_model *m, double *norm) {
     if (mw_tp_on(m)) return mw_tp_grad_norm(m, norm); /* over the tensor-parallel ranks */
     const size_t n = m->nfloats, nb = (n + MW_NORM_QUANTUM - 1) / MW_NORM_QUANTUM;
     double *parts = (double *)m->opp[(size_t)m->opt_op * MW_MAXACC];
-    if (mw_graph_grads_on_disk(m)) {
+    if (mw_graph_grads_on_disk(m) && mw_graph_norm_ready(m)) { /* summed at the blocks' backward (narrow.c) */
+        MW_TRY(mw_graph_io_check(m));
+        MW_TRY(mw_graph_grads_settle(m));
+        const double t0 = now_s();
+        mw_graph_norm_ends(m);
+        parts = m->nparts;
+        m->compute_s += now_s() - t0;
+    } else if (mw_graph_grads_on_disk(m)) {
         MW_TRY(mw_graph_io_check(m));
         MW_TRY(mw_graph_grads_settle(m));
         for (size_t b = 0; b < nb; b++) parts[b] = 0.0;
@@ -266,7 +279,7 @@ mw_status mw_graph_grad_norm(mw_model *m, double *norm) {
     } else {
         const double t0 = now_s();
         for (size_t b = 0; b < nb; b++) parts[b] = 0.0;
-        if (n) sumsq_parts(parts, m->grads, 0, 0, n);
+        if (n) mw_graph_sumsq_parts(parts, m->grads, 0, 0, n);
         m->compute_s += now_s() - t0;
     }
     double s = 0.0;
@@ -286,6 +299,10 @@ typedef struct norm_chunk_at {
 static void norm_chunk_at_fn(void *ctx, size_t lo, size_t hi, int seg, void *const arr[MW_ARR_COUNT]) {
     norm_chunk_at *nc = ctx;
     mw_model *m = nc->m;
+    if (arr[MW_ARR_G] && mw_graph_grads16_disk(m)) { /* the disk's bfloat16, read in place; none this step add nothing */
+        if (!grads_fresh(m, seg)) sumsq_parts_at(nc->parts, nc->b0, arr[MW_ARR_G], 1, nc->g0 + lo, nc->g0 + hi);
+        return;
+    }
     if (arr[MW_ARR_G] && grads_fresh(m, seg)) memset(arr[MW_ARR_G], 0, (hi - lo) * sizeof(float));
     const float *g = arr[MW_ARR_G] ? (const float *)arr[MW_ARR_G] : mw_graph_grads_chunk(m, seg, lo, hi);
     sumsq_parts_at(nc->parts, nc->b0, g, 0, nc->g0 + lo, nc->g0 + hi);
@@ -349,9 +366,14 @@ static void opt_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const a
     if (rd & MW_ARR_BIT(MW_ARR_P)) pc = arr[MW_ARR_P] ? arr[MW_ARR_P] : resident(m, 0, seg, lo);
     if (rd & MW_ARR_BIT(MW_ARR_G)) {
         gc = arr[MW_ARR_G] ? arr[MW_ARR_G] : mw_graph_grads_chunk(m, seg, lo, hi);
+        if (arr[MW_ARR_G] && mw_graph_grads16_disk(m)) { /* the disk's bfloat16, widened (a block's slot is free) */
+            gc = m->gslot[0];
+            if (!grads_fresh(m, seg)) mw_bf16_load_mt(gc, arr[MW_ARR_G], hi - lo);
+        }
         if (arr[MW_ARR_G] && grads_fresh(m, seg)) memset(gc, 0, (hi - lo) * sizeof(float));
     }
     mw_opt_chunk(&m->opt, a->hp, a->pass, lo, hi, pc, gc, arr[MW_ARR_M], arr[MW_ARR_V], m->ostate, m->oscratch);
+    if (arr[MW_ARR_H]) mw_graph_narrow_chunk(m, seg, lo, hi, pc, arr[MW_ARR_H]); /* the copy forward reads */
     m->compute_s += now_s() - t0;
 }
 
@@ -380,11 +402,14 @@ mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
         for (int k = 0; k < m->opt.npasses; k++) {
             if (!mw_opt_pass_needed(&m->opt, k, split)) continue;
             opt_chunk a = {m, &hp, k};
-            const unsigned rd = m->opt.rd[k] & disk, wr = m->opt.wr[k] & disk & ~MW_ARR_BIT(MW_ARR_G);
+            const unsigned rd = m->opt.rd[k] & disk;
+            unsigned wr = m->opt.wr[k] & disk & ~MW_ARR_BIT(MW_ARR_G);
+            if (mw_graph_params16(m) && (wr & MW_ARR_BIT(MW_ARR_P))) wr |= MW_ARR_BIT(MW_ARR_H); /* written, never read */
             MW_TRY(mw_offload_stream(m->off, rd, wr, opt_chunk_fn, &a));
             mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
         }
         if (mw_graph_grads_slotted(m)) memset(m->gfresh, 1, (size_t)c->n_layer); /* zero, as the update left them */
+        m->nready = -1; /* the norm's sums were of the gradients the update used */
         return mw_graph_params_settle(m);
     }
     if (mw_graph_grads_mem16(m)) { /* segment by segment: the blocks' gradients widened one at a time */

@@ -170,6 +170,16 @@ struct mw_model {
     int pslot_seg[3], pslot_id[3];     /* segment a slot holds (-1 none), its read in flight (-1) */
     int gslot_seg[3], gslot_id[3];     /* ..., its write in flight */
     int access_dirty;                  /* pslot[0] holds parameters written outside a step */
+    int access_p;                      /* pslot[0] holds a block read for access (fp32 P), not a visit's */
+    int pslot_h[3];                    /* a slot's read is of the bfloat16 copy (H), to widen at its bind */
+    int nvec, *vec_t;                  /* --precision bf16, --offload all (src/graph/narrow.c): the
+                                          blocks' vectors (tensor indices), ... */
+    size_t *vec_off, pvec_floats;      /* ... where each is in pvec, and its floats */
+    float *pvec;                       /* ... their fp32 values, in memory (params_vec) */
+    double *nparts;                    /* the norm's quantum sums at the blocks' backward (narrow.c) */
+    float *npend;                      /* ... a quantum's elements waiting for the block it starts in */
+    size_t npend_lo, npend_len;        /* ... the first of them, how many */
+    int nready;                        /* ... blocks summed in this backward (-1: not ready) */
     unsigned char *gfresh;             /* per block: its gradients on disk are stale (zeros) */
     uint16_t *g16;                     /* --precision bf16 without the disk tier: the blocks'
                                           gradients as bfloat16, flat elements seg_lo[1] to
@@ -262,6 +272,10 @@ struct mw_model_def {
     uint64_t (*lslot)(const mw_model *m, int v);
     /* the model's own persistent buffers, in binding order; returns how many (<= MW_MAX_EXT) */
     int (*ext)(const mw_model *m, mw_ext out[MW_MAX_EXT]);
+    /* 1: every matrix of a block (2-D tensor) is read by bfloat16 products alone under --precision
+     * bf16, and vectors by fp32 arithmetic; --offload all then streams a bfloat16 copy of the
+     * blocks' parameters to forward and backward (src/graph/narrow.c). 0: the fp32 ones. */
+    int params16;
     /* after the arena is bound (position tables); may be NULL */
     void (*bound)(mw_model *m);
     /* runs op i on its bound pointers; train: the head computes gradients scaled by dloss */

@@ -49,10 +49,21 @@ static inline int mw_graph_grads_on_disk(const mw_model *m) {
 
 /* --precision bf16 keeps the blocks' gradients as bfloat16 between their backwards: each block's
  * accumulate in an fp32 slot during its backward and are rounded when it ends, into g16 in memory,
- * or in place before the disk tier's write (which stores fp32: the same values). The segments
+ * or to the disk tier's 2-byte array (mw_graph_grads16_disk, src/graph/narrow.c). The segments
  * before and after the blocks (embeddings, head, final norm) keep fp32 gradients. */
 static inline int mw_graph_grads_b16(const mw_model *m) { return !m->cfg.inference && m->cfg.precision == MW_PRECISION_BF16; }
 static inline int mw_graph_grads_mem16(const mw_model *m) { return mw_graph_grads_b16(m) && !mw_graph_grads_on_disk(m); }
+static inline int mw_graph_grads16_disk(const mw_model *m) { return mw_graph_grads_b16(m) && mw_graph_grads_on_disk(m); }
+/* --precision bf16 with the blocks' parameters on disk: forward and backward read their bfloat16
+ * copy (MW_ARR_H), the optimizer the fp32 master (src/graph/narrow.c) */
+static inline int mw_graph_params16(const mw_model *m) {
+    return mw_graph_grads_b16(m) && m->offload == MW_OFFLOAD_ALL && m->arch->params16 && !mw_graph_params_zero3(m);
+}
+/* The gradient norm summed at the blocks' backward, not by a pass over the disk (narrow.c): bfloat16
+ * gradients on disk, one process without a layout */
+static inline int mw_graph_norm_fused(const mw_model *m) {
+    return mw_graph_grads16_disk(m) && !m->cfg.dp && m->cfg.tp <= 1 && m->cfg.pp <= 1;
+}
 /* The blocks' gradients are bound to a slot per block during backward: on disk, or bfloat16. */
 static inline int mw_graph_grads_slotted(const mw_model *m) { return mw_graph_grads_on_disk(m) || mw_graph_grads_mem16(m) || mw_graph_grads_zero2(m); }
 
@@ -142,6 +153,9 @@ int mw_graph_disk_segs(const mw_model *m, const size_t **lo, const unsigned **ma
 void mw_graph_disk_layout(const mw_model *m, mw_offload_layout *lay);
 int mw_graph_opt_split_in(const mw_model *m, const mw_offload_layout *lay);
 void mw_graph_opt_traffic(const mw_model *m, const mw_offload_layout *lay, uint64_t *rd, uint64_t *wr);
+/* The bytes of one read of segment seg's parameters by a visit, and of block l's gradients once. */
+uint64_t mw_graph_visit_bytes(const mw_model *m, int seg);
+uint64_t mw_graph_grad_bytes(const mw_model *m, int l);
 /* The disk tier's (and bf16's, --zero 2's) segments over the parameter table, and --zero's bounds. */
 mw_status mw_graph_build_segments(mw_model *m);
 /* One micro-batch's transfers read off the schedule (visits, prefetches, gradient binds). */
@@ -159,7 +173,31 @@ mw_status mw_graph_param_visit(mw_model *m, int j);
 mw_status mw_graph_grad_bind(mw_model *m, int l);
 mw_status mw_graph_grad_done(mw_model *m, int l);
 
+/* ---- narrow.c ---- */
+
+/* In place: n bfloat16 at buf's start widened to n floats over buf (n floats of room), and back. */
+void mw_graph_widen_inplace(float *buf, size_t n);
+void mw_graph_narrow_inplace(float *buf, size_t n);
+/* The blocks' vectors that stay fp32 in memory (m->vec_t, vec_off, pvec_floats); MW_ERR_NOMEM. */
+mw_status mw_graph_narrow_build(mw_model *m);
+/* A block's bfloat16 copy, read into slot, made its parameters: widened, its vectors' fp32 over it. */
+void mw_graph_narrow_bind(mw_model *m, int seg, float *slot);
+/* The optimizer's chunk [lo, hi) of segment seg: its updated parameters p rounded into h (the
+ * copy's chunk) and its vectors' fp32 values kept in pvec. */
+void mw_graph_narrow_chunk(mw_model *m, int seg, size_t lo, size_t hi, const float *p, uint16_t *h);
+
+/* The gradient norm's quantum sums at each block's backward end (g: its gradients as bfloat16, what
+ * the disk gets), whether they are ready for this step's norm, and the sums of the tensors before
+ * and after the blocks, done when the norm is asked for (then m->nparts holds every quantum's). */
+void mw_graph_norm_block(mw_model *m, int l, const uint16_t *g);
+int mw_graph_norm_ready(const mw_model *m);
+void mw_graph_norm_ends(mw_model *m);
+
 /* ---- exec.c ---- */
+
+/* parts[b] += the squares of elements lo..hi-1 of gv (floats, or bfloat16 when g16; gv[0] is element
+ * lo) in quantum b (MW_NORM_QUANTUM), each quantum's in element order. */
+void mw_graph_sumsq_parts(double *parts, const void *gv, int g16, size_t lo, size_t hi);
 
 /* The gradients of flat elements [lo, hi) of segment seg as floats, outside the disk tier: where
  * they are, or a block's bfloat16 ones widened into gslot[0] (zeros when stale); valid until the

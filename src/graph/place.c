@@ -108,7 +108,7 @@ mw_status mw_graph_plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
         mw_offload_layout lay;
         mw_graph_disk_layout(m, &lay);
         const uint64_t *ab = lay.arr_bytes, acc = (uint64_t)m->cfg.accum;
-        s->disk[MW_CAT_PARAMS] = ab[MW_ARR_P];
+        s->disk[MW_CAT_PARAMS] = ab[MW_ARR_P] + ab[MW_ARR_H];
         s->disk[MW_CAT_GRADS] = ab[MW_ARR_G];
         s->disk[MW_CAT_OPTIM] = ab[MW_ARR_M] + ab[MW_ARR_V];
         s->disk_file = lay.file_bytes;
@@ -118,11 +118,11 @@ mw_status mw_graph_plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
          * the first read them back; the parameters' reads of the blocks' visits, each micro-batch */
         uint64_t ord, owr;
         mw_graph_opt_traffic(m, &lay, &ord, &owr);
-        s->disk_read = ord + ab[MW_ARR_G] + (acc - 1) * ab[MW_ARR_G];
+        s->disk_read = ord + (mw_graph_norm_fused(m) ? 0 : ab[MW_ARR_G]) + (acc - 1) * ab[MW_ARR_G];
         s->disk_write = owr + acc * ab[MW_ARR_G];
         if (m->offload == MW_OFFLOAD_ALL)
             for (int j = 0; j < 3 * m->nvisit; j++)
-                if (m->visit_rd[j].seg >= 0) s->disk_read += acc * mw_offload_pad(mw_graph_seg_len(m, m->visit_rd[j].seg)) * sizeof(float);
+                if (m->visit_rd[j].seg >= 0) s->disk_read += acc * mw_graph_visit_bytes(m, m->visit_rd[j].seg);
     }
     const uint64_t act_disk = mw_graph_act_disk_bytes(m); /* swapped activations: each micro-batch writes and reads them */
     if (act_disk) {
@@ -166,7 +166,7 @@ static void predict_step(const mw_model *m, mw_plan_summary *s) {
         mw_offload_layout lay;
         mw_graph_disk_layout(m, &lay);
         mw_graph_opt_traffic(m, &lay, &ord, &owr);
-        G = lay.arr_bytes[MW_ARR_G]; /* the norm's pass reads the gradients once */
+        G = mw_graph_norm_fused(m) ? 0 : lay.arr_bytes[MW_ARR_G]; /* the norm's pass reads the gradients once */
     }
     const double rb = s->disk_read_bw, wb = s->disk_write_bw;
     const double mb_io = (double)(s->disk_read - ord - G) / rb + (double)(s->disk_write - owr) / wb;
@@ -275,7 +275,6 @@ mw_status mw_graph_plan_buffers(const mw_model_def *arch, const mw_config *cfg, 
  * a visit's parameter reads, a block's gradients written behind after its backward, and at the
  * optimizer the norm's and the update's passes over the file. */
 static void timeline_transfers(const mw_model *m, int i, mw_plan_op *o) {
-    const uint64_t F = sizeof(float);
     mw_graph_act_op_io(m, i, &o->disk_read, &o->disk_write); /* swapped activations */
     if (m->offload == MW_OFFLOAD_NONE) return;
     if (i == m->opt_op) {
@@ -283,16 +282,16 @@ static void timeline_transfers(const mw_model *m, int i, mw_plan_op *o) {
         mw_graph_disk_layout(m, &lay);
         uint64_t ord, owr;
         mw_graph_opt_traffic(m, &lay, &ord, &owr);
-        o->disk_read += ord + lay.arr_bytes[MW_ARR_G]; /* the norm reads the gradients, the passes */
+        o->disk_read += ord + (mw_graph_norm_fused(m) ? 0 : lay.arr_bytes[MW_ARR_G]); /* the norm's pass, the update's */
         o->disk_write += owr;
         return;
     }
     if (m->offload == MW_OFFLOAD_ALL && m->op_pv && m->op_pv[i] >= 0)
         for (int e = 0; e < 3; e++) {
             const int r = m->visit_rd[3 * m->op_pv[i] + e].seg;
-            if (r >= 0) o->disk_read += mw_offload_pad(mw_graph_seg_len(m, r)) * F;
+            if (r >= 0) o->disk_read += mw_graph_visit_bytes(m, r);
         }
-    if (m->op_ge && m->op_ge[i]) o->disk_write += mw_offload_pad(mw_graph_seg_len(m, 1 + m->ops[i].layer)) * F;
+    if (m->op_ge && m->op_ge[i]) o->disk_write += mw_graph_grad_bytes(m, m->ops[i].layer);
 }
 
 mw_status mw_graph_plan_timeline(const mw_model_def *arch, const mw_config *cfg, mw_plan_op **ops, int *nops) {
@@ -413,6 +412,7 @@ static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const 
     m->building_layer = -1;
     m->pad_q = cfg->inference ? 16 : mw_opt_pad_quantum(cfg->optim);
     for (int k = 0; k < 3; k++) m->pslot_seg[k] = m->pslot_id[k] = m->gslot_seg[k] = m->gslot_id[k] = -1;
+    m->nready = -1;
     mw_status s = m->pol ? arch->build_table(m) : mw_fail(MW_ERR_NOMEM, "cannot allocate the layer table");
     if (s == MW_OK && cfg->pp > 1 && cfg->pp_stage > 0) { /* the blocks' tensors before this stage's */
         int nb = 0;
@@ -541,6 +541,7 @@ void mw_model_destroy(mw_model *m) {
     free(m->opp);
     free(m->seg_lo), free(m->seg_mask), free(m->pbase), free(m->gbase), free(m->gfresh);
     free(m->op_pv), free(m->op_gb), free(m->op_ge), free(m->visit_seg), free(m->visit_slot), free(m->visit_rd);
+    free(m->vec_t), free(m->vec_off);
     free(m);
 }
 

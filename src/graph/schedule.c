@@ -166,6 +166,7 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
         PERSIST(m->pres[0], mw_graph_seg_len(m, 0) * F, MW_CAT_PARAMS, "params_pre");
         PERSIST(m->pres[1], mw_graph_seg_len(m, L + 1) * F, MW_CAT_PARAMS, "params_post");
         for (int k = 0; k < 3; k++) PERSIST(m->pslot[k], slot_bytes, MW_CAT_PARAMS, "param_slot");
+        if (m->pvec_floats) PERSIST(m->pvec, m->pvec_floats * F, MW_CAT_PARAMS, "params_vec"); /* narrow.c */
     } else {
         PERSIST(m->params, m->nfloats * F, MW_CAT_PARAMS, "params");
     }
@@ -185,6 +186,10 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
             PERSIST(m->g16, (m->seg_lo[L + 1] - m->seg_lo[1]) * sizeof(uint16_t), MW_CAT_GRADS, "grads_bf16");
         } else {
             PERSIST(m->grads, m->nfloats * F, MW_CAT_GRADS, "grads");
+        }
+        if (mw_graph_norm_fused(m)) { /* the norm's sums at the blocks' backward (narrow.c) */
+            PERSIST(m->nparts, (m->nfloats + MW_NORM_QUANTUM - 1) / MW_NORM_QUANTUM * sizeof(double), MW_CAT_WORK, "norm_parts");
+            PERSIST(m->npend, (uint64_t)MW_NORM_QUANTUM * F, MW_CAT_WORK, "norm_pend");
         }
         const int adam = c->optim == MW_OPTIM_ADAMW;
         const size_t on = mw_graph_opt_sharded(m) ? m->zhi - m->zlo : m->nfloats;

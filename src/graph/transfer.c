@@ -13,9 +13,12 @@
 #include "graph_impl.h"
 #include "model.h"
 
-/* Bits per element of the disk tier's arrays: gradients and parameters fp32, M and V the optimizer's. */
+/* Bits per element of the disk tier's arrays: parameters fp32, their copy H bfloat16, gradients
+ * fp32 or bfloat16 under --precision bf16 (src/graph/narrow.c), M and V the optimizer's. */
 void mw_graph_disk_bits(const mw_model *m, int bits[MW_ARR_COUNT]) {
-    bits[MW_ARR_G] = bits[MW_ARR_P] = 32;
+    bits[MW_ARR_P] = 32;
+    bits[MW_ARR_G] = mw_graph_grads16_disk(m) ? 16 : 32;
+    bits[MW_ARR_H] = 16;
     bits[MW_ARR_M] = m->opt.bits[0] ? m->opt.bits[0] : 32;
     bits[MW_ARR_V] = m->opt.bits[1] ? m->opt.bits[1] : 32;
 }
@@ -59,7 +62,8 @@ int mw_graph_opt_split(const mw_model *m) {
     return mw_graph_opt_split_in(m, &lay);
 }
 
-/* The bytes the optimizer's passes read from and write to the disk tier per step. */
+/* The bytes the optimizer's passes read from and write to the disk tier per step (a pass that
+ * writes P writes its bfloat16 copy H too, where the layout has one). */
 void mw_graph_opt_traffic(const mw_model *m, const mw_offload_layout *lay, uint64_t *rd, uint64_t *wr) {
     *rd = *wr = 0;
     const int split = mw_graph_opt_split_in(m, lay);
@@ -67,7 +71,18 @@ void mw_graph_opt_traffic(const mw_model *m, const mw_offload_layout *lay, uint6
         for (int a = 0; a < MW_ARR_COUNT && mw_opt_pass_needed(&m->opt, k, split); a++) {
             if (m->opt.rd[k] & MW_ARR_BIT(a)) *rd += lay->arr_bytes[a];
             if (m->opt.wr[k] & MW_ARR_BIT(a)) *wr += lay->arr_bytes[a];
+            if (a == MW_ARR_P && (m->opt.wr[k] & MW_ARR_BIT(a))) *wr += lay->arr_bytes[MW_ARR_H];
         }
+}
+
+/* The bytes a visit's read of segment seg's parameters moves: the bfloat16 copy's, or the fp32. */
+uint64_t mw_graph_visit_bytes(const mw_model *m, int seg) {
+    return mw_offload_arr_bytes(mw_graph_seg_len(m, seg), mw_graph_params16(m) ? 16 : 32);
+}
+
+/* The bytes of block l's gradients written behind (or read back) once. */
+uint64_t mw_graph_grad_bytes(const mw_model *m, int l) {
+    return mw_offload_arr_bytes(mw_graph_seg_len(m, 1 + l), mw_graph_grads16_disk(m) ? 16 : 32);
 }
 
 /* Rank r's shard length under --zero. With expert parallelism (a layout's cfg.ep = E > 1; Megatron-
@@ -157,8 +172,9 @@ mw_status mw_graph_build_segments(mw_model *m) {
     }
     for (int l = 0; l < L; l++)
         m->seg_mask[1 + l] = mv | (mw_graph_grads_on_disk(m) ? MW_ARR_BIT(MW_ARR_G) : 0) |
-                             (m->offload == MW_OFFLOAD_ALL ? MW_ARR_BIT(MW_ARR_P) : 0);
-    return MW_OK;
+                             (m->offload == MW_OFFLOAD_ALL ? MW_ARR_BIT(MW_ARR_P) : 0) |
+                             (mw_graph_params16(m) ? MW_ARR_BIT(MW_ARR_H) : 0);
+    return mw_graph_narrow_build(m);
 }
 
 /* One micro-batch's transfers, read off the schedule: the visits of the blocks' parameters (a
@@ -281,13 +297,22 @@ mw_status mw_graph_params_settle(mw_model *m) {
     for (int k = 0; k < 3; k++) {
         mw_status w = wait_id(m, &m->pslot_id[k]);
         if (st == MW_OK) st = w;
+        m->pslot_h[k] = 0;
     }
     if (st == MW_OK && m->access_dirty && m->pslot_seg[0] >= 0) {
-        int id;
-        st = mw_offload_seg_start(m->off, 1, m->pslot_seg[0], MW_ARR_P, m->pslot[0], &id);
-        if (st == MW_OK) st = mw_offload_wait(m->off, id);
+        const int seg = m->pslot_seg[0];
+        int id = -1, ih = -1;
+        st = mw_offload_seg_start(m->off, 1, seg, MW_ARR_P, m->pslot[0], &id);
+        if (st == MW_OK && mw_graph_params16(m)) { /* and its bfloat16 copy, made in slot 1 */
+            mw_graph_narrow_chunk(m, seg, m->seg_lo[seg], m->seg_lo[seg + 1], m->pslot[0], (uint16_t *)m->pslot[1]);
+            st = mw_offload_seg_start(m->off, 1, seg, MW_ARR_H, m->pslot[1], &ih);
+        }
+        mw_status w = wait_id(m, &id);
+        if (st == MW_OK) st = w;
+        w = wait_id(m, &ih);
+        if (st == MW_OK) st = w;
     }
-    m->access_dirty = 0;
+    m->access_dirty = m->access_p = 0;
     for (int k = 0; k < 3; k++) {
         if (m->pslot_seg[k] >= 0) m->pbase[m->pslot_seg[k]] = NULL;
         m->pslot_seg[k] = -1;
@@ -369,10 +394,15 @@ mw_status mw_graph_param_visit(mw_model *m, int j) {
         MW_TRY(wait_id(m, &m->pslot_id[k]));
         if (m->pslot_seg[k] >= 0) m->pbase[m->pslot_seg[k]] = NULL;
         m->pslot_seg[k] = seg;
-        MW_TRY(mw_offload_seg_start(m->off, 0, seg, MW_ARR_P, m->pslot[k], &m->pslot_id[k]));
+        m->pslot_h[k] = mw_graph_params16(m);
+        MW_TRY(mw_offload_seg_start(m->off, 0, seg, m->pslot_h[k] ? MW_ARR_H : MW_ARR_P, m->pslot[k], &m->pslot_id[k]));
     }
     const int k = m->visit_slot[j];
     MW_TRY(wait_id(m, &m->pslot_id[k]));
+    if (m->pslot_h[k]) { /* the bfloat16 copy, landed: widened once, at its first bind */
+        mw_graph_narrow_bind(m, m->visit_seg[j], m->pslot[k]);
+        m->pslot_h[k] = 0;
+    }
     m->pbase[m->visit_seg[j]] = m->pslot[k];
     return MW_OK;
 }
@@ -404,6 +434,7 @@ mw_status mw_graph_grad_bind(mw_model *m, int l) {
         int id;
         MW_TRY(mw_offload_seg_start(m->off, 0, seg, MW_ARR_G, m->gslot[k], &id));
         MW_TRY(mw_offload_wait(m->off, id));
+        if (mw_graph_grads16_disk(m)) mw_graph_widen_inplace(m->gslot[k], mw_graph_seg_len(m, seg));
     }
     m->gbase[seg] = m->gslot[k];
     return MW_OK;
@@ -427,10 +458,9 @@ mw_status mw_graph_grad_done(mw_model *m, int l) {
     if (m->gslot_seg[k] != seg) return mw_fail(MW_ERR_ARG, "internal: block %d's gradients are not in slot %d", l, k);
     m->gbase[seg] = NULL;
     m->gfresh[l] = 0;
-    if (mw_graph_grads_b16(m)) { /* the values g16 would hold, as fp32: the same bits in every placement */
-        float *g = m->gslot[k];
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) g[i] = mw_bf16_round(g[i]);
+    if (mw_graph_grads16_disk(m)) { /* the bits g16 would hold, the disk's 2 bytes: the same in every placement */
+        mw_graph_narrow_inplace(m->gslot[k], n);
+        mw_graph_norm_block(m, l, (const uint16_t *)m->gslot[k]);
     }
     return mw_offload_seg_start(m->off, 1, seg, MW_ARR_G, m->gslot[k], &m->gslot_id[k]);
 }
@@ -445,7 +475,9 @@ float *mw_graph_param_access(mw_model *m, int i, int write) {
         if (write && z3) m->zres_dirty = 1;
         return p;
     }
-    if (m->pslot_seg[0] != seg) {
+    /* a visit's block (left in slot 0 after a step's ops) is the bfloat16 copy under params16: the
+     * fp32 master comes in instead */
+    if (m->pslot_seg[0] != seg || (mw_graph_params16(m) && !m->access_p)) {
         mw_status st = mw_graph_params_settle(m); /* writes a dirty block back, forgets the slots */
         int id = -1;
         if (z3) { /* gathered: every rank calls this in the same order (init, loads; checkpoints
@@ -461,6 +493,7 @@ float *mw_graph_param_access(mw_model *m, int i, int write) {
         }
         m->pslot_seg[0] = seg;
         m->pbase[seg] = m->pslot[0];
+        m->access_p = 1;
         p = mw_graph_tensor(m, 0, i);
     }
     if (write) m->access_dirty = 1;

@@ -9,7 +9,7 @@
 #include "aio.h"
 #include "scratch.h"
 
-#define DEPTH 48 /* requests in flight at most: 4 slots x 4 arrays x (reads + writes), and segments */
+#define DEPTH 64 /* requests in flight at most: 4 slots x 5 arrays x (reads + writes), and segments */
 
 struct mw_offload {
     mw_offload_layout lay;
@@ -276,7 +276,6 @@ mw_status mw_offload_stream(mw_offload *o, unsigned rd, unsigned wr, mw_offload_
     int rid[MW_OFFLOAD_SLOTS][MW_ARR_COUNT], wid[MW_OFFLOAD_SLOTS][MW_ARR_COUNT];
     for (size_t s = 0; s < S; s++)
         for (int a = 0; a < MW_ARR_COUNT; a++) rid[s][a] = wid[s][a] = -1;
-    wr &= rd;
     MW_TRY(mw_offload_commit(o)); /* the slots are about to change */
     mw_status st = MW_OK;
     for (size_t c = 0; c < A && c < nch && st == MW_OK; c++) st = chunk_io(o, 0, c, rd, (int)c, rid[c]);
@@ -290,7 +289,7 @@ mw_status mw_offload_stream(mw_offload *o, unsigned rd, unsigned wr, mw_offload_
         }
         if ((st = wait_ids(o, rid[s])) != MW_OK) break;
         void *arr[MW_ARR_COUNT];
-        const unsigned has = rd & o->mask[o->cseg[c]];
+        const unsigned has = (rd | wr) & o->mask[o->cseg[c]];
         for (int a = 0; a < MW_ARR_COUNT; a++) arr[a] = has & MW_ARR_BIT(a) ? slot_arr(o, s, a) : NULL;
         fn(ctx, o->clo[c], o->clo[c + 1], o->cseg[c], arr);
         mw_aio_poll(o->io); /* the reads and writes that finished during the update, timed now */
@@ -336,7 +335,8 @@ static mw_status flush_arr(mw_offload *o, int a) {
     o->cached[a] = -1;
     o->dirty[a] = 0;
     if (!dirty || c < 0) return MW_OK;
-    int ids[MW_ARR_COUNT] = {-1, -1, -1, -1};
+    int ids[MW_ARR_COUNT];
+    for (int b = 0; b < MW_ARR_COUNT; b++) ids[b] = -1;
     MW_TRY(chunk_io(o, 1, (size_t)c, MW_ARR_BIT(a), 0, ids));
     return wait_ids(o, ids);
 }
@@ -360,7 +360,8 @@ static mw_status window(mw_offload *o, int a, size_t off, size_t limit, void **p
         return mw_fail(MW_ERR_ARG, "internal: array %d of element %zu is not on disk", a, off);
     if (o->cached[a] != (long)c) {
         MW_TRY(flush_arr(o, a));
-        int ids[MW_ARR_COUNT] = {-1, -1, -1, -1};
+        int ids[MW_ARR_COUNT];
+        for (int b = 0; b < MW_ARR_COUNT; b++) ids[b] = -1;
         MW_TRY(chunk_io(o, 0, c, MW_ARR_BIT(a), 0, ids));
         MW_TRY(wait_ids(o, ids));
         o->cached[a] = (long)c;

@@ -26,7 +26,10 @@
 #define MW_OFFLOAD_SLOTS 4           /* staging slots: update one, read two ahead, write one behind */
 #define MW_OFFLOAD_Q 1024            /* floats of one 4096-byte block: the padding quantum */
 
-enum { MW_ARR_G = 0, MW_ARR_P, MW_ARR_M, MW_ARR_V, MW_ARR_COUNT };
+/* G gradients, P parameters (the fp32 master under --precision bf16), M and V the optimizer's
+ * moments, H the parameters' bfloat16 copy that forward and backward read under --precision bf16
+ * (written by the optimizer's pass that writes P; never read by it: a write-only array of a pass) */
+enum { MW_ARR_G = 0, MW_ARR_P, MW_ARR_M, MW_ARR_V, MW_ARR_H, MW_ARR_COUNT };
 #define MW_ARR_BIT(a) (1u << (a))
 #define MW_ARR_MV (MW_ARR_BIT(MW_ARR_M) | MW_ARR_BIT(MW_ARR_V))
 
@@ -42,7 +45,7 @@ typedef struct mw_offload mw_offload;
 typedef struct mw_offload_layout {
     size_t n, chunk, nchunks;
     int slots, arrays;
-    int bits[MW_ARR_COUNT];   /* bits per element of each array: 32 (G, P, fp32 moments), 8 or 4 */
+    int bits[MW_ARR_COUNT];   /* bits per element of each array: 32 (P, fp32 moments), 16 (H, bf16 G), 8 or 4 */
     uint64_t slot_bytes;      /* one staging slot: a chunk of every array */
     uint64_t file_bytes, staging_bytes, arr_bytes[MW_ARR_COUNT];
 } mw_offload_layout;
@@ -81,8 +84,9 @@ void mw_offload_get_info(const mw_offload *o, mw_offload_info *info);
 
 /* One pass over every chunk in order: the arrays of rd (MW_ARR_BIT bits) that the chunk's segment
  * holds are read into a staging slot, fn(ctx, lo, hi, seg, arr) runs with arr[a] pointing at
- * elements [lo, hi) of array a (NULL where not read; a narrow array's element lo starts a byte),
- * and the arrays of wr it holds are written back. wr must be within rd. */
+ * elements [lo, hi) of array a (NULL where neither read nor written; a narrow array's element lo
+ * starts a byte), and the arrays of wr it holds are written back. An array of wr outside rd is
+ * write-only: fn gets its slot, unread, and fills it. */
 typedef void (*mw_offload_chunk_fn)(void *ctx, size_t lo, size_t hi, int seg, void *const arr[MW_ARR_COUNT]);
 mw_status mw_offload_stream(mw_offload *o, unsigned rd, unsigned wr, mw_offload_chunk_fn fn, void *ctx);
 

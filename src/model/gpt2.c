@@ -492,6 +492,7 @@ const mw_model_def mw_arch_gpt2 = {
     .k_opt = K_OPT,
     .lslot_split = lslot_split,
     .runs_layouts = 1,
+    .params16 = 1,
     .lslot_lossy = lslot_lossy,
     .gslot_split = gslot_split,
     .logits_acc = 4,
