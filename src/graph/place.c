@@ -120,9 +120,11 @@ mw_status mw_graph_plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
         mw_graph_opt_traffic(m, &lay, &ord, &owr);
         s->disk_read = ord + (mw_graph_norm_fused(m) ? 0 : ab[MW_ARR_G]) + (acc - 1) * ab[MW_ARR_G];
         s->disk_write = owr + acc * ab[MW_ARR_G];
-        if (m->offload == MW_OFFLOAD_ALL)
-            for (int j = 0; j < 3 * m->nvisit; j++)
-                if (m->visit_rd[j].seg >= 0) s->disk_read += acc * mw_graph_visit_bytes(m, m->visit_rd[j].seg);
+        if (m->offload == MW_OFFLOAD_ALL) /* the first micro-batch's visits, and the others' (acc - 1) */
+            for (int j = 0; j < 3 * m->nvisit; j++) {
+                if (m->visit_rd[j].seg >= 0) s->disk_read += (m->visit_carry ? 1 : acc) * mw_graph_visit_bytes(m, m->visit_rd[j].seg);
+                if (m->visit_carry && m->visit_rd1[j].seg >= 0) s->disk_read += (acc - 1) * mw_graph_visit_bytes(m, m->visit_rd1[j].seg);
+            }
     }
     const uint64_t act_disk = mw_graph_act_disk_bytes(m); /* swapped activations: each micro-batch writes and reads them */
     if (act_disk) {
@@ -542,6 +544,7 @@ void mw_model_destroy(mw_model *m) {
     free(m->seg_lo), free(m->seg_mask), free(m->pbase), free(m->gbase), free(m->gfresh);
     free(m->op_pv), free(m->op_gb), free(m->op_ge), free(m->visit_seg), free(m->visit_slot), free(m->visit_rd);
     free(m->vec_t), free(m->vec_off);
+    free(m->visit_rd1), free(m->visit_slot1);
     free(m);
 }
 

@@ -177,6 +177,38 @@ mw_status mw_graph_build_segments(mw_model *m) {
     return mw_graph_narrow_build(m);
 }
 
+/* The parameter visits' slots and reads (visit_rd: 3 per visit) from the slots' state holds
+ * (the segment each holds, -1 none), which ends as the visits leave it. */
+static void plan_visits(const mw_model *m, int holds[3], mw_seg_read *visit_rd, int *visit_slot) {
+    for (int j = 0; j < m->nvisit; j++) {
+        const int seg = m->visit_seg[j];
+        const int n1 = j + 1 < m->nvisit ? m->visit_seg[j + 1] : -2, n2 = j + 2 < m->nvisit ? m->visit_seg[j + 2] : -2;
+        mw_seg_read *rd = visit_rd + 3 * j;
+        int nr = 0;
+        for (int e = 0; e < 3; e++) rd[e] = (mw_seg_read){-1, -1};
+        int s = -1;
+        for (int k = 0; k < 3; k++)
+            if (holds[k] == seg) s = k;
+        if (s < 0) { /* not prefetched: read now, into a slot the next two visits do not need */
+            for (int k = 0; k < 3 && s < 0; k++)
+                if (holds[k] != n1 && holds[k] != n2) s = k;
+            holds[s] = seg;
+            rd[nr++] = (mw_seg_read){seg, s};
+        }
+        visit_slot[j] = s;
+        for (int d = 1; d <= 2; d++) {
+            const int want = d == 1 ? n1 : n2;
+            if (want < 0 || holds[0] == want || holds[1] == want || holds[2] == want) continue;
+            int t = -1;
+            for (int k = 0; k < 3 && t < 0; k++)
+                if (k != s && holds[k] != n1 && holds[k] != n2) t = k;
+            if (t < 0) continue;
+            holds[t] = want;
+            rd[nr++] = (mw_seg_read){want, t};
+        }
+    }
+}
+
 /* One micro-batch's transfers, read off the schedule: the visits of the blocks' parameters (a
  * block's consecutive ops, the head between them not counting) with the slot each uses and the
  * reads each starts (its own when not prefetched, and the next two visits'), and per block the
@@ -220,32 +252,20 @@ mw_status mw_graph_build_transfers(mw_model *m) {
             m->op_ge[last] = 1;
         }
     int holds[3] = {-1, -1, -1};
-    for (int j = 0; j < m->nvisit; j++) {
-        const int seg = m->visit_seg[j];
-        const int n1 = j + 1 < m->nvisit ? m->visit_seg[j + 1] : -2, n2 = j + 2 < m->nvisit ? m->visit_seg[j + 2] : -2;
-        mw_seg_read *rd = m->visit_rd + 3 * j;
-        int nr = 0;
-        for (int e = 0; e < 3; e++) rd[e] = (mw_seg_read){-1, -1};
-        int s = -1;
-        for (int k = 0; k < 3; k++)
-            if (holds[k] == seg) s = k;
-        if (s < 0) { /* not prefetched: read now, into a slot the next two visits do not need */
-            for (int k = 0; k < 3 && s < 0; k++)
-                if (holds[k] != n1 && holds[k] != n2) s = k;
-            holds[s] = seg;
-            rd[nr++] = (mw_seg_read){seg, s};
-        }
-        m->visit_slot[j] = s;
-        for (int d = 1; d <= 2; d++) {
-            const int want = d == 1 ? n1 : n2;
-            if (want < 0 || holds[0] == want || holds[1] == want || holds[2] == want) continue;
-            int t = -1;
-            for (int k = 0; k < 3 && t < 0; k++)
-                if (k != s && holds[k] != n1 && holds[k] != n2) t = k;
-            if (t < 0) continue;
-            holds[t] = want;
-            rd[nr++] = (mw_seg_read){want, t};
-        }
+    plan_visits(m, holds, m->visit_rd, m->visit_slot);
+    /* --accum: a micro-batch after the first starts where the one before left the slots (its last
+     * blocks, the next one's first): its own reads, from that state, when it ends in it again */
+    memcpy(m->visit_end, holds, sizeof holds);
+    m->visit_carry = 0;
+    if (m->cfg.accum > 1 && m->offload == MW_OFFLOAD_ALL && !m->cfg.dp && m->cfg.pp <= 1) {
+        free(m->visit_rd1), free(m->visit_slot1);
+        m->visit_slot1 = malloc(sizeof(int) * (size_t)n);
+        m->visit_rd1 = malloc(sizeof *m->visit_rd1 * 3 * (size_t)n);
+        if (!m->visit_slot1 || !m->visit_rd1) return mw_fail(MW_ERR_NOMEM, "out of memory planning");
+        int h1[3];
+        memcpy(h1, holds, sizeof h1);
+        plan_visits(m, h1, m->visit_rd1, m->visit_slot1);
+        m->visit_carry = memcmp(h1, holds, sizeof h1) == 0;
     }
     return MW_OK;
 }
@@ -330,10 +350,18 @@ mw_status mw_graph_grads_settle(mw_model *m) {
     return st;
 }
 
-/* Before a micro-batch's ops (or the optimizer): a failure outside a call comes out now. */
+/* Before a micro-batch's ops (or the optimizer): a failure outside a call comes out now. A micro-
+ * batch that finds the slots as the one before left them (nothing written or read outside a step
+ * since) keeps them and runs the plan that starts there (visit_rd1); any other settles first. */
 mw_status mw_graph_step_begin(mw_model *m) {
     MW_TRY(mw_graph_io_check(m));
     m->gvisit = 0;
+    m->vplan = 0;
+    if (m->visit_carry && m->off && !m->access_p && !m->access_dirty && m->pslot_seg[0] == m->visit_end[0] &&
+        m->pslot_seg[1] == m->visit_end[1] && m->pslot_seg[2] == m->visit_end[2]) {
+        m->vplan = 1;
+        return MW_OK;
+    }
     return mw_graph_params_settle(m);
 }
 
@@ -388,7 +416,7 @@ void mw_graph_zero3_poll(mw_model *m) {
  * its block's and binds it. */
 mw_status mw_graph_param_visit(mw_model *m, int j) {
     if (mw_graph_params_zero3(m)) return zero3_visit(m, j);
-    const mw_seg_read *rd = m->visit_rd + 3 * j;
+    const mw_seg_read *rd = (m->vplan ? m->visit_rd1 : m->visit_rd) + 3 * j;
     for (int e = 0; e < 3 && rd[e].seg >= 0; e++) {
         const int seg = rd[e].seg, k = rd[e].slot;
         MW_TRY(wait_id(m, &m->pslot_id[k]));
@@ -397,7 +425,7 @@ mw_status mw_graph_param_visit(mw_model *m, int j) {
         m->pslot_h[k] = mw_graph_params16(m);
         MW_TRY(mw_offload_seg_start(m->off, 0, seg, m->pslot_h[k] ? MW_ARR_H : MW_ARR_P, m->pslot[k], &m->pslot_id[k]));
     }
-    const int k = m->visit_slot[j];
+    const int k = (m->vplan ? m->visit_slot1 : m->visit_slot)[j];
     MW_TRY(wait_id(m, &m->pslot_id[k]));
     if (m->pslot_h[k]) { /* the bfloat16 copy, landed: widened once, at its first bind */
         mw_graph_narrow_bind(m, m->visit_seg[j], m->pslot[k]);
