@@ -130,6 +130,19 @@ for mode in optimizer+grads all; do
     fail "bf16 $mode: a step moves $((r + w)) bytes, fp32 $((r32 + w32))"
 done
 
+# --accum under all (issue 35): a micro-batch after the first starts from the slots the one before
+# left, so it reads fewer parameter bytes than the first. From the plans: the first micro-batch's
+# visits read V = E1 - O1 - P (all against optimizer+grads at --accum 1, less the optimizer's read of
+# the parameters), a later one's E2 - E1 - (O2 - O1) (main's build: the same V)
+rb() { "$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 --offload "$1" --accum "$2" --json |
+  grep -o '"read_bytes_per_step": [0-9]*' | sed 's/.*: //'; }
+e1=$(rb all 1) e2=$(rb all 2) o1=$(rb optimizer+grads 1) o2=$(rb optimizer+grads 2)
+pb=$("$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 --offload all --json |
+  grep -o '"disk": {"categories": {"parameters": [0-9]*' | sed 's/.*: //')
+v0=$((e1 - o1 - pb)) v1=$((e2 - e1 - o2 + o1))
+[ "$v1" -lt "$v0" ] && [ "$v1" -gt 0 ] && pass "--accum: a later micro-batch reads $v1 parameter bytes, the first $v0" ||
+  fail "--accum: a later micro-batch reads $v1 parameter bytes, the first $v0"
+
 echo "-- resume in offloaded runs"
 run full --steps 8 --threads 2
 run part --steps 8 --threads 2 --stop-at 3 --offload optimizer --offload-dir "$T/scr"

@@ -187,8 +187,8 @@ struct mw_model {
     int *op_pv, *op_gb, *op_ge;        /* per op: param visit index (-1), grads bound / done here */
     int nvisit, *visit_seg, *visit_slot; /* param visits of one micro-batch: segment, slot */
     mw_seg_read *visit_rd;             /* per visit, 3 entries: the reads it starts (seg < 0: none) */
-    int visit_carry, visit_end[3];     /* --accum: the slots' state a micro-batch ends in, and whether
-                                          the next starts from it (transfer.c) ... */
+    int visit_carry, visit_end[3];     /* --accum: the slots' state the first micro-batch's plan ends
+                                          in, and how many micro-batches start from it (transfer.c) ... */
     int *visit_slot1, vplan;           /* ... with these slots and reads; vplan: the micro-batch running
                                           uses them (1) or visit_slot, visit_rd (0) */
     mw_seg_read *visit_rd1;

@@ -122,8 +122,9 @@ mw_status mw_graph_plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
         s->disk_write = owr + acc * ab[MW_ARR_G];
         if (m->offload == MW_OFFLOAD_ALL) /* the first micro-batch's visits, and the others' (acc - 1) */
             for (int j = 0; j < 3 * m->nvisit; j++) {
-                if (m->visit_rd[j].seg >= 0) s->disk_read += (m->visit_carry ? 1 : acc) * mw_graph_visit_bytes(m, m->visit_rd[j].seg);
-                if (m->visit_carry && m->visit_rd1[j].seg >= 0) s->disk_read += (acc - 1) * mw_graph_visit_bytes(m, m->visit_rd1[j].seg);
+                const uint64_t n1 = (uint64_t)m->visit_carry; /* micro-batches that start from the slots' state */
+                if (m->visit_rd[j].seg >= 0) s->disk_read += (acc - n1) * mw_graph_visit_bytes(m, m->visit_rd[j].seg);
+                if (n1 && m->visit_rd1[j].seg >= 0) s->disk_read += n1 * mw_graph_visit_bytes(m, m->visit_rd1[j].seg);
             }
     }
     const uint64_t act_disk = mw_graph_act_disk_bytes(m); /* swapped activations: each micro-batch writes and reads them */

@@ -265,7 +265,15 @@ mw_status mw_graph_build_transfers(mw_model *m) {
         int h1[3];
         memcpy(h1, holds, sizeof h1);
         plan_visits(m, h1, m->visit_rd1, m->visit_slot1);
-        m->visit_carry = memcmp(h1, holds, sizeof h1) == 0;
+        /* the micro-batches that run it: each whose start finds the first one's end (where the second
+         * plan ends elsewhere, as every:K's can, the next settles and runs the first plan again) */
+        const int same = memcmp(h1, holds, sizeof h1) == 0;
+        m->visit_carry = 0;
+        for (int mb = 1, prev1 = 0; mb < m->cfg.accum; mb++) {
+            const int use = same || !prev1;
+            m->visit_carry += use;
+            prev1 = use;
+        }
     }
     return MW_OK;
 }
