@@ -151,6 +151,13 @@ run gpp4og 4 --preset gpt2-tiny --pp 4 --microbatches 4 --offload optimizer+grad
 # --offload all keeps no whole parameters in memory: no params_crc32c; the reference is one process's --offload all
 run oplain_all 0 --accum 4 --offload all --offload-dir "$T/off_p_all"
 run opp_all 2 --pp 2 --microbatches 4 --offload all --offload-dir "$T/off_pp_all" && same "--offload all at --pp 2" oplain_all opp_all
+# --precision bf16 on the disk tier (issue 35): the blocks' gradients as their 2 bytes, under all the
+# parameters' bfloat16 copy; a stage's norm reads the 2 bytes (one process sums them at the backward)
+run oplain_bf 0 --accum 4 --precision bf16 --kernel avx2 --offload all --offload-dir "$T/off_p_bf" &&
+  run opp_bf_g 2 --pp 2 --microbatches 4 --precision bf16 --kernel avx2 --offload optimizer+grads --offload-dir "$T/off_pp_bf" &&
+  same "--precision bf16 --offload optimizer+grads at --pp 2" oplain_bf opp_bf_g &&
+  run opp_bf_a 2 --pp 2 --microbatches 4 --precision bf16 --kernel avx2 --offload all --offload-dir "$T/off_pp_bf" &&
+  same "--precision bf16 --offload all at --pp 2" oplain_bf opp_bf_a
 run plain4s 0 --accum 4 --recompute selective
 run pps 4 --pp 4 --microbatches 4 --recompute selective && same "--recompute selective at --pp 4" plain4s pps
 # auto's choices come from timings (a sanitizer build chooses otherwise): each budget below leaves no
