@@ -762,6 +762,12 @@ void mw_grid_destroy(mw_grid *g);
 /* Binds the ranks of a data-parallel model (cfg.dp): comm's size and rank must be cfg.world and
  * cfg.rank. mw_train and mw_train_step then run the data-parallel step. */
 mw_status mw_model_set_comm(mw_model *m, mw_comm *comm);
+/* Binds the tensor-parallel group of a --tp model (cfg.tp > 1) that also has data-parallel replicas
+ * or pipeline stages (mw_grid's tp_comm; its size must be cfg.tp, at most 64): the all-reduces and
+ * the vocabulary-parallel loss run over it, the replicas' sums over mw_model_set_comm's, the stages'
+ * messages over mw_model_set_pipe's (src/dist/tp.c). A --tp model alone may give its group to
+ * mw_model_set_comm instead. MW_ERR_ARG when the sizes disagree. */
+mw_status mw_model_set_tp(mw_model *m, mw_comm *tcomm);
 mw_comm *mw_model_comm(const mw_model *m);
 /* Binds the stages of a pipeline stage's model (cfg.pp > 1): pcomm's size and rank must be cfg.pp and
  * cfg.pp_stage, with point-to-point messages (mw_grid's pp_comm). mw_train, mw_train_step and
