@@ -169,9 +169,10 @@ typedef struct mw_config {
      * its shard; 3 also the parameters of its shard (docs/zero.md). The losses and weights are the
      * same bits for every world size and stage at the same world x accum. */
     int dp, world, rank, zero;
-    /* One rank of a parallel layout (issue 32, docs/cluster.md "Layouts"): a pipeline alone runs
-     * (pp > 1 with tp, sp, ep, vpp off: src/dist/pipeline.c, docs/parallel.md); the others are
-     * planned and not run here (mw_model_create refuses them): tp tensor-parallel ranks (0 or 1: none) dividing the
+    /* One rank of a parallel layout (issue 32, docs/cluster.md "Layouts"): tensor parallelism, a
+     * pipeline, or both, with data-parallel replicas, run (ep and vpp off: src/dist/tp.c,
+     * src/dist/pipeline.c, docs/parallel.md); the others are planned and not run here
+     * (mw_model_create refuses them): tp tensor-parallel ranks (0 or 1: none) dividing the
      * matrices, heads and vocabulary as each model declares, sp 1 for sequence parallelism over
      * them (the norms' and residual's values divided too); pp pipeline stages (0 or 1: none), this
      * plan being stage pp_stage's, which holds blocks pp_first .. pp_first + pp_blocks - 1 of
