@@ -169,9 +169,10 @@ typedef struct mw_config {
      * its shard; 3 also the parameters of its shard (docs/zero.md). The losses and weights are the
      * same bits for every world size and stage at the same world x accum. */
     int dp, world, rank, zero;
-    /* One rank of a parallel layout (issue 32, docs/cluster.md "Layouts"): a pipeline alone runs
-     * (pp > 1 with tp, sp, ep, vpp off: src/dist/pipeline.c, docs/parallel.md); the others are
-     * planned and not run here (mw_model_create refuses them): tp tensor-parallel ranks (0 or 1: none) dividing the
+    /* One rank of a parallel layout (issue 32, docs/cluster.md "Layouts"): tensor parallelism, a
+     * pipeline, or both, with data-parallel replicas, run (ep and vpp off: src/dist/tp.c,
+     * src/dist/pipeline.c, docs/parallel.md); the others are planned and not run here
+     * (mw_model_create refuses them): tp tensor-parallel ranks (0 or 1: none) dividing the
      * matrices, heads and vocabulary as each model declares, sp 1 for sequence parallelism over
      * them (the norms' and residual's values divided too); pp pipeline stages (0 or 1: none), this
      * plan being stage pp_stage's, which holds blocks pp_first .. pp_first + pp_blocks - 1 of
@@ -762,6 +763,12 @@ void mw_grid_destroy(mw_grid *g);
 /* Binds the ranks of a data-parallel model (cfg.dp): comm's size and rank must be cfg.world and
  * cfg.rank. mw_train and mw_train_step then run the data-parallel step. */
 mw_status mw_model_set_comm(mw_model *m, mw_comm *comm);
+/* Binds the tensor-parallel group of a --tp model (cfg.tp > 1) that also has data-parallel replicas
+ * or pipeline stages (mw_grid's tp_comm; its size must be cfg.tp, at most 64): the all-reduces and
+ * the vocabulary-parallel loss run over it, the replicas' sums over mw_model_set_comm's, the stages'
+ * messages over mw_model_set_pipe's (src/dist/tp.c). A --tp model alone may give its group to
+ * mw_model_set_comm instead. MW_ERR_ARG when the sizes disagree. */
+mw_status mw_model_set_tp(mw_model *m, mw_comm *tcomm);
 mw_comm *mw_model_comm(const mw_model *m);
 /* Binds the stages of a pipeline stage's model (cfg.pp > 1): pcomm's size and rank must be cfg.pp and
  * cfg.pp_stage, with point-to-point messages (mw_grid's pp_comm). mw_train, mw_train_step and

@@ -10,7 +10,7 @@
 # --optim and --recompute, and --precision bf16; each rank's arena peak is its plan and estimate's for that rank; a run
 # saved at one layout resumes at another (and at one process) where the unbroken run ends; the
 # refusals before step 1 (P > L, --pp-layers not summing to L, ranks not a multiple of P, sharded
-# replicas with --out, --tp, --pp-layers auto with --vpp); ranks given different flags are refused; a killed rank ends
+# replicas with --out, --pp-layers auto with --vpp); ranks given different flags are refused; a killed rank ends
 # every rank with the checkpoints intact (--resume auto ends where the unbroken run does); a stopped
 # stage makes the others exit after --comm-timeout. Usage: tests/cli_parallel.sh build/memwall.
 set -u
@@ -19,27 +19,12 @@ T=$(mktemp -d /tmp/mw_parallel_XXXXXX)
 trap 'pkill -9 -f "$T/" 2>/dev/null; rm -rf "$T"' EXIT
 . "$(dirname "$0")/lib_cli.sh"
 
-if ! command -v mpirun >/dev/null; then
-  echo "FAIL: mpirun not found (scripts/install-deps.sh installs OpenMPI)"
-  exit 1
-fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-if ldd "$MW" | grep -q libasan; then # the sanitizer build: OpenMPI's own leaks are not memwall's
-  export OMPI_MCA_mca_base_component_disable_dlclose=1
-  export LSAN_OPTIONS="suppressions=$(realpath "$(dirname "$0")")/lsan_mpi.supp:print_suppressions=0"
-  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
-fi
-mpr() { # mpr N ARGS...: memwall ARGS on N ranks
-  local n=$1
-  shift
-  mpirun -np "$n" --oversubscribe "$MW" "$@"
-}
+mpi_setup # and mpr N ARGS (lib_cli.sh)
 # sig JSONL: every step's loss, norm and validation loss, and the final weights' CRC
 sig() { grep -o '"\(loss\|grad_norm\|val_loss\)": [-0-9.e+]*\|"params_crc32c": "[0-9a-f]*"' "$1" | paste -sd' ' -; }
 ck() { sha256sum "$1" 2>/dev/null | cut -c1-64; }
 
-cat /usr/share/common-licenses/{GPL-2,GPL-3} >"$T/corpus.txt"
-"$MW" prepare --tokenizer bytes --in "$T/corpus.txt" --out "$T/d" >/dev/null || { echo "prepare failed"; exit 1; }
+gpl_data
 # llama-tiny: 4 blocks of 128 channels, 217k parameters (4 quanta of the norm's partial sums, cut by
 # every stage boundary of these splits)
 tr=(train --data "$T/d" --preset llama-tiny --batch 2 --seq 32 --lr 1e-3 --warmup 1 --steps 3 --threads 1
@@ -273,7 +258,6 @@ rc=$?
   fail "--pp-layers auto --vpp 2: exit $rc, $(head -c 200 "$T/vau.out")"
 refuse 4 "--zero 3 replicas with --out" "a checkpoint of sharded stages" --pp 2 --zero 3
 refuse 4 "--zero 1 replicas with --out" "a checkpoint of sharded stages" --pp 2 --zero 1
-refuse 4 "--tp 2 --pp 2" "tensor parallelism with --pp runs in a later version" --tp 2 --pp 2
 mpr 2 "${tr[@]}" --pp 2 --eval-batches 100000 >"$T/ev.out" 2>&1
 rc=$?
 [ $rc -ne 0 ] && grep -q "fewer than --eval-batches 100000" "$T/ev.out" && ! grep -q "^step 1" "$T/ev.out" &&

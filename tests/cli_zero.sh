@@ -14,28 +14,9 @@ T=$(mktemp -d /tmp/mw_zero_XXXXXX)
 trap 'pkill -9 -f "$T/" 2>/dev/null; rm -rf "$T"' EXIT
 . "$(dirname "$0")/lib_cli.sh"
 
-if ! command -v mpirun >/dev/null; then
-  echo "FAIL: mpirun not found (scripts/install-deps.sh installs OpenMPI)"
-  exit 1
-fi
-if "$MW" train --data /nonexistent --zero 0 2>&1 | grep -q "built without MPI"; then
-  echo "FAIL: $MW was built without MPI, but mpirun is here: make found no mpicc?"
-  exit 1
-fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-if ldd "$MW" | grep -q libasan; then # the sanitizer build: OpenMPI's own leaks are not memwall's
-  export OMPI_MCA_mca_base_component_disable_dlclose=1
-  export LSAN_OPTIONS="suppressions=$(realpath "$(dirname "$0")")/lsan_mpi.supp:print_suppressions=0"
-  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0" # their frames have no frame pointers
-fi
-mpr() { # mpr N ARGS...: memwall ARGS on N ranks
-  local n=$1
-  shift
-  mpirun -np "$n" --oversubscribe "$MW" "$@"
-}
+mpi_setup # and mpr N ARGS (lib_cli.sh)
 
-cat /usr/share/common-licenses/{GPL-2,GPL-3} >"$T/corpus.txt"
-"$MW" prepare --tokenizer bytes --in "$T/corpus.txt" --out "$T/d" >/dev/null || { echo "prepare failed"; exit 1; }
+gpl_data
 # 437k parameters: 7 quanta of the norm's partial sums, shared unevenly by 4 ranks (1, 2, 2, 2)
 tr=(train --data "$T/d" --layers 2 --heads 4 --dim 128 --vocab 256 --ctx 64 --batch 2 --seq 64 --lr 1e-3
   --warmup 2 --steps 6 --eval-batches 2 --eval-every 3 --threads 1 --log-every 100)

@@ -34,3 +34,34 @@ toks() {
     tail -c +$((v == 1 ? 33 : 65)) "$f" | head -c $(($(ntok "$f") * w))
   done | sha256sum | cut -c1-64
 }
+# mpi_setup: what a test of MPI runs (cli_parallel, cli_tp, cli_zero) needs before its first mpirun:
+# mpirun on the PATH and a binary built with MPI (else FAIL, exit 1); OpenMPI allowed to run as root
+# and to start more ranks than this machine has cores; under the sanitizer build, OpenMPI's own
+# leaks suppressed (its frames have no frame pointers: the slow unwinder)
+mpi_setup() {
+  if ! command -v mpirun >/dev/null; then
+    echo "FAIL: mpirun not found (scripts/install-deps.sh installs OpenMPI)"
+    exit 1
+  fi
+  if "$MW" train --data /nonexistent --zero 0 2>&1 | grep -q "built without MPI"; then
+    echo "FAIL: $MW was built without MPI, but mpirun is here: make found no mpicc?"
+    exit 1
+  fi
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  if ldd "$MW" | grep -q libasan; then
+    export OMPI_MCA_mca_base_component_disable_dlclose=1
+    export LSAN_OPTIONS="suppressions=$(realpath "$(dirname "${BASH_SOURCE[0]}")")/lsan_mpi.supp:print_suppressions=0"
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+  fi
+}
+# mpr N ARGS...: memwall ARGS on N ranks
+mpr() {
+  local n=$1
+  shift
+  mpirun -np "$n" --oversubscribe "$MW" "$@"
+}
+# gpl_data: $T/d, a byte-level token set of the GPL texts (about 50k tokens), or FAIL and exit 1
+gpl_data() {
+  cat /usr/share/common-licenses/{GPL-2,GPL-3} >"$T/corpus.txt"
+  "$MW" prepare --tokenizer bytes --in "$T/corpus.txt" --out "$T/d" >/dev/null || { echo "prepare failed"; exit 1; }
+}

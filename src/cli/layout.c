@@ -28,34 +28,39 @@ void layout_parse(opts *o, int mask) {
     if (opt_given(o, "search")) die(1, "--search chooses the layout and the ZeRO stage: drop --%s", given);
     if (mask & CMD_BENCH)
         die(1, "--%s runs in a later version: estimate and plan only (a layout's collectives have no CPU kernel yet)", given);
-    if (mask & CMD_TRAIN) { /* train runs --tp (and --sp) alone (src/dist/tp.c), or a pipeline with its data-parallel
-                               replicas (src/dist/pipeline.c); the rest is planned only */
+    if (mask & CMD_TRAIN) { /* train runs --tp (and --sp, src/dist/tp.c), a pipeline (src/dist/pipeline.c), or both,
+                               with data-parallel replicas; the rest is planned only */
         if (o->cfg.arch == MW_ARCH_DEEPSEEK) /* the library refuses it too (mw_model_def.runs_layouts); said before the ranks */
             die(1, "train --%s with the deepseek family runs in a later version: estimate and plan only (train runs layouts "
                    "of the GPT-2 and Llama families)", given);
-        const int tpl = opt_given(o, "tp") || opt_given(o, "sp");
         for (size_t k = 0; k < sizeof FLAGS / sizeof FLAGS[0]; k++) {
             if (!opt_given(o, FLAGS[k])) continue;
-            const int is_tp = !strcmp(FLAGS[k], "tp") || !strcmp(FLAGS[k], "sp");
-            const int is_pp = !strcmp(FLAGS[k], "pp") || !strcmp(FLAGS[k], "pp-layers") || !strcmp(FLAGS[k], "microbatches") ||
-                              !strcmp(FLAGS[k], "dp");
-            if (!is_tp && !is_pp)
-                die(1, "train --%s runs in a later version: estimate and plan only (train runs --tp and --sp alone, or --pp "
-                       "with --pp-layers and --microbatches)", FLAGS[k]);
-            if (is_pp && tpl)
-                die(1, "train --%s with --tp: tensor parallelism with --%s runs in a later version (train runs --tp and --sp "
-                       "alone, or --pp alone)", FLAGS[k], FLAGS[k]);
+            if (!strcmp(FLAGS[k], "ep") || !strcmp(FLAGS[k], "vpp"))
+                die(1, "train --%s runs in a later version: estimate and plan only (train runs --tp [--sp], --pp with "
+                       "--pp-layers and --microbatches, and both, with data-parallel replicas)", FLAGS[k]);
         }
     }
     mw_config *c = &o->cfg;
     const int T = opt_given(o, "tp") ? c->tp : 1, P = opt_given(o, "pp") ? c->pp : 1, E = opt_given(o, "ep") ? c->ep : 1;
     int D = opt_given(o, "dp") ? o->layout_dp : 1;
-    if ((mask & CMD_TRAIN) && T >= 1 && P > 1) { /* a pipeline's replicas: D = N / (T P) of the ranks mpirun started */
+    if ((mask & CMD_TRAIN) && T >= 1 && (P > 1 || T > 1)) { /* the replicas: D = N / (T P) of the ranks mpirun started */
         if (P > c->n_layer) die(1, "--pp %d: more stages than the model's %d blocks", P, c->n_layer);
+        if (T > 1 && opt_given(o, "zero") && c->zero >= 2)
+            die(1, "train --tp with --zero %d: a tensor-parallel shard's gradient slots (stage 2) and parameter gathers "
+                   "(stage 3) are not built yet; --zero 0 and 1 run", c->zero);
         const int N = mw_mpi_launched_size() > 0 ? mw_mpi_launched_size() : 1;
-        if (N % (T * P)) die(1, "train --pp %d on %d rank%s: the ranks must be a multiple of the stages (mpirun -np %d)", P, N, N == 1 ? "" : "s", T * P);
+        if (N % (T * P)) {
+            if (P > 1 && T > 1)
+                die(1, "train --tp %d --pp %d on %d rank%s: the ranks must be a multiple of --tp x --pp (mpirun -np %d)", T,
+                    P, N, N == 1 ? "" : "s", T * P);
+            if (P > 1)
+                die(1, "train --pp %d on %d rank%s: the ranks must be a multiple of the stages (mpirun -np %d)", P, N,
+                    N == 1 ? "" : "s", P);
+            die(1, "--tp %d runs on %d ranks or a multiple of them (mpirun -np %d; more make data-parallel replicas), "
+                   "this run has %d", T, T, T, N);
+        }
         if (opt_given(o, "dp") && D != N / (T * P))
-            die(1, "--dp %d, but %d ranks of --pp %d make %d data-parallel replicas", D, N, P, N / (T * P));
+            die(1, "--dp %d, but %d ranks of --tp %d --pp %d make %d data-parallel replicas", D, N, T, P, N / (T * P));
         D = N / (T * P);
     }
     if (T < 1 || P < 1 || D < 1 || E < 1)
@@ -106,12 +111,18 @@ void layout_parse(opts *o, int mask) {
     if (D == 1 && opt_given(o, "zero") && c->zero > 0)
         die(1, "--zero %d shards the states over the data-parallel ranks: give --dp > 1", c->zero);
     c->dp = D > 1;
+    /* train --tp at D = 1 with --zero 0 given: the data-parallel sums over one replica (each micro-batch's
+     * gradient formed from zero and added in order), the bits of the same --tp with D replicas */
+    if ((mask & CMD_TRAIN) && T > 1 && D == 1 && opt_given(o, "zero") && c->zero == 0) c->dp = 1;
     c->world = D;
     c->rank = 0;
     o->layout = 1;
     if (mask & CMD_TRAIN) { /* this rank's place in the grid (src/dist/grid.c) */
         if (P > 64 && (o->ckpt_dir || o->resume))
             die(1, "train --pp %d with --%s: a pipeline of more than 64 stages saves no checkpoint yet", P, o->resume ? "resume" : "out");
+        if (T > 1 && D > 1 && c->zero >= 1 && (o->ckpt_dir || o->resume))
+            die(1, "train --tp with --zero %d over %d replicas and --%s: a checkpoint of sharded tensor-parallel ranks is "
+                   "not built yet (--zero 0 saves and resumes)", c->zero, D, o->resume ? "resume" : "out");
         if (D > 1 && c->zero >= 1 && (o->ckpt_dir || o->resume))
             die(1, "train --pp with --zero %d over %d replicas and --%s: a checkpoint of sharded stages is not built yet "
                    "(--zero 0 saves and resumes)", c->zero, D, o->resume ? "resume" : "out");

@@ -489,23 +489,26 @@ static mw_comm *start_ranks(opts *o, int *argc, char ***argv) {
         return NULL;
     }
     mw_comm *cm;
-    if (tp && (launched > 0 ? launched : 1) != o->cfg.tp) /* said before MPI starts (as the launcher's environment tells) */
-        die(1, "--tp %d runs on %d ranks (mpirun -np %d), this run has %d", o->cfg.tp, o->cfg.tp, o->cfg.tp, launched > 0 ? launched : 1);
+    const int TP = o->cfg.tp > 1 ? o->cfg.tp : 1, PP = o->cfg.pp > 1 ? o->cfg.pp : 1, D = o->cfg.world > 0 ? o->cfg.world : 1;
+    if (tp && (launched > 0 ? launched : 1) != TP * PP * D) /* said before MPI starts (as the launcher's environment tells) */
+        die(1, "--tp %d runs on %d ranks (mpirun -np %d), this run has %d", o->cfg.tp, TP * PP * D, TP * PP * D, launched > 0 ? launched : 1);
     if (mw_mpi_init(argc, argv, o->comm_timeout, &cm) != MW_OK) die(1, "%s", mw_last_error());
     if (cm->size > 1) { /* one rank's error stops every rank: until the run starts, by a vote */
         die_hook = mw_mpi_abort;
         voters = cm, die_refuse_hook = refuse_vote;
     }
     if (o->comm_timeout < 0) die(1, "--comm-timeout must be >= 0 seconds (0: wait forever), got %g", o->comm_timeout);
-    if (tp && cm->size != o->cfg.tp) /* --tp alone: every rank is one of the tensor-parallel group */
-        die(1, "--tp %d runs on %d ranks (mpirun -np %d), this run has %d", o->cfg.tp, o->cfg.tp, o->cfg.tp, cm->size);
+    if (tp && cm->size != TP * PP * D) /* --tp: T x P x D ranks (layout_parse took D from the launcher) */
+        die(1, "--tp %d runs on %d ranks (mpirun -np %d), this run has %d", o->cfg.tp, TP * PP * D, TP * PP * D, cm->size);
     if (tp && o->init) die(1, "--init with --tp: importing weights into a tensor-parallel run is not built yet (import "
                               "with one process, save a checkpoint, and --resume it with --tp)");
-    if (o->cfg.pp > 1) { /* the pipeline's stages and the replicas (layout_parse set this rank's stage) */
-        if (mw_grid_create(cm, 1, o->cfg.pp, cm->size / o->cfg.pp, &grid) != MW_OK) die(1, "%s", mw_last_error());
-        if (grid.p != o->cfg.pp_stage || (grid.dp_comm && grid.dp_comm->rank != o->cfg.rank))
+    if (tp || o->cfg.pp > 1) { /* the layout's groups: tensor-parallel, stages, replicas (layout_parse set this rank's place) */
+        if (mw_grid_create(cm, TP, PP, cm->size / (TP * PP), &grid) != MW_OK) die(1, "%s", mw_last_error());
+        if ((PP > 1 && grid.p != o->cfg.pp_stage) || (grid.dp_comm && grid.dp_comm->rank != o->cfg.rank))
             die(1, "internal: rank %d's place in the layout differs from the launcher's", cm->rank);
-    } else if (!tp) { /* --tp keeps the plan's world of one data-parallel rank */
+        if (o->cfg.dp && !grid.dp_comm && cm->split && cm->split(cm, cm->rank, 0, &grid.dp_comm) != MW_OK)
+            die(1, "%s", mw_last_error()); /* --zero 0 at D = 1: the sums over one replica, a group of this rank alone */
+    } else { /* --tp keeps the plan's world of one data-parallel rank */
         o->cfg.world = cm->size;
         o->cfg.rank = cm->rank;
     }
@@ -889,7 +892,8 @@ int cmd_train(int argc, char **argv) {
     }
     mw_model *m = create_model(&o); /* exits 2 when the plan does not fit --budget */
     print_offload(m);
-    if (comm && (o.cfg.dp || o.cfg.tp > 1) && mw_model_set_comm(m, o.cfg.pp > 1 ? grid.dp_comm : comm) != MW_OK) die(1, "%s", mw_last_error());
+    if (comm && o.cfg.tp > 1 && mw_model_set_tp(m, grid.tp_comm) != MW_OK) die(1, "%s", mw_last_error());
+    if (comm && o.cfg.dp && mw_model_set_comm(m, o.cfg.pp > 1 || o.cfg.tp > 1 ? grid.dp_comm : comm) != MW_OK) die(1, "%s", mw_last_error());
     if (o.cfg.pp > 1 && mw_model_set_pipe(m, grid.pp_comm) != MW_OK) die(1, "%s", mw_last_error());
     if (rank0 && o.ckpt_dir) {       /* the plan is accepted: now --out may be created and locked */
         if (mw_mkdirs(o.ckpt_dir) != MW_OK) die(1, "--out: %s", mw_last_error());
@@ -958,12 +962,16 @@ int cmd_train(int argc, char **argv) {
         double wms, sms; /* --pp: the stage's waits for the others (the bubble and the transfers), in us */
         mw_model_pipe_times(m, &wms, &sms);
         const uint64_t mine[6] = {peak, plan.peak, rss, comm->sent + (grid.pp_comm && grid.pp_comm != comm ? grid.pp_comm->sent : 0) +
-                                                          (grid.dp_comm && grid.dp_comm != comm ? grid.dp_comm->sent : 0),
+                                                          (grid.dp_comm && grid.dp_comm != comm ? grid.dp_comm->sent : 0) +
+                                                          (grid.tp_comm && grid.tp_comm != comm ? grid.tp_comm->sent : 0),
                                   (uint64_t)(wms * 1e3), (uint64_t)(sms * 1e3)};
         for (int q = 0; q < 6; q++)
             if (mw_mpi_allgather_u64(comm, mine[q], rk + (size_t)q * comm->size) != MW_OK) die(1, "%s", mw_last_error());
         const double P = (double)mw_config_num_params(&o.cfg), steps = t.steps_run > 0 ? t.steps_run : 1;
-        if (o.cfg.tp > 1)
+        if (o.cfg.tp > 1 && (o.cfg.pp > 1 || o.cfg.world > 1))
+            printf("  ranks (--tp %d%s x --pp %d x %d replicas --zero %d, %d of them):", o.cfg.tp, o.cfg.sp ? " --sp" : "",
+                   o.cfg.pp > 1 ? o.cfg.pp : 1, o.cfg.world, o.cfg.zero, comm->size);
+        else if (o.cfg.tp > 1)
             printf("  ranks (--tp %d%s, %d of them):", o.cfg.tp, o.cfg.sp ? " --sp" : "", comm->size);
         else
             printf("  ranks (--zero %d, %d of them):", o.cfg.zero, comm->size);

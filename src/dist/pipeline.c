@@ -34,6 +34,7 @@
 #include "../graph/actstore.h"
 #include "../graph/graph_impl.h"
 #include "../graph/model.h"
+#include "tp.h"
 
 enum { TAG_ACT = 1, TAG_GRAD = 2, TAG_LOSS = 3, TAG_NORM = 4, TAG_HEAD = 5 };
 
@@ -296,6 +297,9 @@ mw_status mw_pipe_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw
     pipe_src src = {next, ctx, NULL, NULL};
     double loss = 0.0;
     if (st == MW_OK) st = run_ops(m, m->opt_op, 1, 1.0f / (float)(M * D), &src, &loss, lmb + (size_t)(c->dp ? c->rank : 0) * M);
+    if (st == MW_OK && c->sp) /* --tp --sp: the stage's norms' gradients are its rows' (the embedding's backward, which
+                                 says so alone, runs on the first stage only) until the norm sums them */
+        m->tp_sp_dirty = 1;
     if (st == MW_OK && last && D > 1) { /* the replicas' losses, summed in micro-batch order as one process sums them */
         for (int j = 0; j < D; j++) lc[j] = (size_t)M, lc[D + j] = (size_t)j * M;
         st = m->comm->allgatherv(m->comm, lmb, sizeof(float), lc, lc + D);
@@ -311,7 +315,9 @@ mw_status mw_pipe_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw
     r->loss = (float)(loss / (M * D));
     r->lr = mw_lr_at(c, s);
     if (c->dp && c->zero < 2) MW_TRY(mw_zero_gather_grads(m)); /* every replica the stage's whole summed gradient, for the norm */
-    MW_TRY(c->dp && c->zero >= 2 ? mw_pipe_shard_norm(m, &r->grad_norm) : pipe_norm(m, &r->grad_norm));
+    MW_TRY(c->dp && c->zero >= 2 ? mw_pipe_shard_norm(m, &r->grad_norm)
+           : mw_tp_on(m)          ? mw_tp_grad_norm(m, &r->grad_norm) /* --tp: tp.c's sums */
+                                  : pipe_norm(m, &r->grad_norm));
     MW_TRY(mw_model_adamw_step(m, r->lr, r->grad_norm, s + 1));
     MW_TRY(mw_pipe_tied_sync(m)); /* the updated table to the last stage's head */
     if (c->dp && c->zero == 1) /* the sharded update zeroes its shard's gradient; the gathered rest too */

@@ -165,7 +165,7 @@ void mw_tp_fill_normal(mw_model *m, int i, uint64_t seed, double std) {
     /* mw_graph_fill_normal's streams over the whole tensor, this rank's elements kept */
 #pragma omp parallel for schedule(static)
     for (size_t b = 0; b < nblk; b++) {
-        uint64_t s = seed ^ ((uint64_t)(i + 1) << 40) ^ (b * 0x9E3779B97F4A7C15ull);
+        uint64_t s = seed ^ ((uint64_t)(m->tensor_base + i + 1) << 40) ^ (b * 0x9E3779B97F4A7C15ull);
         mw_rng_next(&s);
         const size_t j1 = (b + 1) * MW_NORM_QUANTUM < n ? (b + 1) * MW_NORM_QUANTUM : n;
         for (size_t j = b * MW_NORM_QUANTUM; j < j1; j += 2) {
@@ -177,30 +177,89 @@ void mw_tp_fill_normal(mw_model *m, int i, uint64_t seed, double std) {
     }
 }
 
+/* Tensor i's gradient's sum of squares: in quanta, the quanta in order */
+static double tensor_sumsq(mw_model *m, int i) {
+    double *parts = (double *)m->opp[(size_t)m->opt_op * MW_MAXACC];
+    const mw_tensor *t = &m->tensors[i];
+    const float *g = mw_graph_grads_chunk(m, t->seg, t->offset, t->offset + t->numel); /* bf16: widened */
+    const size_t n = t->numel, nb = (n + MW_NORM_QUANTUM - 1) / MW_NORM_QUANTUM;
+#pragma omp parallel for schedule(static)
+    for (size_t b = 0; b < nb; b++) {
+        const size_t j1 = (b + 1) * MW_NORM_QUANTUM < n ? (b + 1) * MW_NORM_QUANTUM : n;
+        double s = 0.0;
+        for (size_t j = b * MW_NORM_QUANTUM; j < j1; j++) s += (double)g[j] * g[j];
+        parts[b] = s;
+    }
+    double s = 0.0;
+    for (size_t b = 0; b < nb; b++) s += parts[b];
+    return s;
+}
+
+/* A pipeline stage's part of the sums (--tp with --pp): every stage's tensors' sums, gathered over
+ * the stages (a stage holds a run of the single-process table), added in the table's order as one
+ * stage of the whole model adds them: the same bits as --tp alone. */
+static mw_status stage_sums(mw_model *m, double *split, double *whole) {
+    mw_comm *pc = m->pcomm;
+    const int P = pc->size, S = pc->rank;
+    size_t *cnt = calloc((size_t)P * 2, sizeof *cnt);
+    uint64_t *nt = calloc((size_t)P, sizeof *nt);
+    double *all = NULL;
+    mw_status st = cnt && nt ? MW_OK : mw_fail(MW_ERR_NOMEM, "out of memory");
+    if (st == MW_OK) {
+        nt[S] = (uint64_t)m->ntensors;
+        for (int j = 0; j < P; j++) cnt[j] = 1, cnt[P + j] = (size_t)j;
+        st = pc->allgatherv(pc, nt, sizeof *nt, cnt, cnt + P);
+    }
+    size_t total = 0, mine = 0;
+    for (int j = 0; j < P && st == MW_OK; j++) cnt[j] = 2 * (size_t)nt[j], cnt[P + j] = total, total += cnt[j];
+    if (st == MW_OK) mine = cnt[P + S], all = calloc(total + 1, sizeof *all);
+    if (st == MW_OK && !all) st = mw_fail(MW_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < m->ntensors && st == MW_OK; i++) { /* (the split tensors' sum, the whole ones') per tensor */
+        const double s = tensor_sumsq(m, i);
+        all[mine + 2 * (size_t)i + (m->tensors[i].split == MW_TS_WHOLE)] = s;
+    }
+    if (st == MW_OK) st = pc->allgatherv(pc, all, sizeof *all, cnt, cnt + P);
+    for (size_t k = 0; k < total && st == MW_OK; k += 2) /* + 0.0: the other kind's sum stays as it is */
+        *split += all[k], *whole += all[k + 1];
+    free(cnt), free(nt), free(all);
+    return st;
+}
+
 mw_status mw_tp_grad_norm(mw_model *m, double *norm) {
     MW_TRY(mw_tp_sp_settle(m));
-    double *parts = (double *)m->opp[(size_t)m->opt_op * MW_MAXACC];
     double split = 0.0, whole = 0.0;
-    for (int i = 0; i < m->ntensors; i++) { /* tensor by tensor, in quanta, the quanta in order */
-        const mw_tensor *t = &m->tensors[i];
-        const float *g = mw_graph_grads_chunk(m, t->seg, t->offset, t->offset + t->numel); /* bf16: widened */
-        const size_t n = t->numel, nb = (n + MW_NORM_QUANTUM - 1) / MW_NORM_QUANTUM;
-#pragma omp parallel for schedule(static)
-        for (size_t b = 0; b < nb; b++) {
-            const size_t j1 = (b + 1) * MW_NORM_QUANTUM < n ? (b + 1) * MW_NORM_QUANTUM : n;
-            double s = 0.0;
-            for (size_t j = b * MW_NORM_QUANTUM; j < j1; j++) s += (double)g[j] * g[j];
-            parts[b] = s;
+    if (m->cfg.pp > 1 && m->pcomm) {
+        MW_TRY(stage_sums(m, &split, &whole));
+    } else {
+        for (int i = 0; i < m->ntensors; i++) { /* tensor by tensor */
+            const double s = tensor_sumsq(m, i);
+            if (m->tensors[i].split == MW_TS_WHOLE) whole += s;
+            else split += s;
         }
-        double s = 0.0;
-        for (size_t b = 0; b < nb; b++) s += parts[b];
-        if (t->split == MW_TS_WHOLE) whole += s;
-        else split += s;
     }
     double *x = (double *)(m->tpbuf + (size_t)m->cfg.tp * m->tpq); /* the statistics' room */
     x[0] = split;
     MW_TRY(allreduce(m, x, 1, OP_SUM64));
     *norm = sqrt(x[0] + whole);
+    return MW_OK;
+}
+
+mw_status mw_tp_check(const mw_config *c) {
+    if (c->tp <= 1) return MW_OK;
+    if (c->dp && c->zero >= 2)
+        return mw_fail(MW_ERR_ARG, "--tp with --zero %d: a tensor-parallel shard's gradient slots (stage 2) and parameter "
+                       "gathers (stage 3) are not built yet; --zero 0 and 1 run", c->zero);
+    return MW_OK;
+}
+
+mw_status mw_model_set_tp(mw_model *m, mw_comm *tcomm) {
+    const mw_config *c = &m->cfg;
+    if (c->tp <= 1) return mw_fail(MW_ERR_ARG, "the model was not planned for tensor parallelism (cfg.tp)");
+    if (!tcomm || tcomm->size != c->tp)
+        return mw_fail(MW_ERR_ARG, "--tp %d: the model was planned for %d tensor-parallel ranks, the group has %d", c->tp,
+                       c->tp, tcomm ? tcomm->size : 0);
+    if (c->tp > MAX_TP) return mw_fail(MW_ERR_ARG, "--tp %d: at most %d tensor-parallel ranks", c->tp, MAX_TP);
+    m->tpc = tcomm;
     return MW_OK;
 }
 
@@ -300,6 +359,7 @@ void mw_tp_xent(mw_model *m, float *z, float *losses, const int32_t *tg, float d
 /* ---- model.h's access for checkpoints ---------------------------------------------------------- */
 
 int mw_model_tp(const mw_model *m) { return m->cfg.tp > 1 ? m->cfg.tp : 1; }
+mw_comm *mw_model_tp_comm(const mw_model *m) { return m->cfg.tp > 1 ? m->tpc : NULL; }
 
 void mw_model_tensor_whole(const mw_model *m, int i, int *ndim, int dims[2], size_t *numel) {
     const mw_tensor *t = &m->tensors[i];

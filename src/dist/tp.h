@@ -41,7 +41,9 @@ void mw_tp_reduce_scatter(mw_model *m, float *buf, int N, int C);
 void mw_tp_gather_rows(mw_model *m, void *full, const void *mine, int N, size_t row_bytes);
 /* --sp: the tensor added last has a gradient summed over the sequence (a norm's): each rank's is
  * over its rows, and the step sums them over the ranks before the norm (mw_tp_grad_norm) */
-static inline void mw_tp_tensor_seq(mw_model *m) { m->tensors[m->ntensors - 1].seqp = 1; }
+static inline void mw_tp_tensor_seq(mw_model *m) {
+    if (!m->add_skipped) m->tensors[m->ntensors - 1].seqp = 1; /* (under --pp: when this stage holds it) */
+}
 
 /* --sp: those gradients summed over the ranks, once after a backward (the norm and the optimizer
  * call it; nothing when already done) */

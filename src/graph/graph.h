@@ -152,6 +152,7 @@ struct mw_model {
                                 under --ep ZeRO shards them over the expert-data-parallel group
                                 (cfg.world / cfg.ep ranks), the rest over cfg.world */
     int built_blocks;        /* a block's tensor was added (those outside blocks after it: the head's) */
+    int add_skipped;         /* the last mw_graph_add_tensor_split was another pipeline stage's tensor */
     int building_mb, building_bwd; /* the micro-batch and phase of the ops pushed next (mw_op) */
     int nmb;                 /* micro-batches with values of their own in the schedule (1; a stage's M) */
     mw_kind pkind[7];        /* a pipeline stage's sends and receives (src/graph/layout.c), kinds

@@ -117,12 +117,10 @@ uint64_t mw_graph_layout_bytes(const mw_model *m, int split, uint64_t bytes);
  * receives and sends between stages, then the optimizer. */
 mw_status mw_graph_stage_schedule(mw_model *m);
 /* A layout that runs (not only planned): tensor parallelism (with or without sequence
- * parallelism) alone (src/dist/tp.c), without a pipeline, expert or data parallelism; or a pipeline
- * (src/dist/pipeline.c), with data-parallel replicas, without tensor, sequence or expert parallelism
- * or --vpp. */
+ * parallelism, src/dist/tp.c), a pipeline (src/dist/pipeline.c), or both, each with data-parallel
+ * replicas; without expert parallelism or --vpp. */
 static inline int mw_graph_layout_runs(const mw_config *c) {
-    return (c->tp > 1 && c->pp <= 1 && c->ep <= 1 && !c->dp) ||
-           (c->pp > 1 && c->tp <= 1 && !c->sp && c->ep <= 1 && c->vpp <= 1);
+    return c->ep <= 1 && c->vpp <= 1 && (c->tp > 1 || (c->pp > 1 && !c->sp));
 }
 /* What a pipeline stage's run does not build yet, refused before anything runs (MW_ERR_ARG naming
  * it; src/dist/pipeline.c). */
@@ -136,6 +134,8 @@ mw_status mw_pipe_tied_sync(mw_model *m);
  * of the summed gradient (m->zacc), one process's bits (collective over the stage's replicas and
  * the pipeline) */
 mw_status mw_pipe_shard_norm(mw_model *m, double *norm);
+/* ... and what a tensor-parallel rank's (src/dist/tp.c). */
+mw_status mw_tp_check(const mw_config *c);
 /* m's cfg as this rank sees it: the stage's blocks as blocks 0 .. pp_blocks - 1. */
 void mw_graph_layout_local(mw_config *c);
 

@@ -67,6 +67,8 @@ mw_status mw_graph_grad_norm(mw_model *m, double *norm);
  * both may be NULL on the others), gathered from every rank (collective); this rank's shard of the
  * whole tensor full into dst (which's array of tensor i). */
 int mw_model_tp(const mw_model *m);
+/* the tensor-parallel group (NULL without --tp, or before it is bound) */
+mw_comm *mw_model_tp_comm(const mw_model *m);
 void mw_model_tensor_whole(const mw_model *m, int i, int *ndim, int dims[2], size_t *numel);
 int mw_model_tp_part_end(const mw_model *m, int i, int row);
 mw_status mw_model_tp_gather_part(mw_model *m, int i, int which, int a, int b, float *out, float *scratch);

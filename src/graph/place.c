@@ -29,8 +29,10 @@ void mw_graph_add_tensor_split(mw_model *m, const char *name, int r, int c, int 
     if (m->building_layer >= 0) m->built_blocks = 1;
     else if (!mw_graph_layout_holds(m, m->built_blocks, at)) { /* another pipeline stage's */
         if (!m->built_blocks) m->pre_skipped++;
+        m->add_skipped = 1;
         return;
     }
+    m->add_skipped = 0;
     const int gr = r, gc = c;
     mw_graph_layout_dims(m, split, &r, &c);
     mw_tensor *t = &m->tensors[m->ntensors++];
@@ -481,6 +483,7 @@ mw_status mw_graph_model_create(mw_model **out, const mw_model_def *arch, const 
         return mw_fail(MW_ERR_ARG, "--sp with --precision %s: the norms' bfloat16 gradients summed over the ranks "
                        "are not built yet; give --precision fp32 (or drop --sp)", mw_precision_str(cfg->precision));
     if (cfg->pp > 1) MW_TRY(mw_pipe_check(cfg));
+    MW_TRY(mw_tp_check(cfg));
     mw_model *m;
     MW_TRY(model_skeleton(&m, arch, cfg));
     mw_planner pl;

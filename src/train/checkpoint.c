@@ -259,8 +259,8 @@ static mw_status save_tp(const char *dir, mw_model *m, const mw_run_state *st, u
 mw_status mw_ckpt_save(const char *dir, const mw_model *m, const mw_run_state *st,
                        uint64_t train_tokens, char *path, size_t path_len) {
     if (mw_model_tp(m) > 1) /* a shard alone is not a checkpoint: every rank's, gathered */
-        return mw_model_comm(m) ? save_tp(dir, (mw_model *)m, st, train_tokens, path, path_len)
-                                : mw_fail(MW_ERR_ARG, "a --tp model saves with its ranks (mw_model_set_comm)");
+        return mw_model_tp_comm(m) ? save_tp(dir, (mw_model *)m, st, train_tokens, path, path_len)
+                                   : mw_fail(MW_ERR_ARG, "a --tp model saves with its ranks (mw_model_set_tp)");
     if (mw_model_config(m)->inference)
         return mw_fail(MW_ERR_ARG, "an inference model has no optimizer state to checkpoint");
     MW_TRY(mw_mkdirs(dir));
@@ -347,12 +347,66 @@ static void part_bytes(uint64_t n, int world, int r, int bits, uint64_t bytes, u
     if (*b < *a) *b = *a;
 }
 
+/* Where a tensor's parts go on the rank that writes: the writer's file in order (w), or fd at byte
+ * at + the part's offset in the array (a pipeline stage's pwrite). */
+typedef struct part_sink {
+    writer *w;
+    int fd;
+    const char *name;
+    uint64_t at;
+} part_sink;
+
+/* --tp: array k (0 parameters, 1 AdamW's m, 2 v) of tensor i whole, a part at a time (the
+ * all-reduces' piece, or one row), gathered from the tensor-parallel group to its rank 0
+ * (collective over it: the rank that writes holds two such parts, never a whole tensor, whose
+ * vocabulary alone would be twice its shard beyond the plan). Rank 0 writes each part into sk while
+ * *s is MW_OK, and *crc is the whole array's CRC. The gathers go on after a failed write, so that
+ * no rank waits for one that never comes; the status returned is the gathers' (a failed gather: the
+ * ranks cannot agree any more). *full, *scratch, *cap: rank 0's part buffers, grown as needed. */
+static mw_status tp_tensor_parts(mw_model *m, int i, int k, const part_sink *sk, float **full, float **scratch,
+                                 size_t *cap, mw_status *s, uint32_t *crc) {
+    mw_comm *cm = mw_model_tp_comm(m);
+    const int R = cm ? cm->rank : 0;
+    int ndim, dims[2];
+    size_t numel;
+    mw_model_tensor_whole(m, i, &ndim, dims, &numel);
+    const size_t cols = ndim == 2 ? (size_t)dims[1] : 1;
+    const int rows = (int)(numel / cols);
+    *crc = 0;
+    for (int a = 0, b; a < rows; a = b) {
+        b = mw_model_tp_part_end(m, i, a);
+        const size_t n = (size_t)(b - a) * cols;
+        if (R == 0 && n > *cap) {
+            float *nf = realloc(*full, n * sizeof(float)), *ns = nf ? realloc(*scratch, n * sizeof(float)) : NULL;
+            if (nf) *full = nf;
+            if (ns) *scratch = ns;
+            if (!nf || !ns) /* the other ranks wait in the gather: the run ends on this error */
+                return mw_fail(MW_ERR_NOMEM, "out of memory gathering tensor %d for a checkpoint", i);
+            *cap = n;
+        }
+        MW_TRY(mw_model_tp_gather_part(m, i, k, a, b, *full, *scratch));
+        if (R != 0 || *s != MW_OK) continue;
+        *s = sk->w ? wr(sk->w, *full, n * 4) : pwr(sk->fd, sk->name, *full, n * 4, sk->at + (uint64_t)a * cols * 4);
+        *crc = mw_crc32c(*crc, *full, n * 4);
+    }
+    return MW_OK;
+}
+
 /* --tp (mw_ckpt_save_ranks): every tensor gathered whole to rank 0 (collective: every rank runs
  * it), which writes the single-process file. Rank 0 keeps gathering after a failed write, so that
- * no rank waits for it; the ranks then agree, and only a whole file is renamed into place. */
+ * no rank waits for it; the ranks then agree, and only a whole file is renamed into place. With
+ * --zero 0 replicas (the same state on each), the first replica's group writes. */
 static mw_status save_tp(const char *dir, mw_model *m, const mw_run_state *st, uint64_t train_tokens, char *path,
                          size_t path_len) {
-    mw_comm *cm = mw_model_comm(m);
+    mw_comm *cm = mw_model_tp_comm(m);
+    const mw_config *gc = mw_model_config(m);
+    if (gc->dp && gc->world > 1 && gc->zero >= 1)
+        return mw_fail(MW_ERR_ARG, "--tp with --zero %d over %d replicas: a checkpoint of sharded tensor-parallel ranks "
+                       "is not built yet", gc->zero, gc->world);
+    if (gc->dp && gc->rank != 0) { /* --zero 0: every replica holds the same state; the first writes it */
+        if (path && path_len) snprintf(path, path_len, "%s/step-%08d.mwck", dir, st->step);
+        return MW_OK;
+    }
     const int R = cm->rank, nt = mw_model_num_tensors(m);
     char meta[4096], final[4096], tmp[4200];
     int mlen = 0, fd = -1;
@@ -369,11 +423,9 @@ static mw_status save_tp(const char *dir, mw_model *m, const mw_run_state *st, u
     writer w = {fd, tmp, 0, 0};
     if (R == 0 && s == MW_OK) s = wr(&w, h, HEADER);
     if (R == 0 && s == MW_OK) s = wr(&w, meta, (size_t)mlen);
-    /* a part of the tensor at a time (the all-reduces' piece, m's tpq floats, or one row): rank 0
-     * holds two such buffers, never a whole tensor (the vocabulary's alone would be twice its
-     * shard beyond the plan) */
     float *full = NULL, *scratch = NULL;
     size_t cap = 0;
+    const part_sink sk = {&w, -1, tmp, 0};
     for (int i = 0; i < nt && g == MW_OK; i++) {
         mw_param_info t;
         if ((g = mw_model_tensor_info(m, i, &t, 0)) != MW_OK) break;
@@ -383,27 +435,9 @@ static mw_status save_tp(const char *dir, mw_model *m, const mw_run_state *st, u
         tensor_rec(&t, r, &rl);
         if (R == 0 && s == MW_OK) s = wr(&w, r, rl);
         if (R == 0 && s == MW_OK) s = wr_crc(&w, mw_crc32c(0, r, rl));
-        const size_t cols = t.ndim == 2 ? (size_t)t.dims[1] : 1;
-        const int rows = (int)(t.numel / cols);
         for (int k = 0; k < 3 && g == MW_OK; k++) { /* parameters, AdamW's m and v */
             uint32_t crc = 0;
-            for (int a = 0, b; a < rows && g == MW_OK; a = b) {
-                b = mw_model_tp_part_end(m, i, a);
-                const size_t n = (size_t)(b - a) * cols;
-                if (R == 0 && n > cap) {
-                    float *nf = realloc(full, n * sizeof(float)), *ns = nf ? realloc(scratch, n * sizeof(float)) : NULL;
-                    if (nf) full = nf;
-                    if (ns) scratch = ns;
-                    if (!nf || !ns) {
-                        g = mw_fail(MW_ERR_NOMEM, "out of memory gathering %s for a checkpoint", t.name);
-                        break; /* the other ranks wait in the gather: the run ends on this error */
-                    }
-                    cap = n;
-                }
-                g = mw_model_tp_gather_part(m, i, k, a, b, full, scratch);
-                if (R == 0 && g == MW_OK && s == MW_OK) s = wr(&w, full, n * 4);
-                if (R == 0 && g == MW_OK && s == MW_OK) crc = mw_crc32c(crc, full, n * 4);
-            }
+            g = tp_tensor_parts(m, i, k, &sk, &full, &scratch, &cap, &s, &crc);
             if (R == 0 && g == MW_OK && s == MW_OK) s = wr_crc(&w, crc);
         }
     }
@@ -612,143 +646,6 @@ mw_status mw_ckpt_save_ranks(const char *dir, mw_model *m, const mw_run_state *s
     if (!ok) return mw_fail(MW_ERR_IO, "%s", why[0] ? why : "another rank could not write its part of the checkpoint (its error is above)");
     if (path) snprintf(path, path_len, "%s", final);
     return MW_OK;
-}
-
-/* ---- listing --------------------------------------------------------------------------------- */
-
-/* The step of a checkpoint file name "step-<digits>.mwck" (any number of digits, as %08d gives
- * 10 from step 1e9): 1 and *step when it is one, 0 otherwise. *step is -1 when the number is
- * beyond any step memwall writes (an int). */
-static int ckpt_name_step(const char *nm, long long *step) {
-    if (strncmp(nm, "step-", 5) != 0) return 0;
-    const char *p = nm + 5;
-    long long v = 0;
-    size_t nd = 0;
-    for (; p[nd] >= '0' && p[nd] <= '9'; nd++)
-        if (v >= 0) v = v > (INT_MAX - (p[nd] - '0')) / 10 ? -1 : v * 10 + (p[nd] - '0');
-    if (nd == 0 || strcmp(p + nd, ".mwck") != 0) return 0;
-    *step = v;
-    return 1;
-}
-
-static int cmp_file(const void *a, const void *b) { /* newest first; then by name, for a fixed order */
-    const mw_ckpt_file *x = a, *y = b;
-    if (x->step != y->step) return x->step < y->step ? 1 : -1;
-    return strcmp(x->name, y->name);
-}
-
-mw_status mw_ckpt_list(const char *dir, mw_ckpt_file **files, int *n) {
-    *files = NULL;
-    *n = 0;
-    DIR *d = opendir(dir);
-    if (!d) {
-        if (errno == ENOENT) return MW_OK;
-        return mw_fail(MW_ERR_IO, "cannot list %s: %s", dir, strerror(errno));
-    }
-    int cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        long long step;
-        if (!ckpt_name_step(e->d_name, &step)) continue;
-        if (*n == cap) {
-            mw_ckpt_file *nf = realloc(*files, sizeof **files * (size_t)(cap = cap ? 2 * cap : 16));
-            if (!nf) {
-                closedir(d);
-                free(*files);
-                *files = NULL;
-                *n = 0;
-                return mw_fail(MW_ERR_NOMEM, "out of memory listing %s", dir);
-            }
-            *files = nf;
-        }
-        mw_ckpt_file *f = &(*files)[(*n)++];
-        f->step = step;
-        snprintf(f->name, sizeof f->name, "%s", e->d_name);
-    }
-    closedir(d);
-    if (*n > 1) qsort(*files, (size_t)*n, sizeof **files, cmp_file);
-    return MW_OK;
-}
-
-/* Whether the temporary checkpoint name nm (".step-N.mwck.tmp.PID") belongs to a process that is
- * gone: only those are stale; a live run's half-written file is left alone. */
-static int tmp_is_stale(const char *nm) {
-    if (strncmp(nm, ".step-", 6) != 0) return 0;
-    const char *t = strstr(nm, ".mwck.tmp.");
-    if (!t) return 0;
-    t += 10;
-    char *end;
-    errno = 0;
-    long pid = strtol(t, &end, 10);
-    if (*t < '0' || *t > '9' || *end || errno || pid <= 0 || pid > INT_MAX) return 0;
-    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-}
-
-mw_status mw_ckpt_prune(const char *dir, int keep, int keep_step) {
-    mw_ckpt_file *f;
-    int n;
-    MW_TRY(mw_ckpt_list(dir, &f, &n));
-    char p[4096 + 300];
-    for (int i = keep; i < n; i++) {
-        if (f[i].step == keep_step) continue; /* never the one just written */
-        snprintf(p, sizeof p, "%s/%s", dir, f[i].name);
-        if (unlink(p) != 0 && errno != ENOENT) {
-            free(f);
-            return mw_fail(MW_ERR_IO, "cannot delete old checkpoint %s: %s", p, strerror(errno));
-        }
-    }
-    free(f);
-    DIR *d = opendir(dir); /* temporaries of runs that died while saving */
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d)))
-            if (tmp_is_stale(e->d_name)) {
-                snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-                unlink(p);
-            }
-        closedir(d);
-    }
-    return MW_OK;
-}
-
-/* ---- directories and the --out lock ------------------------------------------------------------ */
-
-
-/* Tries the lock of fd; MW_ERR_IO naming the holder (the pid the lock file records) if taken. */
-static mw_status take_lock(int fd, const char *lock, const char *dir) {
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return MW_OK;
-    int err = errno;
-    if (err != EWOULDBLOCK) return mw_fail(MW_ERR_IO, "cannot lock %s: %s", lock, strerror(err));
-    char b[32] = {0};
-    ssize_t k = pread(fd, b, sizeof b - 1, 0);
-    long pid = k > 0 ? strtol(b, NULL, 10) : 0;
-    if (pid > 0)
-        return mw_fail(MW_ERR_IO, "%s is in use by another memwall run (pid %ld, holding %s): wait for it, or use another --out",
-                       dir, pid, lock);
-    return mw_fail(MW_ERR_IO, "%s is in use by another memwall run (pid not yet recorded in %s): wait for it, or use another --out",
-                   dir, lock);
-}
-
-mw_status mw_dir_lock(const char *dir, int create, int *fd) {
-    char lock[4200];
-    snprintf(lock, sizeof lock, "%s/" MW_LOCK_NAME, dir);
-    *fd = open(lock, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
-    if (*fd < 0) {
-        if (!create && (errno == ENOENT || errno == ENOTDIR)) return MW_OK;
-        return mw_fail(MW_ERR_IO, "cannot open %s: %s", lock, strerror(errno));
-    }
-    mw_status s = take_lock(*fd, lock, dir);
-    if (s == MW_OK) {
-        char b[32];
-        int n = snprintf(b, sizeof b, "%ld\n", (long)getpid());
-        if (ftruncate(*fd, 0) != 0 || pwrite(*fd, b, (size_t)n, 0) != n)
-            s = mw_fail(MW_ERR_IO, "cannot write %s: %s", lock, strerror(errno));
-    }
-    if (s != MW_OK) {
-        close(*fd);
-        *fd = -1;
-    }
-    return s;
 }
 
 /* ---- reading --------------------------------------------------------------------------------- */
@@ -1327,6 +1224,7 @@ static mw_status stage_figures(const mw_model *m, int v2, uint64_t f[ST_N]) {
     for (int i = 0; i < nt; i++) {
         mw_param_info t;
         MW_TRY(mw_model_tensor_info(m, i, &t, 0));
+        if (mw_model_tp(m) > 1) mw_model_tensor_whole(m, i, &t.ndim, t.dims, &t.numel); /* --tp: the whole tensor's */
         f[ST_SEC] += REC + strlen(t.name) + 4 + (t.numel * 4 + 4) * (v2 ? 1 : 3);
     }
     for (int p = 0; p < 3; p++) f[ST_B0 + p] = v2 ? mw_model_state_bytes(m, p) : 0;
@@ -1348,6 +1246,13 @@ static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *s
         if (path && path_len) snprintf(path, path_len, "%s/step-%08d.mwck", dir, st->step);
         return MW_OK;
     }
+    /* --tp: each stage's tensors gathered to its tensor-parallel rank 0, which writes (wrt); the
+     * other ranks of the group take part in the gathers and in their own pipeline's agreements */
+    mw_comm *tc = mw_model_tp_comm(m);
+    const int tpw = mw_model_tp(m) > 1, wrt = !tc || tc->rank == 0;
+    if (tpw && v2)
+        return mw_fail(MW_ERR_ARG, "--tp with --pp and --optim %s: a checkpoint of the optimizer's sharded state is not "
+                       "built yet (adamw saves)", mw_optim_str(gc->optim));
     uint64_t mine[ST_N], *all = calloc((size_t)P * ST_N, sizeof *all), ex[6] = {0}, *exa = calloc((size_t)P * 6, sizeof *exa);
     /* ex: this stage's chain of CRCs and its bytes, then its pieces' CRCs (M, V, the small state's two runs) */
     char meta[4096], final[4096], name[4200] = "", why[1024] = "";
@@ -1370,7 +1275,7 @@ static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *s
         for (int j = 0; j < P; j++) tens_end += all[j * ST_N + ST_SEC], o += j < S ? all[j * ST_N + ST_SEC] : 0;
     }
     snprintf(final, sizeof final, "%s/step-%08d.mwck", dir, st->step);
-    if (S == 0 && s == MW_OK) {
+    if (S == 0 && wrt && s == MW_OK) {
         s = mw_mkdirs(dir);
         snprintf(name, sizeof name, "%s/.step-%08d.mwck.tmp.%d", dir, st->step, (int)getpid());
         if (s == MW_OK && (fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
@@ -1381,8 +1286,8 @@ static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *s
     if (P > 64) s = mw_fail(MW_ERR_ARG, "a pipeline of more than 64 stages saves no checkpoint yet");
     for (int j = 0; j < P && P <= 64; j++) cd[j] = j ? 0 : sizeof name, cd[P + j] = 0;
     if (P <= 64 && (g = pc->allgatherv(pc, name, 1, cd, cd + P)) != MW_OK) s = g;
-    if (!name[0] && s == MW_OK) s = mw_fail(MW_ERR_IO, "stage 0 could not create the checkpoint file in %s", dir);
-    if (S != 0 && s == MW_OK && (fd = open(name, O_WRONLY | O_CLOEXEC)) < 0)
+    if (wrt && !name[0] && s == MW_OK) s = mw_fail(MW_ERR_IO, "stage 0 could not create the checkpoint file in %s", dir);
+    if (S != 0 && wrt && s == MW_OK && (fd = open(name, O_WRONLY | O_CLOEXEC)) < 0)
         s = mw_fail(MW_ERR_IO, "stage %d cannot open %s (is --out on a file system every rank shares?): %s", S, name,
                     strerror(errno));
     uint32_t chain = 0; /* this stage's CRCs, as the trailer chains them */
@@ -1392,17 +1297,29 @@ static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *s
     do {                                                                                           \
         put32(b4, (v));                                                                            \
         chain = mw_crc32c(chain, b4, 4), clen += 4;                                                \
-        if (s == MW_OK) s = pwr(fd, name, b4, 4, (at));                                            \
+        if (s == MW_OK && wrt) s = pwr(fd, name, b4, 4, (at));                                     \
     } while (0)
-    for (int i = 0; i < nt && s == MW_OK; i++) {
+    float *full = NULL, *scratch = NULL; /* --tp: the writer's part buffers */
+    size_t cap = 0;
+    mw_status gt = MW_OK; /* --tp: the gathers' (every rank of the group runs each; a write error does not stop them) */
+    for (int i = 0; i < nt && (tpw ? gt == MW_OK : s == MW_OK); i++) {
         mw_param_info t;
-        if ((s = mw_model_tensor_info(m, i, &t, 0)) != MW_OK) break;
+        if ((gt = mw_model_tensor_info(m, i, &t, 0)) != MW_OK) break;
+        if (tpw) mw_model_tensor_whole(m, i, &t.ndim, t.dims, &t.numel);
         unsigned char r[REC + 256];
         size_t rl;
         tensor_rec(&t, r, &rl);
-        s = pwr(fd, name, r, rl, o);
+        if (s == MW_OK && wrt) s = pwr(fd, name, r, rl, o);
         CHAIN(mw_crc32c(0, r, rl), o + rl);
         o += rl + 4;
+        for (int k = 0; k < 3 && tpw && gt == MW_OK; k++) { /* parameters, AdamW's m and v */
+            uint32_t cc = 0;
+            const part_sink sk = {NULL, fd, name, o};
+            gt = tp_tensor_parts(m, i, k, &sk, &full, &scratch, &cap, &s, &cc);
+            CHAIN(cc, o + t.numel * 4);
+            o += t.numel * 4 + 4;
+        }
+        if (tpw) continue;
         const float *data;
         if (s == MW_OK) s = mw_model_param_view(m, i, &data);
         if (s == MW_OK) s = pwr(fd, name, data, t.numel * 4, o);
@@ -1421,6 +1338,8 @@ static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *s
         }
     }
 #undef CHAIN
+    free(full), free(scratch);
+    if (s == MW_OK) s = gt;
     ex[0] = chain, ex[1] = clen;
     for (int run = 0; run < 4 && v2 && s == MW_OK; run++) { /* this stage's pieces of each array */
         const int part = run < 3 ? run : 2;
@@ -1446,9 +1365,10 @@ static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *s
         fd = -1;
     }
     snprintf(why, sizeof why, "%s", s == MW_OK ? "" : mw_last_error());
-    int ok = all_ok(pc, s);
+    int ok = gt != MW_OK ? 0 : !tc || all_ok(tc, s); /* --tp: the stage's group first, then the pipeline */
+    ok = all_ok(pc, ok ? MW_OK : MW_ERR_IO);
     if (ok) ok = gather_vals(pc, ex, 6, exa) == MW_OK;
-    if (S == 0 && ok) { /* the header, the chain of the stages' CRCs, the arrays' records and CRCs, the trailer */
+    if (S == 0 && wrt && ok) { /* the header, the chain of the stages' CRCs, the arrays' records and CRCs, the trailer */
         uint32_t ch = 0;
         for (int j = 0; j < P; j++) ch = mw_crc32c_combine(ch, (uint32_t)exa[j * 6], exa[j * 6 + 1]);
         s = pwr(fd, name, h, HEADER, 0);
@@ -1486,7 +1406,8 @@ static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *s
     }
     if (fd >= 0) close(fd);
     if (ok) ok = all_ok(pc, s); /* stage 0's rename */
-    if (!ok && S == 0 && name[0]) unlink(name);
+    if (tc && gt == MW_OK) ok = all_ok(tc, ok ? MW_OK : MW_ERR_IO); /* ... to the other ranks of each group */
+    if (!ok && S == 0 && wrt && name[0]) unlink(name);
     free(all), free(exa);
     if (!ok) return mw_fail(MW_ERR_IO, "%s", why[0] ? why : "another stage could not write its part of the checkpoint (its error is above)");
     if (path) snprintf(path, path_len, "%s", final);
@@ -1505,6 +1426,29 @@ static mw_status pread_crc(int fd, const char *path, void *buf, size_t n, uint64
     unsigned char c[4];
     if (pread(fd, c, 4, (off_t)(off + n)) != 4) return mw_fail(MW_ERR_IO, "cannot read %s", path);
     if (get32(c) != mw_crc32c(0, buf, n)) return mw_fail(MW_ERR_FORMAT, "%s: %s changed while it was read", path, what);
+    return MW_OK;
+}
+
+/* --tp: this rank's shard of tensor i's array of numel floats at off (its CRC-32C after it, checked),
+ * read a window (win, BUF bytes) at a time: no whole tensor in memory */
+static mw_status pread_shard(int fd, const char *path, const mw_model *m, int i, float *dst, uint64_t numel, uint64_t off,
+                             const char *what, char *win) {
+    uint32_t crc = 0;
+    for (uint64_t done = 0; done < numel * 4;) {
+        const size_t k = numel * 4 - done < BUF ? (size_t)(numel * 4 - done) : BUF;
+        for (size_t got = 0; got < k;) {
+            ssize_t r = pread(fd, win + got, k - got, (off_t)(off + done + got));
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) return mw_fail(MW_ERR_IO, "cannot read %s: %s", path, r < 0 ? strerror(errno) : "truncated");
+            got += (size_t)r;
+        }
+        crc = mw_crc32c(crc, win, k);
+        mw_model_tp_take_part(m, i, (const float *)(void *)win, done / 4, k / 4, dst);
+        done += k;
+    }
+    unsigned char c[4];
+    if (pread(fd, c, 4, (off_t)(off + numel * 4)) != 4) return mw_fail(MW_ERR_IO, "cannot read %s", path);
+    if (get32(c) != crc) return mw_fail(MW_ERR_FORMAT, "%s: %s changed while it was read", path, what);
     return MW_OK;
 }
 
@@ -1542,10 +1486,17 @@ static mw_status load_stage(const char *path, mw_model *m, mw_ckpt_info *info, i
                     (unsigned long long)NT, S, nt, tb);
     if (s == MW_OK && (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
         s = mw_fail(MW_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    const int tpw = mw_model_tp(m) > 1;
+    if (s == MW_OK && tpw && v2 && !params_only)
+        s = mw_fail(MW_ERR_ARG, "--tp with --pp and --optim %s: resuming the optimizer's sharded state is not built yet",
+                    mw_optim_str(gc->optim));
+    char *win = tpw ? malloc(BUF) : NULL; /* --tp: the file a window at a time, this rank's shard taken */
+    if (tpw && !win && s == MW_OK) s = mw_fail(MW_ERR_NOMEM, "out of memory");
     for (int i = 0; i < nt && s == MW_OK; i++) {
         const mw_ckpt_entry *e = &idx.e[tb + i];
         mw_param_info t;
         if ((s = mw_model_tensor(m, i, &t)) != MW_OK) break;
+        if (tpw) mw_model_tensor_whole(m, i, &t.ndim, t.dims, &t.numel);
         if (strcmp(t.name, e->name) != 0 || t.numel != e->numel || t.ndim != e->ndim || t.dims[0] != e->dims[0] ||
             (t.ndim == 2 && t.dims[1] != e->dims[1])) {
             s = mw_fail(MW_ERR_ARG, "%s: tensor %s does not match stage %d's tensor %s", path, e->name, S, t.name);
@@ -1553,8 +1504,12 @@ static mw_status load_stage(const char *path, mw_model *m, mw_ckpt_info *info, i
         }
         float *dst[3] = {t.data, params_only || v2 ? NULL : t.m, params_only || v2 ? NULL : t.v};
         for (int b = 0; b < 3 && s == MW_OK; b++)
-            if (dst[b]) s = pread_crc(fd, path, dst[b], e->numel * 4, e->offset + (uint64_t)b * (e->numel * 4 + 4), e->name);
+            if (dst[b] && tpw)
+                s = pread_shard(fd, path, m, i, dst[b], e->numel, e->offset + (uint64_t)b * (e->numel * 4 + 4), e->name, win);
+            else if (dst[b])
+                s = pread_crc(fd, path, dst[b], e->numel * 4, e->offset + (uint64_t)b * (e->numel * 4 + 4), e->name);
     }
+    free(win);
     if (s == MW_OK && v2 && !params_only) {
         const mw_ckpt_entry *e = &idx.e[idx.n - 1];
         uint64_t o = e->offset + e->numel * 4 + 4;
