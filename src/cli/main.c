@@ -239,7 +239,7 @@ static void format_default(const opts *o, const opt_def *d, char *buf, size_t n)
             snprintf(buf, n, "%s", RECOMPUTE[o->cfg.recompute]);
         break;
     case K_ARCH: snprintf(buf, n, "%s", mw_arch_name(o->cfg.arch)); break;
-    case K_OFFLOAD: snprintf(buf, n, "%s", mw_offload_name(o->cfg.offload)); break;
+    case K_OFFLOAD: snprintf(buf, n, "%s", o->cfg.offload_spec[0] ? o->cfg.offload_spec : mw_offload_name(o->cfg.offload)); break;
     case K_ACT_OFFLOAD: snprintf(buf, n, "%s", mw_act_offload_name(o->cfg.act_offload)); break;
     case K_ACT_COMPRESS:
         if (o->cfg.act_compress) snprintf(buf, n, "%d", o->cfg.act_compress);
@@ -908,7 +908,7 @@ void print_plan(const mw_plan_summary *p) {
                                   mw_fmt_bytes(p->act_disk, b, sizeof b));
         printf("  disk tier (--%s %s): %s in a scratch file of %s; per step %s read, %s written, streamed "
                "through %s of staging in memory\n", p->offload == MW_OFFLOAD_NONE ? "act-offload" : "offload",
-               p->offload == MW_OFFLOAD_NONE ? mw_act_offload_name(p->act_offload) : mw_offload_name(p->offload), on, mw_fmt_bytes(p->disk_file, f, sizeof f),
+               p->offload == MW_OFFLOAD_NONE ? mw_act_offload_name(p->act_offload) : p->offload_pin, on, mw_fmt_bytes(p->disk_file, f, sizeof f),
                mw_fmt_bytes(p->disk_read, r, sizeof r), mw_fmt_bytes(p->disk_write, w, sizeof w),
                mw_fmt_bytes(p->disk_staging, s, sizeof s));
         if (p->disk_room)
@@ -921,7 +921,7 @@ void print_plan(const mw_plan_summary *p) {
     if (p->pred_step_s >= 0)
         printf("  disk tier: predicted %.2f s per step with its transfers overlapping compute (compute %.2f s)\n",
                p->pred_step_s, p->pred_compute_s);
-    if (p->offload_why[0]) printf("  --offload auto: %s -> %s\n", p->offload_why, mw_offload_name(p->offload));
+    if (p->offload_why[0]) printf("  --offload auto: %s -> %s\n", p->offload_why, p->offload_pin);
 }
 
 void print_recompute_choice(const opts *o, const mw_plan_summary *p) {

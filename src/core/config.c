@@ -421,7 +421,7 @@ mw_status mw_offload_parse(mw_config *c, const char *s) {
     for (int i = 0; i < MW_OFFLOAD_COUNT; i++)
         if (strcmp(s, OFFLOAD_NAMES[i]) == 0) {
             c->offload = i;
-            c->offload_spec[0] = 0;
+            memset(c->offload_spec, 0, sizeof c->offload_spec);
             return MW_OK;
         }
     if (mw_chunks_is_form(s)) { /* a chunk placement: its syntax now, its blocks when the model is known */

@@ -45,6 +45,13 @@ void mw_graph_chunks_pin(const mw_model *m, char *out, size_t n) {
         snprintf(out, n, "%s", mw_offload_name(m->offload));
 }
 
+void mw_graph_chunks_spec(const mw_model *m, char *out, size_t n) {
+    if (m->chunked)
+        mw_chunks_text(m->blk, m->cfg.n_layer, out, n);
+    else if (n)
+        out[0] = 0;
+}
+
 mw_status mw_graph_chunks_bind(mw_model *m) {
     const int L = m->cfg.n_layer;
     if (m->nseg != L + 2) return MW_OK;
@@ -129,13 +136,18 @@ static mw_status try_k(const mw_model *m, int k, cand *o) {
     unsigned char blk[MW_MAX_BLOCK_POLICIES];
     MW_TRY(mw_chunks_parse(q.offload_spec, L, blk, &widest));
     q.offload = widest;
-    if (widest == MW_OFFLOAD_NONE) q.offload_spec[0] = 0;
+    if (widest == MW_OFFLOAD_NONE) memset(q.offload_spec, 0, sizeof q.offload_spec);
     mw_plan_summary ps;
     MW_TRY(mw_graph_plan_predicted(m->arch, &q, &ps));
     o->k = k;
     o->fits = ps.fits;
     o->measured = !ps.disk_file || ps.pred_disk_s >= 0;
-    o->t = ps.pred_recompute_s + (ps.pred_disk_s > 0 ? ps.pred_disk_s : 0.0);
+    /* the step predicted as overlapped phases (compute with its recomputation beside the
+     * micro-batches' transfers, then the norm's and the optimizer's), or its compute alone without a
+     * disk tier; the serial sum of recomputation and transfers where the ops were not timed */
+    o->t = ps.pred_step_s >= 0 ? ps.pred_step_s
+           : !ps.disk_file && ps.pred_compute_s >= 0 ? ps.pred_compute_s
+                                                    : ps.pred_recompute_s + (ps.pred_disk_s > 0 ? ps.pred_disk_s : 0.0);
     o->moved = ps.disk_read + ps.disk_write;
     return MW_OK;
 }
@@ -152,12 +164,19 @@ mw_status mw_graph_chunks_auto(mw_model *m) {
                  c->offload_dir[0] ? " with its disk tier in --offload-dir's room (free space and stale scratch files)" : "");
         return mw_graph_chunks_set(m, "params=all,grads=all,optim=all");
     }
-    MW_TRY(try_k(m, K, &hi));
-    if (hi.fits) {
-        best = hi;
-    } else { /* the most chunks resident that fit: plans grow with k */
-        int a = 0, b = K; /* a fits, b does not */
-        best = lo;
+    /* the most chunks resident that fit. Plans grow with k within a category; where a category's
+     * last block comes into memory its 3 staging slots leave the plan, so k = L, 2L and 3L may plan
+     * less than the k just below: the highest of those (and 0) that fits, then the category above it */
+    best = lo;
+    for (int q = 3; q >= 1; q--) {
+        MW_TRY(try_k(m, q * L, &hi));
+        if (hi.fits) {
+            best = hi;
+            break;
+        }
+    }
+    if (best.k < K) {
+        int a = best.k, b = best.k + L; /* a fits, b does not (or is the boundary above, which did not) */
         while (b - a > 1) {
             cand x;
             MW_TRY(try_k(m, (a + b) / 2, &x));
@@ -170,6 +189,7 @@ mw_status mw_graph_chunks_auto(mw_model *m) {
     /* one decision with --recompute auto: fewer chunks resident leave more memory to keep
      * activations; compare the predicted recomputation plus transfers of a few steps down the chain */
     const int kmax = best.k;
+    const double tmax = best.t;
     char tried[120] = "";
     size_t u = 0;
     if (c->recompute == MW_RECOMPUTE_AUTO && best.measured) {
@@ -184,8 +204,8 @@ mw_status mw_graph_chunks_auto(mw_model *m) {
     }
     char spec[96];
     chain_spec(L, best.k, spec, sizeof spec);
-    snprintf(w, wn, "%d of %d block chunks resident (the most that fit: %d; predicted s/step, recomputation + transfers: %.2f%s%s%s)",
-             best.k, K, kmax, best.t, tried[0] ? "; others tried " : "", tried, best.measured ? "" : "; the disk not measured");
+    snprintf(w, wn, "%d of %d block chunks resident (the most that fit: %d, %.1f s/step predicted; this %.1f s%s%s%s)", best.k, K,
+             kmax, tmax, best.t, tried[0] ? "; tried " : "", tried, best.measured ? "" : "; the disk not measured");
     if (best.k == K) return mw_graph_chunks_set(m, "");
     return mw_graph_chunks_set(m, spec);
 }

@@ -148,7 +148,8 @@ static int grads_fresh(const mw_model *m, int seg) { return seg > 0 && seg < m->
 float *mw_graph_grads_chunk(const mw_model *m, int seg, size_t lo, size_t hi) {
     if (!mw_graph_grads_mem16(m) || seg == 0 || seg == m->nseg - 1) {
         float *g = resident(m, 1, seg, lo);
-        if (grads_fresh(m, seg)) memset(g, 0, (hi - lo) * sizeof(float)); /* a block kept in memory: none this step */
+        if (mw_graph_grads_slotted(m) && grads_fresh(m, seg)) /* a chunk placement's block kept in memory: none this step */
+            memset(g, 0, (hi - lo) * sizeof(float));
         return g;
     }
     float *g = m->gslot[0];

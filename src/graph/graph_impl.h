@@ -149,6 +149,9 @@ mw_status mw_graph_chunks_set(mw_model *m, const char *spec);
 void mw_graph_chunks_pin(const mw_model *m, char *out, size_t n);
 /* After the walk has bound the buffers: the blocks kept in memory get their pbase, gbase, obase. */
 mw_status mw_graph_chunks_bind(mw_model *m);
+/* m's placement as cfg.offload_spec ("" for a plain mode): with offload = m->offload, a config that
+ * plans the same placement. */
+void mw_graph_chunks_spec(const mw_model *m, char *out, size_t n);
 /* Where the optimizer's array w (0: M, 1: V) of flat element lo of segment seg is in memory
  * (NULL when on the disk tier or the optimizer has no such array). */
 void *mw_graph_opt_resident(const mw_model *m, int w, int seg, size_t lo);

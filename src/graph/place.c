@@ -348,6 +348,7 @@ static mw_status resolve_modes(mw_model *m) {
     for (int i = 0; i < 4; i++) {
         mw_config k = m->gcfg; /* as given: a pipeline stage's plan derives its local view again */
         k.offload = MODES[i];
+        memset(k.offload_spec, 0, sizeof k.offload_spec);
         if (c->dp && (MODES[i] > MW_OFFLOAD_OPTIMIZER || (MODES[i] == MW_OFFLOAD_OPTIMIZER && c->zero < 1))) {
             fits[i] = 0, t[i] = 0; /* --zero: only a shard of the optimizer state goes to disk */
             continue;

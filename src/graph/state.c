@@ -19,7 +19,7 @@ static mw_status state_window(const mw_model *m, int which, size_t off, size_t l
         return mw_fail(MW_ERR_ARG, "internal: optimizer array %d at %zu", which, off);
     if (mw_graph_opt_sharded(m)) /* this rank's shard, another's (src/dist/zero.c) */
         return mw_zero_state_window(m, which, off, limit, write, p, n);
-    if (!m->off) {
+    if (!m->off || !mw_graph_opt_on_disk(m)) { /* in memory (a chunk placement may keep it all there) */
         *p = mw_opt_elem(which ? m->v : m->m, bits, off);
         *n = limit - off;
         return MW_OK;
