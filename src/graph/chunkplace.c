@@ -198,13 +198,13 @@ mw_status mw_graph_chunks_auto(mw_model *m) {
             cand x;
             MW_TRY(try_k(m, kmax - j * step, &x));
             if (u < sizeof tried)
-                u += (size_t)snprintf(tried + u, sizeof tried - u, "%s%d %.1f", u ? ", " : "", x.k, x.t);
+                u += (size_t)snprintf(tried + u, sizeof tried - u, "%s%d %.3f", u ? ", " : "", x.k, x.t);
             if (x.fits && x.measured && x.t < best.t) best = x;
         }
     }
     char spec[96];
     chain_spec(L, best.k, spec, sizeof spec);
-    snprintf(w, wn, "%d of %d block chunks resident (the most that fit: %d, %.1f s/step predicted; this %.1f s%s%s%s)", best.k, K,
+    snprintf(w, wn, "%d of %d block chunks resident (the most that fit: %d, %.3f s/step predicted; this %.3f s%s%s%s)", best.k, K,
              kmax, tmax, best.t, tried[0] ? "; tried " : "", tried, best.measured ? "" : "; the disk not measured");
     if (best.k == K) return mw_graph_chunks_set(m, "");
     return mw_graph_chunks_set(m, spec);
