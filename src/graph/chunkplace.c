@@ -204,8 +204,9 @@ mw_status mw_graph_chunks_auto(mw_model *m) {
     }
     char spec[96];
     chain_spec(L, best.k, spec, sizeof spec);
-    snprintf(w, wn, "%d of %d block chunks resident (the most that fit: %d, %.3f s/step predicted; this %.3f s%s%s%s)", best.k, K,
-             kmax, tmax, best.t, tried[0] ? "; tried " : "", tried, best.measured ? "" : "; the disk not measured");
+    if (snprintf(w, wn, "%d of %d block chunks resident (the most that fit: %d, %.3f s/step predicted; this %.3f s%s%s%s)", best.k, K,
+             kmax, tmax, best.t, tried[0] ? "; tried " : "", tried, best.measured ? "" : "; the disk not measured") >= (int)wn)
+        w[wn - 2] = ')'; /* cut short: still closed */
     if (best.k == K) return mw_graph_chunks_set(m, "");
     return mw_graph_chunks_set(m, spec);
 }
