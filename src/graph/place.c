@@ -293,7 +293,8 @@ static void timeline_transfers(const mw_model *m, int i, mw_plan_op *o) {
             const int r = m->visit_rd[3 * m->op_pv[i] + e].seg;
             if (r >= 0) o->disk_read += mw_offload_pad(mw_graph_seg_len(m, r)) * F;
         }
-    if (m->op_ge && m->op_ge[i]) o->disk_write += mw_offload_pad(mw_graph_seg_len(m, 1 + m->ops[i].layer)) * F;
+    if (m->op_ge && m->op_ge[i] && (!m->chunked || mw_graph_seg_disk(m, 1 + m->ops[i].layer, MW_ARR_G)))
+        o->disk_write += mw_offload_pad(mw_graph_seg_len(m, 1 + m->ops[i].layer)) * F; /* a chunk placement's blocks on disk */
 }
 
 mw_status mw_graph_plan_timeline(const mw_model_def *arch, const mw_config *cfg, mw_plan_op **ops, int *nops) {

@@ -132,8 +132,8 @@ mw_status mw_graph_build_segments(mw_model *m) {
     if (m->offload == MW_OFFLOAD_OPTIMIZER && !m->chunked && !mv)
         return mw_fail(MW_ERR_ARG, "--offload optimizer: --optim %s keeps no per-parameter state to put on disk (its small state stays in memory); use --offload optimizer+grads or all, or none",
                        mw_optim_str(m->cfg.optim));
-    if (mw_graph_opt_on_disk(m) && !mv)
-        return mw_fail(MW_ERR_ARG, "--offload %s: --optim %s keeps no per-parameter state to put on disk (its small state stays in memory); give optim=none",
+    if (m->chunked && m->offload == MW_OFFLOAD_OPTIMIZER && !mv) /* as --offload optimizer: nothing would go to disk */
+        return mw_fail(MW_ERR_ARG, "--offload %s: --optim %s keeps no per-parameter state to put on disk (its small state stays in memory); put params or grads on disk too, or use --offload none",
                        m->cfg.offload_spec, mw_optim_str(m->cfg.optim));
     /* the optimizer state before and after the blocks is on disk when any block's is */
     for (int k = 0; k < m->nseg; k++) m->seg_mask[k] = mw_graph_opt_on_disk(m) ? mv : 0;
