@@ -161,6 +161,14 @@ ea=$("$MW" estimate "${g[@]}" --budget "$mid" --offload auto --json | pe)
 ep=$("$MW" estimate "${g[@]}" --offload "$midpin" --json | pe)
 [ -n "$ea" ] && [ "$ea" = "$ep" ] && pass "--offload $midpin plans what auto planned ($ep)" || fail "pinned $ep vs auto $ea"
 
+# a model that fits the budget stays in memory: no bytes moved (plans only: gpt2-medium)
+"$MW" plan --preset gpt2-medium --batch 1 --seq 1024 --recompute full --budget 9GiB --offload auto --json >"$T/med.json"
+grep -q '"fits": true, "offload": "none", "disk_file_bytes": 0' "$T/med.json" && ! grep -q '"disk_read": [1-9]\|"disk_write": [1-9]' "$T/med.json" &&
+  pass "gpt2-medium under 9 GiB: --offload auto keeps every state in memory, no bytes moved" ||
+  fail "gpt2-medium auto: $(grep -o '"offload[a-z_]*": "[^"]*"' "$T/med.json")"
+"$MW" plan "${g[@]}" --offload params=1-2,grads=0,optim=2-3 --timeline "$T/tl.svg" >"$T/tl.out" 2>&1 && grep -q "disk read" "$T/tl.svg" &&
+  pass "plan --timeline draws a chunk placement's transfers" || fail "timeline: $(tail -1 "$T/tl.out")"
+
 echo "-- refusals"
 for f in "params=" "params=2-1" "weights=all" "params=all,params=none" "all:resident=x" "bogus:resident=1" "params=all,"; do
   expect_error 1 "--offload $f" -- "$MW" estimate "${g[@]}" --offload "$f"
