@@ -43,13 +43,13 @@ planned() {
 }
 
 echo "-- every placement gives the in-memory run's bits, its arena is its plan"
-run mem1 --steps 5 --threads 1 --accum 3 --recompute full
+run mem1 --steps 3 --threads 1 --accum 3 --recompute full
 P=("all:resident=1" "optimizer+grads:resident=2" "optimizer:resident=3" "params=1-2,grads=0,optim=2-3"
   "params=all,grads=none,optim=none" "grads=1-3" "optim=0" "params=3,grads=3,optim=3")
 i=0
 for p in "${P[@]}"; do
   i=$((i + 1))
-  run "c$i" --steps 5 --threads 2 --accum 3 --recompute full --offload "$p" --offload-dir "$T/scr"
+  run "c$i" --steps 3 --threads 2 --accum 3 --recompute full --offload "$p" --offload-dir "$T/scr"
   same mem1 "c$i" "--offload $p (2 threads, --accum 3, --recompute full)"
   planned "c$i" "--offload $p"
 done
@@ -128,7 +128,7 @@ pnone=$(grep -o '"peak_bytes": [0-9]*' <<<"$("$MW" estimate "${g[@]}" --json)" |
 prev=
 ok=1
 distinct=0
-for q in 1 2 3 4 5 6 7; do
+for q in 1 2 4 6 7; do
   b=$((pall + (pnone - pall) * q / 8))
   "$MW" estimate "${g[@]}" --budget $b --offload auto --json >"$T/a$q.json"
   pin=$(grep -o '"offload_pin": "[^"]*"' "$T/a$q.json" | sed 's/.*: "//; s/"//')
