@@ -55,6 +55,8 @@ for p in "${P[@]}"; do
 done
 grep -q "disk tier (--offload params=1-2,grads=0,optim=2-3)" "$T/c4.out" && pass "the plan names the placement" ||
   fail "the plan's disk tier line: $(grep 'disk tier (' "$T/c4.out")"
+"$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 --offload optimizer:resident=1 | grep -q "disk tier (--offload params=none,grads=none,optim=0-2):" &&
+  pass "estimate names the placement" || fail "estimate's disk tier line"
 [ "$(scratch_count "$T/scr")" = 0 ] && pass "no scratch file stays" || fail "scratch left: $(ls "$T/scr")"
 pk() { grep -o "arena peak [0-9.]* [KMG]iB" "$T/$1.out"; }
 [ "$(pk c4)" != "$(pk c1)" ] && [ "$(pk c1)" != "$(pk mem1)" ] && pass "placements plan different arenas ($(pk mem1), $(pk c1), $(pk c4))" ||

@@ -478,7 +478,7 @@ int cmd_estimate(int argc, char **argv) {
         if (p.offload == MW_OFFLOAD_NONE) /* the swapped activations' alone */
             printf("\n  disk tier (--act-offload %s):\n", mw_act_offload_name(p.act_offload));
         else
-            printf("\n  disk tier (--offload %s%s):\n", mw_offload_name(p.offload),
+            printf("\n  disk tier (--offload %s%s):\n", p.offload_pin,
                    c->offload == MW_OFFLOAD_AUTO ? ", auto's choice" : "");
         for (int k = 0; k < MW_CAT_COUNT; k++)
             if (p.disk[k])
