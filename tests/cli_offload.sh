@@ -279,8 +279,9 @@ nw=$(grep -o '"disk_write": [1-9][0-9]*' "$T/plan.json" | wc -l)
   fail "ops with transfers: $nr reading, $nw writing"
 
 "$MW" help train | grep -- "--offload MODE" >"$T/help_off"
-grep -q "auto (the fastest of these that fits --budget" "$T/help_off" && ! grep -q "none or optimizer" "$T/help_off" &&
-  pass "--offload's help: auto considers every placement" || fail "--offload help: $(cat "$T/help_off")"
+grep -q "auto (fills --budget with the blocks' chunks" "$T/help_off" && grep -q "params=R,grads=R,optim=R" "$T/help_off" &&
+  ! grep -q "none or optimizer" "$T/help_off" &&
+  pass "--offload's help: auto over the chunks, the explicit forms" || fail "--offload help: $(cat "$T/help_off")"
 
 echo "-- refusals"
 expect_error 1 "--offload optimizer without --offload-dir" -- "$MW" "${tr[@]}" --steps 2 --offload optimizer
