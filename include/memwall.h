@@ -149,6 +149,10 @@ typedef struct mw_config {
     double momentum, beta3, eps2, clip_threshold, decay_rate;
     /* where model states live (mw_offload_mode); never changes the numbers, only memory and time */
     int offload;
+    /* an explicit chunk placement (--offload MODE:resident=K or params=R,grads=R,optim=R; "" for
+     * the plain modes): which blocks' states are on disk; offload is then the widest mode it
+     * uses (all when any parameters are on disk, ...) */
+    char offload_spec[96];
     char offload_dir[1024]; /* the disk tier's folder (MW_OFFLOAD_NONE: unused) */
     /* kept activations between their forward and their backward (docs/memory.md, "Stored
      * activations"): act_offload (mw_act_offload) writes them to the disk tier's file behind the
@@ -248,7 +252,10 @@ typedef enum mw_offload_mode {
 } mw_offload_mode;
 /* "none", "optimizer", "optimizer+grads", "all", "auto" ("?" when out of range) */
 const char *mw_offload_name(int offload);
-/* Parses an --offload value into cfg->offload; MW_ERR_ARG naming the choices otherwise. */
+/* Parses an --offload value into cfg->offload (and cfg->offload_spec for the chunk forms: MODE:
+ * resident=K keeps the last K blocks' states in memory, params=R,grads=R,optim=R puts the blocks R
+ * (all, none, A-B, A) of each category on disk; src/memory/chunks.h); MW_ERR_ARG naming the choices
+ * otherwise. */
 mw_status mw_offload_parse(mw_config *cfg, const char *s);
 
 /* Which kept activations --act-offload swaps to the disk tier (cfg->offload_dir):
@@ -393,6 +400,8 @@ typedef struct mw_plan_summary {
      * on disk, the scratch file's size (with its alignment padding), bytes read and written per
      * optimizer step, and the staging buffer in memory they pass through (counted in category) */
     int offload;
+    char offload_pin[96]; /* the --offload value that gives this placement: the mode's name, or the
+                             per-category form of a chunk placement (auto's: its choice) */
     uint64_t disk[MW_CAT_COUNT];
     uint64_t disk_file, disk_read, disk_write, disk_staging;
     /* with cfg->offload_dir and a disk tier: the bytes the folder can give its file (free bytes of

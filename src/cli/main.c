@@ -105,7 +105,7 @@ static const opt_def OPTS[] = {
     {"threads", K_INT, C_(threads), MODEL | TEXT, "OpenMP threads (0: all cores; at most 1024)"},
     {"budget", K_SIZE, C_(budget), MODEL, "memory budget, e.g. 512MiB, 2GiB (0: none)"},
     {"recompute", K_RECOMPUTE, 0, MODEL, "activation recomputation: none, selective, full, every:K, every:sqrt, auto (needs --budget; with --zero the ranks agree on one), or blocks:LETTERS (n/s/f per block); not given, --offload auto with --budget chooses it (auto; not under --zero)"},
-    {"offload", K_OFFLOAD, 0, MODEL, "model states on disk, in a scratch file in --offload-dir streamed by asynchronous I/O (the same bits): none, optimizer (the optimizer's per-parameter state: AdamW's moments, 8-bit or 4-bit codes, ...), optimizer+grads (and the blocks' gradients), all (and the blocks' parameters), auto (the fastest of these that fits --budget, by predicted recomputation and transfer time; without --recompute, and without --zero, it chooses the recomputation too)"},
+    {"offload", K_OFFLOAD, 0, MODEL, "model states on disk, in a scratch file in --offload-dir streamed by asynchronous I/O (the same bits): none, optimizer (the optimizer's per-parameter state: AdamW's moments, 8-bit or 4-bit codes, ...), optimizer+grads (and the blocks' gradients), all (and the blocks' parameters), MODE:resident=K (MODE's states of all but the last K blocks), params=R,grads=R,optim=R (per category the blocks R on disk: all, none, A-B or A, from 0), auto (fills --budget with the blocks' chunks that save the most transfer per byte, the fastest by predicted step time; under --zero the fastest mode; without --recompute, and without --zero, it chooses the recomputation too)"},
     {"act-offload", K_ACT_OFFLOAD, 0, MODEL, "kept activations on disk, in the disk tier's file in --offload-dir (the same bits): none, checkpoints (each block's input, what recomputation keeps between blocks), all (every value a block keeps for its backward), auto (the least of these that fits --budget); written behind the forward pass and read back ahead of the backward op that needs them, through planned staging buffers (docs/memory.md)"},
     {"act-compress", K_ACT_COMPRESS, 0, MODEL, "kept activations stored quantised: none, 8, 4 or 2 bits per value, in groups of 256 with their own min and scale, stochastic rounding seeded from --seed (changes the numbers, the same bits for any threads, recomputation, --offload, --act-offload, --zero and number of ranks at the same ranks x --accum); the values a model declares tolerant (linear layers', norms' and GELU/SwiGLU inputs, q|k|v, the attention output), never the softmax statistics or the norms' statistics (docs/memory.md); refused with --tp/--sp/--pp/--ep"},
     {"offload-dir", K_STR, O_(offload_dir), MODEL, "folder of the disk tier's scratch file (preallocated before step 1, removed at exit); part of the budget: a file larger than its free space does not fit"},
@@ -239,7 +239,7 @@ static void format_default(const opts *o, const opt_def *d, char *buf, size_t n)
             snprintf(buf, n, "%s", RECOMPUTE[o->cfg.recompute]);
         break;
     case K_ARCH: snprintf(buf, n, "%s", mw_arch_name(o->cfg.arch)); break;
-    case K_OFFLOAD: snprintf(buf, n, "%s", mw_offload_name(o->cfg.offload)); break;
+    case K_OFFLOAD: snprintf(buf, n, "%s", o->cfg.offload_spec[0] ? o->cfg.offload_spec : mw_offload_name(o->cfg.offload)); break;
     case K_ACT_OFFLOAD: snprintf(buf, n, "%s", mw_act_offload_name(o->cfg.act_offload)); break;
     case K_ACT_COMPRESS:
         if (o->cfg.act_compress) snprintf(buf, n, "%d", o->cfg.act_compress);
@@ -908,7 +908,7 @@ void print_plan(const mw_plan_summary *p) {
                                   mw_fmt_bytes(p->act_disk, b, sizeof b));
         printf("  disk tier (--%s %s): %s in a scratch file of %s; per step %s read, %s written, streamed "
                "through %s of staging in memory\n", p->offload == MW_OFFLOAD_NONE ? "act-offload" : "offload",
-               p->offload == MW_OFFLOAD_NONE ? mw_act_offload_name(p->act_offload) : mw_offload_name(p->offload), on, mw_fmt_bytes(p->disk_file, f, sizeof f),
+               p->offload == MW_OFFLOAD_NONE ? mw_act_offload_name(p->act_offload) : p->offload_pin, on, mw_fmt_bytes(p->disk_file, f, sizeof f),
                mw_fmt_bytes(p->disk_read, r, sizeof r), mw_fmt_bytes(p->disk_write, w, sizeof w),
                mw_fmt_bytes(p->disk_staging, s, sizeof s));
         if (p->disk_room)
@@ -921,7 +921,7 @@ void print_plan(const mw_plan_summary *p) {
     if (p->pred_step_s >= 0)
         printf("  disk tier: predicted %.2f s per step with its transfers overlapping compute (compute %.2f s)\n",
                p->pred_step_s, p->pred_compute_s);
-    if (p->offload_why[0]) printf("  --offload auto: %s -> %s\n", p->offload_why, mw_offload_name(p->offload));
+    if (p->offload_why[0]) printf("  --offload auto: %s -> %s\n", p->offload_why, p->offload_pin);
 }
 
 void print_recompute_choice(const opts *o, const mw_plan_summary *p) {

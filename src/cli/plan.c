@@ -114,6 +114,7 @@ static size_t largest_fit(const mw_config *cfg, int offload, char *name, size_t 
         if (k.recompute == MW_RECOMPUTE_BLOCKS) k.recompute = MW_RECOMPUTE_NONE; /* one letter per block of cfg */
         if (k.recompute == MW_RECOMPUTE_EVERY && k.recompute_every > k.n_layer) k.recompute_every = k.n_layer;
         k.offload = offload;
+        memset(k.offload_spec, 0, sizeof k.offload_spec); /* a plain mode: another preset's blocks */
         const size_t np = mw_config_num_params(&k);
         mw_plan_summary s;
         /* with a folder given, fits says the disk tier fits it too */
@@ -383,8 +384,11 @@ int cmd_estimate(int argc, char **argv) {
         json_num(stdout, "%.6f", p.pred_compute_s >= 0 && p.disk_file ? p.pred_compute_s : NAN);
         printf(", \"predicted_step_seconds\": ");
         json_num(stdout, "%.6f", p.pred_step_s >= 0 ? p.pred_step_s : NAN);
-        printf(", \"read_bytes_per_s\": %.0f, \"write_bytes_per_s\": %.0f}, \"offload_why\": \"%s\", "
-               "\"predicted_recompute_seconds\": ", p.disk_read_bw, p.disk_write_bw, p.offload_why);
+        printf(", \"read_bytes_per_s\": %.0f, \"write_bytes_per_s\": %.0f}, \"offload_why\": \"%s\", ", p.disk_read_bw,
+               p.disk_write_bw, p.offload_why);
+        if (strcmp(p.offload_pin, mw_offload_name(p.offload))) /* a chunk placement: the --offload form that pins it */
+            printf("\"offload_pin\": \"%s\", ", p.offload_pin);
+        printf("\"predicted_recompute_seconds\": ");
         json_num(stdout, "%.6f", p.pred_recompute_s >= 0 ? p.pred_recompute_s : NAN);
         printf(", \"act\": ");
         json_act_plan(stdout, &p);
@@ -474,7 +478,7 @@ int cmd_estimate(int argc, char **argv) {
         if (p.offload == MW_OFFLOAD_NONE) /* the swapped activations' alone */
             printf("\n  disk tier (--act-offload %s):\n", mw_act_offload_name(p.act_offload));
         else
-            printf("\n  disk tier (--offload %s%s):\n", mw_offload_name(p.offload),
+            printf("\n  disk tier (--offload %s%s):\n", p.offload_pin,
                    c->offload == MW_OFFLOAD_AUTO ? ", auto's choice" : "");
         for (int k = 0; k < MW_CAT_COUNT; k++)
             if (p.disk[k])
@@ -508,7 +512,7 @@ int cmd_estimate(int argc, char **argv) {
             printf("  (give --offload-dir DIR to measure the disk there and predict the transfers' time)\n");
     }
     print_act_plan(&p, 1);
-    if (p.offload_why[0]) printf("\n  --offload auto: %s -> %s\n", p.offload_why, mw_offload_name(p.offload));
+    if (p.offload_why[0]) printf("\n  --offload auto: %s -> %s\n", p.offload_why, p.offload_pin);
     print_recompute_choice(&o, &p);
     if (c->dp) {
         char b3[32], b4[32], b5[32];

@@ -3,10 +3,12 @@
  * it knows no model definition (src/graph/graph.h) and calls only src/core. */
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "status.h"
+#include "../memory/chunks.h"
 
 void mw_config_default(mw_config *c) {
     memset(c, 0, sizeof *c);
@@ -256,6 +258,17 @@ mw_status mw_config_validate(const mw_config *c) {
     NEED(c->inference >= 0 && c->inference <= MW_INFERENCE_EVAL, "unknown inference mode %d", c->inference);
     NEED(c->offload >= MW_OFFLOAD_NONE && c->offload < MW_OFFLOAD_COUNT, "unknown --offload mode %d", c->offload);
     NEED(strnlen(c->offload_dir, sizeof c->offload_dir) < sizeof c->offload_dir, "--offload-dir is not terminated");
+    NEED(strnlen(c->offload_spec, sizeof c->offload_spec) < sizeof c->offload_spec, "--offload's form is not terminated");
+    if (c->offload_spec[0] && !c->inference) { /* a chunk placement: its blocks against the model's */
+        NEED(!c->dp && !mw_config_layout(c), "--offload %s under --zero/--tp/--pp: a chunk placement there is not built "
+             "yet; give none, optimizer, optimizer+grads, all or auto", c->offload_spec);
+        NEED(c->n_layer <= MW_MAX_BLOCK_POLICIES, "--offload %s: a chunk placement of more than %d blocks is not built",
+             c->offload_spec, MW_MAX_BLOCK_POLICIES);
+        unsigned char blk[MW_MAX_BLOCK_POLICIES];
+        int widest;
+        if (mw_chunks_parse(c->offload_spec, c->n_layer, blk, &widest) != MW_OK) return MW_ERR_ARG;
+        (void)widest; /* the model's own (resident=K may keep every block) */
+    }
     NEED(c->act_offload >= MW_ACT_OFFLOAD_NONE && c->act_offload < MW_ACT_OFFLOAD_COUNT, "unknown --act-offload mode %d",
          c->act_offload);
     NEED(c->act_compress == 0 || c->act_compress == 8 || c->act_compress == 4 || c->act_compress == 2,
@@ -408,9 +421,20 @@ mw_status mw_offload_parse(mw_config *c, const char *s) {
     for (int i = 0; i < MW_OFFLOAD_COUNT; i++)
         if (strcmp(s, OFFLOAD_NAMES[i]) == 0) {
             c->offload = i;
+            memset(c->offload_spec, 0, sizeof c->offload_spec);
             return MW_OK;
         }
-    return mw_fail(MW_ERR_ARG, "--offload must be none, optimizer, optimizer+grads, all or auto (got '%s')", s);
+    if (mw_chunks_is_form(s)) { /* a chunk placement: its syntax now, its blocks when the model is known */
+        int widest;
+        if (strlen(s) >= sizeof c->offload_spec)
+            return mw_fail(MW_ERR_ARG, "--offload %s: longer than %zu characters", s, sizeof c->offload_spec - 1);
+        MW_TRY(mw_chunks_parse(s, -1, NULL, &widest));
+        c->offload = widest;
+        snprintf(c->offload_spec, sizeof c->offload_spec, "%s", widest == MW_OFFLOAD_NONE ? "" : s);
+        return MW_OK;
+    }
+    return mw_fail(MW_ERR_ARG, "--offload must be none, optimizer, optimizer+grads, all, auto, MODE:resident=K or "
+                               "params=R,grads=R,optim=R (R: all, none, A-B or A; got '%s')", s);
 }
 
 static const char *const ACT_OFFLOAD_NAMES[MW_ACT_OFFLOAD_COUNT] = {"none", "checkpoints", "all", "auto"};

@@ -282,6 +282,7 @@ mw_status mw_graph_act_resolve(mw_model *m) {
     for (int k = 0; k < 3; k++) {
         mw_config q = *c;
         q.offload = m->offload;
+        mw_graph_chunks_spec(m, q.offload_spec, sizeof q.offload_spec); /* a chunk placement's blocks too */
         q.act_offload = k;
         mw_plan_summary ps;
         MW_TRY(mw_graph_plan(m->arch, &q, &ps));

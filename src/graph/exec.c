@@ -59,7 +59,7 @@ mw_status mw_model_forward(mw_model *m, const int32_t *inputs, const int32_t *ta
     MW_TRY(mw_graph_step_begin(m));
     double s = 0.0;
     for (int i = 0; i <= m->head_op; i++) {
-        if ((m->offload == MW_OFFLOAD_ALL || mw_graph_params_zero3(m)) && m->op_pv[i] >= 0) MW_TRY(mw_graph_param_visit(m, m->op_pv[i]));
+        if ((mw_graph_params_on_disk(m) || mw_graph_params_zero3(m)) && m->op_pv[i] >= 0) MW_TRY(mw_graph_param_visit(m, m->op_pv[i]));
         run_timed(m, i, 0, 0.0f, &s);
         if (m->zpre) mw_graph_zero3_poll(m);
     }
@@ -80,7 +80,7 @@ mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const in
     double s = 0.0;
     for (int i = 0; i < m->opt_op; i++) {
         const int l = m->ops[i].layer;
-        if ((m->offload == MW_OFFLOAD_ALL || mw_graph_params_zero3(m)) && m->op_pv[i] >= 0) MW_TRY(mw_graph_param_visit(m, m->op_pv[i]));
+        if ((mw_graph_params_on_disk(m) || mw_graph_params_zero3(m)) && m->op_pv[i] >= 0) MW_TRY(mw_graph_param_visit(m, m->op_pv[i]));
         if (gdisk && m->op_gb[i]) MW_TRY(mw_graph_grad_bind(m, l));
         if (m->act) MW_TRY(mw_graph_act_before(m, i)); /* stored activations: reads, dequantisation */
         run_timed(m, i, 1, grad_scale / N, &s);
@@ -134,7 +134,9 @@ static float *resident(const mw_model *m, int which, int seg, size_t lo) {
     float *flat = which ? m->grads : m->params;
     if (flat) return flat + lo;
     float *const *res = which ? m->gres : m->pres;
-    return seg == 0 ? res[0] + (lo - m->seg_lo[0]) : res[1] + (lo - m->seg_lo[m->nseg - 1]);
+    if (seg == 0 || seg == m->nseg - 1) return seg == 0 ? res[0] + (lo - m->seg_lo[0]) : res[1] + (lo - m->seg_lo[m->nseg - 1]);
+    float *const *base = which ? m->gbase : m->pbase; /* a chunk placement's block kept in memory */
+    return base[seg] + (lo - m->seg_lo[seg]);
 }
 
 /* 1 when chunk [lo, hi) of seg is a block's whose gradients on disk are stale (none this step). */
@@ -144,7 +146,12 @@ static int grads_fresh(const mw_model *m, int seg) { return seg > 0 && seg < m->
  * in memory as they are, or a block's bfloat16 ones widened into gslot[0] (zeros when stale).
  * Valid until the next call. */
 float *mw_graph_grads_chunk(const mw_model *m, int seg, size_t lo, size_t hi) {
-    if (!mw_graph_grads_mem16(m) || seg == 0 || seg == m->nseg - 1) return resident(m, 1, seg, lo);
+    if (!mw_graph_grads_mem16(m) || seg == 0 || seg == m->nseg - 1) {
+        float *g = resident(m, 1, seg, lo);
+        if (mw_graph_grads_slotted(m) && grads_fresh(m, seg)) /* a chunk placement's block kept in memory: none this step */
+            memset(g, 0, (hi - lo) * sizeof(float));
+        return g;
+    }
     float *g = m->gslot[0];
     if (grads_fresh(m, seg))
         memset(g, 0, (hi - lo) * sizeof(float));
@@ -159,6 +166,8 @@ void mw_model_zero_grad(mw_model *m) {
         memset(m->gres[0], 0, mw_graph_seg_len(m, 0) * sizeof(float));
         memset(m->gres[1], 0, mw_graph_seg_len(m, m->nseg - 1) * sizeof(float));
         memset(m->gfresh, 1, (size_t)m->cfg.n_layer);
+        for (int l = 0; m->gblk && l < m->cfg.n_layer; l++) /* a chunk placement's blocks kept in memory */
+            if (!mw_graph_seg_disk(m, 1 + l, MW_ARR_G)) memset(m->gbase[1 + l], 0, mw_graph_seg_len(m, 1 + l) * sizeof(float));
     }
     m->nready = -1;
 }
@@ -372,7 +381,9 @@ static void opt_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const a
         }
         if (arr[MW_ARR_G] && grads_fresh(m, seg)) memset(gc, 0, (hi - lo) * sizeof(float));
     }
-    mw_opt_chunk(&m->opt, a->hp, a->pass, lo, hi, pc, gc, arr[MW_ARR_M], arr[MW_ARR_V], m->ostate, m->oscratch);
+    void *mc = arr[MW_ARR_M] ? arr[MW_ARR_M] : mw_graph_opt_resident(m, 0, seg, lo); /* a chunk placement's */
+    void *vc = arr[MW_ARR_V] ? arr[MW_ARR_V] : mw_graph_opt_resident(m, 1, seg, lo);
+    mw_opt_chunk(&m->opt, a->hp, a->pass, lo, hi, pc, gc, mc, vc, m->ostate, m->oscratch);
     if (arr[MW_ARR_H]) mw_graph_narrow_chunk(m, seg, lo, hi, pc, arr[MW_ARR_H]); /* the copy forward reads */
     m->compute_s += now_s() - t0;
 }
@@ -392,7 +403,8 @@ mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
     mw_opt_begin(&m->opt, &hp, m->ostate, m->oscratch);
     if (m->off) {
         const unsigned disk = (mw_graph_grads_on_disk(m) ? MW_ARR_BIT(MW_ARR_G) : 0) |
-                              (m->offload == MW_OFFLOAD_ALL ? MW_ARR_BIT(MW_ARR_P) : 0) | mw_graph_opt_mask(m);
+                              (mw_graph_params_on_disk(m) ? MW_ARR_BIT(MW_ARR_P) : 0) |
+                              (mw_graph_opt_on_disk(m) ? mw_graph_opt_mask(m) : 0);
         MW_TRY(mw_graph_io_check(m));
         MW_TRY(mw_graph_grads_settle(m));
         MW_TRY(mw_graph_params_settle(m));

@@ -167,6 +167,18 @@ struct mw_model {
     unsigned *seg_mask;
     float **pbase, **gbase;
     float *pres[2], *gres[2];          /* the resident segments before and after the blocks */
+    /* the chunk placement (src/graph/chunkplace.c): per block its categories on disk
+     * (MW_CHUNK_P|G|O of src/memory/chunks.h), and those of any block (dcat); chunked: an explicit
+     * or auto's placement, whose blocks are segments even for the optimizer state alone. A block
+     * that keeps a category on disk elsewhere has its own memory for it: pblk, gblk (its segment's
+     * parameters, gradients at pbase/gbase, bound for good) and oblk (the optimizer's arrays M and
+     * V of every segment that keeps them, at obase[0/1][seg]) */
+    unsigned char *blk;
+    unsigned dcat;
+    int chunked;
+    float *pblk, *gblk;
+    void *oblk[2];
+    void **obase[2];
     float *pslot[3], *gslot[3];        /* block staging: parameters (ALL), gradients (+GRADS) */
     int pslot_seg[3], pslot_id[3];     /* segment a slot holds (-1 none), its read in flight (-1) */
     int gslot_seg[3], gslot_id[3];     /* ..., its write in flight */

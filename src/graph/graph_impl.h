@@ -28,6 +28,7 @@
 #ifndef MW_GRAPH_IMPL_H
 #define MW_GRAPH_IMPL_H
 #include "graph.h"
+#include "../memory/chunks.h"
 #include "../memory/offload.h"
 #include "../memory/planner.h"
 
@@ -42,9 +43,15 @@ static inline int mw_graph_kind_is_step(const mw_model *m, int k) {
 
 static inline uint64_t mw_graph_seg_len(const mw_model *m, int s) { return m->seg_lo[s + 1] - m->seg_lo[s]; }
 
-/* The blocks' gradients live on the disk tier (and their parameters too under ALL). */
-static inline int mw_graph_grads_on_disk(const mw_model *m) {
-    return m->offload == MW_OFFLOAD_OPTIMIZER_GRADS || m->offload == MW_OFFLOAD_ALL;
+/* Some block's gradients live on the disk tier (optimizer+grads, all, a chunk placement's grads). */
+static inline int mw_graph_grads_on_disk(const mw_model *m) { return (m->dcat & MW_CHUNK_G) != 0; }
+/* Some block's parameters live on the disk tier (all, a chunk placement's params). */
+static inline int mw_graph_params_on_disk(const mw_model *m) { return (m->dcat & MW_CHUNK_P) != 0; }
+/* Some of the optimizer's per-parameter state lives on the disk tier. */
+static inline int mw_graph_opt_on_disk(const mw_model *m) { return (m->dcat & MW_CHUNK_O) != 0; }
+/* Segment seg keeps array a (MW_ARR_*) on the disk tier. */
+static inline int mw_graph_seg_disk(const mw_model *m, int seg, int a) {
+    return m->seg_mask && seg >= 0 && seg < m->nseg && (m->seg_mask[seg] & MW_ARR_BIT(a));
 }
 
 /* --precision bf16 keeps the blocks' gradients as bfloat16 between their backwards: each block's
@@ -55,14 +62,17 @@ static inline int mw_graph_grads_b16(const mw_model *m) { return !m->cfg.inferen
 static inline int mw_graph_grads_mem16(const mw_model *m) { return mw_graph_grads_b16(m) && !mw_graph_grads_on_disk(m); }
 static inline int mw_graph_grads16_disk(const mw_model *m) { return mw_graph_grads_b16(m) && mw_graph_grads_on_disk(m); }
 /* --precision bf16 with the blocks' parameters on disk: forward and backward read their bfloat16
- * copy (MW_ARR_H), the optimizer the fp32 master (src/graph/narrow.c) */
+ * copy (MW_ARR_H), the optimizer the fp32 master (src/graph/narrow.c). Whole-category placements
+ * only: a chunk placement reads fp32 (a block kept in memory has no copy). */
 static inline int mw_graph_params16(const mw_model *m) {
-    return mw_graph_grads_b16(m) && m->offload == MW_OFFLOAD_ALL && m->arch->params16 && !mw_graph_params_zero3(m);
+    return mw_graph_grads_b16(m) && m->offload == MW_OFFLOAD_ALL && !m->chunked && m->arch->params16 &&
+           !mw_graph_params_zero3(m);
 }
 /* The gradient norm summed at the blocks' backward, not by a pass over the disk (narrow.c): bfloat16
- * gradients on disk, one process without a layout */
+ * gradients on disk, one process without a layout, a whole-category placement (a chunk placement's
+ * blocks kept in memory are summed by the norm's pass) */
 static inline int mw_graph_norm_fused(const mw_model *m) {
-    return mw_graph_grads16_disk(m) && !m->cfg.dp && m->cfg.tp <= 1 && m->cfg.pp <= 1;
+    return mw_graph_grads16_disk(m) && !m->chunked && !m->cfg.dp && m->cfg.tp <= 1 && m->cfg.pp <= 1;
 }
 /* The blocks' gradients are bound to a slot per block during backward: on disk, or bfloat16. */
 static inline int mw_graph_grads_slotted(const mw_model *m) { return mw_graph_grads_on_disk(m) || mw_graph_grads_mem16(m) || mw_graph_grads_zero2(m); }
@@ -143,6 +153,26 @@ void mw_graph_layout_local(mw_config *c);
 
 /* Plans the model's buffers: fills pl (placed; the caller frees it on success) and s. */
 mw_status mw_graph_plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s);
+
+/* ---- chunkplace.c ---- */
+
+/* The placement of m->offload (a plain mode, spec "") or of the chunk form spec: m->blk, dcat,
+ * chunked, and m->offload the widest mode it uses. MW_ERR_ARG as mw_chunks_parse. */
+mw_status mw_graph_chunks_set(mw_model *m, const char *spec);
+/* The --offload value that gives m's placement: the mode's name, or the per-category form. */
+void mw_graph_chunks_pin(const mw_model *m, char *out, size_t n);
+/* After the walk has bound the buffers: the blocks kept in memory get their pbase, gbase, obase. */
+mw_status mw_graph_chunks_bind(mw_model *m);
+/* m's placement as cfg.offload_spec ("" for a plain mode): with offload = m->offload, a config that
+ * plans the same placement. */
+void mw_graph_chunks_spec(const mw_model *m, char *out, size_t n);
+/* Where the optimizer's array w (0: M, 1: V) of flat element lo of segment seg is in memory
+ * (NULL when on the disk tier or the optimizer has no such array). */
+void *mw_graph_opt_resident(const mw_model *m, int w, int seg, size_t lo);
+void mw_graph_chunks_free(mw_model *m);
+/* --offload auto without data parallelism: the chunks resident that fill the budget (chunkplace.c's
+ * chain), compared with a few fewer under --recompute auto; sets the placement and offload_why. */
+mw_status mw_graph_chunks_auto(mw_model *m);
 
 /* ---- transfer.c ---- */
 

@@ -106,6 +106,7 @@ mw_status mw_graph_plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
     s->expert_floats = m->expert_floats;
     s->budget = m->cfg.budget;
     s->offload = m->offload;
+    mw_graph_chunks_pin(m, s->offload_pin, sizeof s->offload_pin);
     if (m->offload != MW_OFFLOAD_NONE) {
         mw_offload_layout lay;
         mw_graph_disk_layout(m, &lay);
@@ -122,7 +123,7 @@ mw_status mw_graph_plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
         mw_graph_opt_traffic(m, &lay, &ord, &owr);
         s->disk_read = ord + (mw_graph_norm_fused(m) ? 0 : ab[MW_ARR_G]) + (acc - 1) * ab[MW_ARR_G];
         s->disk_write = owr + acc * ab[MW_ARR_G];
-        if (m->offload == MW_OFFLOAD_ALL) /* the first micro-batch's visits, and the others' (acc - 1) */
+        if (mw_graph_params_on_disk(m)) /* the first micro-batch's visits, and the others' (acc - 1) */
             for (int j = 0; j < 3 * m->nvisit; j++) {
                 const uint64_t n1 = (uint64_t)m->visit_carry; /* micro-batches that start from the slots' state */
                 if (m->visit_rd[j].seg >= 0) s->disk_read += (acc - n1) * mw_graph_visit_bytes(m, m->visit_rd[j].seg);
@@ -291,12 +292,13 @@ static void timeline_transfers(const mw_model *m, int i, mw_plan_op *o) {
         o->disk_write += owr;
         return;
     }
-    if (m->offload == MW_OFFLOAD_ALL && m->op_pv && m->op_pv[i] >= 0)
+    if (mw_graph_params_on_disk(m) && m->op_pv && m->op_pv[i] >= 0)
         for (int e = 0; e < 3; e++) {
             const int r = m->visit_rd[3 * m->op_pv[i] + e].seg;
             if (r >= 0) o->disk_read += mw_graph_visit_bytes(m, r);
         }
-    if (m->op_ge && m->op_ge[i]) o->disk_write += mw_graph_grad_bytes(m, m->ops[i].layer);
+    if (m->op_ge && m->op_ge[i] && (!m->chunked || mw_graph_seg_disk(m, 1 + m->ops[i].layer, MW_ARR_G)))
+        o->disk_write += mw_graph_grad_bytes(m, m->ops[i].layer); /* a chunk placement's blocks on disk */
 }
 
 mw_status mw_graph_plan_timeline(const mw_model_def *arch, const mw_config *cfg, mw_plan_op **ops, int *nops) {
@@ -342,16 +344,8 @@ mw_status mw_graph_plan_timeline(const mw_model_def *arch, const mw_config *cfg,
  * takes, among those that fit the budget, the fastest by predicted time: recomputation plus the
  * disk's transfers at the bandwidth measured in the offload folder, counted as if none overlapped
  * compute (which favours memory); without a folder to measure, the least on disk that fits. */
-static mw_status resolve_offload(mw_model *m) {
+static mw_status resolve_modes(mw_model *m) {
     const mw_config *c = &m->cfg;
-    m->offload = c->inference ? MW_OFFLOAD_NONE : c->offload;
-    m->offload_why[0] = 0;
-    if (m->offload != MW_OFFLOAD_AUTO) return MW_OK;
-    m->offload = MW_OFFLOAD_NONE;
-    if (!c->budget) {
-        snprintf(m->offload_why, sizeof m->offload_why, "no --budget: every state in memory");
-        return MW_OK;
-    }
     /* the placements from least to most on disk */
     static const int MODES[4] = {MW_OFFLOAD_NONE, MW_OFFLOAD_OPTIMIZER, MW_OFFLOAD_OPTIMIZER_GRADS, MW_OFFLOAD_ALL};
     double t[4];
@@ -359,6 +353,7 @@ static mw_status resolve_offload(mw_model *m) {
     for (int i = 0; i < 4; i++) {
         mw_config k = m->gcfg; /* as given: a pipeline stage's plan derives its local view again */
         k.offload = MODES[i];
+        memset(k.offload_spec, 0, sizeof k.offload_spec);
         if (c->dp && (MODES[i] > MW_OFFLOAD_OPTIMIZER || (MODES[i] == MW_OFFLOAD_OPTIMIZER && c->zero < 1))) {
             fits[i] = 0, t[i] = 0; /* --zero: only a shard of the optimizer state goes to disk */
             continue;
@@ -393,6 +388,25 @@ static mw_status resolve_offload(mw_model *m) {
                                         short_disk[i] ? "over the disk's room" : "over budget");
     return MW_OK;
 }
+
+/* ... and the chunk placement: an explicit form's, or auto's over the chunks (chunkplace.c) where
+ * it can place them (one process, up to MW_MAX_BLOCK_POLICIES blocks), else over the modes. */
+static mw_status resolve_offload(mw_model *m) {
+    const mw_config *c = &m->cfg;
+    m->offload = c->inference ? MW_OFFLOAD_NONE : c->offload;
+    m->offload_why[0] = 0;
+    if (m->offload != MW_OFFLOAD_AUTO) return mw_graph_chunks_set(m, c->inference ? "" : c->offload_spec);
+    m->offload = MW_OFFLOAD_NONE;
+    if (!c->budget) {
+        snprintf(m->offload_why, sizeof m->offload_why, "no --budget: every state in memory");
+        return mw_graph_chunks_set(m, "");
+    }
+    if (!c->dp && !mw_config_layout(c) && c->n_layer > 0 && c->n_layer <= MW_MAX_BLOCK_POLICIES)
+        return mw_graph_chunks_auto(m);
+    MW_TRY(resolve_modes(m));
+    return mw_graph_chunks_set(m, "");
+}
+
 
 static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const mw_config *cfg) {
     MW_TRY(mw_config_validate(cfg));
@@ -515,6 +529,7 @@ mw_status mw_graph_model_create(mw_model **out, const mw_model_def *arch, const 
         if (!m->params) m->pbase[0] = m->pres[0], m->pbase[L + 1] = m->pres[1];
         m->gbase[0] = m->gres[0], m->gbase[L + 1] = m->gres[1];
         memset(m->gfresh, 1, (size_t)L);
+        s = mw_graph_chunks_bind(m); /* a chunk placement's blocks kept in memory */
     }
     if (s == MW_OK && m->offload != MW_OFFLOAD_NONE) {
         int bits[MW_ARR_COUNT];
@@ -546,6 +561,7 @@ void mw_model_destroy(mw_model *m) {
     free(m->ops);
     free(m->opp);
     free(m->seg_lo), free(m->seg_mask), free(m->pbase), free(m->gbase), free(m->gfresh);
+    mw_graph_chunks_free(m);
     free(m->op_pv), free(m->op_gb), free(m->op_ge), free(m->visit_seg), free(m->visit_slot), free(m->visit_rd);
     free(m->vec_t), free(m->vec_off);
     free(m->visit_rd1), free(m->visit_slot1);

@@ -136,6 +136,25 @@ static float *align_io(float *p) {
     return (float *)((u + MW_AIO_ALIGN - 1) / MW_AIO_ALIGN * MW_AIO_ALIGN);
 }
 
+/* A chunk placement: the floats of the blocks that keep array a (MW_ARR_P or G) in memory while
+ * others stream it, each block's rounded up to 16 floats (64 bytes, as the table's tensors) */
+static uint64_t resident_blocks_floats(const mw_model *m, int a) {
+    uint64_t n = 0;
+    for (int l = 0; l < m->cfg.n_layer && m->seg_mask && m->nseg == m->cfg.n_layer + 2; l++)
+        if (!mw_graph_seg_disk(m, 1 + l, a)) n += (mw_graph_seg_len(m, 1 + l) + 15) / 16 * 16;
+    return n;
+}
+
+/* ... the bytes of the segments that keep the optimizer's array w (0: M, 1: V) in memory, each
+ * rounded up to 64 bytes */
+static uint64_t resident_opt_bytes(const mw_model *m, int w) {
+    uint64_t n = 0;
+    for (int k = 0; k < m->nseg && m->nseg > 1 && m->opt.bits[w]; k++)
+        if (!mw_graph_seg_disk(m, k, w ? MW_ARR_V : MW_ARR_M))
+            n += (mw_opt_array_bytes(m->opt.bits[w], mw_graph_seg_len(m, k)) + 63) / 64 * 64;
+    return n;
+}
+
 /* Adds every buffer of the step to pl (planning), or binds m's pointers to placed (offsets from
  * the planner, same order) inside base. The two modes make the same walk. */
 mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char *base) {
@@ -153,7 +172,7 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
         else                                                                                       \
             MW_TRY(mw_planner_add(pl, (nm), -1, (bytes), (cat), 0, last));                         \
     } while (0)
-    const int pdisk = m->offload == MW_OFFLOAD_ALL, gdisk = mw_graph_grads_on_disk(m), g16 = mw_graph_grads_mem16(m);
+    const int pdisk = mw_graph_params_on_disk(m), gdisk = mw_graph_grads_on_disk(m), g16 = mw_graph_grads_mem16(m);
     /* a block's staging slot: its padded length, O_DIRECT-aligned inside the arena */
     const uint64_t slot_bytes = (pdisk || gdisk) ? block_slot_floats(m) * F + MW_AIO_ALIGN : 0;
     if (mw_graph_params_zero3(m)) { /* the shard's, every rank's resident segments, two block slots
@@ -167,6 +186,8 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
         PERSIST(m->pres[1], mw_graph_seg_len(m, L + 1) * F, MW_CAT_PARAMS, "params_post");
         for (int k = 0; k < 3; k++) PERSIST(m->pslot[k], slot_bytes, MW_CAT_PARAMS, "param_slot");
         if (m->pvec_floats) PERSIST(m->pvec, m->pvec_floats * F, MW_CAT_PARAMS, "params_vec"); /* narrow.c */
+        if (resident_blocks_floats(m, MW_ARR_P)) /* a chunk placement's blocks kept in memory */
+            PERSIST(m->pblk, resident_blocks_floats(m, MW_ARR_P) * F, MW_CAT_PARAMS, "params_resident");
     } else {
         PERSIST(m->params, m->nfloats * F, MW_CAT_PARAMS, "params");
     }
@@ -175,6 +196,8 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
             PERSIST(m->gres[0], mw_graph_seg_len(m, 0) * F, MW_CAT_GRADS, "grads_pre");
             PERSIST(m->gres[1], mw_graph_seg_len(m, L + 1) * F, MW_CAT_GRADS, "grads_post");
             for (int k = 0; k < 3; k++) PERSIST(m->gslot[k], slot_bytes, MW_CAT_GRADS, "grad_slot");
+            if (resident_blocks_floats(m, MW_ARR_G))
+                PERSIST(m->gblk, resident_blocks_floats(m, MW_ARR_G) * F, MW_CAT_GRADS, "grads_resident");
         } else if (mw_graph_grads_zero2(m)) { /* a block's slot; the sum is the shard's (zero_acc) */
             PERSIST(m->gres[0], mw_graph_seg_len(m, 0) * F, MW_CAT_GRADS, "grads_pre");
             PERSIST(m->gres[1], mw_graph_seg_len(m, L + 1) * F, MW_CAT_GRADS, "grads_post");
@@ -193,10 +216,13 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
         }
         const int adam = c->optim == MW_OPTIM_ADAMW;
         const size_t on = mw_graph_opt_sharded(m) ? m->zhi - m->zlo : m->nfloats;
-        if (m->offload == MW_OFFLOAD_NONE && m->opt.bits[0])
+        if (!mw_graph_opt_on_disk(m) && m->opt.bits[0])
             PERSIST(m->m, mw_opt_array_bytes(m->opt.bits[0], on), MW_CAT_OPTIM, adam ? "adam_m" : "optim_m");
-        if (m->offload == MW_OFFLOAD_NONE && m->opt.bits[1])
+        if (!mw_graph_opt_on_disk(m) && m->opt.bits[1])
             PERSIST(m->v, mw_opt_array_bytes(m->opt.bits[1], on), MW_CAT_OPTIM, adam ? "adam_v" : "optim_v");
+        for (int w = 0; w < 2 && mw_graph_opt_on_disk(m); w++) /* a chunk placement's segments kept in memory */
+            if (m->opt.bits[w] && resident_opt_bytes(m, w))
+                PERSIST(m->oblk[w], resident_opt_bytes(m, w), MW_CAT_OPTIM, w ? "optim_v_resident" : "optim_m_resident");
         if (c->dp) { /* the gradients' exchange (src/dist/zero.c) */
             if (c->accum > 1 || c->zero >= 2) PERSIST(m->zacc, (m->zhi - m->zlo) * F, MW_CAT_GRADS, "zero_acc");
             PERSIST(m->zrecv, (uint64_t)c->world * m->zrq * F, MW_CAT_WORK, "zero_recv");
@@ -235,7 +261,7 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
     const int next = a->ext(m, ext);
     for (int e = 0; e < next; e++) PERSIST(m->ext[e], ext[e].bytes, ext[e].cat, ext[e].name);
 #undef PERSIST
-    if (m->offload != MW_OFFLOAD_NONE) { /* the streamed chunks pass through it during the optimizer
+    if (m->dcat) { /* the streamed chunks pass through it during the optimizer
                                             op only: it shares memory with the activations */
         mw_offload_layout lay;
         mw_graph_disk_layout(m, &lay);

@@ -19,12 +19,22 @@ static mw_status state_window(const mw_model *m, int which, size_t off, size_t l
         return mw_fail(MW_ERR_ARG, "internal: optimizer array %d at %zu", which, off);
     if (mw_graph_opt_sharded(m)) /* this rank's shard, another's (src/dist/zero.c) */
         return mw_zero_state_window(m, which, off, limit, write, p, n);
-    if (!m->off) {
+    if (!m->off || !mw_graph_opt_on_disk(m)) { /* in memory (a chunk placement may keep it all there) */
         *p = mw_opt_elem(which ? m->v : m->m, bits, off);
         *n = limit - off;
         return MW_OK;
     }
     const int a = which ? MW_ARR_V : MW_ARR_M;
+    if (m->obase[which]) { /* a chunk placement: the segment's array in memory, or on disk */
+        int s = 0;
+        while (s + 1 < m->nseg && m->seg_lo[s + 1] <= off) s++;
+        if (m->seg_lo[s + 1] < limit) limit = m->seg_lo[s + 1];
+        if (m->obase[which][s]) {
+            *p = mw_graph_opt_resident(m, which, s, off);
+            *n = limit - off;
+            return MW_OK;
+        }
+    }
     if (write) return mw_offload_map(m->off, a, off, limit, p, n);
     const void *q = NULL;
     MW_TRY(mw_offload_view(m->off, a, off, limit, &q, n));

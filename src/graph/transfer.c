@@ -133,7 +133,7 @@ mw_status mw_graph_build_segments(mw_model *m) {
     if (m->cfg.dp) zero_bounds(m);
     if (m->offload == MW_OFFLOAD_NONE && !mw_graph_grads_mem16(m) && !mw_graph_grads_zero2(m)) return MW_OK;
     const int L = m->cfg.n_layer,
-              blocks = m->offload != MW_OFFLOAD_OPTIMIZER || mw_graph_grads_mem16(m) || mw_graph_grads_zero2(m);
+              blocks = m->offload != MW_OFFLOAD_OPTIMIZER || mw_graph_grads_mem16(m) || mw_graph_grads_zero2(m) || m->chunked;
     m->nseg = blocks ? L + 2 : 1;
     m->seg_lo = calloc((size_t)m->nseg + 1, sizeof(size_t));
     m->seg_mask = calloc((size_t)m->nseg, sizeof(unsigned));
@@ -144,10 +144,14 @@ mw_status mw_graph_build_segments(mw_model *m) {
         return mw_fail(MW_ERR_NOMEM, "out of memory planning");
     m->seg_lo[m->nseg] = m->nfloats;
     const unsigned mv = mw_graph_opt_mask(m);
-    if (m->offload == MW_OFFLOAD_OPTIMIZER && !mv)
+    if (m->offload == MW_OFFLOAD_OPTIMIZER && !m->chunked && !mv)
         return mw_fail(MW_ERR_ARG, "--offload optimizer: --optim %s keeps no per-parameter state to put on disk (its small state stays in memory); use --offload optimizer+grads or all, or none",
                        mw_optim_str(m->cfg.optim));
-    for (int k = 0; k < m->nseg; k++) m->seg_mask[k] = mv;
+    if (m->chunked && m->offload == MW_OFFLOAD_OPTIMIZER && !mv) /* as --offload optimizer: nothing would go to disk */
+        return mw_fail(MW_ERR_ARG, "--offload %s: --optim %s keeps no per-parameter state to put on disk (its small state stays in memory); put params or grads on disk too, or use --offload none",
+                       m->cfg.offload_spec, mw_optim_str(m->cfg.optim));
+    /* the optimizer state before and after the blocks is on disk when any block's is */
+    for (int k = 0; k < m->nseg; k++) m->seg_mask[k] = mw_graph_opt_on_disk(m) ? mv : 0;
     if (!blocks) return MW_OK;
     for (int k = 0; k < m->nseg; k++) m->seg_lo[k] = (size_t)-1;
     m->seg_lo[0] = 0;
@@ -170,9 +174,9 @@ mw_status mw_graph_build_segments(mw_model *m) {
         if (t->offset < m->seg_lo[t->seg] || t->offset + t->numel > m->seg_lo[t->seg + 1])
             return mw_fail(MW_ERR_ARG, "--offload %s: tensor %s lies outside its block", mw_offload_name(m->offload), t->name);
     }
-    for (int l = 0; l < L; l++)
-        m->seg_mask[1 + l] = mv | (mw_graph_grads_on_disk(m) ? MW_ARR_BIT(MW_ARR_G) : 0) |
-                             (m->offload == MW_OFFLOAD_ALL ? MW_ARR_BIT(MW_ARR_P) : 0) |
+    for (int l = 0; l < L; l++) /* each block's categories on disk: the chunk placement's (bfloat16 copies: whole modes) */
+        m->seg_mask[1 + l] = (m->blk[l] & MW_CHUNK_O ? mv : 0) | (m->blk[l] & MW_CHUNK_G ? MW_ARR_BIT(MW_ARR_G) : 0) |
+                             (m->blk[l] & MW_CHUNK_P ? MW_ARR_BIT(MW_ARR_P) : 0) |
                              (mw_graph_params16(m) ? MW_ARR_BIT(MW_ARR_H) : 0);
     return mw_graph_narrow_build(m);
 }
@@ -214,7 +218,7 @@ static void plan_visits(const mw_model *m, int holds[3], mw_seg_read *visit_rd, 
  * reads each starts (its own when not prefetched, and the next two visits'), and per block the
  * first and the last op of its backward, where its gradients are bound and written behind. */
 mw_status mw_graph_build_transfers(mw_model *m) {
-    if (!mw_graph_grads_slotted(m)) return MW_OK;
+    if (!mw_graph_grads_slotted(m) && !mw_graph_params_on_disk(m)) return MW_OK;
     const int L = m->cfg.n_layer, n = m->nops;
     free(m->op_pv), free(m->op_gb), free(m->op_ge), free(m->visit_seg), free(m->visit_slot), free(m->visit_rd);
     m->op_pv = malloc(sizeof(int) * (size_t)n);
@@ -231,6 +235,10 @@ mw_status mw_graph_build_transfers(mw_model *m) {
         m->op_pv[i] = -1;
         const int k = m->ops[i].kind, l = m->ops[i].layer;
         if (mw_graph_kind_is_step(m, k) || l >= L) continue;
+        if (!mw_graph_params_zero3(m) && !mw_graph_seg_disk(m, 1 + l, MW_ARR_P)) { /* in memory: no visit */
+            cur = l;
+            continue;
+        }
         if (l != cur) m->op_pv[i] = m->nvisit, m->visit_seg[m->nvisit++] = 1 + l;
         cur = l;
     }
@@ -257,7 +265,7 @@ mw_status mw_graph_build_transfers(mw_model *m) {
      * blocks, the next one's first): its own reads, from that state, when it ends in it again */
     memcpy(m->visit_end, holds, sizeof holds);
     m->visit_carry = 0;
-    if (m->cfg.accum > 1 && m->offload == MW_OFFLOAD_ALL && !m->cfg.dp && m->cfg.pp <= 1) {
+    if (m->cfg.accum > 1 && m->offload == MW_OFFLOAD_ALL && !m->chunked && !m->cfg.dp && m->cfg.pp <= 1) {
         free(m->visit_rd1), free(m->visit_slot1);
         m->visit_slot1 = malloc(sizeof(int) * (size_t)n);
         m->visit_rd1 = malloc(sizeof *m->visit_rd1 * 3 * (size_t)n);
@@ -320,7 +328,7 @@ mw_status mw_graph_params_settle(mw_model *m) {
         }
         return MW_OK;
     }
-    if (m->offload != MW_OFFLOAD_ALL || !m->off) return MW_OK;
+    if (!mw_graph_params_on_disk(m) || !m->off) return MW_OK;
     mw_status st = MW_OK;
     for (int k = 0; k < 3; k++) {
         mw_status w = wait_id(m, &m->pslot_id[k]);
@@ -461,6 +469,10 @@ mw_status mw_graph_grad_bind(mw_model *m, int l) {
         m->gbase[seg] = m->gslot[0];
         return MW_OK;
     }
+    if (!mw_graph_seg_disk(m, 1 + l, MW_ARR_G)) { /* a chunk placement's block kept in memory */
+        if (m->gfresh[l]) memset(m->gbase[1 + l], 0, mw_graph_seg_len(m, 1 + l) * sizeof(float));
+        return MW_OK;
+    }
     const int q = m->gvisit++, k = q % 3, seg = 1 + l;
     MW_TRY(q == 0 ? mw_graph_grads_settle(m) : wait_id(m, &m->gslot_id[k]));
     m->gslot_seg[k] = seg;
@@ -490,6 +502,15 @@ mw_status mw_graph_grad_done(mw_model *m, int l) {
         m->gfresh[l] = 0;
         return MW_OK;
     }
+    if (!mw_graph_seg_disk(m, seg, MW_ARR_G)) { /* kept in memory: rounded in place as g16 would hold them */
+        m->gfresh[l] = 0;
+        if (mw_graph_grads_b16(m)) {
+            float *g = m->gbase[seg];
+#pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < n; i++) g[i] = mw_bf16_round(g[i]);
+        }
+        return MW_OK;
+    }
     const int k = (m->gvisit - 1) % 3;
     if (m->gslot_seg[k] != seg) return mw_fail(MW_ERR_ARG, "internal: block %d's gradients are not in slot %d", l, k);
     m->gbase[seg] = NULL;
@@ -507,7 +528,7 @@ float *mw_graph_param_access(mw_model *m, int i, int write) {
     const int seg = t->seg;
     float *p = mw_graph_tensor(m, 0, i);
     const int z3 = mw_graph_params_zero3(m);
-    if (seg == 0 || seg == m->nseg - 1) { /* resident */
+    if (seg == 0 || seg == m->nseg - 1 || (!z3 && !mw_graph_seg_disk(m, seg, MW_ARR_P))) { /* resident */
         if (write && z3) m->zres_dirty = 1;
         return p;
     }
