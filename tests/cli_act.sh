@@ -216,6 +216,54 @@ echo "-- the timeline draws compressed and swapped bytes as their own categories
 "$MW" plan "${shape[@]}" --timeline "$T/tl0.svg" >/dev/null && ! grep -q 'band-activations-' "$T/tl0.svg" &&
   pass "and neither without the flags" || fail "stored-activation bands in a plain timeline"
 
+echo "-- --recompute auto, one decision per kept value (keep, compress, swap, recompute)"
+# at this budget recompute-only auto must recompute (blocks:ffsn here); compressing or swapping the
+# kept values instead is predicted faster
+bud=16200000
+ej() { "$MW" estimate "${shape[@]}" --recompute auto --budget $bud "$@" --json; }
+jpin() { grep -o "\"$1\": \"[^\"]*\"" | head -1 | sed 's/.*: "//; s/"$//'; }
+ej --act-compress-max 8 >"$T/ac.json" || fail "estimate --act-compress-max 8: $(tail -1 "$T/ac.json")"
+rp=$(jpin recompute_pin <"$T/ac.json") ap=$(grep -o '"act": {.*' "$T/ac.json" | jpin pin)
+ch=$(grep -o '"choice": "[^"]*"' "$T/ac.json")
+if grep -q '[842]' <<<"$ap" && [[ $rp == blocks:* ]]; then pass "auto --act-compress-max 8 compresses: --recompute $rp --act-layers $ap"; else fail "no compression chosen: '$rp' '$ap' $ch"; fi
+awk -v c="$ch" 'BEGIN { if (match(c, /recompute-only [0-9.]+ s, per value [0-9.]+ s/)) { split(substr(c, RSTART, RLENGTH), f, " ");
+  exit !(f[5] + 0 <= f[2] + 0) } exit 1 }' && pass "its prediction is at most recompute-only auto's ($ch)" || fail "prediction: $ch"
+! grep -q '[xa]' <<<"$ap" && pass "without --act-offload auto it never swaps" || fail "swaps without --act-offload auto: $ap"
+# the chosen mix: the plan is the arena, and it is the same bits on 1 and 2 threads
+run p1 --recompute "$rp" --act-layers "$ap" --threads 1
+run p2 --recompute "$rp" --act-layers "$ap" --threads 2
+same p1 p2 "--recompute $rp --act-layers $ap: 1 and 2 threads identical"
+run pa --recompute auto --budget $bud --act-compress-max 8 --threads 2
+grep -q '"act_layers_pin": "[^"]*"' "$T/pa.jsonl" && pass "train logs the choice's pins" || fail "no act_layers_pin in the log"
+# the run's own choice, planned again from its pins, is its arena
+pr=$(tail -1 "$T/pa.jsonl" | jpin recompute_pin) pp=$(tail -1 "$T/pa.jsonl" | jpin act_layers_pin)
+e=$("$MW" estimate "${shape[@]}" --recompute "$pr" --act-layers "$pp" --json | grep -o '"peak_bytes": [0-9]*' | head -1)
+[ -n "$pp" ] && [ "$e" = "$(tail -1 "$T/pa.jsonl" | grep -o '"peak_bytes": [0-9]*')" ] && pass "train's choice ($pr, $pp): its estimate is its arena" ||
+  fail "train's choice $pr $pp: estimate $e, log $(tail -1 "$T/pa.jsonl" | grep -o '"peak_bytes": [0-9]*')"
+# without --act-compress-max it never compresses: swapping (and recomputation) keep the plain run's bits
+ej --act-offload auto --offload-dir "$T/scr" >"$T/as.json"
+sp=$(grep -o '"act": {.*' "$T/as.json" | jpin pin)
+grep -q '[xa]' <<<"$sp" && ! grep -q '[842]' <<<"$sp" && ! grep -q '"compressed": [1-9]' "$T/as.json" &&
+  pass "--act-offload auto under --recompute auto: swaps ($sp), never compresses" || fail "swap-only choice: '$sp'"
+run ps --recompute auto --budget $bud --act-offload auto --offload-dir "$T/scr" --threads 2
+[ -n "$(weights ps)" ] && [ "$(weights ps)" = "$(weights m_none_none)" ] && [ "$(losses ps)" = "$(losses m_none_none)" ] &&
+  pass "its run: the plain run's weights and losses, bit for bit" || fail "the swap-only choice changed the numbers"
+# estimate and plan show the choice per value and block, the timeline its compressed bytes
+"$MW" plan "${shape[@]}" --recompute auto --budget $bud --act-compress-max 8 >"$T/pc.txt" &&
+  grep -q "^  block  policy  *x  " "$T/pc.txt" && grep -Eq "^  0      (none|selective|full) .* (c8|-|keep) " "$T/pc.txt" &&
+  grep -q "pinned by: --recompute blocks:[nsf]* --act-layers " "$T/pc.txt" && pass "plan: the choice per value and block" ||
+  fail "plan's table: $(grep -a -A3 'per block' "$T/pc.txt")"
+"$MW" plan "${shape[@]}" --recompute "$rp" --act-layers "$ap" --timeline "$T/tp.svg" >/dev/null &&
+  grep -q 'band-activations-compressed' "$T/tp.svg" && pass "the pinned choice's timeline draws its compressed bytes" || fail "no compressed band"
+expect_error 1 "--act-compress-max without --recompute auto" -- "$MW" "${tr[@]}" --act-compress-max 8 --recompute full
+grep -q "give --recompute auto" "$T/err" || fail "--act-compress-max alone: $(cat "$T/err")"
+expect_error 1 "--act-compress-max with --act-compress" -- "$MW" estimate "${shape[@]}" --recompute auto --budget $bud --act-compress-max 8 --act-compress 8
+expect_error 1 "--act-layers with a token too few" -- "$MW" estimate "${shape[@]}" --act-layers k8,k8,k
+grep -q "one token per block: 3 for 4 blocks" "$T/err" || fail "--act-layers count: $(cat "$T/err")"
+expect_error 1 "--act-layers q" -- "$MW" estimate "${shape[@]}" --act-layers q,k,k,k
+expect_error 1 "--act-layers swapping without --offload-dir" -- "$MW" estimate "${shape[@]}" --act-layers x,k,k,k
+grep -q "offload-dir" "$T/err" || fail "--act-layers x without a folder: $(cat "$T/err")"
+
 echo "-- estimate == arena peak"
 [ "$n_eq" -ge 50 ] && pass "estimate == the run's arena peak for all $n_eq runs above" || fail "only $n_eq runs matched"
 

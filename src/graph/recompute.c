@@ -106,6 +106,8 @@ static void calib_config(const mw_model_def *a, const mw_config *c, mw_config *k
     k->pp = k->pp_stage = k->pp_first = k->pp_blocks = k->vpp = 0; /* ... of whole blocks, not a pipeline stage */
     k->dp = 0, k->world = 1, k->rank = 0, k->zero = 0; /* one process's whole model: no ranks to exchange
                                           gradients with or gather parameters from (it has none) */
+    k->act_compress_max = 0;
+    memset(k->act_layers, 0, sizeof k->act_layers);
     k->act_offload = MW_ACT_OFFLOAD_NONE, k->act_compress = 0; /* ... nor stored activations: its rounds
                                           run the ops alone, and the backward's must find them in place */
     snprintf(k->recompute_blocks, sizeof k->recompute_blocks, "sf");
