@@ -287,6 +287,9 @@ mw_status mw_act_compress_parse(mw_config *cfg, const char *s);
  * not yet counted against the blocks: mw_config_validate does) into cfg->act_layers; MW_ERR_ARG. */
 mw_status mw_act_compress_max_parse(mw_config *cfg, const char *s);
 mw_status mw_act_layers_parse(mw_config *cfg, const char *s);
+/* The widths of an --act-layers text alone, what changes the numbers ("x8,a,k4" -> "k8,k,k4"), into out;
+ * "" when it compresses nothing. */
+void mw_act_layers_widths(const char *s, char *out, size_t n);
 
 /* The optimizers (docs/optimizers.md). Each keeps different state:
  *  ADAMW      fp32 m and v (8 bytes per parameter);

@@ -485,6 +485,17 @@ mw_status mw_act_compress_max_parse(mw_config *c, const char *s) {
                                "store a kept value in; got '%s')", s);
 }
 
+void mw_act_layers_widths(const char *s, char *out, size_t n) {
+    size_t u = 0;
+    int any = 0;
+    for (const char *p = s; *p && u + 3 < n; p++) {
+        if (*p == 'x' || *p == 'a') out[u++] = 'k';
+        else out[u++] = *p;
+        any |= *p == '8' || *p == '4' || *p == '2';
+    }
+    out[any ? u : 0] = 0;
+}
+
 mw_status mw_act_layers_parse(mw_config *c, const char *s) {
     const size_t n = strlen(s);
     if (n >= sizeof c->act_layers || act_layers_count(s) < 1)

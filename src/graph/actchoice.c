@@ -266,6 +266,9 @@ mw_status mw_graph_act_choose(mw_model *m) {
         memcpy(m->pol, cand_pol, (size_t)L);
         m->seg = 0;
         memcpy(m->pred_act, cand, sizeof cand);
+        /* the model's configuration says what it stores: a checkpoint records the widths (they change
+         * the numbers), so that a resume keeps them whatever auto would choose then */
+        mw_graph_act_sel_text(m, m->cfg.act_layers, sizeof m->cfg.act_layers);
     } else {
         free(m->act_sel);
         m->act_sel = NULL;
