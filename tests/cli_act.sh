@@ -287,6 +287,8 @@ grep -q "compressed per block as --act-layers $ap" "$T/err" || fail "other width
 expect_error 1 "--act-compress-max without --recompute auto" -- "$MW" "${tr[@]}" --act-compress-max 8 --recompute full
 grep -q "give --recompute auto" "$T/err" || fail "--act-compress-max alone: $(cat "$T/err")"
 expect_error 1 "--act-compress-max with --act-compress" -- "$MW" estimate "${shape[@]}" --recompute auto --budget $bud --act-compress-max 8 --act-compress 8
+expect_error 1 "--act-compress-max with --zero" -- "$MW" estimate "${shape[@]}" --world 2 --zero 1 --recompute auto --budget $bud --act-compress-max 8
+grep -q "not yet on widths per block" "$T/err" || fail "--act-compress-max --zero: $(cat "$T/err")"
 expect_error 1 "--act-layers with a token too few" -- "$MW" estimate "${shape[@]}" --act-layers k8,k8,k
 grep -q "one token per block: 3 for 4 blocks" "$T/err" || fail "--act-layers count: $(cat "$T/err")"
 expect_error 1 "--act-layers q" -- "$MW" estimate "${shape[@]}" --act-layers q,k,k,k

@@ -285,6 +285,8 @@ mw_status mw_config_validate(const mw_config *c) {
          "values are bfloat16 already, and compressing them is not built yet", mw_precision_str(c->precision));
     NEED(!c->act_compress_max || !mw_config_layout(c), "--act-compress-max with --tp/--pp/--ep: stored activations "
          "under a parallel layout are not planned yet");
+    NEED(!c->act_compress_max || !c->dp, "--act-compress-max with --zero: the ranks agree on recompute-only auto's "
+         "choice, not yet on widths per block (pin them on every rank with --act-layers)");
     NEED(strnlen(c->act_layers, sizeof c->act_layers) < sizeof c->act_layers, "--act-layers is not terminated");
     if (c->act_layers[0] && !c->inference) {
         const int nb = act_layers_count(c->act_layers);

@@ -55,7 +55,8 @@ void mw_graph_act_sel_text(const mw_model *m, char *out, size_t n) {
 
 int mw_graph_act_choice_wanted(const mw_model *m) {
     const mw_config *c = &m->cfg;
-    return !c->inference && c->recompute == MW_RECOMPUTE_AUTO && c->budget && !c->act_layers[0] &&
+    /* not under --zero: the ranks agree on recompute-only auto's pin alone (src/cli/train.c) */
+    return !c->inference && c->recompute == MW_RECOMPUTE_AUTO && c->budget && !c->act_layers[0] && !c->dp &&
            (c->act_compress_max || m->gcfg.act_offload == MW_ACT_OFFLOAD_AUTO);
 }
 

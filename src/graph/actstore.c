@@ -286,7 +286,7 @@ mw_status mw_graph_act_resolve(mw_model *m) {
     if (c->act_offload != MW_ACT_OFFLOAD_AUTO) return MW_OK;
     c->act_offload = MW_ACT_OFFLOAD_NONE;
     if (c->inference) return MW_OK;
-    if (c->recompute == MW_RECOMPUTE_AUTO && c->budget) { /* one decision with the recomputation (actchoice.c) */
+    if (c->recompute == MW_RECOMPUTE_AUTO && c->budget && !c->dp) { /* one decision with the recomputation (actchoice.c) */
         snprintf(m->act_why, sizeof m->act_why, "chosen per block with the recomputation (--recompute auto)");
         return MW_OK;
     }
