@@ -284,6 +284,10 @@ grep -q "kept (not chosen anew)" "$T/out" && [ -n "$(weights lres)" ] && [ "$(we
   fail "the resumed per-block run differs: $(grep -a resume "$T/out")"
 expect_error 1 "a resume with other widths" -- "$MW" "${tr[@]}" --act-layers k4,k4,k4,k --out "$T/lres" --resume "$T/lres/step-00000002.mwck"
 grep -q "compressed per block as --act-layers $ap" "$T/err" || fail "other widths: $(cat "$T/err")"
+# a family that declares nothing compressible (deepseek) is planned without compressing, not refused
+"$MW" estimate --preset moe-tiny "${shape[@]}" --recompute auto --budget 64MiB --act-compress-max 8 --json >"$T/moe.json" 2>"$T/err" &&
+  ! grep -q '"compressed": [1-9]' "$T/moe.json" && pass "moe-tiny with --act-compress-max 8: planned, nothing compressed" ||
+  fail "moe-tiny --act-compress-max: $(cat "$T/err")"
 expect_error 1 "--act-compress-max without --recompute auto" -- "$MW" "${tr[@]}" --act-compress-max 8 --recompute full
 grep -q "give --recompute auto" "$T/err" || fail "--act-compress-max alone: $(cat "$T/err")"
 expect_error 1 "--act-compress-max with --act-compress" -- "$MW" estimate "${shape[@]}" --recompute auto --budget $bud --act-compress-max 8 --act-compress 8

@@ -224,7 +224,7 @@ mw_status mw_graph_act_choose(mw_model *m) {
         for (int sw = 0; st == MW_OK && sw <= (can_swap && rd > 0 ? 2 : 0); sw++)
             for (int b = -1; st == MW_OK && b < 3; b++) {
                 const int bits = b < 0 ? 0 : widths[b];
-                if (bits && (!c->act_compress_max || bits < c->act_compress_max)) continue;
+                if (bits && (!c->act_compress_max || bits < c->act_compress_max || !m->arch->lslot_lossy)) continue;
                 option *k = &o[no];
                 k->p = p, k->sel = mw_act_sel(sw, bits);
                 memset(m->act_sel, k->sel, (size_t)L);
