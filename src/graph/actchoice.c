@@ -217,7 +217,7 @@ mw_status mw_graph_act_choose(mw_model *m) {
     m->act_sel = calloc((size_t)L, 1);
     if (st == MW_OK && !m->act_sel) st = mw_fail(MW_ERR_NOMEM, "out of memory planning");
     /* the options: every policy, times what the block stores of what it keeps */
-    int no = 0;
+    int no = 0, any_bits = 0, any_swap = 0;
     uint64_t head = 0, tail = 0;
     const int widths[3] = {8, 4, 2};
     for (int p = 0; st == MW_OK && p < 3; p++)
@@ -227,6 +227,7 @@ mw_status mw_graph_act_choose(mw_model *m) {
                 if (bits && (!c->act_compress_max || bits < c->act_compress_max || !m->arch->lslot_lossy)) continue;
                 option *k = &o[no];
                 k->p = p, k->sel = mw_act_sel(sw, bits);
+                any_bits |= bits != 0, any_swap |= sw != 0;
                 memset(m->act_sel, k->sel, (size_t)L);
                 st = mw_graph_probe_policy(m, p, &k->pm); /* its walk built the stores */
                 if (st != MW_OK) break;
@@ -285,7 +286,7 @@ mw_status mw_graph_act_choose(mw_model *m) {
     snprintf(m->act_choice, sizeof m->act_choice,
              "predicted s/micro-batch (recomputation + (de)quantisation + swaps not hidden): recompute-only %.16s, "
              "per value %.16s (%d options per block%s%s) -> %s",
-             bt, ct, no, c->act_compress_max ? ", compressing" : "", can_swap && rd > 0 ? ", swapping" : "",
+             bt, ct, no, any_bits ? ", compressing" : "", any_swap ? ", swapping" : "",
              take ? "per value" : base_fits || !found ? "recompute-only" : "per value");
 out:
     free(m->ops);
