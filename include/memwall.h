@@ -75,6 +75,7 @@ const char *mw_tokenizer_id_str(const mw_tokenizer_id *id, char *buf, size_t n);
 int mw_tokenizer_name_valid(const char *name);
 
 #define MW_MAX_BLOCK_POLICIES 256 /* blocks that auto and blocks:... can give policies one by one */
+#define MW_ACT_LAYERS_MAX (3 * MW_MAX_BLOCK_POLICIES + 1) /* --act-layers: up to 3 characters per block */
 
 /* Model families (mw_config.arch). */
 typedef enum mw_arch {
@@ -160,6 +161,15 @@ typedef struct mw_config {
      * act_compress 0 (none), 8, 4 or 2 stores those the model declares tolerant quantised in
      * groups of 256 with stochastic rounding seeded from seed (changes the numbers) */
     int act_offload, act_compress;
+    /* --recompute auto's decision per kept tensor (docs/memory.md, "One decision per tensor"):
+     * act_compress_max 0 (it never compresses), 8, 4 or 2: the most compression it may choose,
+     * widths 8 down to this one (compression changes the numbers; swapping and recomputing do not;
+     * the other policies ignore it);
+     * act_layers: a decision pinned, one comma-separated token per block, "k" (keep), "x" (swap the
+     * block input) or "a" (swap every kept value), optionally followed by 8, 4 or 2 (compress the
+     * tolerant kept values at that width): "x8,x8,k"; "" none (the flags above decide) */
+    int act_compress_max;
+    char act_layers[MW_ACT_LAYERS_MAX];
     /* the products' precision (mw_precision): MW_PRECISION_BF16 runs every matrix product of the
      * model (the blocks' and the LM head's, forward and backward) on bfloat16 operands with fp32
      * accumulation, and stores the norms' outputs, q|k|v, the attention output, the MLP's values
@@ -280,6 +290,13 @@ const char *mw_act_offload_name(int mode);
  * cfg->act_compress; MW_ERR_ARG naming the choices otherwise. */
 mw_status mw_act_offload_parse(mw_config *cfg, const char *s);
 mw_status mw_act_compress_parse(mw_config *cfg, const char *s);
+/* --act-compress-max ("none", "8", "4", "2") into cfg->act_compress_max; --act-layers (tokens checked,
+ * not yet counted against the blocks: mw_config_validate does) into cfg->act_layers; MW_ERR_ARG. */
+mw_status mw_act_compress_max_parse(mw_config *cfg, const char *s);
+mw_status mw_act_layers_parse(mw_config *cfg, const char *s);
+/* The widths of an --act-layers text alone, what changes the numbers ("x8,a,k4" -> "k8,k,k4"), into out;
+ * "" when it compresses nothing. */
+void mw_act_layers_widths(const char *s, char *out, size_t n);
 
 /* The optimizers (docs/optimizers.md). Each keeps different state:
  *  ADAMW      fp32 m and v (8 bytes per parameter);
@@ -382,6 +399,9 @@ typedef struct mw_act_class {
     char name[24];
     int swapped, compressed;
     uint64_t bytes, disk_bytes, compressed_bytes;
+    /* per block (bit l % 8 of byte l / 8): an instance is swapped, compressed; kept from its forward to
+     * its backward at all (filled under a choice per block: --recompute auto's, --act-layers) */
+    unsigned char swap_l[MW_MAX_BLOCK_POLICIES / 8], comp_l[MW_MAX_BLOCK_POLICIES / 8], kept_l[MW_MAX_BLOCK_POLICIES / 8];
 } mw_act_class;
 
 typedef struct mw_plan_summary {
@@ -432,6 +452,15 @@ typedef struct mw_plan_summary {
     uint64_t act_disk;
     char act_why[200]; /* --act-offload auto: why it chose as it did ("" otherwise) */
     mw_act_class act[MW_ACT_CLASSES];
+    /* a choice per block (--recompute auto with --act-compress-max or --act-offload auto, or
+     * --act-layers): act_pin the --act-layers text that gives it ("" without one); act_choice why
+     * (--recompute auto: the predicted seconds per micro-batch of recompute-only auto's choice and of
+     * the one taken); the prediction of the plan's stored activations and recomputation, seconds
+     * per micro-batch (-1 when not predicted): recomputation, (de)quantisation, the swaps'
+     * transfers not hidden behind their block's compute, and their sum */
+    char act_pin[MW_ACT_LAYERS_MAX];
+    char act_choice[240];
+    double pred_act_recompute_s, pred_act_compress_s, pred_act_swap_s, pred_act_s;
 } mw_plan_summary;
 
 /* Plans the training step of cfg under its recomputation policy: every buffer with its category

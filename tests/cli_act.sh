@@ -216,6 +216,101 @@ echo "-- the timeline draws compressed and swapped bytes as their own categories
 "$MW" plan "${shape[@]}" --timeline "$T/tl0.svg" >/dev/null && ! grep -q 'band-activations-' "$T/tl0.svg" &&
   pass "and neither without the flags" || fail "stored-activation bands in a plain timeline"
 
+echo "-- --recompute auto, one decision per kept value (keep, compress, swap, recompute)"
+# at this budget recompute-only auto must recompute (blocks:ffsn here); compressing or swapping the
+# kept values instead is predicted faster
+bud=16200000
+ej() { "$MW" estimate "${shape[@]}" --recompute auto --budget $bud "$@" --json; }
+# trains as run does, without comparing the arena to a second process's estimate of auto (whose choice
+# rests on op times measured in that process): the run's own pins are planned again instead
+run_auto() {
+  local n=$1
+  shift
+  "$MW" "${tr[@]}" --out "$T/$n" --json-log "$T/$n.jsonl" "$@" >"$T/$n.out" 2>&1 || fail "run $n ($*): $(grep -a memwall: "$T/$n.out" | head -2)"
+}
+jpin() { grep -o "\"$1\": \"[^\"]*\"" | head -1 | sed 's/.*: "//; s/"$//'; }
+ej --act-compress-max 8 >"$T/ac.json" || fail "estimate --act-compress-max 8: $(tail -1 "$T/ac.json")"
+ar=$(jpin recompute_pin <"$T/ac.json") aa=$(grep -o '"act": {.*' "$T/ac.json" | jpin pin)
+ch=$(grep -o '"choice": "[^"]*"' "$T/ac.json")
+# which it takes rests on op and quantiser times measured now (a loaded machine may predict compression
+# slower): either the per-value choice, compressing, or recompute-only auto's, with no pin
+if { grep -q -- '-> per value' <<<"$ch" && grep -q '[842]' <<<"$aa" && [[ $ar == blocks:* ]]; } ||
+  { grep -q -- '-> recompute-only' <<<"$ch" && [ -z "$aa" ]; }; then
+  pass "auto --act-compress-max 8: --recompute $ar${aa:+ --act-layers $aa}"
+else
+  fail "the choice and its pins disagree: '$ar' '$aa' $ch"
+fi
+# the mix checked below, pinned (auto's choice at this budget when compression is predicted cheaper):
+# every block but the last compressed at 8 bits, nothing recomputed; it fits the budget
+rp=blocks:nnnn ap=k8,k8,k8,k
+[ "$("$MW" estimate "${shape[@]}" --recompute $rp --act-layers $ap --budget $bud --json | grep -o '"fits": [a-z]*' | head -1)" = '"fits": true' ] &&
+  pass "--recompute $rp --act-layers $ap fits --budget $bud" || fail "the pinned mix does not fit $bud"
+awk -v c="$ch" 'BEGIN { if (match(c, /recompute-only [0-9.]+ s, per value [0-9.]+ s/)) { split(substr(c, RSTART, RLENGTH), f, " ");
+  exit !(f[5] + 0 <= f[2] + 0) } exit 1 }' && pass "its prediction is at most recompute-only auto's ($ch)" || fail "prediction: $ch"
+! grep -q '[xa]' <<<"$aa" && pass "without --act-offload auto it never swaps" || fail "swaps without --act-offload auto: $aa"
+# the chosen mix: the plan is the arena, and it is the same bits on 1 and 2 threads
+run p1 --recompute "$rp" --act-layers "$ap" --threads 1
+run p2 --recompute "$rp" --act-layers "$ap" --threads 2
+same p1 p2 "--recompute $rp --act-layers $ap: 1 and 2 threads identical"
+run_auto pa --recompute auto --budget $bud --act-compress-max 8 --threads 2
+grep -q '"act_layers_pin": "[^"]*"' "$T/pa.jsonl" || grep -q -- "-> recompute-only" "$T/pa.out" &&
+  pass "train logs the choice's pins (or says it kept recompute-only auto's)" || fail "no act_layers_pin in the log"
+# pins_arena NAME [ARGS...]: the run's own choice, planned again from its pins, is its arena
+pins_arena() {
+  local n=$1 pr pp e
+  shift
+  pr=$(tail -1 "$T/$n.jsonl" | jpin recompute_pin) pp=$(tail -1 "$T/$n.jsonl" | jpin act_layers_pin)
+  if [ -n "$pp" ]; then set -- --act-layers "$pp" "$@"; else set --; fi
+  e=$("$MW" estimate "${shape[@]}" --recompute "$pr" "$@" --json | grep -o '"peak_bytes": [0-9]*' | head -1)
+  [ -n "$pr" ] && [ "$e" = "$(tail -1 "$T/$n.jsonl" | grep -o '"peak_bytes": [0-9]*')" ] && pass "train's choice ($pr, $pp): its estimate is its arena" ||
+    fail "train's choice $pr $pp: estimate $e, log $(tail -1 "$T/$n.jsonl" | grep -o '"peak_bytes": [0-9]*')"
+}
+pins_arena pa
+# without --act-compress-max it never compresses: swapping (and recomputation) keep the plain run's bits
+ej --act-offload auto --offload-dir "$T/scr" >"$T/as.json"
+sp=$(grep -o '"act": {.*' "$T/as.json" | jpin pin)
+! grep -q '[842]' <<<"$sp" && ! grep -q '"compressed": [1-9]' "$T/as.json" &&
+  pass "--act-offload auto under --recompute auto: ${sp:-recompute-only}, never compresses" || fail "swap-only choice: '$sp'"
+run_auto ps --recompute auto --budget $bud --act-offload auto --offload-dir "$T/scr" --threads 2
+[ -n "$(weights ps)" ] && [ "$(weights ps)" = "$(weights m_none_none)" ] && [ "$(losses ps)" = "$(losses m_none_none)" ] &&
+  pass "its run: the plain run's weights and losses, bit for bit" || fail "the swap-only choice changed the numbers"
+pins_arena ps --offload-dir "$T/scr"
+# estimate and plan show the choice per value and block, the timeline its compressed bytes
+"$MW" plan "${shape[@]}" --recompute "$rp" --act-layers "$ap" >"$T/pc.txt" &&
+  grep -q "^  block  policy  *x  " "$T/pc.txt" && grep -Eq "^  0      (none|selective|full) .* (c8|-|keep) " "$T/pc.txt" &&
+  grep -q "pinned by: --recompute blocks:[nsf]* --act-layers " "$T/pc.txt" && pass "plan: the choice per value and block" ||
+  fail "plan's table: $(grep -a -A3 'per block' "$T/pc.txt")"
+"$MW" plan "${shape[@]}" --recompute "$rp" --act-layers "$ap" --timeline "$T/tp.svg" >/dev/null &&
+  grep -q 'band-activations-compressed' "$T/tp.svg" && pass "the pinned choice's timeline draws its compressed bytes" || fail "no compressed band"
+# a checkpoint records the widths chosen per block: a resume keeps them (auto does not choose anew), and
+# refuses others
+run lref --recompute "$rp" --act-layers "$ap" --threads 2 --save-every 2
+run lres --recompute "$rp" --act-layers "$ap" --threads 2 --save-every 2 --stop-at 2
+grep -q "^act_layers=$ap\$" "$T/lres/step-00000002.mwck" 2>/dev/null || grep -aq "act_layers=$ap" "$T/lres/step-00000002.mwck" &&
+  pass "the checkpoint records act_layers=$ap" || fail "no act_layers in the checkpoint"
+"$MW" "${tr[@]}" --threads 2 --save-every 2 --out "$T/lres" --json-log "$T/lres.jsonl" --resume auto --recompute auto \
+  --budget $bud --act-compress-max 8 >"$T/out" 2>&1 || fail "resume under auto: $(tail -2 "$T/out")"
+grep -q "kept (not chosen anew)" "$T/out" && [ -n "$(weights lres)" ] && [ "$(weights lres)" = "$(weights lref)" ] &&
+  [ "$(json_field "$T/lres.jsonl" loss | tail -2)" = "$(json_field "$T/lref.jsonl" loss | tail -2)" ] &&
+  pass "resumed under --recompute auto --act-compress-max 8: the checkpoint's widths, ends as the unbroken run" ||
+  fail "the resumed per-block run differs: $(grep -a resume "$T/out")"
+expect_error 1 "a resume with other widths" -- "$MW" "${tr[@]}" --act-layers k4,k4,k4,k --out "$T/lres" --resume "$T/lres/step-00000002.mwck"
+grep -q "compressed per block as --act-layers $ap" "$T/err" || fail "other widths: $(cat "$T/err")"
+# a family that declares nothing compressible (deepseek) is planned without compressing, not refused
+"$MW" estimate --preset moe-tiny "${shape[@]}" --recompute auto --budget 64MiB --act-compress-max 8 --json >"$T/moe.json" 2>"$T/err" &&
+  ! grep -q '"compressed": [1-9]' "$T/moe.json" && pass "moe-tiny with --act-compress-max 8: planned, nothing compressed" ||
+  fail "moe-tiny --act-compress-max: $(cat "$T/err")"
+expect_error 1 "--act-compress-max without --recompute auto" -- "$MW" "${tr[@]}" --act-compress-max 8 --recompute full
+grep -q "give --recompute auto" "$T/err" || fail "--act-compress-max alone: $(cat "$T/err")"
+expect_error 1 "--act-compress-max with --act-compress" -- "$MW" estimate "${shape[@]}" --recompute auto --budget $bud --act-compress-max 8 --act-compress 8
+expect_error 1 "--act-compress-max with --zero" -- "$MW" estimate "${shape[@]}" --world 2 --zero 1 --recompute auto --budget $bud --act-compress-max 8
+grep -q "not yet on widths per block" "$T/err" || fail "--act-compress-max --zero: $(cat "$T/err")"
+expect_error 1 "--act-layers with a token too few" -- "$MW" estimate "${shape[@]}" --act-layers k8,k8,k
+grep -q "one token per block: 3 for 4 blocks" "$T/err" || fail "--act-layers count: $(cat "$T/err")"
+expect_error 1 "--act-layers q" -- "$MW" estimate "${shape[@]}" --act-layers q,k,k,k
+expect_error 1 "--act-layers swapping without --offload-dir" -- "$MW" estimate "${shape[@]}" --act-layers x,k,k,k
+grep -q "offload-dir" "$T/err" || fail "--act-layers x without a folder: $(cat "$T/err")"
+
 echo "-- estimate == arena peak"
 [ "$n_eq" -ge 50 ] && pass "estimate == the run's arena peak for all $n_eq runs above" || fail "only $n_eq runs matched"
 

@@ -11,7 +11,7 @@ enum {
     CMD_VERIFY = 1024
 };
 #define CLI_MAX_OPTS 128 /* at least the entries of main.c's option table */
-enum kind { K_INT, K_DBL, K_SIZE, K_U64, K_STR, K_FLAG, K_PRESET, K_RECOMPUTE, K_ARCH, K_OFFLOAD, K_OPTIM, K_PRECISION, K_ACT_OFFLOAD, K_ACT_COMPRESS };
+enum kind { K_INT, K_DBL, K_SIZE, K_U64, K_STR, K_FLAG, K_PRESET, K_RECOMPUTE, K_ARCH, K_OFFLOAD, K_OPTIM, K_PRECISION, K_ACT_OFFLOAD, K_ACT_COMPRESS, K_ACT_COMPRESS_MAX, K_ACT_LAYERS };
 
 typedef struct opts {
     mw_config cfg;

@@ -108,6 +108,8 @@ static const opt_def OPTS[] = {
     {"offload", K_OFFLOAD, 0, MODEL, "model states on disk, in a scratch file in --offload-dir streamed by asynchronous I/O (the same bits): none, optimizer (the optimizer's per-parameter state: AdamW's moments, 8-bit or 4-bit codes, ...), optimizer+grads (and the blocks' gradients), all (and the blocks' parameters), MODE:resident=K (MODE's states of all but the last K blocks), params=R,grads=R,optim=R (per category the blocks R on disk: all, none, A-B or A, from 0), auto (fills --budget with the blocks' chunks that save the most transfer per byte, the fastest by predicted step time; under --zero the fastest mode; without --recompute, and without --zero, it chooses the recomputation too)"},
     {"act-offload", K_ACT_OFFLOAD, 0, MODEL, "kept activations on disk, in the disk tier's file in --offload-dir (the same bits): none, checkpoints (each block's input, what recomputation keeps between blocks), all (every value a block keeps for its backward), auto (the least of these that fits --budget); written behind the forward pass and read back ahead of the backward op that needs them, through planned staging buffers (docs/memory.md)"},
     {"act-compress", K_ACT_COMPRESS, 0, MODEL, "kept activations stored quantised: none, 8, 4 or 2 bits per value, in groups of 256 with their own min and scale, stochastic rounding seeded from --seed (changes the numbers, the same bits for any threads, recomputation, --offload, --act-offload, --zero and number of ranks at the same ranks x --accum); the values a model declares tolerant (linear layers', norms' and GELU/SwiGLU inputs, q|k|v, the attention output), never the softmax statistics or the norms' statistics (docs/memory.md); refused with --tp/--sp/--pp/--ep"},
+    {"act-compress-max", K_ACT_COMPRESS_MAX, 0, MODEL, "with --recompute auto: let it choose per block, for each value the block keeps for its backward, to keep it, compress it (at 8 bits down to this width: none, 8, 4 or 2), swap it (with --act-offload auto) or recompute it, by the least predicted step time that fits --budget; without it auto never compresses (compression changes the numbers, swapping and recomputation do not); estimate and plan print the choice per value and block and the pins (--recompute blocks:..., --act-layers) that give it again (docs/memory.md)"},
+    {"act-layers", K_ACT_LAYERS, 0, MODEL, "the stored activations pinned per block, as --recompute auto prints them: one comma-separated token per block, k (keep), x (swap the block input) or a (swap every kept value), each optionally followed by 8, 4 or 2 (compress the tolerant kept values at that width), e.g. x8,x8,k; with a policy per block (--recompute none, selective, full or blocks:...)"},
     {"offload-dir", K_STR, O_(offload_dir), MODEL, "folder of the disk tier's scratch file (preallocated before step 1, removed at exit); part of the budget: a file larger than its free space does not fit"},
     {"data", K_STR, O_(data), CMD_TRAIN, "token set PREFIX: PREFIX.manifest.json's shards, or PREFIX.train.bin and PREFIX.val.bin"},
     {"data", K_STR, O_(data), CMD_VERIFY, "token set PREFIX (or give PREFIX alone: memwall verify PREFIX), or a token file FILE.bin"},
@@ -203,6 +205,8 @@ static const char *placeholder(const opt_def *d, int mask) {
     case K_OFFLOAD: return "MODE";
     case K_ACT_OFFLOAD: return "MODE";
     case K_ACT_COMPRESS: return "BITS";
+    case K_ACT_COMPRESS_MAX: return "BITS";
+    case K_ACT_LAYERS: return "TOKENS";
     case K_OPTIM: return "NAME";
     case K_PRECISION: return "NAME";
     case K_FLAG: return "";
@@ -245,6 +249,11 @@ static void format_default(const opts *o, const opt_def *d, char *buf, size_t n)
         if (o->cfg.act_compress) snprintf(buf, n, "%d", o->cfg.act_compress);
         else snprintf(buf, n, "none");
         break;
+    case K_ACT_COMPRESS_MAX:
+        if (o->cfg.act_compress_max) snprintf(buf, n, "%d", o->cfg.act_compress_max);
+        else snprintf(buf, n, "none");
+        break;
+    case K_ACT_LAYERS: snprintf(buf, n, "%.40s", o->cfg.act_layers[0] ? o->cfg.act_layers : "none"); break; /* a default: none */
     case K_OPTIM: snprintf(buf, n, "%s", mw_optim_str(o->cfg.optim)); break;
     case K_PRECISION: /* eval's default is the checkpoint's */
         if (!(d->cmds & CMD_EVAL)) snprintf(buf, n, "%s", mw_precision_str(o->cfg.precision));
@@ -371,6 +380,12 @@ static void parse_value(opts *o, const opt_def *d, const char *v) {
         break;
     case K_ACT_COMPRESS:
         if (mw_act_compress_parse(&o->cfg, v) != MW_OK) die(1, "%s", mw_last_error());
+        break;
+    case K_ACT_COMPRESS_MAX:
+        if (mw_act_compress_max_parse(&o->cfg, v) != MW_OK) die(1, "%s", mw_last_error());
+        break;
+    case K_ACT_LAYERS:
+        if (mw_act_layers_parse(&o->cfg, v) != MW_OK) die(1, "%s", mw_last_error());
         break;
     case K_OPTIM:
         if (mw_optim_parse(&o->cfg, v) != MW_OK) die(1, "%s", mw_last_error());
@@ -574,9 +589,12 @@ void finish_config(opts *o) {
         if (!*o->offload_dir || strlen(o->offload_dir) >= sizeof o->cfg.offload_dir)
             die(1, "--offload-dir: a folder path of 1 to %zu bytes", sizeof o->cfg.offload_dir - 1);
         snprintf(o->cfg.offload_dir, sizeof o->cfg.offload_dir, "%s", o->offload_dir);
-        if (o->cfg.offload == MW_OFFLOAD_NONE && o->cfg.act_offload == MW_ACT_OFFLOAD_NONE)
+        if (o->cfg.offload == MW_OFFLOAD_NONE && o->cfg.act_offload == MW_ACT_OFFLOAD_NONE && !strpbrk(o->cfg.act_layers, "xa"))
             die(1, "--offload-dir %s without --offload or --act-offload: say what goes there (--offload optimizer or auto, --act-offload checkpoints)", o->offload_dir);
     }
+    if (o->cfg.act_compress_max && o->cfg.recompute != MW_RECOMPUTE_AUTO) /* the library plans it as none */
+        die(1, "--act-compress-max lets --recompute auto compress kept values: give --recompute auto (or --act-compress "
+               "BITS for every block)");
     if (o->recompute_implied && o->cfg.recompute == MW_RECOMPUTE_AUTO && o->cfg.n_layer > MW_MAX_BLOCK_POLICIES)
         o->cfg.recompute = MW_RECOMPUTE_NONE, o->recompute_implied = 0;
     /* estimate and plan --zero --world N: a rank's threads as train's ranks take them by default
@@ -907,8 +925,8 @@ void print_plan(const mw_plan_summary *p) {
             u += (size_t)snprintf(on + u, sizeof on - u, "%sswapped activations %s", u ? ", " : "",
                                   mw_fmt_bytes(p->act_disk, b, sizeof b));
         printf("  disk tier (--%s %s): %s in a scratch file of %s; per step %s read, %s written, streamed "
-               "through %s of staging in memory\n", p->offload == MW_OFFLOAD_NONE ? "act-offload" : "offload",
-               p->offload == MW_OFFLOAD_NONE ? mw_act_offload_name(p->act_offload) : p->offload_pin, on, mw_fmt_bytes(p->disk_file, f, sizeof f),
+               "through %s of staging in memory\n", p->offload == MW_OFFLOAD_NONE ? p->act_pin[0] ? "act-layers" : "act-offload" : "offload",
+               p->offload == MW_OFFLOAD_NONE ? p->act_pin[0] ? "per block" : mw_act_offload_name(p->act_offload) : p->offload_pin, on, mw_fmt_bytes(p->disk_file, f, sizeof f),
                mw_fmt_bytes(p->disk_read, r, sizeof r), mw_fmt_bytes(p->disk_write, w, sizeof w),
                mw_fmt_bytes(p->disk_staging, s, sizeof s));
         if (p->disk_room)
@@ -960,6 +978,7 @@ void json_categories(FILE *f, const mw_model *m) {
         fprintf(f, "%s\"%s\": %llu", k ? ", " : "", mw_category_name(k), (unsigned long long)cat[k]);
     fprintf(f, "}, \"recompute\": \"%s\", \"recompute_pin\": \"%s\"", mw_model_plan(m)->policy,
             mw_model_plan(m)->pin);
+    if (mw_model_plan(m)->act_pin[0]) fprintf(f, ", \"act_layers_pin\": \"%s\"", mw_model_plan(m)->act_pin);
     const mw_plan_summary *p = mw_model_plan(m);
     mw_offload_report r;
     const int has = mw_model_offload_info(m, &r);

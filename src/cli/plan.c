@@ -476,7 +476,8 @@ int cmd_estimate(int argc, char **argv) {
                mw_config_active_params(c, 0) / 1e9);
     if (p.disk_file) {
         if (p.offload == MW_OFFLOAD_NONE) /* the swapped activations' alone */
-            printf("\n  disk tier (--act-offload %s):\n", mw_act_offload_name(p.act_offload));
+            printf("\n  disk tier (--act-%s):\n", p.act_pin[0] ? "layers, per block" : p.act_offload == MW_ACT_OFFLOAD_ALL ?
+                   "offload all" : "offload checkpoints");
         else
             printf("\n  disk tier (--offload %s%s):\n", p.offload_pin,
                    c->offload == MW_OFFLOAD_AUTO ? ", auto's choice" : "");
@@ -485,8 +486,9 @@ int cmd_estimate(int argc, char **argv) {
                 printf("  %-12s %16llu %12s  on disk\n", mw_category_name(k), (unsigned long long)p.disk[k],
                        mw_fmt_bytes(p.disk[k], b1, sizeof b1));
         if (p.act_disk)
-            printf("  %-12s %16llu %12s  on disk (--act-offload %s)\n", "activations", (unsigned long long)p.act_disk,
-                   mw_fmt_bytes(p.act_disk, b1, sizeof b1), mw_act_offload_name(p.act_offload));
+            printf("  %-12s %16llu %12s  on disk (--act-%s %s)\n", "activations", (unsigned long long)p.act_disk,
+                   mw_fmt_bytes(p.act_disk, b1, sizeof b1), p.act_pin[0] ? "layers" : "offload",
+                   p.act_pin[0] ? "per block" : mw_act_offload_name(p.act_offload));
         printf("  %-12s %16llu %12s  (preallocated in --offload-dir before step 1; streamed through %s of\n"
                "  %-12s %16s %12s   staging in memory, counted above)\n", "file", (unsigned long long)p.disk_file,
                mw_fmt_bytes(p.disk_file, b1, sizeof b1), mw_fmt_bytes(p.disk_staging, b2, sizeof b2), "", "", "");
@@ -597,7 +599,8 @@ int cmd_estimate(int argc, char **argv) {
     printf("\n  activations by recomputation policy (this plan: %s):\n", p.policy);
     if (c->recompute == MW_RECOMPUTE_AUTO)
         printf("    (auto's choice rests on op times measured now; to run exactly this plan: "
-               "--recompute %s)\n", p.pin);
+               "--recompute %s%s%.60s%s)\n", p.pin, p.act_pin[0] ? " --act-layers " : "", p.act_pin,
+               strlen(p.act_pin) > 60 ? "..." : "");
     else if (agreed >= 0)
         printf("    (--recompute auto over %d ranks: every rank runs rank %d's choice, the largest plan's that fits "
                "every rank; to run exactly this plan: --recompute %s)\n", c->world, agreed, p.pin);
@@ -829,9 +832,9 @@ int cmd_plan(int argc, char **argv) {
                        mw_fmt_bytes(ops[i].disk_write, b[1], sizeof b[1]));
             printf("\n");
         }
-        printf("arena peak %s (recompute %s; exactly this plan: --recompute %s)%s%s\n",
-               mw_fmt_bytes(p.peak, t, sizeof t), p.policy, p.pin, o.timeline ? ", timeline in " : "",
-               o.timeline ? o.timeline : "");
+        printf("arena peak %s (recompute %s; exactly this plan: --recompute %s%s%s)%s%s\n",
+               mw_fmt_bytes(p.peak, t, sizeof t), p.policy, p.pin, p.act_pin[0] ? " --act-layers " : "", p.act_pin,
+               o.timeline ? ", timeline in " : "", o.timeline ? o.timeline : "");
         print_recompute_choice(&o, &p);
         mw_plan_summary pp[NPOLICIES];
         int npp = policy_plans(c, &p, pp);

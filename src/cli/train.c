@@ -365,6 +365,23 @@ static void adopt_checkpoint(opts *o, const mw_ckpt_info *info, const char *ckpt
             append(names, sizeof names, "%s%s", names[0] ? "," : "", rk->flag);
         }
     }
+    /* the compression chosen per block (--act-layers, or --recompute auto's with --act-compress-max): the
+     * checkpoint's widths are kept (the swaps may differ: they do not change the numbers); another
+     * choice of widths, or auto's choosing anew, would change them */
+    char kw[MW_ACT_LAYERS_MAX], cw[MW_ACT_LAYERS_MAX];
+    mw_act_layers_widths(k->act_layers, kw, sizeof kw);
+    mw_act_layers_widths(c->act_layers, cw, sizeof cw);
+    if (kw[0] && !cw[0] && !strpbrk(c->act_layers, "xa") && !c->act_compress) {
+        snprintf(c->act_layers, sizeof c->act_layers, "%s", kw);
+        if (c->act_compress_max || c->recompute == MW_RECOMPUTE_AUTO)
+            printf("  resume: %s compressed per block as --act-layers %.60s says: kept (not chosen anew)\n", ckpt, kw);
+        c->act_compress_max = 0;
+    } else if (strcmp(kw, cw) != 0 || (!kw[0] && c->act_compress_max)) {
+        die(1, "--resume: %s stored its activations compressed per block as --act-layers %.60s, the command line %s "
+               "%.60s: give that --act-layers (its swaps, x or a, may differ), or start a new run", ckpt, kw[0] ? kw : "k (none)",
+            c->act_compress_max ? "lets --recompute auto choose anew with --act-compress-max" : "says --act-layers",
+            c->act_compress_max ? "" : cw[0] ? cw : c->act_layers);
+    }
     c->norm_eps = k->norm_eps; /* no flag sets it: the checkpoint's (the model checks it) */
     if (shape_was[0])
         die(1, "--resume: %s is from another model shape: it has%s, the command line says%s (the shape cannot be "

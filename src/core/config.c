@@ -195,6 +195,19 @@ static mw_status validate_deepseek(const mw_config *c) {
     return MW_OK;
 }
 
+/* The blocks of an --act-layers text (its tokens), or -1 when a token is not k, x or a with an optional
+ * 8, 4 or 2. */
+static int act_layers_count(const char *s) {
+    int n = 0;
+    for (const char *p = s;; n++) {
+        if (*p != 'k' && *p != 'x' && *p != 'a') return -1;
+        p++;
+        if (*p == '8' || *p == '4' || *p == '2') p++;
+        if (*p == 0) return n + 1;
+        if (*p++ != ',') return -1;
+    }
+}
+
 mw_status mw_config_validate(const mw_config *c) {
     NEED(c->arch >= 0 && c->arch < MW_ARCH_COUNT, "unknown model family %d", c->arch);
     if (c->arch == MW_ARCH_GPT2) {
@@ -277,6 +290,29 @@ mw_status mw_config_validate(const mw_config *c) {
          "are bfloat16 already, and compressing them is not built yet", mw_precision_str(c->precision));
     NEED(!(c->act_offload || c->act_compress) || !mw_config_layout(c), "--act-offload and --act-compress with "
          "--tp/--pp/--ep: stored activations under a parallel layout are not planned yet");
+    NEED(c->act_compress_max == 0 || c->act_compress_max == 8 || c->act_compress_max == 4 || c->act_compress_max == 2,
+         "--act-compress-max takes none, 8, 4 or 2 (got %d)", c->act_compress_max);
+    NEED(!c->act_compress_max || !c->act_compress, "--act-compress-max with --act-compress: the one lets --recompute "
+         "auto choose per block, the other compresses every block; give one");
+    NEED(!c->act_compress_max || c->precision == MW_PRECISION_FP32, "--act-compress-max with --precision %s: its kept "
+         "values are bfloat16 already, and compressing them is not built yet", mw_precision_str(c->precision));
+    NEED(!c->act_compress_max || !mw_config_layout(c), "--act-compress-max with --tp/--pp/--ep: stored activations "
+         "under a parallel layout are not planned yet");
+    NEED(!c->act_compress_max || !c->dp, "--act-compress-max with --zero: the ranks agree on recompute-only auto's "
+         "choice, not yet on widths per block (pin them on every rank with --act-layers)");
+    NEED(strnlen(c->act_layers, sizeof c->act_layers) < sizeof c->act_layers, "--act-layers is not terminated");
+    if (c->act_layers[0] && !c->inference) {
+        const int nb = act_layers_count(c->act_layers);
+        NEED(nb == c->n_layer, "--act-layers needs one token per block: %d for %d blocks", nb, c->n_layer);
+        NEED(!c->act_offload && !c->act_compress && !c->act_compress_max, "--act-layers pins the choice per block: "
+             "without --act-offload, --act-compress and --act-compress-max");
+        NEED(!strpbrk(c->act_layers, "xa") || c->offload_dir[0], "--act-layers swaps (x, a) into the disk tier: give "
+             "--offload-dir");
+        NEED(!strpbrk(c->act_layers, "842") || c->precision == MW_PRECISION_FP32, "--act-layers compresses (8, 4, 2) "
+             "with --precision %s: its kept values are bfloat16 already", mw_precision_str(c->precision));
+        NEED(!mw_config_layout(c), "--act-layers with --tp/--pp/--ep: stored activations under a parallel layout are "
+             "not planned yet");
+    }
     NEED(c->recompute != MW_RECOMPUTE_AUTO || c->budget > 0 || c->inference,
          "--recompute auto chooses per block what fits --budget: give a --budget");
     if (c->dp) {
@@ -461,6 +497,39 @@ mw_status mw_act_compress_parse(mw_config *c, const char *s) {
             return MW_OK;
         }
     return mw_fail(MW_ERR_ARG, "--act-compress must be none, 8, 4 or 2 (bits per stored value; got '%s')", s);
+}
+
+mw_status mw_act_compress_max_parse(mw_config *c, const char *s) {
+    static const char *const names[] = {"none", "8", "4", "2"};
+    static const int bits[] = {0, 8, 4, 2};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, names[i]) == 0) {
+            c->act_compress_max = bits[i];
+            return MW_OK;
+        }
+    return mw_fail(MW_ERR_ARG, "--act-compress-max must be none, 8, 4 or 2 (the fewest bits --recompute auto may "
+                               "store a kept value in; got '%s')", s);
+}
+
+void mw_act_layers_widths(const char *s, char *out, size_t n) {
+    size_t u = 0;
+    int any = 0;
+    for (const char *p = s; *p && u + 3 < n; p++) {
+        if (*p == 'x' || *p == 'a') out[u++] = 'k';
+        else out[u++] = *p;
+        any |= *p == '8' || *p == '4' || *p == '2';
+    }
+    out[any ? u : 0] = 0;
+}
+
+mw_status mw_act_layers_parse(mw_config *c, const char *s) {
+    const size_t n = strlen(s);
+    if (n >= sizeof c->act_layers || act_layers_count(s) < 1)
+        return mw_fail(MW_ERR_ARG, "--act-layers takes one token per block, comma-separated: k (keep), x (swap the "
+                                   "block input) or a (swap every kept value), each optionally followed by 8, 4 or 2 "
+                                   "(compress at that width), e.g. x8,x8,k (got '%.40s')", s);
+    memcpy(c->act_layers, s, n + 1);
+    return MW_OK;
 }
 
 mw_status mw_recompute_parse(mw_config *c, const char *s) {

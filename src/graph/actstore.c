@@ -14,8 +14,12 @@
 #include "../kernels/cpu/actq.h"
 #include "../memory/aio.h"
 
-/* pbuf tags of the buffers the cuts add (1 is the walk's: a recomputed instance) */
-enum { TAG_READ = 2, TAG_Q, TAG_QREAD, TAG_DEQ };
+/* pbuf tags of the buffers the cuts add (1 is the walk's: a recomputed instance): a staging buffer
+ * read back, and per width (8, 4, 2: TAG_BITS apart) the compressed bytes, the compressed bytes read
+ * back and the dequantised copy */
+enum { TAG_READ = 2, TAG_Q, TAG_QREAD, TAG_DEQ, TAG_BITS = 3 };
+static int tag_w(int tag, int bits) { return tag + TAG_BITS * (bits == 8 ? 0 : bits == 4 ? 1 : 2); }
+static int tag_base(int tag) { return tag < TAG_Q ? tag : TAG_Q + (tag - TAG_Q) % TAG_BITS; }
 /* events around an op, in the order they run */
 enum { E_WAIT_W, E_READ, E_WAIT_R, E_DEQ, E_QUANT, E_WRITE };
 
@@ -43,6 +47,8 @@ struct mw_act_plan {
     int *wmap;  /* per op x MW_MAXACC: the store its write starts (-1) */
     int nev;
     ev *ev;
+    int nl, nls;
+    unsigned char *kept; /* per block x value: an instance of it is kept from its forward to its backward */
     int *ev_lo; /* op o's events of when w: ev[ev_lo[2o + w] .. ev_lo[2o + w + 1]) */
     uint64_t disk;
     int step, k;
@@ -127,7 +133,7 @@ void mw_graph_act_free(mw_model *m) {
     mw_act_plan *ap = m->act;
     if (!ap) return;
     if (ap->owned) mw_offload_destroy(ap->off);
-    free(ap->st), free(ap->wmap), free(ap->ev), free(ap->ev_lo);
+    free(ap->st), free(ap->wmap), free(ap->ev), free(ap->ev_lo), free(ap->kept);
     free(ap);
     m->act = NULL;
 }
@@ -162,8 +168,11 @@ mw_status mw_graph_act_build(mw_model *m) {
     mw_graph_act_free(m);
     const mw_config *c = &m->cfg;
     const mw_model_def *a = m->arch;
-    if (c->inference || (!c->act_offload && !c->act_compress) || mw_config_layout(c) || m->nmb != 1) return MW_OK;
-    if (c->act_compress && !a->lslot_lossy)
+    if (c->inference || (!c->act_offload && !c->act_compress && !m->act_sel) || mw_config_layout(c) || m->nmb != 1)
+        return MW_OK;
+    int any_bits = c->act_compress;
+    for (int l = 0; m->act_sel && l < c->n_layer; l++) any_bits |= mw_act_sel_bits(m->act_sel[l]);
+    if (any_bits && !a->lslot_lossy)
         return mw_fail(MW_ERR_ARG, "--act-compress: the %s model declares no value that tolerates compression", a->name);
     const int L = c->n_layer, nslots = a->ngs + (L + 1) * a->nls, n = m->nops;
     mw_act_plan *ap = calloc(1, sizeof *ap);
@@ -171,10 +180,12 @@ mw_status mw_graph_act_build(mw_model *m) {
     if (ap) {
         ap->wmap = malloc(sizeof(int) * (size_t)n * MW_MAXACC);
         ap->st = calloc((size_t)n * MW_MAXACC, sizeof(store));
+        ap->kept = calloc((size_t)(L + 1) * a->nls, 1);
+        ap->nl = L, ap->nls = a->nls;
     }
-    if (!ap || !inst || !ap->wmap || !ap->st) {
+    if (!ap || !inst || !ap->wmap || !ap->st || !ap->kept) {
         free(inst);
-        if (ap) free(ap->wmap), free(ap->st), free(ap);
+        if (ap) free(ap->wmap), free(ap->st), free(ap->kept), free(ap);
         return mw_fail(MW_ERR_NOMEM, "out of memory planning");
     }
     m->act = ap;
@@ -213,15 +224,19 @@ mw_status mw_graph_act_build(mw_model *m) {
     int ns = 0;
     for (int t = 0; t < nc; t++) {
         store s = ap->st[t];
+        /* the flags', or per block the planner's (m->act_sel: --recompute auto, --act-layers) */
+        const int sel = m->act_sel && s.layer < L ? m->act_sel[s.layer] : -1;
+        const int mode = sel >= 0 ? mw_act_sel_swap(sel) : c->act_offload, bits = sel >= 0 ? mw_act_sel_bits(sel) : c->act_compress;
+        if (s.rs >= 0 && !m->ops[s.w].bwd) ap->kept[s.layer * a->nls + s.v] = 1;
         const int sw = s.rs >= 0 && !m->ops[s.w].bwd &&
-                       (c->act_offload == MW_ACT_OFFLOAD_ALL || (c->act_offload == MW_ACT_OFFLOAD_CHECKPOINTS && s.v == 0));
-        const int cp = c->act_compress && a->lslot_lossy[s.v] && s.rc >= 0 && !s.cbad;
+                       (mode == MW_ACT_OFFLOAD_ALL || (mode == MW_ACT_OFFLOAD_CHECKPOINTS && s.v == 0));
+        const int cp = bits && a->lslot_lossy[s.v] && s.rc >= 0 && !s.cbad;
         if (!sw) s.rs = -1;
         if (!cp) s.rc = -1;
         ap->wmap[s.wpos] = sw || cp ? ns : -1; /* renumbered */
         if (!sw && !cp) continue;
         s.bytes = a->lslot(m, s.v);
-        s.bits = cp ? c->act_compress : 0;
+        s.bits = cp ? bits : 0;
         s.qbytes = cp ? qbytes_of(s.bytes / sizeof(float), s.bits) : 0;
         s.wid = s.rid = -1;
         if (sw) {
@@ -261,7 +276,7 @@ mw_status mw_graph_act_build(mw_model *m) {
         while (e < ne && 2 * ap->ev[e].op + ap->ev[e].when < o) e++;
         ap->ev_lo[o] = e;
     }
-    if (!ns) mw_graph_act_free(m);
+    if (!ns && !m->act_sel) mw_graph_act_free(m); /* a planner's choice keeps what it saw kept (the summary) */
     return MW_OK;
 }
 
@@ -271,6 +286,10 @@ mw_status mw_graph_act_resolve(mw_model *m) {
     if (c->act_offload != MW_ACT_OFFLOAD_AUTO) return MW_OK;
     c->act_offload = MW_ACT_OFFLOAD_NONE;
     if (c->inference) return MW_OK;
+    if (c->recompute == MW_RECOMPUTE_AUTO && c->budget && !c->dp) { /* one decision with the recomputation (actchoice.c) */
+        snprintf(m->act_why, sizeof m->act_why, "chosen per block with the recomputation (--recompute auto)");
+        return MW_OK;
+    }
     if (!c->budget) {
         snprintf(m->act_why, sizeof m->act_why, "no --budget: every kept value in memory");
         return MW_OK;
@@ -346,9 +365,9 @@ mw_status mw_graph_act_cut(mw_model *m, int t, int i, mw_planner *pl, const mw_p
     char *p;
     if (swaps(s) && s->rs == i && s->state == 0) {
         if (together(s)) { /* compressed after fc, written; read back at p, dequantised at rs */
-            MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_Q, s->qbytes, s->fc, s->wa - 1, 1, &s->q, &ix));
-            MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_QREAD, s->qbytes, s->p, i, 1, &s->q2, &ix));
-            MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_DEQ, s->bytes, i, i, 0, &s->b, &ix));
+            MW_TRY(cut_buf(pl, placed, base, idx, s, m, tag_w(TAG_Q, s->bits), s->qbytes, s->fc, s->wa - 1, 1, &s->q, &ix));
+            MW_TRY(cut_buf(pl, placed, base, idx, s, m, tag_w(TAG_QREAD, s->bits), s->qbytes, s->p, i, 1, &s->q2, &ix));
+            MW_TRY(cut_buf(pl, placed, base, idx, s, m, tag_w(TAG_DEQ, s->bits), s->bytes, i, i, 0, &s->b, &ix));
             *cur = ix, *curp = s->b;
             s->state = 2;
             return MW_OK;
@@ -362,14 +381,14 @@ mw_status mw_graph_act_cut(mw_model *m, int t, int i, mw_planner *pl, const mw_p
     }
     if (comps(s) && s->rc == i && s->state < 2 && round_trip(s)) { /* a scratch during op fc alone */
         const size_t nf = s->bytes / sizeof(float);
-        MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_Q, mw_actq_bytes(nf < CHUNK ? nf : CHUNK, s->bits), s->fc, s->fc, 0,
-                       &s->q, &ix));
+        MW_TRY(cut_buf(pl, placed, base, idx, s, m, tag_w(TAG_Q, s->bits), mw_actq_bytes(nf < CHUNK ? nf : CHUNK, s->bits),
+                       s->fc, s->fc, 0, &s->q, &ix));
         s->state = 2;
         return MW_OK;
     }
     if (comps(s) && s->rc == i && s->state < 2) {
-        MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_Q, s->qbytes, s->fc, i, 0, &s->q, &ix));
-        MW_TRY(cut_buf(pl, placed, base, idx, s, m, TAG_DEQ, s->bytes, i, i, 0, &s->b, &ix));
+        MW_TRY(cut_buf(pl, placed, base, idx, s, m, tag_w(TAG_Q, s->bits), s->qbytes, s->fc, i, 0, &s->q, &ix));
+        MW_TRY(cut_buf(pl, placed, base, idx, s, m, tag_w(TAG_DEQ, s->bits), s->bytes, i, i, 0, &s->b, &ix));
         *cur = ix, *curp = s->b;
         s->state = 2;
     }
@@ -529,7 +548,7 @@ void mw_graph_act_timeline(const mw_model *m, const mw_planner *pl, mw_plan_op *
         return;
     }
     for (int i = 0; i < pl->n; i++)
-        if (pl->b[i].tag == TAG_Q || pl->b[i].tag == TAG_QREAD)
+        if (tag_base(pl->b[i].tag) == TAG_Q || tag_base(pl->b[i].tag) == TAG_QREAD)
             dq[pl->b[i].first] += (int64_t)pl->b[i].bytes, dq[pl->b[i].last + 1] -= (int64_t)pl->b[i].bytes;
     for (int t = 0; t < ap->n; t++) /* on disk from its write's op to its read's end */
         if (swaps(&ap->st[t])) dd[ap->st[t].fs + 1] += (int64_t)ap->st[t].io, dd[ap->st[t].rs] -= (int64_t)ap->st[t].io;
@@ -545,18 +564,18 @@ const char *mw_graph_act_tag_name(const mw_model *m, int tag) {
     static const char *const Q[3][3] = {{" (8-bit)", " (8-bit, read back)", " (dequantised)"},
                                          {" (4-bit)", " (4-bit, read back)", " (dequantised)"},
                                          {" (2-bit)", " (2-bit, read back)", " (dequantised)"}};
-    const int b = m->cfg.act_compress == 8 ? 0 : m->cfg.act_compress == 4 ? 1 : 2;
-    switch (tag) {
-    case 1: return " (recomputed)";
-    case TAG_READ: return " (read back)";
-    case TAG_Q: return Q[b][0];
-    case TAG_QREAD: return Q[b][1];
-    case TAG_DEQ: return Q[b][2];
-    }
+    (void)m;
+    if (tag == 1) return " (recomputed)";
+    if (tag == TAG_READ) return " (read back)";
+    if (tag >= TAG_Q && tag < TAG_Q + 3 * TAG_BITS) return Q[(tag - TAG_Q) / TAG_BITS][(tag - TAG_Q) % TAG_BITS];
     return "";
 }
 
 void mw_graph_act_summary(const mw_model *m, mw_plan_summary *s) {
+    mw_graph_act_sel_text(m, s->act_pin, sizeof s->act_pin);
+    snprintf(s->act_choice, sizeof s->act_choice, "%s", m->act_choice);
+    s->pred_act_recompute_s = m->pred_act[0], s->pred_act_compress_s = m->pred_act[1];
+    s->pred_act_swap_s = m->pred_act[2], s->pred_act_s = m->pred_act[3];
     s->act_offload = m->cfg.act_offload;
     snprintf(s->act_why, sizeof s->act_why, "%s", m->act_why);
     s->act_compress = m->cfg.act_compress;
@@ -580,5 +599,63 @@ void mw_graph_act_summary(const mw_model *m, mw_plan_summary *s) {
         k->bytes += st->bytes;
         if (swaps(st)) k->swapped++, k->disk_bytes += st->io;
         if (comps(st)) k->compressed++, k->compressed_bytes += st->qbytes;
+        if (st->layer < MW_MAX_BLOCK_POLICIES) {
+            if (swaps(st)) k->swap_l[st->layer / 8] |= (unsigned char)(1u << st->layer % 8);
+            if (comps(st)) k->comp_l[st->layer / 8] |= (unsigned char)(1u << st->layer % 8);
+        }
     }
+    /* what each block keeps at all (stored or not), for the choice per value and block */
+    for (int l = 0; m->act_sel && l < ap->nl && l < MW_MAX_BLOCK_POLICIES; l++)
+        for (int v = 0; v < ap->nls; v++) {
+            if (!ap->kept[l * ap->nls + v]) continue;
+            int c = 0;
+            while (c < s->nact && strcmp(s->act[c].name, a->lslot_names[v]) != 0) c++;
+            if (c == s->nact) {
+                if (s->nact == MW_ACT_CLASSES) continue;
+                memset(&s->act[c], 0, sizeof s->act[c]);
+                snprintf(s->act[c].name, sizeof s->act[c].name, "%s", a->lslot_names[v]);
+                s->nact++;
+            }
+            s->act[c].kept_l[l / 8] |= (unsigned char)(1u << l % 8);
+        }
+}
+
+/* ---- the prediction (actchoice.c) ------------------------------------------------------------ */
+
+uint64_t mw_graph_act_quant_floats(const mw_model *m) {
+    const mw_act_plan *ap = m->act;
+    uint64_t n = 0;
+    for (int t = 0; ap && t < ap->n; t++)
+        if (comps(&ap->st[t])) n += ap->st[t].bytes / sizeof(float);
+    return n;
+}
+
+/* seconds of ops [a, b) of m at kc's costs */
+static double span_s(const mw_model *m, const double *kc, int a, int b) {
+    double s = 0;
+    for (int i = a < 0 ? 0 : a; i < b && i < m->nops; i++) s += kc[m->ops[i].kind];
+    return s;
+}
+
+double mw_graph_act_swap_exposed(const mw_model *m, const double *kc, double rd, double wr) {
+    const mw_act_plan *ap = m->act;
+    if (!ap || !(rd > 0) || !(wr > 0)) return 0;
+    double out = 0;
+    for (int l = 0; l <= ap->nl; l++) {
+        uint64_t wb = 0, rb = 0;
+        int w0 = m->nops, w1 = -1, r0 = m->nops, r1 = -1;
+        for (int t = 0; t < ap->n; t++) {
+            const store *s = &ap->st[t];
+            if (s->layer != l || !swaps(s)) continue;
+            wb += s->io, rb += s->io;
+            if (s->fs + 1 < w0) w0 = s->fs + 1;
+            if (s->wa > w1) w1 = s->wa;
+            if (s->p < r0) r0 = s->p;
+            if (s->rs > r1) r1 = s->rs;
+        }
+        if (!wb) continue;
+        const double tw = (double)wb / wr - span_s(m, kc, w0, w1), tr = (double)rb / rd - span_s(m, kc, r0, r1);
+        out += (tw > 0 ? tw : 0) + (tr > 0 ? tr : 0);
+    }
+    return out;
 }

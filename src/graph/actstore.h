@@ -27,6 +27,12 @@
 
 typedef struct mw_act_plan mw_act_plan;
 
+/* What a block stores (m->act_sel): the width its tolerant kept values are compressed to (0, 8, 4, 2)
+ * and what it swaps (MW_ACT_OFFLOAD_NONE, _CHECKPOINTS: its input, _ALL: every kept value). */
+static inline int mw_act_sel(int swap, int bits) { return bits | swap << 4; }
+static inline int mw_act_sel_bits(int sel) { return sel & 15; }
+static inline int mw_act_sel_swap(int sel) { return sel >> 4 & 3; }
+
 /* Derives the stored instances of m's schedule under cfg.act_offload and cfg.act_compress (the
  * schedule may have changed since the last call: recompute.c rebuilds it); m->act NULL when
  * nothing is stored. MW_ERR_NOMEM. */
@@ -77,4 +83,13 @@ void mw_graph_act_timeline(const mw_model *m, const mw_planner *pl, mw_plan_op *
 const char *mw_graph_act_tag_name(const mw_model *m, int tag);
 /* The disk tier's handle for the swaps (created in mw_graph_model_create). */
 mw_status mw_graph_act_open(mw_model *m);
+
+/* ---- the prediction (actchoice.c) ---- */
+
+/* The floats m's plan quantises (and dequantises) per micro-batch. */
+uint64_t mw_graph_act_quant_floats(const mw_model *m);
+/* The seconds per micro-batch the swaps' transfers are predicted to add to the step at rd and wr
+ * bytes/s: per block, its writes beyond the ops they run behind (from the first write's op to the
+ * last wait), and its reads likewise (from the first read's start to the last use), at kc's op costs. */
+double mw_graph_act_swap_exposed(const mw_model *m, const double *kc, double rd, double wr);
 #endif

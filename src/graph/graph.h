@@ -226,6 +226,11 @@ struct mw_model {
     int zres_dirty; /* --zero 3: the resident segments' parameters were written outside a step */
     struct mw_act_plan *act; /* stored activations: swaps and compression (src/graph/actstore.c) */
     char act_why[200];       /* --act-offload auto's reasons ("" otherwise) */
+    unsigned char *act_sel;  /* per block, what it stores (mw_act_sel_*, actstore.h): --recompute auto's
+                                choice per kept value or --act-layers; NULL: the flags decide */
+    char act_choice[240];    /* --recompute auto's reasons for it ("" otherwise) */
+    double pred_act[4];      /* its prediction per micro-batch: recomputation, (de)quantisation, swaps
+                                not hidden, their sum (seconds; -1: none) */
     char offload_why[200];   /* auto's reasons ("" otherwise) */
     /* tensor parallelism (cfg.tp > 1, src/dist/tp.c): the tensor-parallel group (NULL until
      * mw_model_set_comm), its workspace (the all-reduces' receive buffer, tpq floats per rank, then

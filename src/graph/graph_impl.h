@@ -254,4 +254,29 @@ mw_status mw_graph_measure_costs(const mw_config *c, const mw_model_def *a, doub
 /* The recomputation seconds of ops[from..nops) of m (the forward kinds among them). */
 double mw_graph_ops_cost(const mw_model *m, int from, const double *kc);
 double mw_graph_step_cost(const mw_model *m, const double *kc);
+/* --recompute auto over the recomputation policies alone: m->pol, m->seg; *pred (may be NULL): its
+ * predicted recomputation seconds per micro-batch, INFINITY when nothing fits. */
+mw_status mw_graph_auto_policy(mw_model *m, double *pred);
+/* The per-block memory model of one policy, read off a uniform plan's live bytes (under m->act_sel
+ * as it stands): what a block keeps from forward to backward, the most bytes alive (everything but
+ * the blocks below it) during its forward and during its backward, and during the head, and before
+ * and after the blocks. Leaves m's schedule built for that policy. */
+typedef struct mw_pmodel {
+    uint64_t kept, fwd, bwd, head, tail;
+} mw_pmodel;
+mw_status mw_graph_probe_policy(mw_model *m, int p, mw_pmodel *pm);
+/* The placed plan's peak of m's schedule. */
+mw_status mw_graph_plan_peak(mw_model *m, uint64_t *peak);
+
+/* ---- actchoice.c ---- */
+
+/* --act-layers into m->act_sel (nothing without it). */
+mw_status mw_graph_act_sel_from_config(mw_model *m);
+/* Whether --recompute auto chooses per kept value (--act-compress-max, or --act-offload auto). */
+int mw_graph_act_choice_wanted(const mw_model *m);
+/* That choice: m->pol and m->act_sel (or recompute-only auto's, m->seg, when that is predicted as
+ * fast), with m->act_choice and m->pred_act. */
+mw_status mw_graph_act_choose(mw_model *m);
+/* The --act-layers text of m->act_sel ("" when NULL). */
+void mw_graph_act_sel_text(const mw_model *m, char *out, size_t n);
 #endif

@@ -558,6 +558,7 @@ void mw_model_destroy(mw_model *m) {
     free(m->tensors);
     mw_opt_layout_free(&m->opt);
     free(m->pol);
+    free(m->act_sel);
     free(m->ops);
     free(m->opp);
     free(m->seg_lo), free(m->seg_mask), free(m->pbase), free(m->gbase), free(m->gfresh);

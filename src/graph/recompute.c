@@ -46,7 +46,7 @@ void mw_graph_policy_text(const mw_model *m, char *out, size_t len) {
 
 /* ---- recomputation policies ---------------------------------------------------------------- */
 
-static mw_status auto_policy(mw_model *m);
+static mw_status auto_policy(mw_model *m) { return mw_graph_auto_policy(m, NULL); }
 
 mw_status mw_graph_resolve_policy(mw_model *m) {
     const mw_config *c = &m->cfg;
@@ -54,6 +54,8 @@ mw_status mw_graph_resolve_policy(mw_model *m) {
     m->seg = 0;
     int p = MW_P_NONE;
     if (c->inference) return MW_OK;
+    MW_TRY(mw_graph_act_sel_from_config(m)); /* --act-layers */
+    if (mw_graph_act_choice_wanted(m)) return mw_graph_act_choose(m); /* auto's choice per kept value */
     switch (c->recompute) {
     case MW_RECOMPUTE_NONE: p = MW_P_NONE; break;
     case MW_RECOMPUTE_SELECTIVE: p = MW_P_SEL; break;
@@ -105,6 +107,8 @@ static void calib_config(const mw_model_def *a, const mw_config *c, mw_config *k
     memset(k->offload_spec, 0, sizeof k->offload_spec); /* all of it: the cache below compares bytes */
     k->dp = 0, k->world = 1, k->rank = 0, k->zero = 0; /* one process's whole model: no ranks to exchange
                                           gradients with or gather parameters from (it has none) */
+    k->act_compress_max = 0;
+    memset(k->act_layers, 0, sizeof k->act_layers);
     k->act_offload = MW_ACT_OFFLOAD_NONE, k->act_compress = 0; /* ... nor stored activations: its rounds
                                           run the ops alone, and the backward's must find them in place */
     snprintf(k->recompute_blocks, sizeof k->recompute_blocks, "sf");
@@ -277,14 +281,9 @@ static mw_status set_policy(mw_model *m, int p, int seg) {
     return mw_graph_build_schedule(m);
 }
 
-/* The per-block memory model of one policy, read off a uniform plan's live bytes: what a block
- * keeps from forward to backward, the most bytes alive (everything but the blocks below it)
- * during its forward and during its backward, and during the head. */
-typedef struct pmodel {
-    uint64_t kept, fwd, bwd, head, tail;
-} pmodel;
+typedef mw_pmodel pmodel;
 
-static mw_status probe(mw_model *m, int p, pmodel *pm) {
+mw_status mw_graph_probe_policy(mw_model *m, int p, mw_pmodel *pm) {
     const int L = m->cfg.n_layer;
     const mw_model_def *a = m->arch;
     MW_TRY(set_policy(m, p, 0));
@@ -372,7 +371,7 @@ out:
     return ok;
 }
 
-static mw_status plan_peak(mw_model *m, uint64_t *peak) {
+mw_status mw_graph_plan_peak(mw_model *m, uint64_t *peak) {
     mw_planner pl;
     mw_plan_summary s;
     MW_TRY(mw_graph_plan_model(m, &pl, &s));
@@ -381,14 +380,15 @@ static mw_status plan_peak(mw_model *m, uint64_t *peak) {
     return MW_OK;
 }
 
-static mw_status auto_policy(mw_model *m) {
+mw_status mw_graph_auto_policy(mw_model *m, double *pred) {
     const int L = m->cfg.n_layer;
+    if (pred) *pred = INFINITY;
     const uint64_t budget = m->cfg.budget;
     if (L > 256) return mw_fail(MW_ERR_ARG, "--recompute auto handles up to 256 blocks; choose a policy");
     double kc[64], cost[3], fwd_out, fwd_no;
     MW_TRY(mw_graph_measure_costs(&m->cfg, m->arch, kc));
     pmodel pm[3];
-    for (int p = 0; p < 3; p++) MW_TRY(probe(m, p, &pm[p]));
+    for (int p = 0; p < 3; p++) MW_TRY(mw_graph_probe_policy(m, p, &pm[p]));
     policy_costs(m, kc, cost, &fwd_out, &fwd_no); /* after probe: the schedule has room */
     unsigned char *best = malloc((size_t)L), *cand = malloc((size_t)L);
     if (!best || !cand) {
@@ -410,7 +410,7 @@ static mw_status auto_policy(mw_model *m) {
         m->ops = NULL;
         uint64_t peak = 0;
         st = mw_graph_build_schedule(m);
-        if (st == MW_OK) st = plan_peak(m, &peak);
+        if (st == MW_OK) st = mw_graph_plan_peak(m, &peak);
         if (st != MW_OK) break;
         if (peak <= budget) {
             double c = 0;
@@ -433,7 +433,7 @@ static mw_status auto_policy(mw_model *m) {
         if (st == MW_OK) st = live_totals(m, &live, NULL);
         for (int i = 0; st == MW_OK && i < m->nops; i++) peak = live[i] > peak ? live[i] : peak;
         free(live);
-        if (st == MW_OK && peak <= budget) st = plan_peak(m, &peak); /* placed: at least the live peak */
+        if (st == MW_OK && peak <= budget) st = mw_graph_plan_peak(m, &peak); /* placed: at least the live peak */
         if (st == MW_OK && peak <= budget) {
             best_cost = c;
             best_seg = K;
@@ -447,11 +447,13 @@ static mw_status auto_policy(mw_model *m) {
             memcpy(m->pol, best, (size_t)L);
             m->seg = 0;
         } else { /* nothing fits: the smallest plan, which the budget check then refuses */
+            best_cost = INFINITY;
             memset(m->pol, MW_P_FULL, (size_t)L);
             m->seg = 0;
         }
         free(m->ops);
         m->ops = NULL;
+        if (pred) *pred = best_cost;
     }
     free(best), free(cand);
     return st;

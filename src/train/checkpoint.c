@@ -125,6 +125,9 @@ static int meta_text(char *buf, size_t n, const mw_config *c, const mw_run_state
     if (strcmp(fam, "fma") != 0 && k >= 0 && (size_t)k < n) k += snprintf(buf + k, n - (size_t)k, "numerics=%s\n", fam);
     /* stored activations quantised (issue 38) change the numbers: the uncompressed run's as before */
     if (c->act_compress && k >= 0 && (size_t)k < n) k += snprintf(buf + k, n - (size_t)k, "act_compress=%d\n", c->act_compress);
+    char w[MW_ACT_LAYERS_MAX]; /* ... per block (--act-layers, or --recompute auto's choice): its widths */
+    mw_act_layers_widths(c->act_layers, w, sizeof w);
+    if (w[0] && k >= 0 && (size_t)k < n) k += snprintf(buf + k, n - (size_t)k, "act_layers=%s\n", w);
     return k;
 }
 
@@ -878,6 +881,10 @@ static mw_status parse_meta(const char *path, const char *meta, mw_ckpt_info *in
     c->act_compress = 0;
     if (meta_get(meta, "act_compress", v, sizeof v) && (mw_act_compress_parse(c, v) != MW_OK || !c->act_compress))
         return mw_fail(MW_ERR_FORMAT, "%s: bad value '%.20s' for 'act_compress'", path, v);
+    static _Thread_local char al[MW_ACT_LAYERS_MAX];
+    c->act_layers[0] = 0;
+    if (meta_get(meta, "act_layers", al, sizeof al) && (mw_act_layers_parse(c, al) != MW_OK || strpbrk(al, "xa")))
+        return mw_fail(MW_ERR_FORMAT, "%s: bad value '%.20s' for 'act_layers'", path, al);
     mw_status s = mw_config_validate(c);
     if (s != MW_OK) return mw_fail(MW_ERR_FORMAT, "%s: invalid configuration: %s", path, mw_last_error());
     if (info->state.step < 0)
