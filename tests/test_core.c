@@ -8,6 +8,7 @@
 
 #include "../src/core/arena.h"
 #include "../src/core/rng.h"
+#include "../src/memory/period.h"
 #include "../src/memory/planner.h"
 #include "check.h"
 #include "memwall.h"
@@ -763,6 +764,86 @@ static void test_layout_ep(void) {
           "--ep on GPT-2 refused: %s", mw_last_error());
 }
 
+/* A pipeline stage's placement folded (src/memory/period.h, issue 32 item 6): the plan of M
+ * micro-batches placed from a smaller problem must be the one the whole grouped problem gives,
+ * offset for offset, with the same peak, and a valid placement; over the families, stages, 1F1B
+ * and the interleaved schedule, recomputation, ZeRO ranks and micro-batch counts. A pipeline
+ * stage's arena (llama-tiny runs --pp) is its folded plan. */
+static void test_period_fold(void) {
+    static const struct {
+        const char *preset;
+        int P, V, rec, zero;
+    } L[] = {{"llama-tiny", 2, 1, MW_RECOMPUTE_NONE, 0},      {"llama-tiny", 4, 1, MW_RECOMPUTE_SELECTIVE, 0},
+             {"gpt2-tiny", 3, 1, MW_RECOMPUTE_FULL, 0},       {"llama-tiny", 2, 2, MW_RECOMPUTE_NONE, 0},
+             {"moe-tiny", 4, 1, MW_RECOMPUTE_NONE, 1},        {"moe-tiny", 2, 2, MW_RECOMPUTE_SELECTIVE, 0},
+             {"mla-tiny", 2, 1, MW_RECOMPUTE_FULL, 2},        {"llama-tiny", 2, 1, MW_RECOMPUTE_EVERY, 3}};
+    static const int MS[] = {1, 3, 8, 13, 24, 37};
+    const long folds0 = mw_period_folds();
+    int plans = 0;
+    for (size_t li = 0; li < sizeof L / sizeof L[0]; li++)
+        for (size_t mi = 0; mi < sizeof MS / sizeof MS[0]; mi++) {
+            mw_config c;
+            mw_config_default(&c);
+            CHECK_OK(mw_config_preset(&c, L[li].preset));
+            c.batch = 1, c.seq = 16, c.threads = 1;
+            const int P = L[li].P, V = L[li].V, M = V > 1 ? MS[mi] / P * P + P : MS[mi];
+            c.n_layer = P * V * (V > 1 ? 1 : 2);
+            c.pp = P, c.vpp = V, c.accum = M, c.recompute = L[li].rec;
+            if (L[li].zero) c.dp = 1, c.world = 3, c.zero = L[li].zero, c.rank = 2;
+            for (int s = 0; s < P; s++) {
+                c.pp_stage = s, c.pp_first = s * c.n_layer / P, c.pp_blocks = c.n_layer / P;
+                mw_plan_buffer *a = NULL, *b = NULL;
+                int na = 0, nb = 0;
+                mw_plan_summary sa, sb;
+                mw_period_set_fold(0);
+                CHECK_OK(mw_plan_buffers(&c, &b, &nb));
+                CHECK_OK(mw_plan(&c, &sb));
+                mw_period_set_fold(1);
+                CHECK_OK(mw_plan_buffers(&c, &a, &na));
+                CHECK_OK(mw_plan(&c, &sa));
+                int same = na == nb && sa.peak == sb.peak, last = 0;
+                for (int i = 0; i < na; i++) {
+                    same &= i < nb && a[i].offset == b[i].offset && a[i].bytes == b[i].bytes && a[i].first == b[i].first;
+                    last = a[i].last > last ? a[i].last : last;
+                }
+                CHECK(same, "%s --pp %d --vpp %d stage %d, %d micro-batches: the folded placement differs from the whole "
+                      "one (peak %llu vs %llu)", L[li].preset, P, V, s, M, (unsigned long long)sa.peak,
+                      (unsigned long long)sb.peak);
+                mw_planner q; /* and it is a placement: no two buffers alive together overlap */
+                mw_planner_init(&q, last + 1);
+                for (int i = 0; i < na; i++)
+                    if (a[i].tier == MW_TIER_DEVICE) {
+                        CHECK_OK(mw_planner_add(&q, "x", -1, a[i].bytes, MW_CAT_ACTS, a[i].first, a[i].last));
+                        q.b[q.n - 1].offset = a[i].offset;
+                    }
+                q.peak = sa.peak;
+                CHECK(mw_planner_check(&q), "%s --pp %d --vpp %d stage %d, %d micro-batches: buffers overlap",
+                      L[li].preset, P, V, s, M);
+                mw_planner_free(&q);
+                free(a), free(b);
+                plans++;
+            }
+        }
+    const long folds = mw_period_folds() - folds0;
+    CHECK(folds >= plans / 3, "only %ld of %d stage plans were folded", folds, plans);
+    /* a stage that runs: its arena is the folded plan's peak */
+    mw_config u;
+    mw_config_default(&u);
+    CHECK_OK(mw_config_preset(&u, "llama-tiny"));
+    u.pp = 2, u.pp_stage = 0, u.pp_first = 0, u.pp_blocks = 2, u.accum = 40;
+    mw_plan_summary up;
+    const long f0 = mw_period_folds();
+    CHECK_OK(mw_plan(&u, &up));
+    mw_model *um = NULL;
+    CHECK_OK(mw_model_create(&um, &u));
+    uint64_t ucat[MW_CAT_COUNT], upeak = 0;
+    if (um) mw_model_memory(um, ucat, &upeak);
+    CHECK(um != NULL && upeak == up.peak && mw_period_folds() - f0 == 2,
+          "a pipeline stage of 40 micro-batches: arena %llu, plan %llu, %ld folds (want 2)", (unsigned long long)upeak,
+          (unsigned long long)up.peak, mw_period_folds() - f0);
+    mw_model_destroy(um);
+}
+
 int main(void) {
     char dir[] = "/tmp/mw_test_core_XXXXXX";
     if (!mkdtemp(dir)) return 1;
@@ -779,6 +860,7 @@ int main(void) {
     test_schedule_and_config();
     test_layout_refused();
     test_layout_ep();
+    test_period_fold();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);

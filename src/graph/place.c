@@ -78,6 +78,8 @@ static mw_status build_optim(mw_model *m) {
 /* Plans the model's buffers: fills pl (placed) and s. */
 mw_status mw_graph_plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
     mw_planner_init(pl, m->nops);
+    /* a pipeline stage: its steady state placed once for every period (src/memory/period.h) */
+    if (m->cfg.pp > 1) pl->unit = m->cfg.vpp > 1 ? m->cfg.pp : 1;
     mw_status st = mw_graph_walk(m, pl, NULL, NULL);
     if (st == MW_OK) st = mw_planner_place(pl);
     if (st != MW_OK) {

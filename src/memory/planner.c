@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include "../core/status.h"
+#include "period.h"
 
 #define ALIGN 64
 
@@ -39,6 +40,7 @@ mw_status mw_planner_add(mw_planner *p, const char *name, int layer, uint64_t by
     b->last = last;
     b->cat = cat;
     b->tag = 0;
+    b->mb = -1;
     return MW_OK;
 }
 
@@ -285,6 +287,10 @@ static uint64_t best_fit(const uint64_t *r, size_t n, uint64_t bytes) {
 }
 
 mw_status mw_planner_place(mw_planner *p) {
+    return p->unit > 0 ? mw_period_place(p, p->unit) : mw_planner_place_groups(p, NULL, NULL);
+}
+
+mw_status mw_planner_place_groups(mw_planner *p, const int *lead, const int *next) {
     placer t = {0};
     const int nodes = p->nops > 0 ? 2 * p->nops - 1 : 1, top = p->nops > 0 ? p->nops - 1 : 0;
     int *order = malloc(sizeof *order * (size_t)(p->n + 1));
@@ -293,15 +299,18 @@ mw_status mw_planner_place(mw_planner *p) {
     t.rd_own = calloc((size_t)nodes, sizeof *t.rd_own);
     t.rd_sub = calloc((size_t)nodes, sizeof *t.rd_sub);
     int ok = order && t.own && t.sub && t.rd_own && t.rd_sub;
+    int nlead = 0;
     for (int i = 0; ok && i < p->n; i++) placer_count(&t, 0, 0, top, p->b[i].first, p->b[i].last);
-    for (int i = 0; ok && i < p->n; i++) order[i] = i;
-    if (ok) qsort_r(order, (size_t)p->n, sizeof *order, by_size_desc, p->b);
+    for (int i = 0; ok && i < p->n; i++)
+        if (!lead || lead[i] == i) order[nlead++] = i;
+    if (ok) qsort_r(order, (size_t)nlead, sizeof *order, by_size_desc, p->b);
     p->peak = 0;
-    for (int k = 0; ok && k < p->n; k++) {
+    for (int k = 0; ok && k < nlead; k++) {
         mw_pbuf *b = &p->b[order[k]];
         size_t nr = 0; /* the union of the overlapping placed ranges, from the tree */
         t.ngot = t.npath = 0;
-        ok = placer_query(&t, 0, 0, top, b->first, b->last);
+        for (int i = order[k]; ok && i >= 0; i = next ? next[i] : -1) /* every member's */
+            ok = placer_query(&t, 0, 0, top, p->b[i].first, p->b[i].last);
         for (int j = 0; ok && j < t.ngot; j++) nr += (size_t)t.got[j]->n;
         if (ok && nr > t.capruns) {
             size_t cap = t.capruns ? 2 * t.capruns : 1024;
@@ -321,6 +330,7 @@ mw_status mw_planner_place(mw_planner *p) {
             r = spare, spare = x;
         }
         b->offset = best_fit(r, nu, b->bytes);
+        for (int i = next ? next[order[k]] : -1; i >= 0; i = next[i]) p->b[i].offset = b->offset;
         ok = placer_insert(&t, b->offset, b->offset + b->bytes);
         if (b->offset + b->bytes > p->peak) p->peak = b->offset + b->bytes;
     }
