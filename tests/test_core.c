@@ -766,17 +766,18 @@ static void test_layout_ep(void) {
 
 /* A pipeline stage's placement folded (src/memory/period.h, issue 32 item 6): the plan of M
  * micro-batches placed from a smaller problem must be the one the whole grouped problem gives,
- * offset for offset, with the same peak, and a valid placement; over the families, stages, 1F1B
- * and the interleaved schedule, recomputation, ZeRO ranks and micro-batch counts. A pipeline
- * stage's arena (llama-tiny runs --pp) is its folded plan. */
+ * offset for offset, with the same peak, and a valid placement; over the families, stages,
+ * recomputation, ZeRO ranks, --tp with --sp and micro-batch counts. A pipeline stage's arena
+ * (llama-tiny runs --pp) is its folded plan. */
 static void test_period_fold(void) {
     static const struct {
         const char *preset;
-        int P, V, rec, zero;
-    } L[] = {{"llama-tiny", 2, 1, MW_RECOMPUTE_NONE, 0},      {"llama-tiny", 4, 1, MW_RECOMPUTE_SELECTIVE, 0},
-             {"gpt2-tiny", 3, 1, MW_RECOMPUTE_FULL, 0},       {"llama-tiny", 2, 2, MW_RECOMPUTE_NONE, 0},
-             {"moe-tiny", 4, 1, MW_RECOMPUTE_NONE, 1},        {"moe-tiny", 2, 2, MW_RECOMPUTE_SELECTIVE, 0},
-             {"mla-tiny", 2, 1, MW_RECOMPUTE_FULL, 2},        {"llama-tiny", 2, 1, MW_RECOMPUTE_EVERY, 3}};
+        int P, V, rec, zero, tp;
+    } L[] = {{"llama-tiny", 2, 1, MW_RECOMPUTE_NONE, 0, 0}, {"llama-tiny", 4, 1, MW_RECOMPUTE_SELECTIVE, 0, 0},
+             {"gpt2-tiny", 3, 1, MW_RECOMPUTE_FULL, 0, 0},  {"llama-tiny", 3, 1, MW_RECOMPUTE_FULL, 0, 2},
+             {"moe-tiny", 4, 1, MW_RECOMPUTE_NONE, 1, 0},   {"moe-tiny", 3, 1, MW_RECOMPUTE_SELECTIVE, 0, 0},
+             {"mla-tiny", 2, 1, MW_RECOMPUTE_FULL, 2, 0},   {"llama-tiny", 2, 1, MW_RECOMPUTE_EVERY, 3, 0},
+             {"llama-tiny", 2, 2, MW_RECOMPUTE_NONE, 0, 0}}; /* interleaved: best fit, folded never */
     static const int MS[] = {1, 3, 8, 13, 24, 37};
     const long folds0 = mw_period_folds();
     int plans = 0;
@@ -790,6 +791,7 @@ static void test_period_fold(void) {
             c.n_layer = P * V * (V > 1 ? 1 : 2);
             c.pp = P, c.vpp = V, c.accum = M, c.recompute = L[li].rec;
             if (L[li].zero) c.dp = 1, c.world = 3, c.zero = L[li].zero, c.rank = 2;
+            if (L[li].tp) c.tp = L[li].tp, c.sp = 1;
             for (int s = 0; s < P; s++) {
                 c.pp_stage = s, c.pp_first = s * c.n_layer / P, c.pp_blocks = c.n_layer / P;
                 mw_plan_buffer *a = NULL, *b = NULL;

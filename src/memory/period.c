@@ -140,6 +140,10 @@ mw_status mw_period_place(mw_planner *p, int u) {
             const mw_pbuf *b = &p->b[s.idx[k]];
             if (b->last - b->first > maxlen) maxlen = b->last - b->first;
         }
+    int Dm = 0;
+    for (int j0 = S0; r0 >= 0 && j0 < S0 + u; j0++)
+        for (int i = j0 + 1; i <= S1; i++)
+            if (s.minf[i] <= s.maxl[j0] && i - j0 > Dm) Dm = i - j0;
     const int R = r0 >= 0 ? u * (int)(maxlen / D + 1) : 0;
     if (r0 < 0 || S1 - S0 + 1 <= R) { /* no copies to share an offset: every buffer its own */
         st = mw_planner_place_groups(p, NULL, NULL);
@@ -162,10 +166,6 @@ mw_status mw_period_place(mw_planner *p, int u) {
      * kept on each side: g covers the distance between two micro-batches whose buffers can be alive
      * together (Dm) and a period R, so that every pair of entities alive together in the whole
      * problem is so in the smaller one (and no other pair) */
-    int Dm = 0;
-    for (int j0 = S0; j0 < S0 + u; j0++)
-        for (int i = j0 + 1; i <= S1; i++)
-            if (s.minf[i] <= s.maxl[j0] && i - j0 > Dm) Dm = i - j0;
     const int g = (R > Dm ? R : Dm) + u, c = S0 + g, K = (S1 + 1 - g - c) / R * R;
     if (!fold_on || K <= 0) {
         st = mw_planner_place_groups(p, lead, next);
