@@ -244,7 +244,13 @@ mw_status mw_period_place(mw_planner *p, int u) {
     }
     st = mw_planner_place_groups(&q, qlead, qnext);
     if (st != MW_OK) goto out;
-    for (int i = 0; i < p->n; i++) p->b[i].offset = q.b[map[lead[i]]].offset;
+    free(p->ord);
+    p->ord = malloc(sizeof *p->ord * ((size_t)p->n + 1));
+    if (!p->ord) {
+        st = mw_fail(MW_ERR_NOMEM, "out of memory planning");
+        goto out;
+    }
+    for (int i = 0; i < p->n; i++) p->b[i].offset = q.b[map[lead[i]]].offset, p->ord[i] = q.ord[map[lead[i]]];
     p->peak = q.peak;
     nfolds++;
 out:
