@@ -469,6 +469,15 @@ typedef struct mw_plan_summary {
  * arena where buffers never alive together share memory. mw_model_create executes the same
  * placement, so the estimate is the allocation, byte for byte. */
 mw_status mw_plan(const mw_config *cfg, mw_plan_summary *out);
+/* mw_plan for the data-parallel ranks of one layout's rank, one after the other: *ref (NULL at
+ * first; the caller frees it with mw_plan_ref_free) keeps the first rank's placement, and a later
+ * rank whose config differs only in cfg->rank takes it when that is exact (its ZeRO shard's
+ * states, alive the whole step, differ in size and sat on top when placed: the buffers above
+ * them move by the difference); otherwise it is placed, and a different config starts again.
+ * The same summary as mw_plan's. */
+typedef struct mw_plan_ref mw_plan_ref;
+mw_status mw_plan_like(const mw_config *cfg, mw_plan_summary *out, mw_plan_ref **ref);
+void mw_plan_ref_free(mw_plan_ref *ref);
 /* mw_plan with every prediction made, whatever cfg->offload: the op costs timed on this machine and,
  * with a disk tier and cfg->offload_dir, the disk measured there (32 MiB written and read once per
  * process and folder) and the step predicted (pred_step_s). */

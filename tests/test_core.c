@@ -8,6 +8,7 @@
 
 #include "../src/core/arena.h"
 #include "../src/core/rng.h"
+#include "../src/memory/period.h"
 #include "../src/memory/planner.h"
 #include "check.h"
 #include "memwall.h"
@@ -763,6 +764,172 @@ static void test_layout_ep(void) {
           "--ep on GPT-2 refused: %s", mw_last_error());
 }
 
+/* A pipeline stage's placement folded (src/memory/period.h, issue 32 item 6): the plan of M
+ * micro-batches placed from a smaller problem must be the one the whole grouped problem gives,
+ * offset for offset, with the same peak, and a valid placement; over the families, stages,
+ * recomputation, ZeRO ranks, --tp with --sp and micro-batch counts. A pipeline stage's arena
+ * (llama-tiny runs --pp) is its folded plan. */
+static void test_period_fold(void) {
+    static const struct {
+        const char *preset;
+        int P, V, rec, zero, tp;
+    } L[] = {{"llama-tiny", 2, 1, MW_RECOMPUTE_NONE, 0, 0}, {"llama-tiny", 4, 1, MW_RECOMPUTE_SELECTIVE, 0, 0},
+             {"gpt2-tiny", 3, 1, MW_RECOMPUTE_FULL, 0, 0},  {"llama-tiny", 3, 1, MW_RECOMPUTE_FULL, 0, 2},
+             {"moe-tiny", 4, 1, MW_RECOMPUTE_NONE, 1, 0},   {"moe-tiny", 3, 1, MW_RECOMPUTE_SELECTIVE, 0, 0},
+             {"mla-tiny", 2, 1, MW_RECOMPUTE_FULL, 2, 0},   {"llama-tiny", 2, 1, MW_RECOMPUTE_EVERY, 3, 0},
+             {"llama-tiny", 2, 2, MW_RECOMPUTE_NONE, 0, 0}}; /* interleaved: best fit, folded never */
+    static const int MS[] = {1, 3, 8, 13, 24, 37};
+    const long folds0 = mw_period_folds();
+    int plans = 0;
+    for (size_t li = 0; li < sizeof L / sizeof L[0]; li++)
+        for (size_t mi = 0; mi < sizeof MS / sizeof MS[0]; mi++) {
+            mw_config c;
+            mw_config_default(&c);
+            CHECK_OK(mw_config_preset(&c, L[li].preset));
+            c.batch = 1, c.seq = 16, c.threads = 1;
+            const int P = L[li].P, V = L[li].V, M = V > 1 ? MS[mi] / P * P + P : MS[mi];
+            c.n_layer = P * V * (V > 1 ? 1 : 2);
+            c.pp = P, c.vpp = V, c.accum = M, c.recompute = L[li].rec;
+            if (L[li].zero) c.dp = 1, c.world = 3, c.zero = L[li].zero, c.rank = 2;
+            if (L[li].tp) c.tp = L[li].tp, c.sp = 1;
+            for (int s = 0; s < P; s++) {
+                c.pp_stage = s, c.pp_first = s * c.n_layer / P, c.pp_blocks = c.n_layer / P;
+                mw_plan_buffer *a = NULL, *b = NULL;
+                int na = 0, nb = 0;
+                mw_plan_summary sa, sb;
+                mw_period_set_fold(0);
+                CHECK_OK(mw_plan_buffers(&c, &b, &nb));
+                CHECK_OK(mw_plan(&c, &sb));
+                mw_period_set_fold(1);
+                CHECK_OK(mw_plan_buffers(&c, &a, &na));
+                CHECK_OK(mw_plan(&c, &sa));
+                int same = na == nb && sa.peak == sb.peak, last = 0;
+                for (int i = 0; i < na; i++) {
+                    same &= i < nb && a[i].offset == b[i].offset && a[i].bytes == b[i].bytes && a[i].first == b[i].first;
+                    last = a[i].last > last ? a[i].last : last;
+                }
+                CHECK(same, "%s --pp %d --vpp %d stage %d, %d micro-batches: the folded placement differs from the whole "
+                      "one (peak %llu vs %llu)", L[li].preset, P, V, s, M, (unsigned long long)sa.peak,
+                      (unsigned long long)sb.peak);
+                mw_planner q; /* and it is a placement: no two buffers alive together overlap */
+                mw_planner_init(&q, last + 1);
+                for (int i = 0; i < na; i++)
+                    if (a[i].tier == MW_TIER_DEVICE) {
+                        CHECK_OK(mw_planner_add(&q, "x", -1, a[i].bytes, MW_CAT_ACTS, a[i].first, a[i].last));
+                        q.b[q.n - 1].offset = a[i].offset;
+                    }
+                q.peak = sa.peak;
+                CHECK(mw_planner_check(&q), "%s --pp %d --vpp %d stage %d, %d micro-batches: buffers overlap",
+                      L[li].preset, P, V, s, M);
+                mw_planner_free(&q);
+                free(a), free(b);
+                plans++;
+            }
+        }
+    const long folds = mw_period_folds() - folds0;
+    CHECK(folds >= plans / 3, "only %ld of %d stage plans were folded", folds, plans);
+    /* a stage that runs: its arena is the folded plan's peak */
+    mw_config u;
+    mw_config_default(&u);
+    CHECK_OK(mw_config_preset(&u, "llama-tiny"));
+    u.pp = 2, u.pp_stage = 0, u.pp_first = 0, u.pp_blocks = 2, u.accum = 40;
+    mw_plan_summary up;
+    const long f0 = mw_period_folds();
+    CHECK_OK(mw_plan(&u, &up));
+    mw_model *um = NULL;
+    CHECK_OK(mw_model_create(&um, &u));
+    uint64_t ucat[MW_CAT_COUNT], upeak = 0;
+    if (um) mw_model_memory(um, ucat, &upeak);
+    CHECK(um != NULL && upeak == up.peak && mw_period_folds() - f0 == 2,
+          "a pipeline stage of 40 micro-batches: arena %llu, plan %llu, %ld folds (want 2)", (unsigned long long)upeak,
+          (unsigned long long)up.peak, mw_period_folds() - f0);
+    mw_model_destroy(um);
+}
+
+/* mw_planner_place_like against placing: random plans with whole-step buffers whose sizes change
+ * (a ZeRO rank's states); wherever it derives a placement, it is the one placing gives, offset for
+ * offset; and it declines some (a state placed into a hole). */
+static void test_place_like_random(void) {
+    uint64_t rng = 0x5eed5eedull;
+    int derived = 0, declined = 0;
+    for (int trial = 0; trial < 300; trial++) {
+        const int nops = 2 + (int)mw_rng_below(&rng, 40), n = 1 + (int)mw_rng_below(&rng, 60), nx = 1 + (int)mw_rng_below(&rng, 3);
+        mw_planner a, b;
+        mw_planner_init(&a, nops);
+        mw_planner_init(&b, nops);
+        for (int i = 0; i < n + nx; i++) {
+            int f = (int)mw_rng_below(&rng, (uint64_t)nops), l = (int)mw_rng_below(&rng, (uint64_t)nops);
+            /* sizes 1-64 or 81-140 blocks of 64 bytes; the whole-step buffers' 65-80 */
+            uint64_t bytes = 64 * (1 + mw_rng_below(&rng, 64) + (mw_rng_below(&rng, 4) == 0 ? 80 : 0)), bb = bytes;
+            if (f > l) {
+                const int t = f;
+                f = l, l = t;
+            }
+            if (i % (n / nx + 1) == 0) { /* a whole-step buffer, its size different in b */
+                f = 0, l = nops - 1;
+                bytes = 64 * (65 + mw_rng_below(&rng, 16)), bb = 64 * (65 + mw_rng_below(&rng, 16));
+            }
+            CHECK_OK(mw_planner_add(&a, "r", -1, bytes, MW_CAT_ACTS, f, l));
+            CHECK_OK(mw_planner_add(&b, "r", -1, bb, MW_CAT_ACTS, f, l));
+        }
+        CHECK_OK(mw_planner_place(&a));
+        mw_planner c = b; /* the same buffers, placed */
+        c.b = malloc(sizeof *c.b * (size_t)b.n);
+        c.ord = NULL;
+        memcpy(c.b, b.b, sizeof *c.b * (size_t)b.n);
+        CHECK_OK(mw_planner_place(&c));
+        if (mw_planner_place_like(&b, &a)) {
+            int same = b.peak == c.peak;
+            for (int i = 0; i < b.n; i++) same &= b.b[i].offset == c.b[i].offset;
+            CHECK(same, "trial %d: the derived placement differs from placing (peak %llu vs %llu)", trial,
+                  (unsigned long long)b.peak, (unsigned long long)c.peak);
+            derived++;
+        } else {
+            declined++;
+        }
+        mw_planner_free(&a), mw_planner_free(&b), mw_planner_free(&c);
+    }
+    CHECK(derived > 20 && declined > 20, "derived %d and declined %d of 300", derived, declined);
+}
+
+/* The ZeRO ranks of one layout rank (mw_plan_like): a rank whose placement is derived from the
+ * first's has mw_plan's summary, byte for byte (peak, live peak, every category); over plain
+ * data parallelism and pipeline stages, ZeRO 1-3, expert parallelism, unequal shards. */
+static void test_plan_like(void) {
+    static const struct {
+        const char *preset;
+        int P, zero, world, ep, M, seq;
+    } L[] = {{"llama-tiny", 0, 1, 3, 0, 1, 16}, {"llama-tiny", 2, 2, 5, 0, 9, 16},  {"moe-tiny", 0, 3, 4, 2, 2, 16},
+             {"moe-tiny", 2, 1, 4, 2, 12, 16},  {"mla-tiny", 2, 3, 3, 0, 7, 16},    {"gpt2-tiny", 3, 2, 7, 0, 10, 16},
+             {"llama-tiny", 0, 1, 3, 0, 2, 256}, {"gpt2-tiny", 2, 3, 5, 0, 6, 128}, {"moe-tiny", 2, 2, 3, 0, 4, 128}};
+    const long likes0 = mw_planner_likes();
+    int ranks = 0;
+    for (size_t li = 0; li < sizeof L / sizeof L[0]; li++) {
+        mw_config c;
+        mw_config_default(&c);
+        CHECK_OK(mw_config_preset(&c, L[li].preset));
+        c.batch = 1, c.seq = L[li].seq, c.threads = 1, c.n_layer = 6;
+        c.dp = 1, c.world = L[li].world, c.zero = L[li].zero, c.ep = L[li].ep, c.accum = L[li].M;
+        for (int s = 0; s < (L[li].P ? L[li].P : 1); s++) {
+            if (L[li].P) c.pp = L[li].P, c.pp_stage = s, c.pp_first = s * 6 / L[li].P, c.pp_blocks = 6 / L[li].P;
+            mw_plan_ref *ref = NULL;
+            for (int r = 0; r < c.world; r++) {
+                c.rank = r;
+                mw_plan_summary a, b;
+                CHECK_OK(mw_plan_like(&c, &a, &ref));
+                CHECK_OK(mw_plan(&c, &b));
+                CHECK(a.peak == b.peak && a.live_peak == b.live_peak && !memcmp(a.category, b.category, sizeof a.category),
+                      "%s --pp %d stage %d --zero %d rank %d of %d: mw_plan_like's peak %llu, mw_plan's %llu", L[li].preset,
+                      L[li].P, s, c.zero, r, c.world, (unsigned long long)a.peak, (unsigned long long)b.peak);
+                ranks++;
+            }
+            mw_plan_ref_free(ref);
+        }
+    }
+    const long likes = mw_planner_likes() - likes0;
+    CHECK(likes >= ranks / 3, "only %ld of %d ranks took the first rank's placement", likes, ranks);
+}
+
 int main(void) {
     char dir[] = "/tmp/mw_test_core_XXXXXX";
     if (!mkdtemp(dir)) return 1;
@@ -779,6 +946,9 @@ int main(void) {
     test_schedule_and_config();
     test_layout_refused();
     test_layout_ep();
+    test_period_fold();
+    test_plan_like();
+    test_place_like_random();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);

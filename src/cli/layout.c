@@ -238,7 +238,8 @@ int layout_report(const opts *o, int cmd_plan) {
         mw_config k = *c;
         k.pp_stage = s, k.pp_first = stage_first[s], k.pp_blocks = stage_blocks[s];
         mw_plan_summary p0;
-        plan_or_die(&k, &p0);
+        mw_plan_ref *ref = NULL; /* the stage's ZeRO ranks: one placement where exact (mw_plan_like) */
+        if (mw_plan_like(&k, &p0, &ref) != MW_OK) die(1, "%s", mw_last_error());
         /* the data-parallel ranks: alike unless ZeRO shards the flat buffer into unequal lengths */
         uint64_t len[8][2];
         int rep[8], nl = 0;
@@ -256,7 +257,7 @@ int layout_report(const opts *o, int cmd_plan) {
             mw_plan_summary p = p0;
             if (rep[j] != 0) {
                 k.rank = rep[j];
-                plan_or_die(&k, &p);
+                if (mw_plan_like(&k, &p, &ref) != MW_OK) die(1, "%s", mw_last_error());
             }
             int q = 0;
             while (q < ncl && !same_plan(&cl[q].p, &p)) q++;
@@ -278,6 +279,7 @@ int layout_report(const opts *o, int cmd_plan) {
                 for (int t = 0; t < T; t++) x->ranks[x->nranks++] = t + T * (r + D * s); /* TP fastest, then DP, then PP */
             }
         }
+        mw_plan_ref_free(ref);
     }
     if (o->timeline) layout_pipeline_svg(c, stage_blocks, o->timeline, o->json);
     int fits = 1;

@@ -322,6 +322,7 @@ struct mw_model_def {
  * unknown family. Contracts as the public functions'. */
 mw_status mw_graph_model_create(mw_model **out, const mw_model_def *arch, const mw_config *cfg);
 mw_status mw_graph_plan(const mw_model_def *arch, const mw_config *cfg, mw_plan_summary *out);
+mw_status mw_graph_plan_like(const mw_model_def *arch, const mw_config *cfg, mw_plan_summary *out, mw_plan_ref **ref);
 /* mw_plan_predict (memwall.h) */
 mw_status mw_graph_plan_predicted(const mw_model_def *arch, const mw_config *cfg, mw_plan_summary *out);
 mw_status mw_graph_plan_buffers(const mw_model_def *arch, const mw_config *cfg, mw_plan_buffer **out, int *n);

@@ -309,6 +309,7 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
                     st = mw_planner_add(pl, name, lay, bytes, cat, i, i);
                     if (st == MW_OK) {
                         pl->b[pl->n - 1].tag = m->ops[i].bwd && mw_graph_kind_is_forward(m, m->ops[i].kind);
+                        pl->b[pl->n - 1].mb = m->ops[i].mb;
                         cur[slot] = pl->n - 1;
                     }
                 }
@@ -316,8 +317,11 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
                 st = mw_fail(MW_ERR_ARG, "internal: op %s of layer %d reads a value never written",
                              k->name, layer);
             } else {
-                if (curst[slot] >= 0)
+                if (curst[slot] >= 0) {
+                    const int n0 = placed ? 0 : pl->n;
                     st = mw_graph_act_cut(m, curst[slot], i, pl, placed, base, &idx, &cur[slot], &curp[slot]);
+                    for (int q = n0; !placed && q < pl->n; q++) pl->b[q].mb = m->ops[i].mb; /* a cut's buffers */
+                }
                 if (st == MW_OK && !placed) pl->b[cur[slot]].last = i;
             }
             if (st == MW_OK && placed) m->opp[(size_t)i * MW_MAXACC + j] = curp[slot];

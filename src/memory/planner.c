@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include "../core/status.h"
+#include "period.h"
 
 #define ALIGN 64
 
@@ -15,6 +16,7 @@ void mw_planner_init(mw_planner *p, int nops) {
 
 void mw_planner_free(mw_planner *p) {
     free(p->b);
+    free(p->ord);
     memset(p, 0, sizeof *p);
 }
 
@@ -39,6 +41,7 @@ mw_status mw_planner_add(mw_planner *p, const char *name, int layer, uint64_t by
     b->last = last;
     b->cat = cat;
     b->tag = 0;
+    b->mb = -1;
     return MW_OK;
 }
 
@@ -285,6 +288,10 @@ static uint64_t best_fit(const uint64_t *r, size_t n, uint64_t bytes) {
 }
 
 mw_status mw_planner_place(mw_planner *p) {
+    return p->unit > 0 ? mw_period_place(p, p->unit) : mw_planner_place_groups(p, NULL, NULL);
+}
+
+mw_status mw_planner_place_groups(mw_planner *p, const int *lead, const int *next) {
     placer t = {0};
     const int nodes = p->nops > 0 ? 2 * p->nops - 1 : 1, top = p->nops > 0 ? p->nops - 1 : 0;
     int *order = malloc(sizeof *order * (size_t)(p->n + 1));
@@ -293,15 +300,21 @@ mw_status mw_planner_place(mw_planner *p) {
     t.rd_own = calloc((size_t)nodes, sizeof *t.rd_own);
     t.rd_sub = calloc((size_t)nodes, sizeof *t.rd_sub);
     int ok = order && t.own && t.sub && t.rd_own && t.rd_sub;
+    int nlead = 0;
+    free(p->ord);
+    p->ord = malloc(sizeof *p->ord * ((size_t)p->n + 1));
+    ok = ok && p->ord;
     for (int i = 0; ok && i < p->n; i++) placer_count(&t, 0, 0, top, p->b[i].first, p->b[i].last);
-    for (int i = 0; ok && i < p->n; i++) order[i] = i;
-    if (ok) qsort_r(order, (size_t)p->n, sizeof *order, by_size_desc, p->b);
+    for (int i = 0; ok && i < p->n; i++)
+        if (!lead || lead[i] == i) order[nlead++] = i;
+    if (ok) qsort_r(order, (size_t)nlead, sizeof *order, by_size_desc, p->b);
     p->peak = 0;
-    for (int k = 0; ok && k < p->n; k++) {
+    for (int k = 0; ok && k < nlead; k++) {
         mw_pbuf *b = &p->b[order[k]];
         size_t nr = 0; /* the union of the overlapping placed ranges, from the tree */
         t.ngot = t.npath = 0;
-        ok = placer_query(&t, 0, 0, top, b->first, b->last);
+        for (int i = order[k]; ok && i >= 0; i = next ? next[i] : -1) /* every member's */
+            ok = placer_query(&t, 0, 0, top, p->b[i].first, p->b[i].last);
         for (int j = 0; ok && j < t.ngot; j++) nr += (size_t)t.got[j]->n;
         if (ok && nr > t.capruns) {
             size_t cap = t.capruns ? 2 * t.capruns : 1024;
@@ -321,6 +334,7 @@ mw_status mw_planner_place(mw_planner *p) {
             r = spare, spare = x;
         }
         b->offset = best_fit(r, nu, b->bytes);
+        for (int i = order[k]; i >= 0; i = next ? next[i] : -1) p->b[i].offset = b->offset, p->ord[i] = k;
         ok = placer_insert(&t, b->offset, b->offset + b->bytes);
         if (b->offset + b->bytes > p->peak) p->peak = b->offset + b->bytes;
     }
@@ -328,6 +342,67 @@ mw_status mw_planner_place(mw_planner *p) {
     free(t.own), free(t.sub), free(t.rd_own), free(t.rd_sub), free(t.path), free(t.got), free(t.runs);
     free(order);
     return ok ? MW_OK : mw_fail(MW_ERR_NOMEM, "out of memory planning");
+}
+
+static long nlike;
+
+long mw_planner_likes(void) { return nlike; }
+
+int mw_planner_place_like(mw_planner *p, const mw_planner *ref) {
+    if (!ref->ord || p->n != ref->n || p->nops != ref->nops || p->n == 0) return 0;
+    int nx = 0, *xs = NULL, ok = 1;
+    for (int i = 0; i < p->n && ok; i++) {
+        const mw_pbuf *a = &p->b[i], *r = &ref->b[i];
+        if (a->first != r->first || a->last != r->last || a->name != r->name || a->mb != r->mb) ok = 0;
+        else if (a->bytes != r->bytes) {
+            if (a->first != 0 || a->last != p->nops - 1 || !a->bytes || !r->bytes) ok = 0;
+            else if (nx % 16 == 0) {
+                int *nb = realloc(xs, sizeof *xs * (size_t)(nx + 16));
+                if (nb) xs = nb;
+                else ok = 0;
+            }
+            if (ok) xs[nx++] = i;
+        }
+    }
+    /* the order: no other buffer's size between a changed one's two sizes, both ends included;
+     * two changed ones in the same order before and after */
+    for (int x = 0; ok && x < nx; x++) {
+        const uint64_t o = ref->b[xs[x]].bytes, n = p->b[xs[x]].bytes, lo = o < n ? o : n, hi = o < n ? n : o;
+        for (int i = 0; ok && i < p->n; i++)
+            if (p->b[i].bytes == ref->b[i].bytes && ref->b[i].bytes >= lo && ref->b[i].bytes <= hi) ok = 0;
+        for (int y = 0; ok && y < nx; y++) {
+            const uint64_t o2 = ref->b[xs[y]].bytes, n2 = p->b[xs[y]].bytes;
+            ok = (o > o2) - (o < o2) == (n > n2) - (n < n2);
+        }
+    }
+    /* each changed one placed on top: whatever lies above it was placed after it */
+    for (int x = 0; ok && x < nx; x++) {
+        const mw_pbuf *r = &ref->b[xs[x]];
+        for (int i = 0; ok && i < p->n; i++)
+            if (ref->b[i].offset >= r->offset + r->bytes && i != xs[x] && ref->ord[i] <= ref->ord[xs[x]]) ok = 0;
+    }
+    int *ord = ok ? malloc(sizeof *ord * ((size_t)p->n + 1)) : NULL;
+    if (!ord) {
+        free(xs);
+        return 0;
+    }
+    uint64_t peak = 0;
+    for (int i = 0; i < p->n; i++) {
+        uint64_t off = ref->b[i].offset;
+        for (int x = 0; x < nx; x++) {
+            const mw_pbuf *r = &ref->b[xs[x]];
+            if (i != xs[x] && ref->b[i].offset >= r->offset + r->bytes) off += p->b[xs[x]].bytes - r->bytes;
+        }
+        p->b[i].offset = off;
+        ord[i] = ref->ord[i];
+        if (off + p->b[i].bytes > peak) peak = off + p->b[i].bytes;
+    }
+    free(p->ord);
+    p->ord = ord;
+    p->peak = peak;
+    free(xs);
+    nlike++;
+    return 1;
 }
 
 /* ---- the check: a sweep over ops with the live buffers' address ranges in a counting tree ----- */
