@@ -295,7 +295,8 @@ grep -q "resumed from" "$T/resumed.out" && pass "--resume auto after the kill: $
   fail "no resume: $(head -c 300 "$T/resumed.out")"
 a=$(ck "$T/unbroken/step-00000100.mwck") b=$(ck "$T/killed/step-00000100.mwck")
 [ -n "$b" ] && [ "$a" = "$b" ] && pass "killed, resumed: step 100 is the unbroken run's bytes" || fail "after the kill: $a vs $b"
-mpr 2 "${long[@]}" --out "$T/stalled" --comm-timeout 3 >"$T/stalled.out" 2>&1 &
+# (with the disk tier: the rank the watchdog ends removes its scratch file, as on mpirun's SIGTERM)
+mpr 2 "${long[@]}" --out "$T/stalled" --comm-timeout 3 --offload optimizer --offload-dir "$T/stall_off" >"$T/stalled.out" 2>&1 &
 job=$!
 for _ in $(seq 300); do [ -f "$T/stalled/step-00000020.mwck" ] && break; sleep 0.1; done
 victim=$(pgrep -f -- "--out $T/stalled" | sort -n | tail -1)
@@ -308,5 +309,8 @@ kill -9 "$victim" 2>/dev/null
 [ $rc -ne 0 ] && [ $dt -le 30 ] && grep -q "waited more than 3 s (--comm-timeout)" "$T/stalled.out" &&
   pass "a stage stopped (SIGSTOP): the other exits after --comm-timeout 3 (${dt} s, exit $rc)" ||
   fail "stopped stage: exit $rc after ${dt} s: $(grep -a memwall: "$T/stalled.out" | head -2)"
+left=$(find "$T/stall_off" -name 'memwall-offload-*.scratch' ! -name "memwall-offload-$victim.scratch" 2>/dev/null)
+[ -z "$left" ] && pass "the rank ended by --comm-timeout removed its disk tier's scratch file" ||
+  fail "the watchdog's rank left its scratch file: $left"
 
 [ $fails -eq 0 ] && echo "cli_parallel: all passed" || { echo "cli_parallel: $fails failed"; exit 1; }
