@@ -232,6 +232,11 @@ mpr 2 "${tr[@]}" "${long6[@]}" --pp 2 --pp-layers 1,3 --microbatches 4 --stop-at
   grep -q "resumed from" "$T/r6b.out" &&
   pass "saved at --pp 4, resumed at --pp-layers 1,3, then at one process: step 6 is the unbroken run's bytes" ||
   fail "resume across layouts: $(ck "$T/u6/step-00000006.mwck") vs $(ck "$T/r6/step-00000006.mwck")"
+# a layout's --microbatches is its --accum: another value is refused, as --accum's is (main ran the checkpoint's 4)
+mpr 2 "${tr[@]}" "${long6[@]}" --pp 2 --microbatches 2 --out "$T/r6" --resume auto >"$T/rmb.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "trained with 4 micro-batches per step, the command line says 2" "$T/rmb.out" &&
+  pass "resumed at --microbatches 2 (the checkpoint's 4): refused (exit 1)" || fail "--microbatches 2 on a 4's checkpoint: exit $rc, $(grep -a 'memwall:\|accum=' "$T/rmb.out" | head -2)"
 mpr 1 "${tr[@]}" "${long6[@]}" --zero 0 --accum 4 --out "$T/du6" >/dev/null 2>&1 || fail "the unbroken data-parallel run"
 mpr 4 "${tr[@]}" "${long6[@]}" --pp 2 --microbatches 2 --zero 0 --stop-at 3 --out "$T/dr6" >"$T/dr6a.out" 2>&1 || fail "--pp 2 x 2 replicas to step 3"
 mpr 2 "${tr[@]}" "${long6[@]}" --zero 0 --accum 2 --out "$T/dr6" --resume auto >"$T/dr6b.out" 2>&1 ||
