@@ -288,6 +288,18 @@ static const char *shape_name(const mw_config *c) {
     return "custom";
 }
 
+/* 1 when list (--override's KEY,KEY,...; may be NULL) names key */
+static int names_key(const char *list, const char *key) {
+    const size_t n = strlen(key);
+    for (const char *p = list; p && *p;) {
+        const char *e = strchr(p, ',');
+        const size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l == n && strncmp(p, key, n) == 0) return 1;
+        p = e ? e + 1 : p + l;
+    }
+    return 0;
+}
+
 /* A resume continues the stored run: every flag of KEYS not on the command line takes the
  * checkpoint's value, and a MATH flag given with another value is refused unless --override
  * names it (then it is recorded in ov). */
@@ -799,8 +811,10 @@ int cmd_train(int argc, char **argv) {
     char ckpt[4096] = "";
     mw_ckpt_info info;
     overrides ov = {0};
+    int ckpt_mb = 0; /* the checkpoint's micro-batches per step over all its ranks */
     if (o.resume) {
         find_resume(&o, ckpt, sizeof ckpt, &info);
+        ckpt_mb = info.cfg.accum;
         if (ckpt[0] && o.cfg.dp) { /* a checkpoint records the step's micro-batches over all its ranks */
             if (info.cfg.accum % o.cfg.world)
                 die(1, "--resume: %s takes %d micro-batches per step, which %d ranks cannot share evenly (run it on a "
@@ -817,6 +831,19 @@ int cmd_train(int argc, char **argv) {
             ckpt, info.state.step);
     const int nothing = ckpt[0] && o.stop_at > 0 && o.stop_at == info.state.step;
     finish_config(&o);
+    /* a layout's --microbatches is its --accum: a resume adopted the checkpoint's over it, so a
+     * different one given is refused (as a different --accum is), not silently replaced */
+    if (ckpt[0] && o.layout && opt_given(&o, "microbatches") && !names_key(o.override, "accum")) {
+        const int D = o.cfg.dp ? o.cfg.world : 1;
+        if ((long long)o.microbatches * D != ckpt_mb) {
+            char fix[64];
+            if (ckpt_mb % D == 0) snprintf(fix, sizeof fix, "--microbatches %d", ckpt_mb / D);
+            else snprintf(fix, sizeof fix, "a number of replicas that divides %d", ckpt_mb);
+            die(1, "--resume: %s was trained with %d micro-batches per step, the command line says %lld (--microbatches %d x "
+                   "%d replicas): give %s, or add --accum %d --override accum", ckpt, ckpt_mb, (long long)o.microbatches * D,
+                o.microbatches, D, fix, o.microbatches);
+        }
+    }
     /* every refusal comes before the header: the data, its vocabulary and tokenizer, the plan */
     mw_data *train = NULL, *val = NULL;
     int grown = 0;

@@ -12,6 +12,7 @@ static mw_fail_fn fail_; /* the program's mw_fail: its message is the one mw_las
 #define mw_fail fail_
 #include <mpi.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -42,6 +43,10 @@ static void *watchdog(void *arg) {
             fprintf(stderr, "memwall: rank %d: the %s waited more than %.0f s (--comm-timeout) for the other ranks: "
                             "one of them stopped; exiting so that the launcher stops the run (the last checkpoint "
                             "stays good: --resume auto)\n", op_rank, atomic_load(&op_name), op_timeout_s);
+            /* ended as the launcher's SIGTERM ends a rank, so that a handler the program installed
+             * runs first (train's removes the disk tier's scratch files, which _exit would leave) */
+            struct sigaction sa;
+            if (sigaction(SIGTERM, NULL, &sa) == 0 && sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN) raise(SIGTERM);
             _exit(3);
         }
     }
