@@ -128,6 +128,27 @@ void mw_tp_allreduce(mw_model *m, float *buf, size_t n) { mw_graph_io_failed(m, 
 void mw_tp_allreduce_f64(mw_model *m, double *buf, size_t n) { mw_graph_io_failed(m, allreduce(m, buf, n, OP_SUM64)); }
 void mw_tp_allreduce_max(mw_model *m, float *buf, size_t n) { mw_graph_io_failed(m, allreduce(m, buf, n, OP_MAX32)); }
 
+mw_status mw_tp_opt_join(mw_model *m, int pass) {
+    const mw_opt_layout *L = &m->opt;
+    switch (mw_opt_tp_join(L, pass)) {
+    case MW_OPT_TPJ_MAX: return allreduce(m, m->oscratch, L->max_floats, OP_MAX32);
+    case MW_OPT_TPJ_SUMS:
+        for (int i = 0; i < L->ntensors; i++) {
+            size_t n;
+            double *d = mw_opt_tp_sums(L, m->oscratch, i, &n);
+            if (d) MW_TRY(allreduce(m, d, n, OP_SUM64));
+        }
+        return MW_OK;
+    case MW_OPT_TPJ_PIECES:
+        for (int i = 0; i < L->ntensors; i++) {
+            double *d = mw_opt_tp_collapse(L, m->oscratch, i);
+            if (d) MW_TRY(allreduce(m, d, 1, OP_SUM64));
+        }
+        return MW_OK;
+    default: return MW_OK;
+    }
+}
+
 void mw_tp_vocab_range(const mw_model *m, int V, int *lo, int *hi) {
     const int T = m->cfg.tp > 1 ? m->cfg.tp : 1, per = (V + T - 1) / T, r = mw_tp_rank(m);
     *lo = r * per, *hi = (r + 1) * per;
@@ -260,14 +281,26 @@ mw_status mw_model_set_tp(mw_model *m, mw_comm *tcomm) {
                        c->tp, tcomm ? tcomm->size : 0);
     if (c->tp > MAX_TP) return mw_fail(MW_ERR_ARG, "--tp %d: at most %d tensor-parallel ranks", c->tp, MAX_TP);
     m->tpc = tcomm;
+    for (int i = 0; i < m->opt.ntensors; i++) /* the optimizer's shards: this rank's of each whole tensor */
+        if (m->opt.t[i].split) m->opt.t[i].rank = tcomm->rank;
     return MW_OK;
 }
 
-/* array which of tensor i on this rank */
+/* array which of tensor i on this rank (floats: the parameters, or an optimizer array of 32 bits) */
 static float *local_array(const mw_model *m, int i, int which) {
     if (which == 0) return mw_graph_tensor(m, 0, i);
     void *a = which == 1 ? m->m : m->v;
-    return a ? (float *)a + m->tensors[i].offset : NULL;
+    return a && m->opt.bits[which - 1] == 32 ? (float *)a + m->tensors[i].offset : NULL;
+}
+
+/* Local elements [lo, lo + n) of tensor i's optimizer array which (1 M, 2 V) of 8 or 4 bits, each
+ * code as a float, into out */
+static void local_codes(const mw_model *m, int i, int which, size_t lo, size_t n, float *out) {
+    const int bits = m->opt.bits[which - 1];
+    const unsigned char *a = which == 1 ? m->m : m->v;
+    const size_t o = m->tensors[i].offset + lo;
+    for (size_t e = 0; e < n; e++)
+        out[e] = (float)(bits == 8 ? a[o + e] : (a[(o + e) >> 1] >> (((o + e) & 1) * 4)) & 15);
 }
 
 int mw_tp_part_end(const mw_tensor *t, int a, size_t most) {
@@ -303,24 +336,35 @@ static void part_local(const mw_tensor *t, int T, int r, int a, int b, size_t *l
 mw_status mw_tp_gather_part(mw_model *m, int i, int which, int a, int b, float *out, float *scratch) {
     const mw_tensor *t = &m->tensors[i];
     mw_comm *cm = m->tpc;
-    const float *mine = local_array(m, i, which);
-    if (!mine) return mw_fail(MW_ERR_ARG, "internal: --tp: tensor %s's array %d is not in memory", t->name, which);
+    const int coded = which > 0 && m->opt.bits[which - 1] != 32 && m->opt.bits[which - 1] != 0; /* 8 or 4 bits */
+    const float *mine = coded ? NULL : local_array(m, i, which);
+    if (!mine && !coded) return mw_fail(MW_ERR_ARG, "internal: --tp: tensor %s's array %d is not in memory", t->name, which);
     const int T = cm ? cm->size : 1, R = cm ? cm->rank : 0;
     const size_t cols = t->gdims[1] ? (size_t)t->gdims[1] : 1, g0 = (size_t)a * cols, n = (size_t)(b - a) * cols;
     if (t->split == MW_TS_WHOLE || T == 1) { /* the same on every rank: rank 0's */
-        if (R == 0) memcpy(out, mine + g0, n * sizeof(float));
+        if (R == 0 && coded) local_codes(m, i, which, g0, n, out);
+        else if (R == 0) memcpy(out, mine + g0, n * sizeof(float));
         return MW_OK;
     }
     size_t lo[MAX_TP], cnt[MAX_TP], off[MAX_TP], sc[MAX_TP] = {0}, sd[MAX_TP] = {0}, rc[MAX_TP] = {0}, rd[MAX_TP] = {0};
     size_t at = 0;
     for (int j = 0; j < T; j++) part_local(t, T, j, a, b, &lo[j], &cnt[j]), off[j] = at, at += cnt[j];
+    float *codes = NULL; /* 8 or 4 bits: this rank's codes of the part, as floats */
+    if (coded) {
+        if (!(codes = malloc((cnt[R] ? cnt[R] : 1) * sizeof(float))))
+            return mw_fail(MW_ERR_NOMEM, "out of memory gathering %s's optimizer state", t->name);
+        local_codes(m, i, which, lo[R], cnt[R], codes);
+    }
+    const float *src = coded ? codes : mine + lo[R];
     if (R == 0) {
         for (int j = 1; j < T; j++) rc[j] = cnt[j], rd[j] = off[j];
-        memcpy(scratch + off[0], mine + lo[0], cnt[0] * sizeof(float));
+        memcpy(scratch + off[0], src, cnt[0] * sizeof(float));
     } else {
-        sc[0] = cnt[R], sd[0] = lo[R];
+        sc[0] = cnt[R], sd[0] = 0;
     }
-    MW_TRY(cm->alltoallv(cm, mine, sc, sd, R == 0 ? scratch : NULL, rc, rd));
+    const mw_status st = cm->alltoallv(cm, src, sc, sd, R == 0 ? scratch : NULL, rc, rd);
+    free(codes);
+    MW_TRY(st);
     if (R != 0) return MW_OK;
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (size_t e = 0; e < n; e++) {

@@ -49,6 +49,10 @@ static inline void mw_tp_tensor_seq(mw_model *m) {
  * call it; nothing when already done) */
 mw_status mw_tp_sp_settle(mw_model *m);
 
+/* The optimizer's statistics of pass `pass` over the shards, joined over the ranks before
+ * mw_opt_end_pass (optim.h's mw_opt_tp_join: maxima, or sums in rank order). */
+mw_status mw_tp_opt_join(mw_model *m, int pass);
+
 /* The vocabulary's rows a rank holds of a MW_TS_ROWS tensor of V rows: [*lo, *hi) of the whole
  * (each rank ceil(V / T) rows, the last ones padding beyond V). */
 void mw_tp_vocab_range(const mw_model *m, int V, int *lo, int *hi);
