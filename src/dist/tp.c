@@ -115,13 +115,36 @@ mw_status mw_tp_sp_settle(mw_model *m) {
     if (!m->cfg.sp || !m->tp_sp_dirty) return MW_OK;
     for (int i = 0; i < m->ntensors; i++) {
         const mw_tensor *t = &m->tensors[i];
-        if (!t->seqp) continue;
+        if (!t->seqp || (t->layer >= 0 && mw_graph_grads_mem16(m))) continue; /* bf16: summed by mw_tp_sp_done */
         float *g = mw_graph_tensor(m, 1, i);
         if (!g) return mw_fail(MW_ERR_ARG, "internal: --sp: tensor %s's gradients are not in memory", t->name);
         MW_TRY(allreduce(m, g, t->numel, OP_SUM32));
     }
     m->tp_sp_dirty = 0;
     return MW_OK;
+}
+
+/* The block's --sp tensors in its fp32 slot (base: the segment's first element) */
+static void sp_block(mw_model *m, int l, float *slot, int sum, mw_status *st) {
+    const size_t lo = m->seg_lo[1 + l];
+    for (int i = 0; i < m->ntensors && *st == MW_OK; i++) {
+        const mw_tensor *t = &m->tensors[i];
+        if (!t->seqp || t->layer != l) continue;
+        float *g = slot + (t->offset - lo);
+        if (sum) *st = allreduce(m, g, t->numel, OP_SUM32);
+        else memset(g, 0, t->numel * sizeof(float));
+    }
+}
+
+void mw_tp_sp_bind(mw_model *m, int l, float *slot) {
+    mw_status st = MW_OK;
+    if (m->cfg.sp && mw_tp_rank(m) != 0) sp_block(m, l, slot, 0, &st);
+}
+
+mw_status mw_tp_sp_done(mw_model *m, int l, float *slot) {
+    mw_status st = MW_OK;
+    if (m->cfg.sp) sp_block(m, l, slot, 1, &st);
+    return st;
 }
 
 void mw_tp_allreduce(mw_model *m, float *buf, size_t n) { mw_graph_io_failed(m, allreduce(m, buf, n, OP_SUM32)); }

@@ -45,6 +45,13 @@ static inline void mw_tp_tensor_seq(mw_model *m) {
     if (!m->add_skipped) m->tensors[m->ntensors - 1].seqp = 1; /* (under --pp: when this stage holds it) */
 }
 
+/* --sp with --precision bf16 (the blocks' gradients bfloat16 between their backwards): block l's
+ * norms' gradients are summed over the ranks in its fp32 slot before they are rounded, each
+ * backward: at its start the slot holds them on rank 0 alone (the others' start from zero, so that
+ * the sum adds the step's earlier micro-batches once), and at its end their sum in rank order. */
+void mw_tp_sp_bind(mw_model *m, int l, float *slot);
+mw_status mw_tp_sp_done(mw_model *m, int l, float *slot);
+
 /* --sp: those gradients summed over the ranks, once after a backward (the norm and the optimizer
  * call it; nothing when already done) */
 mw_status mw_tp_sp_settle(mw_model *m);

@@ -540,9 +540,6 @@ mw_status mw_graph_model_create(mw_model **out, const mw_model_def *arch, const 
         return mw_fail(MW_ERR_ARG, "--%s with the %s family runs in a later version: estimate and plan only (train runs "
                        "layouts of the GPT-2 and Llama families)", cfg->tp > 1 ? "tp" : cfg->sp ? "sp" : cfg->pp > 1 ? "pp" : "ep",
                        arch->name);
-    if (cfg->tp > 1 && mw_graph_layout_runs(cfg) && cfg->sp && cfg->precision != MW_PRECISION_FP32)
-        return mw_fail(MW_ERR_ARG, "--sp with --precision %s: the norms' bfloat16 gradients summed over the ranks "
-                       "are not built yet; give --precision fp32 (or drop --sp)", mw_precision_str(cfg->precision));
     if (cfg->pp > 1) MW_TRY(mw_pipe_check(cfg));
     MW_TRY(mw_tp_check(cfg));
     mw_model *m;
