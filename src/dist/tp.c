@@ -93,6 +93,18 @@ void mw_tp_reduce_scatter(mw_model *m, float *buf, int N, int C) {
     mw_graph_io_failed(m, reduce(m, buf, (size_t)N * C, OP_SUM32, (size_t)C, 0));
 }
 
+void mw_tp_sum_partials(mw_model *m, float *buf, int N, int C) {
+    if (!mw_tp_on(m)) return;
+    if (m->cfg.sp) mw_tp_reduce_scatter(m, buf, N, C);
+    else mw_tp_allreduce(m, buf, (size_t)N * (size_t)C);
+}
+
+const void *mw_tp_all_rows(mw_model *m, const void *mine, int N, size_t row_bytes) {
+    if (!mw_tp_on(m) || !m->cfg.sp) return mine;
+    mw_tp_gather_rows(m, m->spbuf, mine, N, row_bytes);
+    return m->spbuf;
+}
+
 void mw_tp_gather_rows(mw_model *m, void *full, const void *mine, int N, size_t row_bytes) {
     mw_comm *cm = m->tpc;
     if (!cm) {

@@ -39,6 +39,13 @@ void mw_tp_allreduce_max(mw_model *m, float *buf, size_t n);
 void mw_tp_rows(const mw_model *m, int N, int *r0, int *r1);
 void mw_tp_reduce_scatter(mw_model *m, float *buf, int N, int C);
 void mw_tp_gather_rows(mw_model *m, void *full, const void *mine, int N, size_t row_bytes);
+/* What the models' tensor-parallel steps share (gpt2.c, llama.c): buf's (N, C) partial sums of a
+ * reduction the ranks divide (a row-parallel product's output, a column-parallel product's input
+ * gradient) summed over the ranks: reduce-scattered under --sp (this rank's rows of the sum, in
+ * place), all-reduced otherwise, nothing without --tp; and a value's rows of every rank (mine: this
+ * rank's N / T rows, row_bytes each) all-gathered into m->spbuf under --sp (returned), or mine. */
+void mw_tp_sum_partials(mw_model *m, float *buf, int N, int C);
+const void *mw_tp_all_rows(mw_model *m, const void *mine, int N, size_t row_bytes);
 /* --sp: the tensor added last has a gradient summed over the sequence (a norm's): each rank's is
  * over its rows, and the step sums them over the ranks before the norm (mw_tp_grad_norm) */
 static inline void mw_tp_tensor_seq(mw_model *m) {
