@@ -447,6 +447,9 @@ void mw_model_tensor_whole(const mw_model *m, int i, int *ndim, int dims[2], siz
     *numel = whole_numel(t);
 }
 
+int mw_model_tp_local(const mw_model *m, int i, size_t whole, size_t *local) {
+    return mw_tp_local_index(&m->tensors[i], m->cfg.tp > 1 ? m->cfg.tp : 1, mw_tp_rank(m), whole, local);
+}
 int mw_model_tp_part_end(const mw_model *m, int i, int row) { return mw_tp_part_end(&m->tensors[i], row, m->tpq); }
 mw_status mw_model_tp_gather_part(mw_model *m, int i, int which, int a, int b, float *out, float *scratch) {
     return mw_tp_gather_part(m, i, which, a, b, out, scratch);

@@ -80,6 +80,8 @@ void mw_model_tp_take_part(const mw_model *m, int i, const float *part, size_t g
  * elements of part's bytes [byte_off, byte_off + nbytes) of that layout (buf, read in any order)
  * into its arrays; the small state as one process holds it (malloc'd into *out, state_bytes;
  * collective: a 1-D shard's second moments gathered from every rank). */
+/* Element `whole` of tensor i whole is this rank's element *local of its shard: 1, else 0. */
+int mw_model_tp_local(const mw_model *m, int i, size_t whole, size_t *local);
 mw_status mw_model_tp_whole_offsets(const mw_model *m, size_t **out);
 uint64_t mw_model_tp_state_bytes(const mw_model *m, int part);
 mw_status mw_model_tp_take_state(mw_model *m, int part, const void *buf, uint64_t byte_off, size_t nbytes);
