@@ -540,6 +540,12 @@ mw_status mw_graph_model_create(mw_model **out, const mw_model_def *arch, const 
         return mw_fail(MW_ERR_ARG, "--%s with the %s family runs in a later version: estimate and plan only (train runs "
                        "layouts of the GPT-2 and Llama families)", cfg->tp > 1 ? "tp" : cfg->sp ? "sp" : cfg->pp > 1 ? "pp" : "ep",
                        arch->name);
+    if (cfg->tp > 1 && (cfg->pp > 1 || cfg->dp) && cfg->optim != MW_OPTIM_ADAMW) /* built for --tp alone (optim_tp.c) */
+        return mw_fail(MW_ERR_ARG, "--optim %s with --tp under --pp or data-parallel replicas: a 3D layout's checkpoint "
+                       "of its state is not built yet; give --optim adamw (or --tp alone)", mw_optim_str(cfg->optim));
+    if (cfg->tp > 1 && (cfg->pp > 1 || cfg->dp) && cfg->sp && cfg->precision != MW_PRECISION_FP32)
+        return mw_fail(MW_ERR_ARG, "--sp with --precision %s under --pp or data-parallel replicas: not built yet (--tp "
+                       "--sp alone runs it)", mw_precision_str(cfg->precision));
     if (cfg->pp > 1) MW_TRY(mw_pipe_check(cfg));
     MW_TRY(mw_tp_check(cfg));
     mw_model *m;
