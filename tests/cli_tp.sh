@@ -6,7 +6,11 @@
 # --recompute full is bitwise the plain run at the same layout; every rank's arena peak is its plan
 # and estimate --world T --tp T's, to the byte; a --tp run's checkpoint is the single-process
 # format, and resumes at one process (and one process's at --tp 2) within the bound; eval reads it;
-# what is not built is refused before step 1, naming it. Usage: tests/cli_tp.sh build/memwall.
+# every --optim runs at --tp 2 within the bound, and its checkpoints (quantised codes and scales,
+# factored rows and columns) resume across layouts; --sp with --precision bf16 within the bf16
+# bound (also over 8 micro-batches); --init hf: imports each rank's shard within the bound; what
+# is not built (--offload, --recompute auto) is refused before step 1, naming it.
+# Usage: tests/cli_tp.sh build/memwall.
 set -u
 MW=$(realpath "${1:-build/memwall}")
 T=$(mktemp -d /tmp/mw_tp_XXXXXX)
@@ -113,6 +117,49 @@ within_b gb1 gb2 "gpt2-tiny --tp 2 --precision bf16"
 run gb2r 2 G --precision bf16 --recompute full
 same gb2 gb2r "gpt2-tiny --tp 2 --precision bf16 --recompute full = no recomputation, bit for bit"
 
+echo "-- every --optim: a shard's blocks, rows and columns are the whole tensor's (lr 1e-4: at 3e-4 one process's own"
+echo "   run is ill-conditioned, adam4bit and came drifting 3e-5 and 1e-3 when lr moves by 3e-9 relative)"
+for o in adamw8bit adam4bit adafactor came; do # sgd is elementwise: test_optim's shards cover it
+  run "o1$o" 0 G --optim "$o" --lr 1e-4
+  run "o2$o" 2 G --optim "$o" --lr 1e-4
+  within "o1$o" "o2$o" "gpt2-tiny --tp 2 --optim $o"
+done
+run o2adam4bitb 2 G --optim adam4bit --lr 1e-4
+same o2adam4bit o2adam4bitb "gpt2-tiny --tp 2 --optim adam4bit twice: the same losses and checkpoint bytes"
+run o2adam4bitr 2 G --optim adam4bit --lr 1e-4 --recompute blocks:fsnf
+same o2adam4bit o2adam4bitr "gpt2-tiny --tp 2 --optim adam4bit --recompute blocks:fsnf = no recomputation, bit for bit"
+# the checkpoints carry the state: --tp 2's step 25 resumed by one process, one process's by --tp 2
+for o in adam4bit came; do
+  mkdir -p "$T/or21$o" "$T/or12$o"
+  cp "$T/o2$o/step-00000025.mwck" "$T/or21$o/" 2>/dev/null || fail "no step-25 checkpoint from --tp 2 --optim $o"
+  cp "$T/o1$o/step-00000025.mwck" "$T/or12$o/" 2>/dev/null || fail "no step-25 checkpoint from one process --optim $o"
+done
+for o in adam4bit came; do
+  run "or21$o" 0 G --optim "$o" --lr 1e-4 --resume auto
+  run "or12$o" 2 G --optim "$o" --lr 1e-4 --resume auto
+done
+# (checked below, by resumed_within)
+[ "$(stat -c %s "$T/o1adam4bit/step-00000050.mwck")" = "$(stat -c %s "$T/o2adam4bit/step-00000050.mwck")" ] &&
+  pass "--tp 2 --optim adam4bit's checkpoint has one process's length" || fail "--optim adam4bit: the checkpoints' lengths differ"
+
+echo "-- --sp --precision bf16: the norms' gradients summed in fp32 before they are rounded"
+run gbs2 2 G --precision bf16 --sp
+within_b gb1 gbs2 "gpt2-tiny --tp 2 --sp --precision bf16"
+run gbs2r 2 G --precision bf16 --sp --recompute every:2
+same gbs2 gbs2r "gpt2-tiny --tp 2 --sp --precision bf16 --recompute every:2 = no recomputation, bit for bit"
+# --accum 8: a micro-batch's sum carried into the next on every rank would be added T times (1.9e-3)
+run gba1 0 G --precision bf16 --batch 1 --accum 8
+run gbas2 2 G --precision bf16 --batch 1 --accum 8 --sp
+within_b gba1 gbas2 "gpt2-tiny --tp 2 --sp --precision bf16 --accum 8"
+
+echo "-- --init hf: with --tp: each rank reads its shard of the Hugging Face weights"
+"$MW" export --ckpt "$T/g1/step-00000025.mwck" --out "$T/hfg/model.safetensors" >"$T/export.out" 2>&1 ||
+  fail "export of one process's step 25: $(tail -1 "$T/export.out")"
+I=(--init "hf:$T/hfg" "${common[@]}")
+run i1 0 I
+run i2 2 I
+within i1 i2 "--init hf: (gpt2-tiny, vocabulary 259 padded to 260) at --tp 2 against one process's import"
+
 echo "-- every rank's arena peak is its plan"
 peaks g2 2 G
 peaks g4 4 G
@@ -120,6 +167,9 @@ peaks l2 2 L
 peaks gb2 2 G --precision bf16
 peaks gs4 4 G --sp
 peaks ls2 2 L --sp
+peaks o2adam4bit 2 G --optim adam4bit --lr 1e-4
+peaks o2came 2 G --optim came --lr 1e-4
+peaks gbs2 2 G --precision bf16 --sp
 
 echo "-- checkpoints: the single-process format, any layout resumes them"
 # a --tp 2 checkpoint at step 25 resumed by one process, and one process's by --tp 2
@@ -145,6 +195,10 @@ resumed_within g1 r21 "--tp 2 saved at step 25, one process resumes"
 resumed_within g1 r12 "one process saved at step 25, --tp 2 resumes"
 resumed_within l1 rl21 "llama --tp 2 saved at step 25, one process resumes"
 resumed_within g1 rs41 "--tp 4 --sp saved at step 25, one process resumes"
+for o in adam4bit came; do
+  resumed_within "o1$o" "or21$o" "--tp 2 --optim $o saved at step 25, one process resumes"
+  resumed_within "o1$o" "or12$o" "one process --optim $o saved at step 25, --tp 2 resumes"
+done
 # the files are the single-process format: the same length, every record readable
 [ "$(stat -c %s "$T/g1/step-00000050.mwck")" = "$(stat -c %s "$T/g2/step-00000050.mwck")" ] &&
   "$MW" eval --data "$T/d" --ckpt "$T/g2/step-00000050.mwck" --eval-batches 2 >"$T/eval.out" 2>&1 &&
@@ -185,9 +239,9 @@ refuse "llama-tiny --tp 4: 2 key/value heads" "must divide the key/value heads (
 refuse "gpt2 --heads 4 --tp 3" "must divide the heads (4)" 3 "${G[@]}" --tp 3
 refuse "--tp 2 on one rank" "runs on 2 ranks" 0 "${G[@]}" --tp 2
 refuse "--tp 2 on 3 ranks" "runs on 2 ranks or a multiple of them" 3 "${G[@]}" --tp 2
-refuse "--tp 2 --optim adafactor" "optim adafactor with --tp" 2 "${G[@]}" --tp 2 --optim adafactor
-refuse "--sp --precision bf16" "sp with --precision bf16" 2 "${G[@]}" --tp 2 --sp --precision bf16
 refuse "--sp over 63 positions" "give a multiple of 2" 2 "${G[@]}" --tp 2 --sp --batch 1 --seq 63
+refuse "--tp 2 --offload optimizer" "offload optimizer with --tp" 2 "${G[@]}" --tp 2 --offload optimizer --offload-dir "$T/scr"
+refuse "--tp 2 --recompute auto" "recompute auto with --tp" 2 "${G[@]}" --tp 2 --recompute auto --budget 64MiB
 refuse "--tp 2 --zero 1" "give --dp > 1" 2 "${G[@]}" --tp 2 --zero 1
 
 # ranks given different layouts: the configuration's fingerprint differs, every rank stops

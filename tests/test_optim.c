@@ -112,6 +112,147 @@ static void run(const tcase *c, size_t chunk, int threads) {
     mw_opt_layout_free(&L);
 }
 
+/* --tp (src/optim/optim_tp.c): case c over Tn ranks' shards of the fixture's tensors (rows, with
+ * the vocabulary's padding rows and GPT-2's groups of q|k|v rows, or columns), each rank a layout
+ * of its own, the passes' statistics joined as src/dist/tp.c joins them (maxima; sums in rank
+ * order). The quantised optimizers, SGD and AdamW give one process's bits: parameters, codes and
+ * scales; Adafactor and CAME, whose column (row) sums the ranks add in rank order, within 1e-6. */
+#define TPMAX 3
+static void run_tp(const tcase *c, int Tn) {
+    omp_set_num_threads(1);
+    mw_config cfg;
+    mw_config_default(&cfg);
+    cfg.optim = c->optim, cfg.beta1 = c->beta1, cfg.beta2 = c->beta2, cfg.beta3 = c->beta3, cfg.eps = c->eps;
+    cfg.eps2 = c->eps2, cfg.weight_decay = c->wd, cfg.clip_threshold = c->clip, cfg.decay_rate = c->decay_rate;
+    cfg.momentum = c->momentum, cfg.tp = Tn;
+    mw_opt_tensor lt[TPMAX][16];
+    mw_opt_layout L[TPMAX];
+    size_t n[TPMAX];
+    float *p[TPMAX], *g[TPMAX];
+    void *m[TPMAX], *v[TPMAX], *st[TPMAX], *sc[TPMAX];
+    for (int r = 0; r < Tn; r++) {
+        size_t at = 0;
+        for (int i = 0; i < NT; i++) {
+            mw_opt_tensor *t = &lt[r][i];
+            memset(t, 0, sizeof *t);
+            t->decay = T[i].decay, t->grows = T[i].rows, t->gcols = T[i].cols, t->rank = r, t->groups = 1;
+            t->split = T[i].cols == 64 && T[i].rows == 40 && 64 % Tn == 0 ? MW_OPT_SHARD_COLS : MW_OPT_SHARD_ROWS;
+            if (T[i].rows == 24 || T[i].rows == 300) t->groups = 3; /* q|k|v */
+            if (t->split == MW_OPT_SHARD_COLS) {
+                t->rows = T[i].rows, t->cols = T[i].cols / Tn;
+            } else {
+                t->per = (T[i].rows / t->groups + Tn - 1) / Tn;
+                t->rows = t->per * t->groups, t->cols = T[i].cols;
+            }
+            t->numel = (size_t)t->rows * (t->cols ? (size_t)t->cols : 1);
+            t->offset = at, at += (t->numel + 15) / 16 * 16;
+        }
+        n[r] = at;
+        CHECK_OK(mw_opt_layout_init(&L[r], &cfg, n[r], NT, lt[r]));
+        p[r] = calloc(n[r], 4), g[r] = calloc(n[r], 4);
+        m[r] = calloc(mw_opt_array_bytes(L[r].bits[0] ? L[r].bits[0] : 8, n[r]) + 1, 1);
+        v[r] = calloc(mw_opt_array_bytes(L[r].bits[1] ? L[r].bits[1] : 8, n[r]) + 1, 1);
+        st[r] = calloc(L[r].state_bytes + 8, 1), sc[r] = calloc(L[r].scratch_bytes + 8, 1);
+        CHECK(L[r].state_bytes == L[0].state_bytes, "the small state is laid out by the whole tensors");
+    }
+    char nm[64];
+    snprintf(nm, sizeof nm, "%s.p", c->name);
+    const rec *rp = need(nm);
+    const int quant = c->optim == MW_OPTIM_ADAMW8BIT || c->optim == MW_OPTIM_ADAM4BIT;
+    const int exact = c->optim != MW_OPTIM_ADAFACTOR && c->optim != MW_OPTIM_CAME;
+    /* whole element e of tensor i is rank r's local element *l (mw_opt_tp_whole_index inverted) */
+    for (int r = 0; r < Tn; r++)
+        for (int i = 0; i < NT; i++)
+            for (size_t k = 0; k < lt[r][i].numel; k++) {
+                const size_t e = mw_opt_tp_whole_index(&lt[r][i], k);
+                if (e != SIZE_MAX) p[r][lt[r][i].offset + k] = P0[T[i].offset + e];
+            }
+    const int K = rp->dims[0];
+    double worst = 0;
+    for (int k = 0; k < K; k++) {
+        mw_opt_hp hp;
+        mw_opt_hp_of(&hp, &cfg, 0.002 * (k + 1), COEF[k], k + 1);
+        for (int r = 0; r < Tn; r++) {
+            for (int i = 0; i < NT; i++)
+                for (size_t q = 0; q < lt[r][i].numel; q++) {
+                    const size_t e = mw_opt_tp_whole_index(&lt[r][i], q);
+                    g[r][lt[r][i].offset + q] = e == SIZE_MAX ? 0.0f : G[(size_t)k * N + T[i].offset + e];
+                }
+            mw_opt_begin(&L[r], &hp, st[r], sc[r]);
+        }
+        for (int pass = 0; pass < L[0].npasses; pass++) {
+            if (!mw_opt_pass_needed(&L[0], pass, 0)) continue;
+            for (int r = 0; r < Tn; r++)
+                mw_opt_chunk(&L[r], &hp, pass, 0, n[r], p[r], g[r], L[r].bits[0] ? m[r] : NULL, L[r].bits[1] ? v[r] : NULL,
+                             st[r], sc[r]);
+            const int j = mw_opt_tp_join(&L[0], pass);
+            if (j == MW_OPT_TPJ_MAX) {
+                for (size_t e = 0; e < L[0].max_floats; e++) {
+                    float x = ((float *)sc[0])[e];
+                    for (int r = 1; r < Tn; r++) x = ((float *)sc[r])[e] > x ? ((float *)sc[r])[e] : x;
+                    for (int r = 0; r < Tn; r++) ((float *)sc[r])[e] = x;
+                }
+            } else if (j != MW_OPT_TPJ_NONE) {
+                for (int i = 0; i < NT; i++) {
+                    size_t cnt = 1;
+                    double *d[TPMAX];
+                    for (int r = 0; r < Tn; r++)
+                        d[r] = j == MW_OPT_TPJ_SUMS ? mw_opt_tp_sums(&L[r], sc[r], i, &cnt) : mw_opt_tp_collapse(&L[r], sc[r], i);
+                    if (!d[0]) continue;
+                    for (size_t e = 0; e < cnt; e++) {
+                        double x = d[0][e];
+                        for (int r = 1; r < Tn; r++) x = x + d[r][e];
+                        for (int r = 0; r < Tn; r++) d[r][e] = x;
+                    }
+                }
+            }
+            for (int r = 0; r < Tn; r++) mw_opt_end_pass(&L[r], &hp, pass, st[r], sc[r]);
+        }
+        const float *want = (const float *)rp->data + (size_t)k * N;
+        size_t bad = 0;
+        for (int r = 0; r < Tn; r++)
+            for (int i = 0; i < NT; i++)
+                for (size_t q = 0; q < lt[r][i].numel; q++) {
+                    const size_t e = mw_opt_tp_whole_index(&lt[r][i], q), l = lt[r][i].offset + q;
+                    CHECK(g[r][l] == 0.0f, "%s --tp %d: gradient not zeroed", c->name, Tn);
+                    if (e == SIZE_MAX) {
+                        CHECK(p[r][l] == 0.0f, "%s --tp %d: a padding row's parameter moved", c->name, Tn);
+                        continue;
+                    }
+                    const float w = want[T[i].offset + e];
+                    const double d = fabs((double)p[r][l] - w) / (fabs(w) > 1e-3 ? fabs(w) : 1e-3);
+                    if (d > worst) worst = d;
+                    if (exact ? memcmp(&p[r][l], &w, 4) != 0 : d > 1e-6) bad++;
+                    if (!quant) continue;
+                    const int bm = L[r].bits[0], bv = L[r].bits[1];
+                    const int qm = bm == 8 ? ((unsigned char *)m[r])[l] : (((unsigned char *)m[r])[l >> 1] >> ((l & 1) * 4)) & 15;
+                    const int qv = bv == 8 ? ((unsigned char *)v[r])[l] : (((unsigned char *)v[r])[l >> 1] >> ((l & 1) * 4)) & 15;
+                    snprintf(nm, sizeof nm, "%s.mq", c->name);
+                    const int32_t wm = ((const int32_t *)need(nm)->data)[(size_t)k * N + T[i].offset + e];
+                    snprintf(nm, sizeof nm, "%s.vq", c->name);
+                    const int32_t wv = ((const int32_t *)need(nm)->data)[(size_t)k * N + T[i].offset + e];
+                    if (qm != wm || qv != wv) bad++;
+                }
+        CHECK(bad == 0, "%s --tp %d step %d: %zu parameters or codes differ from one process's (worst %.3g)", c->name, Tn,
+              k + 1, bad, worst);
+        if (quant) {
+            snprintf(nm, sizeof nm, "%s.ms", c->name);
+            const rec *rms = need(nm);
+            snprintf(nm, sizeof nm, "%s.vs", c->name);
+            const rec *rvs = need(nm);
+            const size_t nvs = L[0].st_off[NT] - L[0].st_off[0];
+            for (int r = 0; r < Tn; r++)
+                CHECK(memcmp(st[r], (const float *)rms->data + (size_t)k * L[0].nblocks, L[0].nblocks * 4) == 0 &&
+                          memcmp((float *)st[r] + L[0].st_off[0], (const float *)rvs->data + (size_t)k * nvs, nvs * 4) == 0,
+                      "%s --tp %d step %d: rank %d's scales are not one process's", c->name, Tn, k + 1, r);
+        }
+    }
+    for (int r = 0; r < Tn; r++) {
+        free(p[r]), free(g[r]), free(m[r]), free(v[r]), free(st[r]), free(sc[r]);
+        mw_opt_layout_free(&L[r]);
+    }
+}
+
 int main(int argc, char **argv) {
     load_fixture(argc > 1 ? argv[1] : "tests/ref/optim.mwfx");
     const rec *lay = need("layout");
@@ -134,11 +275,14 @@ int main(int argc, char **argv) {
     for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++)
         for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++)
             for (int th = 1; th <= 3; th += 2) run(&CASES[c], chunks[k], th);
+    for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++)
+        for (int tn = 2; tn <= TPMAX; tn++) run_tp(&CASES[c], tn);
     if (check_failures) {
         fprintf(stderr, "test_optim: %d failures\n", check_failures);
         return 1;
     }
-    printf("test_optim: %zu optimizers match their PyTorch references bit for bit, whole and in chunks, on 1 and 3 threads\n",
+    printf("test_optim: %zu optimizers match their PyTorch references bit for bit, whole and in chunks, on 1 and 3 threads; "
+           "over 2 and 3 tensor-parallel shards too (Adafactor and CAME within 1e-6)\n",
            sizeof CASES / sizeof CASES[0]);
     free_fixture();
     return 0;

@@ -93,6 +93,18 @@ void mw_tp_reduce_scatter(mw_model *m, float *buf, int N, int C) {
     mw_graph_io_failed(m, reduce(m, buf, (size_t)N * C, OP_SUM32, (size_t)C, 0));
 }
 
+void mw_tp_sum_partials(mw_model *m, float *buf, int N, int C) {
+    if (!mw_tp_on(m)) return;
+    if (m->cfg.sp) mw_tp_reduce_scatter(m, buf, N, C);
+    else mw_tp_allreduce(m, buf, (size_t)N * (size_t)C);
+}
+
+const void *mw_tp_all_rows(mw_model *m, const void *mine, int N, size_t row_bytes) {
+    if (!mw_tp_on(m) || !m->cfg.sp) return mine;
+    mw_tp_gather_rows(m, m->spbuf, mine, N, row_bytes);
+    return m->spbuf;
+}
+
 void mw_tp_gather_rows(mw_model *m, void *full, const void *mine, int N, size_t row_bytes) {
     mw_comm *cm = m->tpc;
     if (!cm) {
@@ -115,7 +127,7 @@ mw_status mw_tp_sp_settle(mw_model *m) {
     if (!m->cfg.sp || !m->tp_sp_dirty) return MW_OK;
     for (int i = 0; i < m->ntensors; i++) {
         const mw_tensor *t = &m->tensors[i];
-        if (!t->seqp) continue;
+        if (!t->seqp || (t->layer >= 0 && mw_graph_grads_mem16(m))) continue; /* bf16: summed by mw_tp_sp_done */
         float *g = mw_graph_tensor(m, 1, i);
         if (!g) return mw_fail(MW_ERR_ARG, "internal: --sp: tensor %s's gradients are not in memory", t->name);
         MW_TRY(allreduce(m, g, t->numel, OP_SUM32));
@@ -124,9 +136,53 @@ mw_status mw_tp_sp_settle(mw_model *m) {
     return MW_OK;
 }
 
+/* The block's --sp tensors in its fp32 slot (base: the segment's first element) */
+static void sp_block(mw_model *m, int l, float *slot, int sum, mw_status *st) {
+    const size_t lo = m->seg_lo[1 + l];
+    for (int i = 0; i < m->ntensors && *st == MW_OK; i++) {
+        const mw_tensor *t = &m->tensors[i];
+        if (!t->seqp || t->layer != l) continue;
+        float *g = slot + (t->offset - lo);
+        if (sum) *st = allreduce(m, g, t->numel, OP_SUM32);
+        else memset(g, 0, t->numel * sizeof(float));
+    }
+}
+
+void mw_tp_sp_bind(mw_model *m, int l, float *slot) {
+    mw_status st = MW_OK;
+    if (m->cfg.sp && mw_tp_rank(m) != 0) sp_block(m, l, slot, 0, &st);
+}
+
+mw_status mw_tp_sp_done(mw_model *m, int l, float *slot) {
+    mw_status st = MW_OK;
+    if (m->cfg.sp) sp_block(m, l, slot, 1, &st);
+    return st;
+}
+
 void mw_tp_allreduce(mw_model *m, float *buf, size_t n) { mw_graph_io_failed(m, allreduce(m, buf, n, OP_SUM32)); }
 void mw_tp_allreduce_f64(mw_model *m, double *buf, size_t n) { mw_graph_io_failed(m, allreduce(m, buf, n, OP_SUM64)); }
 void mw_tp_allreduce_max(mw_model *m, float *buf, size_t n) { mw_graph_io_failed(m, allreduce(m, buf, n, OP_MAX32)); }
+
+mw_status mw_tp_opt_join(mw_model *m, int pass) {
+    const mw_opt_layout *L = &m->opt;
+    switch (mw_opt_tp_join(L, pass)) {
+    case MW_OPT_TPJ_MAX: return allreduce(m, m->oscratch, L->max_floats, OP_MAX32);
+    case MW_OPT_TPJ_SUMS:
+        for (int i = 0; i < L->ntensors; i++) {
+            size_t n;
+            double *d = mw_opt_tp_sums(L, m->oscratch, i, &n);
+            if (d) MW_TRY(allreduce(m, d, n, OP_SUM64));
+        }
+        return MW_OK;
+    case MW_OPT_TPJ_PIECES:
+        for (int i = 0; i < L->ntensors; i++) {
+            double *d = mw_opt_tp_collapse(L, m->oscratch, i);
+            if (d) MW_TRY(allreduce(m, d, 1, OP_SUM64));
+        }
+        return MW_OK;
+    default: return MW_OK;
+    }
+}
 
 void mw_tp_vocab_range(const mw_model *m, int V, int *lo, int *hi) {
     const int T = m->cfg.tp > 1 ? m->cfg.tp : 1, per = (V + T - 1) / T, r = mw_tp_rank(m);
@@ -260,14 +316,26 @@ mw_status mw_model_set_tp(mw_model *m, mw_comm *tcomm) {
                        c->tp, tcomm ? tcomm->size : 0);
     if (c->tp > MAX_TP) return mw_fail(MW_ERR_ARG, "--tp %d: at most %d tensor-parallel ranks", c->tp, MAX_TP);
     m->tpc = tcomm;
+    for (int i = 0; i < m->opt.ntensors; i++) /* the optimizer's shards: this rank's of each whole tensor */
+        if (m->opt.t[i].split) m->opt.t[i].rank = tcomm->rank;
     return MW_OK;
 }
 
-/* array which of tensor i on this rank */
+/* array which of tensor i on this rank (floats: the parameters, or an optimizer array of 32 bits) */
 static float *local_array(const mw_model *m, int i, int which) {
     if (which == 0) return mw_graph_tensor(m, 0, i);
     void *a = which == 1 ? m->m : m->v;
-    return a ? (float *)a + m->tensors[i].offset : NULL;
+    return a && m->opt.bits[which - 1] == 32 ? (float *)a + m->tensors[i].offset : NULL;
+}
+
+/* Local elements [lo, lo + n) of tensor i's optimizer array which (1 M, 2 V) of 8 or 4 bits, each
+ * code as a float, into out */
+static void local_codes(const mw_model *m, int i, int which, size_t lo, size_t n, float *out) {
+    const int bits = m->opt.bits[which - 1];
+    const unsigned char *a = which == 1 ? m->m : m->v;
+    const size_t o = m->tensors[i].offset + lo;
+    for (size_t e = 0; e < n; e++)
+        out[e] = (float)(bits == 8 ? a[o + e] : (a[(o + e) >> 1] >> (((o + e) & 1) * 4)) & 15);
 }
 
 int mw_tp_part_end(const mw_tensor *t, int a, size_t most) {
@@ -303,24 +371,35 @@ static void part_local(const mw_tensor *t, int T, int r, int a, int b, size_t *l
 mw_status mw_tp_gather_part(mw_model *m, int i, int which, int a, int b, float *out, float *scratch) {
     const mw_tensor *t = &m->tensors[i];
     mw_comm *cm = m->tpc;
-    const float *mine = local_array(m, i, which);
-    if (!mine) return mw_fail(MW_ERR_ARG, "internal: --tp: tensor %s's array %d is not in memory", t->name, which);
+    const int coded = which > 0 && m->opt.bits[which - 1] != 32 && m->opt.bits[which - 1] != 0; /* 8 or 4 bits */
+    const float *mine = coded ? NULL : local_array(m, i, which);
+    if (!mine && !coded) return mw_fail(MW_ERR_ARG, "internal: --tp: tensor %s's array %d is not in memory", t->name, which);
     const int T = cm ? cm->size : 1, R = cm ? cm->rank : 0;
     const size_t cols = t->gdims[1] ? (size_t)t->gdims[1] : 1, g0 = (size_t)a * cols, n = (size_t)(b - a) * cols;
     if (t->split == MW_TS_WHOLE || T == 1) { /* the same on every rank: rank 0's */
-        if (R == 0) memcpy(out, mine + g0, n * sizeof(float));
+        if (R == 0 && coded) local_codes(m, i, which, g0, n, out);
+        else if (R == 0) memcpy(out, mine + g0, n * sizeof(float));
         return MW_OK;
     }
     size_t lo[MAX_TP], cnt[MAX_TP], off[MAX_TP], sc[MAX_TP] = {0}, sd[MAX_TP] = {0}, rc[MAX_TP] = {0}, rd[MAX_TP] = {0};
     size_t at = 0;
     for (int j = 0; j < T; j++) part_local(t, T, j, a, b, &lo[j], &cnt[j]), off[j] = at, at += cnt[j];
+    float *codes = NULL; /* 8 or 4 bits: this rank's codes of the part, as floats */
+    if (coded) {
+        if (!(codes = malloc((cnt[R] ? cnt[R] : 1) * sizeof(float))))
+            return mw_fail(MW_ERR_NOMEM, "out of memory gathering %s's optimizer state", t->name);
+        local_codes(m, i, which, lo[R], cnt[R], codes);
+    }
+    const float *src = coded ? codes : mine + lo[R];
     if (R == 0) {
         for (int j = 1; j < T; j++) rc[j] = cnt[j], rd[j] = off[j];
-        memcpy(scratch + off[0], mine + lo[0], cnt[0] * sizeof(float));
+        memcpy(scratch + off[0], src, cnt[0] * sizeof(float));
     } else {
-        sc[0] = cnt[R], sd[0] = lo[R];
+        sc[0] = cnt[R], sd[0] = 0;
     }
-    MW_TRY(cm->alltoallv(cm, mine, sc, sd, R == 0 ? scratch : NULL, rc, rd));
+    const mw_status st = cm->alltoallv(cm, src, sc, sd, R == 0 ? scratch : NULL, rc, rd);
+    free(codes);
+    MW_TRY(st);
     if (R != 0) return MW_OK;
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (size_t e = 0; e < n; e++) {
@@ -368,6 +447,9 @@ void mw_model_tensor_whole(const mw_model *m, int i, int *ndim, int dims[2], siz
     *numel = whole_numel(t);
 }
 
+int mw_model_tp_local(const mw_model *m, int i, size_t whole, size_t *local) {
+    return mw_tp_local_index(&m->tensors[i], m->cfg.tp > 1 ? m->cfg.tp : 1, mw_tp_rank(m), whole, local);
+}
 int mw_model_tp_part_end(const mw_model *m, int i, int row) { return mw_tp_part_end(&m->tensors[i], row, m->tpq); }
 mw_status mw_model_tp_gather_part(mw_model *m, int i, int which, int a, int b, float *out, float *scratch) {
     return mw_tp_gather_part(m, i, which, a, b, out, scratch);

@@ -39,15 +39,33 @@ void mw_tp_allreduce_max(mw_model *m, float *buf, size_t n);
 void mw_tp_rows(const mw_model *m, int N, int *r0, int *r1);
 void mw_tp_reduce_scatter(mw_model *m, float *buf, int N, int C);
 void mw_tp_gather_rows(mw_model *m, void *full, const void *mine, int N, size_t row_bytes);
+/* What the models' tensor-parallel steps share (gpt2.c, llama.c): buf's (N, C) partial sums of a
+ * reduction the ranks divide (a row-parallel product's output, a column-parallel product's input
+ * gradient) summed over the ranks: reduce-scattered under --sp (this rank's rows of the sum, in
+ * place), all-reduced otherwise, nothing without --tp; and a value's rows of every rank (mine: this
+ * rank's N / T rows, row_bytes each) all-gathered into m->spbuf under --sp (returned), or mine. */
+void mw_tp_sum_partials(mw_model *m, float *buf, int N, int C);
+const void *mw_tp_all_rows(mw_model *m, const void *mine, int N, size_t row_bytes);
 /* --sp: the tensor added last has a gradient summed over the sequence (a norm's): each rank's is
  * over its rows, and the step sums them over the ranks before the norm (mw_tp_grad_norm) */
 static inline void mw_tp_tensor_seq(mw_model *m) {
     if (!m->add_skipped) m->tensors[m->ntensors - 1].seqp = 1; /* (under --pp: when this stage holds it) */
 }
 
+/* --sp with --precision bf16 (the blocks' gradients bfloat16 between their backwards): block l's
+ * norms' gradients are summed over the ranks in its fp32 slot before they are rounded, each
+ * backward: at its start the slot holds them on rank 0 alone (the others' start from zero, so that
+ * the sum adds the step's earlier micro-batches once), and at its end their sum in rank order. */
+void mw_tp_sp_bind(mw_model *m, int l, float *slot);
+mw_status mw_tp_sp_done(mw_model *m, int l, float *slot);
+
 /* --sp: those gradients summed over the ranks, once after a backward (the norm and the optimizer
  * call it; nothing when already done) */
 mw_status mw_tp_sp_settle(mw_model *m);
+
+/* The optimizer's statistics of pass `pass` over the shards, joined over the ranks before
+ * mw_opt_end_pass (optim.h's mw_opt_tp_join: maxima, or sums in rank order). */
+mw_status mw_tp_opt_join(mw_model *m, int pass);
 
 /* The vocabulary's rows a rank holds of a MW_TS_ROWS tensor of V rows: [*lo, *hi) of the whole
  * (each rank ceil(V / T) rows, the last ones padding beyond V). */

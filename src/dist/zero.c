@@ -47,6 +47,8 @@ mw_status mw_model_set_comm(mw_model *m, mw_comm *comm) {
                                        "(start it with mpirun -np %d)", c->tp, c->tp, comm ? comm->size : 0, c->tp);
         if (c->tp > 64) return mw_fail(MW_ERR_ARG, "--tp %d: at most 64 tensor-parallel ranks", c->tp);
         m->comm = m->tpc = comm;
+        for (int i = 0; i < m->opt.ntensors; i++) /* the optimizer's shards: this rank's of each whole tensor */
+            if (m->opt.t[i].split) m->opt.t[i].rank = comm->rank;
         return MW_OK;
     }
     if (!c->dp) return mw_fail(MW_ERR_ARG, "the model was not planned for data parallelism (cfg.dp)");

@@ -438,6 +438,7 @@ mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
                 mw_opt_chunk(&m->opt, &hp, k, lo, hi, m->params + lo, mw_graph_grads_chunk(m, sg, lo, hi), mm, vv,
                              m->ostate, m->oscratch);
             }
+            if (mw_tp_on(m)) MW_TRY(mw_tp_opt_join(m, k)); /* the shards' statistics over the ranks */
             mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
         }
         memset(m->gfresh, 1, (size_t)c->n_layer);
@@ -448,6 +449,7 @@ mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
     for (int k = 0; k < m->opt.npasses; k++) {
         if (!mw_opt_pass_needed(&m->opt, k, 0)) continue; /* one chunk: it cuts no block */
         mw_opt_chunk(&m->opt, &hp, k, 0, m->nfloats, m->params, m->grads, m->m, m->v, m->ostate, m->oscratch);
+        if (mw_tp_on(m)) MW_TRY(mw_tp_opt_join(m, k)); /* the shards' statistics over the ranks */
         mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
     }
     m->compute_s += now_s() - t0;

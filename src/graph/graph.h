@@ -95,6 +95,7 @@ typedef struct mw_tensor {
                              (GPT-2's fused q|k|v: 3, so that a rank holds its heads' q, k and v); 1 */
     int gdims[2];         /* the whole tensor's dims, as one process holds it (and checkpoints store it) */
     unsigned char seqp;   /* --sp: its gradient is each rank's rows' (mw_tp_tensor_seq) */
+    unsigned char pad;    /* padded in the flat buffer (mw_graph_add_tensor's pad): one process's layout */
 } mw_tensor;
 
 /* A read of the disk tier that a parameter visit starts: segment seg's parameters into staging

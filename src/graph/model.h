@@ -73,4 +73,17 @@ void mw_model_tensor_whole(const mw_model *m, int i, int *ndim, int dims[2], siz
 int mw_model_tp_part_end(const mw_model *m, int i, int row);
 mw_status mw_model_tp_gather_part(mw_model *m, int i, int which, int a, int b, float *out, float *scratch);
 void mw_model_tp_take_part(const mw_model *m, int i, const float *part, size_t g0, size_t n, float *dst);
+/* --tp, the other optimizers' state in the single-process checkpoint (src/dist/tp_state.c). Array
+ * which of mw_model_tp_gather_part is then 1 M, 2 V of any width: an 8- or 4-bit code comes as a
+ * float. One process's flat offsets of the whole tensors (ntensors + 1, the last its total;
+ * malloc'd into *out); the bytes of part (0 M, 1 V, 2 the small state) in that layout; this rank's
+ * elements of part's bytes [byte_off, byte_off + nbytes) of that layout (buf, read in any order)
+ * into its arrays; the small state as one process holds it (malloc'd into *out, state_bytes;
+ * collective: a 1-D shard's second moments gathered from every rank). */
+/* Element `whole` of tensor i whole is this rank's element *local of its shard: 1, else 0. */
+int mw_model_tp_local(const mw_model *m, int i, size_t whole, size_t *local);
+mw_status mw_model_tp_whole_offsets(const mw_model *m, size_t **out);
+uint64_t mw_model_tp_state_bytes(const mw_model *m, int part);
+mw_status mw_model_tp_take_state(mw_model *m, int part, const void *buf, uint64_t byte_off, size_t nbytes);
+mw_status mw_model_tp_state_whole(mw_model *m, float **out);
 #endif

@@ -39,6 +39,7 @@ void mw_graph_add_tensor_split(mw_model *m, const char *name, int r, int c, int 
     t->gdims[0] = gr, t->gdims[1] = gc;
     t->groups = 1;
     t->split = (unsigned char)split;
+    t->pad = (unsigned char)(pad != 0);
     const size_t len = strnlen(name, sizeof t->name - 1); /* snprintf("%s")'s truncation, without its cost (a
                                                            * model of 256 experts a block names 45k tensors) */
     memcpy(t->name, name, len);
@@ -69,6 +70,13 @@ static mw_status build_optim(mw_model *m) {
         const mw_tensor *ts = &m->tensors[i];
         t[i].offset = ts->offset, t[i].numel = ts->numel, t[i].decay = ts->decay;
         t[i].rows = ts->dims[0], t[i].cols = ts->ndim == 2 ? ts->dims[1] : 0;
+        t[i].split = 0, t[i].grows = t[i].gcols = t[i].groups = t[i].per = t[i].rank = 0;
+        if (mw_tp_on(m) && ts->split != MW_TS_WHOLE) { /* a shard: the optimizer keeps the whole tensor's blocks */
+            const int G = ts->groups ? ts->groups : 1, T = m->cfg.tp;
+            t[i].split = ts->split == MW_TS_ROWS ? MW_OPT_SHARD_ROWS : MW_OPT_SHARD_COLS;
+            t[i].grows = ts->gdims[0], t[i].gcols = ts->ndim == 2 ? ts->gdims[1] : 0;
+            t[i].groups = G, t[i].per = (ts->gdims[0] / G + T - 1) / T; /* rank: mw_model_set_comm */
+        }
     }
     mw_status st = mw_opt_layout_init(&m->opt, &m->cfg, m->nfloats, m->ntensors, t);
     free(t);
@@ -532,13 +540,12 @@ mw_status mw_graph_model_create(mw_model **out, const mw_model_def *arch, const 
         return mw_fail(MW_ERR_ARG, "--%s with the %s family runs in a later version: estimate and plan only (train runs "
                        "layouts of the GPT-2 and Llama families)", cfg->tp > 1 ? "tp" : cfg->sp ? "sp" : cfg->pp > 1 ? "pp" : "ep",
                        arch->name);
-    if (cfg->tp > 1 && mw_graph_layout_runs(cfg) && cfg->optim != MW_OPTIM_ADAMW) /* src/dist/tp.c */
-        return mw_fail(MW_ERR_ARG, "--optim %s with --tp: its state is not per element (blocks, rows or sums that a "
-                       "shard would cut differently from one process), not built yet; give --optim adamw",
-                       mw_optim_str(cfg->optim));
-    if (cfg->tp > 1 && mw_graph_layout_runs(cfg) && cfg->sp && cfg->precision != MW_PRECISION_FP32)
-        return mw_fail(MW_ERR_ARG, "--sp with --precision %s: the norms' bfloat16 gradients summed over the ranks "
-                       "are not built yet; give --precision fp32 (or drop --sp)", mw_precision_str(cfg->precision));
+    if (cfg->tp > 1 && (cfg->pp > 1 || cfg->dp) && cfg->optim != MW_OPTIM_ADAMW) /* built for --tp alone (optim_tp.c) */
+        return mw_fail(MW_ERR_ARG, "--optim %s with --tp under --pp or data-parallel replicas: a 3D layout's checkpoint "
+                       "of its state is not built yet; give --optim adamw (or --tp alone)", mw_optim_str(cfg->optim));
+    if (cfg->tp > 1 && (cfg->pp > 1 || cfg->dp) && cfg->sp && cfg->precision != MW_PRECISION_FP32)
+        return mw_fail(MW_ERR_ARG, "--sp with --precision %s under --pp or data-parallel replicas: not built yet (--tp "
+                       "--sp alone runs it)", mw_precision_str(cfg->precision));
     if (cfg->pp > 1) MW_TRY(mw_pipe_check(cfg));
     MW_TRY(mw_tp_check(cfg));
     mw_model *m;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../core/status.h"
+#include "../dist/tp.h"
 #include "../optim/adamw.h"
 #include "graph_impl.h"
 #include "model.h"
@@ -466,6 +467,7 @@ mw_status mw_graph_grad_bind(mw_model *m, int l) {
             memset(m->gslot[0], 0, n * sizeof(float));
         else
             mw_bf16_load_mt(m->gslot[0], m->g16 + (m->seg_lo[seg] - m->seg_lo[1]), n);
+        if (m->cfg.sp) mw_tp_sp_bind(m, l, m->gslot[0]); /* --sp: the norms' earlier sum on rank 0 alone */
         m->gbase[seg] = m->gslot[0];
         return MW_OK;
     }
@@ -497,6 +499,7 @@ mw_status mw_graph_grad_done(mw_model *m, int l) {
         return mw_zero_exchange(m, m->gslot[0], m->seg_lo[seg], m->seg_lo[seg + 1]);
     }
     if (mw_graph_grads_mem16(m)) { /* rounded into their bfloat16 home */
+        if (m->cfg.sp) MW_TRY(mw_tp_sp_done(m, l, m->gslot[0])); /* --sp: the norms' sum over the ranks first */
         mw_bf16_store_mt(m->g16 + (m->seg_lo[seg] - m->seg_lo[1]), m->gslot[0], n);
         m->gbase[seg] = NULL;
         m->gfresh[l] = 0;

@@ -280,7 +280,6 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     float *spb = m->spbuf;
     void **P = m->opp + (size_t)i * MW_MAXACC;
 #define F(k) ((float *)P[k])
-#define GATHER(mine, eb) (mw_tp_gather_rows(m, spb, (mine), N, (size_t)C * (eb)), (void *)spb) /* every rank's rows */
     float *p[NLAYERT], *g[NLAYERT];
     if (l < L) {
         layer_ptrs(m, 0, l, p);
@@ -299,10 +298,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
             float *e = sp ? spb : F(2), *x = F(2);
             const float *wpe = WPE(0);
             mw_vocab_embed_rows(e, (const int32_t *)P[0], WTE(0), N, C, vlo, vhi);
-            if (sp)
-                mw_tp_reduce_scatter(m, e, N, C);
-            else
-                mw_tp_allreduce(m, e, NC);
+            mw_tp_sum_partials(m, e, N, C);
 #pragma omp parallel for schedule(static)
             for (int n = r0; n < r1; n++)
                 for (int k = 0; k < C; k++)
@@ -313,7 +309,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     case K_LN1:
         mw_layernorm_forward_eps(P[1], b16, F(2), F(2) + Nl, F(0), p[LN1W], p[LN1B], Nl, C, ln_eps(c));
         if (m->ops[i].kind == K_LN1QKV)
-            product_out(m, P[3], F(4), sp ? GATHER(P[1], hb) : P[1], p[QKVW], p[QKVB], N, C, 3 * Cl);
+            product_out(m, P[3], F(4), mw_tp_all_rows(m, P[1], N, (size_t)C * hb), p[QKVW], p[QKVB], N, C, 3 * Cl);
         break;
     case K_ATTN:
         mw_attention_forward_x(P[1], b16, F(2), F(3), m->nthreads, P[0], b16, B, T, Hl, Hl, hs);
@@ -330,10 +326,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         float *o = F(2), *part = sp ? spb : o; /* --sp: the whole partial sums, then this rank's rows */
         const float *x = F(0);
         mw_matmul_forward_x(part, P[1], b16, w, NULL, N, IC, C, 0, WS);
-        if (sp)
-            mw_tp_reduce_scatter(m, part, N, C);
-        else
-            mw_tp_allreduce(m, part, NC);
+        mw_tp_sum_partials(m, part, N, C);
 #pragma omp parallel for schedule(static)
         for (int n = r0; n < r1; n++)
             for (int q = 0; q < C; q++)
@@ -344,7 +337,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     case K_LN2:
         mw_layernorm_forward_eps(P[1], b16, F(2), F(2) + Nl, F(0), p[LN2W], p[LN2B], Nl, C, ln_eps(c));
         if (m->ops[i].kind == K_LN2FC)
-            product_out(m, P[3], F(4), sp ? GATHER(P[1], hb) : P[1], p[FCW], p[FCB], N, C, 4 * Cl);
+            product_out(m, P[3], F(4), mw_tp_all_rows(m, P[1], N, (size_t)C * hb), p[FCW], p[FCB], N, C, 4 * Cl);
         break;
     case K_GELU:
         mw_gelu_forward_x(P[1], b16, P[0], b16, (long)N * 4 * Cl);
@@ -357,7 +350,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         float *stats = F(3), *logits = F(4), *losses = F(5);
         const float *x = F(0);
         mw_layernorm_forward_eps(lnf, b16, stats, stats + Nl, x, LNFW(0), LNFB(0), Nl, C, ln_eps(c));
-        if (sp) lnf = GATHER(lnf, hb); /* the head reads every row */
+        lnf = (void *)mw_tp_all_rows(m, lnf, N, (size_t)C * hb); /* the head reads every row (spbuf, writable) */
         const int grad = kind == K_HEAD && train;
         for (int n0 = 0; n0 < N; n0 += LOSS_ROWS) { /* positions in fixed quanta */
             const int rows = n0 + LOSS_ROWS < N ? LOSS_ROWS : N - n0;
@@ -378,10 +371,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
             *loss_sum = s;
         }
         if (grad) {
-            if (sp) /* d(lnf) over the vocabulary's ranks: this rank's rows */
-                mw_tp_reduce_scatter(m, F(6), N, C);
-            else if (tp)
-                mw_tp_allreduce(m, F(6), NC);
+            mw_tp_sum_partials(m, F(6), N, C); /* d(lnf) over the vocabulary's ranks: this rank's rows */
             memset(F(7), 0, sizeof(float) * (size_t)Nl * C);
             mw_layernorm_backward_acc(F(7), LNFW(1), LNFB(1), F(6) + (size_t)r0 * C, x, LNFW(0), stats,
                                       stats + Nl, Nl, C);
@@ -391,7 +381,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     case K_BFCPROJ: { /* dW from gelu, then d(gelu) (over gelu, or per chunk of rows when gelu is
                          bfloat16: rows are independent, the same bits), then d(fch) over fch */
         const int W4 = 4 * Cl;
-        const float *dres = sp ? GATHER(F(2), sizeof(float)) : F(2); /* every row's */
+        const float *dres = mw_tp_all_rows(m, F(2), N, (size_t)C * sizeof(float)); /* every row's */
         mw_matmul_backward_x(NULL, g[FCPW], g[FCPB], dres, 0, P[1], b16, p[FCPW], N, W4, C, 0, WS);
         const int RC = b16 ? MW_CHUNK_ROWS : N;
         for (int n0 = 0; n0 < N; n0 += RC) {
@@ -404,33 +394,27 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         break;
     }
     case K_BFC:
-        mw_matmul_backward_x(F(4), g[FCW], g[FCB], P[3], b16, sp ? GATHER(P[0], hb) : P[0], b16, p[FCW], N, C,
+        mw_matmul_backward_x(F(4), g[FCW], g[FCB], P[3], b16, mw_tp_all_rows(m, P[0], N, (size_t)C * hb), b16, p[FCW], N, C,
                              4 * Cl, 0, WS);
-        if (sp)
-            mw_tp_reduce_scatter(m, F(4), N, C);
-        else if (tp)
-            mw_tp_allreduce(m, F(4), NC);
+        mw_tp_sum_partials(m, F(4), N, C);
         mw_layernorm_backward_acc(F(5), g[LN2W], g[LN2B], F(4) + (size_t)r0 * C, F(2), p[LN2W], F(1), F(1) + Nl, Nl, C);
         break;
     case K_BPROJ:
-        mw_matmul_backward_x(F(2), g[PROJW], g[PROJB], sp ? GATHER(F(1), sizeof(float)) : F(1), 0, P[0], b16, p[PROJW],
+        mw_matmul_backward_x(F(2), g[PROJW], g[PROJB], mw_tp_all_rows(m, F(1), N, (size_t)C * sizeof(float)), 0, P[0], b16, p[PROJW],
                              N, Cl, C, 0, WS);
         break;
     case K_BATTN:
         mw_attention_backward_x(F(4), F(5), m->nthreads, F(0), P[1], b16, P[2], b16, F(3), B, T, Hl, Hl, hs);
         break;
     case K_BQKV:
-        mw_matmul_backward_x(F(4), g[QKVW], g[QKVB], F(0), 0, sp ? GATHER(P[1], hb) : P[1], b16, p[QKVW], N, C,
+        mw_matmul_backward_x(F(4), g[QKVW], g[QKVB], F(0), 0, mw_tp_all_rows(m, P[1], N, (size_t)C * hb), b16, p[QKVW], N, C,
                              3 * Cl, 0, WS);
-        if (sp)
-            mw_tp_reduce_scatter(m, F(4), N, C);
-        else if (tp)
-            mw_tp_allreduce(m, F(4), NC);
+        mw_tp_sum_partials(m, F(4), N, C);
         mw_layernorm_backward_acc(F(5), g[LN1W], g[LN1B], F(4) + (size_t)r0 * C, F(3), p[LN1W], F(2), F(2) + Nl, Nl, C);
         break;
     case K_EMBB:
         if (tp) {
-            mw_vocab_encoder_backward(WTE(1), WPE(1), sp ? GATHER(F(0), sizeof(float)) : F(0), (const int32_t *)P[1], B,
+            mw_vocab_encoder_backward(WTE(1), WPE(1), mw_tp_all_rows(m, F(0), N, (size_t)C * sizeof(float)), (const int32_t *)P[1], B,
                                       T, C, vlo, vhi);
             m->tp_sp_dirty = sp; /* the norms' gradients are each rank's rows' until the step sums them */
         } else
@@ -439,7 +423,6 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     default:
         break;
     }
-#undef GATHER
 #undef F
 }
 

@@ -18,6 +18,7 @@
 #include "../core/fsutil.h"
 #include "../core/json.h"
 #include "../core/status.h"
+#include "../graph/model.h"
 #include "hf.h"
 #include "safetensors.h"
 
@@ -735,6 +736,15 @@ static mw_status check_llama(const mw_hf_files *h, const mw_config *mc) {
     return MW_OK;
 }
 
+typedef struct tp_shard {
+    const mw_model *m;
+    int i;
+} tp_shard;
+static int tp_keep(void *ctx, uint64_t whole, size_t *local) {
+    const tp_shard *sh = ctx;
+    return mw_model_tp_local(sh->m, sh->i, (size_t)whole, local);
+}
+
 mw_status mw_hf_load(const char *path, mw_model *m) {
     mw_hf_files h;
     MW_TRY(mw_hf_files_open(&h, path));
@@ -754,9 +764,13 @@ mw_status mw_hf_load(const char *path, mw_model *m) {
             s = mw_fail(MW_ERR_FORMAT, "%s/config.json: layer_norm_epsilon is %s, the model's is %s", h.dir,
                         mw_hf_py_float(want, b1, sizeof b1), mw_hf_py_float(have, b2, sizeof b2));
     }
+    const int tp = mw_model_tp(m) > 1; /* --tp: each rank its shard of every tensor, read whole-tensor order */
     for (int i = 0; s == MW_OK && i < mw_model_num_tensors(m); i++) {
         mw_param_info p;
         if ((s = mw_model_tensor(m, i, &p)) != MW_OK) break; /* the disk tier's read may fail */
+        float *shard = p.data;
+        const size_t shard_n = p.numel;
+        if (tp) mw_model_tensor_whole(m, i, &p.ndim, p.dims, &p.numel);
         const mw_st_file *f;
         char full[300];
         snprintf(full, sizeof full, "%s%s", pre, p.name);
@@ -770,6 +784,10 @@ mw_status mw_hf_load(const char *path, mw_model *m) {
             const int64_t w[2] = {want0, want1};
             s = mw_fail(MW_ERR_FORMAT, "%s: tensor %s has shape %s, the model needs %s", f->path, t->name,
                         dims_str(b1, sizeof b1, t->ndim, t->shape), dims_str(b2, sizeof b2, p.ndim, w));
+        } else if (tp) {
+            tp_shard sh = {m, i};
+            memset(shard, 0, shard_n * sizeof(float)); /* the vocabulary's padding rows */
+            s = mw_st_read_f32_map(f, t, shard, tr, tp_keep, &sh);
         } else {
             s = mw_st_read_f32(f, t, p.data, tr);
         }

@@ -275,7 +275,6 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     const int Nl = r1 - r0; /* the rows of the residual stream and the norms here */
     const size_t hb = B16(m) ? 2 : sizeof(float);
     float *spb = m->spbuf;
-#define GATHER(mine, eb) (mw_tp_gather_rows(m, spb, (mine), N, (size_t)C * (eb)), (void *)spb) /* every rank's rows */
     const float eps = (float)c->norm_eps;
     const int L = c->n_layer, l = m->ops[i].layer;
     const float *cos_t = m->ext[E_ROPE], *sin_t = cos_t + (size_t)rope_rows(c) * hs / 2;
@@ -307,7 +306,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     case K_LN1:
         mw_rmsnorm_forward_x(P[1], b16, A(2), A(0), p[ATTN_NORM], Nl, C, eps);
         if (m->ops[i].kind == K_LN1) break;
-        const void *ln1 = sp ? GATHER(P[1], hb) : P[1];
+        const void *ln1 = mw_tp_all_rows(m, P[1], N, (size_t)C * hb);
         if (!b16) {
             mw_matmul_forward_x(A(3), ln1, 0, p[WQ], NULL, N, C, QW, 0, WS); /* q|k|v: one matrix */
             mw_rope_forward_inplace(A(3), QW, cos_t, sin_t, B, T, H, hs);
@@ -337,10 +336,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         float *o = A(2), *part = sp ? spb : o; /* --sp: the whole partial sums, then this rank's rows */
         const float *x = A(0);
         mw_matmul_forward_x(part, P[1], b16, w, NULL, N, IC, C, 0, WS);
-        if (sp)
-            mw_tp_reduce_scatter(m, part, N, C);
-        else
-            mw_tp_allreduce(m, part, NC);
+        mw_tp_sum_partials(m, part, N, C);
         const float *s0 = part + (size_t)r0 * C;
         const size_t nl = (size_t)Nl * C;
 #pragma omp parallel for schedule(static)
@@ -351,7 +347,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     case K_LN2:
         mw_rmsnorm_forward_x(P[1], b16, A(2), A(0), p[MLP_NORM], Nl, C, eps);
         if (m->ops[i].kind == K_LN2) break;
-        const void *ln2 = sp ? GATHER(P[1], hb) : P[1];
+        const void *ln2 = mw_tp_all_rows(m, P[1], N, (size_t)C * hb);
         if (!b16) {
             mw_matmul_forward_x(A(3), ln2, 0, p[WGATE], NULL, N, C, F, 0, WS);
             mw_matmul_forward_x(A(3) + NF, ln2, 0, p[WUP], NULL, N, C, F, 0, WS);
@@ -378,7 +374,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         float *rstd = A(3), *logits = A(4), *losses = A(5);
         const float *x = A(0), *wl = LMHEAD(0);
         mw_rmsnorm_forward_x(lnf, b16, rstd, x, NORMF(0), Nl, C, eps);
-        if (sp) lnf = GATHER(lnf, hb); /* the head reads every row */
+        lnf = (void *)mw_tp_all_rows(m, lnf, N, (size_t)C * hb); /* the head reads every row (spbuf, writable) */
         const int grad = kind == K_HEAD && train;
         for (int n0 = 0; n0 < N; n0 += MW_LOSS_ROWS) { /* positions in fixed quanta */
             const int rows = n0 + MW_LOSS_ROWS < N ? MW_LOSS_ROWS : N - n0;
@@ -399,10 +395,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
             *loss_sum = s;
         }
         if (grad) {
-            if (sp) /* d(norm) over the vocabulary's ranks: this rank's rows */
-                mw_tp_reduce_scatter(m, A(6), N, C);
-            else if (tp)
-                mw_tp_allreduce(m, A(6), NC);
+            mw_tp_sum_partials(m, A(6), N, C); /* d(norm) over the vocabulary's ranks: this rank's rows */
             memset(A(7), 0, sizeof(float) * (size_t)Nl * C);
             mw_rmsnorm_backward_acc(A(7), NORMF(1), A(6) + (size_t)r0 * C, x, NORMF(0), rstd, Nl, C);
         }
@@ -410,7 +403,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     }
     case K_BDOWN: { /* dW from act; d(act) over act (or per chunk of rows when act is bfloat16:
                        rows are independent, the same bits); d(gate|up) over gate|up */
-        const float *dres = sp ? GATHER(A(2), sizeof(float)) : A(2); /* every row's */
+        const float *dres = mw_tp_all_rows(m, A(2), N, (size_t)C * sizeof(float)); /* every row's */
         mw_matmul_backward_x(NULL, g[WDOWN], NULL, dres, 0, P[1], b16, p[WDOWN], N, F, C, 0, WS);
         const int RC = b16 ? MW_CHUNK_ROWS : N;
         for (int n0 = 0; n0 < N; n0 += RC) {
@@ -424,18 +417,15 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         break;
     }
     case K_BFC: {
-        const void *ln2in = sp ? GATHER(P[0], hb) : P[0];
+        const void *ln2in = mw_tp_all_rows(m, P[0], N, (size_t)C * hb);
         mw_matmul_backward_x(A(4), g[WGATE], NULL, P[3], b16, ln2in, b16, p[WGATE], N, C, F, 0, WS);
         mw_matmul_backward_x(A(4), g[WUP], NULL, elt(P[3], NF, b16), b16, ln2in, b16, p[WUP], N, C, F, 1, WS);
-        if (sp)
-            mw_tp_reduce_scatter(m, A(4), N, C);
-        else if (tp)
-            mw_tp_allreduce(m, A(4), NC);
+        mw_tp_sum_partials(m, A(4), N, C);
         mw_rmsnorm_backward_acc(A(5), g[MLP_NORM], A(4) + (size_t)r0 * C, A(2), p[MLP_NORM], A(1), Nl, C);
         break;
     }
     case K_BPROJ:
-        mw_matmul_backward_x(A(2), g[WO], NULL, sp ? GATHER(A(1), sizeof(float)) : A(1), 0, P[0], b16, p[WO], N, Q, C,
+        mw_matmul_backward_x(A(2), g[WO], NULL, mw_tp_all_rows(m, A(1), N, (size_t)C * sizeof(float)), 0, P[0], b16, p[WO], N, Q, C,
                              0, WS);
         break;
     case K_BATTN:
@@ -444,16 +434,13 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         mw_rope_backward_inplace(A(4) + (size_t)H * hs, QW, cos_t, sin_t, B, T, KV, hs);
         break;
     case K_BQKV:
-        mw_matmul_backward_x(A(4), g[WQ], NULL, A(0), 0, sp ? GATHER(P[1], hb) : P[1], b16, p[WQ], N, C, QW, 0, WS);
-        if (sp)
-            mw_tp_reduce_scatter(m, A(4), N, C);
-        else if (tp)
-            mw_tp_allreduce(m, A(4), NC);
+        mw_matmul_backward_x(A(4), g[WQ], NULL, A(0), 0, mw_tp_all_rows(m, P[1], N, (size_t)C * hb), b16, p[WQ], N, C, QW, 0, WS);
+        mw_tp_sum_partials(m, A(4), N, C);
         mw_rmsnorm_backward_acc(A(5), g[ATTN_NORM], A(4) + (size_t)r0 * C, A(3), p[ATTN_NORM], A(2), Nl, C);
         break;
     case K_EMBB:
         if (tp) {
-            mw_vocab_embed_backward(EMBED(1), sp ? GATHER(A(0), sizeof(float)) : A(0), (const int32_t *)P[1], N, C, vlo,
+            mw_vocab_embed_backward(EMBED(1), mw_tp_all_rows(m, A(0), N, (size_t)C * sizeof(float)), (const int32_t *)P[1], N, C, vlo,
                                     vhi);
             m->tp_sp_dirty = sp; /* the norms' gradients are each rank's rows' until the step sums them */
         } else
@@ -462,7 +449,6 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     default:
         break;
     }
-#undef GATHER
 #undef A
 }
 

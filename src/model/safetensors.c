@@ -241,6 +241,11 @@ static float half_to_f32(uint16_t h) {
 }
 
 mw_status mw_st_read_f32(const mw_st_file *f, const mw_st_tensor *t, float *dst, int transpose) {
+    return mw_st_read_f32_map(f, t, dst, transpose, NULL, NULL);
+}
+
+mw_status mw_st_read_f32_map(const mw_st_file *f, const mw_st_tensor *t, float *dst, int transpose,
+                             int (*map)(void *ctx, uint64_t whole, size_t *local), void *ctx) {
     if (t->dtype == MW_ST_OTHER)
         return mw_fail(MW_ERR_FORMAT, "%s: tensor '%s' is not a float tensor", f->path, t->name);
     uint64_t numel = (t->end - t->begin) / (uint64_t)t->elem_size;
@@ -271,7 +276,9 @@ mw_status mw_st_read_f32(const mw_st_file *f, const mw_st_tensor *t, float *dst,
             }
             uint64_t idx = i0 + e;
             if (transpose && t->ndim == 2) idx = (idx % cols) * rows + idx / cols;
-            dst[idx] = x;
+            size_t local = (size_t)idx;
+            if (map && !map(ctx, idx, &local)) continue; /* another rank's element */
+            dst[local] = x;
         }
     }
     return MW_OK;

@@ -43,4 +43,8 @@ const mw_st_tensor *mw_st_find(const mw_st_file *f, const char *name);
 /* Reads tensor t as float32 into dst (numel floats). With transpose, t is (R,C) on disk and dst
  * receives (C,R). Streams through a fixed buffer. */
 mw_status mw_st_read_f32(const mw_st_file *f, const mw_st_tensor *t, float *dst, int transpose);
+/* ... keeping the elements map keeps: element `whole` of dst's layout (after the transpose) goes
+ * to dst[*local] when map returns 1 (a tensor-parallel rank's shard), nowhere when 0. */
+mw_status mw_st_read_f32_map(const mw_st_file *f, const mw_st_tensor *t, float *dst, int transpose,
+                             int (*map)(void *ctx, uint64_t whole, size_t *local), void *ctx);
 #endif

@@ -9,6 +9,7 @@
 
 #include "../core/status.h"
 #include "adamw.h"
+#include "optim_impl.h"
 
 /* ---- quantisation ------------------------------------------------------------------------------ */
 
@@ -27,15 +28,7 @@ static inline int nearest(const float *map, int len, float y) {
     return k;
 }
 
-/* The same answer from a table: per bucket of floats sharing their top 16 bits (sign, exponent,
- * 7 mantissa bits), the codes nearest its smallest and its largest value bound the code of any
- * value between (the nearest code never decreases as y grows), and the first minimum inside those
- * bounds is the first minimum over the whole map. */
-typedef struct qlut {
-    unsigned char lo[65536], hi[65536];
-} qlut;
-enum { Q_S8, Q_U8, Q_S4, Q_L4 }; /* LUTS[k]: the table of signed8, unsigned8, signed4, linear4 */
-static qlut LUTS[4];
+qlut mw_opt_luts[4];
 static pthread_once_t LUTS8_ONCE = PTHREAD_ONCE_INIT, LUTS4_ONCE = PTHREAD_ONCE_INIT;
 
 static void lut_build(qlut *t, const float *map, int len) {
@@ -57,30 +50,9 @@ static void lut_build(qlut *t, const float *map, int len) {
 static void luts8_init(void) { lut_build(&LUTS[Q_S8], mw_qmap_signed8, 256), lut_build(&LUTS[Q_U8], mw_qmap_unsigned8, 256); }
 static void luts4_init(void) { lut_build(&LUTS[Q_S4], mw_qmap_signed4, 16), lut_build(&LUTS[Q_L4], mw_qmap_linear4, 16); }
 
-static inline int quantize(const float *map, const qlut *t, float x, float s) {
-    const float y = s > 0 ? x / s : 0.0f;
-    uint32_t u;
-    memcpy(&u, &y, 4);
-    int k = t->lo[u >> 16];
-    const int e = t->hi[u >> 16];
-    float best = fabsf(map[k] - y);
-    for (int j = k + 1; j <= e; j++) {
-        const float d = fabsf(map[j] - y);
-        if (d < best) best = d, k = j;
-    }
-    return k;
-}
-static inline float dequantize(const float *map, int k, float s) { return s > 0 ? map[k] * s : 0.0f; }
-
-static inline int get4(const unsigned char *b, size_t j) { return (b[j >> 1] >> ((j & 1) * 4)) & 15; }
-static inline void set4(unsigned char *b, size_t j, int k) {
-    const int sh = (int)(j & 1) * 4;
-    b[j >> 1] = (unsigned char)((b[j >> 1] & ~(15 << sh)) | (k << sh));
-}
 
 /* ---- layout ------------------------------------------------------------------------------------ */
 
-static size_t npieces(size_t numel) { return (numel + MW_OPT_PIECE - 1) / MW_OPT_PIECE; }
 static int factored(const mw_opt_tensor *t) { return t->cols > 0; }
 
 mw_status mw_opt_layout_init(mw_opt_layout *L, const mw_config *cfg, size_t n, int ntensors, const mw_opt_tensor *t) {
@@ -88,6 +60,7 @@ mw_status mw_opt_layout_init(mw_opt_layout *L, const mw_config *cfg, size_t n, i
     if (cfg->optim == MW_OPTIM_ADAMW8BIT) pthread_once(&LUTS8_ONCE, luts8_init);
     if (cfg->optim == MW_OPTIM_ADAM4BIT) pthread_once(&LUTS4_ONCE, luts4_init);
     L->kind = cfg->optim;
+    L->tp = cfg->tp > 1 ? cfg->tp : 1;
     L->n = n;
     L->ntensors = ntensors;
     L->t = malloc(sizeof *t * (size_t)(ntensors > 0 ? ntensors : 1));
@@ -122,12 +95,12 @@ mw_status mw_opt_layout_init(mw_opt_layout *L, const mw_config *cfg, size_t n, i
         /* blocks per tensor (bitsandbytes quantises each tensor's state on its own): tensor i's
          * m scales from sc_off[i] (its blocks of B from its first element), then V's scales from
          * st_off[i]: 8-bit the same blocks, 4-bit its rows and columns (1-D: blocks of 128) */
-        for (int i = 0; i < ntensors; i++) L->sc_off[i] = st, st += (t[i].numel + B - 1) / B;
+        for (int i = 0; i < ntensors; i++) L->sc_off[i] = st, st += (opt_numel(&t[i]) + B - 1) / B;
         L->sc_off[ntensors] = st;
         L->nblocks = st;
         for (int i = 0; i < ntensors; i++) {
             L->st_off[i] = st;
-            st += q8 || !factored(&t[i]) ? (t[i].numel + B - 1) / B : (size_t)t[i].rows + (size_t)t[i].cols;
+            st += q8 || !factored(&t[i]) ? (opt_numel(&t[i]) + B - 1) / B : opt_rows(&t[i]) + opt_cols(&t[i]);
         }
         L->st_off[ntensors] = st;
         /* scratch: the new scales (floats, as many as the state's), then adam4bit's per-thread
@@ -159,12 +132,12 @@ mw_status mw_opt_layout_init(mw_opt_layout *L, const mw_config *cfg, size_t n, i
         for (int i = 0; i < ntensors; i++) {
             L->st_off[i] = st;
             L->sc_off[i] = sc;
-            const size_t r = (size_t)t[i].rows, c = (size_t)t[i].cols;
+            const size_t r = opt_rows(&t[i]), c = opt_cols(&t[i]);
             /* state: R, C (and CAME's RR, RC), or a 1-D tensor's V. scratch (doubles): row and
              * column sums, the pieces of the sum of squares, the tensor's divisor, then the row
              * and column factors (floats, in doubles' room) */
-            st += factored(&t[i]) ? (r + c) * (came ? 2 : 1) : t[i].numel;
-            sc += (factored(&t[i]) ? 2 * (r + c) : 0) + npieces(t[i].numel) + 1;
+            st += factored(&t[i]) ? (r + c) * (came ? 2 : 1) : opt_numel(&t[i]);
+            sc += (factored(&t[i]) ? 2 * (r + c) : 0) + npieces(opt_numel(&t[i])) + 1;
         }
         L->st_off[ntensors] = st;
         L->sc_off[ntensors] = sc;
@@ -210,9 +183,6 @@ typedef struct span {
                         (L)->t[_i].offset + (L)->t[_i].numel < (hi) ? (L)->t[_i].offset + (L)->t[_i].numel : (hi)}; \
              sp.x < sp.y; sp.x = sp.y)
 
-static float decay_of(const mw_opt_hp *hp, const mw_opt_tensor *t) {
-    return (float)(1.0 - hp->lr * (t->decay ? hp->weight_decay : 0.0));
-}
 
 /* -- AdamW and SGD: one elementwise pass -- */
 
@@ -251,26 +221,6 @@ static void sgd_pass(const mw_opt_layout *L, const mw_opt_hp *hp, size_t lo, siz
 
 /* -- 8-bit and 4-bit Adam -- */
 
-typedef struct qadam {
-    float b1, b2, a1, a2, step, bc2s, eps;
-} qadam;
-
-static qadam qadam_of(const mw_opt_hp *hp) {
-    qadam q = {(float)hp->beta1, (float)hp->beta2, (float)(1.0 - hp->beta1), (float)(1.0 - hp->beta2),
-               (float)(hp->lr / (1.0 - pow(hp->beta1, hp->t))), (float)sqrt(1.0 - pow(hp->beta2, hp->t)),
-               (float)hp->eps};
-    return q;
-}
-
-/* The new moments of one element from the old ones (AdamW's update, op for op). */
-static inline void moments(const qadam *q, float gi, float *mi, float *vi) {
-    float m1 = *mi * q->b1, m2 = q->a1 * gi;
-    float v1 = *vi * q->b2, v2 = q->a2 * gi * gi;
-    *mi = m1 + m2;
-    *vi = v1 + v2;
-}
-
-static inline float fmax_abs(float a, float b) { return a > fabsf(b) ? a : fabsf(b); }
 
 
 /* adamw8bit. A block wholly inside the chunk is done at once in pass 1: its new moments into a
@@ -285,6 +235,10 @@ static void q8_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size_
     const float cf = hp->coef;
     FOR_SPANS(L, lo, hi, sp) {
         const mw_opt_tensor *t = &L->t[sp.i];
+        if (t->split) { /* --tp: a shard (optim_tp.c) */
+            mw_opt_tp_q8(L, hp, pass, sp.i, sp.x - t->offset, sp.y - t->offset, t->offset - lo, p, g, mq, vq, st, nsc);
+            continue;
+        }
         const float decay = decay_of(hp, t);
         const float *sm = st + L->sc_off[sp.i], *sv = st + L->st_off[sp.i];
         float *nm = nsc + L->sc_off[sp.i], *nv = nsc + L->st_off[sp.i];
@@ -356,7 +310,7 @@ int mw_opt_splits(const mw_opt_layout *L, size_t e) {
 }
 
 int mw_opt_pass_needed(const mw_opt_layout *L, int pass, int split) {
-    return L->kind == MW_OPTIM_ADAMW8BIT && pass == 0 ? split : 1;
+    return L->kind == MW_OPTIM_ADAMW8BIT && pass == 0 ? split || L->tp > 1 : 1; /* --tp: the shards' maxima */
 }
 
 /* adam4bit. The new scales need every element's new moments first (v's row and column maxima span
@@ -364,19 +318,6 @@ int mw_opt_pass_needed(const mw_opt_layout *L, int pass, int split) {
  * the codes and the parameters. Maxima do not depend on order: a block of m shared by two rows'
  * threads merges by an atomic maximum of its bits (non-negative floats order as their bits do),
  * and each thread's column maxima merge at its end. */
-static inline void umax(uint32_t *a, float x) {
-    if (!(x > 0)) return;
-    uint32_t u, cur = __atomic_load_n(a, __ATOMIC_RELAXED);
-    memcpy(&u, &x, 4);
-    while (u > cur && !__atomic_compare_exchange_n(a, &cur, u, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
-}
-
-static inline float ufloat(const uint32_t *a) {
-    float x;
-    memcpy(&x, a, 4);
-    return x;
-}
 
 static void q4_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size_t lo, size_t hi, float *p, float *g,
                     unsigned char *mq, unsigned char *vq, float *st, float *nsc) {
@@ -385,6 +326,10 @@ static void q4_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size_
     const float cf = hp->coef;
     FOR_SPANS(L, lo, hi, sp) {
         const mw_opt_tensor *t = &L->t[sp.i];
+        if (t->split) { /* --tp: a shard (optim_tp.c) */
+            mw_opt_tp_q4(L, hp, pass, sp.i, sp.x - t->offset, sp.y - t->offset, t->offset - lo, p, g, mq, vq, st, nsc);
+            continue;
+        }
         const float decay = decay_of(hp, t);
         const float *sm = st + L->sc_off[sp.i], *vs = st + L->st_off[sp.i];
         uint32_t *nm = (uint32_t *)(nsc + L->sc_off[sp.i]); /* bits of the new m scales */
@@ -468,24 +413,6 @@ static void q4_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size_
 
 /* -- Adafactor and CAME -- */
 
-typedef struct fac {
-    double *rows, *cols, *pieces, *d; /* row and column sums, sum-of-squares pieces, the divisor */
-    float *rf, *cf;                   /* the row and column factors */
-} fac;
-
-static fac fac_of(const mw_opt_layout *L, double *sc, int i) {
-    const mw_opt_tensor *t = &L->t[i];
-    double *b = sc + L->sc_off[i];
-    fac f = {0};
-    const size_t r = t->cols > 0 ? (size_t)t->rows : 0, c = t->cols > 0 ? (size_t)t->cols : 0;
-    f.rows = b, f.cols = b + r, f.pieces = b + r + c, f.d = f.pieces + npieces(t->numel);
-    f.rf = (float *)(f.d + 1), f.cf = f.rf + r;
-    return f;
-}
-
-typedef struct fhp {
-    float cf, eps1, eps2, b1, a1, lr;
-} fhp;
 
 /* The clipped-before-division update u of element (e) of tensor t: factored or from V. */
 static inline float fac_u(const mw_opt_tensor *t, const fac *f, const float *V, size_t k, float gi) {
@@ -526,6 +453,10 @@ static void fac_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size
     const fhp h = {hp->coef, (float)hp->eps, (float)hp->eps2, (float)hp->beta1, (float)(1.0 - hp->beta1), (float)hp->lr};
     FOR_SPANS(L, lo, hi, sp) {
         const mw_opt_tensor *t = &L->t[sp.i];
+        if (t->split) { /* --tp: a shard (optim_tp.c) */
+            mw_opt_tp_fac(L, hp, pass, sp.i, sp.x - t->offset, sp.y - t->offset, t->offset - lo, p, g, m, st, sc);
+            continue;
+        }
         const fac f = fac_of(L, sc, sp.i);
         float *V = t->cols > 0 ? NULL : st + L->st_off[sp.i];
         const size_t k0 = sp.x - t->offset, k1 = sp.y - t->offset, base = t->offset - lo;
@@ -609,7 +540,7 @@ static void fac_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size
 
 /* R, C (or RR, RC) from the sums: x = x*b + a*(float)(sum/len), then the factors. */
 static void fac_update(const mw_opt_tensor *t, const fac *f, float *R, float *Cc, float b, float a) {
-    const size_t r = (size_t)t->rows, c = (size_t)t->cols;
+    const size_t r = opt_rows(t), c = opt_cols(t);
     for (size_t i = 0; i < r; i++) {
         const float x1 = R[i] * b, x2 = a * (float)(f->rows[i] / (double)c);
         R[i] = x1 + x2;
@@ -647,18 +578,18 @@ void mw_opt_end_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, void
         for (int i = 0; i < L->ntensors; i++) {
             const mw_opt_tensor *t = &L->t[i];
             const fac f = fac_of(L, sc, i);
-            float *R = st + L->st_off[i], *Cc = R + (t->cols > 0 ? t->rows : 0);
+            float *R = st + L->st_off[i], *Cc = R + (t->cols > 0 ? opt_rows(t) : 0);
             if (pass == 0 && t->cols > 0) {
                 fac_update(t, &f, R, Cc, (float)beta2t, (float)(1.0 - beta2t));
             } else if (pass == 1) {
                 double s = 0.0;
-                const size_t np = npieces(t->numel);
+                const size_t np = npieces(opt_numel(t));
                 for (size_t k = 0; k < np; k++) s += f.pieces[k];
-                const float rms = (float)sqrt(s / (double)t->numel);
+                const float rms = (float)sqrt(s / (double)opt_numel(t));
                 const float q = rms / (float)hp->clip_threshold;
                 *f.d = q > 1.0f ? q : 1.0f;
             } else if (pass == 2 && came && t->cols > 0) {
-                float *RR = Cc + t->cols, *RC = RR + t->rows;
+                float *RR = Cc + opt_cols(t), *RC = RR + opt_rows(t);
                 fac_update(t, &f, RR, RC, (float)hp->beta3, (float)(1.0 - hp->beta3));
             }
         }

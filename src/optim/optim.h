@@ -30,7 +30,14 @@ typedef struct mw_opt_tensor {
     size_t offset, numel;
     int rows, cols; /* cols 0: a 1-D tensor of rows elements */
     int decay;
+    /* --tp (src/optim/optim_tp.c): split 0, the tensor is whole; MW_OPT_SHARD_ROWS, it is rank's
+     * rows of each of `groups` equal groups of the whole tensor's grows rows, per rows of each
+     * (rows beyond a group's are padding: the vocabulary's); MW_OPT_SHARD_COLS, its columns
+     * [rank cols, (rank + 1) cols) of gcols. The small state and the scratch are laid out by the
+     * whole tensor's dims (one process's layout), the per-element arrays by the shard's. */
+    int split, grows, gcols, groups, per, rank;
 } mw_opt_tensor;
+enum { MW_OPT_SHARD_ROWS = 1, MW_OPT_SHARD_COLS = 2 };
 
 typedef struct mw_opt_hp {
     double lr, beta1, beta2, beta3, eps, eps2, weight_decay, clip_threshold, decay_rate, momentum;
@@ -61,6 +68,7 @@ typedef struct mw_opt_layout {
     size_t nblocks;             /* the quantised first moment's blocks (adamw8bit: also V's) */
     size_t maxcols;             /* adam4bit: the widest 2-D tensor's columns ... */
     int nthreads;               /* ... and the threads whose column maxima the scratch holds */
+    int tp;                     /* --tp: the ranks the shards' whole tensors are divided over (1: none) */
 } mw_opt_layout;
 
 /* The layout of cfg's optimizer over n flat elements holding the tensors t (copied). */
@@ -82,6 +90,20 @@ int mw_opt_splits(const mw_opt_layout *L, size_t e);
 /* Whether pass `pass` has work when the chunks' boundaries cut no block (split 0): adamw8bit's
  * first pass only takes the maxima of blocks the chunks cut. */
 int mw_opt_pass_needed(const mw_opt_layout *L, int pass, int split);
+
+/* --tp: how a rank's shards join pass k's statistics over the ranks before mw_opt_end_pass
+ * (src/dist/tp_optim.c does it): MW_OPT_TPJ_MAX, the maximum of the scratch's first max_floats
+ * floats (exact); MW_OPT_TPJ_SUMS, for each shard i (split != 0) of a factored tensor, its row and
+ * column sums (mw_opt_tp_sums), and for each shard, its pieces of the sum of squares collapsed
+ * into one (mw_opt_tp_collapse) then summed, in rank order. */
+enum { MW_OPT_TPJ_NONE = 0, MW_OPT_TPJ_MAX, MW_OPT_TPJ_SUMS, MW_OPT_TPJ_PIECES };
+int mw_opt_tp_join(const mw_opt_layout *L, int pass);
+/* MW_OPT_TPJ_SUMS: tensor i's row and column sums in the scratch (*n doubles; NULL when it has
+ * none); MW_OPT_TPJ_PIECES: its pieces collapsed into the first (returned; the others zero). */
+double *mw_opt_tp_sums(const mw_opt_layout *L, void *scratch, int i, size_t *n);
+double *mw_opt_tp_collapse(const mw_opt_layout *L, void *scratch, int i);
+/* The whole tensor's element of shard t's element k, or SIZE_MAX for a padding row's. */
+size_t mw_opt_tp_whole_index(const mw_opt_tensor *t, size_t k);
 
 /* Before pass 0 of a step: clears the step's sums and maxima. */
 void mw_opt_begin(const mw_opt_layout *L, const mw_opt_hp *hp, void *state, void *scratch);

@@ -395,6 +395,121 @@ static mw_status tp_tensor_parts(mw_model *m, int i, int k, const part_sink *sk,
     return MW_OK;
 }
 
+/* A stream of an optimizer array's codes (bits 32, 8 or 4 an element) into w, with its crc. */
+typedef struct codes {
+    writer *w;
+    int bits, half; /* 4 bits: a low nibble waits in byte */
+    unsigned char byte;
+    uint32_t crc;
+    size_t n;
+    unsigned char buf[1 << 16];
+} codes;
+
+static mw_status codes_flush(codes *c) {
+    if (!c->n) return MW_OK;
+    c->crc = mw_crc32c(c->crc, c->buf, c->n);
+    const size_t n = c->n;
+    c->n = 0;
+    return wr(c->w, c->buf, n);
+}
+
+static mw_status codes_byte(codes *c, unsigned char b) {
+    c->buf[c->n++] = b;
+    return c->n == sizeof c->buf ? codes_flush(c) : MW_OK;
+}
+
+/* n codes (NULL: zeros, the padding between tensors) */
+static mw_status codes_put(codes *c, const float *x, size_t n) {
+    for (size_t e = 0; e < n; e++) {
+        const float v = x ? x[e] : 0.0f;
+        if (c->bits == 32) {
+            unsigned char b[4];
+            memcpy(b, &v, 4);
+            for (int k = 0; k < 4; k++) MW_TRY(codes_byte(c, b[k]));
+        } else if (c->bits == 8) {
+            MW_TRY(codes_byte(c, (unsigned char)v));
+        } else if (!c->half) {
+            c->byte = (unsigned char)((unsigned)v & 15), c->half = 1;
+        } else {
+            c->half = 0;
+            MW_TRY(codes_byte(c, (unsigned char)(c->byte | ((unsigned)v & 15) << 4)));
+        }
+    }
+    return MW_OK;
+}
+
+/* --tp, an optimizer other than AdamW: its three parts as one process stores them (collective):
+ * M and V (one process's flat layout of the whole tensors, each tensor gathered a part at a time),
+ * then the small state. w: rank 0's writer (NULL on the others); *s its write status (rank 0 keeps
+ * gathering after a failed write, so that no rank waits). Returns the gathers' status. */
+static mw_status save_tp_state(mw_model *m, writer *w, mw_status *s, float **full, float **scratch, size_t *cap) {
+    const int nt = mw_model_num_tensors(m);
+    size_t *o = NULL;
+    mw_status g = mw_model_tp_whole_offsets(m, &o);
+    for (int part = 0; part < 3 && g == MW_OK; part++) {
+        const int bits = mw_model_state_bits(m, part);
+        const uint64_t bytes = mw_model_tp_state_bytes(m, part);
+        unsigned char r[SREC];
+        put32(r, (uint32_t)part);
+        put32(r + 4, (uint32_t)bits);
+        put64(r + 8, bytes);
+        if (w && *s == MW_OK) *s = wr(w, r, SREC);
+        if (w && *s == MW_OK) *s = wr_crc(w, mw_crc32c(0, r, SREC));
+        if (part == 2) {
+            float *st = NULL;
+            if ((g = mw_model_tp_state_whole(m, &st)) == MW_OK && w && *s == MW_OK) *s = wr(w, st, (size_t)bytes);
+            if (g == MW_OK && w && *s == MW_OK) *s = wr_crc(w, mw_crc32c(0, st, (size_t)bytes));
+            free(st);
+            break;
+        }
+        if (!bits) {
+            if (w && *s == MW_OK) *s = wr_crc(w, 0);
+            continue;
+        }
+        codes *c = w ? calloc(1, sizeof *c) : NULL;
+        if (w && !c) {
+            g = mw_fail(MW_ERR_NOMEM, "out of memory writing a checkpoint");
+            break; /* the other ranks wait in the gather: the run ends on this error */
+        }
+        if (c) c->w = w, c->bits = bits;
+        size_t at = 0; /* elements of the layout written */
+        for (int i = 0; i < nt && g == MW_OK; i++) {
+            mw_param_info t;
+            if ((g = mw_model_tensor_info(m, i, &t, 0)) != MW_OK) break;
+            mw_model_tensor_whole(m, i, &t.ndim, t.dims, &t.numel);
+            if (c && *s == MW_OK) *s = codes_put(c, NULL, o[i] - at); /* one process's padding */
+            at = o[i] + t.numel;
+            const size_t cols = t.ndim == 2 ? (size_t)t.dims[1] : 1;
+            const int rows = (int)(t.numel / cols);
+            for (int a = 0, b; a < rows && g == MW_OK; a = b) {
+                b = mw_model_tp_part_end(m, i, a);
+                const size_t n = (size_t)(b - a) * cols;
+                if (c && n > *cap) {
+                    float *nf = realloc(*full, n * sizeof(float)), *ns = nf ? realloc(*scratch, n * sizeof(float)) : NULL;
+                    if (nf) *full = nf;
+                    if (ns) *scratch = ns;
+                    if (!nf || !ns) {
+                        g = mw_fail(MW_ERR_NOMEM, "out of memory gathering %s for a checkpoint", t.name);
+                        break;
+                    }
+                    *cap = n;
+                }
+                g = mw_model_tp_gather_part(m, i, 1 + part, a, b, c ? *full : NULL, c ? *scratch : NULL);
+                if (c && g == MW_OK && *s == MW_OK) *s = codes_put(c, *full, n);
+            }
+        }
+        if (c && g == MW_OK && *s == MW_OK) {
+            *s = codes_put(c, NULL, o[nt] - at);
+            if (*s == MW_OK && c->half) c->half = 0, *s = codes_byte(c, c->byte);
+            if (*s == MW_OK) *s = codes_flush(c);
+            if (*s == MW_OK) *s = wr_crc(w, c->crc);
+        }
+        free(c);
+    }
+    free(o);
+    return g;
+}
+
 /* --tp (mw_ckpt_save_ranks): every tensor gathered whole to rank 0 (collective: every rank runs
  * it), which writes the single-process file. Rank 0 keeps gathering after a failed write, so that
  * no rank waits for it; the ranks then agree, and only a whole file is renamed into place. With
@@ -410,7 +525,7 @@ static mw_status save_tp(const char *dir, mw_model *m, const mw_run_state *st, u
         if (path && path_len) snprintf(path, path_len, "%s/step-%08d.mwck", dir, st->step);
         return MW_OK;
     }
-    const int R = cm->rank, nt = mw_model_num_tensors(m);
+    const int R = cm->rank, nt = mw_model_num_tensors(m), v2 = gc->optim != MW_OPTIM_ADAMW;
     char meta[4096], final[4096], tmp[4200];
     int mlen = 0, fd = -1;
     unsigned char h[HEADER];
@@ -438,12 +553,13 @@ static mw_status save_tp(const char *dir, mw_model *m, const mw_run_state *st, u
         tensor_rec(&t, r, &rl);
         if (R == 0 && s == MW_OK) s = wr(&w, r, rl);
         if (R == 0 && s == MW_OK) s = wr_crc(&w, mw_crc32c(0, r, rl));
-        for (int k = 0; k < 3 && g == MW_OK; k++) { /* parameters, AdamW's m and v */
+        for (int k = 0; k < (v2 ? 1 : 3) && g == MW_OK; k++) { /* parameters, AdamW's m and v */
             uint32_t crc = 0;
             g = tp_tensor_parts(m, i, k, &sk, &full, &scratch, &cap, &s, &crc);
             if (R == 0 && g == MW_OK && s == MW_OK) s = wr_crc(&w, crc);
         }
     }
+    if (v2 && g == MW_OK) g = save_tp_state(m, R == 0 ? &w : NULL, &s, &full, &scratch, &cap);
     free(full);
     free(scratch);
     if (s == MW_OK) s = g;
@@ -1115,15 +1231,23 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
             s = mw_fail(MW_ERR_FORMAT, "%s: corrupted record of %s", path, names[part]);
             goto out;
         }
-        const int load = m && !params_only;
-        if (load && (bits != (uint32_t)mw_model_state_bits(m, part) || bytes != mw_model_state_bytes(m, part))) {
+        const int load = m && !params_only, tp = m && mw_model_tp(m) > 1;
+        const uint64_t want = !m ? 0 : tp ? mw_model_tp_state_bytes(m, part) : mw_model_state_bytes(m, part);
+        if (load && (bits != (uint32_t)mw_model_state_bits(m, part) || bytes != want)) {
             s = mw_fail(MW_ERR_ARG, "%s: %s has %llu bytes of %u bits, this run's %llu of %d", path, names[part],
-                        (unsigned long long)bytes, bits, (unsigned long long)mw_model_state_bytes(m, part),
-                        mw_model_state_bits(m, part));
+                        (unsigned long long)bytes, bits, (unsigned long long)want, mw_model_state_bits(m, part));
             goto out;
         }
         uint32_t crc = 0;
-        if (load) {
+        if (load && tp && part < 2) { /* --tp: this rank's elements of one process's layout, a window at a time */
+            for (uint64_t off = 0; off < bytes;) {
+                const size_t k = bytes - off < BUF ? (size_t)(bytes - off) : BUF;
+                if ((s = rd(&r, r.buf, k, names[part])) != MW_OK) goto out;
+                crc = mw_crc32c(crc, r.buf, k);
+                if ((s = mw_model_tp_take_state(m, part, r.buf, off, k)) != MW_OK) goto out;
+                off += k;
+            }
+        } else if (load) {
             for (uint64_t off = 0; off < bytes;) {
                 void *p;
                 size_t n;
