@@ -10,6 +10,7 @@
 #include "gemm_amx.h"
 #include "gemm_kernels.h"
 #include "isa.h"
+#include "ops_avx512.h"
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -683,6 +684,13 @@ int mw_gemm_bf16_kernel(int kernel, int ta, int tb, int M, int N, int K, float a
 }
 
 void mw_bf16_store(uint16_t *dst, const float *src, size_t n) {
+#if defined(__x86_64__)
+    switch (mw_ops_simd()) { /* 16 or 32 lanes: the same bits (tests/test_ops.c) */
+    case 1: mw_bf16_store_avx512(dst, src, n); return;
+    case 2: mw_bf16_store_avx512bf16(dst, src, n); return;
+    default: break;
+    }
+#endif
     size_t i = 0;
 #if defined(__AVX2__)
     for (; i + 16 <= n; i += 16) {
@@ -701,6 +709,12 @@ void mw_bf16_store(uint16_t *dst, const float *src, size_t n) {
 }
 
 void mw_bf16_load(float *dst, const uint16_t *src, size_t n) {
+#if defined(__x86_64__)
+    if (mw_ops_simd()) {
+        mw_bf16_load_avx512(dst, src, n);
+        return;
+    }
+#endif
     for (size_t i = 0; i < n; i++) dst[i] = mw_bf16_widen(src[i]);
 }
 
