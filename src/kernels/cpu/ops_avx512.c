@@ -18,7 +18,11 @@ int mw_ops_simd(void) {
 
 #include "gelu_math.h"
 
+#if defined(__clang__) /* clang takes no vector width in a target attribute */
+#define T512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+#else
 #define T512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,prefer-vector-width=512")))
+#endif
 
 /* the same expressions as ops.c's loops (gelu_math.h), vectorised 16 wide by the compiler */
 T512 void mw_gelu_fwd_avx512(float *o, const float *x, long n) {
