@@ -9,6 +9,9 @@
  *                                           then the attention tiles (one thread, as attention
  *                                           calls them); op: only the rows whose name starts
  *                                           with it (a profiler's run), with 5x the rounds
+ *   build/sgemm_rate [threads] --smollm [op] the same over SmolLM-135M's products at B*T = 1024
+ *                                           (C 576, q|k|v 960, the MLP's gate and up 1536 each
+ *                                           as the step runs them, vocabulary 49152)
  * SGEMM_CLOCK=cpu times the process's CPU time instead of the wall clock: at 1 thread, a rate that
  * time slices lost to other processes on a shared machine do not lower (cache sharing still may). */
 #include <cblas.h>
@@ -87,7 +90,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "sgemm_rate: %s\n", mw_last_error());
         return 2;
     }
-    if (argc > 2 && strcmp(argv[2], "--gpt2") == 0) {
+    const int smollm = argc > 2 && strcmp(argv[2], "--smollm") == 0;
+    if (argc > 2 && (strcmp(argv[2], "--gpt2") == 0 || smollm)) {
         /* every product of the step with more than one thread, then the attention tiles */
         const shape shapes[] = {
             {0, 1, 1024, 2304, 768, 0, "qkv fwd", 1},      {0, 1, 1024, 768, 768, 0, "attproj fwd", 1},
@@ -100,20 +104,34 @@ int main(int argc, char **argv) {
             {1, 0, 50257, 768, 256, 0, "lmhead dw", 1},    {0, 1, 128, 128, 64, 1, "attn q.k tile", 0},
             {0, 0, 128, 64, 128, 1, "attn p.v tile", 1},   {1, 0, 128, 64, 1024, 1, "attn dk strip", 0},
         };
+        /* SmolLM-135M at B*T = 1024 (the Llama family's products: no biases; the attention
+         * output and the down projection add into the residual, up's input gradient into gate's) */
+        const shape smol[] = {
+            {0, 1, 1024, 960, 576, 0, "qkv fwd", 0},       {0, 1, 1024, 576, 576, 0, "o fwd", 1},
+            {0, 1, 1024, 1536, 576, 0, "gate/up fwd", 0},  {0, 1, 1024, 576, 1536, 0, "down fwd", 1},
+            {0, 0, 1024, 576, 960, 0, "qkv dinp", 0},      {0, 0, 1024, 576, 576, 0, "o dinp", 0},
+            {0, 0, 1024, 576, 1536, 0, "gate/up dinp", 1}, {0, 0, 1024, 1536, 576, 0, "down dinp", 0},
+            {1, 0, 960, 576, 1024, 0, "qkv dw", 1},        {1, 0, 576, 576, 1024, 0, "o dw", 1},
+            {1, 0, 1536, 576, 1024, 0, "gate/up dw", 1},   {1, 0, 576, 1536, 1024, 0, "down dw", 1},
+            {0, 1, 256, 49152, 576, 0, "lmhead fwd", 0},   {0, 0, 256, 576, 49152, 0, "lmhead dinp", 0},
+            {1, 0, 49152, 576, 256, 0, "lmhead dw", 1},
+        };
+        const shape *list = smollm ? smol : shapes;
+        const size_t count = smollm ? sizeof smol / sizeof smol[0] : sizeof shapes / sizeof shapes[0];
         const char *only = argc > 3 ? argv[3] : NULL;
         if (only) rounds = 5 * ROUNDS;
         printf("kernel %s, %d threads (attention tiles: 1 thread), medians of %d interleaved "
                "rounds, %s time\n%-16s %-24s %9s %9s %7s %9s\n",
                mw_kernel_get(), threads, rounds, cpu_clock ? "CPU" : "wall", "op", "shape (MxNxK)", "memwall", "OpenBLAS",
                "ratio", "max diff");
-        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-            if (only && strncmp(shapes[i].what, only, strlen(only)) != 0) continue;
+        for (size_t i = 0; i < count; i++) {
+            if (only && strncmp(list[i].what, only, strlen(only)) != 0) continue;
             double a, b, d;
-            measure(&shapes[i], threads, &a, &b, &d);
+            measure(&list[i], threads, &a, &b, &d);
             char sh[40];
-            snprintf(sh, sizeof sh, "%c%c %dx%dx%d b%d", "NT"[shapes[i].ta], "NT"[shapes[i].tb],
-                     shapes[i].M, shapes[i].N, shapes[i].K, (int)shapes[i].beta);
-            printf("%-16s %-24s %9.1f %9.1f %6.2fx %9.1e\n", shapes[i].what, sh, a, b, a / b, d);
+            snprintf(sh, sizeof sh, "%c%c %dx%dx%d b%d", "NT"[list[i].ta], "NT"[list[i].tb],
+                     list[i].M, list[i].N, list[i].K, (int)list[i].beta);
+            printf("%-16s %-24s %9.1f %9.1f %6.2fx %9.1e\n", list[i].what, sh, a, b, a / b, d);
         }
         return 0;
     }

@@ -8,7 +8,10 @@
 #include <omp.h>
 
 #include "../src/core/rng.h"
+#include "../src/kernels/cpu/gemm.h"
+#include "../src/kernels/cpu/isa.h"
 #include "../src/kernels/cpu/ops.h"
+#include "../src/kernels/cpu/ops_avx512.h"
 #include "check.h"
 #include "memwall.h"
 
@@ -552,6 +555,71 @@ static void test_swiglu(size_t n) {
     free(g), free(u), free(o), free(lw), free(dg), free(du), free(c.g), free(c.u), free(ref);
 }
 
+
+/* ---- the elementwise loops on every kernel: the same bits ----
+ * GELU (forward, backward, and through bfloat16 in and out) and the bfloat16 conversions run 16
+ * lanes wide under an AVX-512 kernel (ops_avx512.c, vcvtneps2bf16 under avx512bf16 and amx), the
+ * baseline's vectors under portable and avx2: every kernel this CPU runs gives the portable one's
+ * bits, on random values of every scale, a sweep of fp32 bit patterns (every exponent, rounding
+ * ties, denormals, infinities, NaNs) and a length that is no multiple of 16 or 32. */
+static void test_simd_bits(void) {
+    const size_t n = 300007;
+    float *x = fnew(n), *d = fnew(n), *ref[4], *out[4];
+    uint16_t *gin = malloc(sizeof(uint16_t) * n), *h[2], *go[2];
+    for (int k = 0; k < 4; k++) ref[k] = fnew(n), out[k] = fnew(n);
+    for (int k = 0; k < 2; k++) h[k] = malloc(sizeof(uint16_t) * n), go[k] = malloc(sizeof(uint16_t) * n);
+    randn(x, n / 2, 4);
+    randn(d, n, 1);
+    for (size_t i = n / 2; i < n; i++) { /* bit patterns across the whole range */
+        uint32_t u = (uint32_t)((i - n / 2) * 28657u) ^ (uint32_t)(i << 20);
+        if (i % 7 == 0) u = (u & 0xffff0000u) | 0x8000u; /* a tie: even or odd upper half */
+        if (i % 11 == 0) u &= 0x807fffffu;               /* zero or a denormal */
+        if (i % 13 == 0) u |= 0x7f800000u;               /* infinity or NaN */
+        memcpy(x + i, &u, sizeof u);
+    }
+    const char *names[] = {"portable", "avx2", "avx512", "avx512bf16", "amx"};
+    const mw_kernel_id ids[] = {MW_KERNEL_PORTABLE, MW_KERNEL_AVX2, MW_KERNEL_AVX512,
+                                MW_KERNEL_AVX512BF16, MW_KERNEL_AMX};
+    CHECK(mw_kernel_set("portable") == MW_OK, "portable refused");
+    mw_bf16_store(gin, x, n); /* bfloat16 inputs for the _x forms */
+    int ran = 0;
+    for (int k = 0; k < 5; k++) {
+        if (!mw_kernel_id_supported(ids[k])) {
+            printf("  elementwise bits: %s skipped (this CPU or build lacks it)\n", names[k]);
+            continue;
+        }
+        CHECK(mw_kernel_set(names[k]) == MW_OK, "kernel %s: %s", names[k], mw_last_error());
+        if (strcmp(mw_kernel_get(), names[k]) != 0) { /* amx refused by the system */
+            printf("  elementwise bits: %s not selectable here, skipped\n", names[k]);
+            continue;
+        }
+        const int want = k >= 3 ? 2 : k == 2 ? 1 : 0;
+        CHECK(mw_ops_simd() == want, "kernel %s: elementwise loops at level %d, not %d", names[k],
+              mw_ops_simd(), want);
+        float **o = k == 0 ? ref : out;
+        const int w = k != 0;
+        mw_gelu_forward(o[0], x, (long)n);
+        mw_gelu_backward(o[1], d, x, (long)n);
+        mw_bf16_load(o[2], gin, n);
+        mw_gelu_backward_x(o[3], 0, d, gin, 1, (long)n); /* bfloat16 in */
+        mw_bf16_store(h[w], x, n);
+        mw_gelu_forward_x(go[w], 1, gin, 1, (long)n); /* bfloat16 in and out */
+        if (k == 0) continue;
+        const char *what[] = {"gelu forward", "gelu backward", "bf16 widening", "gelu backward (bf16 in)"};
+        for (int t = 0; t < 4; t++)
+            CHECK(memcmp(o[t], ref[t], sizeof(float) * n) == 0, "kernel %s: %s bits differ from portable's",
+                  names[k], what[t]);
+        CHECK(memcmp(h[1], h[0], sizeof(uint16_t) * n) == 0, "kernel %s: bf16 rounding differs from portable's", names[k]);
+        CHECK(memcmp(go[1], go[0], sizeof(uint16_t) * n) == 0, "kernel %s: gelu forward (bf16) differs from portable's", names[k]);
+        ran++;
+    }
+    CHECK(mw_kernel_set("auto") == MW_OK, "auto refused");
+    printf("  elementwise bits: %d kernels against portable's on %zu values\n", ran, n);
+    for (int k = 0; k < 4; k++) free(ref[k]), free(out[k]);
+    for (int k = 0; k < 2; k++) free(h[k]), free(go[k]);
+    free(x), free(d), free(gin);
+}
+
 int main(void) {
     mw_set_threads(2);
     test_layernorm();
@@ -560,6 +628,7 @@ int main(void) {
     test_attention(1, 130, 8, 2, 400);
     test_attention(2, 300, 16, 2, 300);
     test_gelu();
+    test_simd_bits();
     test_crossentropy();
     test_encoder();
     test_rmsnorm(5, 37);

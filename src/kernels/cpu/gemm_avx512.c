@@ -45,15 +45,15 @@ tile_out(const int MRV, int nr, float *c, long ldc, int scale, float alpha, __m5
 }
 
 static inline __attribute__((always_inline)) TARGET void
-rows(const int MRV, int nr, int kc, const float *a, const float *b, float *c,
-                   long ldc, int load, int scale, float alpha) {
+rows(const int MRV, int nr, int kc, const float *a, long rs, long cs, const float *b, float *c,
+     long ldc, int load, int scale, float alpha) {
     __m512 c0[MR], c1[MR];
     tile_in(MRV, nr, c, ldc, load, c0, c1);
 #pragma GCC unroll 2
-    for (int k = 0; k < kc; k++, a += MR, b += NR) {
+    for (int k = 0; k < kc; k++, a += cs, b += NR) {
         const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
         for (int r = 0; r < MRV; r++) {
-            const __m512 ar = _mm512_set1_ps(a[r]);
+            const __m512 ar = _mm512_set1_ps(a[r * rs]);
             c0[r] = _mm512_fmadd_ps(ar, b0, c0[r]);
             c1[r] = _mm512_fmadd_ps(ar, b1, c1[r]);
         }
@@ -62,7 +62,7 @@ rows(const int MRV, int nr, int kc, const float *a, const float *b, float *c,
 }
 
 #define ROWS(n)                                                                                   \
-    case n: rows(n, nr, kc, a, b, c, ldc, load, scale, alpha); break;
+    case n: rows(n, nr, kc, a, 1, MR, b, c, ldc, load, scale, alpha); break;
 
 TARGET void mw_ukernel_avx512(int mr, int nr, int kc, const float *a, const float *b, float *c,
                               long ldc, int load, int scale, float alpha) {
@@ -73,6 +73,12 @@ TARGET void mw_ukernel_avx512(int mr, int nr, int kc, const float *a, const floa
     }
 }
 #undef ROWS
+
+/* a full MR-row tile with a read in place (a[r * lda + k]): gemm_kernels.h */
+TARGET void mw_ukernel_avx512_rows(int nr, int kc, const float *a, long lda, const float *b,
+                                   float *c, long ldc, int load, int scale, float alpha) {
+    rows(MR, nr, kc, a, lda, 1, b, c, ldc, load, scale, alpha);
+}
 
 /* ---- the AVX512_BF16 kernel: vdpbf16ps on packed bfloat16 pairs ---------------------------------
  * Panels of pairs: a[p * MR + r] and b[p * NR + j] are 32-bit words holding (element 2p, element

@@ -39,6 +39,8 @@ void mw_ukernel_avx2_rows(int nr, int kc, const float *a, long lda, const float 
 #define MW_AVX512_NR 32
 void mw_ukernel_avx512(int mr, int nr, int kc, const float *a, const float *b, float *c, long ldc,
                        int load, int scale, float alpha);
+void mw_ukernel_avx512_rows(int nr, int kc, const float *a, long lda, const float *b, float *c,
+                            long ldc, int load, int scale, float alpha);
 /* 12 x 32 with vdpbf16ps (AVX512_BF16), for bfloat16 products only: the avx512bf16 kernel runs
  * mw_ukernel_avx512 for fp32 ones */
 void mw_ukernel_avx512bf16(int mr, int nr, int kc, const float *a, const float *b, float *c,

@@ -2,6 +2,8 @@
 #include "ops.h"
 
 #include "exp_fast.h"
+#include "gelu_math.h"
+#include "ops_avx512.h"
 #include "gemm.h"
 
 #include <math.h>
@@ -308,36 +310,52 @@ float mw_exp_fast(float x) { return exp_fast(x); }
 
 /* ---- gelu ------------------------------------------------------------------------------------ */
 
-#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-
-/* tanh through one exponential, in plain arithmetic that the compiler vectorises (libm's tanhf
- * is a scalar call and was 9% of a GPT-2 step): tanh|u| = (1 - e) / (1 + e) with e = exp(-2|u|).
- * Absolute error below 2e-7 everywhere, which is what GELU needs: it uses 1+t and 1-t^2, never t
- * relative to itself. The scalar oracle is tanhf (tests/test_ops.c). */
-static inline float tanh_fast(float u) {
-    float au = u < 0 ? -u : u;
-    au = au > 9.0f ? 9.0f : au; /* tanh(9) = 1 - 3e-8 */
-    float e = exp_fast(-2.0f * au), th = (1.0f - e) / (1.0f + e);
-    return u < 0 ? -th : th;
-}
+/* tanh_fast, gelu1, gelu_grad1: gelu_math.h, shared with ops_avx512.c (the same bits) */
 
 float mw_tanh_fast(float u) { return tanh_fast(u); }
 
-static inline float gelu1(float x) {
-    float u = GELU_K * (x + 0.044715f * x * x * x);
-    return 0.5f * x * (1.0f + tanh_fast(u));
+/* o[i] = gelu(x[i]) and o[i] = d[i] * gelu'(x[i]), i < n: 16 lanes where the kernel in use is an
+ * AVX-512 one, the baseline's vectors otherwise (the same bits) */
+static void gelu_fwd_run(int simd, float *o, const float *x, long n) {
+#if defined(__x86_64__)
+    if (simd) {
+        mw_gelu_fwd_avx512(o, x, n);
+        return;
+    }
+#endif
+    (void)simd;
+    for (long i = 0; i < n; i++) o[i] = gelu1(x[i]);
+}
+static void gelu_bwd_run(int simd, float *o, const float *d, const float *x, long n) {
+#if defined(__x86_64__)
+    if (simd) {
+        mw_gelu_bwd_avx512(o, d, x, n);
+        return;
+    }
+#endif
+    (void)simd;
+    for (long i = 0; i < n; i++) o[i] = d[i] * gelu_grad1(x[i]);
 }
 
+/* pieces of GELU_PIECE elements, one per iteration of a parallel loop: elementwise, any split
+ * gives the same bits */
+#define GELU_PIECE 4096L
+
 void mw_gelu_forward(float *out, const float *inp, long n) {
+    const int simd = mw_ops_simd();
+    const long np = (n + GELU_PIECE - 1) / GELU_PIECE;
 #pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; i++) out[i] = gelu1(inp[i]);
+    for (long p = 0; p < np; p++) {
+        const long i0 = p * GELU_PIECE, m = n - i0 < GELU_PIECE ? n - i0 : GELU_PIECE;
+        gelu_fwd_run(simd, out + i0, inp + i0, m);
+    }
 }
 
 /* a piece of m values of x (floats, or bfloat16 when x16) from element i0, as floats: in t, or
  * in place when they are floats already */
 static inline const float *piece_in(const void *x, int x16, long i0, long m, float *t) {
     if (!x16) return (const float *)x + i0;
-    for (long i = 0; i < m; i++) t[i] = mw_bf16_widen(((const uint16_t *)x)[i0 + i]);
+    mw_bf16_load(t, (const uint16_t *)x + i0, (size_t)m);
     return t;
 }
 
@@ -346,6 +364,7 @@ void mw_gelu_forward_x(void *out, int out16, const void *inp, int in16, long n) 
         mw_gelu_forward(out, inp, n);
         return;
     }
+    const int simd = mw_ops_simd();
     const long np = (n + BF_PIECE - 1) / BF_PIECE;
 #pragma omp parallel for schedule(static)
     for (long p = 0; p < np; p++) {
@@ -353,19 +372,18 @@ void mw_gelu_forward_x(void *out, int out16, const void *inp, int in16, long n) 
         float t[BF_PIECE], xi[BF_PIECE];
         const float *x = piece_in(inp, in16, i0, m, xi);
         float *o = out16 ? t : (float *)out + i0;
-        for (long i = 0; i < m; i++) o[i] = gelu1(x[i]);
+        gelu_fwd_run(simd, o, x, m);
         if (out16) mw_bf16_store((uint16_t *)out + i0, t, (size_t)m);
     }
 }
 
 void mw_gelu_backward(float *dinp, const float *dout, const float *inp, long n) {
+    const int simd = mw_ops_simd();
+    const long np = (n + GELU_PIECE - 1) / GELU_PIECE;
 #pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; i++) {
-        float x = inp[i];
-        float u = GELU_K * (x + 0.044715f * x * x * x);
-        float t = tanh_fast(u);
-        float g = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_K * (1.0f + 0.134145f * x * x);
-        dinp[i] = dout[i] * g;
+    for (long p = 0; p < np; p++) {
+        const long i0 = p * GELU_PIECE, m = n - i0 < GELU_PIECE ? n - i0 : GELU_PIECE;
+        gelu_bwd_run(simd, dinp + i0, dout + i0, inp + i0, m);
     }
 }
 
@@ -376,6 +394,7 @@ void mw_gelu_backward_x(void *dinp, int d16, const float *dout, const void *inp,
         mw_gelu_backward(dinp, dout, inp, n);
         return;
     }
+    const int simd = mw_ops_simd();
     const long np = (n + BF_PIECE - 1) / BF_PIECE;
 #pragma omp parallel for schedule(static)
     for (long p = 0; p < np; p++) {
@@ -383,11 +402,7 @@ void mw_gelu_backward_x(void *dinp, int d16, const float *dout, const void *inp,
         float t[BF_PIECE], xi[BF_PIECE];
         const float *x = piece_in(inp, in16, i0, m, xi); /* read before dinp (may be inp) is written */
         float *o = d16 ? t : (float *)dinp + i0;
-        for (long i = 0; i < m; i++) {
-            const float xv = x[i], u = GELU_K * (xv + 0.044715f * xv * xv * xv), th = tanh_fast(u);
-            const float g = 0.5f * (1.0f + th) + 0.5f * xv * (1.0f - th * th) * GELU_K * (1.0f + 0.134145f * xv * xv);
-            o[i] = dout[i0 + i] * g;
-        }
+        gelu_bwd_run(simd, o, dout + i0, x, m);
         if (d16) mw_bf16_store((uint16_t *)dinp + i0, t, (size_t)m);
     }
 }
