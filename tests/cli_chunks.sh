@@ -55,6 +55,8 @@ for p in "${P[@]}"; do
 done
 grep -q "disk tier (--offload params=1-2,grads=0,optim=2-3)" "$T/c4.out" && pass "the plan names the placement" ||
   fail "the plan's disk tier line: $(grep 'disk tier (' "$T/c4.out")"
+grep '"event": "end"' "$T/c4.jsonl" | grep -q '"offload": "all", .*"offload_pin": "params=1-2,grads=0,optim=2-3"' &&
+  pass "the JSON log names the placement beside its widest mode" || fail "the JSON log's end: $(grep -o '"offload[a-z_]*": "[^"]*"' "$T/c4.jsonl")"
 "$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 --offload optimizer:resident=1 | grep -q "disk tier (--offload params=none,grads=none,optim=0-2):" &&
   pass "estimate names the placement" || fail "estimate's disk tier line"
 [ "$(scratch_count "$T/scr")" = 0 ] && pass "no scratch file stays" || fail "scratch left: $(ls "$T/scr")"
@@ -157,6 +159,8 @@ run fullr --steps 5 --threads 2 --recompute full
 planned auto "--offload auto's chunk placement"
 grep -q -- "--offload auto: .* -> $midpin" "$T/auto.out" && pass "train prints auto's choice and the form that pins it" ||
   fail "auto's line: $(grep -a 'offload auto' "$T/auto.out")"
+grep '"event": "end"' "$T/auto.jsonl" | grep -q "\"offload_pin\": \"$midpin\"" && pass "the JSON log records auto's placement" ||
+  fail "auto's JSON log: $(grep -o '"offload[a-z_]*": "[^"]*"' "$T/auto.jsonl")"
 # the pinned form plans what auto planned: the same peak and bytes moved
 pe() { grep -o '"peak_bytes": [0-9]*\|"read_bytes_per_step": [0-9]*\|"write_bytes_per_step": [0-9]*' | head -3 | tr '\n' ' '; }
 ea=$("$MW" estimate "${g[@]}" --budget "$mid" --offload auto --json | pe)

@@ -987,6 +987,8 @@ void json_categories(FILE *f, const mw_model *m) {
             mw_offload_name(p->offload), (unsigned long long)p->disk_file, (unsigned long long)p->disk_read,
             (unsigned long long)p->disk_write, (unsigned long long)r.bytes_read, (unsigned long long)r.bytes_written,
             has ? r.engine : "");
+    if (p->offload_pin[0] && strcmp(p->offload_pin, mw_offload_name(p->offload))) /* a chunk placement: "offload" is its widest mode */
+        fprintf(f, ", \"offload_pin\": \"%s\"", p->offload_pin);
 }
 
 int main(int argc, char **argv) {
