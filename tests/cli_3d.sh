@@ -117,6 +117,8 @@ EOF
 x=$(plans t22 --world 4 --tp 2 --pp 2 --microbatches 4) && pass "(2, 2, 1): arena = plan = estimate per rank ($x)" || fail "(2, 2, 1) per rank: $x"
 x=$(plans t22s --world 4 --tp 2 --sp --pp 2 --microbatches 4) && pass "(2, 2, 1) --sp: arena = plan = estimate per rank ($x)" || fail "(2, 2, 1) --sp per rank: $x"
 x=$(plans t212z1 --world 4 --tp 2 --dp 2 --zero 1 --accum 2) && pass "(2, 1, 2) --zero 1: arena = plan = estimate per rank ($x)" || fail "(2, 1, 2) per rank: $x"
+# --zero 0 replicas hold their shard's accumulator (--accum > 1): unequal shards, unequal plans
+x=$(plans t212 --world 4 --tp 2 --dp 2 --zero 0 --accum 2) && pass "(2, 1, 2) --zero 0 --accum 2: arena = plan = estimate per rank ($x)" || fail "(2, 1, 2) --zero 0 per rank: $x"
 
 echo "-- layout-free checkpoints: saved at (2, 2, 1), resumed at (2, 1, 2), (1, 1, 4), (4, 1, 1), one process, (2, 2, 1)"
 ref u 0 L --steps 6 --accum 4
