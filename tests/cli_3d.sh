@@ -41,7 +41,7 @@ run() { # run NAME N MODEL-ARRAY-NAME ARGS...: train on N ranks (0: one process)
 }
 ref() { [ $asan = 1 ] || run "$@"; } # ref: run, a reference run (--tp alone, one process) the sanitizer build skips
 # sig NAME: every step's loss, norm and validation loss, and the final weights' CRC
-sig() { grep -o '"\(loss\|grad_norm\|val_loss\)": [-0-9.e+]*\|"params_crc32c": "[0-9a-f]*"' "$T/$1.jsonl" | paste -sd' ' -; }
+sig() { grep -o '"\(loss\|grad_norm\|val_loss\)": [-0-9.e+]*\|"params_crc32c": "[0-9a-f]*"' "$T/$1.jsonl" 2>/dev/null | paste -sd' ' -; }
 ck() { sha256sum "$T/$1/step-0000000$2.mwck" 2>/dev/null | cut -c1-64; }
 same() { # same WHAT REF RUN [STEP]: the signatures agree, and the checkpoints of step STEP (if given)
   local a b
