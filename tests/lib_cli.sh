@@ -48,6 +48,9 @@ mpi_setup() {
     exit 1
   fi
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  # a rank waiting in MPI yields the core (OpenMPI polls without yielding when the ranks do not
+  # exceed the cores: on a loaded 2-core machine a 2-rank run then took 2 to 4 times its CPU time)
+  export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
   if ldd "$MW" | grep -q libasan; then
     export OMPI_MCA_mca_base_component_disable_dlclose=1
     export LSAN_OPTIONS="suppressions=$(realpath "$(dirname "${BASH_SOURCE[0]}")")/lsan_mpi.supp:print_suppressions=0"

@@ -193,12 +193,13 @@ static void print_ranges(FILE *f, const int *r, int n, int json) {
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
 /* Data-parallel rank r's ZeRO shard lengths: the dense floats' over the D ranks and, under --ep E,
- * the routed experts' over the D/E ranks of its expert-data-parallel group (rank r / E of it) */
+ * the routed experts' over the D/E ranks of its expert-data-parallel group (rank r / E of it). Under
+ * --zero 0 too: a replica's accumulator of its shard (--accum > 1) makes its plan its own. */
 static void shard_lens(const mw_config *c, const mw_plan_summary *p, int r, uint64_t len[2]) {
     uint64_t lo = 0, hi = 0, elo = 0, ehi = 0;
     const int E = c->ep > 1 ? c->ep : 1;
     const uint64_t ef = E > 1 ? p->expert_floats : 0;
-    if (c->dp && c->zero >= 1) {
+    if (c->dp) {
         mw_zero_shard(p->flat_floats - ef, c->world, r, &lo, &hi);
         if (E > 1) mw_zero_shard(ef, c->world / E, r / E, &elo, &ehi);
     }

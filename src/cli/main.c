@@ -80,7 +80,7 @@ static const opt_def OPTS[] = {
     {"inter-bw", K_DBL, O_(inter_bw), CMD_ESTIMATE, "with --search: GB/s one way per GPU between nodes (default --gpu's network)"},
     {"gpus-per-node", K_INT, O_(gpus_per_node), CMD_ESTIMATE, "with --search: GPUs per node (default 8)"},
     {"top", K_INT, O_(top), CMD_ESTIMATE, "with --search: the fitting layouts shown (default 5)"},
-    {"comm-timeout", K_DBL, O_(comm_timeout), CMD_TRAIN, "with --zero: seconds a rank waits for the others in one exchange before it concludes that one stopped and exits (0: forever)"},
+    {"comm-timeout", K_DBL, O_(comm_timeout), CMD_TRAIN, "under mpirun (--zero, --tp, --pp): seconds a rank waits for the others in one exchange, send or receive before it concludes that one stopped and exits (0: forever)"},
     {"world", K_INT, C_(world), CMD_ESTIMATE | CMD_PLAN, "with --zero: the number of ranks to plan for (estimate answers without MPI); with --tp/--pp/--dp: the layout's ranks, T x P x D; each running as many threads as a rank of `mpirun -np N` takes on this machine unless --threads says otherwise (OpenMPI binds each of 2 ranks or fewer to one core: 1 thread; more ranks share the CPUs)"},
     {"steps", K_INT, C_(steps), MODEL, "optimizer steps (bench: timed steps)"},
     {"warmup", K_INT, C_(warmup), CMD_TRAIN, "learning-rate warm-up steps"},
