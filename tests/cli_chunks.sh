@@ -136,6 +136,7 @@ for q in 1 2 4 6 7; do
   b=$((pall + (pnone - pall) * q / 8))
   "$MW" estimate "${g[@]}" --budget $b --offload auto --json >"$T/a$q.json"
   pin=$(grep -o '"offload_pin": "[^"]*"' "$T/a$q.json" | sed 's/.*: "//; s/"//')
+  [ -n "$pin" ] || pin=$(grep -o '"offload": "[^"]*"' "$T/a$q.json" | head -1 | sed 's/.*: "//; s/"//') # a whole mode (every block on disk: all)
   pk=$(grep -o '"peak_bytes": [0-9]*' "$T/a$q.json" | head -1 | sed 's/.*: //')
   r=$(grep -o '"read_bytes_per_step": [0-9]*' "$T/a$q.json" | sed 's/.*: //')
   w=$(grep -o '"write_bytes_per_step": [0-9]*' "$T/a$q.json" | sed 's/.*: //')

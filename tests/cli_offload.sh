@@ -130,6 +130,26 @@ for mode in optimizer+grads all; do
     fail "bf16 $mode: a step moves $((r + w)) bytes, fp32 $((r32 + w32))"
 done
 
+# a per-category form that puts every block as a whole mode does is that mode (under bf16: its
+# bfloat16 copy and fused norm; main planned the chunk path's 17219584 bytes read for all's 13643776),
+# and --offload auto under bf16 compares its chain's choice with the whole mode below it, which has
+# those formats (llama2-7b at 8 GiB chose 1 of 96 chunks resident: 112.2 GB read, not all's 77.0)
+for fm in "params=all,grads=all,optim=all all" "all:resident=0 all" "grads=all,optim=all optimizer+grads"; do
+  f1=${fm% *} f2=${fm#* }
+  a=$("$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 --precision bf16 --offload "$f1" --json | grep -o '"[rw][a-z]*_bytes_per_step": [0-9]*')
+  b=$("$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 --precision bf16 --offload "$f2" --json | grep -o '"[rw][a-z]*_bytes_per_step": [0-9]*')
+  [ -n "$a" ] && [ "$a" = "$b" ] && pass "bf16 --offload $f1 plans $f2's bytes: $(echo $a)" || fail "bf16 --offload $f1: $(echo $a), $f2: $(echo $b)"
+done
+"$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 --precision bf16 --offload auto --budget 10MiB --offload-dir "$T/scr" --json >"$T/ab.json"
+why=$(grep -o '"offload_why": "[^"]*"' "$T/ab.json")
+t=$(echo "$why" | sed -n 's/.*; this \([0-9.]*\) s.*/\1/p') x=$(echo "$why" | sed -n 's/.*the whole mode [0-9]*: \([0-9.]*\) s.*/\1/p')
+if ! grep -q '"offload_pin": "[^"]*=' "$T/ab.json"; then # the choice is a whole mode (the predictions measure the disk)
+  pass "bf16 auto chose a whole mode: $why"
+else
+  [ -n "$t" ] && [ -n "$x" ] && awk -v t="$t" -v x="$x" 'BEGIN { exit !(t <= x) }' &&
+    pass "bf16 auto: its chunk placement ($t s) no slower than the whole mode below it ($x s)" || fail "bf16 auto: $why"
+fi
+
 # --accum under all (issue 35): a micro-batch after the first starts from the slots the one before
 # left, so it reads fewer parameter bytes than the first. From the plans: the first micro-batch's
 # visits read V = E1 - O1 - P (all against optimizer+grads at --accum 1, less the optimizer's read of

@@ -162,6 +162,16 @@ echo "== checkpoints and resume"
 "$MW" "${tr[@]}" --out "$T/r" --resume auto --json-log "$T/r.jsonl" >"$T/r.out" 2>&1 || fail "resume: $(tail -1 "$T/r.out")"
 cmp -s "$T/b16/step-00000006.mwck" "$T/r/step-00000006.mwck" &&
   pass "stop at 3 and resume (no --precision given: the checkpoint's bf16): the unbroken run's bytes" || fail "resume differs"
+# across placements (issue 35): a load under all writes the fp32 master and its bfloat16 copy that
+# forward reads; one saved under all holds the master's bits
+for ab in none:all all:optimizer+grads; do
+  a=${ab%:*} b=${ab#*:}
+  rm -rf "$T/rx"
+  "$MW" "${tr[@]}" --precision bf16 --out "$T/rx" --stop-at 3 --offload "$a" $([ $a = none ] || echo --offload-dir "$T/off") >/dev/null 2>&1 || fail "stop-at under $a"
+  "$MW" "${tr[@]}" --out "$T/rx" --resume auto --offload "$b" --offload-dir "$T/off" >"$T/rx.out" 2>&1 || fail "resume under $b: $(tail -1 "$T/rx.out")"
+  cmp -s "$T/b16/step-00000006.mwck" "$T/rx/step-00000006.mwck" &&
+    pass "stop at 3 under --offload $a, resume under $b: the unbroken in-memory run's bytes" || fail "resume $a -> $b differs"
+done
 expect_error 1 "resume of a bf16 checkpoint with --precision fp32" -- "$MW" "${tr[@]}" --out "$T/b16" --resume auto --precision fp32 --steps 8
 has "$T/err" "--precision bf16" "the refusal names the checkpoint's precision"
 has "$T/err" "add --override steps,precision" "and how to override it"
@@ -199,6 +209,12 @@ run ll.t1 "${ll[@]}" --threads 1
 same ll ll.t1 "llama bf16: 1 thread against 2"
 run ll.all "${ll[@]}" --offload all --offload-dir "$T/off"
 same ll ll.all "llama bf16: --offload all"
+# tied, 8-bit states, --accum 3 (the second visit plan), full recomputation, clipped by the norm
+# summed at the blocks' backward (issue 35): the in-memory run's weights and losses
+llt=("${ll[@]}" --layers 3 --tied 1 --optim adamw8bit --accum 3 --grad-clip 0.5)
+run llt "${llt[@]}"
+run llt.all "${llt[@]}" --offload all --offload-dir "$T/off" --recompute full
+same_w llt llt.all "llama bf16 tied, adamw8bit, --accum 3: --offload all --recompute full"
 grep -qE "arena peak ([0-9.]+ [KMG]iB) \(plan \1\)" "$T/ll.out" && pass "llama bf16: arena peak == plan peak" ||
   fail "llama: $(grep -o 'arena peak.*' "$T/ll.out")"
 

@@ -28,9 +28,10 @@ mw_status mw_graph_chunks_set(mw_model *m, const char *spec) {
         int widest;
         MW_TRY(mw_chunks_parse(spec, L, m->blk, &widest));
         m->offload = widest;
-        m->chunked = widest != MW_OFFLOAD_NONE;
         m->dcat = 0;
-        for (int l = 0; l < L; l++) m->dcat |= m->blk[l];
+        int uniform = 1; /* every block as the widest mode puts it: that mode (its narrow formats, its --accum plan) */
+        for (int l = 0; l < L; l++) m->dcat |= m->blk[l], uniform &= m->blk[l] == mode_cats(widest);
+        m->chunked = widest != MW_OFFLOAD_NONE && !uniform;
         return MW_OK;
     }
     m->dcat = mode_cats(m->offload);
@@ -202,10 +203,20 @@ mw_status mw_graph_chunks_auto(mw_model *m) {
             if (x.fits && x.measured && x.t < best.t) best = x;
         }
     }
+    /* under bf16 the whole modes (k a multiple of L) have formats a chunk placement lacks (the
+     * parameters' bfloat16 copy under all, the norm summed at the blocks' backward): the whole mode
+     * below the chain's choice, where it fits and is predicted faster */
+    char whole[64] = "";
+    if (mw_graph_grads_b16(m) && best.k % L && best.measured) {
+        cand x;
+        MW_TRY(try_k(m, best.k / L * L, &x));
+        snprintf(whole, sizeof whole, "; the whole mode %d: %.3f s", x.k, x.t);
+        if (x.fits && x.measured && x.t < best.t) best = x;
+    }
     char spec[96];
     chain_spec(L, best.k, spec, sizeof spec);
-    if (snprintf(w, wn, "%d of %d block chunks resident (the most that fit: %d, %.3f s/step predicted; this %.3f s%s%s%s)", best.k, K,
-             kmax, tmax, best.t, tried[0] ? "; tried " : "", tried, best.measured ? "" : "; the disk not measured") >= (int)wn)
+    if (snprintf(w, wn, "%d of %d block chunks resident (the most that fit: %d, %.3f s/step predicted; this %.3f s%s%s%s%s)", best.k, K,
+             kmax, tmax, best.t, tried[0] ? "; tried " : "", tried, whole, best.measured ? "" : "; the disk not measured") >= (int)wn)
         w[wn - 2] = ')'; /* cut short: still closed */
     if (best.k == K) return mw_graph_chunks_set(m, "");
     return mw_graph_chunks_set(m, spec);
