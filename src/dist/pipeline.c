@@ -22,8 +22,8 @@
  * exchanged among a stage's replicas when its last backward op there ends (src/dist/zero.c's
  * ordered sum); under --zero 2 and 3 each block's as its backward ends, into the shards, and the
  * norm is taken over the shards (src/dist/pipezero.c). The disk tier (--offload) and --zero 3's
- * gathers run at the schedule's visits as in mw_model_forward_backward. Refused before anything
- * runs (mw_pipe_check): a tied embedding with --tp. */
+ * gathers run at the schedule's visits as in mw_model_forward_backward. A tied embedding with --tp:
+ * each tensor rank's shard of the table, the same way (src/dist/pipetied.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,10 +40,6 @@ enum { TAG_ACT = 1, TAG_GRAD = 2, TAG_LOSS = 3, TAG_NORM = 4, TAG_HEAD = 5 };
 
 mw_status mw_pipe_check(const mw_config *c) {
     if (c->inference) return mw_fail(MW_ERR_ARG, "--pp: a pipeline stage is planned for training only");
-    if (mw_graph_pipe_tied(c) && c->tp > 1)
-        return mw_fail(MW_ERR_ARG, "--pp %d --tp %d with a tied embedding (%s): the vocabulary-parallel copy of the "
-                       "head is not built yet (an untied model, e.g. llama-tiny, runs)", c->pp, c->tp,
-                       c->arch == MW_ARCH_GPT2 ? "GPT-2" : "--tied 1");
     return MW_OK;
 }
 

@@ -140,6 +140,7 @@ mw_status mw_pipe_check(const mw_config *c);
  * over those two; a no-op elsewhere). */
 void mw_pipe_tied_grad(mw_model *m, int i, float dloss);
 mw_status mw_pipe_tied_sync(mw_model *m);
+uint64_t mw_pipe_tied_floats(const mw_model *m); /* the table's floats on this rank (--tp: its shard) */
 /* --zero 2 under --pp (src/dist/pipezero.c): the gradient norm of every stage's replicas' shards
  * of the summed gradient (m->zacc), one process's bits (collective over the stage's replicas and
  * the pipeline) */

@@ -253,7 +253,7 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
         if (c->pp_stage > 0) PERSIST(m->psend[1], gb, MW_CAT_WORK, "pp_send_grad");
         if (mw_graph_pipe_tied(c) && c->pp_stage == c->pp - 1) { /* the tied embedding's copy for the head,
                                                                     and its input's send to the first stage */
-            PERSIST(m->ptied, (uint64_t)c->vocab * c->n_embd * F, MW_CAT_PARAMS, "pp_tied_embedding");
+            PERSIST(m->ptied, mw_pipe_tied_floats(m) * F, MW_CAT_PARAMS, "pp_tied_embedding"); /* --tp: its shard */
             PERSIST(m->psend[2], mw_graph_pipe_head_bytes(m), MW_CAT_WORK, "pp_send_head");
         }
     }
