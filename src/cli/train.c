@@ -529,9 +529,6 @@ static mw_comm *start_ranks(opts *o, int *argc, char ***argv) {
     if (o->comm_timeout < 0) die(1, "--comm-timeout must be >= 0 seconds (0: wait forever), got %g", o->comm_timeout);
     if (tp && cm->size != TP * PP * D) /* --tp: T x P x D ranks (layout_parse took D from the launcher) */
         die(1, "--tp %d runs on %d ranks (mpirun -np %d), this run has %d", o->cfg.tp, TP * PP * D, TP * PP * D, cm->size);
-    if (tp && o->init && (PP > 1 || D > 1)) /* --tp alone imports each rank's shard (mw_hf_load) */
-        die(1, "--init with --tp under --pp or data-parallel replicas: importing into a 3D layout is not built yet (import "
-               "with --tp alone or one process, save a checkpoint, and --resume it)");
     if (tp || o->cfg.pp > 1) { /* the layout's groups: tensor-parallel, stages, replicas (layout_parse set this rank's place) */
         if (mw_grid_create(cm, TP, PP, cm->size / (TP * PP), &grid) != MW_OK) die(1, "%s", mw_last_error());
         if ((PP > 1 && grid.p != o->cfg.pp_stage) || (grid.dp_comm && grid.dp_comm->rank != o->cfg.rank))
