@@ -365,7 +365,7 @@ mw_status mw_config_validate(const mw_config *c) {
         NEED(c->ep <= 1 || !c->dp || c->world % c->ep == 0,
              "--ep %d must divide --dp (the expert-parallel groups lie inside the data-parallel one)", c->ep);
         NEED(!c->inference, "a parallel layout is planned for training only");
-        NEED(c->offload == MW_OFFLOAD_NONE || (c->pp > 1 && c->tp <= 1 && !c->sp && c->ep <= 1),
+        NEED(c->offload == MW_OFFLOAD_NONE || c->ep <= 1,
              "--offload %s with --tp/--ep: the disk tier under that layout is not planned yet (a pipeline's stages "
              "run it, each into its own files)", mw_offload_name(c->offload));
         NEED(c->recompute != MW_RECOMPUTE_AUTO || (c->pp > 1 && c->tp <= 1 && !c->sp && c->ep <= 1),

@@ -345,6 +345,66 @@ mw_status mw_graph_grad_parts_at(mw_model *m, uint64_t g0, double carry, double 
     return MW_OK;
 }
 
+/* ---- each tensor's sum of squares (--tp's norm: src/dist/tp.c) -------------------------------- */
+
+/* The walk of mw_graph_grad_tensor_sums: the flat buffer's chunks in element order, each tensor's
+ * quanta (from its own first element) summed in parts as its elements pass, handed on when it ends. */
+typedef struct tensor_walk {
+    mw_model *m;
+    double *parts;
+    int i; /* the next tensor to end */
+    mw_tensor_sum_fn fn;
+    void *ctx;
+} tensor_walk;
+
+/* elements lo..hi-1 of the flat buffer: g is element lo's gradient (floats, or bfloat16 when g16;
+ * NULL: zeros, which add nothing to a sum of squares that starts at +0) */
+static void tensor_walk_chunk(tensor_walk *w, const void *g, int g16, size_t lo, size_t hi) {
+    const mw_model *m = w->m;
+    const size_t Q = MW_NORM_QUANTUM, esz = g16 ? sizeof(uint16_t) : sizeof(float);
+    for (; w->i < m->ntensors; w->i++) {
+        const mw_tensor *t = &m->tensors[w->i];
+        const size_t a0 = t->offset, a1 = t->offset + t->numel;
+        if (a0 >= hi && a1 > a0) return; /* after this chunk */
+        const size_t a = a0 > lo ? a0 : lo, b = a1 < hi ? a1 : hi;
+        if (a == a0)
+            for (size_t q = 0; q < (t->numel + Q - 1) / Q; q++) w->parts[q] = 0.0;
+        if (g && b > a) sumsq_parts_at(w->parts, 0, (const char *)g + (a - lo) * esz, g16, a - a0, b - a0);
+        if (b < a1) return; /* goes on in the next chunk */
+        double s = 0.0;
+        for (size_t q = 0; q < (t->numel + Q - 1) / Q; q++) s += w->parts[q];
+        w->fn(w->ctx, w->i, s);
+    }
+}
+
+static void tensor_walk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const arr[MW_ARR_COUNT]) {
+    tensor_walk *w = ctx;
+    mw_model *m = w->m;
+    const double t0 = now_s();
+    if (arr[MW_ARR_G]) /* the disk's: floats, or bfloat16 read in place; none this step: zeros */
+        tensor_walk_chunk(w, grads_fresh(m, seg) ? NULL : arr[MW_ARR_G], mw_graph_grads16_disk(m), lo, hi);
+    else
+        tensor_walk_chunk(w, mw_graph_grads_chunk(m, seg, lo, hi), 0, lo, hi);
+    m->compute_s += now_s() - t0;
+}
+
+mw_status mw_graph_grad_tensor_sums(mw_model *m, mw_tensor_sum_fn fn, void *ctx) {
+    tensor_walk w = {m, (double *)m->opp[(size_t)m->opt_op * MW_MAXACC], 0, fn, ctx};
+    if (mw_graph_grads_on_disk(m)) { /* streamed in element order, as the norm's pass over the file */
+        MW_TRY(mw_graph_io_check(m));
+        MW_TRY(mw_graph_grads_settle(m));
+        MW_TRY(mw_offload_stream(m->off, MW_ARR_BIT(MW_ARR_G), 0, tensor_walk_fn, &w));
+    } else if (m->grads) {
+        if (m->nfloats) tensor_walk_chunk(&w, m->grads, 0, 0, m->nfloats);
+    } else { /* segment by segment (a block's bfloat16 widened) */
+        void *none[MW_ARR_COUNT] = {0};
+        for (int sg = 0; sg < m->nseg; sg++)
+            if (m->seg_lo[sg + 1] > m->seg_lo[sg]) tensor_walk_fn(&w, m->seg_lo[sg], m->seg_lo[sg + 1], sg, none);
+    }
+    tensor_walk_chunk(&w, NULL, 0, m->nfloats, m->nfloats); /* empty tensors at the end */
+    return w.i == m->ntensors ? MW_OK : mw_fail(MW_ERR_ARG, "internal: the gradient norm ended at tensor %d of %d", w.i, m->ntensors);
+}
+
 double mw_model_grad_norm(const mw_model *m) {
     double norm;
     mw_status st = mw_graph_grad_norm((mw_model *)m, &norm);
@@ -418,6 +478,7 @@ mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
             unsigned wr = m->opt.wr[k] & disk & ~MW_ARR_BIT(MW_ARR_G);
             if (mw_graph_params16(m) && (wr & MW_ARR_BIT(MW_ARR_P))) wr |= MW_ARR_BIT(MW_ARR_H); /* written, never read */
             MW_TRY(mw_offload_stream(m->off, rd, wr, opt_chunk_fn, &a));
+            if (mw_tp_on(m)) MW_TRY(mw_tp_opt_join(m, k)); /* the shards' statistics over the ranks */
             mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
         }
         if (mw_graph_grads_slotted(m)) memset(m->gfresh, 1, (size_t)c->n_layer); /* zero, as the update left them */
