@@ -54,7 +54,7 @@ within() {
 # ck NAME: the sha256 of the step-50 checkpoint's tensors and optimizer state (after the header
 # and the configuration text, which names --recompute, before the trailer, which pins the length)
 ck() {
-  local f="$T/$1/step-00000050.mwck" ml
+  local f="$T/$1/step-${CKSTEP:-00000050}.mwck" ml
   [ -f "$f" ] || return
   ml=$(od -An -t u4 -j 12 -N 4 "$f" | tr -d ' ')
   tail -c +$((33 + ml)) "$f" | head -c -24 | sha256sum | cut -c1-64
@@ -160,6 +160,48 @@ run i1 0 I
 run i2 2 I
 within i1 i2 "--init hf: (gpt2-tiny, vocabulary 259 padded to 260) at --tp 2 against one process's import"
 
+echo "-- --offload per rank (each its own scratch file): the in-memory run's bits, the plan's bytes"
+# 8 steps, checkpoints at 4 and 8 (the gather and the load through the disk tier's windows)
+OF=(--preset gpt2-tiny --vocab 259 --data "$T/d" --batch 2 --seq 32 --lr 3e-4 --warmup 2 --steps 8 --threads 1
+  --log-every 1000 --eval-every 4 --eval-batches 1 --save-every 4 --grad-clip 1)
+OFL=(--preset llama-tiny "${OF[@]:4}")
+run of0 2 OF --optim adam4bit
+run ofl0 2 OFL --precision bf16 --accum 2
+for mode in optimizer optimizer+grads all; do
+  run "of$mode" 2 OF --optim adam4bit --offload "$mode" --offload-dir "$T/scr"
+  CKSTEP=00000008 same of0 "of$mode" "gpt2-tiny --tp 2 --optim adam4bit --offload $mode = in memory, bit for bit (losses, norms' clip, step-8 checkpoint)"
+  run "ofl$mode" 2 OFL --precision bf16 --accum 2 --offload "$mode" --offload-dir "$T/scr"
+  CKSTEP=00000008 same ofl0 "ofl$mode" "llama-tiny --tp 2 --precision bf16 --accum 2 --offload $mode = in memory, bit for bit"
+done
+peaks ofall 2 OF --optim adam4bit --offload all
+peaks oflall 2 OFL --precision bf16 --accum 2 --offload all
+# the in-memory run's step 4 resumed with its state on disk (adam4bit's codes, AdamW's moments)
+for r in ofr:OF:adam4bit ofra:OF:adamw; do
+  IFS=: read -r name arr o <<<"$r"
+  [ "$o" = adamw ] && run ofa0 2 OF
+  mkdir -p "$T/$name" && cp "$T/$([ "$o" = adamw ] && echo ofa0 || echo of0)/step-00000004.mwck" "$T/$name/"
+  run "$name" 2 "$arr" --optim "$o" --offload all --offload-dir "$T/scr" --resume auto
+  [ -n "$(CKSTEP=00000008 ck "$name")" ] && [ "$(CKSTEP=00000008 ck "$name")" = "$(CKSTEP=00000008 ck "$([ "$o" = adamw ] && echo ofa0 || echo of0)")" ] &&
+    pass "--tp 2 --optim $o: step 4 resumed under --offload all ends on the unbroken run's step-8 checkpoint" ||
+    fail "--tp 2 --optim $o: the resume under --offload all differs at step 8"
+done
+# the bytes moved are the plan's: 3 steps, no validation or checkpoint (--offload all: initialisation
+# writes and reads every block's parameters once, before step 1)
+cp "$T/d.train.bin" "$T/nv.train.bin"
+for mode in optimizer optimizer+grads all; do
+  mpirun -np 2 "$MW" train --preset gpt2-tiny --vocab 259 --data "$T/nv" --batch 2 --seq 32 --steps 3 --threads 1 --tp 2 \
+    --offload "$mode" --offload-dir "$T/scr" --json-log "$T/nv.jsonl" >"$T/nv.out" 2>&1 || fail "$mode: the no-val run"
+  d=$(grep '"event": "end"' "$T/nv.jsonl" | grep -o '"disk": {[^}]*}')
+  r=$(grep -o '"read_bytes_per_step": [0-9]*' <<<"$d" | sed 's/.*: //')
+  w=$(grep -o '"write_bytes_per_step": [0-9]*' <<<"$d" | sed 's/.*: //')
+  br=$(grep -o '"bytes_read": [0-9]*' <<<"$d" | sed 's/.*: //')
+  bw=$(grep -o '"bytes_written": [0-9]*' <<<"$d" | sed 's/.*: //')
+  init=$((bw - 3 * ${w:-0}))
+  [ -n "$r" ] && [ "$r" -gt 0 ] && [ "$br" -eq $((3 * r + init)) ] && { [ "$mode" = all ] && [ "$init" -gt 0 ] || [ "$init" -eq 0 ]; } &&
+    pass "--tp 2 --offload $mode: 3 steps moved 3x the planned bytes (+ $init of initialisation): $br read, $bw written" ||
+    fail "--tp 2 --offload $mode: moved $br read, $bw written; planned 3 x ($r, $w)"
+done
+
 echo "-- every rank's arena peak is its plan"
 peaks g2 2 G
 peaks g4 4 G
@@ -240,7 +282,7 @@ refuse "gpt2 --heads 4 --tp 3" "must divide the heads (4)" 3 "${G[@]}" --tp 3
 refuse "--tp 2 on one rank" "runs on 2 ranks" 0 "${G[@]}" --tp 2
 refuse "--tp 2 on 3 ranks" "runs on 2 ranks or a multiple of them" 3 "${G[@]}" --tp 2
 refuse "--sp over 63 positions" "give a multiple of 2" 2 "${G[@]}" --tp 2 --sp --batch 1 --seq 63
-refuse "--tp 2 --offload optimizer" "offload optimizer with --tp" 2 "${G[@]}" --tp 2 --offload optimizer --offload-dir "$T/scr"
+refuse "--tp 2 --sp --offload all" "sp with --offload all" 2 "${G[@]}" --tp 2 --sp --offload all --offload-dir "$T/scr"
 refuse "--tp 2 --recompute auto" "recompute auto with --tp" 2 "${G[@]}" --tp 2 --recompute auto --budget 64MiB
 refuse "--tp 2 --zero 1" "give --dp > 1" 2 "${G[@]}" --tp 2 --zero 1
 
