@@ -9,7 +9,9 @@
 # every --optim runs at --tp 2 within the bound, and its checkpoints (quantised codes and scales,
 # factored rows and columns) resume across layouts; --sp with --precision bf16 within the bf16
 # bound (also over 8 micro-batches); --init hf: imports each rank's shard within the bound; what
-# is not built (--offload, --recompute auto) is refused before step 1, naming it.
+# --offload (optimizer, optimizer+grads, all) and --recompute auto per rank are bitwise the in-memory
+# run and the policy chosen; what is not built (--sp with gradients on disk, --recompute auto with
+# --tp and --pp) is refused before step 1, naming it.
 # Usage: tests/cli_tp.sh build/memwall.
 set -u
 MW=$(realpath "${1:-build/memwall}")
@@ -202,6 +204,22 @@ for mode in optimizer optimizer+grads all; do
     fail "--tp 2 --offload $mode: moved $br read, $bw written; planned 3 x ($r, $w)"
 done
 
+echo "-- --recompute auto: the ranks agree on one choice under --budget per rank, bitwise that policy given"
+# gpt2-tiny at --tp 2: 9.03 MiB a rank without recomputation, 8.18 MiB with every block's; 8800 KiB
+# (8.59 MiB) leaves room for some blocks alone
+run ra 2 OF --recompute auto --budget 8800KiB
+pin=$(grep -o '"recompute_pin": "[^"]*"' "$T/ra.jsonl" | head -1 | sed 's/.*: "//; s/"$//')
+case "$pin" in
+*f* | *s*) run rp 2 OF --recompute "$pin"
+  CKSTEP=00000008 same ra rp "gpt2-tiny --tp 2 --recompute auto --budget 8800KiB chose $pin: bit for bit that policy given" ;;
+*) fail "--tp 2 --recompute auto at 8800 KiB chose '$pin' (some recomputation expected)" ;;
+esac
+grep -q "recompute: --recompute auto over 2 ranks: --recompute $pin" "$T/ra.out" && pass "every rank runs --recompute $pin" ||
+  fail "the ranks' agreement is not in the log: $(grep 'recompute:' "$T/ra.out")"
+peaks ra 2 OF --recompute "$pin"
+[ "$(grep -o '"arena_peak_bytes": [0-9]*' "$T/ra.jsonl" | sed 's/.*: //' | sort -n | tail -1)" -le $((8800 * 1024)) ] &&
+  pass "each rank's arena peak within --budget 8800KiB" || fail "an arena peak over --budget 8800KiB"
+
 echo "-- every rank's arena peak is its plan"
 peaks g2 2 G
 peaks g4 4 G
@@ -283,7 +301,7 @@ refuse "--tp 2 on one rank" "runs on 2 ranks" 0 "${G[@]}" --tp 2
 refuse "--tp 2 on 3 ranks" "runs on 2 ranks or a multiple of them" 3 "${G[@]}" --tp 2
 refuse "--sp over 63 positions" "give a multiple of 2" 2 "${G[@]}" --tp 2 --sp --batch 1 --seq 63
 refuse "--tp 2 --sp --offload all" "sp with --offload all" 2 "${G[@]}" --tp 2 --sp --offload all --offload-dir "$T/scr"
-refuse "--tp 2 --recompute auto" "recompute auto with --tp" 2 "${G[@]}" --tp 2 --recompute auto --budget 64MiB
+refuse "--tp 2 --pp 2 --recompute auto" "recompute auto with --tp and --pp" 4 "${L[@]}" --tp 2 --pp 2 --recompute auto --budget 64MiB
 refuse "--tp 2 --zero 1" "give --dp > 1" 2 "${G[@]}" --tp 2 --zero 1
 
 # ranks given different layouts: the configuration's fingerprint differs, every rank stops
@@ -302,10 +320,10 @@ rc=$?
 [ $rc -ne 0 ] && grep -q "^memwall: rank 1's checkpoint to resume .* differs from rank 0's" "$T/err" && ! grep -q "^step 26/" "$T/err" &&
   ! ls "$T/mixedr"/step-* >/dev/null 2>&1 && pass "ranks resuming two checkpoints of step 25 -> exit $rc, naming rank 1" ||
   fail "ranks resuming different checkpoints: exit $rc: $(grep -a "^memwall:" "$T/err" | tail -1)"
-# over --budget, the hint names no flag a --tp run refuses (--offload)
+# over --budget, the hint names the disk tier, which --tp runs now
 mpirun -np 2 "$MW" train "${G[@]}" --tp 2 --budget 8MiB --out "$T/refused" >"$T/err" 2>&1
 rc=$?
-[ $rc -eq 2 ] && grep -q "^memwall: the plan needs .* --budget" "$T/err" && ! grep -q -- "--offload" "$T/err" &&
-  pass "--tp 2 over --budget -> exit 2, the hint names no --offload" || fail "--tp over --budget: exit $rc: $(grep -m1 'memwall:' "$T/err")"
+[ $rc -eq 2 ] && grep -q "^memwall: the plan needs .* --budget.*--offload optimizer --offload-dir" "$T/err" &&
+  pass "--tp 2 over --budget -> exit 2, the hint names --offload optimizer" || fail "--tp over --budget: exit $rc: $(grep -m1 'memwall:' "$T/err")"
 
 [ $fails -eq 0 ] && echo "cli_tp: ok" || { echo "cli_tp: $fails check(s) failed"; exit 1; }
