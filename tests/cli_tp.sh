@@ -10,7 +10,7 @@
 # factored rows and columns) resume across layouts; --sp with --precision bf16 within the bf16
 # bound (also over 8 micro-batches); --init hf: imports each rank's shard within the bound; what
 # --offload (optimizer, optimizer+grads, all) and --recompute auto per rank are bitwise the in-memory
-# run and the policy chosen; what is not built (--sp with gradients on disk, --recompute auto with
+# run and the policy chosen; --zero 2 and 3 over 2 replicas (mpirun -np 4) are --zero 1's bits; what is not built (--sp with gradients on disk, --recompute auto with
 # --tp and --pp) is refused before step 1, naming it.
 # Usage: tests/cli_tp.sh build/memwall.
 set -u
@@ -220,6 +220,31 @@ peaks ra 2 OF --recompute "$pin"
 [ "$(grep -o '"arena_peak_bytes": [0-9]*' "$T/ra.jsonl" | sed 's/.*: //' | sort -n | tail -1)" -le $((8800 * 1024)) ] &&
   pass "each rank's arena peak within --budget 8800KiB" || fail "an arena peak over --budget 8800KiB"
 
+echo "-- --zero 2 and 3 over 2 replicas of --tp 2 (mpirun -np 4): --zero 1's bits, each rank's arena its plan"
+# (no --out: a checkpoint of sharded tensor-parallel replicas is refused before step 1)
+ZG=(--preset gpt2-tiny --vocab 259 --data "$T/d" --batch 1 --seq 32 --lr 3e-4 --warmup 2 --steps 6 --threads 1
+  --log-every 1000 --eval-every 3 --eval-batches 1 --accum 2 --grad-clip 1)
+ZL=(--preset llama-tiny "${ZG[@]:4}")
+zrun() { # zrun NAME MODEL-ARRAY-NAME ARGS...: --tp 2 on 4 ranks (2 replicas) into $T/NAME.jsonl
+  local name=$1
+  local -n model=$2
+  shift 2
+  mpirun -np 4 "$MW" train "${model[@]}" --tp 2 --json-log "$T/$name.jsonl" "$@" >"$T/$name.out" 2>&1 ||
+    fail "run $name ($*): $(grep -a memwall: "$T/$name.out" | head -2)"
+}
+zsum() { grep -o '"loss": [^,]*\|"val_loss": [^,}]*\|"grad_norm": [^,]*' "$T/$1.jsonl" 2>/dev/null; }
+for mz in ZG:1:2 ZG:1:3 ZL:1:3; do
+  IFS=: read -r arr a b <<<"$mz"
+  [ -f "$T/z$arr$a.jsonl" ] || zrun "z$arr$a" "$arr" --zero "$a"
+  zrun "z$arr$b" "$arr" --zero "$b"
+  [ -n "$(zsum "z$arr$a")" ] && [ "$(zsum "z$arr$a")" = "$(zsum "z$arr$b")" ] &&
+    pass "$([ "$arr" = ZG ] && echo gpt2-tiny || echo llama-tiny) --tp 2 x 2 replicas --zero $b = --zero $a, bit for bit (losses, clipped norms)" ||
+    fail "--tp 2 x 2 replicas, $arr --zero $b differs from --zero $a"
+  ap=$(grep -o '"arena_peak_bytes": [0-9]*, "plan_peak_bytes": [0-9]*' "$T/z$arr$b.jsonl" | awk '{ gsub(",", ""); if ($2 != $4) bad = 1; n++ } END { print (n == 4 && !bad) ? "ok" : "bad" }')
+  [ "$ap" = ok ] && pass "  --zero $b: each of the 4 ranks' arena peak is its plan" ||
+    fail "  --zero $b: arena against plan: $(grep -o '"ranks": .*' "$T/z$arr$b.jsonl" | head -1)"
+done
+
 echo "-- every rank's arena peak is its plan"
 peaks g2 2 G
 peaks g4 4 G
@@ -303,6 +328,10 @@ refuse "--sp over 63 positions" "give a multiple of 2" 2 "${G[@]}" --tp 2 --sp -
 refuse "--tp 2 --sp --offload all" "sp with --offload all" 2 "${G[@]}" --tp 2 --sp --offload all --offload-dir "$T/scr"
 refuse "--tp 2 --pp 2 --recompute auto" "recompute auto with --tp and --pp" 4 "${L[@]}" --tp 2 --pp 2 --recompute auto --budget 64MiB
 refuse "--tp 2 --zero 1" "give --dp > 1" 2 "${G[@]}" --tp 2 --zero 1
+mpirun -np 4 "$MW" train "${G[@]}" --tp 2 --sp --zero 2 >"$T/err" 2>&1 # (refuse's --out is refused first)
+rc=$?
+[ $rc -ne 0 ] && grep -q "^memwall: --sp with --tp and --zero 2" "$T/err" && ! grep -q "^step 1/" "$T/err" &&
+  pass "--tp 2 --sp --zero 2 over 2 replicas -> exit $rc: $(grep -m1 '^memwall: ' "$T/err")" || fail "--sp --zero 2: exit $rc: $(grep -m1 'memwall:' "$T/err")"
 
 # ranks given different layouts: the configuration's fingerprint differs, every rank stops
 mpirun -np 1 "$MW" train "${G[@]}" --tp 2 --out "$T/mixed" : -np 1 "$MW" train "${G[@]}" --tp 2 --sp --out "$T/mixed" \

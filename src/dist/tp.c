@@ -248,31 +248,79 @@ static void norm_add(void *ctx, int i, double s) {
         c->split += s;
 }
 
-enum { TAG_TPNORM = 21 }; /* (pipeline.c's, pipezero.c's and pipetied.c's tags are below 10) */
+enum { TAG_TPNORM = 21, TAG_TPHAND, TAG_TPEND }; /* (pipeline.c's, pipezero.c's and pipetied.c's tags are below 10) */
 
-mw_status mw_tp_grad_norm(mw_model *m, double *norm) {
-    MW_TRY(mw_tp_sp_settle(m));
-    norm_chain c = {m, 0.0, 0.0};
-    /* --pp: a stage holds a run of the single-process table; the two sums go on from the stage
-     * before it, in the table's order as one stage of the whole model adds them (--tp alone's
-     * bits), and the last stage's reach every stage */
+/* --pp: a stage holds a run of the single-process table; the two sums go on from the stage before
+ * it, in the table's order as one stage of the whole model adds them (--tp alone's bits), and the
+ * last stage's reach every stage */
+static mw_status stage_chain(mw_model *m, norm_chain *c) {
     mw_comm *pc = m->cfg.pp > 1 ? m->pcomm : NULL;
     const int S = pc ? pc->rank : 0, P = pc ? pc->size : 1;
     double two[2];
     if (S > 0) {
         MW_TRY(pc->recv(pc, two, sizeof two, S - 1, TAG_TPNORM));
-        c.split = two[0], c.whole = two[1];
+        c->split = two[0], c->whole = two[1];
     }
-    MW_TRY(mw_graph_grad_tensor_sums(m, norm_add, &c));
-    two[0] = c.split, two[1] = c.whole;
+    MW_TRY(mw_graph_grad_tensor_sums(m, norm_add, c));
+    two[0] = c->split, two[1] = c->whole;
     if (S < P - 1) MW_TRY(pc->send(pc, two, sizeof two, S + 1, TAG_TPNORM));
     if (P > 1 && S == P - 1)
-        for (int j = 0; j < P - 1; j++) MW_TRY(pc->send(pc, two, sizeof two, j, TAG_TPNORM));
-    if (P > 1 && S < P - 1) MW_TRY(pc->recv(pc, two, sizeof two, P - 1, TAG_TPNORM));
+        for (int j = 0; j < P - 1; j++) MW_TRY(pc->send(pc, two, sizeof two, j, TAG_TPEND));
+    if (P > 1 && S < P - 1) MW_TRY(pc->recv(pc, two, sizeof two, P - 1, TAG_TPEND));
+    c->split = two[0], c->whole = two[1];
+    return MW_OK;
+}
+
+/* --zero 2, 3 over the replicas (m->comm): each holds its shard [zlo, zhi) of the summed gradient
+ * (m->zacc). The walk goes on along the element order, replica by replica, each passing on the
+ * open quantum's and the tensor's partial sums with the two sums (the same additions in the same
+ * order as over the whole buffer: --zero 1's bits). Under --pp the stages follow one another as in
+ * stage_chain: the last replica of stage s to the last of stage s + 1 (the same pipeline), which
+ * hands it to that stage's first; the last stage's last replica's sums then reach every rank. */
+static mw_status shard_chain(mw_model *m, norm_chain *c) {
+    mw_comm *dc = m->comm, *pc = m->cfg.pp > 1 ? m->pcomm : NULL;
+    const int D = dc->size, d = dc->rank, S = pc ? pc->rank : 0, P = pc ? pc->size : 1;
+    mw_tensor_walk w = {0.0, 0.0, 0};
+    double x[5] = {0.0, 0.0, 0.0, 0.0, 0.0}; /* open, sum, tensor, split, whole */
+    if (S > 0 && D > 1 && d == D - 1) { /* the stage before's sums, handed to this stage's first replica */
+        double two[2];
+        MW_TRY(pc->recv(pc, two, sizeof two, S - 1, TAG_TPNORM));
+        MW_TRY(dc->send(dc, two, sizeof two, 0, TAG_TPHAND));
+    }
+    if (d > 0) {
+        MW_TRY(dc->recv(dc, x, sizeof x, d - 1, TAG_TPNORM));
+        w.open = x[0], w.sum = x[1], w.i = (int)x[2];
+    } else if (S > 0 && D == 1) {
+        MW_TRY(pc->recv(pc, x + 3, 2 * sizeof *x, S - 1, TAG_TPNORM));
+    } else if (S > 0) {
+        MW_TRY(dc->recv(dc, x + 3, 2 * sizeof *x, D - 1, TAG_TPHAND));
+    }
+    c->split = x[3], c->whole = x[4];
+    mw_graph_grad_tensor_range(m, &w, m->zacc, m->zlo, m->zhi, norm_add, c);
+    x[0] = w.open, x[1] = w.sum, x[2] = w.i, x[3] = c->split, x[4] = c->whole;
+    if (d < D - 1) MW_TRY(dc->send(dc, x, sizeof x, d + 1, TAG_TPNORM));
+    else if (S < P - 1) MW_TRY(pc->send(pc, x + 3, 2 * sizeof *x, S + 1, TAG_TPNORM));
+    if (d == D - 1 && w.i != m->ntensors)
+        return mw_fail(MW_ERR_ARG, "internal: the shards' gradient norm ended at tensor %d of %d", w.i, m->ntensors);
+    /* the last stage's last replica's sums: to its stage's replicas, then each to the stages before */
+    if (S == P - 1 && d == D - 1)
+        for (int j = 0; j < D - 1; j++) MW_TRY(dc->send(dc, x + 3, 2 * sizeof *x, j, TAG_TPEND));
+    if (S == P - 1 && d < D - 1) MW_TRY(dc->recv(dc, x + 3, 2 * sizeof *x, D - 1, TAG_TPEND));
+    if (P > 1 && S == P - 1)
+        for (int j = 0; j < P - 1; j++) MW_TRY(pc->send(pc, x + 3, 2 * sizeof *x, j, TAG_TPEND));
+    if (P > 1 && S < P - 1) MW_TRY(pc->recv(pc, x + 3, 2 * sizeof *x, P - 1, TAG_TPEND));
+    c->split = x[3], c->whole = x[4];
+    return MW_OK;
+}
+
+mw_status mw_tp_grad_norm(mw_model *m, double *norm) {
+    MW_TRY(mw_tp_sp_settle(m));
+    norm_chain c = {m, 0.0, 0.0};
+    MW_TRY(m->cfg.dp && m->cfg.zero >= 2 && m->comm ? shard_chain(m, &c) : stage_chain(m, &c));
     double *x = (double *)(m->tpbuf + (size_t)m->cfg.tp * m->tpq); /* the statistics' room */
-    x[0] = two[0];
+    x[0] = c.split;
     MW_TRY(allreduce(m, x, 1, OP_SUM64));
-    *norm = sqrt(x[0] + two[1]);
+    *norm = sqrt(x[0] + c.whole);
     return MW_OK;
 }
 
@@ -282,9 +330,9 @@ mw_status mw_tp_check(const mw_config *c) {
         return mw_fail(MW_ERR_ARG, "--sp with --offload %s: the norms' gradients, each rank's rows' until the step sums "
                        "them over the ranks, on the disk tier are not built yet; --offload optimizer runs",
                        mw_offload_name(c->offload));
-    if (c->dp && c->zero >= 2)
-        return mw_fail(MW_ERR_ARG, "--tp with --zero %d: a tensor-parallel shard's gradient slots (stage 2) and parameter "
-                       "gathers (stage 3) are not built yet; --zero 0 and 1 run", c->zero);
+    if (c->dp && c->zero >= 2 && c->sp)
+        return mw_fail(MW_ERR_ARG, "--sp with --tp and --zero %d: the norms' gradients, each rank's rows' until the step "
+                       "sums them over the ranks, in the replicas' shards are not built yet; --zero 0 and 1 run", c->zero);
     return MW_OK;
 }
 

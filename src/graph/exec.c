@@ -347,12 +347,14 @@ mw_status mw_graph_grad_parts_at(mw_model *m, uint64_t g0, double carry, double 
 
 /* ---- each tensor's sum of squares (--tp's norm: src/dist/tp.c) -------------------------------- */
 
-/* The walk of mw_graph_grad_tensor_sums: the flat buffer's chunks in element order, each tensor's
- * quanta (from its own first element) summed in parts as its elements pass, handed on when it ends. */
+/* The walk of mw_graph_grad_tensor_sums over the flat buffer's chunks in element order: each
+ * tensor's quanta (from its own first element) summed as its elements pass, the open quantum's and
+ * the tensor's partial sums carried on to the next chunk (w->open, w->sum), the tensor handed on
+ * when it ends. */
 typedef struct tensor_walk {
     mw_model *m;
     double *parts;
-    int i; /* the next tensor to end */
+    mw_tensor_walk *st;
     mw_tensor_sum_fn fn;
     void *ctx;
 } tensor_walk;
@@ -361,19 +363,26 @@ typedef struct tensor_walk {
  * NULL: zeros, which add nothing to a sum of squares that starts at +0) */
 static void tensor_walk_chunk(tensor_walk *w, const void *g, int g16, size_t lo, size_t hi) {
     const mw_model *m = w->m;
+    mw_tensor_walk *st = w->st;
     const size_t Q = MW_NORM_QUANTUM, esz = g16 ? sizeof(uint16_t) : sizeof(float);
-    for (; w->i < m->ntensors; w->i++) {
-        const mw_tensor *t = &m->tensors[w->i];
+    for (; st->i < m->ntensors; st->i++) {
+        const mw_tensor *t = &m->tensors[st->i];
         const size_t a0 = t->offset, a1 = t->offset + t->numel;
         if (a0 >= hi && a1 > a0) return; /* after this chunk */
         const size_t a = a0 > lo ? a0 : lo, b = a1 < hi ? a1 : hi;
-        if (a == a0)
-            for (size_t q = 0; q < (t->numel + Q - 1) / Q; q++) w->parts[q] = 0.0;
-        if (g && b > a) sumsq_parts_at(w->parts, 0, (const char *)g + (a - lo) * esz, g16, a - a0, b - a0);
+        if (b > a) {
+            const size_t q0 = (a - a0) / Q, q1 = (b - a0 - 1) / Q; /* the tensor's quanta the chunk touches */
+            for (size_t q = q0; q <= q1; q++) w->parts[q - q0] = 0.0;
+            if ((a - a0) % Q) w->parts[0] = st->open; /* the quantum the chunk before left open */
+            if (g) sumsq_parts_at(w->parts, q0, (const char *)g + (a - lo) * esz, g16, a - a0, b - a0);
+            for (size_t q = q0; q <= q1; q++) {
+                if ((q + 1) * Q <= b - a0 || b == a1) st->sum += w->parts[q - q0]; /* ends here */
+                else st->open = w->parts[q - q0];
+            }
+        }
         if (b < a1) return; /* goes on in the next chunk */
-        double s = 0.0;
-        for (size_t q = 0; q < (t->numel + Q - 1) / Q; q++) s += w->parts[q];
-        w->fn(w->ctx, w->i, s);
+        w->fn(w->ctx, st->i, st->sum);
+        st->sum = 0.0, st->open = 0.0;
     }
 }
 
@@ -389,7 +398,8 @@ static void tensor_walk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const
 }
 
 mw_status mw_graph_grad_tensor_sums(mw_model *m, mw_tensor_sum_fn fn, void *ctx) {
-    tensor_walk w = {m, (double *)m->opp[(size_t)m->opt_op * MW_MAXACC], 0, fn, ctx};
+    mw_tensor_walk st = {0.0, 0.0, 0};
+    tensor_walk w = {m, (double *)m->opp[(size_t)m->opt_op * MW_MAXACC], &st, fn, ctx};
     if (mw_graph_grads_on_disk(m)) { /* streamed in element order, as the norm's pass over the file */
         MW_TRY(mw_graph_io_check(m));
         MW_TRY(mw_graph_grads_settle(m));
@@ -402,7 +412,18 @@ mw_status mw_graph_grad_tensor_sums(mw_model *m, mw_tensor_sum_fn fn, void *ctx)
             if (m->seg_lo[sg + 1] > m->seg_lo[sg]) tensor_walk_fn(&w, m->seg_lo[sg], m->seg_lo[sg + 1], sg, none);
     }
     tensor_walk_chunk(&w, NULL, 0, m->nfloats, m->nfloats); /* empty tensors at the end */
-    return w.i == m->ntensors ? MW_OK : mw_fail(MW_ERR_ARG, "internal: the gradient norm ended at tensor %d of %d", w.i, m->ntensors);
+    return st.i == m->ntensors ? MW_OK : mw_fail(MW_ERR_ARG, "internal: the gradient norm ended at tensor %d of %d", st.i, m->ntensors);
+}
+
+void mw_graph_grad_tensor_range(mw_model *m, mw_tensor_walk *st, const float *g, size_t lo, size_t hi, mw_tensor_sum_fn fn,
+                                void *ctx) {
+    tensor_walk w = {m, (double *)m->opp[(size_t)m->opt_op * MW_MAXACC], st, fn, ctx};
+    const double t0 = now_s();
+    while (st->i < m->ntensors && m->tensors[st->i].offset + m->tensors[st->i].numel <= lo &&
+           m->tensors[st->i].offset < lo) st->i++; /* the tensors before the range */
+    if (hi > lo) tensor_walk_chunk(&w, g, 0, lo, hi);
+    if (hi == m->nfloats) tensor_walk_chunk(&w, NULL, 0, hi, hi); /* empty tensors at the end */
+    m->compute_s += now_s() - t0;
 }
 
 double mw_model_grad_norm(const mw_model *m) {
