@@ -8,10 +8,11 @@
 # format, and resumes at one process (and one process's at --tp 2) within the bound; eval reads it;
 # every --optim runs at --tp 2 within the bound, and its checkpoints (quantised codes and scales,
 # factored rows and columns) resume across layouts; --sp with --precision bf16 within the bf16
-# bound (also over 8 micro-batches); --init hf: imports each rank's shard within the bound; what
-# --offload (optimizer, optimizer+grads, all) and --recompute auto per rank are bitwise the in-memory
-# run and the policy chosen; --zero 2 and 3 over 2 replicas (mpirun -np 4) are --zero 1's bits; what is not built (--sp with gradients on disk, --recompute auto with
-# --tp and --pp) is refused before step 1, naming it.
+# bound (also over 8 micro-batches); --init hf: imports each rank's shard within the bound;
+# --offload (optimizer, optimizer+grads, all; --sp too) and --recompute auto per rank are bitwise
+# the in-memory run and the policy chosen; --zero 2 and 3 over 2 replicas (mpirun -np 4) are --zero
+# 1's bits; what is not built (--sp with --pp and gradients on disk, --sp with --zero 2/3,
+# --recompute auto with --tp and --pp) is refused before step 1, naming it.
 # Usage: tests/cli_tp.sh build/memwall.
 set -u
 MW=$(realpath "${1:-build/memwall}")
@@ -175,6 +176,13 @@ for mode in optimizer optimizer+grads all; do
   run "ofl$mode" 2 OFL --precision bf16 --accum 2 --offload "$mode" --offload-dir "$T/scr"
   CKSTEP=00000008 same ofl0 "ofl$mode" "llama-tiny --tp 2 --precision bf16 --accum 2 --offload $mode = in memory, bit for bit"
 done
+# --sp: the norms' gradients (each rank's rows') summed over the ranks where the in-memory run sums them
+run ofs0 2 OF --sp --accum 3
+run ofsall 2 OF --sp --accum 3 --offload all --offload-dir "$T/scr"
+CKSTEP=00000008 same ofs0 ofsall "gpt2-tiny --tp 2 --sp --accum 3 --offload all = in memory, bit for bit"
+run ofsb0 2 OFL --sp --precision bf16 --accum 2
+run ofsball 2 OFL --sp --precision bf16 --accum 2 --offload optimizer+grads --offload-dir "$T/scr"
+CKSTEP=00000008 same ofsb0 ofsball "llama-tiny --tp 2 --sp --precision bf16 --accum 2 --offload optimizer+grads = in memory, bit for bit"
 peaks ofall 2 OF --optim adam4bit --offload all
 peaks oflall 2 OFL --precision bf16 --accum 2 --offload all
 # the in-memory run's step 4 resumed with its state on disk (adam4bit's codes, AdamW's moments)
@@ -325,10 +333,10 @@ refuse "gpt2 --heads 4 --tp 3" "must divide the heads (4)" 3 "${G[@]}" --tp 3
 refuse "--tp 2 on one rank" "runs on 2 ranks" 0 "${G[@]}" --tp 2
 refuse "--tp 2 on 3 ranks" "runs on 2 ranks or a multiple of them" 3 "${G[@]}" --tp 2
 refuse "--sp over 63 positions" "give a multiple of 2" 2 "${G[@]}" --tp 2 --sp --batch 1 --seq 63
-refuse "--tp 2 --sp --offload all" "sp with --offload all" 2 "${G[@]}" --tp 2 --sp --offload all --offload-dir "$T/scr"
+refuse "--tp 2 --pp 2 --sp --offload all" "sp with --pp and --offload all" 4 "${L[@]}" --tp 2 --pp 2 --sp --offload all --offload-dir "$T/scr"
 refuse "--tp 2 --pp 2 --recompute auto" "recompute auto with --tp and --pp" 4 "${L[@]}" --tp 2 --pp 2 --recompute auto --budget 64MiB
 refuse "--tp 2 --zero 1" "give --dp > 1" 2 "${G[@]}" --tp 2 --zero 1
-mpirun -np 4 "$MW" train "${G[@]}" --tp 2 --sp --zero 2 >"$T/err" 2>&1 # (refuse's --out is refused first)
+mpirun -np 4 "$MW" train "${G[@]}" --tp 2 --sp --zero 2 --save-every 0 >"$T/err" 2>&1 # (refuse's --out is refused first)
 rc=$?
 [ $rc -ne 0 ] && grep -q "^memwall: --sp with --tp and --zero 2" "$T/err" && ! grep -q "^step 1/" "$T/err" &&
   pass "--tp 2 --sp --zero 2 over 2 replicas -> exit $rc: $(grep -m1 '^memwall: ' "$T/err")" || fail "--sp --zero 2: exit $rc: $(grep -m1 'memwall:' "$T/err")"

@@ -127,7 +127,8 @@ mw_status mw_tp_sp_settle(mw_model *m) {
     if (!m->cfg.sp || !m->tp_sp_dirty) return MW_OK;
     for (int i = 0; i < m->ntensors; i++) {
         const mw_tensor *t = &m->tensors[i];
-        if (!t->seqp || (t->layer >= 0 && mw_graph_grads_mem16(m))) continue; /* bf16: summed by mw_tp_sp_done */
+        if (!t->seqp || (t->layer >= 0 && (mw_graph_grads_mem16(m) || mw_graph_grads_on_disk(m))))
+            continue; /* bf16, on disk: summed by mw_tp_sp_done */
         float *g = mw_graph_tensor(m, 1, i);
         if (!g) return mw_fail(MW_ERR_ARG, "internal: --sp: tensor %s's gradients are not in memory", t->name);
         MW_TRY(allreduce(m, g, t->numel, OP_SUM32));
@@ -326,10 +327,10 @@ mw_status mw_tp_grad_norm(mw_model *m, double *norm) {
 
 mw_status mw_tp_check(const mw_config *c) {
     if (c->tp <= 1) return MW_OK;
-    if (c->sp && (c->offload == MW_OFFLOAD_OPTIMIZER_GRADS || c->offload == MW_OFFLOAD_ALL))
-        return mw_fail(MW_ERR_ARG, "--sp with --offload %s: the norms' gradients, each rank's rows' until the step sums "
-                       "them over the ranks, on the disk tier are not built yet; --offload optimizer runs",
-                       mw_offload_name(c->offload));
+    if (c->sp && c->pp > 1 && (c->offload == MW_OFFLOAD_OPTIMIZER_GRADS || c->offload == MW_OFFLOAD_ALL))
+        return mw_fail(MW_ERR_ARG, "--sp with --pp and --offload %s: the norms' gradients, each rank's rows' until the "
+                       "step sums them over the ranks, on a stage's disk tier are not built yet; --offload optimizer runs "
+                       "(and --tp --sp alone with gradients on disk)", mw_offload_name(c->offload));
     if (c->dp && c->zero >= 2 && c->sp)
         return mw_fail(MW_ERR_ARG, "--sp with --tp and --zero %d: the norms' gradients, each rank's rows' until the step "
                        "sums them over the ranks, in the replicas' shards are not built yet; --zero 0 and 1 run", c->zero);

@@ -89,6 +89,7 @@ mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const in
         if (gdisk && m->op_ge[i]) MW_TRY(mw_graph_grad_done(m, l));
     }
     *loss = (float)(s / N);
+    m->tp_mb++;
     return mw_graph_io_check(m); /* --tp: a collective of an op that failed */
 }
 
@@ -474,6 +475,7 @@ mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
     if (c->inference) return MW_OK;
     if (mw_graph_opt_sharded(m)) return mw_zero_opt_step(m, lr, grad_norm, t);
     if (mw_tp_on(m)) MW_TRY(mw_tp_sp_settle(m)); /* --sp: the norms' gradients, if the norm did not */
+    m->tp_mb = 0;
     float coef = 1.0f;
     if (c->grad_clip > 0) { /* PyTorch's clip_grad_norm_: max_norm / (norm + 1e-6), at most 1 */
         float cc = (float)c->grad_clip / (float)(grad_norm + 1e-6);

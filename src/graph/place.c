@@ -376,7 +376,7 @@ static mw_status resolve_modes(mw_model *m) {
             fits[i] = 0, t[i] = 0; /* --zero: only a shard of the optimizer state goes to disk */
             continue;
         }
-        if (c->tp > 1 && c->sp && MODES[i] > MW_OFFLOAD_OPTIMIZER) { /* --sp: the gradients stay in memory (mw_tp_check) */
+        if (c->tp > 1 && c->sp && c->pp > 1 && MODES[i] > MW_OFFLOAD_OPTIMIZER) { /* a stage's --sp: the gradients stay in memory (mw_tp_check) */
             fits[i] = 0, t[i] = 0;
             continue;
         }
