@@ -197,6 +197,16 @@ for r in ofr:OF:adam4bit ofra:OF:adamw; do
     pass "--tp 2 --optim $o: step 4 resumed under --offload all ends on the unbroken run's step-8 checkpoint" ||
     fail "--tp 2 --optim $o: the resume under --offload all differs at step 8"
 done
+# --tp 2 --pp 2: a stage's resume reads AdamW's moments from the disk tier (main left them unread, under
+# --pp alone too: the run went on from zero moments, silently)
+PPK=(--preset llama-tiny --data "$T/d" --batch 2 --seq 32 --lr 3e-4 --warmup 2 --steps 6 --threads 1 --log-every 1000
+  --eval-every 0 --microbatches 2 --save-every 3 --tp 2 --pp 2)
+mkdir -p "$T/ppk1"
+mpirun -np 4 "$MW" train "${PPK[@]}" --out "$T/ppk0" >"$T/ppk0.out" 2>&1 && cp "$T/ppk0/step-00000003.mwck" "$T/ppk1/" &&
+  mpirun -np 4 "$MW" train "${PPK[@]}" --offload optimizer --offload-dir "$T/scr" --out "$T/ppk1" --resume auto >"$T/ppk1.out" 2>&1 &&
+  cmp -s "$T/ppk0/step-00000006.mwck" "$T/ppk1/step-00000006.mwck" &&
+  pass "--tp 2 --pp 2: step 3 resumed under --offload optimizer ends on the unbroken run's step-6 checkpoint" ||
+  fail "--tp 2 --pp 2 resumed under --offload optimizer: $(grep -a memwall: "$T/ppk0.out" "$T/ppk1.out" | head -1)"
 # the bytes moved are the plan's: 3 steps, no validation or checkpoint (--offload all: initialisation
 # writes and reads every block's parameters once, before step 1)
 cp "$T/d.train.bin" "$T/nv.train.bin"
