@@ -473,9 +473,9 @@ static void opt_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const a
 mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
     const mw_config *c = &m->cfg;
     if (c->inference) return MW_OK;
+    m->tp_mb = 0; /* the next micro-batch is a step's first */
     if (mw_graph_opt_sharded(m)) return mw_zero_opt_step(m, lr, grad_norm, t);
     if (mw_tp_on(m)) MW_TRY(mw_tp_sp_settle(m)); /* --sp: the norms' gradients, if the norm did not */
-    m->tp_mb = 0;
     float coef = 1.0f;
     if (c->grad_clip > 0) { /* PyTorch's clip_grad_norm_: max_norm / (norm + 1e-6), at most 1 */
         float cc = (float)c->grad_clip / (float)(grad_norm + 1e-6);
