@@ -8,8 +8,11 @@
 # format, and resumes at one process (and one process's at --tp 2) within the bound; eval reads it;
 # every --optim runs at --tp 2 within the bound, and its checkpoints (quantised codes and scales,
 # factored rows and columns) resume across layouts; --sp with --precision bf16 within the bf16
-# bound (also over 8 micro-batches); --init hf: imports each rank's shard within the bound; what
-# is not built (--offload, --recompute auto) is refused before step 1, naming it.
+# bound (also over 8 micro-batches); --init hf: imports each rank's shard within the bound;
+# --offload (optimizer, optimizer+grads, all; --sp too) and --recompute auto per rank are bitwise
+# the in-memory run and the policy chosen; --zero 2 and 3 over 2 replicas (mpirun -np 4) are --zero
+# 1's bits; what is not built (--sp with --pp and gradients on disk, --sp with --zero 2/3,
+# --recompute auto with --tp and --pp) is refused before step 1, naming it.
 # Usage: tests/cli_tp.sh build/memwall.
 set -u
 MW=$(realpath "${1:-build/memwall}")
@@ -54,7 +57,7 @@ within() {
 # ck NAME: the sha256 of the step-50 checkpoint's tensors and optimizer state (after the header
 # and the configuration text, which names --recompute, before the trailer, which pins the length)
 ck() {
-  local f="$T/$1/step-00000050.mwck" ml
+  local f="$T/$1/step-${CKSTEP:-00000050}.mwck" ml
   [ -f "$f" ] || return
   ml=$(od -An -t u4 -j 12 -N 4 "$f" | tr -d ' ')
   tail -c +$((33 + ml)) "$f" | head -c -24 | sha256sum | cut -c1-64
@@ -160,6 +163,108 @@ run i1 0 I
 run i2 2 I
 within i1 i2 "--init hf: (gpt2-tiny, vocabulary 259 padded to 260) at --tp 2 against one process's import"
 
+echo "-- --offload per rank (each its own scratch file): the in-memory run's bits, the plan's bytes"
+# 8 steps, checkpoints at 4 and 8 (the gather and the load through the disk tier's windows)
+OF=(--preset gpt2-tiny --vocab 259 --data "$T/d" --batch 2 --seq 32 --lr 3e-4 --warmup 2 --steps 8 --threads 1
+  --log-every 1000 --eval-every 4 --eval-batches 1 --save-every 4 --grad-clip 1)
+OFL=(--preset llama-tiny "${OF[@]:4}")
+run of0 2 OF --optim adam4bit
+run ofl0 2 OFL --precision bf16 --accum 2
+# (CI time: gpt2 under optimizer and all, llama bf16 under optimizer+grads; every mode was checked by hand for both)
+for mm in of:OF:optimizer:--optim:adam4bit of:OF:all:--optim:adam4bit ofl:OFL:optimizer+grads:--precision:bf16; do
+  IFS=: read -r pre arr mode f1 f2 <<<"$mm"
+  extra=()
+  [ "$pre" = ofl ] && extra=(--accum 2)
+  run "$pre$mode" 2 "$arr" "$f1" "$f2" "${extra[@]}" --offload "$mode" --offload-dir "$T/scr"
+  CKSTEP=00000008 same "${pre}0" "$pre$mode" "$([ "$pre" = of ] && echo gpt2-tiny || echo llama-tiny) --tp 2 $f1 $f2 ${extra[*]} --offload $mode = in memory, bit for bit (losses, clipped norms, step-8 checkpoint)"
+done
+# --sp: the norms' gradients (each rank's rows') summed over the ranks where the in-memory run sums them
+run ofs0 2 OF --sp --accum 3
+run ofsall 2 OF --sp --accum 3 --offload all --offload-dir "$T/scr"
+CKSTEP=00000008 same ofs0 ofsall "gpt2-tiny --tp 2 --sp --accum 3 --offload all = in memory, bit for bit"
+run ofsb0 2 OFL --sp --precision bf16 --accum 2
+run ofsball 2 OFL --sp --precision bf16 --accum 2 --offload optimizer+grads --offload-dir "$T/scr"
+CKSTEP=00000008 same ofsb0 ofsball "llama-tiny --tp 2 --sp --precision bf16 --accum 2 --offload optimizer+grads = in memory, bit for bit"
+peaks ofall 2 OF --optim adam4bit --offload all
+peaks ofloptimizer+grads 2 OFL --precision bf16 --accum 2 --offload optimizer+grads
+# the in-memory run's step 4 resumed with its state on disk (adam4bit's codes, AdamW's moments)
+for r in ofr:OF:adam4bit ofra:OF:adamw; do
+  IFS=: read -r name arr o <<<"$r"
+  [ "$o" = adamw ] && run ofa0 2 OF
+  mkdir -p "$T/$name" && cp "$T/$([ "$o" = adamw ] && echo ofa0 || echo of0)/step-00000004.mwck" "$T/$name/"
+  run "$name" 2 "$arr" --optim "$o" --offload all --offload-dir "$T/scr" --resume auto
+  [ -n "$(CKSTEP=00000008 ck "$name")" ] && [ "$(CKSTEP=00000008 ck "$name")" = "$(CKSTEP=00000008 ck "$([ "$o" = adamw ] && echo ofa0 || echo of0)")" ] &&
+    pass "--tp 2 --optim $o: step 4 resumed under --offload all ends on the unbroken run's step-8 checkpoint" ||
+    fail "--tp 2 --optim $o: the resume under --offload all differs at step 8"
+done
+# --tp 2 --pp 2: a stage's resume reads AdamW's moments from the disk tier (main left them unread, under
+# --pp alone too: the run went on from zero moments, silently)
+PPK=(--preset llama-tiny --data "$T/d" --batch 2 --seq 32 --lr 3e-4 --warmup 2 --steps 6 --threads 1 --log-every 1000
+  --eval-every 0 --microbatches 2 --save-every 3 --tp 2 --pp 2)
+mkdir -p "$T/ppk1"
+mpirun -np 4 "$MW" train "${PPK[@]}" --out "$T/ppk0" >"$T/ppk0.out" 2>&1 && cp "$T/ppk0/step-00000003.mwck" "$T/ppk1/" &&
+  mpirun -np 4 "$MW" train "${PPK[@]}" --offload optimizer --offload-dir "$T/scr" --out "$T/ppk1" --resume auto >"$T/ppk1.out" 2>&1 &&
+  cmp -s "$T/ppk0/step-00000006.mwck" "$T/ppk1/step-00000006.mwck" &&
+  pass "--tp 2 --pp 2: step 3 resumed under --offload optimizer ends on the unbroken run's step-6 checkpoint" ||
+  fail "--tp 2 --pp 2 resumed under --offload optimizer: $(grep -a memwall: "$T/ppk0.out" "$T/ppk1.out" | head -1)"
+# the bytes moved are the plan's: 3 steps, no validation or checkpoint (--offload all: initialisation
+# writes and reads every block's parameters once, before step 1)
+cp "$T/d.train.bin" "$T/nv.train.bin"
+for mode in optimizer optimizer+grads all; do
+  mpirun -np 2 "$MW" train --preset gpt2-tiny --vocab 259 --data "$T/nv" --batch 2 --seq 32 --steps 3 --threads 1 --tp 2 \
+    --offload "$mode" --offload-dir "$T/scr" --json-log "$T/nv.jsonl" >"$T/nv.out" 2>&1 || fail "$mode: the no-val run"
+  d=$(grep '"event": "end"' "$T/nv.jsonl" | grep -o '"disk": {[^}]*}')
+  r=$(grep -o '"read_bytes_per_step": [0-9]*' <<<"$d" | sed 's/.*: //')
+  w=$(grep -o '"write_bytes_per_step": [0-9]*' <<<"$d" | sed 's/.*: //')
+  br=$(grep -o '"bytes_read": [0-9]*' <<<"$d" | sed 's/.*: //')
+  bw=$(grep -o '"bytes_written": [0-9]*' <<<"$d" | sed 's/.*: //')
+  init=$((bw - 3 * ${w:-0}))
+  [ -n "$r" ] && [ "$r" -gt 0 ] && [ "$br" -eq $((3 * r + init)) ] && { [ "$mode" = all ] && [ "$init" -gt 0 ] || [ "$init" -eq 0 ]; } &&
+    pass "--tp 2 --offload $mode: 3 steps moved 3x the planned bytes (+ $init of initialisation): $br read, $bw written" ||
+    fail "--tp 2 --offload $mode: moved $br read, $bw written; planned 3 x ($r, $w)"
+done
+
+echo "-- --recompute auto: the ranks agree on one choice under --budget per rank, bitwise that policy given"
+# gpt2-tiny at --tp 2: 9.03 MiB a rank without recomputation, 8.18 MiB with every block's; 8800 KiB
+# (8.59 MiB) leaves room for some blocks alone
+run ra 2 OF --recompute auto --budget 8800KiB
+pin=$(grep -o '"recompute_pin": "[^"]*"' "$T/ra.jsonl" | head -1 | sed 's/.*: "//; s/"$//')
+case "$pin" in
+*f* | *s*) run rp 2 OF --recompute "$pin"
+  CKSTEP=00000008 same ra rp "gpt2-tiny --tp 2 --recompute auto --budget 8800KiB chose $pin: bit for bit that policy given" ;;
+*) fail "--tp 2 --recompute auto at 8800 KiB chose '$pin' (some recomputation expected)" ;;
+esac
+grep -q "recompute: --recompute auto over 2 ranks: --recompute $pin" "$T/ra.out" && pass "every rank runs --recompute $pin" ||
+  fail "the ranks' agreement is not in the log: $(grep 'recompute:' "$T/ra.out")"
+peaks ra 2 OF --recompute "$pin"
+[ "$(grep -o '"arena_peak_bytes": [0-9]*' "$T/ra.jsonl" | sed 's/.*: //' | sort -n | tail -1)" -le $((8800 * 1024)) ] &&
+  pass "each rank's arena peak within --budget 8800KiB" || fail "an arena peak over --budget 8800KiB"
+
+echo "-- --zero 2 and 3 over 2 replicas of --tp 2 (mpirun -np 4): --zero 1's bits, each rank's arena its plan"
+# (no --out: a checkpoint of sharded tensor-parallel replicas is refused before step 1)
+ZG=(--preset gpt2-tiny --vocab 259 --data "$T/d" --batch 1 --seq 32 --lr 3e-4 --warmup 2 --steps 6 --threads 1
+  --log-every 1000 --eval-every 3 --eval-batches 1 --accum 2 --grad-clip 1)
+ZL=(--preset llama-tiny "${ZG[@]:4}")
+zrun() { # zrun NAME MODEL-ARRAY-NAME ARGS...: --tp 2 on 4 ranks (2 replicas) into $T/NAME.jsonl
+  local name=$1
+  local -n model=$2
+  shift 2
+  mpirun -np 4 "$MW" train "${model[@]}" --tp 2 --json-log "$T/$name.jsonl" "$@" >"$T/$name.out" 2>&1 ||
+    fail "run $name ($*): $(grep -a memwall: "$T/$name.out" | head -2)"
+}
+zsum() { grep -o '"loss": [^,]*\|"val_loss": [^,}]*\|"grad_norm": [^,]*' "$T/$1.jsonl" 2>/dev/null; }
+for mz in ZG:1:2 ZG:1:3 ZL:1:3; do
+  IFS=: read -r arr a b <<<"$mz"
+  [ -f "$T/z$arr$a.jsonl" ] || zrun "z$arr$a" "$arr" --zero "$a"
+  zrun "z$arr$b" "$arr" --zero "$b"
+  [ -n "$(zsum "z$arr$a")" ] && [ "$(zsum "z$arr$a")" = "$(zsum "z$arr$b")" ] &&
+    pass "$([ "$arr" = ZG ] && echo gpt2-tiny || echo llama-tiny) --tp 2 x 2 replicas --zero $b = --zero $a, bit for bit (losses, clipped norms)" ||
+    fail "--tp 2 x 2 replicas, $arr --zero $b differs from --zero $a"
+  ap=$(grep -o '"arena_peak_bytes": [0-9]*, "plan_peak_bytes": [0-9]*' "$T/z$arr$b.jsonl" | awk '{ gsub(",", ""); if ($2 != $4) bad = 1; n++ } END { print (n == 4 && !bad) ? "ok" : "bad" }')
+  [ "$ap" = ok ] && pass "  --zero $b: each of the 4 ranks' arena peak is its plan" ||
+    fail "  --zero $b: arena against plan: $(grep -o '"ranks": .*' "$T/z$arr$b.jsonl" | head -1)"
+done
+
 echo "-- every rank's arena peak is its plan"
 peaks g2 2 G
 peaks g4 4 G
@@ -240,9 +345,13 @@ refuse "gpt2 --heads 4 --tp 3" "must divide the heads (4)" 3 "${G[@]}" --tp 3
 refuse "--tp 2 on one rank" "runs on 2 ranks" 0 "${G[@]}" --tp 2
 refuse "--tp 2 on 3 ranks" "runs on 2 ranks or a multiple of them" 3 "${G[@]}" --tp 2
 refuse "--sp over 63 positions" "give a multiple of 2" 2 "${G[@]}" --tp 2 --sp --batch 1 --seq 63
-refuse "--tp 2 --offload optimizer" "offload optimizer with --tp" 2 "${G[@]}" --tp 2 --offload optimizer --offload-dir "$T/scr"
-refuse "--tp 2 --recompute auto" "recompute auto with --tp" 2 "${G[@]}" --tp 2 --recompute auto --budget 64MiB
+refuse "--tp 2 --pp 2 --sp --offload all" "sp with --pp and --offload all" 4 "${L[@]}" --tp 2 --pp 2 --sp --offload all --offload-dir "$T/scr"
+refuse "--tp 2 --pp 2 --recompute auto" "recompute auto with --tp and --pp" 4 "${L[@]}" --tp 2 --pp 2 --recompute auto --budget 64MiB
 refuse "--tp 2 --zero 1" "give --dp > 1" 2 "${G[@]}" --tp 2 --zero 1
+mpirun -np 4 "$MW" train "${G[@]}" --tp 2 --sp --zero 2 --save-every 0 >"$T/err" 2>&1 # (refuse's --out is refused first)
+rc=$?
+[ $rc -ne 0 ] && grep -q "^memwall: --sp with --tp and --zero 2" "$T/err" && ! grep -q "^step 1/" "$T/err" &&
+  pass "--tp 2 --sp --zero 2 over 2 replicas -> exit $rc: $(grep -m1 '^memwall: ' "$T/err")" || fail "--sp --zero 2: exit $rc: $(grep -m1 'memwall:' "$T/err")"
 
 # ranks given different layouts: the configuration's fingerprint differs, every rank stops
 mpirun -np 1 "$MW" train "${G[@]}" --tp 2 --out "$T/mixed" : -np 1 "$MW" train "${G[@]}" --tp 2 --sp --out "$T/mixed" \
@@ -260,10 +369,10 @@ rc=$?
 [ $rc -ne 0 ] && grep -q "^memwall: rank 1's checkpoint to resume .* differs from rank 0's" "$T/err" && ! grep -q "^step 26/" "$T/err" &&
   ! ls "$T/mixedr"/step-* >/dev/null 2>&1 && pass "ranks resuming two checkpoints of step 25 -> exit $rc, naming rank 1" ||
   fail "ranks resuming different checkpoints: exit $rc: $(grep -a "^memwall:" "$T/err" | tail -1)"
-# over --budget, the hint names no flag a --tp run refuses (--offload)
+# over --budget, the hint names the disk tier, which --tp runs now
 mpirun -np 2 "$MW" train "${G[@]}" --tp 2 --budget 8MiB --out "$T/refused" >"$T/err" 2>&1
 rc=$?
-[ $rc -eq 2 ] && grep -q "^memwall: the plan needs .* --budget" "$T/err" && ! grep -q -- "--offload" "$T/err" &&
-  pass "--tp 2 over --budget -> exit 2, the hint names no --offload" || fail "--tp over --budget: exit $rc: $(grep -m1 'memwall:' "$T/err")"
+[ $rc -eq 2 ] && grep -q "^memwall: the plan needs .* --budget.*--offload optimizer --offload-dir" "$T/err" &&
+  pass "--tp 2 over --budget -> exit 2, the hint names --offload optimizer" || fail "--tp over --budget: exit $rc: $(grep -m1 'memwall:' "$T/err")"
 
 [ $fails -eq 0 ] && echo "cli_tp: ok" || { echo "cli_tp: $fails check(s) failed"; exit 1; }

@@ -45,9 +45,6 @@ void layout_parse(opts *o, int mask) {
     int D = opt_given(o, "dp") ? o->layout_dp : 1;
     if ((mask & CMD_TRAIN) && T >= 1 && (P > 1 || T > 1)) { /* the replicas: D = N / (T P) of the ranks mpirun started */
         if (P > c->n_layer) die(1, "--pp %d: more stages than the model's %d blocks", P, c->n_layer);
-        if (T > 1 && opt_given(o, "zero") && c->zero >= 2)
-            die(1, "train --tp with --zero %d: a tensor-parallel shard's gradient slots (stage 2) and parameter gathers "
-                   "(stage 3) are not built yet; --zero 0 and 1 run", c->zero);
         const int N = mw_mpi_launched_size() > 0 ? mw_mpi_launched_size() : 1;
         if (N % (T * P)) {
             if (P > 1 && T > 1)

@@ -365,12 +365,14 @@ mw_status mw_config_validate(const mw_config *c) {
         NEED(c->ep <= 1 || !c->dp || c->world % c->ep == 0,
              "--ep %d must divide --dp (the expert-parallel groups lie inside the data-parallel one)", c->ep);
         NEED(!c->inference, "a parallel layout is planned for training only");
-        NEED(c->offload == MW_OFFLOAD_NONE || (c->pp > 1 && c->tp <= 1 && !c->sp && c->ep <= 1),
+        NEED(c->offload == MW_OFFLOAD_NONE || c->ep <= 1,
              "--offload %s with --tp/--ep: the disk tier under that layout is not planned yet (a pipeline's stages "
              "run it, each into its own files)", mw_offload_name(c->offload));
-        NEED(c->recompute != MW_RECOMPUTE_AUTO || (c->pp > 1 && c->tp <= 1 && !c->sp && c->ep <= 1),
-             "--recompute auto with --tp/--ep: auto times the ops on this machine's whole model; give a policy (none, "
-             "selective, full, every:K, blocks:...; a pipeline's stages each choose their own)");
+        NEED(c->recompute != MW_RECOMPUTE_AUTO || (c->ep <= 1 && !(c->tp > 1 && c->pp > 1)),
+             "--recompute auto with --%s: %s; give a policy (none, selective, full, every:K, blocks:...; --tp alone, "
+             "with replicas, and a pipeline's stages without --tp choose it)", c->ep > 1 ? "ep" : "tp and --pp",
+             c->ep > 1 ? "auto times the ops on this machine's whole model" : "the tensor-parallel ranks of a stage do "
+             "not agree on one choice yet");
     }
 #undef NEED
     return MW_OK;

@@ -311,8 +311,8 @@ mw_status mw_pipe_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw
     r->loss = (float)(loss / (M * D));
     r->lr = mw_lr_at(c, s);
     if (c->dp && c->zero < 2) MW_TRY(mw_zero_gather_grads(m)); /* every replica the stage's whole summed gradient, for the norm */
-    MW_TRY(c->dp && c->zero >= 2 ? mw_pipe_shard_norm(m, &r->grad_norm)
-           : mw_tp_on(m)          ? mw_tp_grad_norm(m, &r->grad_norm) /* --tp: tp.c's sums */
+    MW_TRY(mw_tp_on(m)                ? mw_tp_grad_norm(m, &r->grad_norm) /* --tp: tp.c's sums (the shards' too) */
+           : c->dp && c->zero >= 2 ? mw_pipe_shard_norm(m, &r->grad_norm)
                                   : pipe_norm(m, &r->grad_norm));
     MW_TRY(mw_model_adamw_step(m, r->lr, r->grad_norm, s + 1));
     MW_TRY(mw_pipe_tied_sync(m)); /* the updated table to the last stage's head */

@@ -127,7 +127,8 @@ mw_status mw_tp_sp_settle(mw_model *m) {
     if (!m->cfg.sp || !m->tp_sp_dirty) return MW_OK;
     for (int i = 0; i < m->ntensors; i++) {
         const mw_tensor *t = &m->tensors[i];
-        if (!t->seqp || (t->layer >= 0 && mw_graph_grads_mem16(m))) continue; /* bf16: summed by mw_tp_sp_done */
+        if (!t->seqp || (t->layer >= 0 && (mw_graph_grads_mem16(m) || mw_graph_grads_on_disk(m))))
+            continue; /* bf16, on disk: summed by mw_tp_sp_done */
         float *g = mw_graph_tensor(m, 1, i);
         if (!g) return mw_fail(MW_ERR_ARG, "internal: --sp: tensor %s's gradients are not in memory", t->name);
         MW_TRY(allreduce(m, g, t->numel, OP_SUM32));
@@ -233,78 +234,106 @@ void mw_tp_fill_normal(mw_model *m, int i, uint64_t seed, double std) {
     }
 }
 
-/* Tensor i's gradient's sum of squares: in quanta, the quanta in order */
-static double tensor_sumsq(mw_model *m, int i) {
-    double *parts = (double *)m->opp[(size_t)m->opt_op * MW_MAXACC];
-    const mw_tensor *t = &m->tensors[i];
-    const float *g = mw_graph_grads_chunk(m, t->seg, t->offset, t->offset + t->numel); /* bf16: widened */
-    const size_t n = t->numel, nb = (n + MW_NORM_QUANTUM - 1) / MW_NORM_QUANTUM;
-#pragma omp parallel for schedule(static)
-    for (size_t b = 0; b < nb; b++) {
-        const size_t j1 = (b + 1) * MW_NORM_QUANTUM < n ? (b + 1) * MW_NORM_QUANTUM : n;
-        double s = 0.0;
-        for (size_t j = b * MW_NORM_QUANTUM; j < j1; j++) s += (double)g[j] * g[j];
-        parts[b] = s;
-    }
-    double s = 0.0;
-    for (size_t b = 0; b < nb; b++) s += parts[b];
-    return s;
+/* The norm's two sums, tensor by tensor in table order: of the split tensors' (each rank its shard,
+ * summed over the ranks next) and of the whole ones' (the same on every rank) */
+typedef struct norm_chain {
+    const mw_model *m;
+    double split, whole;
+} norm_chain;
+
+static void norm_add(void *ctx, int i, double s) {
+    norm_chain *c = ctx;
+    if (c->m->tensors[i].split == MW_TS_WHOLE)
+        c->whole += s;
+    else
+        c->split += s;
 }
 
-/* A pipeline stage's part of the sums (--tp with --pp): every stage's tensors' sums, gathered over
- * the stages (a stage holds a run of the single-process table), added in the table's order as one
- * stage of the whole model adds them: the same bits as --tp alone. */
-static mw_status stage_sums(mw_model *m, double *split, double *whole) {
-    mw_comm *pc = m->pcomm;
-    const int P = pc->size, S = pc->rank;
-    size_t *cnt = calloc((size_t)P * 2, sizeof *cnt);
-    uint64_t *nt = calloc((size_t)P, sizeof *nt);
-    double *all = NULL;
-    mw_status st = cnt && nt ? MW_OK : mw_fail(MW_ERR_NOMEM, "out of memory");
-    if (st == MW_OK) {
-        nt[S] = (uint64_t)m->ntensors;
-        for (int j = 0; j < P; j++) cnt[j] = 1, cnt[P + j] = (size_t)j;
-        st = pc->allgatherv(pc, nt, sizeof *nt, cnt, cnt + P);
+enum { TAG_TPNORM = 21, TAG_TPHAND, TAG_TPEND }; /* (pipeline.c's, pipezero.c's and pipetied.c's tags are below 10) */
+
+/* --pp: a stage holds a run of the single-process table; the two sums go on from the stage before
+ * it, in the table's order as one stage of the whole model adds them (--tp alone's bits), and the
+ * last stage's reach every stage */
+static mw_status stage_chain(mw_model *m, norm_chain *c) {
+    mw_comm *pc = m->cfg.pp > 1 ? m->pcomm : NULL;
+    const int S = pc ? pc->rank : 0, P = pc ? pc->size : 1;
+    double two[2];
+    if (S > 0) {
+        MW_TRY(pc->recv(pc, two, sizeof two, S - 1, TAG_TPNORM));
+        c->split = two[0], c->whole = two[1];
     }
-    size_t total = 0, mine = 0;
-    for (int j = 0; j < P && st == MW_OK; j++) cnt[j] = 2 * (size_t)nt[j], cnt[P + j] = total, total += cnt[j];
-    if (st == MW_OK) mine = cnt[P + S], all = calloc(total + 1, sizeof *all);
-    if (st == MW_OK && !all) st = mw_fail(MW_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < m->ntensors && st == MW_OK; i++) { /* (the split tensors' sum, the whole ones') per tensor */
-        const double s = tensor_sumsq(m, i);
-        all[mine + 2 * (size_t)i + (m->tensors[i].split == MW_TS_WHOLE)] = s;
+    MW_TRY(mw_graph_grad_tensor_sums(m, norm_add, c));
+    two[0] = c->split, two[1] = c->whole;
+    if (S < P - 1) MW_TRY(pc->send(pc, two, sizeof two, S + 1, TAG_TPNORM));
+    if (P > 1 && S == P - 1)
+        for (int j = 0; j < P - 1; j++) MW_TRY(pc->send(pc, two, sizeof two, j, TAG_TPEND));
+    if (P > 1 && S < P - 1) MW_TRY(pc->recv(pc, two, sizeof two, P - 1, TAG_TPEND));
+    c->split = two[0], c->whole = two[1];
+    return MW_OK;
+}
+
+/* --zero 2, 3 over the replicas (m->comm): each holds its shard [zlo, zhi) of the summed gradient
+ * (m->zacc). The walk goes on along the element order, replica by replica, each passing on the
+ * open quantum's and the tensor's partial sums with the two sums (the same additions in the same
+ * order as over the whole buffer: --zero 1's bits). Under --pp the stages follow one another as in
+ * stage_chain: the last replica of stage s to the last of stage s + 1 (the same pipeline), which
+ * hands it to that stage's first; the last stage's last replica's sums then reach every rank. */
+static mw_status shard_chain(mw_model *m, norm_chain *c) {
+    mw_comm *dc = m->comm, *pc = m->cfg.pp > 1 ? m->pcomm : NULL;
+    const int D = dc->size, d = dc->rank, S = pc ? pc->rank : 0, P = pc ? pc->size : 1;
+    mw_tensor_walk w = {0.0, 0.0, 0};
+    double x[5] = {0.0, 0.0, 0.0, 0.0, 0.0}; /* open, sum, tensor, split, whole */
+    if (S > 0 && D > 1 && d == D - 1) { /* the stage before's sums, handed to this stage's first replica */
+        double two[2];
+        MW_TRY(pc->recv(pc, two, sizeof two, S - 1, TAG_TPNORM));
+        MW_TRY(dc->send(dc, two, sizeof two, 0, TAG_TPHAND));
     }
-    if (st == MW_OK) st = pc->allgatherv(pc, all, sizeof *all, cnt, cnt + P);
-    for (size_t k = 0; k < total && st == MW_OK; k += 2) /* + 0.0: the other kind's sum stays as it is */
-        *split += all[k], *whole += all[k + 1];
-    free(cnt), free(nt), free(all);
-    return st;
+    if (d > 0) {
+        MW_TRY(dc->recv(dc, x, sizeof x, d - 1, TAG_TPNORM));
+        w.open = x[0], w.sum = x[1], w.i = (int)x[2];
+    } else if (S > 0 && D == 1) {
+        MW_TRY(pc->recv(pc, x + 3, 2 * sizeof *x, S - 1, TAG_TPNORM));
+    } else if (S > 0) {
+        MW_TRY(dc->recv(dc, x + 3, 2 * sizeof *x, D - 1, TAG_TPHAND));
+    }
+    c->split = x[3], c->whole = x[4];
+    mw_graph_grad_tensor_range(m, &w, m->zacc, m->zlo, m->zhi, norm_add, c);
+    x[0] = w.open, x[1] = w.sum, x[2] = w.i, x[3] = c->split, x[4] = c->whole;
+    if (d < D - 1) MW_TRY(dc->send(dc, x, sizeof x, d + 1, TAG_TPNORM));
+    else if (S < P - 1) MW_TRY(pc->send(pc, x + 3, 2 * sizeof *x, S + 1, TAG_TPNORM));
+    if (d == D - 1 && w.i != m->ntensors)
+        return mw_fail(MW_ERR_ARG, "internal: the shards' gradient norm ended at tensor %d of %d", w.i, m->ntensors);
+    /* the last stage's last replica's sums: to its stage's replicas, then each to the stages before */
+    if (S == P - 1 && d == D - 1)
+        for (int j = 0; j < D - 1; j++) MW_TRY(dc->send(dc, x + 3, 2 * sizeof *x, j, TAG_TPEND));
+    if (S == P - 1 && d < D - 1) MW_TRY(dc->recv(dc, x + 3, 2 * sizeof *x, D - 1, TAG_TPEND));
+    if (P > 1 && S == P - 1)
+        for (int j = 0; j < P - 1; j++) MW_TRY(pc->send(pc, x + 3, 2 * sizeof *x, j, TAG_TPEND));
+    if (P > 1 && S < P - 1) MW_TRY(pc->recv(pc, x + 3, 2 * sizeof *x, P - 1, TAG_TPEND));
+    c->split = x[3], c->whole = x[4];
+    return MW_OK;
 }
 
 mw_status mw_tp_grad_norm(mw_model *m, double *norm) {
     MW_TRY(mw_tp_sp_settle(m));
-    double split = 0.0, whole = 0.0;
-    if (m->cfg.pp > 1 && m->pcomm) {
-        MW_TRY(stage_sums(m, &split, &whole));
-    } else {
-        for (int i = 0; i < m->ntensors; i++) { /* tensor by tensor */
-            const double s = tensor_sumsq(m, i);
-            if (m->tensors[i].split == MW_TS_WHOLE) whole += s;
-            else split += s;
-        }
-    }
+    norm_chain c = {m, 0.0, 0.0};
+    MW_TRY(m->cfg.dp && m->cfg.zero >= 2 && m->comm ? shard_chain(m, &c) : stage_chain(m, &c));
     double *x = (double *)(m->tpbuf + (size_t)m->cfg.tp * m->tpq); /* the statistics' room */
-    x[0] = split;
+    x[0] = c.split;
     MW_TRY(allreduce(m, x, 1, OP_SUM64));
-    *norm = sqrt(x[0] + whole);
+    *norm = sqrt(x[0] + c.whole);
     return MW_OK;
 }
 
 mw_status mw_tp_check(const mw_config *c) {
     if (c->tp <= 1) return MW_OK;
-    if (c->dp && c->zero >= 2)
-        return mw_fail(MW_ERR_ARG, "--tp with --zero %d: a tensor-parallel shard's gradient slots (stage 2) and parameter "
-                       "gathers (stage 3) are not built yet; --zero 0 and 1 run", c->zero);
+    if (c->sp && c->pp > 1 && (c->offload == MW_OFFLOAD_OPTIMIZER_GRADS || c->offload == MW_OFFLOAD_ALL))
+        return mw_fail(MW_ERR_ARG, "--sp with --pp and --offload %s: the norms' gradients, each rank's rows' until the "
+                       "step sums them over the ranks, on a stage's disk tier are not built yet; --offload optimizer runs "
+                       "(and --tp --sp alone with gradients on disk)", mw_offload_name(c->offload));
+    if (c->dp && c->zero >= 2 && c->sp)
+        return mw_fail(MW_ERR_ARG, "--sp with --tp and --zero %d: the norms' gradients, each rank's rows' until the step "
+                       "sums them over the ranks, in the replicas' shards are not built yet; --zero 0 and 1 run", c->zero);
     return MW_OK;
 }
 
@@ -321,21 +350,35 @@ mw_status mw_model_set_tp(mw_model *m, mw_comm *tcomm) {
     return MW_OK;
 }
 
-/* array which of tensor i on this rank (floats: the parameters, or an optimizer array of 32 bits) */
-static float *local_array(const mw_model *m, int i, int which) {
-    if (which == 0) return mw_graph_tensor(m, 0, i);
-    void *a = which == 1 ? m->m : m->v;
-    return a && m->opt.bits[which - 1] == 32 ? (float *)a + m->tensors[i].offset : NULL;
-}
-
-/* Local elements [lo, lo + n) of tensor i's optimizer array which (1 M, 2 V) of 8 or 4 bits, each
- * code as a float, into out */
-static void local_codes(const mw_model *m, int i, int which, size_t lo, size_t n, float *out) {
+/* Local elements [lo, lo + n) of tensor i's array which on this rank into out, each as a float: the
+ * parameters (0), or the optimizer's array (1 M, 2 V) of 32 bits (values) or 8 or 4 (codes). Read
+ * where they live: in memory, or through the disk tier (a block's slot, the staging's windows). */
+static mw_status local_read(mw_model *m, int i, int which, size_t lo, size_t n, float *out) {
+    const mw_tensor *t = &m->tensors[i];
+    if (which == 0) {
+        const float *p = mw_graph_param_access(m, i, 0);
+        if (!p) return mw_graph_io_check(m);
+        memcpy(out, p + lo, n * sizeof(float));
+        return MW_OK;
+    }
     const int bits = m->opt.bits[which - 1];
-    const unsigned char *a = which == 1 ? m->m : m->v;
-    const size_t o = m->tensors[i].offset + lo;
-    for (size_t e = 0; e < n; e++)
-        out[e] = (float)(bits == 8 ? a[o + e] : (a[(o + e) >> 1] >> (((o + e) & 1) * 4)) & 15);
+    for (size_t e = 0; e < n;) {
+        const size_t x = t->offset + lo + e; /* the flat element */
+        const void *p;
+        size_t nb;
+        MW_TRY(mw_model_state_view(m, which - 1, (uint64_t)x * (size_t)bits / 8, &p, &nb));
+        const unsigned char *b = p;
+        size_t k = bits == 32 ? nb / 4 : bits == 8 ? nb : 2 * nb - (x & 1); /* elements in the window */
+        if (k > n - e) k = n - e;
+        if (!k) return mw_fail(MW_ERR_ARG, "internal: --tp: an empty window of %s's optimizer state", t->name);
+        if (bits == 32)
+            memcpy(out + e, b, k * sizeof(float));
+        else
+            for (size_t j = 0; j < k; j++)
+                out[e + j] = (float)(bits == 8 ? b[j] : (b[((x & 1) + j) >> 1] >> ((((x & 1) + j) & 1) * 4)) & 15);
+        e += k;
+    }
+    return MW_OK;
 }
 
 int mw_tp_part_end(const mw_tensor *t, int a, size_t most) {
@@ -371,34 +414,28 @@ static void part_local(const mw_tensor *t, int T, int r, int a, int b, size_t *l
 mw_status mw_tp_gather_part(mw_model *m, int i, int which, int a, int b, float *out, float *scratch) {
     const mw_tensor *t = &m->tensors[i];
     mw_comm *cm = m->tpc;
-    const int coded = which > 0 && m->opt.bits[which - 1] != 32 && m->opt.bits[which - 1] != 0; /* 8 or 4 bits */
-    const float *mine = coded ? NULL : local_array(m, i, which);
-    if (!mine && !coded) return mw_fail(MW_ERR_ARG, "internal: --tp: tensor %s's array %d is not in memory", t->name, which);
+    if (which < 0 || which > 2 || (which > 0 && !m->opt.bits[which - 1]))
+        return mw_fail(MW_ERR_ARG, "internal: --tp: tensor %s has no array %d", t->name, which);
     const int T = cm ? cm->size : 1, R = cm ? cm->rank : 0;
     const size_t cols = t->gdims[1] ? (size_t)t->gdims[1] : 1, g0 = (size_t)a * cols, n = (size_t)(b - a) * cols;
-    if (t->split == MW_TS_WHOLE || T == 1) { /* the same on every rank: rank 0's */
-        if (R == 0 && coded) local_codes(m, i, which, g0, n, out);
-        else if (R == 0) memcpy(out, mine + g0, n * sizeof(float));
-        return MW_OK;
-    }
+    if (t->split == MW_TS_WHOLE || T == 1) /* the same on every rank: rank 0's */
+        return R == 0 ? local_read(m, i, which, g0, n, out) : MW_OK;
     size_t lo[MAX_TP], cnt[MAX_TP], off[MAX_TP], sc[MAX_TP] = {0}, sd[MAX_TP] = {0}, rc[MAX_TP] = {0}, rd[MAX_TP] = {0};
     size_t at = 0;
     for (int j = 0; j < T; j++) part_local(t, T, j, a, b, &lo[j], &cnt[j]), off[j] = at, at += cnt[j];
-    float *codes = NULL; /* 8 or 4 bits: this rank's codes of the part, as floats */
-    if (coded) {
-        if (!(codes = malloc((cnt[R] ? cnt[R] : 1) * sizeof(float))))
-            return mw_fail(MW_ERR_NOMEM, "out of memory gathering %s's optimizer state", t->name);
-        local_codes(m, i, which, lo[R], cnt[R], codes);
-    }
-    const float *src = coded ? codes : mine + lo[R];
+    float *mine = malloc((cnt[R] ? cnt[R] : 1) * sizeof(float)); /* this rank's elements of the part (a checkpoint's, not a step's) */
+    if (!mine) return mw_fail(MW_ERR_NOMEM, "out of memory gathering %s for a checkpoint", t->name);
+    mw_status st = local_read(m, i, which, lo[R], cnt[R], mine);
+    /* a failed read still joins the exchange (the others wait in it); its status comes out after */
     if (R == 0) {
         for (int j = 1; j < T; j++) rc[j] = cnt[j], rd[j] = off[j];
-        memcpy(scratch + off[0], src, cnt[0] * sizeof(float));
+        memcpy(scratch + off[0], mine, cnt[0] * sizeof(float));
     } else {
         sc[0] = cnt[R], sd[0] = 0;
     }
-    const mw_status st = cm->alltoallv(cm, src, sc, sd, R == 0 ? scratch : NULL, rc, rd);
-    free(codes);
+    const mw_status x = cm->alltoallv(cm, mine, sc, sd, R == 0 ? scratch : NULL, rc, rd);
+    free(mine);
+    MW_TRY(x);
     MW_TRY(st);
     if (R != 0) return MW_OK;
 #pragma omp parallel for schedule(static) if (n > 65536)

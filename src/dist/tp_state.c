@@ -43,6 +43,27 @@ uint64_t mw_model_tp_state_bytes(const mw_model *m, int part) {
     return b;
 }
 
+/* A window of the optimizer's array part (0 M, 1 V) of bits an element, wherever it lives (memory, or
+ * the disk tier's staging, mw_model_state_map): flat elements [lo, lo + n) at p. */
+typedef struct state_win {
+    unsigned char *p;
+    size_t lo, n;
+} state_win;
+
+/* the byte of flat element x (its nibble's, at 4 bits), the window moved on to it when outside */
+static mw_status win_at(mw_model *m, int part, int bits, size_t x, state_win *w, unsigned char **at) {
+    if (!w->p || x < w->lo || x >= w->lo + w->n) {
+        const size_t x0 = bits == 4 ? x & ~(size_t)1 : x;
+        void *p;
+        size_t nb;
+        MW_TRY(mw_model_state_map(m, part, (uint64_t)x0 * (size_t)bits / 8, &p, &nb));
+        w->p = p, w->lo = x0, w->n = nb * 8 / (size_t)bits;
+        if (w->n == 0 || x >= w->lo + w->n) return mw_fail(MW_ERR_ARG, "internal: --tp: an empty window of optimizer array %d", part);
+    }
+    *at = w->p + (x - w->lo) * (size_t)bits / 8;
+    return MW_OK;
+}
+
 mw_status mw_model_tp_take_state(mw_model *m, int part, const void *buf, uint64_t byte_off, size_t nbytes) {
     const int bits = part >= 0 && part < 2 ? m->opt.bits[part] : 0;
     if (!bits || (byte_off * 8) % (uint64_t)bits || (nbytes * 8) % (uint64_t)bits)
@@ -51,31 +72,47 @@ mw_status mw_model_tp_take_state(mw_model *m, int part, const void *buf, uint64_
     MW_TRY(mw_model_tp_whole_offsets(m, &o));
     const size_t e0 = (size_t)(byte_off * 8 / (uint64_t)bits), e1 = e0 + nbytes * 8 / (size_t)bits;
     const int T = m->cfg.tp, r = mw_tp_rank(m);
-    unsigned char *a = part ? m->v : m->m;
     const unsigned char *in = buf;
-    for (int i = 0; i < m->ntensors; i++) {
+    state_win w = {NULL, 0, 0}; /* in the order of this rank's elements: the disk tier's windows move on */
+    mw_status s = MW_OK;
+    for (int i = 0; i < m->ntensors && s == MW_OK; i++) {
         const mw_tensor *t = &m->tensors[i];
         const size_t x = o[i] > e0 ? o[i] : e0, n = (size_t)t->gdims[0] * (t->gdims[1] ? (size_t)t->gdims[1] : 1);
         const size_t y = o[i] + n < e1 ? o[i] + n : e1;
-#pragma omp parallel for schedule(static) if (y > x + 65536)
-        for (size_t ge = x; ge < y; ge++) {
+        for (size_t ge = x; ge < y && s == MW_OK; ge++) {
             size_t l;
+            unsigned char *a = NULL;
             if (!mw_tp_local_index(t, T, r, ge - o[i], &l)) continue;
-            const size_t le = t->offset + l, w = ge - e0; /* this rank's element; the window's */
+            const size_t le = t->offset + l, wi = ge - e0; /* this rank's element; the window's */
+            if ((s = win_at(m, part, bits, le, &w, &a)) != MW_OK) break;
             if (bits == 32) {
-                memcpy(a + le * 4, in + w * 4, 4);
+                memcpy(a, in + wi * 4, 4);
             } else if (bits == 8) {
-                a[le] = in[w];
+                *a = in[wi];
             } else {
-                const int k = (in[w >> 1] >> ((w & 1) * 4)) & 15, sh = (int)(le & 1) * 4;
-#pragma omp atomic
-                a[le >> 1] &= (unsigned char)~(15 << sh);
-#pragma omp atomic
-                a[le >> 1] |= (unsigned char)(k << sh);
+                const int k = (in[wi >> 1] >> ((wi & 1) * 4)) & 15, sh = (int)(le & 1) * 4;
+                *a = (unsigned char)((*a & ~(15 << sh)) | (k << sh));
             }
         }
     }
     free(o);
+    return s;
+}
+
+mw_status mw_model_tp_take_moment(mw_model *m, int i, int which, const float *part, size_t g0, size_t n) {
+    const mw_tensor *t = &m->tensors[i];
+    const int T = m->cfg.tp > 1 ? m->cfg.tp : 1, r = mw_tp_rank(m);
+    float *p = NULL;
+    size_t lo = 0, k = 0; /* the window: this rank's elements [lo, lo + k) of the tensor */
+    for (size_t e = 0; e < n; e++) {
+        size_t l;
+        if (!mw_tp_local_index(t, T, r, g0 + e, &l)) continue;
+        if (!p || l < lo || l >= lo + k) {
+            MW_TRY(mw_model_moment_map(m, which, i, l, &p, &k));
+            lo = l;
+        }
+        p[l - lo] = part[e];
+    }
     return MW_OK;
 }
 

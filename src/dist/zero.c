@@ -441,15 +441,17 @@ mw_status mw_zero_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw
         r->step = s + 1;
         r->loss = (float)(sum / M);
         r->lr = mw_lr_at(c, s);
-        if (c->zero == 0 || c->tp > 1) { /* every rank the whole summed gradient (--tp: for its per-tensor norm) */
+        if (c->zero == 0 || (c->tp > 1 && c->zero == 1)) { /* every rank the whole summed gradient (--tp: for its per-tensor norm) */
             st = gather_flat(m, m->grads);
             if (st == MW_OK) st = mw_graph_grad_norm(m, &r->grad_norm);
+        } else if (c->tp > 1) { /* --zero 2, 3: each tensor's sums over the shards (src/dist/tp.c) */
+            st = mw_graph_grad_norm(m, &r->grad_norm);
         } else {
             st = shard_norm(m, &r->grad_norm);
         }
     }
     if (st == MW_OK) st = mw_model_adamw_step(m, r->lr, r->grad_norm, s + 1);
-    if (st == MW_OK && c->zero >= 1 && c->tp > 1) /* the sharded update zeroes its shard's gradient; the gathered rest too */
+    if (st == MW_OK && c->zero == 1 && c->tp > 1) /* the sharded update zeroes its shard's gradient; the gathered rest too */
         memset(m->grads, 0, m->nfloats * sizeof(float));
     free(loss);
     free(lc);

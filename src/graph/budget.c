@@ -24,9 +24,8 @@ void mw_budget_refusal(const mw_model *m) {
     /* what --zero 1 to 3 shard and --offload optimizer moves: the per-parameter state (every
      * optimizer's, 8-bit and 4-bit codes and a first moment included; not a small state) */
     const int per_param = m->opt.bits[0] || m->opt.bits[1];
-    if (mw_config_layout(c) && !c->inference && !(c->pp > 1 && c->tp <= 1)) /* --tp refuses the disk tier (mw_config_validate) */
-        snprintf(hint, sizeof hint, " (the disk tier is not available with --tp: a larger --tp divides the "
-                 "matrices further, --sp and --recompute the activations)");
+    if (mw_config_layout(c) && !c->inference && c->ep > 1) /* --ep refuses the disk tier (mw_config_validate) */
+        snprintf(hint, sizeof hint, " (the disk tier is not available with --ep: --recompute divides the activations)");
     else if (p->offload == MW_OFFLOAD_NONE && p->category[MW_CAT_OPTIM] > 0 && !c->inference) {
         mw_fmt_bytes(p->category[MW_CAT_OPTIM], b[0], sizeof b[0]);
         if (c->dp && c->zero == 0 && per_param && c->world > 1)

@@ -89,6 +89,7 @@ mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const in
         if (gdisk && m->op_ge[i]) MW_TRY(mw_graph_grad_done(m, l));
     }
     *loss = (float)(s / N);
+    m->tp_mb++;
     return mw_graph_io_check(m); /* --tp: a collective of an op that failed */
 }
 
@@ -345,6 +346,87 @@ mw_status mw_graph_grad_parts_at(mw_model *m, uint64_t g0, double carry, double 
     return MW_OK;
 }
 
+/* ---- each tensor's sum of squares (--tp's norm: src/dist/tp.c) -------------------------------- */
+
+/* The walk of mw_graph_grad_tensor_sums over the flat buffer's chunks in element order: each
+ * tensor's quanta (from its own first element) summed as its elements pass, the open quantum's and
+ * the tensor's partial sums carried on to the next chunk (w->open, w->sum), the tensor handed on
+ * when it ends. */
+typedef struct tensor_walk {
+    mw_model *m;
+    double *parts;
+    mw_tensor_walk *st;
+    mw_tensor_sum_fn fn;
+    void *ctx;
+} tensor_walk;
+
+/* elements lo..hi-1 of the flat buffer: g is element lo's gradient (floats, or bfloat16 when g16;
+ * NULL: zeros, which add nothing to a sum of squares that starts at +0) */
+static void tensor_walk_chunk(tensor_walk *w, const void *g, int g16, size_t lo, size_t hi) {
+    const mw_model *m = w->m;
+    mw_tensor_walk *st = w->st;
+    const size_t Q = MW_NORM_QUANTUM, esz = g16 ? sizeof(uint16_t) : sizeof(float);
+    for (; st->i < m->ntensors; st->i++) {
+        const mw_tensor *t = &m->tensors[st->i];
+        const size_t a0 = t->offset, a1 = t->offset + t->numel;
+        if (a0 >= hi && a1 > a0) return; /* after this chunk */
+        const size_t a = a0 > lo ? a0 : lo, b = a1 < hi ? a1 : hi;
+        if (b > a) {
+            const size_t q0 = (a - a0) / Q, q1 = (b - a0 - 1) / Q; /* the tensor's quanta the chunk touches */
+            for (size_t q = q0; q <= q1; q++) w->parts[q - q0] = 0.0;
+            if ((a - a0) % Q) w->parts[0] = st->open; /* the quantum the chunk before left open */
+            if (g) sumsq_parts_at(w->parts, q0, (const char *)g + (a - lo) * esz, g16, a - a0, b - a0);
+            for (size_t q = q0; q <= q1; q++) {
+                if ((q + 1) * Q <= b - a0 || b == a1) st->sum += w->parts[q - q0]; /* ends here */
+                else st->open = w->parts[q - q0];
+            }
+        }
+        if (b < a1) return; /* goes on in the next chunk */
+        w->fn(w->ctx, st->i, st->sum);
+        st->sum = 0.0, st->open = 0.0;
+    }
+}
+
+static void tensor_walk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const arr[MW_ARR_COUNT]) {
+    tensor_walk *w = ctx;
+    mw_model *m = w->m;
+    const double t0 = now_s();
+    if (arr[MW_ARR_G]) /* the disk's: floats, or bfloat16 read in place; none this step: zeros */
+        tensor_walk_chunk(w, grads_fresh(m, seg) ? NULL : arr[MW_ARR_G], mw_graph_grads16_disk(m), lo, hi);
+    else
+        tensor_walk_chunk(w, mw_graph_grads_chunk(m, seg, lo, hi), 0, lo, hi);
+    m->compute_s += now_s() - t0;
+}
+
+mw_status mw_graph_grad_tensor_sums(mw_model *m, mw_tensor_sum_fn fn, void *ctx) {
+    mw_tensor_walk st = {0.0, 0.0, 0};
+    tensor_walk w = {m, (double *)m->opp[(size_t)m->opt_op * MW_MAXACC], &st, fn, ctx};
+    if (mw_graph_grads_on_disk(m)) { /* streamed in element order, as the norm's pass over the file */
+        MW_TRY(mw_graph_io_check(m));
+        MW_TRY(mw_graph_grads_settle(m));
+        MW_TRY(mw_offload_stream(m->off, MW_ARR_BIT(MW_ARR_G), 0, tensor_walk_fn, &w));
+    } else if (m->grads) {
+        if (m->nfloats) tensor_walk_chunk(&w, m->grads, 0, 0, m->nfloats);
+    } else { /* segment by segment (a block's bfloat16 widened) */
+        void *none[MW_ARR_COUNT] = {0};
+        for (int sg = 0; sg < m->nseg; sg++)
+            if (m->seg_lo[sg + 1] > m->seg_lo[sg]) tensor_walk_fn(&w, m->seg_lo[sg], m->seg_lo[sg + 1], sg, none);
+    }
+    tensor_walk_chunk(&w, NULL, 0, m->nfloats, m->nfloats); /* empty tensors at the end */
+    return st.i == m->ntensors ? MW_OK : mw_fail(MW_ERR_ARG, "internal: the gradient norm ended at tensor %d of %d", st.i, m->ntensors);
+}
+
+void mw_graph_grad_tensor_range(mw_model *m, mw_tensor_walk *st, const float *g, size_t lo, size_t hi, mw_tensor_sum_fn fn,
+                                void *ctx) {
+    tensor_walk w = {m, (double *)m->opp[(size_t)m->opt_op * MW_MAXACC], st, fn, ctx};
+    const double t0 = now_s();
+    while (st->i < m->ntensors && m->tensors[st->i].offset + m->tensors[st->i].numel <= lo &&
+           m->tensors[st->i].offset < lo) st->i++; /* the tensors before the range */
+    if (hi > lo) tensor_walk_chunk(&w, g, 0, lo, hi);
+    if (hi == m->nfloats) tensor_walk_chunk(&w, NULL, 0, hi, hi); /* empty tensors at the end */
+    m->compute_s += now_s() - t0;
+}
+
 double mw_model_grad_norm(const mw_model *m) {
     double norm;
     mw_status st = mw_graph_grad_norm((mw_model *)m, &norm);
@@ -391,6 +473,7 @@ static void opt_chunk_fn(void *ctx, size_t lo, size_t hi, int seg, void *const a
 mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
     const mw_config *c = &m->cfg;
     if (c->inference) return MW_OK;
+    m->tp_mb = 0; /* the next micro-batch is a step's first */
     if (mw_graph_opt_sharded(m)) return mw_zero_opt_step(m, lr, grad_norm, t);
     if (mw_tp_on(m)) MW_TRY(mw_tp_sp_settle(m)); /* --sp: the norms' gradients, if the norm did not */
     float coef = 1.0f;
@@ -418,6 +501,7 @@ mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
             unsigned wr = m->opt.wr[k] & disk & ~MW_ARR_BIT(MW_ARR_G);
             if (mw_graph_params16(m) && (wr & MW_ARR_BIT(MW_ARR_P))) wr |= MW_ARR_BIT(MW_ARR_H); /* written, never read */
             MW_TRY(mw_offload_stream(m->off, rd, wr, opt_chunk_fn, &a));
+            if (mw_tp_on(m)) MW_TRY(mw_tp_opt_join(m, k)); /* the shards' statistics over the ranks */
             mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
         }
         if (mw_graph_grads_slotted(m)) memset(m->gfresh, 1, (size_t)c->n_layer); /* zero, as the update left them */

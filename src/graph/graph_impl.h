@@ -240,6 +240,22 @@ float *mw_graph_grads_chunk(const mw_model *m, int seg, size_t lo, size_t hi);
  * the same order as mw_graph_grad_norm's, from the gradients where they are (flat, or bfloat16
  * blocks widened segment by segment). */
 mw_status mw_graph_grad_parts_at(mw_model *m, uint64_t g0, double carry, double *parts);
+/* Each tensor's sum of squares of its gradients, wherever they are (flat, bfloat16 blocks, the disk
+ * tier): quanta of MW_NORM_QUANTUM elements from the tensor's first, each quantum's sum in element
+ * order from +0, the quanta added in order from +0; fn(ctx, i, sum) for every tensor i in table
+ * order. Uses the optimizer op's norm parts (the largest tensor's quanta). */
+typedef void (*mw_tensor_sum_fn)(void *ctx, int i, double sum);
+mw_status mw_graph_grad_tensor_sums(mw_model *m, mw_tensor_sum_fn fn, void *ctx);
+/* The same walk over flat elements [lo, hi) alone (g: element lo's gradient), from the state st the
+ * range before it left (i: the tensor in progress, or the first to start; open: that tensor's open
+ * quantum's partial sum; sum: its ended quanta's), which it leaves for the range after it (--zero 2
+ * under --tp: a replica's shard, the state passed along the replicas; {0, 0, 0} for the first). */
+typedef struct mw_tensor_walk {
+    double open, sum;
+    int i;
+} mw_tensor_walk;
+void mw_graph_grad_tensor_range(mw_model *m, mw_tensor_walk *st, const float *g, size_t lo, size_t hi, mw_tensor_sum_fn fn,
+                                void *ctx);
 /* The step's inputs and targets (may be NULL) into op 0's values, checked against the vocabulary. */
 mw_status mw_graph_load_tokens(mw_model *m, const int32_t *inputs, const int32_t *targets);
 

@@ -86,4 +86,8 @@ mw_status mw_model_tp_whole_offsets(const mw_model *m, size_t **out);
 uint64_t mw_model_tp_state_bytes(const mw_model *m, int part);
 mw_status mw_model_tp_take_state(mw_model *m, int part, const void *buf, uint64_t byte_off, size_t nbytes);
 mw_status mw_model_tp_state_whole(mw_model *m, float **out);
+/* --tp, AdamW's moments where they are not in memory (the disk tier): whole elements [g0, g0 + n) of
+ * tensor i's moment which (0 m, 1 v), part, this rank's taken into it through its windows
+ * (mw_model_moment_map; mw_model_moments_done commits them). */
+mw_status mw_model_tp_take_moment(mw_model *m, int i, int which, const float *part, size_t g0, size_t n);
 #endif

@@ -104,6 +104,7 @@ static void calib_config(const mw_model_def *a, const mw_config *c, mw_config *k
     k->recompute = MW_RECOMPUTE_BLOCKS;
     k->offload = MW_OFFLOAD_NONE; /* the calibration runs in memory: no scratch file */
     k->pp = k->pp_stage = k->pp_first = k->pp_blocks = k->vpp = 0; /* ... of whole blocks, not a pipeline stage */
+    k->tp = 0, k->sp = 0; /* ... nor a tensor-parallel shard (its collectives need the ranks) */
     memset(k->offload_spec, 0, sizeof k->offload_spec); /* all of it: the cache below compares bytes */
     k->dp = 0, k->world = 1, k->rank = 0, k->zero = 0; /* one process's whole model: no ranks to exchange
                                           gradients with or gather parameters from (it has none) */

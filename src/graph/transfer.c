@@ -486,6 +486,7 @@ mw_status mw_graph_grad_bind(mw_model *m, int l) {
         MW_TRY(mw_offload_wait(m->off, id));
         if (mw_graph_grads16_disk(m)) mw_graph_widen_inplace(m->gslot[k], mw_graph_seg_len(m, seg));
     }
+    if (m->cfg.sp && mw_graph_grads16_disk(m)) mw_tp_sp_bind(m, l, m->gslot[k]); /* --sp: as g16's in memory */
     m->gbase[seg] = m->gslot[k];
     return MW_OK;
 }
@@ -518,6 +519,10 @@ mw_status mw_graph_grad_done(mw_model *m, int l) {
     if (m->gslot_seg[k] != seg) return mw_fail(MW_ERR_ARG, "internal: block %d's gradients are not in slot %d", l, k);
     m->gbase[seg] = NULL;
     m->gfresh[l] = 0;
+    /* --sp: the norms' gradients summed over the ranks where the in-memory run sums them: bf16's at
+     * each micro-batch's end (rank 0 alone carried the earlier ones in), fp32's once the step's last
+     * micro-batch is done (mw_tp_sp_settle's sum) */
+    if (m->cfg.sp && (mw_graph_grads16_disk(m) || m->tp_mb == m->cfg.accum - 1)) MW_TRY(mw_tp_sp_done(m, l, m->gslot[k]));
     if (mw_graph_grads16_disk(m)) { /* the bits g16 would hold, the disk's 2 bytes: the same in every placement */
         mw_graph_narrow_inplace(m->gslot[k], n);
         mw_graph_norm_block(m, l, (const uint16_t *)m->gslot[k]);

@@ -413,128 +413,143 @@ static void q4_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size_
 
 /* -- Adafactor and CAME -- */
 
+/* Element k of tensor t's part on this rank: its index in the whole tensor (k itself, unless t is a
+ * --tp shard: optim_tp.c), SIZE_MAX for a padding row (no element of the whole tensor). */
+static inline size_t opt_whole(const mw_opt_tensor *t, size_t k) { return t->split ? mw_opt_tp_whole_index(t, k) : k; }
 
-/* The clipped-before-division update u of element (e) of tensor t: factored or from V. */
-static inline float fac_u(const mw_opt_tensor *t, const fac *f, const float *V, size_t k, float gi) {
+/* The clipped-before-division update u of element e (its index in the whole tensor) of tensor t:
+ * factored, or from V. */
+static inline float fac_u(const mw_opt_tensor *t, const fac *f, const float *V, size_t e, float gi) {
     if (t->cols > 0) {
-        const size_t C = (size_t)t->cols;
-        const float s = f->rf[k / C] * f->cf[k % C];
+        const size_t GC = opt_cols(t);
+        const float s = f->rf[e / GC] * f->cf[e % GC];
         return s * gi;
     }
-    return (1.0f / sqrtf(V[k])) * gi;
+    return (1.0f / sqrtf(V[e])) * gi;
 }
 
-/* Row and column sums (double, in order) over the tensor's part [k0, k1) of val(k). */
-#define ROWCOL_SUMS(t, f, k0, k1, VAL)                                                                 \
+/* Row and column sums (doubles) of val(k) over the tensor's part [k0, k1): each whole row's
+ * (column's) elements in order, as one process adds them (a --tp shard's part of them, when another
+ * rank holds the rest). */
+#define ROWCOL_SUMS(t, f, k0, k1, VAL)                                                                  \
     do {                                                                                               \
-        const size_t C_ = (size_t)(t)->cols, r0_ = (k0) / C_, r1_ = ((k1) - 1) / C_;                   \
+        const size_t lc_ = (size_t)(t)->cols, GC_ = opt_cols(t), r0_ = (k0) / lc_, r1_ = ((k1) - 1) / lc_; \
         _Pragma("omp parallel for schedule(static)")                                                   \
         for (size_t r = r0_; r <= r1_; r++) {                                                          \
-            const size_t x_ = r * C_ > (k0) ? r * C_ : (k0), y_ = (r + 1) * C_ < (k1) ? (r + 1) * C_ : (k1); \
-            double s_ = (f).rows[r];                                                                   \
+            const size_t e0_ = opt_whole((t), r * lc_);                                    \
+            if (e0_ == SIZE_MAX) continue;                                                             \
+            const size_t x_ = r * lc_ > (k0) ? r * lc_ : (k0), y_ = (r + 1) * lc_ < (k1) ? (r + 1) * lc_ : (k1); \
+            double s_ = (f).rows[e0_ / GC_];                                                           \
             for (size_t k = x_; k < y_; k++) s_ += (double)(VAL);                                      \
-            (f).rows[r] = s_;                                                                          \
+            (f).rows[e0_ / GC_] = s_;                                                                  \
         }                                                                                              \
-        const size_t nt_ = (C_ + 63) / 64;                                                             \
+        const size_t nt_ = (lc_ + 63) / 64;                                                            \
         _Pragma("omp parallel for schedule(static)")                                                   \
         for (size_t tl = 0; tl < nt_; tl++) {                                                          \
-            const size_t c0_ = tl * 64, c1_ = c0_ + 64 < C_ ? c0_ + 64 : C_;                           \
+            const size_t c0_ = tl * 64, c1_ = c0_ + 64 < lc_ ? c0_ + 64 : lc_;                         \
             for (size_t r = r0_; r <= r1_; r++) {                                                      \
-                const size_t x_ = r * C_ + c0_ > (k0) ? r * C_ + c0_ : (k0);                           \
-                const size_t y_ = r * C_ + c1_ < (k1) ? r * C_ + c1_ : (k1);                           \
-                for (size_t k = x_; k < y_; k++) (f).cols[k % C_] += (double)(VAL);                    \
+                const size_t e0_ = opt_whole((t), r * lc_);                                \
+                if (e0_ == SIZE_MAX) continue;                                                         \
+                const size_t x_ = r * lc_ + c0_ > (k0) ? r * lc_ + c0_ : (k0);                         \
+                const size_t y_ = r * lc_ + c1_ < (k1) ? r * lc_ + c1_ : (k1);                         \
+                for (size_t k = x_; k < y_; k++) (f).cols[(e0_ + k - r * lc_) % GC_] += (double)(VAL);  \
             }                                                                                          \
         }                                                                                              \
     } while (0)
 
+/* Pass `pass` of tensor i over its elements [k0, k1) (one process's, or a --tp shard's), the chunk's
+ * arrays at element base of the tensor's. */
+static void fac_span(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, int i, size_t k0, size_t k1, size_t base,
+                     float *p, float *g, float *m, float *st, double *sc) {
+    const mw_opt_tensor *t = &L->t[i];
+    const int came = L->kind == MW_OPTIM_CAME;
+    const float cf = hp->coef, eps1 = (float)hp->eps, eps2 = (float)hp->eps2, b1 = (float)hp->beta1;
+    const float a1 = (float)(1.0 - hp->beta1), lr = (float)hp->lr, decay = decay_of(hp, t);
+    const fac f = fac_of(L, sc, i);
+    float *V = t->cols > 0 ? NULL : st + L->st_off[i];
+    const float dv = (float)*f.d;
+    if (pass == 0) { /* the second moment's statistics: g*g + eps1 */
+        if (t->cols > 0) ROWCOL_SUMS(t, f, k0, k1, (g[base + k] * cf) * (g[base + k] * cf) + eps1);
+    } else if (pass == 1) { /* 1-D: V; every tensor (shard): its pieces of sum(u*u), by its own elements */
+        const double beta2t = came ? hp->beta2 : 1.0 - pow((double)hp->t, hp->decay_rate);
+        const float b2 = (float)beta2t, a2 = (float)(1.0 - beta2t);
+        const size_t p0 = k0 / MW_OPT_PIECE, p1 = (k1 - 1) / MW_OPT_PIECE;
+#pragma omp parallel for schedule(static)
+        for (size_t pc = p0; pc <= p1; pc++) {
+            const size_t x = pc * MW_OPT_PIECE > k0 ? pc * MW_OPT_PIECE : k0;
+            const size_t y = (pc + 1) * MW_OPT_PIECE < k1 ? (pc + 1) * MW_OPT_PIECE : k1;
+            double s = f.pieces[pc];
+            for (size_t k = x; k < y; k++) {
+                const size_t e = opt_whole(t, k);
+                if (e == SIZE_MAX) continue;
+                const float gi = g[base + k] * cf;
+                if (V) {
+                    const float v1 = V[e] * b2, v2 = a2 * (gi * gi + eps1);
+                    V[e] = v1 + v2;
+                }
+                const float u = fac_u(t, &f, V, e, gi);
+                s += (double)u * u;
+            }
+            f.pieces[pc] = s;
+        }
+    } else if (pass == 2) { /* the update (Adafactor), or CAME's first moment and residual */
+#pragma omp parallel for schedule(static)
+        for (size_t k = k0; k < k1; k++) {
+            const size_t e = opt_whole(t, k);
+            if (e == SIZE_MAX) {
+                if (!came) g[base + k] = 0.0f;
+                continue;
+            }
+            const float gi = g[base + k] * cf;
+            float u = fac_u(t, &f, V, e, gi);
+            u = u / dv;
+            if (came) {
+                const float m1 = m[base + k] * b1, m2 = a1 * u;
+                m[base + k] = m1 + m2;
+                continue;
+            }
+            u = u * lr;
+            if (m) {
+                const float m1 = m[base + k] * b1, m2 = a1 * u;
+                m[base + k] = m1 + m2;
+                u = m[base + k];
+            }
+            p[base + k] = p[base + k] * decay;
+            p[base + k] = p[base + k] - u;
+            g[base + k] = 0.0f;
+        }
+        if (came) {
+            if (t->cols > 0) {
+#define RES(k) ((fac_u(t, &f, V, opt_whole(t, (k)), g[base + (k)] * cf) / dv - m[base + (k)]) * \
+                    (fac_u(t, &f, V, opt_whole(t, (k)), g[base + (k)] * cf) / dv - m[base + (k)]) + eps2)
+                ROWCOL_SUMS(t, f, k0, k1, RES(k));
+#undef RES
+            }
+#pragma omp parallel for schedule(static)
+            for (size_t k = k0; k < k1; k++) g[base + k] = 0.0f;
+        }
+    } else { /* CAME's update from m and the confidence factors (in rf, cf now) */
+#pragma omp parallel for schedule(static)
+        for (size_t k = k0; k < k1; k++) {
+            const size_t e = opt_whole(t, k);
+            if (e == SIZE_MAX) continue;
+            float upd = m[base + k];
+            if (t->cols > 0) {
+                const size_t GC = opt_cols(t);
+                const float s = f.rf[e / GC] * f.cf[e % GC];
+                upd = s * upd;
+            }
+            p[base + k] = p[base + k] * decay;
+            p[base + k] = p[base + k] - upd * lr;
+        }
+    }
+}
+
 static void fac_pass(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, size_t lo, size_t hi, float *p, float *g,
                      float *m, float *st, double *sc) {
-    const int came = L->kind == MW_OPTIM_CAME;
-    const fhp h = {hp->coef, (float)hp->eps, (float)hp->eps2, (float)hp->beta1, (float)(1.0 - hp->beta1), (float)hp->lr};
     FOR_SPANS(L, lo, hi, sp) {
         const mw_opt_tensor *t = &L->t[sp.i];
-        if (t->split) { /* --tp: a shard (optim_tp.c) */
-            mw_opt_tp_fac(L, hp, pass, sp.i, sp.x - t->offset, sp.y - t->offset, t->offset - lo, p, g, m, st, sc);
-            continue;
-        }
-        const fac f = fac_of(L, sc, sp.i);
-        float *V = t->cols > 0 ? NULL : st + L->st_off[sp.i];
-        const size_t k0 = sp.x - t->offset, k1 = sp.y - t->offset, base = t->offset - lo;
-        const float decay = decay_of(hp, t);
-        const float dv = (float)*f.d;
-        if (pass == 0) { /* the second moment's statistics: g*g + eps1 */
-            if (t->cols > 0) {
-                ROWCOL_SUMS(t, f, k0, k1, (g[base + k] * h.cf) * (g[base + k] * h.cf) + h.eps1);
-            }
-        } else if (pass == 1) { /* 1-D: V; every tensor: the pieces of sum(u*u) */
-            const double beta2t = came ? hp->beta2 : 1.0 - pow((double)hp->t, hp->decay_rate);
-            const float b2 = (float)beta2t, a2 = (float)(1.0 - beta2t);
-            const size_t p0 = k0 / MW_OPT_PIECE, p1 = (k1 - 1) / MW_OPT_PIECE;
-#pragma omp parallel for schedule(static)
-            for (size_t pc = p0; pc <= p1; pc++) {
-                const size_t x = pc * MW_OPT_PIECE > k0 ? pc * MW_OPT_PIECE : k0;
-                const size_t y = (pc + 1) * MW_OPT_PIECE < k1 ? (pc + 1) * MW_OPT_PIECE : k1;
-                double s = f.pieces[pc];
-                for (size_t k = x; k < y; k++) {
-                    const float gi = g[base + k] * h.cf;
-                    if (V) {
-                        const float v1 = V[k] * b2, v2 = a2 * (gi * gi + h.eps1);
-                        V[k] = v1 + v2;
-                    }
-                    const float u = fac_u(t, &f, V, k, gi);
-                    s += (double)u * u;
-                }
-                f.pieces[pc] = s;
-            }
-        } else if (pass == 2) { /* the update (Adafactor), or CAME's first moment and residual */
-            if (!came) {
-#pragma omp parallel for schedule(static)
-                for (size_t k = k0; k < k1; k++) {
-                    const float gi = g[base + k] * h.cf;
-                    float u = fac_u(t, &f, V, k, gi);
-                    u = u / dv;
-                    u = u * h.lr;
-                    if (m) {
-                        const float m1 = m[base + k] * h.b1, m2 = h.a1 * u;
-                        m[base + k] = m1 + m2;
-                        u = m[base + k];
-                    }
-                    p[base + k] = p[base + k] * decay;
-                    p[base + k] = p[base + k] - u;
-                    g[base + k] = 0.0f;
-                }
-            } else {
-#pragma omp parallel for schedule(static)
-                for (size_t k = k0; k < k1; k++) {
-                    const float gi = g[base + k] * h.cf;
-                    float u = fac_u(t, &f, V, k, gi);
-                    u = u / dv;
-                    const float m1 = m[base + k] * h.b1, m2 = h.a1 * u;
-                    m[base + k] = m1 + m2;
-                }
-                /* the residual's statistics, from the stored new m and u recomputed */
-                if (t->cols > 0) {
-#define RES(k) ((fac_u(t, &f, V, (k), g[base + (k)] * h.cf) / dv - m[base + (k)]) *                       \
-                    (fac_u(t, &f, V, (k), g[base + (k)] * h.cf) / dv - m[base + (k)]) + h.eps2)
-                    ROWCOL_SUMS(t, f, k0, k1, RES(k));
-#undef RES
-                }
-#pragma omp parallel for schedule(static)
-                for (size_t k = k0; k < k1; k++) g[base + k] = 0.0f;
-            }
-        } else { /* CAME's update from m and the confidence factors (in rf, cf now) */
-#pragma omp parallel for schedule(static)
-            for (size_t k = k0; k < k1; k++) {
-                float upd = m[base + k];
-                if (t->cols > 0) {
-                    const size_t C = (size_t)t->cols;
-                    const float s = f.rf[k / C] * f.cf[k % C];
-                    upd = s * upd;
-                }
-                p[base + k] = p[base + k] * decay;
-                p[base + k] = p[base + k] - upd * h.lr;
-            }
-        }
+        fac_span(L, hp, pass, sp.i, sp.x - t->offset, sp.y - t->offset, t->offset - lo, p, g, m, st, sc);
     }
 }
 

@@ -103,16 +103,10 @@ static inline fac fac_of(const mw_opt_layout *L, double *sc, int i) {
     return f;
 }
 
-typedef struct fhp {
-    float cf, eps1, eps2, b1, a1, lr;
-} fhp;
-
 /* optim_tp.c: pass `pass` of the shard t (tensor i) over its elements [k0, k1), the chunk's
  * arrays at element base of the tensor's (as optim.c's passes) */
 void mw_opt_tp_q8(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, int i, size_t k0, size_t k1, size_t base,
                   float *p, float *g, unsigned char *mq, unsigned char *vq, const float *st, float *nsc);
 void mw_opt_tp_q4(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, int i, size_t k0, size_t k1, size_t base,
                   float *p, float *g, unsigned char *mq, unsigned char *vq, const float *st, float *nsc);
-void mw_opt_tp_fac(const mw_opt_layout *L, const mw_opt_hp *hp, int pass, int i, size_t k0, size_t k1, size_t base,
-                   float *p, float *g, float *m, float *st, double *sc);
 #endif

@@ -676,6 +676,26 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
             e->offset = r.off;
         }
         if (m && !dst[1] && !mw_model_config(m)->inference && !v2 && !params_only) { /* the moments are on the disk tier: by windows */
+            if (mw_model_tp(m) > 1) { /* --tp: this rank's shard of each, a window of BUF at a time */
+                for (int b = 0; b < 3; b++) {
+                    uint32_t crc = 0;
+                    if (numel * 4 > r.size - r.off) {
+                        s = mw_fail(MW_ERR_FORMAT, "%s: truncated (ends inside %s)", path, what);
+                        goto out;
+                    }
+                    for (uint64_t done = 0; done < numel * 4;) {
+                        const size_t k = numel * 4 - done < BUF ? (size_t)(numel * 4 - done) : BUF;
+                        if ((s = rd(&r, r.buf, k, what)) != MW_OK) goto out;
+                        crc = mw_crc32c(crc, r.buf, k);
+                        const float *part = (const float *)(void *)r.buf;
+                        if (b == 0) mw_model_tp_take_part(m, (int)i, part, done / 4, k / 4, dst[0]);
+                        else if ((s = mw_model_tp_take_moment(m, (int)i, b - 1, part, done / 4, k / 4)) != MW_OK) goto out;
+                        done += k;
+                    }
+                    if ((s = rd_crc(&r, crc, what)) != MW_OK) goto out;
+                }
+                continue;
+            }
             if ((s = rd_block(&r, dst[0], numel * 4, &crc0, what)) != MW_OK || (s = rd_crc(&r, crc0, what)) != MW_OK)
                 goto out;
             for (int b = 0; b < 2; b++) {

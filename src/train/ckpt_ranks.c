@@ -749,6 +749,30 @@ static mw_status pread_shard(int fd, const char *path, const mw_model *m, int i,
     return MW_OK;
 }
 
+/* AdamW's moment which (0 m, 1 v) of tensor i where it is not in memory (the disk tier): the file's
+ * whole tensor of numel floats at off (its CRC-32C after it, checked) read a window (win, BUF bytes)
+ * at a time, this rank's elements taken through the moment's windows (any --tp, 1 included) */
+static mw_status pread_moment(int fd, const char *path, mw_model *m, int i, int which, uint64_t numel, uint64_t off,
+                              const char *what, char *win) {
+    uint32_t crc = 0;
+    for (uint64_t done = 0; done < numel * 4;) {
+        const size_t k = numel * 4 - done < BUF ? (size_t)(numel * 4 - done) : BUF;
+        for (size_t got = 0; got < k;) {
+            ssize_t r = pread(fd, win + got, k - got, (off_t)(off + done + got));
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) return mw_fail(MW_ERR_IO, "cannot read %s: %s", path, r < 0 ? strerror(errno) : "truncated");
+            got += (size_t)r;
+        }
+        crc = mw_crc32c(crc, win, k);
+        MW_TRY(mw_model_tp_take_moment(m, i, which, (const float *)(void *)win, done / 4, k / 4));
+        done += k;
+    }
+    unsigned char c[4];
+    if (pread(fd, c, 4, (off_t)(off + numel * 4)) != 4) return mw_fail(MW_ERR_IO, "cannot read %s", path);
+    if (get32(c) != crc) return mw_fail(MW_ERR_FORMAT, "%s: %s changed while it was read", path, what);
+    return MW_OK;
+}
+
 /* A stage's run of a single-process checkpoint (collective over the stages: every stage verifies
  * the whole file, then reads its tensors and its pieces of the optimizer's arrays). */
 mw_status mw_ckpt_load_stage(const char *path, mw_model *m, mw_ckpt_info *info, int params_only) {
@@ -787,8 +811,8 @@ mw_status mw_ckpt_load_stage(const char *path, mw_model *m, mw_ckpt_info *info, 
     if (s == MW_OK && tpw && v2 && !params_only)
         s = mw_fail(MW_ERR_ARG, "--tp with --pp and --optim %s: resuming the optimizer's sharded state is not built yet",
                     mw_optim_str(gc->optim));
-    char *win = tpw ? malloc(BUF) : NULL; /* --tp: the file a window at a time, this rank's shard taken */
-    if (tpw && !win && s == MW_OK) s = mw_fail(MW_ERR_NOMEM, "out of memory");
+    char *win = malloc(BUF); /* --tp, moments on the disk tier: the file a window at a time, this rank's elements taken */
+    if (!win && s == MW_OK) s = mw_fail(MW_ERR_NOMEM, "out of memory");
     for (int i = 0; i < nt && s == MW_OK; i++) {
         const mw_ckpt_entry *e = &idx.e[tb + i];
         mw_param_info t;
@@ -805,6 +829,8 @@ mw_status mw_ckpt_load_stage(const char *path, mw_model *m, mw_ckpt_info *info, 
                 s = pread_shard(fd, path, m, i, dst[b], e->numel, e->offset + (uint64_t)b * (e->numel * 4 + 4), e->name, win);
             else if (dst[b])
                 s = pread_crc(fd, path, dst[b], e->numel * 4, e->offset + (uint64_t)b * (e->numel * 4 + 4), e->name);
+            else if (b > 0 && !params_only && !v2) /* the moments on the disk tier (they were left unread) */
+                s = pread_moment(fd, path, m, i, b - 1, e->numel, e->offset + (uint64_t)b * (e->numel * 4 + 4), e->name, win);
     }
     free(win);
     if (s == MW_OK && v2 && !params_only) {
