@@ -18,24 +18,7 @@ cat /usr/share/common-licenses/{GPL-2,GPL-3} >"$T/corpus.txt"
 "$MW" prepare --tokenizer bytes --in "$T/corpus.txt" --out "$T/d" >/dev/null || { echo "prepare failed"; exit 1; }
 tr=(train --data "$T/d" --batch 2 --seq 32 --lr 1e-3 --warmup 2)
 
-run() {
-  local n=$1
-  shift
-  "$MW" "${tr[@]}" --out "$T/$n" --json-log "$T/$n.jsonl" "$@" >"$T/$n.out" 2>&1 ||
-    fail "run $n ($*): $(tail -2 "$T/$n.out")"
-}
-# same A B WHAT: the final checkpoints and the logged losses of runs A and B are identical
-same() {
-  local fa fb
-  fa=$(ls "$T/$1"/step-*.mwck 2>/dev/null | tail -1)
-  fb=$(ls "$T/$2"/step-*.mwck 2>/dev/null | tail -1)
-  if [ -n "$fa" ] && [ -n "$fb" ] && cmp -s "$fa" "$fb" &&
-    [ "$(json_field "$T/$1.jsonl" loss)" = "$(json_field "$T/$2.jsonl" loss)" ]; then
-    pass "$3: checkpoint bytes and losses identical"
-  else
-    fail "$3: $fa and $fb (or their losses) differ"
-  fi
-}
+# run NAME ARGS..., same A B WHAT: lib_cli.sh
 # planned N: the run's arena peak equals its plan
 planned() {
   grep -qE "arena peak ([0-9.]+ [KMG]iB) \(plan \1\)" "$T/$1.out" && pass "$2: arena peak == plan" ||

@@ -19,13 +19,7 @@ cat /usr/share/common-licenses/{GPL-2,GPL-3} >"$T/corpus.txt"
 "$MW" prepare --tokenizer bytes --in "$T/corpus.txt" --out "$T/d" >/dev/null || { echo "prepare failed"; exit 1; }
 tr=(train --data "$T/d" --batch 2 --seq 32 --lr 1e-3 --warmup 2)
 
-# run NAME ARGS...: trains into $T/NAME (checkpoint dir) with a JSON log $T/NAME.jsonl
-run() {
-  local n=$1
-  shift
-  "$MW" "${tr[@]}" --out "$T/$n" --json-log "$T/$n.jsonl" "$@" >"$T/$n.out" 2>&1 ||
-    fail "run $n ($*): $(tail -2 "$T/$n.out")"
-}
+# run NAME ARGS..., same A B WHAT: lib_cli.sh
 # same_weights A B WHAT: runs with other run keys in their checkpoints (--budget): the same losses,
 # and the exported weights (which the moments of every step shaped) byte for byte
 same_weights() {
@@ -33,17 +27,6 @@ same_weights() {
     cmp -s "$T/$1.st" "$T/$2.st" &&
     [ "$(json_field "$T/$1.jsonl" loss)" = "$(json_field "$T/$2.jsonl" loss)" ] &&
     pass "$3: weights and losses identical" || fail "$3: weights or losses differ"
-}
-# same A B WHAT: the final checkpoints and the logged losses of runs A and B are identical
-same() {
-  local fa fb
-  fa=$(ls "$T/$1"/step-*.mwck | tail -1)
-  fb=$(ls "$T/$2"/step-*.mwck | tail -1)
-  if cmp -s "$fa" "$fb" && [ "$(json_field "$T/$1.jsonl" loss)" = "$(json_field "$T/$2.jsonl" loss)" ]; then
-    pass "$3: checkpoint bytes and losses identical"
-  else
-    fail "$3: $fa and $fb (or their losses) differ"
-  fi
 }
 
 echo "-- the same bits as the in-memory run"
