@@ -47,18 +47,20 @@ MEMWALL_AIO=threads run offth --steps 6 --threads 2 --offload optimizer --offloa
 same mem offth "the thread-pool engine"
 has "$T/offth.out" "threads" "MEMWALL_AIO=threads picks the thread pool"
 run mem1 --steps 5 --threads 1 --accum 3 --recompute full
-run mems --steps 5 --threads 2 --recompute selective
+full run mems --steps 5 --threads 2 --recompute selective
 run meme --steps 5 --threads 2 --recompute every:3 --layers 5
 ll=(--preset llama-tiny --vocab 256)
 run lmem --steps 4 "${ll[@]}" --accum 2
 for mode in optimizer optimizer+grads all; do
   o=(--offload "$mode" --offload-dir "$T/scr")
-  run "o1$mode" --steps 5 --threads 1 --accum 3 --recompute full "${o[@]}"
-  same mem1 "o1$mode" "$mode: 1 thread, --accum 3, --recompute full"
+  # (the sanitizer build, quick in lib_cli.sh: 2 threads, --recompute every:3 and Llama; 1 thread and
+  # selective are the same code paths)
+  full run "o1$mode" --steps 5 --threads 1 --accum 3 --recompute full "${o[@]}"
+  full same mem1 "o1$mode" "$mode: 1 thread, --accum 3, --recompute full"
   run "o2$mode" --steps 5 --threads 2 --accum 3 --recompute full "${o[@]}"
   same mem1 "o2$mode" "$mode: on 2 threads against 1 thread in memory"
-  run "os$mode" --steps 5 --threads 2 --recompute selective "${o[@]}"
-  same mems "os$mode" "$mode: --recompute selective"
+  full run "os$mode" --steps 5 --threads 2 --recompute selective "${o[@]}"
+  full same mems "os$mode" "$mode: --recompute selective"
   run "oe$mode" --steps 5 --threads 2 --recompute every:3 --layers 5 "${o[@]}"
   same meme "oe$mode" "$mode: --recompute every:3 over 5 blocks (segments revisit blocks)"
   run "ol$mode" --steps 4 "${ll[@]}" --accum 2 "${o[@]}"
