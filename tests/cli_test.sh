@@ -318,7 +318,8 @@ got=$(tail -1 "$T/pin.jsonl" | grep -o '"peak_bytes": [0-9]*' | sed 's/.*: //')
 t0=$(date +%s%N)
 "$MW" estimate --layers 96 --heads 96 --dim 12288 --vocab 50257 --ctx 2048 --seq 2048 --batch 1 --json >"$T/175.json"
 ms=$((($(date +%s%N) - t0) / 1000000))
-[ "$ms" -lt 1000 ] && grep -q '"params": 174604259328' "$T/175.json" &&
+# (the sanitizer build: the plan's figures; its time is the plain build's bound, ASan took 3.8 s at load 30)
+{ [ "$ms" -lt 1000 ] || sanitized; } && grep -q '"params": 174604259328' "$T/175.json" &&
   pass "a GPT-3-175B-shaped plan in $ms ms" || fail "175B estimate took $ms ms: $(cat "$T/175.json")"
 "$MW" plan --budget 40MiB --timeline "$T/plan.svg" >"$T/out" 2>&1 || fail "plan: $(cat "$T/out")"
 bands=$(grep -c '<g id="band-' "$T/plan.svg")
