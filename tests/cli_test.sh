@@ -383,7 +383,7 @@ quick && steps=40
 first=$(json_field "$T/long.jsonl" loss | head -1)
 val=$(json_field "$T/long.jsonl" val_loss | tail -1)
 if quick; then
-  [ "$(json_field "$T/long.jsonl" val_loss | wc -l)" -eq 3 ] && awk -v v="$val" -v f="$first" 'BEGIN {exit !(v < f)}' &&
+  [ "$(json_field "$T/long.jsonl" val_loss | wc -l)" -ge 3 ] && awk -v v="$val" -v f="$first" 'BEGIN {exit !(v < f)}' &&
     pass "$steps steps: first loss $first, final validation loss $val below it (the bound: the plain build's 600 steps)" ||
     fail "$steps steps: final validation loss $val not below the first loss $first"
 elif awk -v v="$val" -v h="$H" 'BEGIN {exit !(v < h - 1.0)}'; then
