@@ -142,20 +142,32 @@ ASAN_TESTS := $(TEST_SRC:tests/%.c=build/asan/tests/%)
 gpt2-vocab:
 	@scripts/fetch-gpt2-vocab.sh
 
+# timed NAME COMMAND: runs COMMAND (the recipe fails if it does), then prints "== NAME: N s", its wall
+# seconds, so that a log shows where a suite's time goes. since SUITE: the seconds since the suite's
+# first recipe line wrote build/.start-SUITE
+timed = w0=$$(date +%s); $(2) || exit 1; echo "== $(1): $$(($$(date +%s) - w0)) s"
+since = $$(($$(date +%s) - $$(cat build/.start-$(1))))
+
 # Unit tests, then the end-to-end CLI tests. Fails (non-zero) on the first failing test.
 test: all $(TESTS) gpt2-vocab
-	@for t in $(TESTS) $(CUDA_BINS); do echo "== $$t"; $$t || exit 1; done
-	@echo "== build/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx"; build/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx
-	@for s in $(CLI_TESTS); do echo "== $$s"; $$s build/memwall || exit 1; done
-	@echo "all tests passed"
+	@date +%s >build/.start-test
+	@for t in $(TESTS) $(CUDA_BINS); do echo "== $$t"; $(call timed,$$t,$$t); done
+	@echo "== build/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx"; \
+	  $(call timed,build/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx,build/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx)
+	@for s in $(CLI_TESTS); do echo "== $$s"; $(call timed,$$s,$$s build/memwall); done
+	@echo "all tests passed ($(call since,test) s)"
 
 # The unit tests and the end-to-end CLI tests under AddressSanitizer + UndefinedBehaviorSanitizer
-# (leaks included: a leak report makes a command fail).
+# (leaks included: a leak report makes a command fail). The CLI scripts run each code path once
+# under it and leave repeated combinations and the comparisons of numbers to `make test` (san in
+# tests/lib_cli.sh); MEMWALL_TEST_FULL=1 runs them whole here too.
 test-asan: $(ASAN_TESTS) build/asan/memwall gpt2-vocab
-	@for t in $(ASAN_TESTS); do echo "== $$t (asan+ubsan)"; ASAN_OPTIONS=detect_leaks=1 $$t || exit 1; done
-	@ASAN_OPTIONS=detect_leaks=1 build/asan/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx
-	@for s in $(CLI_TESTS); do echo "== $$s (asan+ubsan)"; ASAN_OPTIONS=detect_leaks=1 $$s build/asan/memwall || exit 1; done
-	@echo "sanitizer tests passed"
+	@date +%s >build/.start-test-asan
+	@for t in $(ASAN_TESTS); do echo "== $$t (asan+ubsan)"; $(call timed,$$t (asan+ubsan),ASAN_OPTIONS=detect_leaks=1 $$t); done
+	@echo "== build/asan/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx (asan+ubsan)"; \
+	  $(call timed,build/asan/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx (asan+ubsan),ASAN_OPTIONS=detect_leaks=1 build/asan/tests/test_gpt2_ref tests/ref/gpt2_long.mwfx)
+	@for s in $(CLI_TESTS); do echo "== $$s (asan+ubsan)"; $(call timed,$$s (asan+ubsan),ASAN_OPTIONS=detect_leaks=1 $$s build/asan/memwall); done
+	@echo "sanitizer tests passed ($(call since,test-asan) s)"
 
 # ---- aarch64: a cross build (Debian's gcc-aarch64-linux-gnu), its tests run under qemu-user ------
 # The library, the CLI and the unit tests for armv8-a in build/aarch64/; the x86 GEMM micro-kernels

@@ -23,8 +23,8 @@ trap 'pkill -9 -f "$T/" 2>/dev/null; rm -rf "$T"' EXIT
 . "$(dirname "$0")/lib_cli.sh"
 mpi_setup # and mpr N ARGS (lib_cli.sh)
 gpl_data
-asan=0 # the sanitizer build runs the 3D layouts, not their references (the plain build compares the numbers)
-ldd "$MW" | grep -q libasan && asan=1
+# the sanitizer build (quick, lib_cli.sh) runs the 3D layouts, not their references (ref, lib_cli.sh:
+# the plain build compares the numbers)
 # llama-tiny with 4 key/value heads (so that --tp 4 divides them), 4 blocks of 128 channels
 L=(--data "$T/d" --preset llama-tiny --kv-heads 4 --batch 2 --seq 32 --lr 1e-3 --warmup 1 --threads 1 --log-every 1000
   --eval-every 2 --eval-batches 2)
@@ -44,7 +44,6 @@ run() { # run NAME N MODEL-ARRAY-NAME ARGS...: train on N ranks (0: one process)
     mpr "$n" train "${model[@]}" "$@" --out "$T/$name" --json-log "$T/$name.jsonl" >"$T/$name.out" 2>&1
   fi || { fail "$name: exit $?: $(grep -a memwall: "$T/$name.out" | head -2)"; return 1; }
 }
-ref() { [ $asan = 1 ] || run "$@"; }
 nout() { # nout NAME N MODEL-ARRAY-NAME ARGS...: as run, without a checkpoint (--json-log alone)
   local name=$1 n=$2
   local -n nm=$3
@@ -52,15 +51,15 @@ nout() { # nout NAME N MODEL-ARRAY-NAME ARGS...: as run, without a checkpoint (-
   if [ "$n" = 0 ]; then "$MW" train "${nm[@]}" "$@" --json-log "$T/$name.jsonl" >"$T/$name.out" 2>&1
   else mpr "$n" train "${nm[@]}" "$@" --json-log "$T/$name.jsonl" >"$T/$name.out" 2>&1; fi ||
     { fail "$name: exit $?: $(grep -a memwall: "$T/$name.out" | head -2)"; return 1; }
-} # ref: run, a reference run (--tp alone, one process) the sanitizer build skips
+}
 # sig NAME: every step's loss, norm and validation loss, and the final weights' CRC
 sig() { grep -o '"\(loss\|grad_norm\|val_loss\)": [-0-9.e+]*\|"params_crc32c": "[0-9a-f]*"' "$T/$1.jsonl" 2>/dev/null | paste -sd' ' -; }
 ck() { sha256sum "$T/$1/step-0000000$2.mwck" 2>/dev/null | cut -c1-64; }
 same() { # same WHAT REF RUN [STEP]: the signatures agree, and the checkpoints of step STEP (if given)
   local a b
   a=$(sig "$2") b=$(sig "$3")
-  if [ $asan = 1 ]; then # no reference: the run's own log, complete
-    [ -n "$b" ] && pass "$1: ran (the bits are the plain build's check)" || fail "$1: no log"
+  if quick; then # no reference: the run's own log, complete
+    [ -n "$b" ] && pass "$(bits "$1")" || fail "$1: no log"
     return
   fi
   if [ -n "$a" ] && [ "$a" = "$b" ] && { [ -z "${4:-}" ] || { [ -n "$(ck "$2" "$4")" ] && [ "$(ck "$2" "$4")" = "$(ck "$3" "$4")" ]; }; }; then
@@ -72,7 +71,7 @@ same() { # same WHAT REF RUN [STEP]: the signatures agree, and the checkpoints o
 losses() { grep -o '"loss": [^,]*\|"val_loss": [^,}]*' "$T/$1.jsonl" 2>/dev/null | sed 's/.*: //'; }
 within() { # within A B N WHAT: A's last N losses and B's (each of N), each within 1e-5 relative
   local r
-  [ $asan = 1 ] && return # the plain build's check
+  quick && return # the plain build's check
   r=$(paste <(losses "$1" | tail -n "$3") <(losses "$2") | awk -v want="$3" 'NF != 2 { bad = 1 }
     NF == 2 { d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > mx) mx = d; n++ } END { if (bad || n != want) print "bad " n; else printf "%.2e\n", mx }')
   case "$r" in
@@ -101,7 +100,7 @@ run g212 4 G --steps 3 --tp 2 --zero 0 --accum 2 && same "gpt2-tiny (tied, vocab
 echo "-- a tied embedding at (2, 2, 1): the first stage's tensor rank t owns its vocabulary shard, the last stage's head a copy"
 ref g2 2 G --steps 3 --tp 2 --accum 4
 run g22 4 G --steps 3 --tp 2 --pp 2 --microbatches 4 && same "gpt2-tiny (tied) -np 4 --tp 2 --pp 2 = --tp 2 --accum 4" g2 g22 3
-if [ $asan = 0 ]; then # the sanitizer build runs the tied path twice (gpt2-tiny, llama-tiny --sp bf16): each 4-rank run costs it ~18 s
+if ! quick; then # the sanitizer build runs the tied path twice (gpt2-tiny, llama-tiny --sp bf16): each 4-rank run costs it ~18 s
   run g2s 2 G --steps 3 --tp 2 --sp --accum 4
   run g22s 4 G --steps 3 --tp 2 --sp --pp 2 --microbatches 4 && same "gpt2-tiny (tied) --tp 2 --sp --pp 2 = --tp 2 --sp --accum 4" g2s g22s
 fi
@@ -110,7 +109,7 @@ run lt22 4 LT --steps 3 --tp 2 --sp --precision bf16 --pp 2 --microbatches 4 &&
   same "llama-tiny --tied 1 --sp --precision bf16 (2, 2, 1) = --tp 2 --sp --precision bf16 --accum 4" lt2 lt22
 
 echo "-- every --optim and --init hf: at (2, 2, 1) (the plain build only: --tp alone's code, which cli_tp.sh runs under ASan)"
-if [ $asan = 0 ]; then
+if ! quick; then
   for o in adamw8bit adam4bit adafactor came sgd; do # (their checkpoint at --tp --pp is refused, below)
     nout "o2$o" 2 L --steps 3 --tp 2 --accum 4 --optim $o
     nout "o22$o" 4 L --steps 3 --tp 2 --pp 2 --microbatches 4 --optim $o && same "--optim $o (2, 2, 1) = --tp 2 --accum 4" "o2$o" "o22$o"
@@ -125,7 +124,7 @@ if [ $asan = 0 ]; then
 fi
 
 echo "-- (T, P, D) = (2, 2, 2) on 8 ranks: --tp 2 --zero 0 at D = 1's bits (the plain build only)"
-if [ $asan = 0 ]; then
+if ! quick; then
   run g222 8 G --steps 3 --tp 2 --pp 2 --microbatches 2 --zero 0 && same "gpt2-tiny (tied) -np 8 --tp 2 --pp 2 --zero 0 (2 replicas) = -np 2 --tp 2 --zero 0 --accum 4" g2z g222 3
   mpr 8 train "${G[@]}" --steps 3 --tp 2 --pp 2 --microbatches 2 --zero 1 --json-log "$T/g222z1.jsonl" >"$T/g222z1.out" 2>&1 ||
     fail "(2, 2, 2) --zero 1: $(grep -a memwall: "$T/g222z1.out" | head -2)"
@@ -135,7 +134,7 @@ else
 fi
 
 echo "-- the bound: 50 steps of (2, 2, 1) within 1e-5 relative of one process, and the same bits twice"
-if ldd "$MW" | grep -q libasan; then # the same numbers as the plain build's: the sanitizer build skips the long runs
+if quick; then # the same numbers as the plain build's: the sanitizer build skips the long runs
   echo "  (the sanitizer build: the 50 steps are the plain build's check)"
 else
   run l1 0 L --steps 50 --accum 2 --eval-every 25
@@ -144,37 +143,17 @@ fi
 run t22b 4 L --steps 3 --tp 2 --pp 2 --microbatches 4 --recompute full &&
   same "(2, 2, 1) twice, the second with --recompute full on each stage (its checkpoint's header names it)" t22 t22b
 
-echo "-- each rank's arena is its plan, and estimate --world 4's for that rank"
-plans() { # plans NAME [MODEL-ARRAY-NAME] ESTIMATE-ARGS...: every rank's arena peak = its plan = estimate's for that rank
-  local j=$T/$1.jsonl mn=L
-  shift
-  case "${1:-}" in L | G | LT) mn=$1 && shift ;; esac
-  local -n mod=$mn
-  "$MW" estimate "${mod[@]}" "$@" --json >"$T/est.json" 2>/dev/null || return 1
-  python3 - "$j" "$T/est.json" <<'EOF'
-import json, sys
-end = [json.loads(l) for l in open(sys.argv[1]) if '"event": "end"' in l][0]
-est = json.load(open(sys.argv[2]))
-want = {}
-for x in est["ranks"]:
-    for lo, hi in x["ranks"]:
-        for r in range(lo, hi + 1): want[r] = x["peak_bytes"]
-got = {r["rank"]: (r["arena_peak_bytes"], r["plan_peak_bytes"]) for r in end["ranks"]}
-ok = len(want) >= 4 and sorted(got) == sorted(want) == list(range(len(want))) and all(a == p == want[r] for r, (a, p) in got.items())
-print(" ".join("%d:%d" % (r, got[r][0]) for r in sorted(got)))
-sys.exit(not ok)
-EOF
-}
-x=$(plans t22 --world 4 --tp 2 --pp 2 --microbatches 4) && pass "(2, 2, 1): arena = plan = estimate per rank ($x)" || fail "(2, 2, 1) per rank: $x"
-x=$(plans t22s --world 4 --tp 2 --sp --pp 2 --microbatches 4) && pass "(2, 2, 1) --sp: arena = plan = estimate per rank ($x)" || fail "(2, 2, 1) --sp per rank: $x"
-x=$(plans t212z1 --world 4 --tp 2 --dp 2 --zero 1 --accum 2) && pass "(2, 1, 2) --zero 1: arena = plan = estimate per rank ($x)" || fail "(2, 1, 2) per rank: $x"
-x=$(plans g22 G --world 4 --tp 2 --pp 2 --microbatches 4) && pass "(2, 2, 1) tied (gpt2-tiny): arena = plan = estimate per rank ($x)" || fail "(2, 2, 1) tied per rank: $x"
-x=$(plans lt22 LT --world 4 --tp 2 --sp --precision bf16 --pp 2 --microbatches 4) && pass "(2, 2, 1) tied --sp bf16 (llama-tiny): arena = plan = estimate per rank ($x)" || fail "(2, 2, 1) tied --sp bf16 per rank: $x"
-if [ $asan = 0 ]; then
-  x=$(plans g222 G --world 8 --tp 2 --pp 2 --dp 2 --zero 0 --microbatches 2) && pass "(2, 2, 2) tied: arena = plan = estimate per rank ($x)" || fail "(2, 2, 2) per rank: $x"
+echo "-- each rank's arena is its plan, and estimate --world 4's for that rank (plans JSONL ESTIMATE-ARGS, lib_cli.sh)"
+x=$(plans "$T/t22.jsonl" "${L[@]}" --world 4 --tp 2 --pp 2 --microbatches 4) && pass "(2, 2, 1): arena = plan = estimate per rank ($x)" || fail "(2, 2, 1) per rank: $x"
+x=$(plans "$T/t22s.jsonl" "${L[@]}" --world 4 --tp 2 --sp --pp 2 --microbatches 4) && pass "(2, 2, 1) --sp: arena = plan = estimate per rank ($x)" || fail "(2, 2, 1) --sp per rank: $x"
+x=$(plans "$T/t212z1.jsonl" "${L[@]}" --world 4 --tp 2 --dp 2 --zero 1 --accum 2) && pass "(2, 1, 2) --zero 1: arena = plan = estimate per rank ($x)" || fail "(2, 1, 2) per rank: $x"
+x=$(plans "$T/g22.jsonl" "${G[@]}" --world 4 --tp 2 --pp 2 --microbatches 4) && pass "(2, 2, 1) tied (gpt2-tiny): arena = plan = estimate per rank ($x)" || fail "(2, 2, 1) tied per rank: $x"
+x=$(plans "$T/lt22.jsonl" "${LT[@]}" --world 4 --tp 2 --sp --precision bf16 --pp 2 --microbatches 4) && pass "(2, 2, 1) tied --sp bf16 (llama-tiny): arena = plan = estimate per rank ($x)" || fail "(2, 2, 1) tied --sp bf16 per rank: $x"
+if ! quick; then
+  x=$(plans "$T/g222.jsonl" "${G[@]}" --world 8 --tp 2 --pp 2 --dp 2 --zero 0 --microbatches 2) && pass "(2, 2, 2) tied: arena = plan = estimate per rank ($x)" || fail "(2, 2, 2) per rank: $x"
 fi
 # --zero 0 replicas hold their shard's accumulator (--accum > 1): unequal shards, unequal plans
-x=$(plans t212 --world 4 --tp 2 --dp 2 --zero 0 --accum 2) && pass "(2, 1, 2) --zero 0 --accum 2: arena = plan = estimate per rank ($x)" || fail "(2, 1, 2) --zero 0 per rank: $x"
+x=$(plans "$T/t212.jsonl" "${L[@]}" --world 4 --tp 2 --dp 2 --zero 0 --accum 2) && pass "(2, 1, 2) --zero 0 --accum 2: arena = plan = estimate per rank ($x)" || fail "(2, 1, 2) --zero 0 per rank: $x"
 
 echo "-- layout-free checkpoints: saved at (2, 2, 1), resumed at (2, 1, 2), (1, 1, 4), (4, 1, 1), one process, (2, 2, 1)"
 ref u 0 L --steps 6 --accum 4
@@ -210,7 +189,7 @@ refuse 6 "--tp 2 --pp 2 on 6 ranks" "a multiple of --tp x --pp" --tp 2 --pp 2
 # (--tp 2 --zero 2 and 3 over 2 replicas run: cli_tp.sh checks them against --zero 1)
 refuse 4 "--tp 2 --zero 1 replicas with --out" "a checkpoint of sharded tensor-parallel ranks" --tp 2 --zero 1
 refuse 4 "--tp 2 --pp 2 --optim came with --out" "a checkpoint of a stage.s sharded optimizer state" --tp 2 --pp 2 --optim came
-if [ $asan = 0 ]; then # (refused once the ranks have started: ~10 s under ASan)
+if ! quick; then # (refused once the ranks have started: ~10 s under ASan)
   mpr 4 train "${L[@]}" --steps 3 --tp 2 --zero 1 --optim adam4bit >"$T/rf.out" 2>&1
   rc=$?
   [ $rc -ne 0 ] && grep -q "statistics joined over both groups" "$T/rf.out" && ! grep -q '"loss"\|^step' "$T/rf.out" &&
@@ -219,15 +198,8 @@ if [ $asan = 0 ]; then # (refused once the ranks have started: ~10 s under ASan)
 fi
 
 echo "-- faults: a killed rank of (2, 2, 1) ends every rank"
-mpr 4 train "${L[@]}" --steps 100000 --tp 2 --pp 2 --microbatches 2 --eval-every 0 --save-every 5 --out "$T/killed" >"$T/killed.out" 2>&1 &
-job=$!
-for _ in $(seq 600); do [ -f "$T/killed/step-00000005.mwck" ] && break; sleep 0.1; done
-victim=$(pgrep -f -- "--out $T/killed" | sort -n | tail -1)
-t0=$(date +%s)
-kill -9 "$victim" 2>/dev/null
-wait $job
-rc=$?
-dt=$(($(date +%s) - t0))
+hit_rank KILL "$T/killed/step-00000005.mwck" 4 train "${L[@]}" --steps 100000 --tp 2 --pp 2 --microbatches 2 --eval-every 0 \
+  --save-every 5 --out "$T/killed" # (lib_cli.sh)
 [ -n "$victim" ] && [ $rc -ne 0 ] && [ $dt -le 30 ] && pass "a rank of (2, 2, 1) killed (SIGKILL): every rank stops in ${dt} s, exit $rc" ||
   fail "killed rank: victim '$victim', exit $rc after ${dt} s"
 [ -z "$(pgrep -f -- "--out $T/killed")" ] && pass "no rank left running" || fail "ranks left: $(pgrep -f -- "--out $T/killed" | tr '\n' ' ')"

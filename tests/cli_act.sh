@@ -118,13 +118,8 @@ run qlf "${lt[@]}" --recompute full --act-compress 8 --threads 2
 ! grep -q '"value": "lse"' "$T/e_q.json" && ! grep -q '"value": "ln1_stats"' "$T/e_q.json" && grep -q '"value": "fch", "swapped": 0, "compressed": 4' "$T/e_q.json" &&
   pass "estimate --json: lse stays exact, fch compressed in each block" || fail "compressed classes: $(head -c 600 "$T/e_q.json")"
 
-if command -v mpirun >/dev/null && ! "$MW" train --data /nonexistent --zero 0 2>&1 | grep -q "built without MPI"; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-  if ldd "$MW" | grep -q libasan; then
-    export OMPI_MCA_mca_base_component_disable_dlclose=1
-    export LSAN_OPTIONS="suppressions=$(realpath "$(dirname "$0")")/lsan_mpi.supp:print_suppressions=0"
-    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
-  fi
+if mpi_ok; then
+  mpi_env # (lib_cli.sh)
   # the rounding draws from the global micro-batch (zero.c's dealing), never the rank: 1 rank x
   # --accum 2 rounds as 2 ranks x --accum 1, at every stage
   for z in 0 1 3 a1; do

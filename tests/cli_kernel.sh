@@ -194,7 +194,7 @@ if [ "$(uname -m)" != x86_64 ]; then
   echo "  skip qemu tests: not an x86-64 machine"
 elif ! command -v qemu-x86_64 >/dev/null; then
   echo "  skip qemu tests: qemu-x86_64 is missing (Debian package qemu-user)"
-elif [[ "$MW" == *asan* ]]; then
+elif sanitized; then
   echo "  skip qemu tests: $MW is a sanitizer build: ASan does not start under qemu-user (it hangs mapping its shadow memory)"
 else
   qerror Nehalem "a CPU without AVX (qemu Nehalem) is refused at start-up" "$MW" --help

@@ -107,13 +107,8 @@ mkdir -p "$T/off"
   --offload all --offload-dir "$T/off" >"$T/out" 2>&1 || fail "--offload all: $(tail -2 "$T/out")"
 same_tensors "$T/m0/step-00000002.mwck" "$T/m1/step-00000002.mwck" && pass "--offload all: byte-identical to memory" ||
   fail "--offload all changes the bits"
-if command -v mpirun >/dev/null && [ -f "$(dirname "$MW")/memwall-mpi.so" ]; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-  if ldd "$MW" | grep -q libasan; then # as tests/cli_zero.sh: OpenMPI's own leaks are not memwall's
-    export OMPI_MCA_mca_base_component_disable_dlclose=1
-    export LSAN_OPTIONS="suppressions=$(realpath "$(dirname "$0")")/lsan_mpi.supp:print_suppressions=0"
-    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
-  fi
+if mpi_ok; then
+  mpi_env # (lib_cli.sh)
   z=(train --data "$T/d" --preset moe-tiny --capacity-factor 1 --batch 2 --seq 48 --steps 2 --threads 1)
   mpirun -np 1 "$MW" "${z[@]}" --accum 2 --zero 0 --out "$T/z1" >"$T/out" 2>&1 || fail "1 rank: $(tail -2 "$T/out")"
   mpirun -np 2 --oversubscribe "$MW" "${z[@]}" --zero 3 --out "$T/z2" >"$T/out" 2>&1 || fail "2 ranks: $(tail -2 "$T/out")"

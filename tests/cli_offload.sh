@@ -19,13 +19,7 @@ cat /usr/share/common-licenses/{GPL-2,GPL-3} >"$T/corpus.txt"
 "$MW" prepare --tokenizer bytes --in "$T/corpus.txt" --out "$T/d" >/dev/null || { echo "prepare failed"; exit 1; }
 tr=(train --data "$T/d" --batch 2 --seq 32 --lr 1e-3 --warmup 2)
 
-# run NAME ARGS...: trains into $T/NAME (checkpoint dir) with a JSON log $T/NAME.jsonl
-run() {
-  local n=$1
-  shift
-  "$MW" "${tr[@]}" --out "$T/$n" --json-log "$T/$n.jsonl" "$@" >"$T/$n.out" 2>&1 ||
-    fail "run $n ($*): $(tail -2 "$T/$n.out")"
-}
+# run NAME ARGS..., same A B WHAT: lib_cli.sh
 # same_weights A B WHAT: runs with other run keys in their checkpoints (--budget): the same losses,
 # and the exported weights (which the moments of every step shaped) byte for byte
 same_weights() {
@@ -33,17 +27,6 @@ same_weights() {
     cmp -s "$T/$1.st" "$T/$2.st" &&
     [ "$(json_field "$T/$1.jsonl" loss)" = "$(json_field "$T/$2.jsonl" loss)" ] &&
     pass "$3: weights and losses identical" || fail "$3: weights or losses differ"
-}
-# same A B WHAT: the final checkpoints and the logged losses of runs A and B are identical
-same() {
-  local fa fb
-  fa=$(ls "$T/$1"/step-*.mwck | tail -1)
-  fb=$(ls "$T/$2"/step-*.mwck | tail -1)
-  if cmp -s "$fa" "$fb" && [ "$(json_field "$T/$1.jsonl" loss)" = "$(json_field "$T/$2.jsonl" loss)" ]; then
-    pass "$3: checkpoint bytes and losses identical"
-  else
-    fail "$3: $fa and $fb (or their losses) differ"
-  fi
 }
 
 echo "-- the same bits as the in-memory run"
@@ -64,18 +47,20 @@ MEMWALL_AIO=threads run offth --steps 6 --threads 2 --offload optimizer --offloa
 same mem offth "the thread-pool engine"
 has "$T/offth.out" "threads" "MEMWALL_AIO=threads picks the thread pool"
 run mem1 --steps 5 --threads 1 --accum 3 --recompute full
-run mems --steps 5 --threads 2 --recompute selective
+full run mems --steps 5 --threads 2 --recompute selective
 run meme --steps 5 --threads 2 --recompute every:3 --layers 5
 ll=(--preset llama-tiny --vocab 256)
 run lmem --steps 4 "${ll[@]}" --accum 2
 for mode in optimizer optimizer+grads all; do
   o=(--offload "$mode" --offload-dir "$T/scr")
-  run "o1$mode" --steps 5 --threads 1 --accum 3 --recompute full "${o[@]}"
-  same mem1 "o1$mode" "$mode: 1 thread, --accum 3, --recompute full"
+  # (the sanitizer build, quick in lib_cli.sh: 2 threads, --recompute every:3 and Llama; 1 thread and
+  # selective are the same code paths)
+  full run "o1$mode" --steps 5 --threads 1 --accum 3 --recompute full "${o[@]}"
+  full same mem1 "o1$mode" "$mode: 1 thread, --accum 3, --recompute full"
   run "o2$mode" --steps 5 --threads 2 --accum 3 --recompute full "${o[@]}"
   same mem1 "o2$mode" "$mode: on 2 threads against 1 thread in memory"
-  run "os$mode" --steps 5 --threads 2 --recompute selective "${o[@]}"
-  same mems "os$mode" "$mode: --recompute selective"
+  full run "os$mode" --steps 5 --threads 2 --recompute selective "${o[@]}"
+  full same mems "os$mode" "$mode: --recompute selective"
   run "oe$mode" --steps 5 --threads 2 --recompute every:3 --layers 5 "${o[@]}"
   same meme "oe$mode" "$mode: --recompute every:3 over 5 blocks (segments revisit blocks)"
   run "ol$mode" --steps 4 "${ll[@]}" --accum 2 "${o[@]}"

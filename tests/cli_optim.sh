@@ -18,22 +18,7 @@ cat /usr/share/common-licenses/{GPL-2,GPL-3} >"$T/corpus.txt"
 mkdir -p "$T/off"
 tr=(train --data "$T/d" --batch 2 --seq 32 --lr 1e-3 --warmup 2 --steps 6 --eval-batches 2)
 
-# run NAME ARGS...: trains into $T/NAME with a JSON log
-run() {
-  local n=$1
-  shift
-  "$MW" "${tr[@]}" --out "$T/$n" --json-log "$T/$n.jsonl" "$@" >"$T/$n.out" 2>&1 ||
-    fail "run $n ($*): $(tail -2 "$T/$n.out")"
-}
-# same A B WHAT: the step-6 checkpoints and the logged losses of runs A and B are identical
-same() {
-  if cmp -s "$T/$1/step-00000006.mwck" "$T/$2/step-00000006.mwck" &&
-    [ "$(json_field "$T/$1.jsonl" loss)" = "$(json_field "$T/$2.jsonl" loss)" ]; then
-    pass "$3: checkpoint bytes and losses identical"
-  else
-    fail "$3: $(cmp "$T/$1/step-00000006.mwck" "$T/$2/step-00000006.mwck" 2>&1)"
-  fi
-}
+# run NAME ARGS..., same A B WHAT (the step-6 checkpoints and losses): lib_cli.sh
 
 for o in adamw8bit adam4bit adafactor came sgd; do
   echo "== --optim $o"

@@ -18,18 +18,7 @@ tr=(train --data "$T/d" --batch 2 --seq 32 --lr 1e-3 --warmup 2 --steps 3 --thre
 off=(--offload all --offload-dir "$T/scr")
 RATE=100 # MB/s: a step of gpt2-tiny under --offload all moves ~34 MB, ~0.34 s at this rate
 
-run() {
-  local n=$1
-  shift
-  "$MW" "${tr[@]}" --out "$T/$n" --json-log "$T/$n.jsonl" "$@" >"$T/$n.out" 2>&1 || fail "run $n ($*): $(tail -2 "$T/$n.out")"
-}
-same() {
-  local fa fb
-  fa=$(ls "$T/$1"/step-*.mwck | tail -1)
-  fb=$(ls "$T/$2"/step-*.mwck | tail -1)
-  cmp -s "$fa" "$fb" && [ "$(json_field "$T/$1.jsonl" loss)" = "$(json_field "$T/$2.jsonl" loss)" ] &&
-    pass "$3: checkpoint bytes and losses identical" || fail "$3: $fa and $fb (or their losses) differ"
-}
+# run NAME ARGS..., same A B WHAT: lib_cli.sh
 # steps FILE: one line per step of a JSON log: ms compute busy read write wait
 steps() {
   grep '"step"' "$1" | awk '{

@@ -21,20 +21,7 @@ mkdir -p "$T/off"
 # N = B*T = 320 rows: more than one 256-row chunk of d(gelu)
 tr=(train --data "$T/d" --batch 5 --seq 64 --lr 1e-3 --warmup 2 --steps 6 --eval-batches 2 --eval-every 6)
 
-run() { # run NAME ARGS...: trains into $T/NAME with a JSON log
-  local n=$1
-  shift
-  "$MW" "${tr[@]}" --out "$T/$n" --json-log "$T/$n.jsonl" "$@" >"$T/$n.out" 2>&1 ||
-    fail "run $n ($*): $(tail -2 "$T/$n.out")"
-}
-same() { # same A B WHAT: identical step-6 checkpoints and logged losses
-  if cmp -s "$T/$1/step-00000006.mwck" "$T/$2/step-00000006.mwck" &&
-    [ "$(json_field "$T/$1.jsonl" loss)" = "$(json_field "$T/$2.jsonl" loss)" ]; then
-    pass "$3: checkpoint bytes and losses identical"
-  else
-    fail "$3: $(cmp "$T/$1/step-00000006.mwck" "$T/$2/step-00000006.mwck" 2>&1)"
-  fi
-}
+# run NAME ARGS..., same A B WHAT (the step-6 checkpoints and losses): lib_cli.sh
 
 echo "== the flag"
 expect_error 1 "--precision fp16 is refused" -- "$MW" "${tr[@]}" --precision fp16 --out "$T/no"

@@ -13,11 +13,10 @@ trap 'rm -rf "$T"' EXIT
 VOCAB=$(realpath "$(dirname "$0")/../data/gpt2")
 # A sanitizer build carries ASan's shadow memory and quarantine: its RSS is not bounded by
 # --memory, and the tokenizer alone takes about 12 MiB; there the files are checked, not the RSS.
-SANITIZED=$(ldd "$MW" 2>/dev/null | grep -c -E 'libasan|libubsan' || true)
 SMALL=20MiB # several pieces of the 1.8 MB corpus
-[ "$SANITIZED" != 0 ] && SMALL=32MiB
+sanitized && SMALL=32MiB
 # rss_ok KIB MIB: a peak of KIB KiB is within MIB MiB (always, for a sanitizer build)
-rss_ok() { [ -n "$1" ] && { [ "$SANITIZED" != 0 ] || [ "$1" -le $(($2 * 1024)) ]; }; }
+rss_ok() { [ -n "$1" ] && { sanitized || [ "$1" -le $(($2 * 1024)) ]; }; }
 L=/usr/share/common-licenses
 for i in $(seq 20); do cat $L/GPL-2 $L/GPL-3 $L/LGPL-2.1 $L/Apache-2.0; done >"$T/corpus.txt"
 mkdir -p "$T/dir"
@@ -68,7 +67,7 @@ grep -q "5741 documents" "$T/b.$SMALL.1.out" && pass "the documents counted acro
   fail "document count: $(head -c 200 "$T/b.$SMALL.1.out")"
 
 echo "== memory"
-[ "$SANITIZED" != 0 ] && echo "  (a sanitizer build: peak RSS reported, not bounded)"
+sanitized && echo "  (a sanitizer build: peak RSS reported, not bounded)"
 # peak RSS as prepare reports it (getrusage) against --memory, for a 18 MB input
 for i in $(seq 10); do cat "$T/corpus.txt"; done >"$T/big.txt"
 "$MW" prepare --tokenizer bytes --in "$T/big.txt" --split-blank-lines --memory 32MiB --out "$T/m" >"$T/m.out" 2>&1 ||

@@ -135,15 +135,10 @@ verdict=$(awk -v rd="$rd" -v wr="$wr" '
   fail "timeline disk labels:$verdict"
 
 echo "-- item 18: logs under mpirun"
-if ! command -v mpirun >/dev/null || "$MW" train --data /nonexistent --zero 0 2>&1 | grep -q "built without MPI"; then
+if ! mpi_ok; then
   fail "mpirun or the MPI build is missing (scripts/install-deps.sh installs OpenMPI)"
 else
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-  if ldd "$MW" | grep -q libasan; then # the sanitizer build: OpenMPI's own leaks are not memwall's
-    export OMPI_MCA_mca_base_component_disable_dlclose=1
-    export LSAN_OPTIONS="suppressions=$(realpath "$(dirname "$0")")/lsan_mpi.supp:print_suppressions=0"
-    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
-  fi
+  mpi_env # (lib_cli.sh)
   mpirun -np 2 --oversubscribe "$MW" "${tr[@]}" --zero 1 --steps 4 --save-every 2 --out "$T/M" --log-every 1 >"$T/mout" 2>"$T/merr"
   rc=$?
   [ $rc -eq 0 ] && ! grep -q $'\r\|\033' "$T/mout" && [ "$(grep -c '^step [1-4]/4 ' "$T/mout")" -eq 4 ] &&

@@ -92,13 +92,8 @@ has "$T/sh.tr" "sh.manifest.json (train) in $ntr shards" "train names the set an
 e1=$("$MW" eval --ckpt "$T/D.one" --data "$T/one" --eval-batches 3 2>/dev/null | tail -1 | grep -o 'loss [0-9.]*')
 e2=$("$MW" eval --ckpt "$T/D.one" --data "$T/sh" --eval-batches 3 2>/dev/null | tail -1 | grep -o 'loss [0-9.]*')
 [ -n "$e1" ] && [ "$e1" = "$e2" ] && pass "eval --data on the set's validation shards: $e2, as on the file" || fail "eval: '$e1' / '$e2'"
-if command -v mpirun >/dev/null && ! "$MW" train --data /nonexistent --zero 0 2>&1 | grep -q "built without MPI"; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-  if ldd "$MW" | grep -q libasan; then
-    export OMPI_MCA_mca_base_component_disable_dlclose=1
-    export LSAN_OPTIONS="suppressions=$(realpath "$(dirname "$0")")/lsan_mpi.supp:print_suppressions=0"
-    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
-  fi
+if mpi_ok; then
+  mpi_env # (lib_cli.sh)
   for s in one sh; do
     mpirun -np 2 --oversubscribe "$MW" "${tr[@]}" --threads 1 --zero 1 --data "$T/$s" --out "$T/D.r2$s" --json-log "$T/r2$s.jsonl" \
       >"$T/r2$s.out" 2>&1 || fail "2 ranks on $s: $(grep -a memwall: "$T/r2$s.out" | head -2)"

@@ -26,8 +26,15 @@ gpl_data
 # lr 3e-4: at 1e-3 this gpt2-tiny's run is ill-conditioned after step 30: one process's own
 # --accum 2 (the same sums reordered) drifts 1.8e-3 from --accum 1 by step 50, so no reordering
 # of the sums could keep 1e-5 there; at 3e-4 that drift is 1.2e-7
-common=(--data "$T/d" --batch 2 --seq 32 --lr 3e-4 --warmup 5 --steps 50 --threads 1 --log-every 1000
-  --eval-every 25 --eval-batches 2 --save-every 25)
+# S steps, a checkpoint every H. The sanitizer build (quick, lib_cli.sh) runs each layout kind, memory
+# technique and checkpoint path once, 6 steps, without the references and the comparisons of numbers
+# (the plain build's check: the same code's bits); the one-process runs whose checkpoints a --tp run
+# resumes or imports stay
+S=50 H=25
+quick && S=6 H=3
+S8=$(printf %08d $S) H8=$(printf %08d $H)
+common=(--data "$T/d" --batch 2 --seq 32 --lr 3e-4 --warmup 5 --steps $S --threads 1 --log-every 1000
+  --eval-every $H --eval-batches 2 --save-every $H)
 G=(--preset gpt2-tiny --vocab 259 "${common[@]}")
 L=(--preset llama-tiny "${common[@]}")
 
@@ -43,9 +50,12 @@ run() { # run NAME T MODEL-ARRAY-NAME ARGS...: trains on T ranks (0: one process
   fi || fail "run $name on $n ranks ($*): $(grep -a memwall: "$T/$name.out" | head -2)"
 }
 losses() { grep -o '"loss": [^,]*\|"val_loss": [^,}]*' "$T/$1.jsonl" 2>/dev/null | sed 's/.*: //'; }
+# ran RUN WHAT: (quick) RUN logged its losses and wrote its last checkpoint
+ran() { [ -n "$(losses "$1")" ] && [ -f "$T/$1/step-$S8.mwck" ] && pass "$(bits "$2")" || fail "$2: no log or no step $S"; }
 # within A B WHAT: the same number of losses, each within 1e-5 relative
 within() {
   local r
+  quick && { ran "$2" "$3"; return; }
   r=$(paste <(losses "$1") <(losses "$2") | awk 'NF != 2 { bad = 1 } NF == 2 { d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > mx) mx = d; n++ }
     END { if (bad || n < 50) print "bad " n; else printf "%.2e %d\n", mx, n }')
   case "$r" in
@@ -57,12 +67,13 @@ within() {
 # ck NAME: the sha256 of the step-50 checkpoint's tensors and optimizer state (after the header
 # and the configuration text, which names --recompute, before the trailer, which pins the length)
 ck() {
-  local f="$T/$1/step-${CKSTEP:-00000050}.mwck" ml
+  local f="$T/$1/step-${CKSTEP:-$S8}.mwck" ml
   [ -f "$f" ] || return
   ml=$(od -An -t u4 -j 12 -N 4 "$f" | tr -d ' ')
   tail -c +$((33 + ml)) "$f" | head -c -24 | sha256sum | cut -c1-64
 }
 same() { # same A B WHAT: bitwise the same losses and step-50 checkpoint
+  quick && { ran "$2" "$3"; return; }
   if [ -n "$(ck "$1")" ] && [ "$(ck "$1")" = "$(ck "$2")" ] && [ "$(losses "$1")" = "$(losses "$2")" ]; then
     pass "$3"
   else
@@ -87,21 +98,21 @@ echo "-- the bound: 50 steps within 1e-5 relative of one process"
 run g1 0 G
 run g2 2 G
 run g4 4 G
-run l1 0 L
+ref l1 0 L
 run l2 2 L
 within g1 g2 "gpt2-tiny --tp 2 (vocabulary 259 padded to 260)"
 within g1 g4 "gpt2-tiny --tp 4 (vocabulary 259 padded to 260)"
 within l1 l2 "llama-tiny --tp 2 (2 of 4 heads, 1 of 2 key/value heads per rank)"
-run gs2 2 G --sp
+full run gs2 2 G --sp
 run gs4 4 G --sp
 run ls2 2 L --sp
-within g1 gs2 "gpt2-tiny --tp 2 --sp"
+full within g1 gs2 "gpt2-tiny --tp 2 --sp"
 within g1 gs4 "gpt2-tiny --tp 4 --sp"
 within l1 ls2 "llama-tiny --tp 2 --sp"
 
 echo "-- run to run, and the memory techniques, at one layout"
-run g2b 2 G
-same g2 g2b "gpt2-tiny --tp 2 twice: the same losses and checkpoint bytes"
+full run g2b 2 G
+full same g2 g2b "gpt2-tiny --tp 2 twice: the same losses and checkpoint bytes"
 run g2r 2 G --recompute full
 same g2 g2r "gpt2-tiny --tp 2 --recompute full = no recomputation, bit for bit"
 run ls2r 2 L --sp --recompute selective
@@ -110,56 +121,57 @@ same ls2 ls2r "llama-tiny --tp 2 --sp --recompute selective = no recomputation, 
 echo "-- --precision bf16: one process's own reordering (--accum 2) drifts 3e-5 (gpt2) and 5e-5 (llama) by step 50"
 within_b() { # within_b A B WHAT: as within, to 1e-4
   local r
+  quick && { ran "$2" "$3"; return; }
   r=$(paste <(losses "$1") <(losses "$2") | awk 'NF != 2 { bad = 1 } NF == 2 { d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > mx) mx = d; n++ }
     END { if (bad || n < 50) print "bad"; else printf "%.2e\n", mx }')
   [ "$r" != bad ] && awk -v x="$r" 'BEGIN { exit !(x <= 1e-4) }' && pass "$3: within $r of one process (bound 1e-4)" || fail "$3: $r"
 }
-run gb1 0 G --precision bf16
+ref gb1 0 G --precision bf16
 run gb2 2 G --precision bf16
 within_b gb1 gb2 "gpt2-tiny --tp 2 --precision bf16"
-run gb2r 2 G --precision bf16 --recompute full
-same gb2 gb2r "gpt2-tiny --tp 2 --precision bf16 --recompute full = no recomputation, bit for bit"
+full run gb2r 2 G --precision bf16 --recompute full
+full same gb2 gb2r "gpt2-tiny --tp 2 --precision bf16 --recompute full = no recomputation, bit for bit"
 
 echo "-- every --optim: a shard's blocks, rows and columns are the whole tensor's (lr 1e-4: at 3e-4 one process's own"
 echo "   run is ill-conditioned, adam4bit and came drifting 3e-5 and 1e-3 when lr moves by 3e-9 relative)"
-for o in adamw8bit adam4bit adafactor came; do # sgd is elementwise: test_optim's shards cover it
-  run "o1$o" 0 G --optim "$o" --lr 1e-4
+for o in $(quick || echo adamw8bit) adam4bit $(quick || echo adafactor) came; do # sgd is elementwise: test_optim's shards cover it
+  run "o1$o" 0 G --optim "$o" --lr 1e-4 # (quick too: the resumes below read its checkpoints)
   run "o2$o" 2 G --optim "$o" --lr 1e-4
   within "o1$o" "o2$o" "gpt2-tiny --tp 2 --optim $o"
 done
-run o2adam4bitb 2 G --optim adam4bit --lr 1e-4
-same o2adam4bit o2adam4bitb "gpt2-tiny --tp 2 --optim adam4bit twice: the same losses and checkpoint bytes"
-run o2adam4bitr 2 G --optim adam4bit --lr 1e-4 --recompute blocks:fsnf
-same o2adam4bit o2adam4bitr "gpt2-tiny --tp 2 --optim adam4bit --recompute blocks:fsnf = no recomputation, bit for bit"
+full run o2adam4bitb 2 G --optim adam4bit --lr 1e-4
+full same o2adam4bit o2adam4bitb "gpt2-tiny --tp 2 --optim adam4bit twice: the same losses and checkpoint bytes"
+full run o2adam4bitr 2 G --optim adam4bit --lr 1e-4 --recompute blocks:fsnf
+full same o2adam4bit o2adam4bitr "gpt2-tiny --tp 2 --optim adam4bit --recompute blocks:fsnf = no recomputation, bit for bit"
 # the checkpoints carry the state: --tp 2's step 25 resumed by one process, one process's by --tp 2
 for o in adam4bit came; do
   mkdir -p "$T/or21$o" "$T/or12$o"
-  cp "$T/o2$o/step-00000025.mwck" "$T/or21$o/" 2>/dev/null || fail "no step-25 checkpoint from --tp 2 --optim $o"
-  cp "$T/o1$o/step-00000025.mwck" "$T/or12$o/" 2>/dev/null || fail "no step-25 checkpoint from one process --optim $o"
+  cp "$T/o2$o/step-$H8.mwck" "$T/or21$o/" 2>/dev/null || fail "no step-25 checkpoint from --tp 2 --optim $o"
+  cp "$T/o1$o/step-$H8.mwck" "$T/or12$o/" 2>/dev/null || fail "no step-25 checkpoint from one process --optim $o"
 done
 for o in adam4bit came; do
   run "or21$o" 0 G --optim "$o" --lr 1e-4 --resume auto
   run "or12$o" 2 G --optim "$o" --lr 1e-4 --resume auto
 done
 # (checked below, by resumed_within)
-[ "$(stat -c %s "$T/o1adam4bit/step-00000050.mwck")" = "$(stat -c %s "$T/o2adam4bit/step-00000050.mwck")" ] &&
+[ "$(stat -c %s "$T/o1adam4bit/step-$S8.mwck")" = "$(stat -c %s "$T/o2adam4bit/step-$S8.mwck")" ] &&
   pass "--tp 2 --optim adam4bit's checkpoint has one process's length" || fail "--optim adam4bit: the checkpoints' lengths differ"
 
 echo "-- --sp --precision bf16: the norms' gradients summed in fp32 before they are rounded"
 run gbs2 2 G --precision bf16 --sp
 within_b gb1 gbs2 "gpt2-tiny --tp 2 --sp --precision bf16"
-run gbs2r 2 G --precision bf16 --sp --recompute every:2
-same gbs2 gbs2r "gpt2-tiny --tp 2 --sp --precision bf16 --recompute every:2 = no recomputation, bit for bit"
+full run gbs2r 2 G --precision bf16 --sp --recompute every:2
+full same gbs2 gbs2r "gpt2-tiny --tp 2 --sp --precision bf16 --recompute every:2 = no recomputation, bit for bit"
 # --accum 8: a micro-batch's sum carried into the next on every rank would be added T times (1.9e-3)
-run gba1 0 G --precision bf16 --batch 1 --accum 8
+ref gba1 0 G --precision bf16 --batch 1 --accum 8
 run gbas2 2 G --precision bf16 --batch 1 --accum 8 --sp
 within_b gba1 gbas2 "gpt2-tiny --tp 2 --sp --precision bf16 --accum 8"
 
 echo "-- --init hf: with --tp: each rank reads its shard of the Hugging Face weights"
-"$MW" export --ckpt "$T/g1/step-00000025.mwck" --out "$T/hfg/model.safetensors" >"$T/export.out" 2>&1 ||
+"$MW" export --ckpt "$T/g1/step-$H8.mwck" --out "$T/hfg/model.safetensors" >"$T/export.out" 2>&1 ||
   fail "export of one process's step 25: $(tail -1 "$T/export.out")"
 I=(--init "hf:$T/hfg" "${common[@]}")
-run i1 0 I
+ref i1 0 I
 run i2 2 I
 within i1 i2 "--init hf: (gpt2-tiny, vocabulary 259 padded to 260) at --tp 2 against one process's import"
 
@@ -279,16 +291,17 @@ peaks gbs2 2 G --precision bf16 --sp
 echo "-- checkpoints: the single-process format, any layout resumes them"
 # a --tp 2 checkpoint at step 25 resumed by one process, and one process's by --tp 2
 mkdir -p "$T/r21" "$T/r12" "$T/rl21" "$T/rs41"
-cp "$T/g2/step-00000025.mwck" "$T/r21/" 2>/dev/null || fail "no step-25 checkpoint from --tp 2"
-cp "$T/g1/step-00000025.mwck" "$T/r12/" 2>/dev/null || fail "no step-25 checkpoint from one process"
-cp "$T/l2/step-00000025.mwck" "$T/rl21/" 2>/dev/null || fail "no step-25 checkpoint from llama --tp 2"
-cp "$T/gs4/step-00000025.mwck" "$T/rs41/" 2>/dev/null || fail "no step-25 checkpoint from --tp 4 --sp"
+cp "$T/g2/step-$H8.mwck" "$T/r21/" 2>/dev/null || fail "no step-25 checkpoint from --tp 2"
+cp "$T/g1/step-$H8.mwck" "$T/r12/" 2>/dev/null || fail "no step-25 checkpoint from one process"
+cp "$T/l2/step-$H8.mwck" "$T/rl21/" 2>/dev/null || fail "no step-25 checkpoint from llama --tp 2"
+cp "$T/gs4/step-$H8.mwck" "$T/rs41/" 2>/dev/null || fail "no step-25 checkpoint from --tp 4 --sp"
 run r21 0 G --resume auto
 run r12 2 G --resume auto
 run rl21 0 L --resume auto
 run rs41 0 G --resume auto
 resumed_within() { # resumed_within UNBROKEN RESUMED WHAT: steps 26-50 of the resumed run within the bound
   local r
+  quick && { ran "$2" "$3"; return; }
   r=$(paste <(losses "$1" | tail -26) <(losses "$2") | awk 'NF != 2 { bad = 1 } NF == 2 { d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > mx) mx = d; n++ }
     END { if (bad || n < 26) print "bad " n; else printf "%.2e\n", mx }')
   case "$r" in
@@ -305,8 +318,8 @@ for o in adam4bit came; do
   resumed_within "o1$o" "or12$o" "one process --optim $o saved at step 25, --tp 2 resumes"
 done
 # the files are the single-process format: the same length, every record readable
-[ "$(stat -c %s "$T/g1/step-00000050.mwck")" = "$(stat -c %s "$T/g2/step-00000050.mwck")" ] &&
-  "$MW" eval --data "$T/d" --ckpt "$T/g2/step-00000050.mwck" --eval-batches 2 >"$T/eval.out" 2>&1 &&
+[ "$(stat -c %s "$T/g1/step-$S8.mwck")" = "$(stat -c %s "$T/g2/step-$S8.mwck")" ] &&
+  "$MW" eval --data "$T/d" --ckpt "$T/g2/step-$S8.mwck" --eval-batches 2 >"$T/eval.out" 2>&1 &&
   grep -q "loss" "$T/eval.out" && pass "eval reads --tp 2's checkpoint ($(grep -o 'loss [0-9.]*' "$T/eval.out" | head -1))" ||
   fail "eval of --tp 2's checkpoint: $(tail -2 "$T/eval.out")"
 
@@ -363,10 +376,10 @@ rc=$?
 # ranks resuming different checkpoints of the same step (here --tp 2's and one process's step 25:
 # the same step and loader state, other weights): each rank would keep its own whole tensors
 rm -rf "$T/mixedr"
-mpirun -np 1 "$MW" train "${G[@]}" --tp 2 --out "$T/mixedr" --resume "$T/g2/step-00000025.mwck" : \
-  -np 1 "$MW" train "${G[@]}" --tp 2 --out "$T/mixedr" --resume "$T/g1/step-00000025.mwck" >"$T/err" 2>&1
+mpirun -np 1 "$MW" train "${G[@]}" --tp 2 --out "$T/mixedr" --resume "$T/g2/step-$H8.mwck" : \
+  -np 1 "$MW" train "${G[@]}" --tp 2 --out "$T/mixedr" --resume "$T/g1/step-$H8.mwck" >"$T/err" 2>&1
 rc=$?
-[ $rc -ne 0 ] && grep -q "^memwall: rank 1's checkpoint to resume .* differs from rank 0's" "$T/err" && ! grep -q "^step 26/" "$T/err" &&
+[ $rc -ne 0 ] && grep -q "^memwall: rank 1's checkpoint to resume .* differs from rank 0's" "$T/err" && ! grep -q "^step $((H + 1))/" "$T/err" &&
   ! ls "$T/mixedr"/step-* >/dev/null 2>&1 && pass "ranks resuming two checkpoints of step 25 -> exit $rc, naming rank 1" ||
   fail "ranks resuming different checkpoints: exit $rc: $(grep -a "^memwall:" "$T/err" | tail -1)"
 # over --budget, the hint names the disk tier, which --tp runs now

@@ -33,8 +33,9 @@ run() { # run NAME N ARGS...: trains on N ranks (0: without mpirun) into $T/NAME
 ck() { sha256sum "$T/$1"/step-00000006.mwck 2>/dev/null | cut -c1-64; }
 losses() { grep -o '"loss": [^,]*\|"val_loss": [^,}]*' "$T/$1.jsonl" 2>/dev/null | tr '\n' ' '; }
 resumed() { # resumed UNBROKEN RESUMED WHAT: the same step-6 checkpoint; the resumed log's losses
-  # (steps 4 to 6) are the unbroken run's last ones
+  # (steps 4 to 6) are the unbroken run's last ones (quick: RESUMED ran to step 6; lib_cli.sh)
   local u r
+  quick && { ran "$2" "$3"; return; }
   u=$(losses "$1")
   r=$(losses "$2")
   if [ -n "$(ck "$1")" ] && [ "$(ck "$1")" = "$(ck "$2")" ] && [ -n "$r" ] && [ "${u%"$r"}" != "$u" ]; then
@@ -43,7 +44,11 @@ resumed() { # resumed UNBROKEN RESUMED WHAT: the same step-6 checkpoint; the res
     fail "$3: $1 $(ck "$1" | cut -c1-12) [$u] vs $2 $(ck "$2" | cut -c1-12) [$r]"
   fi
 }
-same() { # same A B WHAT
+# ran RUN WHAT: (the sanitizer build, quick in lib_cli.sh, which runs no reference) RUN's step-6
+# checkpoint and losses are there
+ran() { [ -n "$(ck "$1")" ] && [ -n "$(losses "$1")" ] && pass "$(bits "$2")" || fail "$2: no step 6 or no log"; }
+same() { # same A B WHAT (quick: B ran)
+  quick && { ran "$2" "$3"; return; }
   if [ -n "$(ck "$1")" ] && [ "$(ck "$1")" = "$(ck "$2")" ] && [ "$(losses "$1")" = "$(losses "$2")" ]; then
     pass "$3"
   else
@@ -52,41 +57,45 @@ same() { # same A B WHAT
 }
 
 echo "-- the same bits for any number of ranks"
-run plain 0
+# under the sanitizer build (quick, lib_cli.sh) each stage and layout kind runs once, without the
+# references (ref, full) and the comparisons of their numbers
+ref plain 0
 run z0n1 1 --zero 0
 same plain z0n1 "--zero 0 on one rank is the plain run (checkpoint and losses)"
 for z in 0 1 2 3; do
-  run "a$z" 1 --zero $z --accum 4
-  run "b$z" 2 --zero $z --accum 2
+  ref "a$z" 1 --zero $z --accum 4
+  full run "b$z" 2 --zero $z --accum 2
   run "c$z" 4 --zero $z --accum 1
-  same "a$z" "b$z" "--zero $z: 2 ranks x --accum 2 = 1 rank x --accum 4"
+  full same "a$z" "b$z" "--zero $z: 2 ranks x --accum 2 = 1 rank x --accum 4"
   same "a$z" "c$z" "--zero $z: 4 ranks x --accum 1 = 1 rank x --accum 4"
 done
-same a0 a1 "--zero 1 = --zero 0"
-same a0 a2 "--zero 2 = --zero 0"
-same a0 a3 "--zero 3 = --zero 0"
+full same a0 a1 "--zero 1 = --zero 0"
+full same a0 a2 "--zero 2 = --zero 0"
+full same a0 a3 "--zero 3 = --zero 0"
 # every:2 recomputes from block 0, which the forward's last visit prefetches: the validation's
 # forward alone leaves that gather for the model to finish (not for the arena's end)
-run ev0 1 --zero 0 --accum 4 --recompute every:2
+ref ev0 1 --zero 0 --accum 4 --recompute every:2
 run ev3 2 --zero 3 --accum 2 --recompute every:2
 same ev0 ev3 "--zero 3 with --recompute every:2 (a prefetch past the validation's forward) = --zero 0 on one rank"
-run b1again 2 --zero 1 --accum 2
-same b1 b1again "2 ranks, run to run"
-mpirun -np 2 --oversubscribe --mca btl tcp,self "$MW" "${tr[@]}" --zero 1 --accum 2 --out "$T/tcp" \
-  --json-log "$T/tcp.jsonl" >"$T/tcp.out" 2>&1 || fail "the TCP run: $(tail -3 "$T/tcp.out")"
-same a1 tcp "2 ranks over TCP alone (--mca btl tcp,self) = 1 rank"
+if ! quick; then # (OpenMPI's transports: the same code of memwall's)
+  run b1again 2 --zero 1 --accum 2
+  same b1 b1again "2 ranks, run to run"
+  mpirun -np 2 --oversubscribe --mca btl tcp,self "$MW" "${tr[@]}" --zero 1 --accum 2 --out "$T/tcp" \
+    --json-log "$T/tcp.jsonl" >"$T/tcp.out" 2>&1 || fail "the TCP run: $(tail -3 "$T/tcp.out")"
+  same a1 tcp "2 ranks over TCP alone (--mca btl tcp,self) = 1 rank"
+fi
 
 # the other checkpoint layout (every optimizer but AdamW: its arrays after the tensors), written
 # by every rank at once: SGD sharded, 8-bit AdamW's codes whole (--zero 0)
-run sgd1 1 --zero 1 --accum 4 --optim sgd
+ref sgd1 1 --zero 1 --accum 4 --optim sgd
 run sgd4 4 --zero 1 --accum 1 --optim sgd
 same sgd1 sgd4 "--optim sgd --zero 1: 4 ranks = 1 rank (its momentum's checkpoint pieces from 4 ranks)"
-run sgdp 0 --optim sgd
-run sgdz1 1 --zero 1 --optim sgd
-same sgdp sgdz1 "--optim sgd: --zero 1 on one rank = the plain run's checkpoint (single writer)"
+ref sgdp 0 --optim sgd
+full run sgdz1 1 --zero 1 --optim sgd
+full same sgdp sgdz1 "--optim sgd: --zero 1 on one rank = the plain run's checkpoint (single writer)"
 "$MW" export --ckpt "$T/sgd4" --out "$T/sgd4.safetensors" >/dev/null 2>&1 &&
   pass "a checkpoint written by 4 ranks verifies (export reads it)" || fail "export of sgd4's checkpoint"
-run q81 1 --zero 0 --accum 2 --optim adamw8bit
+ref q81 1 --zero 0 --accum 2 --optim adamw8bit
 run q82 2 --zero 0 --accum 1 --optim adamw8bit
 same q81 q82 "--optim adamw8bit --zero 0: 2 ranks = 1 rank (8-bit codes written in two pieces)"
 
@@ -96,14 +105,14 @@ echo "-- the block-quantised and factored optimizers' state sharded (--zero 1 to
 # element order: one process's bits (main refused --zero 1 to 3 with these; without the joins the
 # checkpoints differ)
 for o in adamw8bit adam4bit adafactor came; do
-  run "${o}_a" 1 --zero 0 --accum 4 --optim $o
+  ref "${o}_a" 1 --zero 0 --accum 4 --optim $o
 done
-for o in adamw8bit adam4bit came; do
+for o in $(quick || echo adamw8bit) adam4bit came; do # (quick: one block-quantised, one factored)
   run "${o}_c" 4 --zero 3 --accum 1 --optim $o
   same "${o}_a" "${o}_c" "--optim $o --zero 3: 4 ranks x --accum 1 = 1 rank x --accum 4"
 done
-run adafactor_b 2 --zero 1 --accum 2 --optim adafactor
-same adafactor_a adafactor_b "--optim adafactor --zero 1: 2 ranks x --accum 2 = 1 rank x --accum 4"
+full run adafactor_b 2 --zero 1 --accum 2 --optim adafactor
+full same adafactor_a adafactor_b "--optim adafactor --zero 1: 2 ranks x --accum 2 = 1 rank x --accum 4"
 mkdir -p "$T/qoff"
 run adam4bit_o 2 --zero 2 --accum 2 --optim adam4bit --offload optimizer --offload-dir "$T/qoff"
 same adam4bit_a adam4bit_o "--optim adam4bit --zero 2 --offload optimizer, 2 ranks: the in-memory run's bytes"
@@ -147,10 +156,10 @@ done
 
 echo "-- each rank's shard of the optimizer state on its disk tier (--offload optimizer)"
 mkdir -p "$T/off"
-run o1 1 --zero 1 --accum 4 --offload optimizer --offload-dir "$T/off"
+full run o1 1 --zero 1 --accum 4 --offload optimizer --offload-dir "$T/off"
 run o4 4 --zero 1 --accum 1 --offload optimizer --offload-dir "$T/off"
 run o3 2 --zero 3 --accum 2 --offload optimizer --offload-dir "$T/off"
-same a1 o1 "--zero 1 --offload optimizer, 1 rank: the in-memory run's bytes"
+full same a1 o1 "--zero 1 --offload optimizer, 1 rank: the in-memory run's bytes"
 same a1 o4 "--zero 1 --offload optimizer, 4 ranks: the in-memory run's bytes"
 same a1 o3 "--zero 3 --offload optimizer, 2 ranks: the in-memory run's bytes"
 [ -z "$(ls "$T/off" | grep scratch)" ] && pass "no scratch file left behind" || fail "left in the offload folder: $(ls "$T/off")"
@@ -264,42 +273,28 @@ awk -v a="$o1" -v b="$o0" 'BEGIN { exit !(a * 4 >= b && a * 4 < b * 1.01) }' &&
   pass "--zero 1 over 4 ranks: optimizer state $o1 of $o0 bytes (a quarter, whole quanta)" || fail "optimizer $o1 vs $o0"
 
 echo "-- faults"
+# (quick: 120 steps, the kill at step 80 of a slower build leaves the resume 40 to run)
+last=$(quick && echo 120 || echo 400)
+L8=$(printf %08d "$last")
 long=(train --data "$T/d" --layers 2 --heads 4 --dim 128 --vocab 256 --ctx 64 --batch 2 --seq 64 --lr 1e-3
-  --warmup 2 --steps 400 --threads 1 --log-every 1000 --save-every 40 --keep 20)
-mpr 1 "${long[@]}" --zero 1 --accum 2 --out "$T/unbroken" >"$T/unbroken.out" 2>&1 || fail "the unbroken run"
-mpr 2 "${long[@]}" --zero 1 --out "$T/killed" >"$T/killed.out" 2>&1 &
-job=$!
-for _ in $(seq 200); do [ -f "$T/killed/step-00000080.mwck" ] && break; sleep 0.1; done
-victim=$(pgrep -f -- "--out $T/killed" | sort -n | tail -1)
-t0=$(date +%s)
-kill -9 "$victim" 2>/dev/null
-wait $job
-rc=$?
-dt=$(($(date +%s) - t0))
+  --warmup 2 --steps "$last" --threads 1 --log-every 1000 --save-every 40 --keep 20)
+quick || mpr 1 "${long[@]}" --zero 1 --accum 2 --out "$T/unbroken" >"$T/unbroken.out" 2>&1 || fail "the unbroken run"
+hit_rank KILL "$T/killed/step-00000080.mwck" 2 "${long[@]}" --zero 1 --out "$T/killed" # (lib_cli.sh)
 [ $rc -ne 0 ] && [ $dt -le 30 ] && pass "a rank killed (SIGKILL): the run stops in ${dt} s, exit $rc" ||
   fail "killed rank: exit $rc after ${dt} s"
-if [ -f "$T/killed/step-00000400.mwck" ]; then
+if [ -f "$T/killed/step-$L8.mwck" ]; then
   echo "  note: the run ended before the kill; the resume below checks nothing new"
 fi
 mpr 2 "${long[@]}" --zero 1 --out "$T/killed" --resume auto >"$T/resumed.out" 2>&1 || fail "resume after the kill: $(grep -a memwall: "$T/resumed.out" | head -2)"
 grep -q "resumed from" "$T/resumed.out" && pass "--resume auto after the kill: $(grep -o 'resumed from [^ ]* at step [0-9]*' "$T/resumed.out")" ||
   fail "no resume: $(head -c 300 "$T/resumed.out")"
-a=$(sha256sum "$T/unbroken/step-00000400.mwck" | cut -c1-64)
-b=$(sha256sum "$T/killed/step-00000400.mwck" 2>/dev/null | cut -c1-64)
-[ -n "$b" ] && [ "$a" = "$b" ] && pass "killed, resumed: step 400 is the unbroken run's bytes" || fail "after the kill: $a vs $b"
-mpr 2 "${long[@]}" --zero 1 --out "$T/stalled" --comm-timeout 3 >"$T/stalled.out" 2>&1 &
-job=$!
-for _ in $(seq 200); do [ -f "$T/stalled/step-00000040.mwck" ] && break; sleep 0.1; done
-victim=$(pgrep -f -- "--out $T/stalled" | sort -n | tail -1)
-t0=$(date +%s)
-kill -STOP "$victim" 2>/dev/null
-wait $job
-rc=$?
-dt=$(($(date +%s) - t0))
-kill -9 "$victim" 2>/dev/null
-[ $rc -ne 0 ] && [ $dt -le 30 ] && grep -q "waited more than 3 s (--comm-timeout)" "$T/stalled.out" &&
+a=$(sha256sum "$T/unbroken/step-$L8.mwck" 2>/dev/null | cut -c1-64)
+b=$(sha256sum "$T/killed/step-$L8.mwck" 2>/dev/null | cut -c1-64)
+[ -n "$b" ] && { quick || [ "$a" = "$b" ]; } && pass "killed, resumed: $(bits "step $last is the unbroken run's bytes")" || fail "after the kill: $a vs $b"
+hit_rank STOP "$T/stalled/step-00000040.mwck" 2 "${long[@]}" --zero 1 --out "$T/stalled" --comm-timeout 3
+[ $rc -ne 0 ] && [ $dt -le 30 ] && grep -q "waited more than 3 s (--comm-timeout)" "$T/hit.out" &&
   pass "a rank stopped (SIGSTOP): the other exits after --comm-timeout 3 (${dt} s, exit $rc)" ||
-  fail "stopped rank: exit $rc after ${dt} s: $(grep -a memwall: "$T/stalled.out" | head -2)"
+  fail "stopped rank: exit $rc after ${dt} s: $(grep -a memwall: "$T/hit.out" | head -2)"
 
 echo "-- refused"
 
@@ -368,10 +363,12 @@ mpirun -np 1 "$MW" "${tr[@]}" --zero 1 : -np 1 "$MW" "${tr[@]}" --zero 1 --lr 2e
 rc=$?
 [ $rc -ne 0 ] && grep -q "rank 1's configuration (" "$T/mpmd.out" &&
   pass "ranks given different --lr: refused (exit $rc)" || fail "different --lr: exit $rc, $(grep -a memwall: "$T/mpmd.out" | head -2)"
-mpirun -np 1 "$MW" "${tr[@]}" --zero 1 --out "$T/mk" : -np 1 "$MW" "${tr[@]}" --zero 1 --out "$T/mk" --keep 9 >"$T/mpmd.out" 2>&1
-rc=$?
-[ $rc -ne 0 ] && grep -q "rank 1's configuration (" "$T/mpmd.out" &&
-  pass "ranks given different --keep (the checkpoint's header): refused (exit $rc)" || fail "different --keep: exit $rc, $(grep -a memwall: "$T/mpmd.out" | head -2)"
+if ! quick; then # (the same refusal as --lr's)
+  mpirun -np 1 "$MW" "${tr[@]}" --zero 1 --out "$T/mk" : -np 1 "$MW" "${tr[@]}" --zero 1 --out "$T/mk" --keep 9 >"$T/mpmd.out" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && grep -q "rank 1's configuration (" "$T/mpmd.out" &&
+    pass "ranks given different --keep (the checkpoint's header): refused (exit $rc)" || fail "different --keep: exit $rc, $(grep -a memwall: "$T/mpmd.out" | head -2)"
+fi
 head -c 20000 "$T/corpus.txt" >"$T/other.txt"
 "$MW" prepare --tokenizer bytes --in "$T/other.txt" --out "$T/o" >/dev/null || fail "prepare other"
 mpirun -np 1 "$MW" "${tr[@]}" --zero 1 : -np 1 "$MW" "${tr[@]}" --zero 1 --data "$T/o" >"$T/mpmd.out" 2>&1
