@@ -240,7 +240,8 @@ mw_status mw_graph_chunks_auto(mw_model *m) {
             cand x;
             MW_TRY(try_k(m, kmax - j * step, &x));
             if (u < sizeof tried)
-                u += (size_t)snprintf(tried + u, sizeof tried - u, "%s%d %.3f", u ? ", " : "", x.k, x.t);
+                u += x.fits ? (size_t)snprintf(tried + u, sizeof tried - u, "%s%d %.3f", u ? ", " : "", x.k, x.t)
+                            : (size_t)snprintf(tried + u, sizeof tried - u, "%s%d over budget", u ? ", " : "", x.k);
             if (x.fits && x.measured && x.t < best.t) best = x;
         }
     }
@@ -248,15 +249,16 @@ mw_status mw_graph_chunks_auto(mw_model *m) {
      * have formats a chunk placement lacks (the parameters' bfloat16 copy under all, the norm
      * summed at the blocks' backward): every whole mode below the chain's most that fit, taken
      * where it fits and is predicted faster */
-    char whole[96] = "";
+    char whole[120] = "";
     size_t v = 0;
     for (int q = 0; q < 3 && mw_graph_grads_b16(m) && best.measured; q++) {
         if (bnd[q] > kmax || bnd[q] == best.k) continue;
         cand x;
         MW_TRY(try_k(m, bnd[q], &x));
+        const char *name = q == 0 ? "all" : q == 1 ? "optimizer+grads" : "optimizer", *sep = v ? ", " : "; the whole modes: ";
         if (v < sizeof whole)
-            v += (size_t)snprintf(whole + v, sizeof whole - v, "%s%s %.3f s", v ? ", " : "; the whole modes: ",
-                                  q == 0 ? "all" : q == 1 ? "optimizer+grads" : "optimizer", x.fits ? x.t : -1.0);
+            v += x.fits ? (size_t)snprintf(whole + v, sizeof whole - v, "%s%s %.3f s", sep, name, x.t)
+                        : (size_t)snprintf(whole + v, sizeof whole - v, "%s%s over budget", sep, name);
         if (x.fits && x.measured && x.t < best.t) best = x;
     }
     char spec[96];

@@ -243,7 +243,7 @@ struct mw_model {
     char act_choice[240];    /* --recompute auto's reasons for it ("" otherwise) */
     double pred_act[4];      /* its prediction per micro-batch: recomputation, (de)quantisation, swaps
                                 not hidden, their sum (seconds; -1: none) */
-    char offload_why[200];   /* auto's reasons ("" otherwise) */
+    char offload_why[320];   /* auto's reasons ("" otherwise) */
     /* tensor parallelism (cfg.tp > 1, src/dist/tp.c): the tensor-parallel group (NULL until
      * mw_model_set_comm), its workspace (the all-reduces' receive buffer, tpq floats per rank, then
      * the loss's per-row statistics) */
