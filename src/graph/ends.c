@@ -4,13 +4,13 @@
  * layout. Owns: which ops bind them (read off the schedule), their reads before those ops and the
  * gradients' writes after, their bytes per micro-batch, and their access outside a step.
  *
- * The parameters come into buffers planned for one op each (pend[0] the embedding's forward,
- * pend[1] the head's, pend[2] a tied head's read of the embedding), so that they share memory with
- * the activations. The gradients come into gend[1] for the head's op and gend[0] for the
+ * The parameters come into buffers planned for the ops that use them (pend[0] the embedding's
+ * forward, read at it; pend[1] the head's and pend[2] a tied head's read of the embedding, read
+ * while the op ahead of the head computes), so that they share memory with the activations. The gradients come into gend[1] for the head's op and gend[0] for the
  * embedding's backward, from the first op that adds to them (a tied head's) to that one: zeros in
  * a step's first micro-batch, else read back, and written after, in the additions' order of the
- * in-memory run (the same bits). Reads and writes wait: the buffer's memory is the plan's again
- * after its op. May call: src/memory/offload (the disk tier). */
+ * in-memory run (the same bits). The embedding's read and the gradients' reads and writes wait:
+ * the buffer's memory is the plan's again after its op. May call: src/memory/offload (the disk tier). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,8 +34,9 @@ void mw_graph_ends_span(const mw_model *m, int first[5], int last[5]) {
         if (m->ops[i].kind == m->arch->k_embed_bwd) embb = i;
     }
     first[0] = last[0] = emb;                 /* pend[0]: the embedding's forward */
-    first[1] = last[1] = head;                /* pend[1]: the head */
-    first[2] = last[2] = head;                /* pend[2]: a tied head's embedding */
+    const int pre = head > 0 ? head - 1 : head; /* the head's reads start an op ahead */
+    first[1] = pre, last[1] = head;           /* pend[1]: the head */
+    first[2] = pre, last[2] = head;           /* pend[2]: a tied head's embedding */
     first[3] = mw_graph_tied(&m->cfg) ? head : embb, last[3] = embb; /* gend[0] */
     first[4] = last[4] = head;                /* gend[1] */
 }
@@ -51,8 +52,8 @@ mw_status mw_graph_ends_build(mw_model *m) {
     const int g0 = mw_graph_end_disk(m, 0, MW_ARR_G), g1 = mw_graph_end_disk(m, 1, MW_ARR_G);
     const int tied = mw_graph_tied(&m->cfg);
     if (p0 && first[0] >= 0) m->op_end[first[0]] |= MW_END_P0;
-    if (p1 && first[1] >= 0) m->op_end[first[1]] |= MW_END_P1;
-    if (p0 && tied && first[2] >= 0) m->op_end[first[2]] |= MW_END_PT;
+    if (p1 && first[1] >= 0) m->op_end[first[1]] |= MW_END_S1, m->op_end[last[1]] |= MW_END_P1;
+    if (p0 && tied && first[2] >= 0) m->op_end[first[2]] |= MW_END_ST, m->op_end[last[2]] |= MW_END_PT;
     if (g0 && first[3] >= 0 && last[3] >= 0) m->op_end[first[3]] |= MW_END_GB0, m->op_end[last[3]] |= MW_END_GE0;
     if (g1 && first[4] >= 0) m->op_end[first[4]] |= MW_END_GB1 | MW_END_GE1;
     return MW_OK;
@@ -71,6 +72,14 @@ static mw_status write_seg(mw_model *m, int seg, int a, float *buf) {
     return mw_offload_wait(m->off, id);
 }
 
+/* The read in flight into pend[1 + k], waited for (none: nothing). */
+static mw_status wait_eid(mw_model *m, int k) {
+    if (m->eid[k] < 0) return MW_OK;
+    const int id = m->eid[k];
+    m->eid[k] = -1;
+    return mw_offload_wait(m->off, id);
+}
+
 mw_status mw_graph_ends_before(mw_model *m, int i, int train) {
     const int f = m->op_end ? m->op_end[i] : 0;
     if (!f) return MW_OK;
@@ -79,12 +88,14 @@ mw_status mw_graph_ends_before(mw_model *m, int i, int train) {
         MW_TRY(read_seg(m, 0, MW_ARR_P, m->pend[0]));
         m->pbase[0] = m->pend[0];
     }
+    if (f & MW_END_S1) MW_TRY(mw_offload_seg_start(m->off, 0, last, MW_ARR_P, m->pend[1], &m->eid[0]));
+    if (f & MW_END_ST) MW_TRY(mw_offload_seg_start(m->off, 0, 0, MW_ARR_P, m->pend[2], &m->eid[1]));
     if (f & MW_END_P1) {
-        MW_TRY(read_seg(m, last, MW_ARR_P, m->pend[1]));
+        MW_TRY(wait_eid(m, 0));
         m->pbase[last] = m->pend[1];
     }
     if (f & MW_END_PT) {
-        MW_TRY(read_seg(m, 0, MW_ARR_P, m->pend[2]));
+        MW_TRY(wait_eid(m, 1));
         m->pbase[0] = m->pend[2];
     }
     for (int e = 0; e < 2 && train; e++) {
@@ -119,8 +130,8 @@ uint64_t mw_graph_ends_op_read(const mw_model *m, int i, int first_mb) {
     const int f = m->op_end ? m->op_end[i] : 0;
     uint64_t b = 0;
     if (f & MW_END_P0) b += mw_graph_end_bytes(m, 0);
-    if (f & MW_END_P1) b += mw_graph_end_bytes(m, 1);
-    if (f & MW_END_PT) b += mw_graph_end_bytes(m, 0);
+    if (f & MW_END_S1) b += mw_graph_end_bytes(m, 1);
+    if (f & MW_END_ST) b += mw_graph_end_bytes(m, 0);
     if (!first_mb && (f & MW_END_GB0)) b += mw_graph_end_bytes(m, 0);
     if (!first_mb && (f & MW_END_GB1)) b += mw_graph_end_bytes(m, 1);
     return b;
@@ -135,16 +146,19 @@ uint64_t mw_graph_ends_param_reads(const mw_model *m) {
     uint64_t b = 0;
     for (int i = 0; m->op_end && i < m->nops; i++) {
         const int f = m->op_end[i];
-        b += (f & MW_END_P0 ? mw_graph_end_bytes(m, 0) : 0) + (f & MW_END_P1 ? mw_graph_end_bytes(m, 1) : 0) +
-             (f & MW_END_PT ? mw_graph_end_bytes(m, 0) : 0);
+        b += (f & MW_END_P0 ? mw_graph_end_bytes(m, 0) : 0) + (f & MW_END_S1 ? mw_graph_end_bytes(m, 1) : 0) +
+             (f & MW_END_ST ? mw_graph_end_bytes(m, 0) : 0);
     }
     return b;
 }
 
 mw_status mw_graph_ends_settle(mw_model *m) {
-    if (m->eacc < 0) return MW_OK;
+    mw_status st = wait_eid(m, 0), w = wait_eid(m, 1); /* a head's read left in flight by a failed op */
+    if (st == MW_OK) st = w;
+    if (m->eacc < 0) return st;
     const int seg = m->eacc;
-    mw_status st = m->eacc_dirty ? write_seg(m, seg, MW_ARR_P, m->pend[seg ? 1 : 0]) : MW_OK;
+    w = m->eacc_dirty ? write_seg(m, seg, MW_ARR_P, m->pend[seg ? 1 : 0]) : MW_OK;
+    if (st == MW_OK) st = w;
     m->pbase[seg] = NULL;
     m->eacc = -1, m->eacc_dirty = 0;
     return st;

@@ -191,6 +191,7 @@ struct mw_model {
     int *op_end;
     unsigned char efresh[2];           /* the end's gradients on disk are stale (zeros) */
     int eacc, eacc_dirty;              /* the segment pend[eacc ? 1 : 0] holds for access (-1 none) */
+    int eid[2];                        /* the reads in flight into pend[1], pend[2] (-1 none) */
     float *pslot[3], *gslot[3];        /* block staging: parameters (ALL), gradients (+GRADS) */
     int pslot_seg[3], pslot_id[3];     /* segment a slot holds (-1 none), its read in flight (-1) */
     int gslot_seg[3], gslot_id[3];     /* ..., its write in flight */

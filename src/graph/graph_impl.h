@@ -182,10 +182,14 @@ unsigned mw_graph_ends_allowed(const mw_model *m);
 
 /* ---- ends.c ---- */
 
-/* Per op (m->op_end): it binds the embeddings' parameters (P0), the head's (P1), a tied head's
- * embedding (PT); the gradients of the embeddings (GB0) or of the head (GB1) come in before it,
+/* Per op (m->op_end): it binds the embeddings' parameters (P0, read at it), the head's (P1), a
+ * tied head's embedding (PT), whose reads start before the op ahead of the head (S1, ST) and land
+ * while it computes; the gradients of the embeddings (GB0) or of the head (GB1) come in before it,
  * and are written after it (GE0, GE1). */
-enum { MW_END_P0 = 1, MW_END_P1 = 2, MW_END_PT = 4, MW_END_GB0 = 8, MW_END_GB1 = 16, MW_END_GE0 = 32, MW_END_GE1 = 64 };
+enum {
+    MW_END_P0 = 1, MW_END_P1 = 2, MW_END_PT = 4, MW_END_GB0 = 8, MW_END_GB1 = 16, MW_END_GE0 = 32, MW_END_GE1 = 64,
+    MW_END_S1 = 128, MW_END_ST = 256
+};
 /* A tied LM head: it reads the embedding (GPT-2, --tied 1) */
 int mw_graph_tied(const mw_config *c);
 /* End e (0: segment 0, 1: segment L + 1) keeps array a on the disk tier. */

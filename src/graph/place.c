@@ -453,7 +453,7 @@ static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const 
     m->pad_q = cfg->inference ? 16 : mw_opt_pad_quantum(cfg->optim);
     for (int k = 0; k < 3; k++) m->pslot_seg[k] = m->pslot_id[k] = m->gslot_seg[k] = m->gslot_id[k] = -1;
     m->nready = -1;
-    m->eacc = -1;
+    m->eacc = m->eid[0] = m->eid[1] = -1;
     m->efresh[0] = m->efresh[1] = 1;
     mw_status s = m->pol ? arch->build_table(m) : mw_fail(MW_ERR_NOMEM, "cannot allocate the layer table");
     if (s == MW_OK && cfg->pp > 1 && cfg->pp_stage > 0) { /* the blocks' tensors before this stage's */
