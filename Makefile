@@ -251,7 +251,7 @@ FUZZ_CFLAGS  := -g -O1 $(ARCHFLAGS) $(URING_CFLAGS) -ffp-contract=off -fno-trapp
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -MMD -MP
 FUZZERS      := build/fuzz/fuzz_safetensors build/fuzz/fuzz_checkpoint build/fuzz/fuzz_json \
                 build/fuzz/fuzz_hf_config build/fuzz/fuzz_tokenizer build/fuzz/fuzz_tokens \
-                build/fuzz/fuzz_docsplit build/fuzz/fuzz_manifest build/fuzz/fuzz_actq
+                build/fuzz/fuzz_docsplit build/fuzz/fuzz_manifest build/fuzz/fuzz_actq build/fuzz/fuzz_offload
 
 build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)

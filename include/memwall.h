@@ -442,7 +442,7 @@ typedef struct mw_plan_summary {
      * measured): pred_step_s = max(compute, micro-batch transfers) + norm reads + optimizer
      * transfers. -1 when not predicted (the costs or the disk not measured). */
     double pred_compute_s, pred_step_s;
-    char offload_why[200]; /* --offload auto: why it chose as it did ("" otherwise) */
+    char offload_why[320]; /* --offload auto: why it chose as it did ("" otherwise) */
     uint64_t flat_floats;  /* the flat parameter buffer's length, padding included (mw_zero_shard) */
     uint64_t expert_floats; /* ... of which the routed experts' (a layout's --ep: this rank's experts) */
     /* stored activations (cfg->act_offload, act_compress): the swap region of the disk tier's file

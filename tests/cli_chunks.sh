@@ -43,7 +43,7 @@ grep -q "disk tier (--offload params=1-2,grads=0,optim=2-3)" "$T/c4.out" && pass
   fail "the plan's disk tier line: $(grep 'disk tier (' "$T/c4.out")"
 grep '"event": "end"' "$T/c4.jsonl" | grep -q '"offload": "all", .*"offload_pin": "params=1-2,grads=0,optim=2-3"' &&
   pass "the JSON log names the placement beside its widest mode" || fail "the JSON log's end: $(grep -o '"offload[a-z_]*": "[^"]*"' "$T/c4.jsonl")"
-"$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 --offload optimizer:resident=1 | grep -q "disk tier (--offload params=none,grads=none,optim=0-2):" &&
+"$MW" estimate --preset gpt2-tiny --batch 2 --seq 32 --offload optimizer:resident=1 | grep -q "disk tier (--offload params=none,grads=none,optim=embed+0-2):" &&
   pass "estimate names the placement" || fail "estimate's disk tier line"
 [ "$(scratch_count "$T/scr")" = 0 ] && pass "no scratch file stays" || fail "scratch left: $(ls "$T/scr")"
 pk() { grep -o "arena peak [0-9.]* [KMG]iB" "$T/$1.out"; }
@@ -162,6 +162,57 @@ grep -q '"fits": true, "offload": "none", "disk_file_bytes": 0' "$T/med.json" &&
 "$MW" plan "${g[@]}" --offload params=1-2,grads=0,optim=2-3 --timeline "$T/tl.svg" >"$T/tl.out" 2>&1 && grep -q "disk read" "$T/tl.svg" &&
   pass "plan --timeline draws a chunk placement's transfers" || fail "timeline: $(tail -1 "$T/tl.out")"
 
+echo "-- the embeddings and the head on disk: chunks of their own, tied and untied"
+# GPT-2's head is tied (the embedding read at both ends, its gradient summed from both), llama-tiny's
+# untied (--tied 1: tied); each against the in-memory run's bits, its arena its plan
+E=("params=embed+head,grads=embed+head,optim=none" "params=embed,grads=embed+1-2,optim=head" "all")
+run emem --steps 3 --threads 2 --accum 3 --recompute full --grad-clip 0.05
+i=0
+for p in "${E[@]}"; do
+  i=$((i + 1))
+  run "e$i" --steps 3 --threads 2 --accum 3 --recompute full --grad-clip 0.05 --offload "$p" --offload-dir "$T/scr"
+  same emem "e$i" "GPT-2 (tied), --offload $p (--accum 3, --recompute full, clipping)"
+  planned "e$i" "GPT-2 (tied), --offload $p"
+done
+for t in 0 1; do
+  run "lt$t" --steps 3 "${ll[@]}" --tied $t --accum 2 --recompute every:2 --optim adafactor
+  for p in "params=embed+head,grads=head,optim=embed" "all"; do
+    run "lt$t-$p" --steps 3 "${ll[@]}" --tied $t --accum 2 --recompute every:2 --optim adafactor --offload "$p" --offload-dir "$T/scr"
+    same "lt$t" "lt$t-$p" "llama-tiny --tied $t, adafactor, --offload $p"
+    planned "lt$t-$p" "llama-tiny --tied $t, --offload $p"
+  done
+done
+run eb "${b8[@]}" --offload params=embed+head+2,grads=1-2,optim=all --offload-dir "$T/scr"
+same bmem eb "bf16 + adamw8bit, the ends' parameters on disk (their fp32 gradients in memory)"
+run eb2 "${b8[@]}" --offload all --offload-dir "$T/scr"
+same bmem eb2 "bf16 + adamw8bit, --offload all (the blocks' bfloat16 copy, the ends' fp32 parameters on disk)"
+# the ends' bytes moved are the plan's (tied: the embedding read twice a micro-batch)
+for t in 0 1; do
+  for p in "params=embed+head,grads=embed+head,optim=none" "params=embed,grads=embed+1,optim=head"; do
+    a=("${ll[@]}" --tied $t --batch 2 --seq 32 --accum 2 --recompute every:2 --offload "$p")
+    "$MW" estimate "${a[@]}" --json >"$T/ev.json"
+    r=$(grep -o '"read_bytes_per_step": [0-9]*' "$T/ev.json" | sed 's/.*: //')
+    w=$(grep -o '"write_bytes_per_step": [0-9]*' "$T/ev.json" | sed 's/.*: //')
+    init=$(grep -o '"disk": {"categories": {"parameters": [0-9]*' "$T/ev.json" | sed 's/.*: //')
+    rm -f "$T/ev.jsonl"
+    "$MW" train --data "$T/nv" "${a[@]}" --steps 3 --threads 2 --offload-dir "$T/scr" --json-log "$T/ev.jsonl" >/dev/null 2>&1 ||
+      fail "--tied $t $p: the no-validation run failed"
+    got=$(grep '"event": "end"' "$T/ev.jsonl" | grep -o '"bytes_read": [0-9]*, "bytes_written": [0-9]*')
+    want="\"bytes_read\": $((3 * r + init)), \"bytes_written\": $((3 * w + init))"
+    [ -n "$r" ] && [ "$r" -gt 0 ] && [ "$got" = "$want" ] && pass "llama-tiny --tied $t, $p: 3 steps moved 3x the planned bytes ($got)" ||
+      fail "llama-tiny --tied $t, $p: moved $got, planned 3 x ($r, $w) + $init"
+  done
+done
+# the whole mode all puts the ends' parameters and gradients on disk: more on disk, a smaller peak than the blocks' alone
+dp() { "$MW" estimate "${ll[@]}" --batch 2 --seq 32 --offload "$1" --json | grep -o '"disk": {"categories": {"parameters": [0-9]*' | sed 's/.*: //'; }
+pkb() { "$MW" estimate "${ll[@]}" --batch 2 --seq 32 --offload "$1" --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //'; }
+bo=params=0-3,grads=0-3,optim=all
+[ "$(dp all)" -gt "$(dp $bo)" ] && [ "$(pkb all)" -lt "$(pkb $bo)" ] &&
+  pass "--offload all: the ends' parameters on disk too ($(dp all) bytes against the blocks' $(dp $bo)), peak $(pkb all) < $(pkb $bo)" ||
+  fail "--offload all's ends: on disk $(dp all) vs $(dp $bo), peak $(pkb all) vs $(pkb $bo)"
+"$MW" estimate "${ll[@]}" --batch 2 --seq 32 --offload all:resident=1 | grep -q "disk tier (--offload params=embed+0-2,grads=embed+0-2,optim=embed+0-2):" &&
+  pass "all:resident=1 keeps the head with the last block" || fail "all:resident=1: $(grep 'disk tier (' <<<"$("$MW" estimate "${ll[@]}" --batch 2 --seq 32 --offload all:resident=1)")"
+
 echo "-- refusals"
 for f in "params=" "params=2-1" "weights=all" "params=all,params=none" "all:resident=x" "bogus:resident=1" "params=all,"; do
   expect_error 1 "--offload $f" -- "$MW" estimate "${g[@]}" --offload "$f"
@@ -169,6 +220,9 @@ done
 expect_error 1 "a block past the model's" -- "$MW" estimate "${g[@]}" --offload grads=2-4
 grep -q "block 4 is past the model's last (it has 4 blocks, 0-3)" "$T/err" && pass "the refusal names the blocks" ||
   fail "message: $(cat "$T/err")"
+expect_error 1 "the ends' gradients under bf16" -- "$MW" estimate "${g[@]}" --precision bf16 --offload params=all,grads=head
+grep -q "the head's gradients stay in memory under --precision bf16" "$T/err" && pass "the refusal says why" || fail "message: $(cat "$T/err")"
+expect_error 1 "--offload params=embed+" -- "$MW" estimate "${g[@]}" --offload params=embed+
 expect_error 1 "more resident blocks than the model's" -- "$MW" estimate "${g[@]}" --offload all:resident=5
 expect_error 1 "under --zero" -- "$MW" estimate "${g[@]}" --world 2 --zero 1 --offload optim=0-1
 expect_error 1 "optimizer state of an optimizer without any" -- "$MW" estimate "${g[@]}" --optim sgd --momentum 0 --offload optim=all

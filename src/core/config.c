@@ -279,7 +279,7 @@ mw_status mw_config_validate(const mw_config *c) {
              c->offload_spec, MW_MAX_BLOCK_POLICIES);
         unsigned char blk[MW_MAX_BLOCK_POLICIES];
         int widest;
-        if (mw_chunks_parse(c->offload_spec, c->n_layer, blk, &widest) != MW_OK) return MW_ERR_ARG;
+        if (mw_chunks_parse(c->offload_spec, c->n_layer, blk, NULL, &widest) != MW_OK) return MW_ERR_ARG;
         (void)widest; /* the model's own (resident=K may keep every block) */
     }
     NEED(c->act_offload >= MW_ACT_OFFLOAD_NONE && c->act_offload < MW_ACT_OFFLOAD_COUNT, "unknown --act-offload mode %d",
@@ -466,13 +466,13 @@ mw_status mw_offload_parse(mw_config *c, const char *s) {
         int widest;
         if (strlen(s) >= sizeof c->offload_spec)
             return mw_fail(MW_ERR_ARG, "--offload %s: longer than %zu characters", s, sizeof c->offload_spec - 1);
-        MW_TRY(mw_chunks_parse(s, -1, NULL, &widest));
+        MW_TRY(mw_chunks_parse(s, -1, NULL, NULL, &widest));
         c->offload = widest;
         snprintf(c->offload_spec, sizeof c->offload_spec, "%s", widest == MW_OFFLOAD_NONE ? "" : s);
         return MW_OK;
     }
     return mw_fail(MW_ERR_ARG, "--offload must be none, optimizer, optimizer+grads, all, auto, MODE:resident=K or "
-                               "params=R,grads=R,optim=R (R: all, none, A-B or A; got '%s')", s);
+                               "params=R,grads=R,optim=R (R: all, none, embed, head, A-B or A, joined by +; got '%s')", s);
 }
 
 static const char *const ACT_OFFLOAD_NAMES[MW_ACT_OFFLOAD_COUNT] = {"none", "checkpoints", "all", "auto"};

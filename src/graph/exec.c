@@ -60,7 +60,9 @@ mw_status mw_model_forward(mw_model *m, const int32_t *inputs, const int32_t *ta
     double s = 0.0;
     for (int i = 0; i <= m->head_op; i++) {
         if ((mw_graph_params_on_disk(m) || mw_graph_params_zero3(m)) && m->op_pv[i] >= 0) MW_TRY(mw_graph_param_visit(m, m->op_pv[i]));
+        if (m->op_end && m->op_end[i]) MW_TRY(mw_graph_ends_before(m, i, 0)); /* the ends on disk (ends.c) */
         run_timed(m, i, 0, 0.0f, &s);
+        if (m->op_end && m->op_end[i]) MW_TRY(mw_graph_ends_after(m, i, 0));
         if (m->zpre) mw_graph_zero3_poll(m);
     }
     if (targets) *loss = (float)(s / ((double)m->cfg.batch * m->cfg.seq));
@@ -82,9 +84,11 @@ mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const in
         const int l = m->ops[i].layer;
         if ((mw_graph_params_on_disk(m) || mw_graph_params_zero3(m)) && m->op_pv[i] >= 0) MW_TRY(mw_graph_param_visit(m, m->op_pv[i]));
         if (gdisk && m->op_gb[i]) MW_TRY(mw_graph_grad_bind(m, l));
+        if (m->op_end && m->op_end[i]) MW_TRY(mw_graph_ends_before(m, i, 1)); /* the ends on disk (ends.c) */
         if (m->act) MW_TRY(mw_graph_act_before(m, i)); /* stored activations: reads, dequantisation */
         run_timed(m, i, 1, grad_scale / N, &s);
         if (m->act) MW_TRY(mw_graph_act_after(m, i)); /* ... quantisation, writes behind */
+        if (m->op_end && m->op_end[i]) MW_TRY(mw_graph_ends_after(m, i, 1));
         if (m->zpre) mw_graph_zero3_poll(m);
         if (gdisk && m->op_ge[i]) MW_TRY(mw_graph_grad_done(m, l));
     }
@@ -141,7 +145,11 @@ static float *resident(const mw_model *m, int which, int seg, size_t lo) {
 }
 
 /* 1 when chunk [lo, hi) of seg is a block's whose gradients on disk are stale (none this step). */
-static int grads_fresh(const mw_model *m, int seg) { return seg > 0 && seg < m->nseg - 1 && m->gfresh[seg - 1]; }
+static int grads_fresh(const mw_model *m, int seg) {
+    if (seg == 0 || seg == m->nseg - 1) /* an end's on disk (ends.c) */
+        return m->nseg > 1 && mw_graph_seg_disk(m, seg, MW_ARR_G) && m->efresh[seg ? 1 : 0];
+    return seg > 0 && seg < m->nseg - 1 && m->gfresh[seg - 1];
+}
 
 /* The gradients of chunk [lo, hi) of segment seg as floats, where they are not on the disk tier:
  * in memory as they are, or a block's bfloat16 ones widened into gslot[0] (zeros when stale).
@@ -163,10 +171,11 @@ float *mw_graph_grads_chunk(const mw_model *m, int seg, size_t lo, size_t hi) {
 
 void mw_model_zero_grad(mw_model *m) {
     if (m->grads) memset(m->grads, 0, sizeof(float) * m->nfloats);
-    if (mw_graph_grads_slotted(m) && m->gres[0]) {
-        memset(m->gres[0], 0, mw_graph_seg_len(m, 0) * sizeof(float));
-        memset(m->gres[1], 0, mw_graph_seg_len(m, m->nseg - 1) * sizeof(float));
+    if (mw_graph_grads_slotted(m) && m->gfresh) {
+        if (m->gres[0]) memset(m->gres[0], 0, mw_graph_seg_len(m, 0) * sizeof(float));
+        if (m->gres[1]) memset(m->gres[1], 0, mw_graph_seg_len(m, m->nseg - 1) * sizeof(float));
         memset(m->gfresh, 1, (size_t)m->cfg.n_layer);
+        m->efresh[0] = m->efresh[1] = 1; /* the ends' on disk (ends.c) */
         for (int l = 0; m->gblk && l < m->cfg.n_layer; l++) /* a chunk placement's blocks kept in memory */
             if (!mw_graph_seg_disk(m, 1 + l, MW_ARR_G)) memset(m->gbase[1 + l], 0, mw_graph_seg_len(m, 1 + l) * sizeof(float));
     }
@@ -504,7 +513,10 @@ mw_status mw_model_adamw_step(mw_model *m, double lr, double grad_norm, int t) {
             if (mw_tp_on(m)) MW_TRY(mw_tp_opt_join(m, k)); /* the shards' statistics over the ranks */
             mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
         }
-        if (mw_graph_grads_slotted(m)) memset(m->gfresh, 1, (size_t)c->n_layer); /* zero, as the update left them */
+        if (mw_graph_grads_slotted(m)) { /* zero, as the update left them */
+            memset(m->gfresh, 1, (size_t)c->n_layer);
+            m->efresh[0] = m->efresh[1] = 1;
+        }
         m->nready = -1; /* the norm's sums were of the gradients the update used */
         return mw_graph_params_settle(m);
     }

@@ -175,11 +175,23 @@ struct mw_model {
      * parameters, gradients at pbase/gbase, bound for good) and oblk (the optimizer's arrays M and
      * V of every segment that keeps them, at obase[0/1][seg]) */
     unsigned char *blk;
+    unsigned char eblk[2];             /* ... and the ends' (0: the tensors before the blocks, seg 0;
+                                          1: those after them, seg L + 1) */
     unsigned dcat;
     int chunked;
     float *pblk, *gblk;
     void *oblk[2];
     void **obase[2];
+    /* an end on disk (src/graph/ends.c): its parameters come into pend[0] for the embedding's op,
+     * pend[1] for the head's (seg L + 1), pend[2] for a tied head's read of the embedding, planned
+     * for those ops alone; its gradients into gend[0] (from the first op that adds to them to the
+     * embedding's backward) and gend[1] (the head's op), read back or zeroed before and written
+     * after; per op what it binds (MW_END_*), and outside a step the end held for access */
+    float *pend[3], *gend[2];
+    int *op_end;
+    unsigned char efresh[2];           /* the end's gradients on disk are stale (zeros) */
+    int eacc, eacc_dirty;              /* the segment pend[eacc ? 1 : 0] holds for access (-1 none) */
+    int eid[2];                        /* the reads in flight into pend[1], pend[2] (-1 none) */
     float *pslot[3], *gslot[3];        /* block staging: parameters (ALL), gradients (+GRADS) */
     int pslot_seg[3], pslot_id[3];     /* segment a slot holds (-1 none), its read in flight (-1) */
     int gslot_seg[3], gslot_id[3];     /* ..., its write in flight */
@@ -232,7 +244,7 @@ struct mw_model {
     char act_choice[240];    /* --recompute auto's reasons for it ("" otherwise) */
     double pred_act[4];      /* its prediction per micro-batch: recomputation, (de)quantisation, swaps
                                 not hidden, their sum (seconds; -1: none) */
-    char offload_why[200];   /* auto's reasons ("" otherwise) */
+    char offload_why[320];   /* auto's reasons ("" otherwise) */
     /* tensor parallelism (cfg.tp > 1, src/dist/tp.c): the tensor-parallel group (NULL until
      * mw_model_set_comm), its workspace (the all-reduces' receive buffer, tpq floats per rank, then
      * the loss's per-row statistics) */

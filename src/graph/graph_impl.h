@@ -175,6 +175,47 @@ void mw_graph_chunks_free(mw_model *m);
  * chain), compared with a few fewer under --recompute auto; sets the placement and offload_why. */
 mw_status mw_graph_chunks_auto(mw_model *m);
 
+/* The categories (MW_CHUNK_*) the ends may keep on disk: parameters and gradients in one process
+ * without a layout (not the gradients under --precision bf16: the ends' are fp32, the disk tier's
+ * bfloat16), the optimizer state always. */
+unsigned mw_graph_ends_allowed(const mw_model *m);
+
+/* ---- ends.c ---- */
+
+/* Per op (m->op_end): it binds the embeddings' parameters (P0, read at it), the head's (P1), a
+ * tied head's embedding (PT), whose reads start before the op ahead of the head (S1, ST) and land
+ * while it computes; the gradients of the embeddings (GB0) or of the head (GB1) come in before it,
+ * and are written after it (GE0, GE1). */
+enum {
+    MW_END_P0 = 1, MW_END_P1 = 2, MW_END_PT = 4, MW_END_GB0 = 8, MW_END_GB1 = 16, MW_END_GE0 = 32, MW_END_GE1 = 64,
+    MW_END_S1 = 128, MW_END_ST = 256
+};
+/* A tied LM head: it reads the embedding (GPT-2, --tied 1) */
+int mw_graph_tied(const mw_config *c);
+/* End e (0: segment 0, 1: segment L + 1) keeps array a on the disk tier. */
+int mw_graph_end_disk(const mw_model *m, int e, int a);
+/* The bytes of one read or write of end e's parameters or gradients (fp32, padded). */
+uint64_t mw_graph_end_bytes(const mw_model *m, int e);
+/* The ops between which the ends' buffers live (first[k] .. last[k]; -1 none): pend[0], pend[1],
+ * pend[2], gend[0], gend[1]. */
+void mw_graph_ends_span(const mw_model *m, int first[5], int last[5]);
+/* m->op_end read off the schedule and the placement; MW_ERR_NOMEM. */
+mw_status mw_graph_ends_build(mw_model *m);
+/* Around op i: the ends' reads and binds before it, their unbinds and gradients' writes after it
+ * (train 0: the parameters alone). A failed transfer's status. */
+mw_status mw_graph_ends_before(mw_model *m, int i, int train);
+mw_status mw_graph_ends_after(mw_model *m, int i, int train);
+/* The bytes op i reads (first_mb: the step's first micro-batch, whose gradients start from zero)
+ * and writes for the ends, and the parameters' reads of one micro-batch. */
+uint64_t mw_graph_ends_op_read(const mw_model *m, int i, int first_mb);
+uint64_t mw_graph_ends_op_write(const mw_model *m, int i);
+uint64_t mw_graph_ends_param_reads(const mw_model *m);
+/* Outside a step: end segment seg's parameters read into its buffer (another end's, or a block's
+ * held for access, written back first), marked written when write; NULL (io_error set) on a failed
+ * transfer. And the end held written back where written, then forgotten. */
+float *mw_graph_end_access(mw_model *m, int seg, int write);
+mw_status mw_graph_ends_settle(mw_model *m);
+
 /* ---- transfer.c ---- */
 
 /* The disk tier's layout: bits per array, its segments (the model's, or --zero's three around the

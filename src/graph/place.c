@@ -147,6 +147,7 @@ static mw_status plan_model_like(mw_model *m, mw_planner *pl, mw_plan_summary *s
                 if (m->visit_rd[j].seg >= 0) s->disk_read += (acc - n1) * mw_graph_visit_bytes(m, m->visit_rd[j].seg);
                 if (n1 && m->visit_rd1[j].seg >= 0) s->disk_read += n1 * mw_graph_visit_bytes(m, m->visit_rd1[j].seg);
             }
+        s->disk_read += acc * mw_graph_ends_param_reads(m); /* the ends' parameters, each micro-batch (ends.c) */
     }
     const uint64_t act_disk = mw_graph_act_disk_bytes(m); /* swapped activations: each micro-batch writes and reads them */
     if (act_disk) {
@@ -310,6 +311,8 @@ static void timeline_transfers(const mw_model *m, int i, mw_plan_op *o) {
         o->disk_write += owr;
         return;
     }
+    o->disk_read += mw_graph_ends_op_read(m, i, 1); /* the ends on disk (ends.c) */
+    o->disk_write += mw_graph_ends_op_write(m, i);
     if (mw_graph_params_on_disk(m) && m->op_pv && m->op_pv[i] >= 0)
         for (int e = 0; e < 3; e++) {
             const int r = m->visit_rd[3 * m->op_pv[i] + e].seg;
@@ -454,6 +457,8 @@ static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const 
     m->pad_q = cfg->inference ? 16 : mw_opt_pad_quantum(cfg->optim);
     for (int k = 0; k < 3; k++) m->pslot_seg[k] = m->pslot_id[k] = m->gslot_seg[k] = m->gslot_id[k] = -1;
     m->nready = -1;
+    m->eacc = m->eid[0] = m->eid[1] = -1;
+    m->efresh[0] = m->efresh[1] = 1;
     mw_status s = m->pol ? arch->build_table(m) : mw_fail(MW_ERR_NOMEM, "cannot allocate the layer table");
     if (s == MW_OK && cfg->pp > 1 && cfg->pp_stage > 0) { /* the blocks' tensors before this stage's */
         int nb = 0;
@@ -620,6 +625,7 @@ void mw_model_destroy(mw_model *m) {
     free(m->seg_lo), free(m->seg_mask), free(m->pbase), free(m->gbase), free(m->gfresh);
     mw_graph_chunks_free(m);
     free(m->op_pv), free(m->op_gb), free(m->op_ge), free(m->visit_seg), free(m->visit_slot), free(m->visit_rd);
+    free(m->op_end);
     free(m->vec_t), free(m->vec_off);
     free(m->visit_rd1), free(m->visit_slot1);
     free(m);

@@ -181,9 +181,10 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
         PERSIST(m->pres[0], mw_graph_seg_len(m, 0) * F, MW_CAT_PARAMS, "params_pre");
         PERSIST(m->pres[1], mw_graph_seg_len(m, L + 1) * F, MW_CAT_PARAMS, "params_post");
         for (int k = 0; k < 2; k++) PERSIST(m->pslot[k], block_slot_floats(m) * F, MW_CAT_PARAMS, "param_slot");
-    } else if (pdisk) {
-        PERSIST(m->pres[0], mw_graph_seg_len(m, 0) * F, MW_CAT_PARAMS, "params_pre");
-        PERSIST(m->pres[1], mw_graph_seg_len(m, L + 1) * F, MW_CAT_PARAMS, "params_post");
+    } else if (pdisk) { /* the ends in memory, or in buffers for the ops that use them (ends.c, below) */
+        m->pres[0] = m->pres[1] = NULL;
+        if (!mw_graph_end_disk(m, 0, MW_ARR_P)) PERSIST(m->pres[0], mw_graph_seg_len(m, 0) * F, MW_CAT_PARAMS, "params_pre");
+        if (!mw_graph_end_disk(m, 1, MW_ARR_P)) PERSIST(m->pres[1], mw_graph_seg_len(m, L + 1) * F, MW_CAT_PARAMS, "params_post");
         for (int k = 0; k < 3; k++) PERSIST(m->pslot[k], slot_bytes, MW_CAT_PARAMS, "param_slot");
         if (m->pvec_floats) PERSIST(m->pvec, m->pvec_floats * F, MW_CAT_PARAMS, "params_vec"); /* narrow.c */
         if (resident_blocks_floats(m, MW_ARR_P)) /* a chunk placement's blocks kept in memory */
@@ -193,8 +194,9 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
     }
     if (!c->inference) {
         if (gdisk) {
-            PERSIST(m->gres[0], mw_graph_seg_len(m, 0) * F, MW_CAT_GRADS, "grads_pre");
-            PERSIST(m->gres[1], mw_graph_seg_len(m, L + 1) * F, MW_CAT_GRADS, "grads_post");
+            m->gres[0] = m->gres[1] = NULL;
+            if (!mw_graph_end_disk(m, 0, MW_ARR_G)) PERSIST(m->gres[0], mw_graph_seg_len(m, 0) * F, MW_CAT_GRADS, "grads_pre");
+            if (!mw_graph_end_disk(m, 1, MW_ARR_G)) PERSIST(m->gres[1], mw_graph_seg_len(m, L + 1) * F, MW_CAT_GRADS, "grads_post");
             for (int k = 0; k < 3; k++) PERSIST(m->gslot[k], slot_bytes, MW_CAT_GRADS, "grad_slot");
             if (resident_blocks_floats(m, MW_ARR_G))
                 PERSIST(m->gblk, resident_blocks_floats(m, MW_ARR_G) * F, MW_CAT_GRADS, "grads_resident");
@@ -228,6 +230,22 @@ mw_status mw_graph_walk(mw_model *m, mw_planner *pl, const mw_pbuf *placed, char
             PERSIST(m->zrecv, (uint64_t)c->world * m->zrq * F, MW_CAT_WORK, "zero_recv");
         }
         if (m->opt.state_bytes) PERSIST(m->ostate, m->opt.state_bytes, MW_CAT_OPTIM, "optim_state");
+    }
+    if (!c->inference && m->nseg == L + 2) { /* the ends on disk: their buffers live for the ops that use them (ends.c) */
+        int first[5], elast[5];
+        mw_graph_ends_span(m, first, elast);
+        static const char *const NM[5] = {"params_pre_op", "params_post_op", "params_tied_op", "grads_pre_op", "grads_post_op"};
+        for (int k = 0; k < 5; k++) {
+            const int e = k == 1 || k == 4, arr = k < 3 ? MW_ARR_P : MW_ARR_G;
+            float **ptr = k < 3 ? &m->pend[k] : &m->gend[k - 3];
+            if (!mw_graph_end_disk(m, e, arr) || (k == 2 && !mw_graph_tied(c)) || first[k] < 0 || elast[k] < first[k]) continue;
+            if (placed) {
+                *ptr = align_io((float *)(void *)(base + placed[idx++].offset));
+            } else {
+                const uint64_t bytes = mw_offload_pad(mw_graph_seg_len(m, e ? L + 1 : 0)) * F + MW_AIO_ALIGN;
+                MW_TRY(mw_planner_add(pl, NM[k], -1, bytes, arr == MW_ARR_P ? MW_CAT_PARAMS : MW_CAT_GRADS, first[k], elast[k]));
+            }
+        }
     }
     if (placed && slot_bytes) /* the slots' I/O is O_DIRECT: align them */
         for (int k = 0; k < 3; k++) {

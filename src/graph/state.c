@@ -35,6 +35,8 @@ static mw_status state_window(const mw_model *m, int which, size_t off, size_t l
             return MW_OK;
         }
     }
+    /* the disk tier's staging may share memory with an end's buffer (ends.c): that end written back first */
+    MW_TRY(mw_graph_ends_settle((mw_model *)m));
     if (write) return mw_offload_map(m->off, a, off, limit, p, n);
     const void *q = NULL;
     MW_TRY(mw_offload_view(m->off, a, off, limit, &q, n));

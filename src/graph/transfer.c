@@ -179,6 +179,9 @@ mw_status mw_graph_build_segments(mw_model *m) {
         m->seg_mask[1 + l] = (m->blk[l] & MW_CHUNK_O ? mv : 0) | (m->blk[l] & MW_CHUNK_G ? MW_ARR_BIT(MW_ARR_G) : 0) |
                              (m->blk[l] & MW_CHUNK_P ? MW_ARR_BIT(MW_ARR_P) : 0) |
                              (mw_graph_params16(m) ? MW_ARR_BIT(MW_ARR_H) : 0);
+    for (int e = 0; e < 2; e++) /* the ends' (ends.c): fp32 parameters and gradients, no bfloat16 copy */
+        m->seg_mask[e ? L + 1 : 0] = (m->eblk[e] & MW_CHUNK_O ? mv : 0) | (m->eblk[e] & MW_CHUNK_G ? MW_ARR_BIT(MW_ARR_G) : 0) |
+                                     (m->eblk[e] & MW_CHUNK_P ? MW_ARR_BIT(MW_ARR_P) : 0);
     return mw_graph_narrow_build(m);
 }
 
@@ -220,6 +223,7 @@ static void plan_visits(const mw_model *m, int holds[3], mw_seg_read *visit_rd, 
  * first and the last op of its backward, where its gradients are bound and written behind. */
 mw_status mw_graph_build_transfers(mw_model *m) {
     if (!mw_graph_grads_slotted(m) && !mw_graph_params_on_disk(m)) return MW_OK;
+    MW_TRY(mw_graph_ends_build(m));
     const int L = m->cfg.n_layer, n = m->nops;
     free(m->op_pv), free(m->op_gb), free(m->op_ge), free(m->visit_seg), free(m->visit_slot), free(m->visit_rd);
     m->op_pv = malloc(sizeof(int) * (size_t)n);
@@ -330,7 +334,7 @@ mw_status mw_graph_params_settle(mw_model *m) {
         return MW_OK;
     }
     if (!mw_graph_params_on_disk(m) || !m->off) return MW_OK;
-    mw_status st = MW_OK;
+    mw_status st = mw_graph_ends_settle(m); /* an end held for access (ends.c) */
     for (int k = 0; k < 3; k++) {
         mw_status w = wait_id(m, &m->pslot_id[k]);
         if (st == MW_OK) st = w;
@@ -374,7 +378,7 @@ mw_status mw_graph_step_begin(mw_model *m) {
     MW_TRY(mw_graph_io_check(m));
     m->gvisit = 0;
     m->vplan = 0;
-    if (m->visit_carry && m->off && !m->access_p && !m->access_dirty && m->pslot_seg[0] == m->visit_end[0] &&
+    if (m->visit_carry && m->off && !m->access_p && !m->access_dirty && m->eacc < 0 && m->pslot_seg[0] == m->visit_end[0] &&
         m->pslot_seg[1] == m->visit_end[1] && m->pslot_seg[2] == m->visit_end[2]) {
         m->vplan = 1;
         return MW_OK;
@@ -536,6 +540,10 @@ float *mw_graph_param_access(mw_model *m, int i, int write) {
     const int seg = t->seg;
     float *p = mw_graph_tensor(m, 0, i);
     const int z3 = mw_graph_params_zero3(m);
+    if (!z3 && (seg == 0 || seg == m->nseg - 1) && mw_graph_seg_disk(m, seg, MW_ARR_P)) { /* an end on disk (ends.c) */
+        float *b = mw_graph_end_access(m, seg, write);
+        return b ? b + (t->offset - m->seg_lo[seg]) : NULL;
+    }
     if (seg == 0 || seg == m->nseg - 1 || (!z3 && !mw_graph_seg_disk(m, seg, MW_ARR_P))) { /* resident */
         if (write && z3) m->zres_dirty = 1;
         return p;

@@ -22,27 +22,39 @@ static int parse_index(const char *s, size_t n, int *out) {
     return 1;
 }
 
-/* A range R of a category: all, none, A-B or A; *lo > *hi for none, *hi = -1 for all (L unknown). */
-static mw_status parse_range(const char *cat, const char *s, size_t n, int L, int *lo, int *hi) {
-    if (n == 3 && !strncmp(s, "all", 3)) {
-        *lo = 0, *hi = L - 1;
+static int is_word(const char *s, size_t n, const char *w) { return n == strlen(w) && !strncmp(s, w, n); }
+
+/* One part of a category's R: all (every block and both ends), none, embed, head, A-B or A. Sets
+ * the blocks' bit c in blk (L >= 0) and the ends' in ends[0] (embed), ends[1] (head), with
+ * MW_CHUNK_NAMED << c where an end is named; *any gets the bit when the part puts something on disk
+ * (L < 0: when it could). */
+static mw_status parse_part(int c, const char *s, size_t n, int L, unsigned char *blk, unsigned char ends[2], unsigned *any) {
+    const unsigned bit = 1u << c;
+    if (is_word(s, n, "none")) return MW_OK;
+    if (is_word(s, n, "all")) {
+        for (int l = 0; l < L; l++) blk[l] |= (unsigned char)bit;
+        ends[0] |= (unsigned char)bit, ends[1] |= (unsigned char)bit;
+        *any |= bit;
         return MW_OK;
     }
-    if (n == 4 && !strncmp(s, "none", 4)) {
-        *lo = 1, *hi = 0;
+    if (is_word(s, n, "embed") || is_word(s, n, "head")) {
+        const int e = s[0] == 'h';
+        ends[e] |= (unsigned char)(bit | (MW_CHUNK_NAMED << c));
+        *any |= bit;
         return MW_OK;
     }
     const char *d = memchr(s, '-', n);
     int a, b;
     if (!(d ? parse_index(s, (size_t)(d - s), &a) && parse_index(d + 1, n - (size_t)(d - s) - 1, &b)
             : parse_index(s, n, &a) && (b = a, 1)))
-        return mw_fail(MW_ERR_ARG, "--offload %s=%.*s: the blocks must be all, none, A-B or A (block indices from 0)", cat,
-                       (int)n, s);
-    if (b < a) return mw_fail(MW_ERR_ARG, "--offload %s=%.*s: the range ends before it starts", cat, (int)n, s);
+        return mw_fail(MW_ERR_ARG, "--offload %s=%.*s: the chunks must be all, none, embed, head, A-B or A (block indices from 0), "
+                       "joined by +", CATS[c], (int)n, s);
+    if (b < a) return mw_fail(MW_ERR_ARG, "--offload %s=%.*s: the range ends before it starts", CATS[c], (int)n, s);
     if (L >= 0 && b >= L)
-        return mw_fail(MW_ERR_ARG, "--offload %s=%.*s: block %d is past the model's last (it has %d blocks, 0-%d)", cat, (int)n,
-                       s, b, L, L - 1);
-    *lo = a, *hi = b;
+        return mw_fail(MW_ERR_ARG, "--offload %s=%.*s: block %d is past the model's last (it has %d blocks, 0-%d)", CATS[c],
+                       (int)n, s, b, L, L - 1);
+    for (int l = a; L >= 0 && l <= b; l++) blk[l] |= (unsigned char)bit;
+    *any |= bit;
     return MW_OK;
 }
 
@@ -50,8 +62,12 @@ static int widest_of(unsigned any) {
     return any & MW_CHUNK_P ? MW_OFFLOAD_ALL : any & MW_CHUNK_G ? MW_OFFLOAD_OPTIMIZER_GRADS : any & MW_CHUNK_O ? MW_OFFLOAD_OPTIMIZER : MW_OFFLOAD_NONE;
 }
 
-mw_status mw_chunks_parse(const char *s, int L, unsigned char *blk, int *widest) {
+mw_status mw_chunks_parse(const char *s, int L, unsigned char *blk, unsigned char ends[2], int *widest) {
+    unsigned char nb[1], ne[2] = {0, 0};
+    if (L < 0) blk = nb;
+    if (!ends) ends = ne;
     if (L > 0) memset(blk, 0, (size_t)L);
+    ends[0] = ends[1] = 0;
     unsigned any = 0;
     const char *colon = strchr(s, ':');
     if (colon) { /* MODE:resident=K */
@@ -61,7 +77,7 @@ mw_status mw_chunks_parse(const char *s, int L, unsigned char *blk, int *widest)
         } MODES[3] = {{"optimizer", MW_CHUNK_O}, {"optimizer+grads", MW_CHUNK_O | MW_CHUNK_G}, {"all", MW_CHUNK_O | MW_CHUNK_G | MW_CHUNK_P}};
         unsigned cats = 0;
         for (int i = 0; i < 3; i++)
-            if ((size_t)(colon - s) == strlen(MODES[i].name) && !strncmp(s, MODES[i].name, (size_t)(colon - s))) cats = MODES[i].cats;
+            if (is_word(s, (size_t)(colon - s), MODES[i].name)) cats = MODES[i].cats;
         if (!cats)
             return mw_fail(MW_ERR_ARG, "--offload %s: MODE:resident=K takes optimizer, optimizer+grads or all before the colon", s);
         int k;
@@ -69,9 +85,12 @@ mw_status mw_chunks_parse(const char *s, int L, unsigned char *blk, int *widest)
             return mw_fail(MW_ERR_ARG, "--offload %s: write MODE:resident=K, K the number of last blocks kept in memory", s);
         if (L >= 0 && k > L)
             return mw_fail(MW_ERR_ARG, "--offload %s: %d resident blocks, but the model has %d", s, k, L);
-        for (int l = 0; L >= 0 && l < L - k; l++) blk[l] = (unsigned char)cats, any |= cats;
-        if (L < 0) any = cats;
-        *widest = widest_of(any);
+        /* MODE for the blocks 0 .. L-K-1 and the embeddings with them (K < L); the last K blocks keep
+         * every state in memory, and the head with them (K >= 1) */
+        for (int l = 0; L >= 0 && l < L - k; l++) blk[l] = (unsigned char)cats;
+        if (L < 0 || k < L) ends[0] = (unsigned char)cats;
+        if (k == 0) ends[1] = (unsigned char)cats;
+        *widest = widest_of(L < 0 || k < L ? cats : 0);
         return MW_OK;
     }
     unsigned seen = 0;
@@ -79,16 +98,20 @@ mw_status mw_chunks_parse(const char *s, int L, unsigned char *blk, int *widest)
         const char *e = strchr(p, ','), *end = e ? e : p + strlen(p), *eq = memchr(p, '=', (size_t)(end - p));
         int c = -1;
         for (int i = 0; i < 3 && eq; i++)
-            if ((size_t)(eq - p) == strlen(CATS[i]) && !strncmp(p, CATS[i], (size_t)(eq - p))) c = i;
+            if (is_word(p, (size_t)(eq - p), CATS[i])) c = i;
         if (c < 0)
-            return mw_fail(MW_ERR_ARG, "--offload %s: each item is params=R, grads=R or optim=R (R: all, none, A-B or A); '%.*s' is not",
-                           s, (int)(end - p), p);
+            return mw_fail(MW_ERR_ARG, "--offload %s: each item is params=R, grads=R or optim=R (R: all, none, embed, head, A-B or A, "
+                           "joined by +); '%.*s' is not", s, (int)(end - p), p);
         if (seen & (1u << c)) return mw_fail(MW_ERR_ARG, "--offload %s: %s is given twice", s, CATS[c]);
         seen |= 1u << c;
-        int lo = 1, hi = 0;
-        MW_TRY(parse_range(CATS[c], eq + 1, (size_t)(end - eq - 1), L, &lo, &hi));
-        if (L < 0 ? lo <= hi || hi < 0 : lo <= hi) any |= 1u << c;
-        for (int l = lo; L >= 0 && l <= hi; l++) blk[l] |= (unsigned char)(1u << c);
+        for (const char *q = eq + 1;;) { /* the parts of R, joined by + */
+            const char *plus = memchr(q, '+', (size_t)(end - q)), *qe = plus ? plus : end;
+            if (qe == q)
+                return mw_fail(MW_ERR_ARG, "--offload %s: %s=%.*s has an empty part", s, CATS[c], (int)(end - eq - 1), eq + 1);
+            MW_TRY(parse_part(c, q, (size_t)(qe - q), L, blk, ends, &any));
+            if (!plus) break;
+            q = plus + 1;
+        }
         if (!e) break;
         p = e + 1;
         if (!*p) return mw_fail(MW_ERR_ARG, "--offload %s: a comma ends it", s);
@@ -97,24 +120,34 @@ mw_status mw_chunks_parse(const char *s, int L, unsigned char *blk, int *widest)
     return MW_OK;
 }
 
-void mw_chunks_text(const unsigned char *blk, int L, char *out, size_t n) {
+void mw_chunks_text(const unsigned char *blk, int L, const unsigned char ends[2], char *out, size_t n) {
     size_t u = 0;
     out[0] = 0;
     for (int c = 0; c < 3 && u < n; c++) {
-        int lo = -1, hi = -1;
+        const unsigned bit = 1u << c;
+        int lo = -1, hi = -1, nb = 0;
         for (int l = 0; l < L; l++)
-            if (blk[l] & (1u << c)) {
+            if (blk[l] & bit) {
+                nb++;
                 if (lo < 0) lo = l;
                 if (hi < 0 || hi == l - 1) hi = l;
             }
-        const char *sep = c ? "," : "";
-        if (lo < 0)
-            u += (size_t)snprintf(out + u, n - u, "%s%s=none", sep, CATS[c]);
-        else if (lo == 0 && hi == L - 1)
-            u += (size_t)snprintf(out + u, n - u, "%s%s=all", sep, CATS[c]);
-        else if (lo == hi)
-            u += (size_t)snprintf(out + u, n - u, "%s%s=%d", sep, CATS[c], lo);
-        else
-            u += (size_t)snprintf(out + u, n - u, "%s%s=%d-%d", sep, CATS[c], lo, hi);
+        const int e0 = (ends[0] & bit) != 0, e1 = (ends[1] & bit) != 0;
+        u += (size_t)snprintf(out + u, n - u, "%s%s=", c ? "," : "", CATS[c]);
+        if (nb == L && e0 && e1) {
+            u += (size_t)snprintf(out + u, n - u, "all");
+            continue;
+        }
+        if (!nb && !e0 && !e1) {
+            u += (size_t)snprintf(out + u, n - u, "none");
+            continue;
+        }
+        const char *sep = "";
+        if (e0) u += (size_t)snprintf(out + u, n - u, "embed"), sep = "+";
+        if (lo >= 0 && lo == hi)
+            u += (size_t)snprintf(out + u, n - u, "%s%d", sep, lo), sep = "+";
+        else if (lo >= 0)
+            u += (size_t)snprintf(out + u, n - u, "%s%d-%d", sep, lo, hi), sep = "+";
+        if (e1 && u < n) u += (size_t)snprintf(out + u, n - u, "%shead", sep);
     }
 }
