@@ -120,10 +120,10 @@ static const mw_kind KINDS[NKINDS] = {
      * leaves the attention backward's row dots dO . O (att_rowdots), so that the attention output
      * dies there, and the attention's backward writes dqkv over qkv (mw_attention_backward_inplace:
      * the same bits), which the qkv product's backward then reads. */
-    [K_MLPG] = {"mlp (row groups)", 3, {{RES2, R}, {XN, W}, {GS(G_MLPG), W}}, FWD, MW_COST_MATMUL},
-    [K_BMLPG] = {"mlp bwd (row groups)", 3, {{RES2, R}, {GS(G_DRES), U}, {GS(G_MLPG), W}}, MW_KF_OWNQ, MW_COST_MATMUL},
+    [K_MLPG] = {"mlp in groups", 3, {{RES2, R}, {XN, W}, {GS(G_MLPG), W}}, FWD, MW_COST_MATMUL},
+    [K_BMLPG] = {"mlp bwd groups", 3, {{RES2, R}, {GS(G_DRES), U}, {GS(G_MLPG), W}}, MW_KF_OWNQ, MW_COST_MATMUL},
     [K_BPROJD] = {"attn proj bwd", 4, {{ATTY, R}, {GS(G_DRES), U}, {GS(G_DTMP), W}, {GS(G_ATTD), W}}, 0, MW_COST_MATMUL},
-    [K_BATTNIP] = {"attention bwd (in place)", 5,
+    [K_BATTNIP] = {"attn bwd (ip)", 5,
                    {{GS(G_DTMP), R}, {QKV, U}, {GS(G_ATTD), R}, {LSE, R}, {GS(G_ATTSIP), W}}, 0, MW_COST_ATTN},
     [K_BQKVIP] = {"ln1+qkv bwd", 6,
                   {{QKV, R}, {LN1, R}, {LN1S, R}, {X, R}, {GS(G_DTMP), W}, {GS(G_DRES), U}}, 0, MW_COST_MATMUL},
