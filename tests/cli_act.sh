@@ -120,9 +120,10 @@ run qlf "${lt[@]}" --recompute full --act-compress 8 --threads 2
   pass "estimate --json: lse stays exact, fch compressed in each block" || fail "compressed classes: $(head -c 600 "$T/e_q.json")"
 
 echo "-- a recomputed block's MLP in row groups and its attention backward in place: the same bits"
-# N = 6 x 200 = 1200 rows of gpt2-tiny (C 128: groups of whole quantiser chunks, 512 rows): one group
-# (--group-rows 2048) or three (512, 512 and 176: the last partial) against --recompute none's
-# ungrouped ops; uncompressed and at 8 bits; 1 and 2 threads; estimate == arena in each (run)
+# N = 6 x 200 = 1200 rows of gpt2-tiny (C 128: groups of whole quantiser chunks, 512 rows): three
+# groups (512, 512 and 176: the last partial) or none (--group-rows 2048, one group: the ungrouped
+# MLP, the attention's backward in place) against --recompute none's ops; uncompressed and at 8
+# bits; 1 and 2 threads; estimate == arena in each (run)
 g=(--batch 6 --seq 200 --steps 2)
 for q in 0 8; do
   qa=()
@@ -140,7 +141,7 @@ run g_8_sw "${g[@]}" --recompute full --group-rows 512 --act-compress 8 --offloa
 [ "$(weights g_8_sw)" = "$(weights g_none_8)" ] && pass "... at 8 bits with --offload all --act-offload checkpoints" || fail "grouped with swaps"
 [ "$(losses g_none_0)" = "$(losses g_0_512_2)" ] && [ "$(losses g_none_8)" = "$(losses g_8_512_1)" ] &&
   pass "grouped runs log the ungrouped losses" || fail "grouped losses: $(losses g_0_512_2) vs $(losses g_none_0)"
-# the groups are what the plan holds: 3 groups plan less than 1 (the MLP's 4C-wide values)
+# the groups are what the plan holds: 3 groups plan less than the ungrouped MLP (its 4C-wide values)
 p1=$("$MW" estimate "${shape[@]}" "${g[@]}" --recompute full --group-rows 2048 --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //')
 p3=$("$MW" estimate "${shape[@]}" "${g[@]}" --recompute full --group-rows 512 --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //')
 [ -n "$p3" ] && [ "$p3" -lt "$p1" ] && pass "estimate: 3 groups plan $p3 bytes, 1 group $p1" || fail "groups' plans: $p3 vs $p1"

@@ -113,8 +113,8 @@ static const mw_kind KINDS[NKINDS] = {
                 {{GS(G_DQKV), R}, {LN1, R}, {LN1S, R}, {X, R}, {GS(G_DTMP), W}, {GS(G_DRES), U}}, 0, MW_COST_MATMUL},
     [K_EMBB] = {"embed bwd", 2, {{GS(G_DRES), U}, {GS(G_IN), R}}, 0, 0},
     [K_OPT] = {"optimizer", 1, {{GS(G_NORM), W}}, 0, 0},
-    /* A recomputed block (--recompute full, fp32, no --tp; grouped()) runs its MLP in row groups
-     * (mlpg.h: the same bits): forward from res2 to the block's output, and backward from res2
+    /* A recomputed block (--recompute full, fp32, no --tp) runs its MLP in row groups, when there
+     * are two at least (mlpg.h: the same bits): forward from res2 to the block's output, and backward from res2
      * (exact: the op makes the --act-compress round trips of what it reads itself) into the
      * residual's gradient, with one group's values alive (mlp_group). The projection's backward
      * leaves the attention backward's row dots dO . O (att_rowdots), so that the attention output
@@ -146,13 +146,17 @@ enum { E_KCACHE, E_VCACHE, E_DEC }; /* the model's own buffers (inference only) 
 static int grouped(const mw_model *m) { return !B16(m) && m->cfg.tp <= 1 && !m->cfg.sp; }
 
 /* rows per group: --group-rows (1024 when 0) rounded up to whole chunks of the quantiser in the
- * C-wide values (and so in the 4C-wide ones), at most every row */
-static int group_rows(const mw_model *m) {
+ * C-wide values (and so in the 4C-wide ones) */
+static size_t group_rows(const mw_model *m) {
     const mw_config *c = &m->cfg;
-    const size_t u = mw_graph_act_round_rows_unit((size_t)c->n_embd), N = (size_t)c->batch * c->seq;
-    size_t r = c->group_rows > 0 ? (size_t)c->group_rows : 1024;
-    r = (r + u - 1) / u * u;
-    return (int)(r < N ? r : N);
+    const size_t u = mw_graph_act_round_rows_unit((size_t)c->n_embd);
+    const size_t r = c->group_rows > 0 ? (size_t)c->group_rows : 1024;
+    return (r + u - 1) / u * u;
+}
+/* the MLP in row groups: where there are two groups at least (one group of every row would hold
+ * more than the ungrouped ops: its copies of ln2 and res2 beside fch and gelu) */
+static int mlp_grouped(const mw_model *m) {
+    return grouped(m) && group_rows(m) < (size_t)m->cfg.batch * m->cfg.seq;
 }
 
 static void push_block_forward(mw_model *m, int l, int with_output) {
@@ -160,7 +164,7 @@ static void push_block_forward(mw_model *m, int l, int with_output) {
     mw_graph_push(m, K_ATTN, l);
     mw_graph_push(m, K_PROJ, l);
     /* the forward pass of a block whose backward recomputes it all (not a segment's replay) */
-    if (with_output && grouped(m) && !m->building_bwd && m->seg == 0 && m->pol && m->pol[l] == P_FULL) {
+    if (with_output && mlp_grouped(m) && !m->building_bwd && m->seg == 0 && m->pol && m->pol[l] == P_FULL) {
         mw_graph_push(m, K_MLPG, l);
         return;
     }
@@ -175,7 +179,15 @@ static void push_block_backward(mw_model *m, int l, int p) {
         mw_graph_push(m, K_LN1QKV, l);
         mw_graph_push(m, K_ATTN, l);
         mw_graph_push(m, K_PROJ, l);
-        mw_graph_push(m, K_BMLPG, l);
+        if (mlp_grouped(m)) {
+            mw_graph_push(m, K_BMLPG, l);
+        } else {
+            mw_graph_push(m, K_LN2FC, l);
+            mw_graph_push(m, K_GELU, l);
+            mw_graph_push(m, K_BFCPROJ, l);
+            mw_graph_push(m, K_LN2, l);
+            mw_graph_push(m, K_BFC, l);
+        }
         mw_graph_push(m, K_BPROJD, l);
         mw_graph_push(m, K_LN1QKV, l);
         mw_graph_push(m, K_BATTNIP, l);
@@ -214,7 +226,7 @@ static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
         (keeps_logits(c) ? N : rows) * Vl * F, N * F, N * C * F, N * C * F, 3 * N * C * F,
         (uint64_t)m->nthreads * mw_attention_scratch_floats_x(c->seq, c->n_embd / c->n_head, B16(m)) * F,
         (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double), B16(m) ? crows * 4 * C * F : 0,
-        grouped(m) ? mw_mlpg_ws_floats(group_rows(m), (int)C, mw_graph_act_round_scratch()) * F : 0,
+        mlp_grouped(m) ? mw_mlpg_ws_floats((int)group_rows(m), (int)C, mw_graph_act_round_scratch()) * F : 0,
         grouped(m) ? (uint64_t)m->nthreads * mw_attention_scratch_floats_ip(c->seq, c->n_embd / c->n_head) * F : 0,
         grouped(m) ? B * (uint64_t)c->n_head * T * F : 0};
     *bytes = gbytes[g];
@@ -471,7 +483,7 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         break;
     case K_MLPG:
     case K_BMLPG: {
-        mw_mlpg mg = {N, C, group_rows(m), ln_eps(c), p[LN2W], p[LN2B], p[FCW], p[FCB], p[FCPW], p[FCPB],
+        mw_mlpg mg = {N, C, (int)group_rows(m), ln_eps(c), p[LN2W], p[LN2B], p[FCW], p[FCB], p[FCPW], p[FCPB],
                       NULL, NULL, NULL, NULL, NULL, NULL, WS, F(2), NULL, NULL, 0};
         if (m->ops[i].kind == K_MLPG) {
             mw_mlpg_forward(&mg, F(1), F(0));
