@@ -72,6 +72,7 @@ enum { MW_AT_AUTO, MW_AT_ENDS };
 /* How a kind's time scales with the shape: N*C elementwise, N*C^2 matmul, B*T^2*C attention,
  * N*C*V the head (the backward kinds' classes serve the step's predicted compute alone) */
 enum { MW_COST_ELEM, MW_COST_MATMUL, MW_COST_ATTN, MW_COST_HEAD };
+#define MW_COST_PARTS 6 /* mw_model_def.cost_sum: parts of a kind's cost, 0 ended */
 
 typedef struct mw_access {
     signed char slot, mode;
@@ -287,6 +288,11 @@ struct mw_model_def {
      * (--act-compress; nls entries, 1: lossy is fine); NULL: none does, and --act-compress is
      * refused. Keep statistics that scale whole rows (log-sum-exp, a norm's mean and rstd) exact. */
     const unsigned char *lslot_lossy;
+    /* Per kind (nkinds entries; NULL: none), the kinds whose measured costs sum to its cost, each
+     * as its index + 1, ending at 0 (0 first: its own cost): an op that runs what several kinds do
+     * (GPT-2's MLP in row groups), which the calibration's small shape never schedules. The
+     * forward kinds among the parts of a backward kind count as recomputation (mw_graph_ops_cost). */
+    const unsigned char (*cost_sum)[MW_COST_PARTS];
     /* adds the parameter tensors (mw_graph_add_tensor) */
     mw_status (*build_table)(mw_model *m);
     /* pushes block l's forward ops (with_output 0: all but the one writing the next block's input) */

@@ -129,6 +129,14 @@ static const mw_kind KINDS[NKINDS] = {
                   {{QKV, R}, {LN1, R}, {LN1S, R}, {X, R}, {GS(G_DTMP), W}, {GS(G_DRES), U}}, 0, MW_COST_MATMUL},
 };
 
+/* the grouped MLP's ops cost what the ops they replace cost (the calibration's shape is too small to
+ * group): forward ln2+fc, gelu, fc proj; backward the recomputed ln2+fc, gelu and ln2 (counted as
+ * recomputation) and the two products' backward */
+static const unsigned char COST_SUM[NKINDS][MW_COST_PARTS] = {
+    [K_MLPG] = {K_LN2FC + 1, K_GELU + 1, K_FCPROJ + 1},
+    [K_BMLPG] = {K_LN2FC + 1, K_GELU + 1, K_BFCPROJ + 1, K_LN2 + 1, K_BFC + 1},
+};
+
 #define LOSS_ROWS MW_LOSS_ROWS
 #define WS (&m->gw) /* the model's GEMM workspace, for the kernels' calls */
 #define keeps_logits mw_graph_keeps_logits
@@ -570,6 +578,7 @@ const mw_model_def mw_arch_gpt2 = {
     .runs_layouts = 1,
     .params16 = 1,
     .lslot_lossy = lslot_lossy,
+    .cost_sum = COST_SUM,
     .gslot_split = gslot_split,
     .logits_acc = 4,
     .losses_acc = 5,
