@@ -170,6 +170,11 @@ typedef struct mw_config {
      * tolerant kept values at that width): "x8,x8,k"; "" none (the flags above decide) */
     int act_compress_max;
     char act_layers[MW_ACT_LAYERS_MAX];
+    /* rows per group of a recomputed block's MLP (GPT-2 under --recompute full, fp32: the forward
+     * and the backward of LayerNorm, fc, GELU and fc2 over this many rows at a time, the same
+     * bits; docs/memory.md, "Row groups"): 0 for 1024; rounded up to the quantiser's chunk; below
+     * two groups the MLP runs ungrouped */
+    int group_rows;
     /* the products' precision (mw_precision): MW_PRECISION_BF16 runs every matrix product of the
      * model (the blocks' and the LM head's, forward and backward) on bfloat16 operands with fp32
      * accumulation, and stores the norms' outputs, q|k|v, the attention output, the MLP's values

@@ -3,7 +3,8 @@
 # of the run without it under every recomputation policy and --offload placement; --act-compress
 # 8|4|2 changes the numbers but gives the same bits for 1 and 2 threads, every recomputation
 # policy, every --offload and --act-offload, --zero 0, 1 and 3 over 2 ranks and 1 rank with --accum 2
-# (the same global batch); estimate == the arena
+# (the same global batch); a recomputed block's MLP in row groups and its attention backward in
+# place give the ungrouped bits (any group count, 1 and 2 threads, compressed or not); estimate == the arena
 # peak of the run for every combination; injected I/O faults on the swaps (EIO, a short read,
 # ENOSPC) give one error, exit 1, and leave the last checkpoint good to resume from; the refusals.
 # Usage: tests/cli_act.sh build/memwall. Exits non-zero on any failure.
@@ -117,6 +118,36 @@ run qlf "${lt[@]}" --recompute full --act-compress 8 --threads 2
 "$MW" estimate "${shape[@]}" --act-compress 8 --json >"$T/e_q.json"
 ! grep -q '"value": "lse"' "$T/e_q.json" && ! grep -q '"value": "ln1_stats"' "$T/e_q.json" && grep -q '"value": "fch", "swapped": 0, "compressed": 4' "$T/e_q.json" &&
   pass "estimate --json: lse stays exact, fch compressed in each block" || fail "compressed classes: $(head -c 600 "$T/e_q.json")"
+
+echo "-- a recomputed block's MLP in row groups and its attention backward in place: the same bits"
+# N = 6 x 200 = 1200 rows of gpt2-tiny (C 128: groups of whole quantiser chunks, 512 rows): three
+# groups (512, 512 and 176: the last partial) or none (--group-rows 2048, one group: the ungrouped
+# MLP, the attention's backward in place) against --recompute none's ops; uncompressed and at 8
+# bits; 1 and 2 threads; estimate == arena in each (run)
+g=(--batch 6 --seq 200 --steps 2)
+for q in 0 8; do
+  qa=()
+  [ $q = 0 ] || qa=(--act-compress $q)
+  run "g_none_$q" "${g[@]}" --recompute none "${qa[@]}" --threads 2
+  ref=$(weights "g_none_$q")
+  for c in 2048:1 512:1 512:2; do
+    run "g_${q}_${c%:*}_${c#*:}" "${g[@]}" --recompute full --group-rows "${c%:*}" "${qa[@]}" --threads "${c#*:}"
+    w=$(weights "g_${q}_${c%:*}_${c#*:}")
+    [ -n "$w" ] && [ "$w" = "$ref" ] && pass "--recompute full --group-rows ${c%:*} ${qa[*]}, ${c#*:} threads: the weights of none ($w)" ||
+      fail "--recompute full --group-rows ${c%:*} ${qa[*]}, ${c#*:} threads: weights $w, not none's $ref"
+  done
+done
+run g_8_sw "${g[@]}" --recompute full --group-rows 512 --act-compress 8 --offload all --act-offload checkpoints --offload-dir "$T/scr" --threads 2
+[ "$(weights g_8_sw)" = "$(weights g_none_8)" ] && pass "... at 8 bits with --offload all --act-offload checkpoints" || fail "grouped with swaps"
+[ "$(losses g_none_0)" = "$(losses g_0_512_2)" ] && [ "$(losses g_none_8)" = "$(losses g_8_512_1)" ] &&
+  pass "grouped runs log the ungrouped losses" || fail "grouped losses: $(losses g_0_512_2) vs $(losses g_none_0)"
+# the groups are what the plan holds: 3 groups plan less than the ungrouped MLP (its 4C-wide values)
+p1=$("$MW" estimate "${shape[@]}" "${g[@]}" --recompute full --group-rows 2048 --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //')
+p3=$("$MW" estimate "${shape[@]}" "${g[@]}" --recompute full --group-rows 512 --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //')
+[ -n "$p3" ] && [ "$p3" -lt "$p1" ] && pass "estimate: 3 groups plan $p3 bytes, 1 group $p1" || fail "groups' plans: $p3 vs $p1"
+"$MW" plan "${shape[@]}" "${g[@]}" --recompute full >"$T/gplan" 2>&1
+grep -q "bwd 3 mlp bwd groups" "$T/gplan" && grep -q "bwd 3 attn bwd (ip)" "$T/gplan" &&
+  pass "plan names the grouped and in-place ops" || fail "plan: $(grep -a bwd "$T/gplan" | head -3)"
 
 if mpi_ok; then
   mpi_env # (lib_cli.sh)

@@ -13,7 +13,8 @@
  *    GPT-2's decode loop (copied here) for KV = H;
  *  - the bfloat16 entry points (q|k|v read, the output stored as bfloat16, or both) bit for bit
  *    equal to the fp32 kernels on the widened values, the output rounded, on 1, 2 and 3 threads
- *    (both backward schedules).
+ *    (both backward schedules);
+ *  - the in-place backward (dqkv over qkv, from the row dots) bit for bit the kernel's dqkv.
  * KV in {1, 2, H}, T on both sides of the 128-row tile. */
 #include <omp.h>
 
@@ -297,6 +298,34 @@ static void test_bf16(int B, int T, int H, int KV, int hs) {
     free(q16), free(o16), free(r16);
 }
 
+/* The in-place backward (a recomputed GPT-2 block's): D from mw_attention_rowdots, dqkv written
+ * over qkv, bit for bit the dqkv of mw_attention_backward_gqa on 1, 2 and 3 threads (whose
+ * schedule, one pass or two, differs by thread count) */
+static void test_inplace(int B, int T, int H, int KV, int hs) {
+    const long RS = (long)(H + 2 * KV) * hs, OS = (long)H * hs;
+    const size_t nq = (size_t)B * T * RS, no = (size_t)B * T * OS, nl = (size_t)B * H * T;
+    const size_t per = mw_attention_scratch_floats_ip(T, hs);
+    float *qkv = fnew(nq), *wl = fnew(no), *scr = fnew(3 * per), *out = fnew(no), *lse = fnew(nl);
+    float *D = fnew(nl), *ref = fnew(nq), *ip = fnew(nq);
+    randn(qkv, nq, 1);
+    randn(wl, no, 1);
+    mw_attention_forward_gqa(out, lse, scr, 2, qkv, B, T, H, KV, hs);
+    int ok = 1;
+    for (int t = 1; t <= 3; t++) {
+        mw_set_threads(t);
+        mw_attention_backward_gqa(ref, scr, t, wl, qkv, out, lse, B, T, H, KV, hs);
+        memcpy(ip, qkv, nq * sizeof(float));
+        mw_attention_rowdots(D, wl, out, B, T, H, hs);
+        mw_attention_backward_inplace(ip, scr, t, wl, D, lse, B, T, H, KV, hs);
+        ok &= same(ip, ref, nq);
+    }
+    mw_set_threads(2);
+    CHECK(ok, "in place H=%d KV=%d B=%d T=%d: dqkv differs from the kernel's", H, KV, B, T);
+    printf("  in place H=%d KV=%d hs=%d B=%d T=%3d: dqkv over qkv == the kernel's, 1/2/3 threads: %s\n", H, KV, hs,
+           B, T, ok ? "yes" : "NO");
+    free(qkv), free(wl), free(scr), free(out), free(lse), free(D), free(ref), free(ip);
+}
+
 int main(void) {
     mw_set_threads(2);
     const int H = 4;
@@ -314,6 +343,9 @@ int main(void) {
     for (int KV = 1; KV <= H; KV *= 2) test_bf16(1, 130, H, KV, 8); /* both backward schedules */
     test_bf16(2, 257, H, 2, 16);
     test_bf16(2, 7, 6, 3, 4);
+    for (int KV = 1; KV <= H; KV *= 2) test_inplace(1, 130, H, KV, 8); /* both schedules of the reference */
+    test_inplace(2, 257, 3, 3, 16);
+    test_inplace(2, 7, 6, 3, 4);
     printf("  bf16 q|k|v and output == fp32 kernels on the widened values, rounded: %s\n",
            check_failures ? "see above" : "yes");
     return test_summary("test_attention");

@@ -290,6 +290,7 @@ mw_status mw_config_validate(const mw_config *c) {
          "are bfloat16 already, and compressing them is not built yet", mw_precision_str(c->precision));
     NEED(!(c->act_offload || c->act_compress) || !mw_config_layout(c), "--act-offload and --act-compress with "
          "--tp/--pp/--ep: stored activations under a parallel layout are not planned yet");
+    NEED(c->group_rows >= 0 && c->group_rows <= (1 << 24), "--group-rows takes 0 (1024) to 16777216 (got %d)", c->group_rows);
     NEED(c->act_compress_max == 0 || c->act_compress_max == 8 || c->act_compress_max == 4 || c->act_compress_max == 2,
          "--act-compress-max takes none, 8, 4 or 2 (got %d)", c->act_compress_max);
     NEED(!c->act_compress_max || !c->act_compress, "--act-compress-max with --act-compress: the one lets --recompute "

@@ -113,6 +113,8 @@ static mw_status round_in_place(float *x, size_t n, int bits, uint64_t seed, uin
     return MW_OK;
 }
 
+static double now_s(void);
+
 static uint64_t pad_io(uint64_t b) { return (b + MW_AIO_ALIGN - 1) / MW_AIO_ALIGN * MW_AIO_ALIGN; }
 static char *align_io(char *p) {
     const uintptr_t u = (uintptr_t)p;
@@ -210,7 +212,9 @@ mw_status mw_graph_act_build(mw_model *m) {
             store *s = &ap->st[inst[slot]];
             if (phase && s->rs < 0) s->rs = i;
             if (s->rs < 0) s->fs = i;
-            if (!fwdk) {
+            if (k->flags & MW_KF_OWNQ) {
+                s->cbad = 1; /* read exact: the op stores what it reads itself */
+            } else if (!fwdk) {
                 if (s->rc < 0) s->rc = i, s->cbad |= !phase; /* the head reads it in the forward pass */
             } else if (s->rc >= 0) {
                 s->cbad = 1; /* a recomputation after a backward op: keep it as it is */
@@ -468,6 +472,43 @@ static uint64_t stream_of(const mw_model *m, const store *s) {
     uint64_t z = mix((uint64_t)(uint32_t)ap->step, mb);
     z = mix(z, (uint64_t)(uint32_t)s->layer);
     return mix(z, (uint64_t)(uint32_t)s->v);
+}
+
+size_t mw_graph_act_round_scratch(void) { return mw_actq_bytes(CHUNK, 8); }
+
+size_t mw_graph_act_round_rows_unit(size_t width) {
+    size_t a = CHUNK, b = width; /* CHUNK / gcd(CHUNK, width) */
+    while (b) {
+        const size_t t = a % b;
+        a = b, b = t;
+    }
+    return CHUNK / a;
+}
+
+mw_status mw_graph_act_round_rows(mw_model *m, int layer, int v, float *x, size_t r0, size_t rows, size_t width,
+                                  char *scratch) {
+    const mw_config *c = &m->cfg;
+    const int bits = m->act_sel ? mw_act_sel_bits(m->act_sel[layer]) : c->act_compress;
+    if (!bits || !m->arch->lslot_lossy || !m->arch->lslot_lossy[v]) return MW_OK;
+    const size_t off = r0 * width, n = rows * width;
+    mw_act_plan *ap = m->act;
+    if (!ap || off % CHUNK)
+        return mw_fail(MW_ERR_ARG, "internal: h.%d.%s's rows from %zu are not a whole chunk of the quantiser", layer,
+                       m->arch->lslot_names[v], r0);
+    store s = {0};
+    s.layer = layer, s.v = v;
+    const uint64_t stream = stream_of(m, &s);
+    const double t0 = now_s();
+    for (size_t k = 0; k * CHUNK < n; k++) { /* the value's chunks off / CHUNK + k, as round_in_place takes them */
+        const size_t len = n - k * CHUNK < CHUNK ? n - k * CHUNK : CHUNK;
+        size_t b = 0;
+        if (mw_actq_quantize(x + k * CHUNK, len, bits, c->seed, mix(stream, off / CHUNK + k), scratch, &b) != MW_OK)
+            return mw_fail(MW_ERR_ARG, "--act-compress: h.%d.%s holds a value that is not finite (element %zu): the "
+                           "step diverged before its backward pass", layer, m->arch->lslot_names[v], off + k * CHUNK + b);
+        mw_actq_dequantize(scratch, len, bits, x + k * CHUNK);
+    }
+    ap->t_q += now_s() - t0;
+    return MW_OK;
 }
 
 static mw_status run_event(mw_model *m, const ev *e) {

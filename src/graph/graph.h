@@ -47,7 +47,9 @@ enum { MW_P_NONE, MW_P_SEL, MW_P_FULL };
 /* Kind flags. FWD: a forward op of a block (recomputable, timed by auto's calibration). COMM: a
  * transfer between the ranks of a parallel layout (a pipeline stage's sends and receives), which
  * src/dist/pipeline.c runs (the model's run_op never sees one). */
-enum { MW_KF_FWD = 1, MW_KF_COMM = 2 };
+enum { MW_KF_FWD = 1, MW_KF_COMM = 2, MW_KF_OWNQ = 4 };
+/* OWNQ: the kind reads the block's values it accesses exact and makes their --act-compress round
+ * trip itself, group by group (mw_graph_act_round_rows): no kind cut falls before it. */
 
 /* How a value (a model's lslot or gslot, mw_model_def.lslot_split/gslot_split) divides over the
  * tensor-parallel ranks of a layout (cfg.tp; src/graph/layout.c):
@@ -70,6 +72,7 @@ enum { MW_AT_AUTO, MW_AT_ENDS };
 /* How a kind's time scales with the shape: N*C elementwise, N*C^2 matmul, B*T^2*C attention,
  * N*C*V the head (the backward kinds' classes serve the step's predicted compute alone) */
 enum { MW_COST_ELEM, MW_COST_MATMUL, MW_COST_ATTN, MW_COST_HEAD };
+#define MW_COST_PARTS 6 /* mw_model_def.cost_sum: parts of a kind's cost, 0 ended */
 
 typedef struct mw_access {
     signed char slot, mode;
@@ -298,6 +301,11 @@ struct mw_model_def {
      * (--act-compress; nls entries, 1: lossy is fine); NULL: none does, and --act-compress is
      * refused. Keep statistics that scale whole rows (log-sum-exp, a norm's mean and rstd) exact. */
     const unsigned char *lslot_lossy;
+    /* Per kind (nkinds entries; NULL: none), the kinds whose measured costs sum to its cost, each
+     * as its index + 1, ending at 0 (0 first: its own cost): an op that runs what several kinds do
+     * (GPT-2's MLP in row groups), which the calibration's small shape never schedules. The
+     * forward kinds among the parts of a backward kind count as recomputation (mw_graph_ops_cost). */
+    const unsigned char (*cost_sum)[MW_COST_PARTS];
     /* adds the parameter tensors (mw_graph_add_tensor) */
     mw_status (*build_table)(mw_model *m);
     /* pushes block l's forward ops (with_output 0: all but the one writing the next block's input) */
@@ -428,4 +436,18 @@ static inline int mw_graph_b16(const mw_model *m) { return m->cfg.precision == M
 static inline void *mw_graph_elt(void *p, size_t i, int b16) { return (char *)p + i * (b16 ? 2 : 4); }
 /* dst = src, n floats, threaded */
 void mw_graph_copy(float *dst, const float *src, size_t n);
+/* An op that stores what it reads itself (a kind with MW_KF_OWNQ: GPT-2's MLP in row groups, whose
+ * values live one group at a time): rows [r0, r0 + rows) of block layer's value v (width floats
+ * each) made the round trip a kept value of that block makes under --act-compress (its width for
+ * that block, its stream, the chunks from r0 * width on, which must start a chunk of the
+ * quantiser: rows a multiple of mw_graph_act_round_rows_unit), so that the op reads what the
+ * ungrouped ops would; nothing when the block or the value is not compressed. scratch holds
+ * mw_graph_act_round_scratch() bytes. MW_ERR_ARG on a value that is not finite (named). */
+size_t mw_graph_act_round_scratch(void);
+/* an op's failure, returned by the executor after the op (graph_impl.h) */
+void mw_graph_io_failed(mw_model *m, mw_status st);
+size_t mw_graph_act_round_rows_unit(size_t width);
+mw_status mw_graph_act_round_rows(mw_model *m, int layer, int v, float *x, size_t r0, size_t rows, size_t width,
+                                  char *scratch);
+
 #endif

@@ -211,14 +211,25 @@ mw_status mw_graph_measure_costs(const mw_config *c, const mw_model_def *a, doub
         if (a->kinds[i].cost == MW_COST_HEAD) scale *= (double)c->vocab / k.vocab;
         cost[i] = isfinite(cached[i]) ? cached[i] * scale : 0.0;
     }
+    for (int i = 0; a->cost_sum && i < a->nkinds; i++) /* a kind that runs what its parts do */
+        if (a->cost_sum[i][0]) {
+            cost[i] = 0.0;
+            for (int j = 0; j < MW_COST_PARTS && a->cost_sum[i][j]; j++) cost[i] += cost[a->cost_sum[i][j] - 1];
+        }
     return MW_OK;
 }
 
 /* The recomputation seconds of ops[from..nops) of m (the forward kinds among them). */
 double mw_graph_ops_cost(const mw_model *m, int from, const double *kc) {
     double c = 0.0;
-    for (int i = from; i < m->nops; i++)
-        if (mw_graph_kind_is_forward(m, m->ops[i].kind)) c += kc[m->ops[i].kind];
+    const mw_model_def *a = m->arch;
+    for (int i = from; i < m->nops; i++) {
+        const int k = m->ops[i].kind;
+        if (mw_graph_kind_is_forward(m, k)) c += kc[k];
+        else if (a->cost_sum && a->cost_sum[k][0]) /* a backward op's recomputing parts */
+            for (int j = 0; j < MW_COST_PARTS && a->cost_sum[k][j]; j++)
+                if (mw_graph_kind_is_forward(m, a->cost_sum[k][j] - 1)) c += kc[a->cost_sum[k][j] - 1];
+    }
     return c;
 }
 

@@ -12,6 +12,7 @@
 #include "../graph/graph.h"
 #include "../kernels/cpu/ops.h"
 #include "../kernels/cpu/vocab.h"
+#include "mlpg.h"
 
 /* Per-layer tensors, in storage order (Hugging Face GPT-2 names after "h.<l>."). */
 enum { LN1W, LN1B, QKVW, QKVB, PROJW, PROJB, LN2W, LN2B, FCW, FCB, FCPW, FCPB, NLAYERT };
@@ -56,10 +57,11 @@ enum { X, LN1, LN1S, QKV, ATTY, LSE, RES2, LN2, LN2S, FCH, GELU, NLS };
 static const char *const lslot_names[NLS] = {"x",    "ln1",  "ln1_stats", "qkv", "atty", "lse",
                                              "res2", "ln2",  "ln2_stats", "fch", "gelu"};
 /* values of the step */
-enum { G_IN, G_TGT, G_LNF, G_LNFS, G_LOGITS, G_LOSSES, G_DRES, G_DTMP, G_DQKV, G_ATTS, G_NORM, G_DCHUNK, NGS };
+enum { G_IN, G_TGT, G_LNF, G_LNFS, G_LOGITS, G_LOSSES, G_DRES, G_DTMP, G_DQKV, G_ATTS, G_NORM, G_DCHUNK, G_MLPG, G_ATTSIP, G_ATTD, NGS };
 static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf",  "lnf_stats", "logits", "losses",
                                              "dres",   "dtmp",    "dqkv", "att_scratch", "norm_parts",
-                                             "fp32_chunk"};
+                                             "fp32_chunk", "mlp_group", "att_scratch_ip",
+                                             "att_rowdots"};
 /* how each value divides over tensor-parallel ranks (MW_VS_*): the heads' and the MLP's hidden
  * values and the vocabulary's logits by --tp, the norms' and the residual stream's by --tp only
  * under --sp */
@@ -70,7 +72,7 @@ static const unsigned char lslot_split[NLS] = {SQ, SQ, SQ, TP, TP, TP, SQ, SQ, S
  * (each backward op reads the dequantised value; a recomputation replays from the exact one); not
  * the log-sum-exp nor the norm's statistics, which scale whole rows */
 static const unsigned char lslot_lossy[NLS] = {1, 1, 0, 1, 1, 0, 1, 1, 0, 1, 1}; /* x, ln1, ln1_stats, qkv, atty, lse, res2, ln2, ln2_stats, fch, gelu */
-static const unsigned char gslot_split[NGS] = {WH, WH, SQ, SQ, WH, WH, SQ, WH, TP, WH, WH, TP}; /* logits: gslot's */
+static const unsigned char gslot_split[NGS] = {WH, WH, SQ, SQ, WH, WH, SQ, WH, TP, WH, WH, TP, WH, WH, TP}; /* logits: gslot's */
 #define XN MW_SLOT_NEXT
 #define GS MW_SLOT_STEP
 enum { R = MW_R, W = MW_W, U = MW_U };
@@ -78,7 +80,7 @@ enum { P_NONE = MW_P_NONE, P_SEL = MW_P_SEL, P_FULL = MW_P_FULL };
 
 enum {
     K_EMB, K_LN1QKV, K_ATTN, K_PROJ, K_LN2FC, K_GELU, K_FCPROJ, K_LN1, K_LN2, K_HEAD, K_LOGITS,
-    K_BFCPROJ, K_BFC, K_BPROJ, K_BATTN, K_BQKV, K_EMBB, K_OPT, NKINDS
+    K_BFCPROJ, K_BFC, K_BPROJ, K_BATTN, K_BQKV, K_EMBB, K_OPT, K_MLPG, K_BMLPG, K_BPROJD, K_BATTNIP, K_BQKVIP, NKINDS
 };
 #define FWD MW_KF_FWD
 static const mw_kind KINDS[NKINDS] = {
@@ -111,6 +113,28 @@ static const mw_kind KINDS[NKINDS] = {
                 {{GS(G_DQKV), R}, {LN1, R}, {LN1S, R}, {X, R}, {GS(G_DTMP), W}, {GS(G_DRES), U}}, 0, MW_COST_MATMUL},
     [K_EMBB] = {"embed bwd", 2, {{GS(G_DRES), U}, {GS(G_IN), R}}, 0, 0},
     [K_OPT] = {"optimizer", 1, {{GS(G_NORM), W}}, 0, 0},
+    /* A recomputed block (--recompute full, fp32, no --tp) runs its MLP in row groups, when there
+     * are two at least (mlpg.h: the same bits): forward from res2 to the block's output, and backward from res2
+     * (exact: the op makes the --act-compress round trips of what it reads itself) into the
+     * residual's gradient, with one group's values alive (mlp_group). The projection's backward
+     * leaves the attention backward's row dots dO . O (att_rowdots), so that the attention output
+     * dies there, and the attention's backward writes dqkv over qkv (mw_attention_backward_inplace:
+     * the same bits), which the qkv product's backward then reads. */
+    [K_MLPG] = {"mlp in groups", 3, {{RES2, R}, {XN, W}, {GS(G_MLPG), W}}, FWD, MW_COST_MATMUL},
+    [K_BMLPG] = {"mlp bwd groups", 3, {{RES2, R}, {GS(G_DRES), U}, {GS(G_MLPG), W}}, MW_KF_OWNQ, MW_COST_MATMUL},
+    [K_BPROJD] = {"attn proj bwd", 4, {{ATTY, R}, {GS(G_DRES), U}, {GS(G_DTMP), W}, {GS(G_ATTD), W}}, 0, MW_COST_MATMUL},
+    [K_BATTNIP] = {"attn bwd (ip)", 5,
+                   {{GS(G_DTMP), R}, {QKV, U}, {GS(G_ATTD), R}, {LSE, R}, {GS(G_ATTSIP), W}}, 0, MW_COST_ATTN},
+    [K_BQKVIP] = {"ln1+qkv bwd", 6,
+                  {{QKV, R}, {LN1, R}, {LN1S, R}, {X, R}, {GS(G_DTMP), W}, {GS(G_DRES), U}}, 0, MW_COST_MATMUL},
+};
+
+/* the grouped MLP's ops cost what the ops they replace cost (the calibration's shape is too small to
+ * group): forward ln2+fc, gelu, fc proj; backward the recomputed ln2+fc, gelu and ln2 (counted as
+ * recomputation) and the two products' backward */
+static const unsigned char COST_SUM[NKINDS][MW_COST_PARTS] = {
+    [K_MLPG] = {K_LN2FC + 1, K_GELU + 1, K_FCPROJ + 1},
+    [K_BMLPG] = {K_LN2FC + 1, K_GELU + 1, K_BFCPROJ + 1, K_LN2 + 1, K_BFC + 1},
 };
 
 #define LOSS_ROWS MW_LOSS_ROWS
@@ -125,10 +149,33 @@ static const mw_kind KINDS[NKINDS] = {
 #define elt mw_graph_elt
 enum { E_KCACHE, E_VCACHE, E_DEC }; /* the model's own buffers (inference only) */
 
+/* A recomputed block's MLP in row groups and its attention's backward in place (the kinds above):
+ * fp32 without tensor parallelism */
+static int grouped(const mw_model *m) { return !B16(m) && m->cfg.tp <= 1 && !m->cfg.sp; }
+
+/* rows per group: --group-rows (1024 when 0) rounded up to whole chunks of the quantiser in the
+ * C-wide values (and so in the 4C-wide ones) */
+static size_t group_rows(const mw_model *m) {
+    const mw_config *c = &m->cfg;
+    const size_t u = mw_graph_act_round_rows_unit((size_t)c->n_embd);
+    const size_t r = c->group_rows > 0 ? (size_t)c->group_rows : 1024;
+    return (r + u - 1) / u * u;
+}
+/* the MLP in row groups: where there are two groups at least (one group of every row would hold
+ * more than the ungrouped ops: its copies of ln2 and res2 beside fch and gelu) */
+static int mlp_grouped(const mw_model *m) {
+    return grouped(m) && group_rows(m) < (size_t)m->cfg.batch * m->cfg.seq;
+}
+
 static void push_block_forward(mw_model *m, int l, int with_output) {
     mw_graph_push(m, K_LN1QKV, l);
     mw_graph_push(m, K_ATTN, l);
     mw_graph_push(m, K_PROJ, l);
+    /* the forward pass of a block whose backward recomputes it all (not a segment's replay) */
+    if (with_output && mlp_grouped(m) && !m->building_bwd && m->seg == 0 && m->pol && m->pol[l] == P_FULL) {
+        mw_graph_push(m, K_MLPG, l);
+        return;
+    }
     mw_graph_push(m, K_LN2FC, l);
     mw_graph_push(m, K_GELU, l);
     if (with_output) mw_graph_push(m, K_FCPROJ, l);
@@ -136,6 +183,25 @@ static void push_block_forward(mw_model *m, int l, int with_output) {
 
 /* The backward of block l under policy p, recomputing what p did not keep. */
 static void push_block_backward(mw_model *m, int l, int p) {
+    if (p == P_FULL && grouped(m)) { /* the block again from its input, its MLP in row groups */
+        mw_graph_push(m, K_LN1QKV, l);
+        mw_graph_push(m, K_ATTN, l);
+        mw_graph_push(m, K_PROJ, l);
+        if (mlp_grouped(m)) {
+            mw_graph_push(m, K_BMLPG, l);
+        } else {
+            mw_graph_push(m, K_LN2FC, l);
+            mw_graph_push(m, K_GELU, l);
+            mw_graph_push(m, K_BFCPROJ, l);
+            mw_graph_push(m, K_LN2, l);
+            mw_graph_push(m, K_BFC, l);
+        }
+        mw_graph_push(m, K_BPROJD, l);
+        mw_graph_push(m, K_LN1QKV, l);
+        mw_graph_push(m, K_BATTNIP, l);
+        mw_graph_push(m, K_BQKVIP, l);
+        return;
+    }
     if (p == P_FULL) { /* the whole block again, from its input; qkv once more after the MLP */
         mw_graph_push(m, K_LN1QKV, l);
         mw_graph_push(m, K_ATTN, l);
@@ -160,13 +226,17 @@ static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
     const uint64_t TP_ = c->tp > 1 ? (uint64_t)c->tp : 1, Vl = (c->vocab + TP_ - 1) / TP_; /* a rank's vocabulary, padded */
     static const mw_category gcat[NGS] = {MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS,
                                           MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK,
-                                          MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK};
+                                          MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK,
+                                          MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK};
     uint64_t rows = N < LOSS_ROWS ? N : LOSS_ROWS, crows = N < MW_CHUNK_ROWS ? N : MW_CHUNK_ROWS;
     const uint64_t gbytes[NGS] = {
         N * sizeof(int32_t), N * sizeof(int32_t), N * C * H, 2 * N * F,
         (keeps_logits(c) ? N : rows) * Vl * F, N * F, N * C * F, N * C * F, 3 * N * C * F,
         (uint64_t)m->nthreads * mw_attention_scratch_floats_x(c->seq, c->n_embd / c->n_head, B16(m)) * F,
-        (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double), B16(m) ? crows * 4 * C * F : 0};
+        (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double), B16(m) ? crows * 4 * C * F : 0,
+        mlp_grouped(m) ? mw_mlpg_ws_floats((int)group_rows(m), (int)C, mw_graph_act_round_scratch()) * F : 0,
+        grouped(m) ? (uint64_t)m->nthreads * mw_attention_scratch_floats_ip(c->seq, c->n_embd / c->n_head) * F : 0,
+        grouped(m) ? B * (uint64_t)c->n_head * T * F : 0};
     *bytes = gbytes[g];
     *cat = gcat[g];
     if (g == G_LOGITS && keeps_logits(c)) *cat = MW_CAT_ACTS;
@@ -240,6 +310,16 @@ static void product_out(mw_model *m, void *out, float *chunk, const void *inp, c
         mw_matmul_forward_x(chunk, elt((void *)inp, (size_t)n0 * C, 1), 1, w, bias, rows, C, OC, 0, WS);
         mw_bf16_store_mt((uint16_t *)out + (size_t)n0 * OC, chunk, (size_t)rows * OC);
     }
+}
+
+/* mw_mlpg's round trip of block l's rows: the stored activations' (mw_graph_act_round_rows) */
+typedef struct {
+    mw_model *m;
+    int l;
+} round_ctx;
+static mw_status round_rows(void *ctx, int v, float *x, size_t r0, size_t rows, size_t width, char *scratch) {
+    const round_ctx *r = ctx;
+    return mw_graph_act_round_rows(r->m, r->l, v, x, r0, rows, width, scratch);
 }
 
 /* LayerNorm's epsilon: cfg.norm_eps when given (a config.json's layer_norm_epsilon), else GPT-2's
@@ -400,13 +480,34 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         mw_layernorm_backward_acc(F(5), g[LN2W], g[LN2B], F(4) + (size_t)r0 * C, F(2), p[LN2W], F(1), F(1) + Nl, Nl, C);
         break;
     case K_BPROJ:
+    case K_BPROJD:
         mw_matmul_backward_x(F(2), g[PROJW], g[PROJB], mw_tp_all_rows(m, F(1), N, (size_t)C * sizeof(float)), 0, P[0], b16, p[PROJW],
                              N, Cl, C, 0, WS);
+        if (m->ops[i].kind == K_BPROJD) /* the attention backward's row dots dO . O, so the output dies here */
+            mw_attention_rowdots(F(3), F(2), P[0], B, T, Hl, hs);
         break;
     case K_BATTN:
         mw_attention_backward_x(F(4), F(5), m->nthreads, F(0), P[1], b16, P[2], b16, F(3), B, T, Hl, Hl, hs);
         break;
+    case K_MLPG:
+    case K_BMLPG: {
+        mw_mlpg mg = {N, C, (int)group_rows(m), ln_eps(c), p[LN2W], p[LN2B], p[FCW], p[FCB], p[FCPW], p[FCPB],
+                      NULL, NULL, NULL, NULL, NULL, NULL, WS, F(2), NULL, NULL, 0};
+        if (m->ops[i].kind == K_MLPG) {
+            mw_mlpg_forward(&mg, F(1), F(0));
+            break;
+        }
+        mg.gln2w = g[LN2W], mg.gln2b = g[LN2B], mg.gfcw = g[FCW], mg.gfcb = g[FCB], mg.gfcpw = g[FCPW], mg.gfcpb = g[FCPB];
+        round_ctx rc = {m, l};
+        mg.round = round_rows, mg.ctx = &rc, mg.qbytes = mw_graph_act_round_scratch();
+        mw_graph_io_failed(m, mw_mlpg_backward(&mg, F(1), F(0))); /* a value that is not finite, named */
+        break;
+    }
+    case K_BATTNIP:
+        mw_attention_backward_inplace(F(1), F(4), m->nthreads, F(0), F(2), F(3), B, T, Hl, Hl, hs);
+        break;
     case K_BQKV:
+    case K_BQKVIP:
         mw_matmul_backward_x(F(4), g[QKVW], g[QKVB], F(0), 0, mw_tp_all_rows(m, P[1], N, (size_t)C * hb), b16, p[QKVW], N, C,
                              3 * Cl, 0, WS);
         mw_tp_sum_partials(m, F(4), N, C);
@@ -477,6 +578,7 @@ const mw_model_def mw_arch_gpt2 = {
     .runs_layouts = 1,
     .params16 = 1,
     .lslot_lossy = lslot_lossy,
+    .cost_sum = COST_SUM,
     .gslot_split = gslot_split,
     .logits_acc = 4,
     .losses_acc = 5,

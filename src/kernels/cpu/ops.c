@@ -674,6 +674,63 @@ void mw_attention_backward_x(float *dqkv, float *scratch, int nthreads, const fl
     }
 }
 
+/* The in-place backward (ops.h): the one-pass schedule above, each unit's dq, dk and dv formed in
+ * the thread's scratch (rows hs apart) by the same GEMM calls, then copied over the unit's own
+ * columns of qkv, which no other unit reads: the same bits as mw_attention_backward_x's dqkv. */
+size_t mw_attention_scratch_floats_ip(int T, int hs) {
+    return mw_attention_scratch_floats(T) + (3 * (size_t)T * hs + 15) / 16 * 16;
+}
+
+void mw_attention_rowdots(float *D, const float *dout, const float *out, int B, int T, int H, int hs) {
+    const long OS = (long)H * hs;
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * H; bh++) {
+        const long oof = (long)(bh / H) * T * OS + (bh % H) * hs;
+        att_rowdots(D + (long)bh * T, dout + oof, OS, out + oof, OS, 0, T, hs);
+    }
+}
+
+void mw_attention_backward_inplace(float *qkv, float *scratch, int nthreads, const float *dout,
+                                   const float *Dall, const float *lse, int B, int T, int H, int KV,
+                                   int hs) {
+    const long RS = (long)(H + 2 * KV) * hs, OS = (long)H * hs;
+    const int grp = H / KV;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const size_t per = mw_attention_scratch_floats_ip(T, hs);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
+    for (int bg = 0; bg < B * KV; bg++) {
+        const int b = bg / KV, g = bg % KV;
+        float *S = scratch + (size_t)omp_get_thread_num() * per, *dP = S + (size_t)T * ATT_T;
+        float *G = S + gemm_ws_offset(T);
+        float *dq = S + mw_attention_scratch_floats(T), *dk = dq + (size_t)T * hs, *dv = dk + (size_t)T * hs;
+        const long row0 = (long)b * T * RS, kof = row0 + OS + g * hs;
+        float *k = qkv + kof, *v = k + (long)KV * hs;
+        for (int h = g * grp; h < (g + 1) * grp; h++) {
+            const float beta = h == g * grp ? 0.0f : 1.0f;
+            const long qof = row0 + h * hs, oof = (long)b * T * OS + h * hs;
+            float *q = qkv + qof;
+            const float *d = dout + oof, *ls = lse + ((long)b * H + h) * T, *D = Dall + ((long)b * H + h) * T;
+            memset(dq, 0, sizeof(float) * (size_t)T * hs);
+            for (int k0 = 0; k0 < T; k0 += ATT_T) {
+                const int k1 = k0 + ATT_T < T ? k0 + ATT_T : T, cols = k1 - k0, rows = T - k0;
+                gemm1(G, 0, 1, rows, cols, hs, scale, q + (long)k0 * RS, RS, k + (long)k0 * RS, RS, 0.0f, S, ATT_T);
+                att_probs(S, ls, k0, rows, k0, cols);
+                gemm1(G, 1, 0, cols, hs, rows, 1.0f, S, ATT_T, d + (long)k0 * OS, OS, beta, dv + (long)k0 * hs, hs);
+                gemm1(G, 0, 1, rows, cols, hs, 1.0f, d + (long)k0 * OS, OS, v + (long)k0 * RS, RS, 0.0f, dP, ATT_T);
+                att_dscores(dP, S, D + k0, rows, cols, scale);
+                gemm1(G, 0, 0, rows, hs, cols, 1.0f, dP, ATT_T, k + (long)k0 * RS, RS, 1.0f, dq + (long)k0 * hs, hs);
+                gemm1(G, 1, 0, cols, hs, rows, 1.0f, dP, ATT_T, q + (long)k0 * RS, RS, beta, dk + (long)k0 * hs, hs);
+            }
+            for (int t = 0; t < T; t++) /* this head's q is read by no one else: its gradient now */
+                memcpy(q + (long)t * RS, dq + (long)t * hs, sizeof(float) * hs);
+        }
+        for (int t = 0; t < T; t++) { /* the shared head's k and v, once its group is done */
+            memcpy(k + (long)t * RS, dk + (long)t * hs, sizeof(float) * hs);
+            memcpy(v + (long)t * RS, dv + (long)t * hs, sizeof(float) * hs);
+        }
+    }
+}
+
 void mw_attention_backward(float *dqkv, float *scratch, int nthreads, const float *dout,
                            const float *qkv, const float *out, const float *lse, int B, int T,
                            int C, int H) {

@@ -79,6 +79,18 @@ void mw_attention_forward_x(void *out, int out16, float *lse, float *scratch, in
 void mw_attention_backward_x(float *dqkv, float *scratch, int nthreads, const float *dout,
                              const void *qkv, int qkv16, const void *out, int out16,
                              const float *lse, int B, int T, int H, int KV, int hs);
+/* D (B,H,T) = the row dots dO . O of each head (the backward's, the same bits), from dout and out
+ * (B,T,H*hs): what mw_attention_backward_inplace reads instead of the output. */
+void mw_attention_rowdots(float *D, const float *dout, const float *out, int B, int T, int H, int hs);
+/* The backward with dqkv written over qkv (fp32), the one-pass schedule: each (batch, kv head)
+ * forms its heads' dq, dk, dv in its thread's scratch, then copies them over its own columns of
+ * qkv, which no other unit reads. The same bits as mw_attention_backward_x's dqkv, without a
+ * second (B,T,(H+2KV)*hs) buffer, from D (mw_attention_rowdots) instead of the output: scratch holds nthreads * mw_attention_scratch_floats_ip(T, hs)
+ * floats (3 T hs more per thread than the fp32 kernels'). */
+size_t mw_attention_scratch_floats_ip(int T, int hs);
+void mw_attention_backward_inplace(float *qkv, float *scratch, int nthreads, const float *dout,
+                                   const float *D, const float *lse, int B, int T, int H, int KV,
+                                   int hs);
 /* GPT-2's: qkv (B,T,3C) with q,k,v in that order, out (B,T,C); exactly the _gqa versions with
  * KV = H and hs = C/H. */
 void mw_attention_forward(float *out, float *lse, float *scratch, int nthreads, const float *qkv,
