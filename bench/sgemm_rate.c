@@ -12,6 +12,8 @@
  *   build/sgemm_rate [threads] --smollm [op] the same over SmolLM-135M's products at B*T = 1024
  *                                           (C 576, q|k|v 960, the MLP's gate and up 1536 each
  *                                           as the step runs them, vocabulary 49152)
+ * The workspace is what a plan gives the table's model (mw_gemm_plan_cols: packed blocks of B 768
+ * columns wide for GPT-2, 576 for SmolLM; 512 for the square product); SGEMM_NC=n sets another.
  * SGEMM_CLOCK=cpu times the process's CPU time instead of the wall clock: at 1 thread, a rate that
  * time slices lost to other processes on a shared machine do not lower (cache sharing still may). */
 #include <cblas.h>
@@ -33,6 +35,7 @@ typedef struct {
 } shape;
 
 static int rounds = ROUNDS, cpu_clock;
+static int ws_nc = 512; /* the packed block's columns: mw_gemm_plan_cols for the table's model */
 
 static double now(void) {
     if (!cpu_clock) return bench_now();
@@ -49,7 +52,7 @@ static void measure(const shape *s, int threads, double *mw, double *ob, double 
     for (long i = 0; i < (long)s->M * s->K; i++) A[i] = (float)((i * 7919) % 1000) / 1000.f - 0.5f;
     for (long i = 0; i < (long)s->K * s->N; i++) B[i] = (float)((i * 104729) % 1000) / 1000.f - 0.5f;
     const int nt = s->one_thread ? 1 : threads;
-    const size_t wn = mw_gemm_ws_floats(nt, 512); /* as the trainer's plan sizes it (MW_GEMM_NC) */
+    const size_t wn = mw_gemm_ws_floats(nt, ws_nc); /* as the trainer's plan sizes it */
     /* 64-byte aligned, as the trainer's arena places it (malloc's 16 split every packed panel's
      * 64-byte loads across two cache lines: memwall measured several % below its training speed) */
     float *ws = aligned_alloc(64, (sizeof(float) * wn + 63) / 64 * 64);
@@ -86,6 +89,7 @@ static void measure(const shape *s, int threads, double *mw, double *ob, double 
 int main(int argc, char **argv) {
     int threads = mw_set_threads(argc > 1 ? atoi(argv[1]) : 0);
     cpu_clock = getenv("SGEMM_CLOCK") && strcmp(getenv("SGEMM_CLOCK"), "cpu") == 0;
+
     if (mw_kernel_set(NULL) != MW_OK) { /* MEMWALL_KERNEL picks the kernel, as for memwall */
         fprintf(stderr, "sgemm_rate: %s\n", mw_last_error());
         return 2;
@@ -119,10 +123,12 @@ int main(int argc, char **argv) {
         const shape *list = smollm ? smol : shapes;
         const size_t count = smollm ? sizeof smol / sizeof smol[0] : sizeof shapes / sizeof shapes[0];
         const char *only = argc > 3 ? argv[3] : NULL;
+        ws_nc = mw_gemm_plan_cols(smollm ? 576 : 768, 0);
+        if (getenv("SGEMM_NC")) ws_nc = atoi(getenv("SGEMM_NC"));
         if (only) rounds = 5 * ROUNDS;
         printf("kernel %s, %d threads (attention tiles: 1 thread), medians of %d interleaved "
-               "rounds, %s time\n%-16s %-24s %9s %9s %7s %9s\n",
-               mw_kernel_get(), threads, rounds, cpu_clock ? "CPU" : "wall", "op", "shape (MxNxK)", "memwall", "OpenBLAS",
+               "rounds, %s time, packed blocks of B %d columns wide\n%-16s %-24s %9s %9s %7s %9s\n",
+               mw_kernel_get(), threads, rounds, cpu_clock ? "CPU" : "wall", ws_nc, "op", "shape (MxNxK)", "memwall", "OpenBLAS",
                "ratio", "max diff");
         for (size_t i = 0; i < count; i++) {
             if (only && strncmp(list[i].what, only, strlen(only)) != 0) continue;
@@ -137,6 +143,7 @@ int main(int argc, char **argv) {
     }
     const int n = argc > 2 ? atoi(argv[2]) : 2048;
     const shape sq = {0, 1, n, n, n, 0, "square", 0};
+    if (getenv("SGEMM_NC")) ws_nc = atoi(getenv("SGEMM_NC"));
     double a, b, d;
     measure(&sq, threads, &a, &b, &d);
     printf("{\"sgemm_gflops\": %.1f, \"openblas_gflops\": %.1f, \"kernel\": \"%s\", \"n\": %d, "

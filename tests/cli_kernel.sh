@@ -169,6 +169,24 @@ echo "-- bench names the kernel"
 "$MW" bench --threads 1 --batch 1 --seq 16 --steps 1 --warmup 0 >"$T/out" 2>&1 && head -1 "$T/out" | grep -q "| kernel $best |" &&
   pass "bench's header line names the kernel ($best)" || fail "bench header: $(head -1 "$T/out")"
 
+echo "-- the GEMMs' packing buffer in the plan (issue 36): one block of B as wide as the model, 512 to 768"
+# gemm_pack = threads x (a 120 x 256 block of A) + a 256 x NC block of B, in floats; NC is the width
+# C rounded up to 32 within 512..768 for fp32 products (a weight gradient, A transposed, packs A
+# once per block of B), 512 for bfloat16 ones
+pack() { # pack WHAT NC FLAGS...: the plan's gemm_pack bytes at 2 threads
+  local what=$1 nc=$2
+  shift 2
+  "$MW" plan --threads 2 --batch 1 --seq 16 --json "$@" >"$T/plan.json" 2>&1 || { fail "plan $what: $(tail -1 "$T/plan.json")"; return; }
+  local got want=$((4 * (2 * 120 * 256 + 256 * nc)))
+  got=$(grep -o '"name": "gemm_pack", "category": "workspace", "tier": "device", "bytes": [0-9]*' "$T/plan.json" | sed 's/.*: //')
+  [ "$got" = "$want" ] && pass "$what: gemm_pack $got bytes (B's block $nc columns)" || fail "$what: gemm_pack '$got' bytes, want $want"
+}
+pack "gpt2 (C 768), fp32" 768 --preset gpt2
+pack "gpt2 (C 768), bf16" 512 --preset gpt2 --precision bf16
+pack "smollm-135m (C 576), fp32" 576 --preset smollm-135m
+pack "gpt2-tiny (C 128), fp32" 512 --preset gpt2-tiny
+pack "gpt2 at C 1024, fp32" 768 --preset gpt2 --layers 2 --dim 1024 --heads 16
+
 echo "-- other x86 CPUs under qemu-user"
 # OMP_WAIT_POLICY is set so that memwall does not re-execute itself (src/cli/omp_env.c): that exec
 # would run the binary natively, outside qemu; for the same reason variables are set outside qemu,

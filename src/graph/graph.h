@@ -27,7 +27,6 @@
  * the same bits; fewer rows pack the weights more often (a 256-row chunk packed GPT-2's 3072-wide
  * ones four times per 1024 rows), more take more workspace. */
 #define MW_CHUNK_ROWS 1024
-#define MW_GEMM_NC 512       /* columns of B the GEMMs pack at a time (the packing buffer's size) */
 #define MW_NORM_QUANTUM 65536 /* grad-norm partial sums and init streams over fixed blocks */
 #define MW_MAX_EXT 8         /* a model's own persistent buffers (KV cache, position tables) */
 

@@ -450,8 +450,8 @@ static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const 
     cfg = &m->cfg;
     m->nthreads = omp_get_max_threads();
     m->gw.nthreads = m->nthreads;
-    m->gw.floats = mw_gemm_ws_floats(m->nthreads, MW_GEMM_NC);
     m->gw.bf16 = cfg->precision == MW_PRECISION_BF16; /* every product of the model's kernels */
+    m->gw.floats = mw_gemm_ws_floats(m->nthreads, mw_gemm_plan_cols(cfg->n_embd, m->gw.bf16));
     m->pol = calloc((size_t)cfg->n_layer, 1);
     m->building_layer = -1;
     m->pad_q = cfg->inference ? 16 : mw_opt_pad_quantum(cfg->optim);

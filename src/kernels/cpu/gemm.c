@@ -29,6 +29,11 @@ size_t mw_gemm_ws_floats(int nthreads, int nc) {
     return (size_t)nthreads * MC * KC + (size_t)KC * ncr;
 }
 
+int mw_gemm_plan_cols(int n_embd, int bf16) {
+    const int w = (n_embd + 31) / 32 * 32;
+    return bf16 || w < 512 ? 512 : w > 768 ? 768 : w;
+}
+
 /* ---- packing ----------------------------------------------------------------------------------
  * A block (rows i0.., depth p0..p0+kc) becomes panels of MR rows: panel[k * MR + r].
  * B block (depth p0.., columns j0..) becomes panels of NR columns: panel[k * NR + c].

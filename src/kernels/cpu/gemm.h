@@ -23,6 +23,13 @@
  * to NR). Any size from mw_gemm_ws_floats(nthreads, 1) up works; wider blocks pack B less often. */
 size_t mw_gemm_ws_floats(int nthreads, int nc);
 
+/* The nc a model's plan gives mw_gemm_ws_floats, for a model of width n_embd: for fp32 products,
+ * n_embd rounded up to 32 within 512..768 (GPT-2 124M 768, SmolLM-135M 576); for bfloat16 ones
+ * (bf16 1) 512. A weight gradient (dW = X^T dY, A transposed) packs its A once per block of B, so
+ * a block of all n_embd columns packs it once instead of twice (bench/README.md: 0.92-0.95x
+ * OpenBLAS at 512, 0.97-1.09x at 768 on GPT-2's; 1024 measured no better than 768). */
+int mw_gemm_plan_cols(int n_embd, int bf16);
+
 /* 0, or -1 when beta/alpha are outside the rule above or ws is smaller than
  * mw_gemm_ws_floats(nthreads, 1). nthreads 1 runs in the calling thread (for callers that are
  * themselves threads of a parallel region, each with its own ws). */
