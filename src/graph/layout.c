@@ -105,7 +105,8 @@ int mw_layout_in_flight(const mw_config *c, int s) {
 mw_status mw_graph_stage_schedule(mw_model *m) {
     const mw_model_def *a = m->arch;
     const mw_config *c = &m->cfg;
-    const int n = c->n_layer, P = c->pp, s = c->pp_stage, M = c->accum > 0 ? c->accum : 1, V = chunks_of(c);
+    const int n = c->n_layer, P = c->pp, s = c->pp_stage, V = chunks_of(c);
+    const int M = m->walk_mb > 0 ? m->walk_mb : c->accum > 0 ? c->accum : 1; /* a cut walk's (place.c) */
     const int w = P - s - 1 < M ? P - s - 1 : M;
     if (M > 65535) return mw_fail(MW_ERR_ARG, "a pipeline stage plans at most 65535 micro-batches, got %d", M);
     m->nmb = M;
