@@ -864,20 +864,21 @@ static void test_period_cut(void) {
     uint64_t rng = 0xc077ull;
     const long cuts0 = mw_period_cuts(), whole0 = mw_graph_cut_fallbacks();
     int plans = 0, long_plans = 0;
-    for (int trial = 0; trial < 6; trial++) {
+    for (int trial = 0; trial < 10; trial++) {
+        const int vpp = trial >= 6; /* interleaved: periodic over 256 micro-batches (place.c) */
         mw_config c;
         mw_config_default(&c);
-        CHECK_OK(mw_config_preset(&c, PRESETS[trial % 4]));
+        CHECK_OK(mw_config_preset(&c, PRESETS[vpp ? trial % 2 : trial % 4]));
         c.batch = 1, c.seq = 16, c.threads = 1;
         const int P = 2 + (int)mw_rng_below(&rng, 3);
-        c.n_layer = P * (1 + (int)mw_rng_below(&rng, 2));
-        c.pp = P, c.recompute = RECS[mw_rng_below(&rng, 4)];
+        c.n_layer = P * (1 + (int)mw_rng_below(&rng, 2)) * (vpp ? 2 : 1);
+        c.pp = P, c.vpp = vpp ? 2 : 0, c.recompute = RECS[mw_rng_below(&rng, 4)];
         if (c.recompute == MW_RECOMPUTE_EVERY) c.recompute_every = 1 + (int)mw_rng_below(&rng, 2);
         if (mw_rng_below(&rng, 2)) c.dp = 1, c.world = 3, c.zero = (int)mw_rng_below(&rng, 4), c.rank = (int)mw_rng_below(&rng, 3);
         if (c.arch != MW_ARCH_DEEPSEEK && mw_rng_below(&rng, 3) == 0) c.tp = 2, c.sp = 1;
         const mw_model_def *arch = c.arch == MW_ARCH_GPT2 ? &mw_arch_gpt2 : c.arch == MW_ARCH_LLAMA ? &mw_arch_llama : &mw_arch_deepseek;
-        for (int mi = P; mi <= 4 * P + 5; mi++) {
-            c.accum = mi <= 4 * P + 3 ? mi : mi == 4 * P + 4 ? 64 : 257;
+        for (int mi = vpp ? 0 : P; mi <= (vpp ? 3 : 4 * P + 5); mi++) {
+            c.accum = vpp ? (257 + mi * 23) / P * P + P : mi <= 4 * P + 3 ? mi : mi == 4 * P + 4 ? 64 : 257;
             const int s = (int)mw_rng_below(&rng, (uint64_t)P);
             c.pp_stage = s, c.pp_first = s * c.n_layer / P, c.pp_blocks = c.n_layer / P;
             mw_planner a, b;
@@ -890,10 +891,11 @@ static void test_period_cut(void) {
             CHECK_OK(mw_graph_plan_placed(arch, &c, &b, &w0));
             CHECK_OK(mw_plan(&c, &sb));
             mw_graph_set_cut(1);
-            int same = sa.peak == sb.peak && sa.live_peak == sb.live_peak && a.peak == b.peak && w0 == 0;
+            int same = sa.peak == sb.peak && sa.live_peak == sb.live_peak && a.peak == b.peak && w0 == 0 &&
+                       sa.period == (vpp ? P : 1);
             for (int k = 0; k < MW_CAT_COUNT; k++) same &= sa.category[k] == sb.category[k];
             CHECK(same, "%s --pp %d stage %d rec %d zero %d tp %d, %d micro-batches (walked %d): the cut plan's peak %llu "
-                  "(live %llu), the whole walk's %llu (live %llu)", PRESETS[trial % 4], P, s, c.recompute, c.dp ? c.zero : -1,
+                  "(live %llu), the whole walk's %llu (live %llu)", PRESETS[vpp ? trial % 2 : trial % 4], P, s, c.recompute, c.dp ? c.zero : -1,
                   c.tp, c.accum, walked, (unsigned long long)sa.peak, (unsigned long long)sa.live_peak,
                   (unsigned long long)sb.peak, (unsigned long long)sb.live_peak);
             if (walked > 0) { /* every buffer of the whole walk at its counterpart's offset */
@@ -903,16 +905,16 @@ static void test_period_cut(void) {
                     CHECK_OK(mw_planner_add(&x, b.b[i].name, b.b[i].layer, b.b[i].bytes, (mw_category)b.b[i].cat, b.b[i].first, b.b[i].last));
                     x.b[i].tag = b.b[i].tag, x.b[i].mb = b.b[i].mb;
                 }
-                int ok = mw_period_expand(&a, 1, walked, &x, c.accum) && x.peak == b.peak;
+                int ok = mw_period_expand(&a, vpp ? P : 1, walked, &x, c.accum) && x.peak == b.peak;
                 for (int i = 0; ok && i < b.n; i++) ok = x.b[i].offset == b.b[i].offset;
                 CHECK(ok, "%s --pp %d stage %d, %d micro-batches: the cut walk's (%d) offsets are not the whole walk's",
-                      PRESETS[trial % 4], P, s, c.accum, walked);
+                      PRESETS[vpp ? trial % 2 : trial % 4], P, s, c.accum, walked);
                 mw_planner_free(&x);
                 long_plans++;
             } else {
                 int ok = a.n == b.n;
                 for (int i = 0; ok && i < a.n; i++) ok = a.b[i].offset == b.b[i].offset;
-                CHECK(ok, "%s --pp %d stage %d, %d micro-batches, walked whole: offsets differ", PRESETS[trial % 4], P, s, c.accum);
+                CHECK(ok, "%s --pp %d stage %d, %d micro-batches, walked whole: offsets differ", PRESETS[vpp ? trial % 2 : trial % 4], P, s, c.accum);
             }
             mw_planner_free(&a), mw_planner_free(&b);
             plans++;
@@ -920,7 +922,7 @@ static void test_period_cut(void) {
     }
     const long cuts = mw_period_cuts() - cuts0, whole = mw_graph_cut_fallbacks() - whole0;
     printf("  period cut: %d of %d stage plans walked cut, %ld refused\n", long_plans, plans, whole);
-    CHECK(long_plans >= 2 * 6 && whole == 0, "%d of %d plans cut (%ld cut walks accepted), %ld refused", long_plans, plans,
+    CHECK(long_plans >= 2 * 6 + 4 && whole == 0, "%d of %d plans cut (%ld cut walks accepted), %ld refused", long_plans, plans,
           cuts, whole);
 }
 

@@ -328,9 +328,9 @@ int layout_report(const opts *o, int cmd_plan) {
             for (int k = 0; k < MW_CAT_COUNT; k++)
                 printf("%s\"%s\": %llu", k ? ", " : "", mw_category_name(k), (unsigned long long)x->p.category[k]);
             printf("}, \"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"flat_floats\": %llu, "
-                   "\"expert_floats\": %llu, \"fits\": %s}",
+                   "\"expert_floats\": %llu, \"placement_period\": %d, \"fits\": %s}",
                    (unsigned long long)x->p.peak, (unsigned long long)x->p.live_peak,
-                   (unsigned long long)x->p.flat_floats, (unsigned long long)x->p.expert_floats,
+                   (unsigned long long)x->p.flat_floats, (unsigned long long)x->p.expert_floats, x->p.period,
                    x->p.fits ? "true" : "false");
         }
         printf("], \"fits\": %s}\n", fits ? "true" : "false");
@@ -343,6 +343,10 @@ int layout_report(const opts *o, int cmd_plan) {
         if (c->dp) printf(", --zero %d inside each data-parallel group of %d", c->zero, D);
         printf("; %d micro-batch%s per step%s\n", M, M == 1 ? "" : "es",
                P > 1 ? (c->vpp > 1 ? " under interleaved 1F1B" : " under 1F1B") : "");
+        if (P > 1 && c->vpp > 1 && ncl > 0 && cl[0].p.period > 1) /* src/graph/place.c's stage_unit */
+            printf("  placed periodically, every %d micro-batches (over 256 interleaved ones: a plan's time independent of\n"
+                   "    their number; best fit measured up to 27%% less for a stage, 2-8%% for the heaviest; docs/cluster.md)\n",
+                   cl[0].p.period);
         if (c->ep > 1)
             printf("  --ep %d: each rank holds %d of the %d routed experts of every MoE block (expert-parallel rank =\n"
                    "    data-parallel rank mod %d); the router, shared experts, attention and dense blocks on every rank;\n"

@@ -141,7 +141,9 @@ mw_status mw_graph_stage_schedule(mw_model *m) {
             stage_backward(m, j, 0);
         }
     } else { /* interleaved: warm-up forwards, then one forward and one backward, then the rest */
-        const int K = M * V, warm = mw_layout_in_flight(c, s) - 1;
+        mw_config cw = *c; /* in flight as the walked micro-batches run (a cut walk's, place.c) */
+        cw.accum = M;
+        const int K = M * V, warm = mw_layout_in_flight(&cw, s) - 1;
         for (int k = 0; k < warm; k++) stage_forward(m, vmb(k, P, V), k / P % V);
         for (int k = warm; k < K; k++) {
             stage_forward(m, vmb(k, P, V), k / P % V);

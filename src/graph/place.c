@@ -99,13 +99,28 @@ int mw_graph_set_cut(int on) {
 
 long mw_graph_cut_fallbacks(void) { return cut_whole; }
 
-/* The micro-batches a 1F1B stage's summary plan walks first (mw_period_cut then says how many it
- * needs): about five times those in flight see the warm-up, the cool-down and the margins; 0 when
- * the plan walks them all: not a 1F1B stage, few micro-batches, or a summary that counts every op
- * (the disk tier's visits and reads, --offload auto's predictions). */
+/* A pipeline stage's placement repeats every unit micro-batches (mw_planner.unit; 0: plain best
+ * fit). 1F1B's steady state: every micro-batch (its periodic placement measured at the best fit's
+ * peak on all but 2 of 216 small layouts, +0.1% there). The interleaved schedule's: every P, from
+ * MW_VPP_PERIODIC micro-batches; below, best fit, because a periodic placement of it measured 0 to
+ * 8% over best fit's peak (gpt3-175b --pp 16 --vpp 2, llama2-70b --pp 8 --vpp 5; docs/cluster.md
+ * "Speed"), while best fit's cost grows with M (1.4 s at 512). */
+#define MW_VPP_PERIODIC 256
+static int stage_unit(const mw_config *c) {
+    if (c->pp <= 1) return 0;
+    if (c->vpp <= 1) return 1;
+    return c->accum > MW_VPP_PERIODIC ? c->pp : 0;
+}
+
+/* The micro-batches a stage's summary plan walks first (mw_period_cut then says how many it needs):
+ * a few times those in flight see the warm-up, the cool-down and the margins; 0 when the plan walks
+ * them all: no periodic placement, few micro-batches, or a summary that counts every op (the disk
+ * tier's visits and reads, --offload auto's predictions). */
 static int cut_first(const mw_config *c) {
-    if (!cut_on || c->pp <= 1 || c->vpp > 1 || c->inference || c->offload != MW_OFFLOAD_NONE) return 0;
-    const int n = cut_on == 2 ? c->pp - c->pp_stage + 1 : 3 * (c->pp - c->pp_stage) + 8;
+    const int u = stage_unit(c);
+    if (!cut_on || !u || c->inference || c->offload != MW_OFFLOAD_NONE) return 0;
+    const int w = c->vpp > 1 ? (mw_layout_in_flight(c, c->pp_stage) + c->vpp - 1) / c->vpp : c->pp - c->pp_stage;
+    const int n = ((cut_on == 2 ? w + 1 : 3 * w + 8) + u - 1) / u * u; /* a multiple of the unit */
     return c->accum > n ? n : 0;
 }
 
@@ -121,27 +136,24 @@ static mw_status reschedule(mw_model *m, int nmb) {
 
 /* The walk into pl (unplaced). A stage whose skeleton scheduled a cut (m->walk_mb) walks cut
  * schedules until mw_period_cut takes one as the whole schedule's fold, or all M micro-batches: too
- * few to take a period out, or refused (the fold's conditions, or four walks without agreement:
+ * few to take a period out, or refused (the fold's conditions, or 20 walks without agreement:
  * counted, mw_graph_cut_fallbacks). */
 static mw_status walk_plan(mw_model *m, mw_planner *pl) {
-    const int M = m->cfg.accum;
+    const int M = m->cfg.accum, u = stage_unit(&m->cfg);
     for (int tries = 0; m->walk_mb > 0; tries++) {
         mw_planner_init(pl, m->nops);
-        pl->unit = 1;
+        pl->unit = u;
         mw_status st = mw_graph_walk(m, pl, NULL, NULL);
         int want = 0;
-        if (st == MW_OK && mw_period_cut(pl, 1, m->walk_mb, M, &want)) return MW_OK;
+        if (st == MW_OK && mw_period_cut(pl, u, m->walk_mb, M, &want)) return MW_OK;
         mw_planner_free(pl);
         if (st != MW_OK) return st;
-        if (tries == 3 || want < 0) cut_whole++; /* refused: the fold's conditions, or no agreement */
-        if (tries == 3 || want <= 0 || want >= M) want = 0;
+        if (tries == 19 || want < 0) cut_whole++; /* refused: the fold's conditions, or no agreement */
+        if (tries == 19 || want <= 0 || want >= M || want % u) want = 0;
         MW_TRY(reschedule(m, want));
     }
     mw_planner_init(pl, m->nops);
-    /* a 1F1B pipeline stage: its steady state placed once for every period (src/memory/period.h).
-     * Not the interleaved schedule (its period is P micro-batches): a periodic placement of it
-     * measured up to 27% over the best fit's peak (gpt3-175b --pp 16 --vpp 2), which plans it */
-    if (m->cfg.pp > 1 && m->cfg.vpp <= 1) pl->unit = 1;
+    pl->unit = u; /* a pipeline stage: its steady state placed once for every period (src/memory/period.h) */
     return mw_graph_walk(m, pl, NULL, NULL);
 }
 
@@ -159,6 +171,7 @@ static mw_status plan_model_like(mw_model *m, mw_planner *pl, mw_plan_summary *s
         return st;
     }
     memset(s, 0, sizeof *s);
+    s->period = pl->unit;
     uint64_t *live = calloc((size_t)m->nops * MW_CAT_COUNT, sizeof(uint64_t));
     if (!live) {
         mw_planner_free(pl);
