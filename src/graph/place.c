@@ -112,16 +112,28 @@ static int stage_unit(const mw_config *c) {
     return c->accum > MW_VPP_PERIODIC ? c->pp : 0;
 }
 
+/* The last cut a summary plan settled on (this thread's): the next plan of the same stage, its other
+ * ZeRO ranks', walks that many first. */
+static _Thread_local struct {
+    mw_config key; /* rank 0 */
+    int walked;
+} cut_last;
+
 /* The micro-batches a stage's summary plan walks first (mw_period_cut then says how many it needs):
- * a few times those in flight see the warm-up, the cool-down and the margins; 0 when the plan walks
- * them all: no periodic placement, few micro-batches, or a summary that counts every op (the disk
- * tier's visits and reads, --offload auto's predictions). */
-static int cut_first(const mw_config *c) {
+ * the last plan's cut for the same stage, else a few times those in flight, which see the warm-up,
+ * the cool-down and the margins; 0 when the plan walks them all: no periodic placement, too few
+ * micro-batches to take a period out (about 5 times those in flight stay), or a summary that counts
+ * every op (the disk tier's visits and reads, --offload auto's predictions). */
+static int cut_first(const mw_model *m) {
+    const mw_config *c = &m->cfg;
     const int u = stage_unit(c);
-    if (!cut_on || !u || c->inference || c->offload != MW_OFFLOAD_NONE) return 0;
+    if (!cut_on || !u || c->inference || c->offload != MW_OFFLOAD_NONE || m->offload != MW_OFFLOAD_NONE) return 0;
+    mw_config key = m->gcfg;
+    key.rank = 0;
+    if (cut_on == 1 && cut_last.walked && memcmp(&key, &cut_last.key, sizeof key) == 0) return cut_last.walked;
     const int w = c->vpp > 1 ? (mw_layout_in_flight(c, c->pp_stage) + c->vpp - 1) / c->vpp : c->pp - c->pp_stage;
     const int n = ((cut_on == 2 ? w + 1 : 3 * w + 8) + u - 1) / u * u; /* a multiple of the unit */
-    return c->accum > n ? n : 0;
+    return c->accum > (cut_on == 2 ? n : 6 * w + 16) ? n : 0;
 }
 
 /* m's schedule again, of nmb micro-batches (0: cfg.accum), and what skeleton derives from it. */
@@ -145,7 +157,10 @@ static mw_status walk_plan(mw_model *m, mw_planner *pl) {
         pl->unit = u;
         mw_status st = mw_graph_walk(m, pl, NULL, NULL);
         int want = 0;
-        if (st == MW_OK && mw_period_cut(pl, u, m->walk_mb, M, &want)) return MW_OK;
+        if (st == MW_OK && mw_period_cut(pl, u, m->walk_mb, M, &want)) {
+            cut_last.key = m->gcfg, cut_last.key.rank = 0, cut_last.walked = m->walk_mb;
+            return MW_OK;
+        }
         mw_planner_free(pl);
         if (st != MW_OK) return st;
         if (tries == 19 || want < 0) cut_whole++; /* refused: the fold's conditions, or no agreement */
@@ -531,7 +546,7 @@ static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const 
     if (s == MW_OK) s = mw_graph_act_resolve(m); /* --act-offload auto, under that placement */
     if (s == MW_OK) s = mw_graph_build_segments(m);
     if (s == MW_OK) s = mw_graph_resolve_policy(m);
-    if (cut && m->offload == MW_OFFLOAD_NONE) m->walk_mb = cut_first(&m->cfg);
+    if (cut) m->walk_mb = cut_first(m);
     if (s == MW_OK) s = mw_graph_build_schedule(m);
     /* a layout that only plans (not a pipeline's or --tp's that runs) has no transfers to read off */
     if (s == MW_OK && (!mw_config_layout(cfg) || mw_graph_layout_runs(cfg))) s = mw_graph_build_transfers(m);
