@@ -466,6 +466,9 @@ typedef struct mw_plan_summary {
     char act_pin[MW_ACT_LAYERS_MAX];
     char act_choice[240];
     double pred_act_recompute_s, pred_act_compress_s, pred_act_swap_s, pred_act_s;
+    /* a pipeline stage's placement repeats every this many micro-batches (1: 1F1B; --pp under
+     * --vpp above 256 micro-batches; docs/cluster.md "Speed"); 0: best fit of every buffer */
+    int period;
 } mw_plan_summary;
 
 /* Plans the training step of cfg under its recomputation policy: every buffer with its category

@@ -416,5 +416,21 @@ refuse "--search --top 0" "--top must be > 0" -- "$MW" estimate "${S[@]}" --devi
 refuse "--tflops without --search" "is for estimate --search" -- "$MW" estimate --preset gpt2-tiny --tflops 5
 refuse "--search with --tp" "--search chooses the layout" -- "$MW" estimate "${S[@]}" --device-mem 2GiB --tp 2
 
+# --gpu / --device-mem with a layout (issue 32 item 3): every rank's plan against the device less its
+# fixed costs (the search's count: 3 communicators here), printed beside them; exit 2 when the
+# heaviest rank is over what is left
+Ld=(--preset gpt2-tiny --batch 2 --seq 64 --tp 2 --pp 2 --dp 2 --zero 1 --microbatches 4)
+"$MW" estimate "${Ld[@]}" --device-mem 2GiB --json >"$T/dev.json" || fail "layout --device-mem 2GiB exit $?"
+"$MW" estimate "${Ld[@]}" --device-mem 1110MiB --json >"$T/dev2.json"; rc=$?
+"$MW" estimate "${Ld[@]}" --device-mem 1110MiB >"$T/dev2.txt"; rct=$?
+py "$T/dev.json" "$T/dev2.json" $rc $rct <<'EOF' && grep -q "left for plan .*DOES NOT FIT" "$T/dev2.txt" && pass "a layout under --device-mem: its heaviest rank against the device's memory less the fixed costs (exit 2 when over)" || fail "a layout under --device-mem (exit $rc, $rct)"
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+peak = max(x["peak_bytes"] for x in a["ranks"])
+ok = a["fits"] and a["device"]["usable_bytes"] >= peak and a["device"]["plan_fits"] and a["device"]["nccl_buffer_bytes"] == 3 * 16 * 2 * 4 << 20
+ok = ok and not b["fits"] and b["device"]["usable_bytes"] < peak and not b["device"]["plan_fits"] and sys.argv[3] == "2" and sys.argv[4] == "2"
+sys.exit(not ok)
+EOF
+
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "all layout checks passed"

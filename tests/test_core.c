@@ -8,6 +8,7 @@
 
 #include "../src/core/arena.h"
 #include "../src/core/rng.h"
+#include "../src/graph/graph.h"
 #include "../src/memory/period.h"
 #include "../src/memory/planner.h"
 #include "check.h"
@@ -834,22 +835,97 @@ static void test_period_fold(void) {
         }
     const long folds = mw_period_folds() - folds0;
     CHECK(folds >= plans / 3, "only %ld of %d stage plans were folded", folds, plans);
-    /* a stage that runs: its arena is the folded plan's peak */
+    /* a stage that runs: its arena (every micro-batch walked, folded) is the plan's peak (cut) */
     mw_config u;
     mw_config_default(&u);
     CHECK_OK(mw_config_preset(&u, "llama-tiny"));
     u.pp = 2, u.pp_stage = 0, u.pp_first = 0, u.pp_blocks = 2, u.accum = 40;
     mw_plan_summary up;
-    const long f0 = mw_period_folds();
+    const long f0 = mw_period_folds(), c0 = mw_period_cuts();
     CHECK_OK(mw_plan(&u, &up));
     mw_model *um = NULL;
     CHECK_OK(mw_model_create(&um, &u));
     uint64_t ucat[MW_CAT_COUNT], upeak = 0;
     if (um) mw_model_memory(um, ucat, &upeak);
-    CHECK(um != NULL && upeak == up.peak && mw_period_folds() - f0 == 2,
-          "a pipeline stage of 40 micro-batches: arena %llu, plan %llu, %ld folds (want 2)", (unsigned long long)upeak,
-          (unsigned long long)up.peak, mw_period_folds() - f0);
+    CHECK(um != NULL && upeak == up.peak && mw_period_folds() - f0 == 1 && mw_period_cuts() - c0 == 1,
+          "a pipeline stage of 40 micro-batches: arena %llu, plan %llu, %ld folds and %ld cuts (want 1, 1)",
+          (unsigned long long)upeak, (unsigned long long)up.peak, mw_period_folds() - f0, mw_period_cuts() - c0);
     mw_model_destroy(um);
+}
+
+/* A 1F1B stage's summary plan walks a cut schedule (src/memory/period.h, mw_period_cut): on random
+ * small layouts (families, stages, recomputation, ZeRO ranks, --tp with --sp) at M = P .. 4P + 3,
+ * 64 and 257 micro-batches, the cut plan must be the whole walk's: the same peak and categories, and
+ * every buffer of the whole walk at the offset its counterpart in the cut has (mw_period_expand);
+ * half the layouts cut from the fewest micro-batches (mw_graph_set_cut(2)), so that short plans cut
+ * too; none may be refused. */
+static void test_period_cut(void) {
+    extern const mw_model_def mw_arch_gpt2, mw_arch_llama, mw_arch_deepseek;
+    static const char *PRESETS[] = {"gpt2-tiny", "llama-tiny", "moe-tiny", "mla-tiny"};
+    static const int RECS[] = {MW_RECOMPUTE_NONE, MW_RECOMPUTE_SELECTIVE, MW_RECOMPUTE_FULL, MW_RECOMPUTE_EVERY};
+    uint64_t rng = 0xc077ull;
+    const long cuts0 = mw_period_cuts(), whole0 = mw_graph_cut_fallbacks();
+    int plans = 0, long_plans = 0;
+    for (int trial = 0; trial < 10; trial++) {
+        const int vpp = trial >= 6; /* interleaved: periodic over 256 micro-batches (place.c) */
+        mw_config c;
+        mw_config_default(&c);
+        CHECK_OK(mw_config_preset(&c, PRESETS[vpp ? trial % 2 : trial % 4]));
+        c.batch = 1, c.seq = 16, c.threads = 1;
+        const int P = 2 + (int)mw_rng_below(&rng, 3);
+        c.n_layer = P * (1 + (int)mw_rng_below(&rng, 2)) * (vpp ? 2 : 1);
+        c.pp = P, c.vpp = vpp ? 2 : 0, c.recompute = RECS[mw_rng_below(&rng, 4)];
+        if (c.recompute == MW_RECOMPUTE_EVERY) c.recompute_every = 1 + (int)mw_rng_below(&rng, 2);
+        if (mw_rng_below(&rng, 2)) c.dp = 1, c.world = 3, c.zero = (int)mw_rng_below(&rng, 4), c.rank = (int)mw_rng_below(&rng, 3);
+        if (c.arch != MW_ARCH_DEEPSEEK && mw_rng_below(&rng, 3) == 0) c.tp = 2, c.sp = 1;
+        const mw_model_def *arch = c.arch == MW_ARCH_GPT2 ? &mw_arch_gpt2 : c.arch == MW_ARCH_LLAMA ? &mw_arch_llama : &mw_arch_deepseek;
+        for (int mi = vpp ? 0 : P; mi <= (vpp ? 3 : 4 * P + 5); mi++) {
+            c.accum = vpp ? (257 + mi * 23) / P * P + P : mi <= 4 * P + 3 ? mi : mi == 4 * P + 4 ? 64 : 257;
+            const int s = (int)mw_rng_below(&rng, (uint64_t)P);
+            c.pp_stage = s, c.pp_first = s * c.n_layer / P, c.pp_blocks = c.n_layer / P;
+            mw_planner a, b;
+            mw_plan_summary sa, sb;
+            int walked = 0, w0 = 0;
+            mw_graph_set_cut(trial % 2 ? 2 : 1);
+            CHECK_OK(mw_graph_plan_placed(arch, &c, &a, &walked));
+            CHECK_OK(mw_plan(&c, &sa));
+            mw_graph_set_cut(0);
+            CHECK_OK(mw_graph_plan_placed(arch, &c, &b, &w0));
+            CHECK_OK(mw_plan(&c, &sb));
+            mw_graph_set_cut(1);
+            int same = sa.peak == sb.peak && sa.live_peak == sb.live_peak && a.peak == b.peak && w0 == 0 &&
+                       sa.period == (vpp ? P : 1);
+            for (int k = 0; k < MW_CAT_COUNT; k++) same &= sa.category[k] == sb.category[k];
+            CHECK(same, "%s --pp %d stage %d rec %d zero %d tp %d, %d micro-batches (walked %d): the cut plan's peak %llu "
+                  "(live %llu), the whole walk's %llu (live %llu)", PRESETS[vpp ? trial % 2 : trial % 4], P, s, c.recompute, c.dp ? c.zero : -1,
+                  c.tp, c.accum, walked, (unsigned long long)sa.peak, (unsigned long long)sa.live_peak,
+                  (unsigned long long)sb.peak, (unsigned long long)sb.live_peak);
+            if (walked > 0) { /* every buffer of the whole walk at its counterpart's offset */
+                mw_planner x;
+                mw_planner_init(&x, b.nops);
+                for (int i = 0; i < b.n; i++) {
+                    CHECK_OK(mw_planner_add(&x, b.b[i].name, b.b[i].layer, b.b[i].bytes, (mw_category)b.b[i].cat, b.b[i].first, b.b[i].last));
+                    x.b[i].tag = b.b[i].tag, x.b[i].mb = b.b[i].mb;
+                }
+                int ok = mw_period_expand(&a, vpp ? P : 1, walked, &x, c.accum) && x.peak == b.peak;
+                for (int i = 0; ok && i < b.n; i++) ok = x.b[i].offset == b.b[i].offset;
+                CHECK(ok, "%s --pp %d stage %d, %d micro-batches: the cut walk's (%d) offsets are not the whole walk's",
+                      PRESETS[vpp ? trial % 2 : trial % 4], P, s, c.accum, walked);
+                mw_planner_free(&x);
+                long_plans++;
+            } else {
+                int ok = a.n == b.n;
+                for (int i = 0; ok && i < a.n; i++) ok = a.b[i].offset == b.b[i].offset;
+                CHECK(ok, "%s --pp %d stage %d, %d micro-batches, walked whole: offsets differ", PRESETS[vpp ? trial % 2 : trial % 4], P, s, c.accum);
+            }
+            mw_planner_free(&a), mw_planner_free(&b);
+            plans++;
+        }
+    }
+    const long cuts = mw_period_cuts() - cuts0, whole = mw_graph_cut_fallbacks() - whole0;
+    printf("  period cut: %d of %d stage plans walked cut, %ld refused\n", long_plans, plans, whole);
+    CHECK(long_plans >= 2 * 6 + 4 && whole == 0, "%d of %d plans cut (%ld cut walks accepted), %ld refused", long_plans, plans,
+          cuts, whole);
 }
 
 /* mw_planner_place_like against placing: random plans with whole-step buffers whose sizes change
@@ -953,6 +1029,7 @@ int main(void) {
     test_layout_refused();
     test_layout_ep();
     test_period_fold();
+    test_period_cut();
     test_plan_like();
     test_place_like_random();
     char cmd[600];

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "../core/arena.h"
+#include "../cluster/gpu.h"
+#include "../cluster/print.h"
 #include "../core/status.h"
 #include "../dist/comm_mpi.h"
 #include "cli.h"
@@ -232,7 +234,17 @@ int layout_report(const opts *o, int cmd_plan) {
     const mw_config *c = &o->cfg;
     const int T = c->tp, P = c->pp, D = c->world, M = c->accum;
     if (o->timeline && (!cmd_plan || P < 2)) die(1, "--timeline with a parallel layout draws a pipeline's schedule (plan --pp P): drawing a rank's memory is not built yet");
-    if (o->gpu || o->device_mem) die(1, "--gpu/--device-mem with a parallel layout: not built yet (give --budget per rank)");
+    const mw_gpu *gpu = NULL;
+    mw_gpu_fixed fx;
+    uint64_t dev = 0;
+    if (o->gpu || o->device_mem) { /* the device less its fixed costs, as the search counts them: every rank's plan fits it */
+        if (o->gpu && !(gpu = mw_gpu_find(o->gpu))) die(1, "--gpu: %s", mw_last_error());
+        dev = o->device_mem ? o->device_mem : gpu->mem_smi_bytes ? gpu->mem_smi_bytes : gpu->mem_stated_bytes;
+        const mw_gpu_fixed_opts fo = {.nccl_channels = 16, .nccl_peers = 2,
+                                      .nccl_comms = (T > 1) + (P > 1) + (D > 1) + (c->ep > 1) + (c->ep > 1 && D / c->ep > 1),
+                                      .frag_fraction = -1};
+        if (mw_gpu_fixed_costs(dev, &fo, &fx) != MW_OK) die(1, "%s", mw_last_error());
+    }
     rank_class *cl = calloc((size_t)P * 4 + 1, sizeof *cl);
     if (!cl) die(1, "out of memory");
     int ncl = 0;
@@ -285,9 +297,12 @@ int layout_report(const opts *o, int cmd_plan) {
     }
     if (o->timeline) layout_pipeline_svg(c, stage_blocks, o->timeline, o->json);
     int fits = 1;
+    uint64_t peak_max = 0;
     for (int q = 0; q < ncl; q++) {
         qsort(cl[q].ranks, (size_t)cl[q].nranks, sizeof(int), cmp_int);
+        if (dev && cl[q].p.peak > fx.usable) cl[q].p.fits = 0; /* over what the device leaves */
         fits &= cl[q].p.fits;
+        if (cl[q].p.peak > peak_max) peak_max = cl[q].p.peak;
     }
     /* per layer: the walk's against Korthikanti et al.'s (GPT blocks, 16-bit values) */
     const uint64_t mine = layer_acts(c);
@@ -325,12 +340,15 @@ int layout_report(const opts *o, int cmd_plan) {
             for (int k = 0; k < MW_CAT_COUNT; k++)
                 printf("%s\"%s\": %llu", k ? ", " : "", mw_category_name(k), (unsigned long long)x->p.category[k]);
             printf("}, \"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"flat_floats\": %llu, "
-                   "\"expert_floats\": %llu, \"fits\": %s}",
+                   "\"expert_floats\": %llu, \"placement_period\": %d, \"fits\": %s}",
                    (unsigned long long)x->p.peak, (unsigned long long)x->p.live_peak,
-                   (unsigned long long)x->p.flat_floats, (unsigned long long)x->p.expert_floats,
+                   (unsigned long long)x->p.flat_floats, (unsigned long long)x->p.expert_floats, x->p.period,
                    x->p.fits ? "true" : "false");
         }
-        printf("], \"fits\": %s}\n", fits ? "true" : "false");
+        printf("], \"device\": ");
+        if (dev) mw_print_fixed_costs_json(stdout, gpu, dev, &fx, peak_max);
+        else printf("null");
+        printf(", \"fits\": %s}\n", fits ? "true" : "false");
     } else {
         char b1[32], b2[32];
         printf("%s: a parallel layout, planned per rank (%s)\n", cmd_plan ? "plan" : "estimate",
@@ -340,6 +358,10 @@ int layout_report(const opts *o, int cmd_plan) {
         if (c->dp) printf(", --zero %d inside each data-parallel group of %d", c->zero, D);
         printf("; %d micro-batch%s per step%s\n", M, M == 1 ? "" : "es",
                P > 1 ? (c->vpp > 1 ? " under interleaved 1F1B" : " under 1F1B") : "");
+        if (P > 1 && c->vpp > 1 && ncl > 0 && cl[0].p.period > 1) /* src/graph/place.c's stage_unit */
+            printf("  placed periodically, every %d micro-batches (over 256 interleaved ones: a plan's time independent of\n"
+                   "    their number; best fit measured up to 27%% less for a stage, 2-8%% for the heaviest; docs/cluster.md)\n",
+                   cl[0].p.period);
         if (c->ep > 1)
             printf("  --ep %d: each rank holds %d of the %d routed experts of every MoE block (expert-parallel rank =\n"
                    "    data-parallel rank mod %d); the router, shared experts, attention and dense blocks on every rank;\n"
@@ -382,6 +404,7 @@ int layout_report(const opts *o, int cmd_plan) {
                    c->budget ? (x->p.fits ? "  fits --budget " : "  does NOT fit --budget ") : "",
                    c->budget ? mw_fmt_bytes(c->budget, b2, sizeof b2) : "");
         }
+        if (dev) mw_print_fixed_costs(stdout, gpu, dev, &fx, peak_max); /* against the heaviest rank */
         printf("\n  activations per block on a rank (the walk: two blocks' plan less one's) %s\n",
                mw_fmt_bytes(mine, b1, sizeof b1));
         if (korth >= 0)

@@ -158,6 +158,8 @@ struct mw_model {
     int add_skipped;         /* the last mw_graph_add_tensor_split was another pipeline stage's tensor */
     int building_mb, building_bwd; /* the micro-batch and phase of the ops pushed next (mw_op) */
     int nmb;                 /* micro-batches with values of their own in the schedule (1; a stage's M) */
+    int walk_mb;             /* a 1F1B stage's plan (place.c): the micro-batches its schedule walks when
+                                fewer than cfg.accum (src/memory/period.h's cut); 0: all */
     mw_kind pkind[7];        /* a pipeline stage's sends and receives (src/graph/layout.c), kinds
                                 arch->nkinds .. + 6 (MW_PK_*) */
     size_t pad_q;            /* a padded tensor ends on a multiple of this many floats: 16 (64 bytes),
@@ -348,6 +350,18 @@ mw_status mw_graph_plan_like(const mw_model_def *arch, const mw_config *cfg, mw_
 mw_status mw_graph_plan_predicted(const mw_model_def *arch, const mw_config *cfg, mw_plan_summary *out);
 mw_status mw_graph_plan_buffers(const mw_model_def *arch, const mw_config *cfg, mw_plan_buffer **out, int *n);
 mw_status mw_graph_plan_timeline(const mw_model_def *arch, const mw_config *cfg, mw_plan_op **ops, int *nops);
+/* A 1F1B stage's summary plan (mw_plan, mw_plan_like) walks a cut schedule where mw_period_cut
+ * takes it as the whole one's fold (src/memory/period.h); mw_plan_buffers, mw_plan_timeline,
+ * mw_plan_predict and mw_model_create walk every micro-batch. Tests: 0 walks every micro-batch
+ * everywhere, 2 cuts from a first walk of the fewest micro-batches (more layouts cut, and more walks
+ * asked again); returns the previous setting (not thread-safe). */
+int mw_graph_set_cut(int on);
+/* Tests: how many cut walks were refused and the plan walked every micro-batch instead. */
+long mw_graph_cut_fallbacks(void);
+/* Tests: mw_plan's placed planner (the caller frees it: mw_planner_free), and the micro-batches its
+ * walk had (0: all, cfg->accum). */
+struct mw_planner;
+mw_status mw_graph_plan_placed(const mw_model_def *arch, const mw_config *cfg, struct mw_planner *pl, int *walked);
 mw_status mw_graph_config_tensor(const mw_model_def *arch, const mw_config *cfg, int i, char *name, size_t name_len,
                                  int *ndim, int dims[2]);
 

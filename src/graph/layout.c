@@ -105,7 +105,8 @@ int mw_layout_in_flight(const mw_config *c, int s) {
 mw_status mw_graph_stage_schedule(mw_model *m) {
     const mw_model_def *a = m->arch;
     const mw_config *c = &m->cfg;
-    const int n = c->n_layer, P = c->pp, s = c->pp_stage, M = c->accum > 0 ? c->accum : 1, V = chunks_of(c);
+    const int n = c->n_layer, P = c->pp, s = c->pp_stage, V = chunks_of(c);
+    const int M = m->walk_mb > 0 ? m->walk_mb : c->accum > 0 ? c->accum : 1; /* a cut walk's (place.c) */
     const int w = P - s - 1 < M ? P - s - 1 : M;
     if (M > 65535) return mw_fail(MW_ERR_ARG, "a pipeline stage plans at most 65535 micro-batches, got %d", M);
     m->nmb = M;
@@ -140,7 +141,9 @@ mw_status mw_graph_stage_schedule(mw_model *m) {
             stage_backward(m, j, 0);
         }
     } else { /* interleaved: warm-up forwards, then one forward and one backward, then the rest */
-        const int K = M * V, warm = mw_layout_in_flight(c, s) - 1;
+        mw_config cw = *c; /* in flight as the walked micro-batches run (a cut walk's, place.c) */
+        cw.accum = M;
+        const int K = M * V, warm = mw_layout_in_flight(&cw, s) - 1;
         for (int k = 0; k < warm; k++) stage_forward(m, vmb(k, P, V), k / P % V);
         for (int k = warm; k < K; k++) {
             stage_forward(m, vmb(k, P, V), k / P % V);

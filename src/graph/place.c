@@ -13,13 +13,14 @@
 #include "../core/rng.h"
 #include "../core/status.h"
 #include "../dist/tp.h"
+#include "../memory/period.h"
 #include "../memory/scratch.h"
 #include "actstore.h"
 #include "budget.h"
 #include "graph_impl.h"
 #include "model.h"
 
-static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const mw_config *cfg);
+static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const mw_config *cfg, int cut);
 
 void mw_graph_add_tensor(mw_model *m, const char *name, int r, int c, int decay, int pad) {
     mw_graph_add_tensor_split(m, name, r, c, decay, pad, MW_TS_WHOLE, MW_AT_AUTO);
@@ -85,24 +86,107 @@ static mw_status build_optim(mw_model *m) {
 
 static mw_status plan_model_like(mw_model *m, mw_planner *pl, mw_plan_summary *s, const mw_planner *like);
 
+/* ---- a 1F1B stage's cut walk (src/memory/period.h, mw_period_cut) ------------------------------ */
+
+static int cut_on = 1;
+static long cut_whole;
+
+int mw_graph_set_cut(int on) {
+    const int was = cut_on;
+    cut_on = on;
+    return was;
+}
+
+long mw_graph_cut_fallbacks(void) { return cut_whole; }
+
+/* A pipeline stage's placement repeats every unit micro-batches (mw_planner.unit; 0: plain best
+ * fit). 1F1B's steady state: every micro-batch (its periodic placement measured at the best fit's
+ * peak on all but 2 of 216 small layouts, +0.1% there). The interleaved schedule's: every P, from
+ * MW_VPP_PERIODIC micro-batches; below, best fit, because a periodic placement of it measured 0 to
+ * 8% over best fit's peak (gpt3-175b --pp 16 --vpp 2, llama2-70b --pp 8 --vpp 5; docs/cluster.md
+ * "Speed"), while best fit's cost grows with M (1.4 s at 512). */
+#define MW_VPP_PERIODIC 256
+static int stage_unit(const mw_config *c) {
+    if (c->pp <= 1) return 0;
+    if (c->vpp <= 1) return 1;
+    return c->accum > MW_VPP_PERIODIC ? c->pp : 0;
+}
+
+/* The last cut a summary plan settled on (this thread's): the next plan of the same stage, its other
+ * ZeRO ranks', walks that many first. */
+static _Thread_local struct {
+    mw_config key; /* rank 0 */
+    int walked;
+} cut_last;
+
+/* The micro-batches a stage's summary plan walks first (mw_period_cut then says how many it needs):
+ * the last plan's cut for the same stage, else a few times those in flight, which see the warm-up,
+ * the cool-down and the margins; 0 when the plan walks them all: no periodic placement, too few
+ * micro-batches to take a period out (about 5 times those in flight stay), or a summary that counts
+ * every op (the disk tier's visits and reads, --offload auto's predictions). */
+static int cut_first(const mw_model *m) {
+    const mw_config *c = &m->cfg;
+    const int u = stage_unit(c);
+    if (!cut_on || !u || c->inference || c->offload != MW_OFFLOAD_NONE || m->offload != MW_OFFLOAD_NONE) return 0;
+    mw_config key = m->gcfg;
+    key.rank = 0;
+    if (cut_on == 1 && cut_last.walked && memcmp(&key, &cut_last.key, sizeof key) == 0) return cut_last.walked;
+    const int w = c->vpp > 1 ? (mw_layout_in_flight(c, c->pp_stage) + c->vpp - 1) / c->vpp : c->pp - c->pp_stage;
+    const int n = ((cut_on == 2 ? w + 1 : 3 * w + 8) + u - 1) / u * u; /* a multiple of the unit */
+    return c->accum > (cut_on == 2 ? n : 6 * w + 16) ? n : 0;
+}
+
+/* m's schedule again, of nmb micro-batches (0: cfg.accum), and what skeleton derives from it. */
+static mw_status reschedule(mw_model *m, int nmb) {
+    free(m->ops);
+    m->ops = NULL;
+    m->walk_mb = nmb;
+    MW_TRY(mw_graph_build_schedule(m));
+    if (!mw_config_layout(&m->cfg) || mw_graph_layout_runs(&m->cfg)) MW_TRY(mw_graph_build_transfers(m));
+    return MW_OK;
+}
+
+/* The walk into pl (unplaced). A stage whose skeleton scheduled a cut (m->walk_mb) walks cut
+ * schedules until mw_period_cut takes one as the whole schedule's fold, or all M micro-batches: too
+ * few to take a period out, or refused (the fold's conditions, or 20 walks without agreement:
+ * counted, mw_graph_cut_fallbacks). */
+static mw_status walk_plan(mw_model *m, mw_planner *pl) {
+    const int M = m->cfg.accum, u = stage_unit(&m->cfg);
+    for (int tries = 0; m->walk_mb > 0; tries++) {
+        mw_planner_init(pl, m->nops);
+        pl->unit = u;
+        mw_status st = mw_graph_walk(m, pl, NULL, NULL);
+        int want = 0;
+        if (st == MW_OK && mw_period_cut(pl, u, m->walk_mb, M, &want)) {
+            cut_last.key = m->gcfg, cut_last.key.rank = 0, cut_last.walked = m->walk_mb;
+            return MW_OK;
+        }
+        mw_planner_free(pl);
+        if (st != MW_OK) return st;
+        if (tries == 19 || want < 0) cut_whole++; /* refused: the fold's conditions, or no agreement */
+        if (tries == 19 || want <= 0 || want >= M || want % u) want = 0;
+        MW_TRY(reschedule(m, want));
+    }
+    mw_planner_init(pl, m->nops);
+    pl->unit = u; /* a pipeline stage: its steady state placed once for every period (src/memory/period.h) */
+    return mw_graph_walk(m, pl, NULL, NULL);
+}
+
 /* Plans the model's buffers: fills pl (placed) and s. */
 mw_status mw_graph_plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) { return plan_model_like(m, pl, s, NULL); }
 
 /* mw_graph_plan_model, its placement derived from like's (placed) where that is exact
  * (mw_planner_place_like: another ZeRO rank of the same stage), else placed. */
 static mw_status plan_model_like(mw_model *m, mw_planner *pl, mw_plan_summary *s, const mw_planner *like) {
-    mw_planner_init(pl, m->nops);
-    /* a 1F1B pipeline stage: its steady state placed once for every period (src/memory/period.h).
-     * Not the interleaved schedule (its period is P micro-batches): a periodic placement of it
-     * measured up to 27% over the best fit's peak (gpt3-175b --pp 16 --vpp 2), which plans it */
-    if (m->cfg.pp > 1 && m->cfg.vpp <= 1) pl->unit = 1;
-    mw_status st = mw_graph_walk(m, pl, NULL, NULL);
+    mw_status st = walk_plan(m, pl);
+    if (st != MW_OK) return st;
     if (st == MW_OK && !(like && mw_planner_place_like(pl, like))) st = mw_planner_place(pl);
     if (st != MW_OK) {
         mw_planner_free(pl);
         return st;
     }
     memset(s, 0, sizeof *s);
+    s->period = pl->unit;
     uint64_t *live = calloc((size_t)m->nops * MW_CAT_COUNT, sizeof(uint64_t));
     if (!live) {
         mw_planner_free(pl);
@@ -227,8 +311,8 @@ static mw_status predict(mw_model *m, mw_plan_summary *s, int force) {
 /* A dry run for cfg: a model without memory and its placed plan. On success the caller frees
  * both (mw_planner_free, mw_model_destroy); on failure nothing is left. */
 static mw_status plan_dry(const mw_model_def *arch, const mw_config *cfg, mw_model **m, mw_planner *pl,
-                          mw_plan_summary *s) {
-    MW_TRY(model_skeleton(m, arch, cfg));
+                          mw_plan_summary *s, int cut) {
+    MW_TRY(model_skeleton(m, arch, cfg, cut));
     mw_status st = mw_graph_plan_model(*m, pl, s);
     if (st == MW_OK) {
         st = predict(*m, s, 0);
@@ -242,7 +326,7 @@ static mw_status plan_dry(const mw_model_def *arch, const mw_config *cfg, mw_mod
 mw_status mw_graph_plan_predicted(const mw_model_def *arch, const mw_config *cfg, mw_plan_summary *s) {
     mw_model *m;
     mw_planner pl;
-    MW_TRY(model_skeleton(&m, arch, cfg));
+    MW_TRY(model_skeleton(&m, arch, cfg, 0));
     mw_status st = mw_graph_plan_model(m, &pl, s);
     if (st == MW_OK) {
         mw_planner_free(&pl);
@@ -258,7 +342,7 @@ mw_status mw_graph_plan_buffers(const mw_model_def *arch, const mw_config *cfg, 
     mw_model *m;
     mw_planner pl;
     mw_plan_summary s;
-    MW_TRY(plan_dry(arch, cfg, &m, &pl, &s));
+    MW_TRY(plan_dry(arch, cfg, &m, &pl, &s, 0));
     mw_status st = MW_OK;
     mw_plan_buffer *b = calloc((size_t)pl.n + 2, sizeof *b);
     if (!b) st = mw_fail(MW_ERR_NOMEM, "out of memory");
@@ -328,7 +412,7 @@ mw_status mw_graph_plan_timeline(const mw_model_def *arch, const mw_config *cfg,
     mw_model *m;
     mw_planner pl;
     mw_plan_summary s;
-    MW_TRY(plan_dry(arch, cfg, &m, &pl, &s));
+    MW_TRY(plan_dry(arch, cfg, &m, &pl, &s, 0));
     mw_status st = MW_OK;
     mw_plan_op *o = calloc((size_t)m->nops, sizeof *o);
     uint64_t *live = calloc((size_t)m->nops * MW_CAT_COUNT, sizeof(uint64_t));
@@ -433,7 +517,8 @@ static mw_status resolve_offload(mw_model *m) {
 }
 
 
-static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const mw_config *cfg) {
+/* The model without memory. cut: a summary's plan, which a 1F1B stage may walk cut (cut_first). */
+static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const mw_config *cfg, int cut) {
     MW_TRY(mw_config_validate(cfg));
     if (!arch) return mw_fail(MW_ERR_ARG, "unknown model family %d", cfg->arch);
     mw_model *m = calloc(1, sizeof *m);
@@ -470,6 +555,7 @@ static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const 
     if (s == MW_OK) s = mw_graph_act_resolve(m); /* --act-offload auto, under that placement */
     if (s == MW_OK) s = mw_graph_build_segments(m);
     if (s == MW_OK) s = mw_graph_resolve_policy(m);
+    if (cut) m->walk_mb = cut_first(m);
     if (s == MW_OK) s = mw_graph_build_schedule(m);
     /* a layout that only plans (not a pipeline's or --tp's that runs) has no transfers to read off */
     if (s == MW_OK && (!mw_config_layout(cfg) || mw_graph_layout_runs(cfg))) s = mw_graph_build_transfers(m);
@@ -484,7 +570,7 @@ static mw_status model_skeleton(mw_model **out, const mw_model_def *arch, const 
 mw_status mw_graph_config_tensor(const mw_model_def *arch, const mw_config *cfg, int i, char *name, size_t name_len,
                                  int *ndim, int dims[2]) {
     mw_model *m;
-    MW_TRY(model_skeleton(&m, arch, cfg));
+    MW_TRY(model_skeleton(&m, arch, cfg, 0));
     mw_status s = MW_OK;
     if (i < 0 || i >= m->ntensors) {
         s = mw_fail(MW_ERR_ARG, "tensor index %d out of range", i);
@@ -512,7 +598,7 @@ mw_status mw_graph_plan_like(const mw_model_def *arch, const mw_config *cfg, mw_
         mw_plan_ref_free(*ref);
         *ref = NULL;
     }
-    MW_TRY(model_skeleton(&m, arch, cfg));
+    MW_TRY(model_skeleton(&m, arch, cfg, 1));
     mw_status st = plan_model_like(m, &pl, out, *ref ? &(*ref)->pl : NULL);
     if (st == MW_OK) st = predict(m, out, 0);
     mw_model_destroy(m);
@@ -531,10 +617,20 @@ void mw_plan_ref_free(mw_plan_ref *ref) {
     free(ref);
 }
 
+mw_status mw_graph_plan_placed(const mw_model_def *arch, const mw_config *cfg, mw_planner *pl, int *walked) {
+    mw_model *m;
+    mw_plan_summary s;
+    MW_TRY(model_skeleton(&m, arch, cfg, 1));
+    mw_status st = mw_graph_plan_model(m, pl, &s);
+    *walked = m->walk_mb;
+    mw_model_destroy(m);
+    return st;
+}
+
 mw_status mw_graph_plan(const mw_model_def *arch, const mw_config *cfg, mw_plan_summary *out) {
     mw_model *m;
     mw_planner pl;
-    MW_TRY(plan_dry(arch, cfg, &m, &pl, out));
+    MW_TRY(plan_dry(arch, cfg, &m, &pl, out, 1));
     mw_planner_free(&pl);
     mw_model_destroy(m);
     return MW_OK;
@@ -560,7 +656,7 @@ mw_status mw_graph_model_create(mw_model **out, const mw_model_def *arch, const 
     if (cfg->pp > 1) MW_TRY(mw_pipe_check(cfg));
     MW_TRY(mw_tp_check(cfg));
     mw_model *m;
-    MW_TRY(model_skeleton(&m, arch, cfg));
+    MW_TRY(model_skeleton(&m, arch, cfg, 0));
     mw_planner pl;
     mw_status s = mw_graph_plan_model(m, &pl, &m->plan);
     if (s != MW_OK) {

@@ -110,6 +110,96 @@ static int side(const mw_pbuf *b, const fold *z) {
     return -1;
 }
 
+/* A stage's steady run and its fold (mw_period_place's comment): the run's micro-batches S0..S1
+ * (none: S0 < 0), their shift D, the period R, the farthest apart two alive together (Dm), the
+ * margin g kept on each side, the fold's start c and length K (a multiple of R; 0: nothing to
+ * take out), T the ops taken out. */
+typedef struct shape {
+    int S0, S1, R, Dm, g, c, K;
+    int64_t D, T;
+} shape;
+
+static void find_shape(const mw_planner *p, const mbs *s, int u, shape *h) {
+    memset(h, 0, sizeof *h);
+    h->S0 = -1;
+    /* the steady run: the longest run of j with micro-batch j + u micro-batch j shifted by one d */
+    int r0 = -1, r1 = -2; /* the run's first and last j */
+    int64_t D = 0, da = 0;
+    for (int j = 0, a = -1; j + u < s->n; j++) {
+        int64_t d;
+        if (!shifted(p, s, j, u, &d)) {
+            a = -1;
+            continue;
+        }
+        if (a < 0 || d != da) a = j, da = d; /* a different shift: a new run */
+        if (j - a > r1 - r0) r0 = a, r1 = j, D = d;
+    }
+    if (r0 < 0) return;
+    const int S0 = r0, S1 = r1 + u; /* the steady micro-batches, inclusive */
+    int64_t maxlen = 0;
+    for (int j = S0; j < S0 + u; j++)
+        for (int k = s->at[j]; k < s->at[j + 1]; k++) {
+            const mw_pbuf *b = &p->b[s->idx[k]];
+            if (b->last - b->first > maxlen) maxlen = b->last - b->first;
+        }
+    int Dm = 0;
+    for (int j0 = S0; j0 < S0 + u; j0++)
+        for (int i = j0 + 1; i <= S1; i++)
+            if (s->minf[i] <= s->maxl[j0] && i - j0 > Dm) Dm = i - j0;
+    h->S0 = S0, h->S1 = S1, h->D = D, h->Dm = Dm;
+    h->R = u * (int)(maxlen / D + 1);
+    /* the fold: micro-batches [c, c + K) out, K a multiple of R, with g micro-batches of the run
+     * kept on each side: g covers the distance between two micro-batches whose buffers can be alive
+     * together (Dm) and a period R, so that every pair of entities alive together in the whole
+     * problem is so in the smaller one (and no other pair) */
+    h->g = (h->R > Dm ? h->R : Dm) + u;
+    h->c = S0 + h->g;
+    h->K = (S1 + 1 - h->g - h->c) / h->R * h->R;
+    if (h->K < 0) h->K = 0;
+    h->T = (int64_t)(h->K / u) * D;
+}
+
+/* Whether the fold (c, K) of h keeps every pair of entities alive together, and their order: every
+ * buffer outside the run on one side (its pairs with the entities then the same in both problems),
+ * and its pairs with the other such buffers the same in both: those ending before start before
+ * every one across shortened, those beginning after begin (moved) after every one that ends before
+ * and end (moved) after every one across begins; the sort's keys (size, first op) in the same
+ * order: every entity's lead not moved starts before every moved one. With K = 0 these are the
+ * conditions for the problem with any number of periods put in at c (mw_period_cut). */
+static int fold_ok(const mw_planner *p, const mbs *s, int u, const shape *h, int K, fold *z) {
+    (void)u;
+    const int64_t T = (int64_t)(K / u) * h->D;
+    fold_bounds(s, h->S0, h->S1, h->c, K, h->R, T, z);
+    int ok = 1;
+    int64_t early_f = -1, early_l = -1, late_f = INT64_MAX, late_l = INT64_MAX, span_f = -1, span_l = INT64_MAX, lead_f = -1;
+    for (int i = 0; i < p->n && ok; i++) {
+        const mw_pbuf *b = &p->b[i];
+        if (b->mb >= h->S0 && b->mb <= h->S1) {
+            if (b->mb < h->S0 + h->R) lead_f = max64(lead_f, b->first);
+            continue;
+        }
+        const int k = side(b, z);
+        if (k == 0) early_f = max64(early_f, b->first), early_l = max64(early_l, b->last);
+        if (k == 1) late_f = min64(late_f, b->first - T), late_l = min64(late_l, b->last - T);
+        if (k == 2) span_f = max64(span_f, b->first), span_l = min64(span_l, b->last - T);
+        ok = k >= 0;
+    }
+    if (early_l >= late_f || early_f > span_l || span_f > late_l || max64(max64(lead_f, early_f), span_f) >= late_f) ok = 0;
+    return ok;
+}
+
+/* Each buffer's entity (lead, next) over the run's periods of h. */
+static void group(const mw_planner *p, const mbs *s, const shape *h, int *lead, int *next) {
+    const int S0 = h->S0, S1 = h->S1, R = h->R;
+    for (int i = 0; i < p->n; i++) lead[i] = i, next[i] = -1;
+    for (int j = S0; j <= S1; j++)
+        for (int k = 0; k < s->at[j + 1] - s->at[j]; k++) {
+            const int i = s->idx[s->at[j] + k];
+            lead[i] = s->idx[s->at[S0 + (j - S0) % R] + k];
+            if (j + R <= S1) next[i] = s->idx[s->at[j + R] + k];
+        }
+}
+
 mw_status mw_period_place(mw_planner *p, int u) {
     mbs s;
     int *lead = NULL, *next = NULL, *map = NULL, *qlead = NULL, *qnext = NULL;
@@ -120,32 +210,9 @@ mw_status mw_period_place(mw_planner *p, int u) {
         st = mw_fail(MW_ERR_NOMEM, "out of memory planning");
         goto out;
     }
-    /* the steady run: the longest run of j with micro-batch j + u micro-batch j shifted by one d */
-    int r0 = -1, r1 = -2; /* the run's first and last j */
-    int64_t D = 0;
-    int64_t da = 0;
-    for (int j = 0, a = -1; j + u < s.n; j++) {
-        int64_t d;
-        if (!shifted(p, &s, j, u, &d)) {
-            a = -1;
-            continue;
-        }
-        if (a < 0 || d != da) a = j, da = d; /* a different shift: a new run */
-        if (j - a > r1 - r0) r0 = a, r1 = j, D = d;
-    }
-    const int S0 = r0, S1 = r1 + u; /* the steady micro-batches, inclusive */
-    int64_t maxlen = 0;
-    for (int j = S0; r0 >= 0 && j < S0 + u; j++)
-        for (int k = s.at[j]; k < s.at[j + 1]; k++) {
-            const mw_pbuf *b = &p->b[s.idx[k]];
-            if (b->last - b->first > maxlen) maxlen = b->last - b->first;
-        }
-    int Dm = 0;
-    for (int j0 = S0; r0 >= 0 && j0 < S0 + u; j0++)
-        for (int i = j0 + 1; i <= S1; i++)
-            if (s.minf[i] <= s.maxl[j0] && i - j0 > Dm) Dm = i - j0;
-    const int R = r0 >= 0 ? u * (int)(maxlen / D + 1) : 0;
-    if (r0 < 0 || S1 - S0 + 1 <= R) { /* no copies to share an offset: every buffer its own */
+    shape h;
+    find_shape(p, &s, u, &h);
+    if (h.S0 < 0 || h.S1 - h.S0 + 1 <= h.R) { /* no copies to share an offset: every buffer its own */
         st = mw_planner_place_groups(p, NULL, NULL);
         goto out;
     }
@@ -155,51 +222,20 @@ mw_status mw_period_place(mw_planner *p, int u) {
         st = mw_fail(MW_ERR_NOMEM, "out of memory planning");
         goto out;
     }
-    for (int i = 0; i < p->n; i++) lead[i] = i, next[i] = -1;
-    for (int j = S0; j <= S1; j++)
-        for (int k = 0; k < s.at[j + 1] - s.at[j]; k++) {
-            const int i = s.idx[s.at[j] + k];
-            lead[i] = s.idx[s.at[S0 + (j - S0) % R] + k];
-            if (j + R <= S1) next[i] = s.idx[s.at[j + R] + k];
-        }
-    /* the fold: micro-batches [c, c + K) out, K a multiple of R, with g micro-batches of the run
-     * kept on each side: g covers the distance between two micro-batches whose buffers can be alive
-     * together (Dm) and a period R, so that every pair of entities alive together in the whole
-     * problem is so in the smaller one (and no other pair) */
-    const int g = (R > Dm ? R : Dm) + u, c = S0 + g, K = (S1 + 1 - g - c) / R * R;
+    group(p, &s, &h, lead, next);
+    const int c = h.c, K = h.K, S0 = h.S0, S1 = h.S1;
     if (!fold_on || K <= 0) {
         st = mw_planner_place_groups(p, lead, next);
         goto out;
     }
-    const int64_t T = (int64_t)(K / u) * D; /* ops taken out */
+    const int64_t T = h.T; /* ops taken out */
     fold z;
-    fold_bounds(&s, S0, S1, c, K, R, T, &z);
     map = malloc(sizeof *map * ((size_t)p->n + 1));
     if (!map) {
         st = mw_fail(MW_ERR_NOMEM, "out of memory planning");
         goto out;
     }
-    /* every buffer outside the run on one side (its pairs with the entities then the same in both
-     * problems), and its pairs with the other such buffers the same in both: those ending before
-     * start before every one across shortened, those beginning after begin (moved) after every
-     * one that ends before and end (moved) after every one across begins; the sort's keys (size,
-     * first op) in the same order: every entity's lead not moved starts before every moved one */
-    int ok = 1;
-    int64_t early_f = -1, early_l = -1, late_f = INT64_MAX, late_l = INT64_MAX, span_f = -1, span_l = INT64_MAX, lead_f = -1;
-    for (int i = 0; i < p->n && ok; i++) {
-        const mw_pbuf *b = &p->b[i];
-        if (b->mb >= S0 && b->mb <= S1) {
-            if (b->mb < S0 + R) lead_f = max64(lead_f, b->first);
-            continue;
-        }
-        const int k = side(b, &z);
-        if (k == 0) early_f = max64(early_f, b->first), early_l = max64(early_l, b->last);
-        if (k == 1) late_f = min64(late_f, b->first - T), late_l = min64(late_l, b->last - T);
-        if (k == 2) span_f = max64(span_f, b->first), span_l = min64(span_l, b->last - T);
-        ok = k >= 0;
-    }
-    if (early_l >= late_f || early_f > span_l || span_f > late_l || max64(max64(lead_f, early_f), span_f) >= late_f) ok = 0;
-    if (!ok) { /* not the shape this fold needs: the whole problem */
+    if (!fold_ok(p, &s, u, &h, K, &z)) { /* not the shape this fold needs: the whole problem */
         st = mw_planner_place_groups(p, lead, next);
         goto out;
     }
@@ -258,4 +294,95 @@ out:
     mbs_free(&s);
     free(lead), free(next), free(map), free(qlead), free(qnext);
     return st;
+}
+
+static long ncuts;
+long mw_period_cuts(void) { return ncuts; }
+
+int mw_period_cut(const mw_planner *p, int u, int nmb, int M, int *want) {
+    *want = 0;
+    mbs s;
+    if (!mbs_build(p, &s)) {
+        mbs_free(&s);
+        return 0;
+    }
+    shape h;
+    find_shape(p, &s, u, &h);
+    int ok = 0;
+    /* R is read off the run's first period; Dm is the true distance when the run reaches past it
+     * (the run's last micro-batch is then alive with none of the first period's, nor any later one) */
+    if (h.S0 < 0 || h.S1 - h.S0 + 1 <= (h.R > h.Dm + u ? h.R : h.Dm + u)) { /* too few to see them: twice as many */
+        *want = 2 * nmb < M ? 2 * nmb : 0;
+    } else {
+        /* the whole problem's run ends as far before its last micro-batch as this one's (tail), and
+         * its fold takes out K (a multiple of R) of its middle: this walk is that fold when it has
+         * M - K micro-batches, and then its own run keeps fewer than R past the two margins */
+        const int tail = nmb - 1 - h.S1;
+        const int64_t S1F = (int64_t)M - 1 - tail, left = S1F + 1 - h.g - h.c;
+        const int64_t K = left > 0 ? left / h.R * h.R : 0;
+        if (K <= 0 || (int64_t)M - K >= M) {
+            *want = 0; /* nothing to take out: walk all M */
+        } else if ((int64_t)M - K != nmb) {
+            *want = (int)(M - K);
+        } else {
+            fold z;
+            ok = h.S1 + 1 - h.g - h.c >= 0 && h.S1 + 1 - h.g - h.c < h.R && fold_ok(p, &s, u, &h, 0, &z);
+            if (!ok) *want = -1; /* the fold's conditions fail: walk all M */
+        }
+    }
+    mbs_free(&s);
+    if (ok) ncuts++;
+    return ok;
+}
+
+/* Whether full's buffer x is cut's buffer y, d ops later (first and last; dl for the last). */
+static int same_buf(const mw_pbuf *x, const mw_pbuf *y, int64_t df, int64_t dl) {
+    return x->bytes == y->bytes && x->cat == y->cat && x->name == y->name && x->layer == y->layer && x->tag == y->tag &&
+           (int64_t)x->first == y->first + df && (int64_t)x->last == y->last + dl;
+}
+
+int mw_period_expand(const mw_planner *cut, int u, int nmb, mw_planner *full, int M) {
+    mbs s, t;
+    int ok = mbs_build(cut, &s) & mbs_build(full, &t);
+    shape h;
+    memset(&h, 0, sizeof h);
+    int *pos = ok ? malloc(sizeof *pos * ((size_t)full->n + 1)) : NULL;
+    if (ok) find_shape(cut, &s, u, &h);
+    ok = pos && h.S0 >= 0 && M > nmb && cut->ord;
+    const int K = M - nmb;
+    ok = ok && K % h.R == 0;
+    const int64_t T = (int64_t)(K / u) * h.D;
+    const int S0 = h.S0, S1F = h.S1 + K, c = h.c;
+    /* the run's micro-batches: full's j is cut's j (before c), j - K (after c + K), or a member of
+     * the same entity (j' = j mod R from S0), periods earlier */
+    for (int j = S0; ok && j <= S1F; j++) {
+        const int j1 = j < c ? j : j >= c + K ? j - K : S0 + (j - S0) % h.R;
+        const int n = t.at[j + 1] - t.at[j];
+        const int64_t d = j < c ? 0 : j >= c + K ? T : (int64_t)((j - j1) / u) * h.D;
+        ok = j < t.n && j1 < s.n && n == s.at[j1 + 1] - s.at[j1];
+        for (int k = 0; ok && k < n; k++) {
+            const int x = t.idx[t.at[j] + k], y = s.idx[s.at[j1] + k];
+            ok = same_buf(&full->b[x], &cut->b[y], d, d);
+            pos[x] = y;
+        }
+    }
+    /* the others, in order: each the same, moved T later, or alive T ops longer */
+    for (int i = 0, y = 0; ok && i < full->n; i++) {
+        const mw_pbuf *x = &full->b[i];
+        if (x->mb >= S0 && x->mb <= S1F) continue;
+        while (y < cut->n && cut->b[y].mb >= S0 && cut->b[y].mb <= h.S1) y++;
+        ok = y < cut->n && (x->mb < 0 ? cut->b[y].mb < 0 : x->mb < S0 ? cut->b[y].mb == x->mb : cut->b[y].mb == x->mb - K) &&
+             (same_buf(x, &cut->b[y], 0, 0) || same_buf(x, &cut->b[y], T, T) || same_buf(x, &cut->b[y], 0, T));
+        pos[i] = y++;
+    }
+    if (ok) {
+        free(full->ord);
+        full->ord = malloc(sizeof *full->ord * ((size_t)full->n + 1));
+        ok = full->ord != NULL;
+    }
+    for (int i = 0; ok && i < full->n; i++) full->b[i].offset = cut->b[pos[i]].offset, full->ord[i] = cut->ord[pos[i]];
+    if (ok) full->peak = cut->peak;
+    free(pos);
+    mbs_free(&s), mbs_free(&t);
+    return ok;
 }
