@@ -169,7 +169,9 @@ static mw_status walk_plan(mw_model *m, mw_planner *pl) {
     }
     mw_planner_init(pl, m->nops);
     pl->unit = u; /* a pipeline stage: its steady state placed once for every period (src/memory/period.h) */
-    return mw_graph_walk(m, pl, NULL, NULL);
+    const mw_status st = mw_graph_walk(m, pl, NULL, NULL);
+    if (st != MW_OK) mw_planner_free(pl); /* a refused walk (e.g. --act-compress on a model without tolerant values) */
+    return st;
 }
 
 /* Plans the model's buffers: fills pl (placed) and s. */
