@@ -82,6 +82,10 @@ run ds_all --preset moe-tiny --recompute selective --act-offload all --offload-d
 same ds ds_all "moe-tiny, --recompute selective --act-offload all: identical"
 expect_error 1 "--act-compress on a model that declares no tolerant value" -- "$MW" "${tr[@]}" --preset moe-tiny --act-compress 8
 grep -q "declares no value that tolerates compression" "$T/err" || fail "moe-tiny --act-compress: $(cat "$T/err")"
+# the ends (embeddings, head) stay in memory with swapped activations (their transfers raced with
+# the swaps under the sanitizer): a form that names them is refused, plain all keeps them in memory
+expect_error 1 "--offload params=embed with --act-offload" -- "$MW" "${tr[@]}" --offload params=embed+all,grads=none,optim=none --act-offload all --offload-dir "$T/scr"
+grep -q "stay in memory with --act-offload" "$T/err" && pass "... naming why" || fail "embed with --act-offload: $(head -1 "$T/err")"
 
 echo "-- --act-compress: the same bits for every threads, policy, placement and swap"
 ref=""
