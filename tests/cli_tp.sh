@@ -51,7 +51,7 @@ run() { # run NAME T MODEL-ARRAY-NAME ARGS...: trains on T ranks (0: one process
 }
 losses() { grep -o '"loss": [^,]*\|"val_loss": [^,}]*' "$T/$1.jsonl" 2>/dev/null | sed 's/.*: //'; }
 # ran RUN WHAT: (quick) RUN logged its losses and wrote its last checkpoint
-ran() { [ -n "$(losses "$1")" ] && [ -f "$T/$1/step-$S8.mwck" ] && pass "$(bits "$2")" || fail "$2: no log or no step $S"; }
+ran() { [ -n "$(losses "$1")" ] && [ -f "$T/$1/step-${CKSTEP:-$S8}.mwck" ] && pass "$(bits "$2")" || fail "$2: no log or no step-${CKSTEP:-$S8} checkpoint"; }
 # within A B WHAT: the same number of losses, each within 1e-5 relative
 within() {
   local r
