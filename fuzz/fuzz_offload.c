@@ -26,7 +26,7 @@ static int one_range(const unsigned char *blk, int L) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    const int L = data[0] & 64 ? -1 : data[0] & 63;
+    const int L = data[0] & 64 ? -1 : 1 + (data[0] & 63); /* a model has 1 or more blocks (config.c) */
     char s[96];
     const size_t n = size - 1 < sizeof s - 1 ? size - 1 : sizeof s - 1;
     memcpy(s, data + 1, n);
