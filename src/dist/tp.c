@@ -1,5 +1,5 @@
 /* Tensor parallelism's collectives and shards (tp.h). May call: the model's mw_comm (alltoallv,
- * allgatherv), src/graph (the tensor table, the failure record). */
+ * allgatherv), src/graph (the tensor table, the failure record), shardio.c (a sharded replica's part). */
 #include "tp.h"
 
 #include <math.h>
@@ -11,6 +11,7 @@
 #include "../graph/graph_impl.h"
 #include "../graph/model.h"
 #include "../kernels/cpu/vocab.h"
+#include "shardio.h"
 
 #define MAX_TP 64 /* ranks of one group (mw_model_set_comm refuses more) */
 
@@ -372,18 +373,40 @@ mw_status mw_tp_gather_part(mw_model *m, int i, int which, int a, int b, float *
     const mw_tensor *t = &m->tensors[i];
     mw_comm *cm = m->tpc;
     const int coded = which > 0 && m->opt.bits[which - 1] != 32 && m->opt.bits[which - 1] != 0; /* 8 or 4 bits */
-    const float *mine = coded ? NULL : local_array(m, i, which);
-    if (!mine && !coded) return mw_fail(MW_ERR_ARG, "internal: --tp: tensor %s's array %d is not in memory", t->name, which);
     const int T = cm ? cm->size : 1, R = cm ? cm->rank : 0;
     const size_t cols = t->gdims[1] ? (size_t)t->gdims[1] : 1, g0 = (size_t)a * cols, n = (size_t)(b - a) * cols;
-    if (t->split == MW_TS_WHOLE || T == 1) { /* the same on every rank: rank 0's */
-        if (R == 0 && coded) local_codes(m, i, which, g0, n, out);
-        else if (R == 0) memcpy(out, mine + g0, n * sizeof(float));
-        return MW_OK;
-    }
+    const int whole = t->split == MW_TS_WHOLE || T == 1;
     size_t lo[MAX_TP], cnt[MAX_TP], off[MAX_TP], sc[MAX_TP] = {0}, sd[MAX_TP] = {0}, rc[MAX_TP] = {0}, rd[MAX_TP] = {0};
     size_t at = 0;
-    for (int j = 0; j < T; j++) part_local(t, T, j, a, b, &lo[j], &cnt[j]), off[j] = at, at += cnt[j];
+    for (int j = 0; j < T && !whole; j++) part_local(t, T, j, a, b, &lo[j], &cnt[j]), off[j] = at, at += cnt[j];
+    /* --zero over D > 1 replicas (src/dist/shardio.c): replica 0's group gathers; an array the
+     * replicas shard comes to it from them first (every replica runs this, the others end there) */
+    const int za = which == 0 ? MW_SHARDIO_PARAMS : which - 1, zs = mw_shardio_sharded(m, za);
+    const int zrep = m->cfg.dp && m->cfg.zero >= 1 && m->comm && m->comm->size > 1 ? m->comm->rank : 0;
+    float *zbuf = NULL; /* this rank's elements of the part, from its replicas */
+    if (zs && (!whole || R == 0)) {
+        const size_t l0 = whole ? g0 : lo[R], ln = whole ? n : cnt[R];
+        if (coded) return mw_fail(MW_ERR_ARG, "--tp with --zero %d: a checkpoint of the optimizer's %d-bit state sharded "
+                                  "over replicas is not built yet", m->cfg.zero, m->opt.bits[which - 1]);
+        if (zrep == 0 && !(zbuf = malloc((ln ? ln : 1) * sizeof(float))))
+            return mw_fail(MW_ERR_NOMEM, "out of memory gathering %s for a checkpoint", t->name);
+        const mw_status zst = mw_shardio_gather(m, za, (uint64_t)(t->offset + l0) * 4, ln * 4, zbuf);
+        if (zst != MW_OK || zrep != 0) {
+            free(zbuf);
+            return zst;
+        }
+        zbuf -= l0; /* indexed as the local array */
+    } else if (zrep != 0) {
+        return MW_OK;
+    }
+    const float *mine = zbuf ? zbuf : coded ? NULL : local_array(m, i, which);
+    if (!mine && !coded) return mw_fail(MW_ERR_ARG, "internal: --tp: tensor %s's array %d is not in memory", t->name, which);
+    if (whole) { /* the same on every rank: rank 0's */
+        if (R == 0 && coded) local_codes(m, i, which, g0, n, out);
+        else if (R == 0) memcpy(out, mine + g0, n * sizeof(float));
+        if (zbuf) free(zbuf + g0);
+        return MW_OK;
+    }
     float *codes = NULL; /* 8 or 4 bits: this rank's codes of the part, as floats */
     if (coded) {
         if (!(codes = malloc((cnt[R] ? cnt[R] : 1) * sizeof(float))))
@@ -399,6 +422,7 @@ mw_status mw_tp_gather_part(mw_model *m, int i, int which, int a, int b, float *
     }
     const mw_status st = cm->alltoallv(cm, src, sc, sd, R == 0 ? scratch : NULL, rc, rd);
     free(codes);
+    if (zbuf) free(zbuf + lo[R]);
     MW_TRY(st);
     if (R != 0) return MW_OK;
 #pragma omp parallel for schedule(static) if (n > 65536)

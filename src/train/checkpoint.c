@@ -32,6 +32,7 @@
 #include "../core/crc32c.h"
 #include "../core/fsutil.h"
 #include "../core/status.h"
+#include "../dist/shardio.h"
 #include "../graph/model.h"
 #include "checkpoint.h"
 #include "ckpt_impl.h"
@@ -675,7 +676,9 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
             e->numel = numel;
             e->offset = r.off;
         }
-        if (m && !dst[1] && !mw_model_config(m)->inference && !v2 && !params_only) { /* the moments are on the disk tier: by windows */
+        const int tpz = m && mw_model_tp(m) > 1 && !dst[1] && !mw_model_config(m)->inference && !v2 && !params_only;
+        if (m && !tpz && !dst[1] && !mw_model_config(m)->inference && !v2 && !params_only) { /* the moments are on the disk tier (or
+                                                                                     sharded over --zero's replicas): by windows */
             if ((s = rd_block(&r, dst[0], numel * 4, &crc0, what)) != MW_OK || (s = rd_crc(&r, crc0, what)) != MW_OK)
                 goto out;
             for (int b = 0; b < 2; b++) {
@@ -696,7 +699,8 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
         }
         for (int b = 0; b < (v2 ? 1 : 3); b++) {
             uint32_t crc = 0;
-            if (m && dst[b] && mw_model_tp(m) > 1) { /* --tp: this rank's shard, a window of BUF at a time (no whole tensor) */
+            if (m && (dst[b] || (tpz && b > 0)) && mw_model_tp(m) > 1) { /* --tp: this rank's shard, a window of BUF at a
+                                                                              time (no whole tensor); --zero: its replica's part */
                 if (numel * 4 > r.size - r.off) {
                     s = mw_fail(MW_ERR_FORMAT, "%s: truncated (ends inside %s)", path, what);
                     goto out;
@@ -705,7 +709,8 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
                     const size_t k = numel * 4 - done < BUF ? (size_t)(numel * 4 - done) : BUF;
                     if ((s = rd(&r, r.buf, k, what)) != MW_OK) goto out;
                     crc = mw_crc32c(crc, r.buf, k);
-                    mw_model_tp_take_part(m, (int)i, (const float *)(void *)r.buf, done / 4, k / 4, dst[b]);
+                    if (dst[b]) mw_model_tp_take_part(m, (int)i, (const float *)(void *)r.buf, done / 4, k / 4, dst[b]);
+                    else if ((s = mw_shardio_take_tp(m, (int)i, b, (const float *)(void *)r.buf, done / 4, k / 4)) != MW_OK) goto out;
                     done += k;
                 }
             } else if ((s = rd_block(&r, dst[b], numel * 4, &crc, what)) != MW_OK) {
