@@ -11,7 +11,9 @@
 # ASan); 50 steps at (2, 2, 1) stay within 1e-5 relative of one process and a
 # rerun (with --recompute full on each stage) gives the same bits; every rank's arena peak is its plan and estimate --world 4's; a run
 # saved at (2, 2, 1) resumes at (2, 1, 2), then (1, 1, 4), (4, 1, 1), one process, and (2, 2, 1)
-# again with another split of the blocks, within 1e-5 of the unbroken run; what is not built
+# again with another split of the blocks, within 1e-5 of the unbroken run; sharded replicas' checkpoints
+# ((2, 1, 2) --zero 1 saved, resumed at (2, 1, 1), then at (2, 2, 2) --zero 1) are the unbroken run's
+# bytes, and a replica killed while saving leaves the earlier checkpoint; what is not built
 # is refused before step 1; a killed rank of a 3D layout ends every rank within 30 s (under ASan too:
 # tests/cli_3d.sh build/asan/memwall, which runs every 3D layout and hop but leaves the references
 # (--tp alone, one process) and the comparisons of numbers to the plain build: the same code's bits).
@@ -90,9 +92,9 @@ run t22s 4 L --steps 3 --tp 2 --sp --pp 2 --microbatches 4 && same "-np 4 --tp 2
 echo "-- (T, P, D) = (2, 1, 2): --tp 2 --zero 0 at D = 1's bits (each micro-batch's gradient summed in order)"
 ref t2z 2 L --steps 3 --tp 2 --zero 0 --accum 4
 run t212 4 L --steps 3 --tp 2 --zero 0 --accum 2 && same "-np 4 --tp 2 --zero 0 (2 replicas) = -np 2 --tp 2 --zero 0 --accum 4" t2z t212 3
-mpr 4 train "${L[@]}" --steps 3 --tp 2 --zero 1 --accum 2 --json-log "$T/t212z1.jsonl" >"$T/t212z1.out" 2>&1 ||
-  fail "--tp 2 --zero 1 on 4 ranks: $(grep -a memwall: "$T/t212z1.out" | head -2)"
-same "-np 4 --tp 2 --zero 1 (2 replicas, optimizer state sharded)" t2z t212z1
+# --zero 1: each tensor rank's replica 0 gathers the other's shard of AdamW's moments to write
+run t212z1 4 L --steps 3 --tp 2 --zero 1 --accum 2 &&
+  same "-np 4 --tp 2 --zero 1 (2 replicas, optimizer state sharded)" t2z t212z1 3
 ref t2sz 2 L --steps 3 --tp 2 --sp --zero 0 --accum 4
 run t212s 4 L --steps 3 --tp 2 --sp --zero 0 --accum 2 && same "-np 4 --tp 2 --sp --zero 0 (2 replicas)" t2sz t212s 3
 ref g2z 2 G --steps 3 --tp 2 --zero 0 --accum 4
@@ -196,6 +198,37 @@ hop "(2, 2, 1) with --pp-layers 3,1" 4 6 --tp 2 --pp 2 --pp-layers 3,1 --microba
 for k in 2 3 4 5 6; do cat "$T/c$k.jsonl"; done >"$T/chain.jsonl"
 within u chain 8 "saved at (2, 2, 1), resumed at (2, 1, 2), (1, 1, 4), (4, 1, 1), one process and (2, 2, 1): steps 2-6 against the unbroken run"
 
+echo "-- sharded replicas' checkpoints: saved at (2, 1, 2) --zero 1, resumed at (2, 1, 1), then at (2, 2, 2) --zero 1"
+# the reference: --tp 2 --zero 0 at D = 1 (the replicas' bits); (2, 2, 2) runs 8 ranks, the plain build
+# alone (the sanitizer build ends the chain at (2, 1, 2) --zero 1 instead)
+ref tu 2 L --steps 6 --tp 2 --zero 0 --accum 4 --save-every 2
+zhop() { # zhop N STOP ARGS...: the chain in $T/z continued to step STOP on N ranks
+  local n=$1 stop=$2
+  shift 2
+  mpr "$n" train "${L[@]}" --steps 6 --save-every 2 "$@" --stop-at "$stop" --out "$T/z" --resume auto >"$T/z$stop.out" 2>&1 ||
+    fail "step $stop on $n ranks: $(grep -a memwall: "$T/z$stop.out" | head -2)"
+}
+zhop 4 2 --tp 2 --zero 1 --accum 2
+zhop 2 4 --tp 2 --zero 0 --accum 4
+if [ $asan = 1 ]; then zhop 4 6 --tp 2 --zero 1 --accum 2; else zhop 8 6 --tp 2 --pp 2 --microbatches 2 --zero 1; fi
+if [ $asan = 1 ]; then
+  [ -f "$T/z/step-00000006.mwck" ] && grep -q "resumed from" "$T/z6.out" && pass "the chain ran (the bits are the plain build's check)" ||
+    fail "the chain: $(ls "$T/z")"
+else
+  [ -n "$(ck tu 2)" ] && [ "$(ck tu 2)" = "$(ck z 2)" ] && [ "$(ck tu 6)" = "$(ck z 6)" ] && grep -q "resumed from" "$T/z6.out" &&
+    pass "step 2 of (2, 1, 2) --zero 1 and step 6 of (2, 2, 2) --zero 1, resumed through (2, 1, 1): the unbroken run's bytes" ||
+    fail "the sharded chain: $(ck tu 2) $(ck z 2), $(ck tu 6) $(ck z 6)"
+fi
+# a replica's rank killed in the middle of step 4's save (MEMWALL_CKPT_KILL: its shard sent, before the
+# ranks agree): no step 4, step 2 intact (the chain's own, above)
+rm -rf "$T/zk" && mkdir -p "$T/zk" && cp "$T/z/step-00000002.mwck" "$T/zk/"
+mpirun -np 3 "$MW" train "${L[@]}" --steps 6 --save-every 2 --tp 2 --zero 1 --accum 2 --out "$T/zk" --resume auto : \
+  -np 1 env MEMWALL_CKPT_KILL=4 "$MW" train "${L[@]}" --steps 6 --save-every 2 --tp 2 --zero 1 --accum 2 --out "$T/zk" --resume auto >"$T/zk.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ ! -e "$T/zk/step-00000004.mwck" ] && cmp -s "$T/z/step-00000002.mwck" "$T/zk/step-00000002.mwck" &&
+  grep -q "resumed from" "$T/zk.out" && pass "(2, 1, 2) --zero 1, a replica killed while saving step 4: exit $rc, no step 4, step 2 intact" ||
+  fail "a replica killed while saving: exit $rc, $(ls -a "$T/zk" | tr '\n' ' ')"
+
 echo "-- refused before step 1 (exit 1, naming it, nothing written)"
 refuse() { # refuse N WHAT PATTERN ARGS...
   local n=$1 what=$2 pat=$3
@@ -208,7 +241,7 @@ refuse() { # refuse N WHAT PATTERN ARGS...
 }
 refuse 6 "--tp 2 --pp 2 on 6 ranks" "a multiple of --tp x --pp" --tp 2 --pp 2
 refuse 4 "--tp 2 --zero 2 over 2 replicas" "tensor-parallel shard.s gradient slots" --tp 2 --zero 2
-refuse 4 "--tp 2 --zero 1 replicas with --out" "a checkpoint of sharded tensor-parallel ranks" --tp 2 --zero 1
+refuse 4 "--tp 2 --zero 1 --optim sgd with --out" "state sharded over replicas is not built yet" --tp 2 --zero 1 --optim sgd
 refuse 4 "--tp 2 --pp 2 --optim came with --out" "a checkpoint of a stage.s sharded optimizer state" --tp 2 --pp 2 --optim came
 if [ $asan = 0 ]; then # (refused once the ranks have started: ~10 s under ASan)
   mpr 4 train "${L[@]}" --steps 3 --tp 2 --zero 1 --optim adam4bit >"$T/rf.out" 2>&1
