@@ -92,10 +92,11 @@ mw_status mw_shardio_gather(mw_model *m, int a, uint64_t off, size_t n, void *ou
 mw_status mw_shardio_take_tp(mw_model *m, int i, int which, const float *part, size_t g0, size_t n) {
     const mw_tensor *t = &m->tensors[i];
     const int a = which - 1;
-    if (a < 0 || a > 1 || m->opt.bits[a] != 32 || !(a ? m->v : m->m) || (m->off && mw_graph_opt_on_disk(m)))
-        return mw_fail(MW_ERR_ARG, "--tp with --zero %d: loading a shard of the optimizer's %d-bit state%s is not built "
-                       "yet (AdamW's in memory loads)", m->cfg.zero, m->opt.bits[a < 0 ? 0 : a],
-                       m->off ? " on the disk tier" : "");
+    if (a < 0 || a > 1 || m->opt.bits[a] != 32)
+        return mw_fail(MW_ERR_ARG, "--tp with --zero %d: loading the optimizer's %d-bit state sharded over replicas is "
+                       "not built yet (AdamW's loads)", m->cfg.zero, m->opt.bits[a < 0 ? 0 : a]);
+    if (!(a ? m->v : m->m) || (m->off && mw_graph_opt_on_disk(m)))
+        return mw_fail(MW_ERR_ARG, "--tp: loading AdamW's moments into the disk tier is not built yet");
     float *arr = (float *)(a ? m->v : m->m); /* element e of the flat buffer at arr[e - zlo] */
     const size_t lo = m->zlo, hi = m->zhi, t0 = t->offset, t1 = t->offset + t->numel;
     const int T = m->cfg.tp > 1 ? m->cfg.tp : 1, r = mw_tp_rank(m);

@@ -76,22 +76,6 @@ static int all_ok_over(mw_comm *const *gs, int n, int ok) {
     return ok;
 }
 
-/* The end of the checkpoint file tmp open at fd, whose bytes before it are at and whose CRCs chain
- * to chain: the trailer, fsync, close, rename to final, and dir synced, so that final is a whole
- * file or nothing. fd is closed whatever happens; MW_ERR_IO naming the step that failed. */
-static mw_status finish_file(int fd, const char *tmp, const char *final, const char *dir, uint64_t at, uint32_t chain) {
-    unsigned char tr[TRAILER] = {0};
-    memcpy(tr, END, 8);
-    put64(tr + 8, at + TRAILER);
-    put32(tr + 16, chain);
-    mw_status s = pwr(fd, tmp, tr, TRAILER, at);
-    if (s == MW_OK && fsync(fd) != 0) s = mw_fail(MW_ERR_IO, "cannot sync %s: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && s == MW_OK) s = mw_fail(MW_ERR_IO, "cannot close %s: %s", tmp, strerror(errno));
-    if (s == MW_OK && rename(tmp, final) != 0) s = mw_fail(MW_ERR_IO, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
-    if (s == MW_OK) s = mw_sync_dir(dir);
-    return s;
-}
-
 /* A test's fault (tests/cli_3d.sh, cli_parallel.sh): MEMWALL_CKPT_KILL=STEP ends this process by
  * SIGKILL in the middle of the checkpoint of step STEP, its pieces written or gathered, before the
  * ranks agree: the others must leave no checkpoint of that step, and the earlier ones intact. */
@@ -334,7 +318,7 @@ mw_status mw_ckpt_save_tp(const char *dir, mw_model *m, const mw_run_state *st, 
     mw_comm *const before[2] = {dc, cm}, *const after[2] = {cm, dc};
     int ok = g == MW_OK && all_ok_over(before, 2, s == MW_OK);
     if (wr && ok) {
-        s = finish_file(fd, tmp, final, dir, w.off, w.chain);
+        s = mw_ckpt_finish(fd, tmp, final, dir, w.off, w.chain);
         fd = -1;
         if (s != MW_OK) snprintf(why, sizeof why, "%s", mw_last_error());
     }
@@ -506,7 +490,7 @@ mw_status mw_ckpt_save_ranks(const char *dir, mw_model *m, const mw_run_state *s
             o += 4;
         }
 #undef PUTCRC
-        if (s == MW_OK) s = finish_file(fd, name, final, dir, o, chain);
+        if (s == MW_OK) s = mw_ckpt_finish(fd, name, final, dir, o, chain);
         else close(fd);
         fd = -1;
         if (s != MW_OK) snprintf(why, sizeof why, "%s", mw_last_error());
@@ -565,6 +549,8 @@ static mw_status stage_figures(const mw_model *m, int v2, uint64_t f[ST_N]) {
 static mw_status zero_parts(mw_model *m, int a, uint64_t off, uint64_t n, int wrt, int fd, const char *name, uint64_t at,
                             char *win, mw_status *s, uint32_t *crc) {
     *crc = 0;
+    if (wrt && !win) /* the replicas wait in their sends: the run ends on this error */
+        return mw_fail(MW_ERR_NOMEM, "out of memory gathering a checkpoint's shards");
     for (uint64_t d = 0; d < n;) {
         const size_t k = n - d < BUF ? (size_t)(n - d) : BUF;
         MW_TRY(mw_shardio_gather(m, a, off + d, k, wrt ? win : NULL));
@@ -756,7 +742,7 @@ static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *s
             }
             o += SREC + 4 + B[part] + 4;
         }
-        if (s == MW_OK) s = finish_file(fd, name, final, dir, o, ch);
+        if (s == MW_OK) s = mw_ckpt_finish(fd, name, final, dir, o, ch);
         else close(fd);
         fd = -1;
         if (s != MW_OK) snprintf(why, sizeof why, "%s", mw_last_error());
