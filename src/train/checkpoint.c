@@ -328,6 +328,28 @@ static mw_status rd_block(reader *r, float *dst, uint64_t n, uint32_t *crc, cons
     return MW_OK;
 }
 
+mw_status mw_ckpt_take(mw_model *m, int i, float *dst, int which, const float *part, size_t g0, size_t n) {
+    if (!dst) return mw_model_tp_take_moment(m, i, which, part, g0, n);
+    mw_model_tp_take_part(m, i, part, g0, n, dst);
+    return MW_OK;
+}
+
+/* --tp: a tensor's array of numel floats and its CRC-32C, read a window (r->buf) at a time, each
+ * window's elements of this rank taken (mw_ckpt_take: into dst, or dst NULL into AdamW's moment
+ * which where it lives): no whole tensor in memory */
+static mw_status rd_tp(reader *r, mw_model *m, int i, float *dst, int which, uint64_t numel, const char *what) {
+    if (numel * 4 > r->size - r->off) return mw_fail(MW_ERR_FORMAT, "%s: truncated (ends inside %s)", r->path, what);
+    uint32_t crc = 0;
+    for (uint64_t done = 0; done < numel * 4;) {
+        const size_t k = numel * 4 - done < BUF ? (size_t)(numel * 4 - done) : BUF;
+        MW_TRY(rd(r, r->buf, k, what));
+        crc = mw_crc32c(crc, r->buf, k);
+        MW_TRY(mw_ckpt_take(m, i, dst, which, (const float *)(void *)r->buf, done / 4, k / 4));
+        done += k;
+    }
+    return rd_crc(r, crc, what);
+}
+
 static int meta_get(const char *meta, const char *key, char *val, size_t n) {
     size_t kl = strlen(key);
     for (const char *p = meta; p && *p;) {
@@ -687,25 +709,10 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
         }
         if (m && !dst[1] && !mw_model_config(m)->inference && !v2 && !params_only) { /* the moments are on the disk tier (or
                                                                                           sharded over --zero's replicas): by windows */
-            if (mw_model_tp(m) > 1) { /* --tp: this rank's shard of each, a window of BUF at a time
-                                                                           (mw_model_tp_take_moment: --zero's replica keeps its part) */
-                for (int b = 0; b < 3; b++) {
-                    uint32_t crc = 0;
-                    if (numel * 4 > r.size - r.off) {
-                        s = mw_fail(MW_ERR_FORMAT, "%s: truncated (ends inside %s)", path, what);
-                        goto out;
-                    }
-                    for (uint64_t done = 0; done < numel * 4;) {
-                        const size_t k = numel * 4 - done < BUF ? (size_t)(numel * 4 - done) : BUF;
-                        if ((s = rd(&r, r.buf, k, what)) != MW_OK) goto out;
-                        crc = mw_crc32c(crc, r.buf, k);
-                        const float *part = (const float *)(void *)r.buf;
-                        if (b == 0) mw_model_tp_take_part(m, (int)i, part, done / 4, k / 4, dst[0]);
-                        else if ((s = mw_model_tp_take_moment(m, (int)i, b - 1, part, done / 4, k / 4)) != MW_OK) goto out;
-                        done += k;
-                    }
-                    if ((s = rd_crc(&r, crc, what)) != MW_OK) goto out;
-                }
+            if (mw_model_tp(m) > 1) { /* --tp: this rank's shard of each, a window at a time (rd_tp; the moments
+                                          through mw_model_tp_take_moment: --zero's replica keeps its part) */
+                for (int b = 0; b < 3; b++)
+                    if ((s = rd_tp(&r, m, (int)i, b ? NULL : dst[0], b - 1, numel, what)) != MW_OK) goto out;
                 continue;
             }
             if ((s = rd_block(&r, dst[0], numel * 4, &crc0, what)) != MW_OK || (s = rd_crc(&r, crc0, what)) != MW_OK)
@@ -728,22 +735,11 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
         }
         for (int b = 0; b < (v2 ? 1 : 3); b++) {
             uint32_t crc = 0;
-            if (m && dst[b] && mw_model_tp(m) > 1) { /* --tp: this rank's shard, a window of BUF at a time (no whole tensor) */
-                if (numel * 4 > r.size - r.off) {
-                    s = mw_fail(MW_ERR_FORMAT, "%s: truncated (ends inside %s)", path, what);
-                    goto out;
-                }
-                for (uint64_t done = 0; done < numel * 4;) {
-                    const size_t k = numel * 4 - done < BUF ? (size_t)(numel * 4 - done) : BUF;
-                    if ((s = rd(&r, r.buf, k, what)) != MW_OK) goto out;
-                    crc = mw_crc32c(crc, r.buf, k);
-                    mw_model_tp_take_part(m, (int)i, (const float *)(void *)r.buf, done / 4, k / 4, dst[b]);
-                    done += k;
-                }
-            } else if ((s = rd_block(&r, dst[b], numel * 4, &crc, what)) != MW_OK) {
-                goto out;
-            }
-            if ((s = rd_crc(&r, crc, what)) != MW_OK) goto out;
+            if (m && dst[b] && mw_model_tp(m) > 1) /* --tp: this rank's shard, a window at a time (no whole tensor) */
+                s = rd_tp(&r, m, (int)i, dst[b], b - 1, numel, what);
+            else if ((s = rd_block(&r, dst[b], numel * 4, &crc, what)) == MW_OK)
+                s = rd_crc(&r, crc, what);
+            if (s != MW_OK) goto out;
         }
     }
     for (int part = 0; part < 3 && v2; part++) { /* the optimizer's state */

@@ -61,6 +61,12 @@ mw_status mw_ckpt_head_text(const mw_model *m, const mw_run_state *st, uint64_t 
 /* Tensor t's record (its bytes: *len) into r */
 void mw_ckpt_tensor_rec(const mw_param_info *t, unsigned char r[REC + 256], size_t *len);
 
+/* --tp, loading: a window of tensor i's array read from a checkpoint, whole elements [g0, g0 + n)
+ * (part), this rank's elements of it taken into dst (its array of tensor i: mw_model_tp_take_part)
+ * or, dst NULL, into AdamW's moment which (0 m, 1 v) where it lives (the disk tier, or a --zero
+ * replica's shard: mw_model_tp_take_moment). The one step of both readers' window loops. */
+mw_status mw_ckpt_take(mw_model *m, int i, float *dst, int which, const float *part, size_t g0, size_t n);
+
 /* --tp (ckpt_ranks.c): every tensor gathered whole to rank 0, which writes the single-process
  * file (collective over m's tensor-parallel group). */
 mw_status mw_ckpt_save_tp(const char *dir, mw_model *m, const mw_run_state *st, uint64_t train_tokens, char *path,
