@@ -8,7 +8,8 @@
 # llama-tiny, and on gpt2-tiny's and llama-tiny --tied 1's tied embedding (each tensor rank's shard of
 # the table on the first stage, its copy on the last; with --sp, bf16, and D = 2); every --optim and
 # --init hf: at (2, 2, 1) and (2, 2, 2) on 8 ranks (the plain build only: ~18 s a 4-rank run under
-# ASan); 50 steps at (2, 2, 1) stay within 1e-5 relative of one process and a
+# ASan), every --optim's checkpoint at (2, 2, 1) --tp 2's bytes and --tp 2's resumed there (under ASan
+# adam4bit's, saved and resumed at (2, 2, 1)); 50 steps at (2, 2, 1) stay within 1e-5 relative of one process and a
 # rerun (with --recompute full on each stage) gives the same bits; every rank's arena peak is its plan and estimate --world 4's; a run
 # saved at (2, 2, 1) resumes at (2, 1, 2), then (1, 1, 4), (4, 1, 1), one process, and (2, 2, 1)
 # again with another split of the blocks, within 1e-5 of the unbroken run; sharded replicas' checkpoints
@@ -45,14 +46,6 @@ run() { # run NAME N MODEL-ARRAY-NAME ARGS...: train on N ranks (0: one process)
   else
     mpr "$n" train "${model[@]}" "$@" --out "$T/$name" --json-log "$T/$name.jsonl" >"$T/$name.out" 2>&1
   fi || { fail "$name: exit $?: $(grep -a memwall: "$T/$name.out" | head -2)"; return 1; }
-}
-nout() { # nout NAME N MODEL-ARRAY-NAME ARGS...: as run, without a checkpoint (--json-log alone)
-  local name=$1 n=$2
-  local -n nm=$3
-  shift 3
-  if [ "$n" = 0 ]; then "$MW" train "${nm[@]}" "$@" --json-log "$T/$name.jsonl" >"$T/$name.out" 2>&1
-  else mpr "$n" train "${nm[@]}" "$@" --json-log "$T/$name.jsonl" >"$T/$name.out" 2>&1; fi ||
-    { fail "$name: exit $?: $(grep -a memwall: "$T/$name.out" | head -2)"; return 1; }
 }
 # sig NAME: every step's loss, norm and validation loss, and the final weights' CRC
 sig() { grep -o '"\(loss\|grad_norm\|val_loss\)": [-0-9.e+]*\|"params_crc32c": "[0-9a-f]*"' "$T/$1.jsonl" 2>/dev/null | paste -sd' ' -; }
@@ -110,12 +103,36 @@ ref lt2 2 LT --steps 3 --tp 2 --sp --precision bf16 --accum 4
 run lt22 4 LT --steps 3 --tp 2 --sp --precision bf16 --pp 2 --microbatches 4 &&
   same "llama-tiny --tied 1 --sp --precision bf16 (2, 2, 1) = --tp 2 --sp --precision bf16 --accum 4" lt2 lt22
 
-echo "-- every --optim and --init hf: at (2, 2, 1) (the plain build only: --tp alone's code, which cli_tp.sh runs under ASan)"
-if ! quick; then
-  for o in adamw8bit adam4bit adafactor came sgd; do # (their checkpoint at --tp --pp is refused, below)
-    nout "o2$o" 2 L --steps 3 --tp 2 --accum 4 --optim $o
-    nout "o22$o" 4 L --steps 3 --tp 2 --pp 2 --microbatches 4 --optim $o && same "--optim $o (2, 2, 1) = --tp 2 --accum 4" "o2$o" "o22$o"
+echo "-- every --optim and --init hf: at (2, 2, 1), their checkpoints --tp 2's bytes, --tp 2's step 2 resumed at (2, 2, 1)"
+# the stage's optimizer state in one process's layout (8/4-bit codes gathered, the small state's
+# 1-D second moments joined over the group); the sanitizer build saves and resumes adam4bit alone
+# (the runs of every --optim are --tp alone's code, which cli_tp.sh runs under ASan)
+# ohop O WHAT SRC ARGS...: SRC's step 2 (a copy in $T/r$O) resumed at ARGS to step 3: step 3's
+# bytes are --tp 2's (o2$O's)
+ohop() {
+  local o=$1 what=$2 src=$3
+  shift 3
+  rm -rf "$T/r$o" && mkdir -p "$T/r$o" && cp "$T/$src/step-00000002.mwck" "$T/r$o/" &&
+    mpr 4 train "${L[@]}" --steps 3 --save-every 2 --optim "$o" --out "$T/r$o" --resume auto "$@" >"$T/r$o.out" 2>&1 ||
+    { fail "$what: exit $?: $(grep -a memwall: "$T/r$o.out" | head -2)"; return; }
+  grep -q "resumed from" "$T/r$o.out" && [ -f "$T/r$o/step-00000003.mwck" ] &&
+    { quick || { [ -n "$(ck "o2$o" 3)" ] && [ "$(ck "o2$o" 3)" = "$(ck "r$o" 3)" ]; }; } &&
+    pass "$(bits "$what: step 3 is --tp 2's bytes")" || fail "$what: $(ck "o2$o" 3) vs $(ck "r$o" 3)"
+}
+if quick; then
+  run o22adam4bit 4 L --steps 3 --save-every 2 --stop-at 2 --tp 2 --pp 2 --microbatches 4 --optim adam4bit &&
+    ohop adam4bit "--optim adam4bit saved at (2, 2, 1), resumed at (2, 2, 1)" o22adam4bit --tp 2 --pp 2 --microbatches 4
+else
+  for o in adamw8bit adam4bit adafactor came sgd; do
+    run "o2$o" 2 L --steps 3 --tp 2 --accum 4 --optim $o --save-every 2
+    run "o22$o" 4 L --steps 3 --tp 2 --pp 2 --microbatches 4 --optim $o --save-every 2 &&
+      same "--optim $o (2, 2, 1) = --tp 2 --accum 4 (steps 2 and 3: the bytes of step 3 here)" "o2$o" "o22$o" 3
+    [ -n "$(ck "o2$o" 2)" ] && [ "$(ck "o2$o" 2)" = "$(ck "o22$o" 2)" ] || fail "--optim $o: step 2's checkpoints differ"
+    ohop $o "--optim $o: --tp 2's step 2 resumed at (2, 2, 1)" "o2$o" --tp 2 --pp 2 --microbatches 4
   done
+  # another split of the blocks: the stages' pieces of M, V and the small state at other offsets
+  ohop adam4bit "--optim adam4bit: --tp 2's step 2 resumed at (2, 2, 1) with --pp-layers 3,1" o2adam4bit --tp 2 --pp 2 \
+    --pp-layers 3,1 --microbatches 4
   if "$MW" export --ckpt "$T/g22/step-00000003.mwck" --out "$T/hfg/model.safetensors" >"$T/export.out" 2>&1; then
     I=(--init "hf:$T/hfg" --data "$T/d" --batch 2 --seq 32 --lr 1e-3 --warmup 1 --threads 1 --log-every 1000 --eval-every 2 --eval-batches 2)
     run i2 2 I --steps 3 --tp 2 --accum 4
@@ -236,7 +253,6 @@ refuse() { # refuse N WHAT PATTERN ARGS...
 refuse 6 "--tp 2 --pp 2 on 6 ranks" "a multiple of --tp x --pp" --tp 2 --pp 2
 # (--tp 2 --zero 2 and 3 over 2 replicas run: cli_tp.sh checks them against --zero 1; their checkpoints above)
 refuse 4 "--tp 2 --zero 1 --optim sgd with --out" "state sharded over replicas is not built yet" --tp 2 --zero 1 --optim sgd
-refuse 4 "--tp 2 --pp 2 --optim came with --out" "a checkpoint of a stage.s sharded optimizer state" --tp 2 --pp 2 --optim came
 if ! quick; then # (refused once the ranks have started: ~10 s under ASan; the model's refusal, said once
   # by a vote, every rank exiting 1: main printed it once per rank)
   mpr 4 train "${L[@]}" --steps 3 --tp 2 --zero 1 --optim adam4bit >"$T/rf.out" 2>&1

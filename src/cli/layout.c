@@ -119,10 +119,6 @@ void layout_parse(opts *o, int mask) {
     if (mask & CMD_TRAIN) { /* this rank's place in the grid (src/dist/grid.c) */
         if (P > 64 && (o->ckpt_dir || o->resume))
             die(1, "train --pp %d with --%s: a pipeline of more than 64 stages saves no checkpoint yet", P, o->resume ? "resume" : "out");
-        if (T > 1 && P > 1 && c->optim != MW_OPTIM_ADAMW && (o->ckpt_dir || o->resume)) /* trains (the same bits as --tp alone) */
-            die(1, "train --tp %d --pp %d --optim %s with --%s: a checkpoint of a stage's sharded optimizer state is not built yet "
-                   "(--optim adamw saves; --tp alone or --pp alone save every --optim)", T, P, mw_optim_str(c->optim),
-                o->resume ? "resume" : "out");
         if (T > 1 && D > 1 && c->zero >= 1 && c->optim != MW_OPTIM_ADAMW && (o->ckpt_dir || o->resume))
             die(1, "train --tp %d with --zero %d over %d replicas, --optim %s and --%s: a checkpoint of the optimizer's state "
                    "sharded over replicas is not built yet (--optim adamw saves)", T, c->zero, D,

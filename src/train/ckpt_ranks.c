@@ -141,9 +141,13 @@ static mw_status tp_tensor_parts(mw_model *m, int i, int k, const part_sink *sk,
     return MW_OK;
 }
 
-/* A stream of an optimizer array's codes (bits 32, 8 or 4 an element) into w, with its crc. */
+/* A stream of an optimizer array's codes (bits 32, 8 or 4 an element), with its crc: into w in
+ * order, or (w NULL) into fd at byte at on (a pipeline stage's pwrite). */
 typedef struct codes {
     mw_ckpt_writer *w;
+    int fd;
+    const char *name;
+    uint64_t at;
     int bits, half; /* 4 bits: a low nibble waits in byte */
     unsigned char byte;
     uint32_t crc;
@@ -156,7 +160,9 @@ static mw_status codes_flush(codes *c) {
     c->crc = mw_crc32c(c->crc, c->buf, c->n);
     const size_t n = c->n;
     c->n = 0;
-    return mw_ckpt_wr(c->w, c->buf, n);
+    if (c->w) return mw_ckpt_wr(c->w, c->buf, n);
+    c->at += n;
+    return pwr(c->fd, c->name, c->buf, n, c->at - n);
 }
 
 static mw_status codes_byte(codes *c, unsigned char b) {
@@ -184,14 +190,58 @@ static mw_status codes_put(codes *c, const float *x, size_t n) {
     return MW_OK;
 }
 
-/* --tp, an optimizer other than AdamW: its three parts as one process stores them (collective):
- * M and V (one process's flat layout of the whole tensors, each tensor gathered a part at a time),
- * then the small state. w: rank 0's writer (NULL on the others); *s its write status (rank 0 keeps
- * gathering after a failed write, so that no rank waits). Returns the gathers' status. */
-static mw_status save_tp_state(mw_model *m, mw_ckpt_writer *w, mw_status *s, float **full, float **scratch, size_t *cap) {
+/* --tp, an optimizer other than AdamW: its array part (0 M, 1 V; bits an element) as one process
+ * stores it, the flat layout of the whole tensors (tp_state.c's mw_model_tp_whole_offsets, with its
+ * padding's zero codes), each tensor gathered a part at a time (mw_model_tp_gather_part: an 8- or
+ * 4-bit code comes as a float; collective over the tensor-parallel group and, where they shard it,
+ * the replicas). c: the writer's stream (NULL on the other ranks), its bytes all written and its
+ * crc complete at the end; *s its write status (the writer keeps gathering after a failed write, so
+ * that no rank waits). Returns the gathers' status. *full, *scratch, *cap: the writer's buffers. */
+static mw_status tp_codes(mw_model *m, int part, codes *c, mw_status *s, float **full, float **scratch, size_t *cap) {
     const int nt = mw_model_num_tensors(m);
     size_t *o = NULL;
     mw_status g = mw_model_tp_whole_offsets(m, &o);
+    size_t at = 0; /* elements of the layout written */
+    for (int i = 0; i < nt && g == MW_OK; i++) {
+        mw_param_info t;
+        if ((g = mw_model_tensor_info(m, i, &t, 0)) != MW_OK) break;
+        mw_model_tensor_whole(m, i, &t.ndim, t.dims, &t.numel);
+        if (c && *s == MW_OK) *s = codes_put(c, NULL, o[i] - at); /* one process's padding */
+        at = o[i] + t.numel;
+        const size_t cols = t.ndim == 2 ? (size_t)t.dims[1] : 1;
+        const int rows = (int)(t.numel / cols);
+        for (int a = 0, b; a < rows && g == MW_OK; a = b) {
+            b = mw_model_tp_part_end(m, i, a);
+            const size_t n = (size_t)(b - a) * cols;
+            if (c && n > *cap) {
+                float *nf = realloc(*full, n * sizeof(float)), *ns = nf ? realloc(*scratch, n * sizeof(float)) : NULL;
+                if (nf) *full = nf;
+                if (ns) *scratch = ns;
+                if (!nf || !ns) { /* the other ranks wait in the gather: the run ends on this error */
+                    g = mw_fail(MW_ERR_NOMEM, "out of memory gathering %s for a checkpoint", t.name);
+                    break;
+                }
+                *cap = n;
+            }
+            g = mw_model_tp_gather_part(m, i, 1 + part, a, b, c ? *full : NULL, c ? *scratch : NULL);
+            if (c && g == MW_OK && *s == MW_OK) *s = codes_put(c, *full, n);
+        }
+    }
+    if (c && g == MW_OK && *s == MW_OK) {
+        *s = codes_put(c, NULL, o[nt] - at);
+        if (*s == MW_OK && c->half) c->half = 0, *s = codes_byte(c, c->byte);
+        if (*s == MW_OK) *s = codes_flush(c);
+    }
+    free(o);
+    return g;
+}
+
+/* --tp, an optimizer other than AdamW: its three parts as one process stores them (collective):
+ * M and V (tp_codes), then the small state (mw_model_tp_state_whole). w: rank 0's writer (NULL on
+ * the others); *s its write status (rank 0 keeps gathering after a failed write, so that no rank
+ * waits). Returns the gathers' status. */
+static mw_status save_tp_state(mw_model *m, mw_ckpt_writer *w, mw_status *s, float **full, float **scratch, size_t *cap) {
+    mw_status g = MW_OK;
     for (int part = 0; part < 3 && g == MW_OK; part++) {
         const int bits = mw_model_state_bits(m, part);
         const uint64_t bytes = mw_model_tp_state_bytes(m, part);
@@ -218,41 +268,10 @@ static mw_status save_tp_state(mw_model *m, mw_ckpt_writer *w, mw_status *s, flo
             break; /* the other ranks wait in the gather: the run ends on this error */
         }
         if (c) c->w = w, c->bits = bits;
-        size_t at = 0; /* elements of the layout written */
-        for (int i = 0; i < nt && g == MW_OK; i++) {
-            mw_param_info t;
-            if ((g = mw_model_tensor_info(m, i, &t, 0)) != MW_OK) break;
-            mw_model_tensor_whole(m, i, &t.ndim, t.dims, &t.numel);
-            if (c && *s == MW_OK) *s = codes_put(c, NULL, o[i] - at); /* one process's padding */
-            at = o[i] + t.numel;
-            const size_t cols = t.ndim == 2 ? (size_t)t.dims[1] : 1;
-            const int rows = (int)(t.numel / cols);
-            for (int a = 0, b; a < rows && g == MW_OK; a = b) {
-                b = mw_model_tp_part_end(m, i, a);
-                const size_t n = (size_t)(b - a) * cols;
-                if (c && n > *cap) {
-                    float *nf = realloc(*full, n * sizeof(float)), *ns = nf ? realloc(*scratch, n * sizeof(float)) : NULL;
-                    if (nf) *full = nf;
-                    if (ns) *scratch = ns;
-                    if (!nf || !ns) {
-                        g = mw_fail(MW_ERR_NOMEM, "out of memory gathering %s for a checkpoint", t.name);
-                        break;
-                    }
-                    *cap = n;
-                }
-                g = mw_model_tp_gather_part(m, i, 1 + part, a, b, c ? *full : NULL, c ? *scratch : NULL);
-                if (c && g == MW_OK && *s == MW_OK) *s = codes_put(c, *full, n);
-            }
-        }
-        if (c && g == MW_OK && *s == MW_OK) {
-            *s = codes_put(c, NULL, o[nt] - at);
-            if (*s == MW_OK && c->half) c->half = 0, *s = codes_byte(c, c->byte);
-            if (*s == MW_OK) *s = codes_flush(c);
-            if (*s == MW_OK) *s = mw_ckpt_wr_crc(w, c->crc);
-        }
+        g = tp_codes(m, part, c, s, full, scratch, cap);
+        if (c && g == MW_OK && *s == MW_OK) *s = mw_ckpt_wr_crc(w, c->crc);
         free(c);
     }
-    free(o);
     return g;
 }
 
@@ -536,7 +555,7 @@ static mw_status stage_figures(const mw_model *m, int v2, uint64_t f[ST_N]) {
         if (mw_model_tp(m) > 1) mw_model_tensor_whole(m, i, &t.ndim, t.dims, &t.numel); /* --tp: the whole tensor's */
         f[ST_SEC] += REC + strlen(t.name) + 4 + (t.numel * 4 + 4) * (v2 ? 1 : 3);
     }
-    for (int p = 0; p < 3; p++) f[ST_B0 + p] = v2 ? mw_model_state_bytes(m, p) : 0;
+    for (int p = 0; p < 3; p++) f[ST_B0 + p] = v2 ? mw_model_tp_state_bytes(m, p) : 0; /* --tp: the whole tensors' layout */
     f[ST_B3] = v2 ? f[ST_B2] - mw_pipe_state_run0(m) : 0;
     f[ST_B2] -= f[ST_B3];
     return MW_OK;
@@ -580,9 +599,6 @@ static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *s
     mw_comm *tc = mw_model_tp_comm(m);
     const int tpw = mw_model_tp(m) > 1, wrt = (!tc || tc->rank == 0) && (!dc || dc->rank == 0);
     const int coll = tpw || zd; /* the tensors' loop gathers: it goes on after a failed write */
-    if (tpw && v2)
-        return mw_fail(MW_ERR_ARG, "--tp with --pp and --optim %s: a checkpoint of the optimizer's sharded state is not "
-                       "built yet (adamw saves)", mw_optim_str(gc->optim));
     uint64_t mine[ST_N], *all = calloc((size_t)P * ST_N, sizeof *all), ex[6] = {0}, *exa = calloc((size_t)P * 6, sizeof *exa);
     /* ex: this stage's chain of CRCs and its bytes, then its pieces' CRCs (M, V, the small state's two runs) */
     char meta[4096], final[4096], name[4200] = "", why[1024] = "";
@@ -644,7 +660,7 @@ static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *s
         if (s == MW_OK && wrt) s = pwr(fd, name, r, rl, o);
         CHAIN(mw_crc32c(0, r, rl), o + rl);
         o += rl + 4;
-        for (int k = 0; k < 3 && tpw && gt == MW_OK; k++) { /* parameters, AdamW's m and v */
+        for (int k = 0; k < (v2 ? 1 : 3) && tpw && gt == MW_OK; k++) { /* parameters (and AdamW's m and v) */
             uint32_t cc = 0;
             const part_sink sk = {NULL, fd, name, o};
             gt = tp_tensor_parts(m, i, k, &sk, &full, &scratch, &cap, &s, &cc);
@@ -683,17 +699,31 @@ static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *s
         }
     }
 #undef CHAIN
-    free(full), free(scratch);
     if (s == MW_OK) s = gt;
     ex[0] = chain, ex[1] = clen;
-    for (int run = 0; run < 4 && v2 && (zd ? gt == MW_OK : s == MW_OK); run++) { /* this stage's pieces of each array */
+    float *whole = NULL; /* --tp: the stage's small state as one process holds it */
+    for (int run = 0; run < 4 && v2 && (coll ? gt == MW_OK : s == MW_OK); run++) { /* this stage's pieces of each array */
         const int part = run < 3 ? run : 2;
         uint64_t at = tens_end + SREC + 4 + pre[run], from = run == 3 ? mine[ST_B2] : 0;
         for (int q = 0; q < part; q++) at += SREC + 4 + B[q] + 4;
         uint32_t cc = 0;
-        if (zd && part < 2) /* M and V: from the replicas' shards (the small state: every replica's is the same) */
+        if (tpw && part < 2 && mine[ST_B0 + run]) { /* --tp: M and V in one process's layout of the stage's whole
+                                                      * tensors, gathered from the group (and the replicas that shard them) */
+            codes *c = wrt ? calloc(1, sizeof *c) : NULL;
+            if (wrt && !c) /* the other ranks wait in the gather: the run ends on this error */
+                gt = mw_fail(MW_ERR_NOMEM, "out of memory writing a checkpoint");
+            if (c) c->fd = fd, c->name = name, c->at = at, c->bits = mw_model_state_bits(m, part);
+            if (gt == MW_OK) gt = tp_codes(m, part, c, &s, &full, &scratch, &cap);
+            if (c) cc = c->crc;
+            free(c);
+        } else if (tpw && part == 2) { /* the small state: a 1-D shard's second moments joined over the group */
+            if (!whole) gt = mw_model_tp_state_whole(m, &whole);
+            if (gt == MW_OK && wrt && s == MW_OK) s = pwr(fd, name, (const char *)whole + from, mine[ST_B0 + run], at);
+            if (gt == MW_OK && wrt) cc = mw_crc32c(0, (const char *)whole + from, mine[ST_B0 + run]);
+        } else if (zd && part < 2) { /* M and V: from the replicas' shards (the small state: every replica's is the same) */
             gt = zero_parts(m, part, 0, mine[ST_B0 + run], wrt, fd, name, at, win, &s, &cc);
-        for (uint64_t off = 0; off < mine[ST_B0 + run] && s == MW_OK && wrt && !(zd && part < 2);) {
+        }
+        for (uint64_t off = 0; off < mine[ST_B0 + run] && s == MW_OK && wrt && !tpw && !(zd && part < 2);) {
             const void *p;
             size_t n;
             if ((s = mw_model_state_view(m, part, from + off, &p, &n)) != MW_OK) break;
@@ -704,6 +734,8 @@ static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *s
         }
         ex[2 + run] = cc;
     }
+    free(whole), free(full), free(scratch);
+    if (s == MW_OK) s = gt;
     mw_status d = mw_model_moments_done(m);
     if (s == MW_OK) s = d;
     free(win);
@@ -773,52 +805,59 @@ static mw_status pread_crc(int fd, const char *path, void *buf, size_t n, uint64
     return MW_OK;
 }
 
-/* --tp: this rank's shard of tensor i's array of numel floats at off (its CRC-32C after it, checked),
- * read a window (win, BUF bytes) at a time: no whole tensor in memory */
-static mw_status pread_shard(int fd, const char *path, const mw_model *m, int i, float *dst, uint64_t numel, uint64_t off,
-                             const char *what, char *win) {
+/* What a window of a checkpoint's bytes, read in order, is handed to: bytes [at, at + k) of the
+ * run read, at win */
+typedef mw_status (*window_fn)(void *ctx, const char *win, uint64_t at, size_t k);
+
+/* Bytes [off, off + n) of fd read a window (win, BUF bytes) at a time, each handed to take; with
+ * what (not NULL: its name in the errors), the CRC-32C stored after them checked: no whole run in
+ * memory */
+static mw_status pread_windows(int fd, const char *path, uint64_t off, uint64_t n, char *win, window_fn take, void *ctx,
+                               const char *what) {
     uint32_t crc = 0;
-    for (uint64_t done = 0; done < numel * 4;) {
-        const size_t k = numel * 4 - done < BUF ? (size_t)(numel * 4 - done) : BUF;
+    for (uint64_t done = 0; done < n;) {
+        const size_t k = n - done < BUF ? (size_t)(n - done) : BUF;
         for (size_t got = 0; got < k;) {
             ssize_t r = pread(fd, win + got, k - got, (off_t)(off + done + got));
             if (r < 0 && errno == EINTR) continue;
             if (r <= 0) return mw_fail(MW_ERR_IO, "cannot read %s: %s", path, r < 0 ? strerror(errno) : "truncated");
             got += (size_t)r;
         }
-        crc = mw_crc32c(crc, win, k);
-        mw_model_tp_take_part(m, i, (const float *)(void *)win, done / 4, k / 4, dst);
+        if (what) crc = mw_crc32c(crc, win, k);
+        MW_TRY(take(ctx, win, done, k));
         done += k;
     }
+    if (!what) return MW_OK;
     unsigned char c[4];
-    if (pread(fd, c, 4, (off_t)(off + numel * 4)) != 4) return mw_fail(MW_ERR_IO, "cannot read %s", path);
+    if (pread(fd, c, 4, (off_t)(off + n)) != 4) return mw_fail(MW_ERR_IO, "cannot read %s", path);
     if (get32(c) != crc) return mw_fail(MW_ERR_FORMAT, "%s: %s changed while it was read", path, what);
     return MW_OK;
 }
 
-/* AdamW's moment which (0 m, 1 v) of tensor i where it is not in memory (the disk tier, or sharded
- * over --zero's replicas: the other replicas' elements are read and dropped): the file's
- * whole tensor of numel floats at off (its CRC-32C after it, checked) read a window (win, BUF bytes)
- * at a time, this rank's elements taken through the moment's windows (any --tp, 1 included) */
-static mw_status pread_moment(int fd, const char *path, mw_model *m, int i, int which, uint64_t numel, uint64_t off,
-                              const char *what, char *win) {
-    uint32_t crc = 0;
-    for (uint64_t done = 0; done < numel * 4;) {
-        const size_t k = numel * 4 - done < BUF ? (size_t)(numel * 4 - done) : BUF;
-        for (size_t got = 0; got < k;) {
-            ssize_t r = pread(fd, win + got, k - got, (off_t)(off + done + got));
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) return mw_fail(MW_ERR_IO, "cannot read %s: %s", path, r < 0 ? strerror(errno) : "truncated");
-            got += (size_t)r;
-        }
-        crc = mw_crc32c(crc, win, k);
-        MW_TRY(mw_model_tp_take_moment(m, i, which, (const float *)(void *)win, done / 4, k / 4));
-        done += k;
-    }
-    unsigned char c[4];
-    if (pread(fd, c, 4, (off_t)(off + numel * 4)) != 4) return mw_fail(MW_ERR_IO, "cannot read %s", path);
-    if (get32(c) != crc) return mw_fail(MW_ERR_FORMAT, "%s: %s changed while it was read", path, what);
-    return MW_OK;
+/* A window of tensor i's array (floats), this rank's elements taken (mw_ckpt_take): into dst (--tp,
+ * the array in memory), or dst NULL into AdamW's moment which where it lives (the disk tier, or
+ * sharded over --zero's replicas: the others' elements dropped; any --tp, 1 included) */
+typedef struct tensor_take {
+    mw_model *m;
+    int i, which;
+    float *dst;
+} tensor_take;
+
+static mw_status take_tensor(void *ctx, const char *win, uint64_t at, size_t k) {
+    const tensor_take *t = ctx;
+    return mw_ckpt_take(t->m, t->i, t->dst, t->which, (const float *)(const void *)win, at / 4, k / 4);
+}
+
+/* --tp, an optimizer other than AdamW: a window of array part's (0 M, 1 V) bytes in one process's
+ * layout of the stage's whole tensors, this rank's elements taken (mw_model_tp_take_state) */
+typedef struct state_take {
+    mw_model *m;
+    int part;
+} state_take;
+
+static mw_status take_state(void *ctx, const char *win, uint64_t at, size_t k) {
+    const state_take *t = ctx;
+    return mw_model_tp_take_state(t->m, t->part, win, at, k);
 }
 
 /* A stage's run of a single-process checkpoint (collective over the stages: every stage verifies
@@ -856,9 +895,6 @@ mw_status mw_ckpt_load_stage(const char *path, mw_model *m, mw_ckpt_info *info, 
     if (s == MW_OK && (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
         s = mw_fail(MW_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     const int tpw = mw_model_tp(m) > 1;
-    if (s == MW_OK && tpw && v2 && !params_only)
-        s = mw_fail(MW_ERR_ARG, "--tp with --pp and --optim %s: resuming the optimizer's sharded state is not built yet",
-                    mw_optim_str(gc->optim));
     char *win = malloc(BUF); /* --tp, moments on the disk tier: the file a window at a time, this rank's elements taken */
     if (!win && s == MW_OK) s = mw_fail(MW_ERR_NOMEM, "out of memory");
     for (int i = 0; i < nt && s == MW_OK; i++) {
@@ -874,16 +910,14 @@ mw_status mw_ckpt_load_stage(const char *path, mw_model *m, mw_ckpt_info *info, 
         float *dst[3] = {t.data, params_only || v2 ? NULL : t.m, params_only || v2 ? NULL : t.v};
         for (int b = 0; b < 3 && s == MW_OK; b++) {
             const uint64_t at = e->offset + (uint64_t)b * (e->numel * 4 + 4);
-            if (dst[b] && tpw)
-                s = pread_shard(fd, path, m, i, dst[b], e->numel, at, e->name, win);
-            else if (dst[b])
+            tensor_take tk = {m, i, b - 1, dst[b]};
+            if (dst[b] && !tpw)
                 s = pread_crc(fd, path, dst[b], e->numel * 4, at, e->name);
-            else if (b > 0 && !params_only && !v2) /* AdamW's moment not in memory: on the disk tier or sharded over
-                                                     * the replicas (--zero >= 1), any --tp (1 included) */
-                s = pread_moment(fd, path, m, i, b - 1, e->numel, at, e->name, win);
+            else if (dst[b] || (b > 0 && !params_only && !v2)) /* --tp's shard; or AdamW's moment not in memory: on
+                                                                 * the disk tier or sharded over the replicas (--zero >= 1) */
+                s = pread_windows(fd, path, at, e->numel * 4, win, take_tensor, &tk, e->name);
         }
     }
-    free(win);
     if (s == MW_OK && v2 && !params_only) {
         const mw_ckpt_entry *e = &idx.e[idx.n - 1];
         uint64_t o = e->offset + e->numel * 4 + 4;
@@ -896,6 +930,11 @@ mw_status mw_ckpt_load_stage(const char *path, mw_model *m, mw_ckpt_info *info, 
                             mw_model_state_bits(m, part));
             for (int run = part; run < (part == 2 ? 4 : part + 1); run++) {
                 const uint64_t from = run == 3 ? mine[ST_B2] : 0;
+                if (tpw && part < 2 && s == MW_OK) { /* --tp: this rank's elements of one process's layout, a window at a time */
+                    state_take sk = {m, part};
+                    s = pread_windows(fd, path, o + SREC + 4 + pre[run], mine[ST_B0 + run], win, take_state, &sk, NULL);
+                    continue;
+                }
                 for (uint64_t off = 0; off < mine[ST_B0 + run] && s == MW_OK;) {
                     void *p;
                     size_t n;
@@ -909,6 +948,7 @@ mw_status mw_ckpt_load_stage(const char *path, mw_model *m, mw_ckpt_info *info, 
             o += SREC + 4 + B[part] + 4;
         }
     }
+    free(win);
     if (fd >= 0) close(fd);
     mw_status d = mw_model_moments_done(m);
     if (s == MW_OK) s = d;
