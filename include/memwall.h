@@ -722,6 +722,10 @@ typedef struct mw_step_report {
     float loss;        /* mean over the step's micro-batches */
     double lr, grad_norm, ms, tokens_per_s;
     mw_model_clock clock; /* the step's part of mw_model_times (the step, validation excluded) */
+    /* of ms and clock, the gradient norm's and the optimizer's passes (wall ms, and their clock): the
+     * rest is the micro-batches'. One process alone; 0 under --pp and data parallelism (not split). */
+    double opt_ms;
+    mw_model_clock opt_clock;
     int has_val;
     float val_loss;
 } mw_step_report;
