@@ -145,6 +145,7 @@ static mw_status train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_
     clock_diff(&r->opt_clock, &k0, &k1);
     r->ms = t2 - t0;
     r->opt_ms = t2 - t1;
+    r->opt_split = 1;
     r->tokens_per_s = (double)N * c->accum / (r->ms / 1e3);
     return MW_OK;
 }
