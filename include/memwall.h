@@ -722,6 +722,12 @@ typedef struct mw_step_report {
     float loss;        /* mean over the step's micro-batches */
     double lr, grad_norm, ms, tokens_per_s;
     mw_model_clock clock; /* the step's part of mw_model_times (the step, validation excluded) */
+    /* of ms and clock, the gradient norm's and the optimizer's passes (wall ms, and their clock): the
+     * rest is the micro-batches'. opt_split 1 when they are (one process); 0 under --pp and data
+     * parallelism, whose steps are not split (opt_ms and opt_clock 0). */
+    int opt_split;
+    double opt_ms;
+    mw_model_clock opt_clock;
     int has_val;
     float val_loss;
 } mw_step_report;

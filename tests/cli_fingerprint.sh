@@ -56,10 +56,11 @@ norm_json() {
 # estimate's text: the same, as lines
 norm_text() { grep -v -E '^  planned in |^    auto  |auto.s choice rests on op times|its phases overlapped: max|^ +transfers\) \+ the norm'; }
 # train's, eval's JSON: times, RSS, the I/O engine
-# (the step's clock, compute_ms and io_*_ms, is taken out whole; the weights' CRC, params_crc32c, too:
+# (the step's clock, compute_ms and io_*_ms, and its optimizer's part, opt_*, are taken out whole; the weights' CRC, params_crc32c, too:
 # the checkpoint's bytes, hashed below, hold the weights)
 norm_log() {
   sed -E -e 's/, "(compute_ms|io_busy_ms|io_read_ms|io_write_ms|io_wait_ms)": [^,}]*//g' \
+    -e 's/, "opt_(ms|compute_ms|io_busy_ms|io_read_ms|io_write_ms|io_wait_ms)": [^,}]*//g' \
     -e 's/"(ms|tokens_per_s|peak_rss_bytes|seconds)": [^,}]*/"\1": _/g' -e 's/"engine": "[^"]*"/"engine": _/g' \
     -e 's/"params_crc32c": "[0-9a-f]*", //'
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The disk tier's overlap, measured (issue 35 item 3): every step's JSON log line carries its
 # compute, I/O-busy (read, write, either) and I/O-wait milliseconds, consistent with each other and
-# with the step; a disk slower than measured (MEMWALL_IO_THROTTLE_MBPS, both I/O engines) gives the
+# with the step, and the same of its norm's and optimizer's passes (opt_*), within the step's; a disk slower than measured (MEMWALL_IO_THROTTLE_MBPS, both I/O engines) gives the
 # same losses and checkpoint bytes, at least its bytes' time busy, and shows up as waiting; estimate
 # predicts the step as overlapped phases (printed beside the measured steps, never compared on
 # time: this machine is shared). Usage: tests/cli_overlap.sh build/memwall. Exits non-zero on any
@@ -45,6 +45,35 @@ consistent() {
     fail "$2: $bad ($(grep -c '"step"' "$1") step lines)"
 }
 
+# optsteps FILE: one line per step: the step's ms compute busy read write wait, then the same of its
+# norm's and optimizer's passes (opt_*)
+optsteps() {
+  grep '"step"' "$1" | awk '{
+    split("ms compute_ms io_busy_ms io_read_ms io_write_ms io_wait_ms", k, " ")
+    line = ""
+    for (j = 0; j < 2; j++)
+      for (i = 1; i <= 6; i++) {
+        key = (j ? "opt_" : "") k[i]
+        v = "missing"
+        if (match($0, "\"" key "\": [-0-9.e+]+")) { v = substr($0, RSTART, RLENGTH); sub(/.*: /, "", v) }
+        line = line (line != "" ? " " : "") v
+      }
+    print line
+  }'
+}
+# optpart FILE WHAT DISK: each step's optimizer part is within the step, figure by figure (0.002 ms:
+# rounding), and took time; DISK 1: its passes read and wrote the disk tier, 0: no I/O time
+optpart() {
+  local bad
+  bad=$(optsteps "$1" | awk -v d="$3" '/missing/ { print "a key is missing: " $0; next }
+    { for (i = 1; i <= 6; i++) if ($(i + 6) > $i + 0.002 || $(i + 6) < 0) print "opt part " i " outside the step: " $0 }
+    $7 <= 0 || $8 <= 0 { print "no optimizer time: " $0 }
+    d == 1 && ($10 <= 0 || $11 <= 0) { print "the optimizer read or wrote nothing: " $0 }
+    d == 0 && ($9 != 0 || $10 != 0 || $11 != 0 || $12 != 0) { print "I/O time without a disk tier: " $0 }')
+  [ -z "$bad" ] && [ "$(optsteps "$1" | wc -l)" -eq 3 ] && pass "$2: each step's norm and optimizer part (opt_*) lies within it" ||
+    fail "$2: $bad ($(grep -c '"step"' "$1") step lines)"
+}
+
 echo "-- the step's clock in the JSON log"
 run mem
 consistent "$T/mem.jsonl" "in memory"
@@ -52,6 +81,8 @@ consistent "$T/mem.jsonl" "in memory"
   pass "in memory: no disk tier, no I/O time" || fail "in memory: I/O time without a disk tier: $(steps "$T/mem.jsonl")"
 run off "${off[@]}"
 consistent "$T/off.jsonl" "--offload all"
+optpart "$T/mem.jsonl" "in memory" 0
+optpart "$T/off.jsonl" "--offload all" 1
 [ -z "$(steps "$T/off.jsonl" | awk '$4 <= 0 || $5 <= 0')" ] && pass "--offload all: reads and writes were in flight" ||
   fail "--offload all: no read or write time: $(steps "$T/off.jsonl")"
 same mem off "--offload all against memory"

@@ -63,6 +63,11 @@ static mw_status on_step(const mw_step_report *r, const mw_run_state *st, void *
         const mw_model_clock *k = &r->clock;
         fprintf(t->jlog, ", \"compute_ms\": %.3f, \"io_busy_ms\": %.3f, \"io_read_ms\": %.3f, \"io_write_ms\": %.3f, \"io_wait_ms\": %.3f",
                 k->compute_ms, k->io_busy_ms, k->io_read_ms, k->io_write_ms, k->io_wait_ms);
+        const mw_model_clock *q = &r->opt_clock; /* of it, the norm's and the optimizer's passes */
+        if (r->opt_split)
+            fprintf(t->jlog, ", \"opt_ms\": %.3f, \"opt_compute_ms\": %.3f, \"opt_io_busy_ms\": %.3f, \"opt_io_read_ms\": %.3f, "
+                             "\"opt_io_write_ms\": %.3f, \"opt_io_wait_ms\": %.3f",
+                    r->opt_ms, q->compute_ms, q->io_busy_ms, q->io_read_ms, q->io_write_ms, q->io_wait_ms);
         if (r->has_val) {
             fprintf(t->jlog, ", \"val_loss\": ");
             json_num(t->jlog, "%.9g", r->val_loss);
@@ -1125,6 +1130,9 @@ int cmd_bench(int argc, char **argv) {
     progress_init(&pr, "bench: step (warm-up included)");
     if (o.json) progress_update(&pr, 0, total);
     mw_model_clock kt = {0}; /* the timed steps' clocks, summed */
+    mw_model_clock ko = {0}; /* and their norm's and optimizer's passes (where every timed step split them) */
+    double opt_ms = 0.0;
+    int opt_split = 1;
     for (int s = 0; s < total; s++) {
         mw_step_report r;
         if (mw_train_step(m, s, rand_batch, &rc, &r) != MW_OK) die(1, "%s", mw_last_error());
@@ -1132,6 +1140,11 @@ int cmd_bench(int argc, char **argv) {
         const mw_model_clock *k = &r.clock;
         if (s >= o.bench_warmup) {
             ms[s - o.bench_warmup] = r.ms;
+            opt_ms += r.opt_ms;
+            opt_split &= r.opt_split;
+            const mw_model_clock *q = &r.opt_clock;
+            ko.compute_ms += q->compute_ms, ko.io_busy_ms += q->io_busy_ms, ko.io_read_ms += q->io_read_ms;
+            ko.io_write_ms += q->io_write_ms, ko.io_wait_ms += q->io_wait_ms;
             kt.compute_ms += k->compute_ms, kt.io_busy_ms += k->io_busy_ms, kt.io_read_ms += k->io_read_ms;
             kt.io_write_ms += k->io_write_ms, kt.io_wait_ms += k->io_wait_ms;
         }
@@ -1139,10 +1152,16 @@ int cmd_bench(int argc, char **argv) {
             double q, w;
             mw_model_act_seconds(m, &q, &w, 1);
         }
-        if (!o.json)
+        if (!o.json) {
             printf("step %d%s %.1f ms  %.1f tok/s  loss %.4f | compute %.1f ms, disk busy %.1f (read %.1f, write %.1f), "
-                   "waiting %.1f\n", s, s < o.bench_warmup ? " (warm-up)" : "", r.ms, r.tokens_per_s, r.loss,
-                   k->compute_ms, k->io_busy_ms, k->io_read_ms, k->io_write_ms, k->io_wait_ms);
+                   "waiting %.1f", s, s < o.bench_warmup ? " (warm-up)" : "", r.ms, r.tokens_per_s, r.loss, k->compute_ms,
+                   k->io_busy_ms, k->io_read_ms, k->io_write_ms, k->io_wait_ms);
+            if (r.opt_split)
+                printf(" | of it the norm and optimizer %.1f ms: compute %.1f, disk busy %.1f (read %.1f, write %.1f), "
+                       "waiting %.1f", r.opt_ms, r.opt_clock.compute_ms, r.opt_clock.io_busy_ms, r.opt_clock.io_read_ms,
+                       r.opt_clock.io_write_ms, r.opt_clock.io_wait_ms);
+            printf("\n");
+        }
     }
     qsort(ms, (size_t)c->steps, sizeof *ms, cmp_dbl);
     double med = c->steps % 2 ? ms[c->steps / 2] : 0.5 * (ms[c->steps / 2 - 1] + ms[c->steps / 2]);
@@ -1164,6 +1183,10 @@ int cmd_bench(int argc, char **argv) {
         printf("\"compute_ms\": %.3f, \"io_busy_ms\": %.3f, \"io_read_ms\": %.3f, \"io_write_ms\": %.3f, "
                "\"io_wait_ms\": %.3f, ", kt.compute_ms / n, kt.io_busy_ms / n, kt.io_read_ms / n, kt.io_write_ms / n,
                kt.io_wait_ms / n);
+        if (opt_split)
+            printf("\"opt_ms\": %.3f, \"opt_compute_ms\": %.3f, \"opt_io_busy_ms\": %.3f, \"opt_io_read_ms\": %.3f, "
+                   "\"opt_io_write_ms\": %.3f, \"opt_io_wait_ms\": %.3f, ", opt_ms / n, ko.compute_ms / n, ko.io_busy_ms / n,
+                   ko.io_read_ms / n, ko.io_write_ms / n, ko.io_wait_ms / n);
         json_categories(stdout, m); /* peak_bytes, peak_rss_bytes, the categories, ... */
         printf("}\n");
     } else {

@@ -99,16 +99,21 @@ mw_status mw_evaluate(mw_model *m, mw_data *d, int n_batches, float *loss) {
 
 static mw_status train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step_report *r);
 
+/* d = k1 - k0, field by field */
+static void clock_diff(mw_model_clock *d, const mw_model_clock *k0, const mw_model_clock *k1) {
+    d->compute_ms = k1->compute_ms - k0->compute_ms;
+    d->io_read_ms = k1->io_read_ms - k0->io_read_ms;
+    d->io_write_ms = k1->io_write_ms - k0->io_write_ms;
+    d->io_busy_ms = k1->io_busy_ms - k0->io_busy_ms;
+    d->io_wait_ms = k1->io_wait_ms - k0->io_wait_ms;
+}
+
 mw_status mw_train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_step_report *r) {
     mw_model_clock k0, k1;
     mw_model_times(m, &k0);
     mw_status st = train_step(m, s, next, ctx, r);
     mw_model_times(m, &k1);
-    r->clock.compute_ms = k1.compute_ms - k0.compute_ms;
-    r->clock.io_read_ms = k1.io_read_ms - k0.io_read_ms;
-    r->clock.io_write_ms = k1.io_write_ms - k0.io_write_ms;
-    r->clock.io_busy_ms = k1.io_busy_ms - k0.io_busy_ms;
-    r->clock.io_wait_ms = k1.io_wait_ms - k0.io_wait_ms;
+    clock_diff(&r->clock, &k0, &k1);
     return st;
 }
 
@@ -130,9 +135,17 @@ static mw_status train_step(mw_model *m, int s, mw_batch_fn next, void *ctx, mw_
     r->step = s + 1;
     r->loss = (float)(loss / c->accum);
     r->lr = mw_lr_at(c, s);
+    mw_model_clock k0, k1; /* the norm's and the optimizer's passes: their part of the step */
+    mw_model_times(m, &k0);
+    const double t1 = now_ms();
     MW_TRY(mw_graph_grad_norm(m, &r->grad_norm));
     MW_TRY(mw_model_adamw_step(m, r->lr, r->grad_norm, s + 1));
-    r->ms = now_ms() - t0;
+    const double t2 = now_ms();
+    mw_model_times(m, &k1);
+    clock_diff(&r->opt_clock, &k0, &k1);
+    r->ms = t2 - t0;
+    r->opt_ms = t2 - t1;
+    r->opt_split = 1;
     r->tokens_per_s = (double)N * c->accum / (r->ms / 1e3);
     return MW_OK;
 }
