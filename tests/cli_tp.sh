@@ -319,6 +319,14 @@ for oz in $(quick || echo adamw8bit:QG:1) adam4bit:QL:1 $(quick || echo adafacto
     pass "  --optim $o: arena = plan = estimate per rank ($x)" || fail "  --optim $o per rank: $x"
 done
 
+# each replica's shard of the state streamed through its own disk tier: the passes' joins between the streams
+if ! quick; then
+  qrun qQLcame1off 4 QL --optim came --zero 1 --accum 2 --offload optimizer --offload-dir "$T/scr"
+  [ -n "$(qsig qQLcame)" ] && [ "$(qsig qQLcame)" = "$(qsig qQLcame1off)" ] &&
+    pass "llama-tiny --tp 2 x 2 replicas --zero 1 --optim came --offload optimizer = --tp 2 --zero 0 --accum 4, bit for bit" ||
+    fail "--zero 1 --optim came --offload optimizer: '$(qsig qQLcame)' vs '$(qsig qQLcame1off)'"
+fi
+
 echo "-- every rank's arena peak is its plan"
 peaks g2 2 G
 peaks g4 4 G
