@@ -11,7 +11,9 @@
 # ASan); 50 steps at (2, 2, 1) stay within 1e-5 relative of one process and a
 # rerun (with --recompute full on each stage) gives the same bits; every rank's arena peak is its plan and estimate --world 4's; a run
 # saved at (2, 2, 1) resumes at (2, 1, 2), then (1, 1, 4), (4, 1, 1), one process, and (2, 2, 1)
-# again with another split of the blocks, within 1e-5 of the unbroken run; what is not built
+# again with another split of the blocks, within 1e-5 of the unbroken run; sharded replicas' checkpoints
+# ((2, 1, 2) --zero 1 saved, resumed at (2, 1, 1), then at (2, 2, 2) --zero 1; and at (2, 1, 2)
+# --zero 3, then --zero 2) are the unbroken run's bytes, and a replica killed while saving leaves the earlier checkpoint; what is not built
 # is refused before step 1; a killed rank of a 3D layout ends every rank within 30 s (under ASan too:
 # tests/cli_3d.sh build/asan/memwall, which runs every 3D layout and hop but leaves the references
 # (--tp alone, one process) and the comparisons of numbers to the plain build: the same code's bits).
@@ -89,9 +91,9 @@ run t22s 4 L --steps 3 --tp 2 --sp --pp 2 --microbatches 4 && same "-np 4 --tp 2
 echo "-- (T, P, D) = (2, 1, 2): --tp 2 --zero 0 at D = 1's bits (each micro-batch's gradient summed in order)"
 ref t2z 2 L --steps 3 --tp 2 --zero 0 --accum 4
 run t212 4 L --steps 3 --tp 2 --zero 0 --accum 2 && same "-np 4 --tp 2 --zero 0 (2 replicas) = -np 2 --tp 2 --zero 0 --accum 4" t2z t212 3
-mpr 4 train "${L[@]}" --steps 3 --tp 2 --zero 1 --accum 2 --json-log "$T/t212z1.jsonl" >"$T/t212z1.out" 2>&1 ||
-  fail "--tp 2 --zero 1 on 4 ranks: $(grep -a memwall: "$T/t212z1.out" | head -2)"
-same "-np 4 --tp 2 --zero 1 (2 replicas, optimizer state sharded)" t2z t212z1
+# --zero 1: each tensor rank's replica 0 gathers the other's shard of AdamW's moments to write
+run t212z1 4 L --steps 3 --tp 2 --zero 1 --accum 2 &&
+  same "-np 4 --tp 2 --zero 1 (2 replicas, optimizer state sharded)" t2z t212z1 3
 ref t2sz 2 L --steps 3 --tp 2 --sp --zero 0 --accum 4
 run t212s 4 L --steps 3 --tp 2 --sp --zero 0 --accum 2 && same "-np 4 --tp 2 --sp --zero 0 (2 replicas)" t2sz t212s 3
 ref g2z 2 G --steps 3 --tp 2 --zero 0 --accum 4
@@ -175,6 +177,52 @@ hop "(2, 2, 1) with --pp-layers 3,1" 4 6 --tp 2 --pp 2 --pp-layers 3,1 --microba
 for k in 2 3 4 5 6; do cat "$T/c$k.jsonl"; done >"$T/chain.jsonl"
 within u chain 8 "saved at (2, 2, 1), resumed at (2, 1, 2), (1, 1, 4), (4, 1, 1), one process and (2, 2, 1): steps 2-6 against the unbroken run"
 
+echo "-- sharded replicas' checkpoints: saved at (2, 1, 2) --zero 1, resumed at (2, 1, 1), then at (2, 2, 2) --zero 1"
+# the reference: --tp 2 --zero 0 at D = 1 (the replicas' bits); (2, 2, 2) runs 8 ranks, the plain build
+# alone (the sanitizer build ends the chain at (2, 1, 2) --zero 1 instead)
+ref tu 2 L --steps 6 --tp 2 --zero 0 --accum 4 --save-every 2
+zhop() { # zhop N STOP ARGS...: the chain in $T/$zd (z unless set) continued to step STOP on N ranks
+  local n=$1 stop=$2 d=${zd:-z}
+  shift 2
+  mpr "$n" train "${L[@]}" --steps 6 --save-every 2 "$@" --stop-at "$stop" --out "$T/$d" --resume auto >"$T/$d$stop.out" 2>&1 ||
+    fail "step $stop on $n ranks: $(grep -a memwall: "$T/$d$stop.out" | head -2)"
+}
+zhop 4 2 --tp 2 --zero 1 --accum 2
+zhop 2 4 --tp 2 --zero 0 --accum 4
+if quick; then zhop 4 6 --tp 2 --zero 1 --accum 2; else zhop 8 6 --tp 2 --pp 2 --microbatches 2 --zero 1; fi
+if quick; then
+  [ -f "$T/z/step-00000006.mwck" ] && grep -q "resumed from" "$T/z6.out" && pass "the chain ran (the bits are the plain build's check)" ||
+    fail "the chain: $(ls "$T/z")"
+else
+  [ -n "$(ck tu 2)" ] && [ "$(ck tu 2)" = "$(ck z 2)" ] && [ "$(ck tu 6)" = "$(ck z 6)" ] && grep -q "resumed from" "$T/z6.out" &&
+    pass "step 2 of (2, 1, 2) --zero 1 and step 6 of (2, 2, 2) --zero 1, resumed through (2, 1, 1): the unbroken run's bytes" ||
+    fail "the sharded chain: $(ck tu 2) $(ck z 2), $(ck tu 6) $(ck z 6)"
+fi
+# --tp with --zero 2 and 3 (a tensor rank's replicas shard M and V, and at 3 the parameters: the
+# same gather and load): (2, 1, 2) --zero 3 writes --zero 1's file byte for byte (no params_crc32c in
+# its log: the checkpoints compare the weights), and the chain's step 2 resumed at (2, 1, 2) --zero 3,
+# then at --zero 2, ends on the unbroken run's bytes
+run t212z3 4 L --steps 3 --tp 2 --zero 3 --accum 2 &&
+  { quick || { [ -n "$(ck t212z1 3)" ] && [ "$(ck t212z1 3)" = "$(ck t212z3 3)" ] && [ "$(losses t212z1)" = "$(losses t212z3)" ]; }; } &&
+  [ -f "$T/t212z3/step-00000003.mwck" ] && pass "(2, 1, 2) --zero 3: $(bits "--zero 1's losses and checkpoint bytes")" ||
+  fail "(2, 1, 2) --zero 3 against --zero 1: $(ck t212z1 3) vs $(ck t212z3 3)"
+rm -rf "$T/y" && mkdir -p "$T/y" && cp "$T/z/step-00000002.mwck" "$T/y/"
+zd=y zhop 4 4 --tp 2 --zero 3 --accum 2
+zd=y zhop 4 6 --tp 2 --zero 2 --accum 2
+[ -f "$T/y/step-00000006.mwck" ] && grep -q "resumed from" "$T/y4.out" && grep -q "resumed from" "$T/y6.out" &&
+  { quick || { [ -n "$(ck tu 4)" ] && [ "$(ck tu 4)" = "$(ck y 4)" ] && [ "$(ck tu 6)" = "$(ck y 6)" ]; }; } &&
+  pass "(2, 1, 2) --zero 1's step 2 resumed at --zero 3, then at --zero 2: $(bits "steps 4 and 6 are the unbroken run's bytes")" ||
+  fail "--tp 2 --zero 3 and 2 resumed: $(ck tu 4) $(ck y 4), $(ck tu 6) $(ck y 6)"
+# a replica's rank killed in the middle of step 4's save (MEMWALL_CKPT_KILL: its shard sent, before the
+# ranks agree): no step 4, step 2 intact (the chain's own, above)
+rm -rf "$T/zk" && mkdir -p "$T/zk" && cp "$T/z/step-00000002.mwck" "$T/zk/"
+mpirun -np 3 "$MW" train "${L[@]}" --steps 6 --save-every 2 --tp 2 --zero 1 --accum 2 --out "$T/zk" --resume auto : \
+  -np 1 env MEMWALL_CKPT_KILL=4 "$MW" train "${L[@]}" --steps 6 --save-every 2 --tp 2 --zero 1 --accum 2 --out "$T/zk" --resume auto >"$T/zk.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ ! -e "$T/zk/step-00000004.mwck" ] && cmp -s "$T/z/step-00000002.mwck" "$T/zk/step-00000002.mwck" &&
+  grep -q "resumed from" "$T/zk.out" && pass "(2, 1, 2) --zero 1, a replica killed while saving step 4: exit $rc, no step 4, step 2 intact" ||
+  fail "a replica killed while saving: exit $rc, $(ls -a "$T/zk" | tr '\n' ' ')"
+
 echo "-- refused before step 1 (exit 1, naming it, nothing written)"
 refuse() { # refuse N WHAT PATTERN ARGS...
   local n=$1 what=$2 pat=$3
@@ -186,10 +234,19 @@ refuse() { # refuse N WHAT PATTERN ARGS...
     fail "$what: exit $rc, $(grep -a memwall: "$T/rf.out" | head -2)"
 }
 refuse 6 "--tp 2 --pp 2 on 6 ranks" "a multiple of --tp x --pp" --tp 2 --pp 2
-# (--tp 2 --zero 2 and 3 over 2 replicas run: cli_tp.sh checks them against --zero 1)
-refuse 4 "--tp 2 --zero 1 replicas with --out" "a checkpoint of sharded tensor-parallel ranks" --tp 2 --zero 1
+# (--tp 2 --zero 2 and 3 over 2 replicas run: cli_tp.sh checks them against --zero 1; their checkpoints above)
+refuse 4 "--tp 2 --zero 1 --optim sgd with --out" "state sharded over replicas is not built yet" --tp 2 --zero 1 --optim sgd
 refuse 4 "--tp 2 --pp 2 --optim came with --out" "a checkpoint of a stage.s sharded optimizer state" --tp 2 --pp 2 --optim came
 # (--tp 2 --zero 1-3 replicas with --optim adamw8bit, adam4bit, adafactor and came run: cli_tp.sh checks them)
+if ! quick; then # (refused once the ranks have started: ~10 s under ASan; the model's refusal, said once
+  # by a vote, every rank exiting with its code: main printed it once per rank)
+  mpr 4 train "${L[@]}" --steps 3 --tp 2 --zero 1 --budget 4MiB >"$T/rf.out" 2>&1
+  rc=$?
+  [ $rc -eq 2 ] && grep -q "^memwall: the plan needs" "$T/rf.out" && ! grep -q '"loss"\|^step' "$T/rf.out" &&
+    [ "$(grep -c '^memwall: ' "$T/rf.out")" = 1 ] &&
+    pass "--tp 2 --zero 1 over 2 replicas past --budget -> exit $rc, said once: $(grep -a -m1 memwall: "$T/rf.out" | cut -c1-100)" ||
+    fail "--tp 2 --zero 1 past --budget: exit $rc, $(grep -c '^memwall: ' "$T/rf.out") lines: $(grep -a memwall: "$T/rf.out" | head -2)"
+fi
 
 echo "-- faults: a killed rank of (2, 2, 1) ends every rank"
 hit_rank KILL "$T/killed/step-00000005.mwck" 4 train "${L[@]}" --steps 100000 --tp 2 --pp 2 --microbatches 2 --eval-every 0 \

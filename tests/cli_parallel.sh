@@ -8,10 +8,11 @@
 # checkpoint bytes of every layout that fits 4 ranks are one process's with the same global batch
 # (--accum M; with replicas, the data-parallel run of the same D x M micro-batches), under every
 # --optim and --recompute, and --precision bf16; each rank's arena peak is its plan and estimate's for that rank; a run
-# saved at one layout resumes at another (and at one process) where the unbroken run ends; the
-# refusals before step 1 (P > L, --pp-layers not summing to L, ranks not a multiple of P, sharded
-# replicas with --out, --pp-layers auto with --vpp); ranks given different flags are refused; a killed rank ends
-# every rank with the checkpoints intact (--resume auto ends where the unbroken run does); a stopped
+# saved at one layout resumes at another (and at one process) where the unbroken run ends, with
+# sharded replicas (--zero 1-3) too; the refusals before step 1 (P > L, --pp-layers not summing to
+# L, ranks not a multiple of P, --pp-layers auto with --vpp); ranks given different flags are refused; a killed rank ends
+# every rank with the checkpoints intact (--resume auto ends where the unbroken run does), and so does
+# a replica killed in the middle of a save; a stopped
 # stage makes the others exit after --comm-timeout. Usage: tests/cli_parallel.sh build/memwall.
 set -u
 MW=$(realpath "${1:-build/memwall}")
@@ -82,33 +83,40 @@ done
 echo "-- with data-parallel replicas (D = N / P; the reference: the data-parallel run of D x M micro-batches)"
 ref dp4 1 --zero 0 --accum 4
 run pp2dp2 4 --pp 2 --microbatches 2 --zero 0 && same "-np 4 --pp 2 (2 replicas) --zero 0" dp4 pp2dp2
-# (the references: dp4 for adamw, the default; dpaf, the same run under adafactor, serves --zero 2 below too)
-quick || mpr 1 "${tr[@]}" --zero 0 --accum 4 --optim adafactor --json-log "$T/dpaf.jsonl" >/dev/null 2>&1
-for o in adamw $(quick || echo adafactor); do
-  mpr 4 "${tr[@]}" --pp 2 --microbatches 2 --zero 1 --optim $o --json-log "$T/ppz$o.jsonl" >"$T/ppz$o.out" 2>&1 ||
-    fail "--pp 2 --zero 1 --optim $o: $(grep -a memwall: "$T/ppz$o.out" | head -2)"
-  a=$(sig "$T/$([ $o = adamw ] && echo dp4 || echo dpaf).jsonl") b=$(sig "$T/ppz$o.jsonl")
-  quick && { [ -n "$b" ] && pass "$(bits "-np 4 --pp 2 --zero 1 --optim $o")" || fail "--zero 1 $o: no log"; continue; }
-  [ -n "$a" ] && [ "$a" = "$b" ] && pass "-np 4 --pp 2 --zero 1 --optim $o: the same losses, norms and weights" || fail "--zero 1 $o: '$a' vs '$b'"
-done
-
-# --zero 2 and 3 (no checkpoint yet: no --out): a block's gradients exchanged into the shards as its
+# --zero 1 to 3: each stage's optimizer state (and under --zero 3 its parameters) sharded over its 2
+# replicas; its replica 0 writes the checkpoint, gathering the others' shards: the data-parallel
+# run's file, byte for byte. --zero 2 and 3: a block's gradients exchanged into the shards as its
 # backward ends, the norm over the shards in one process's quanta; --zero 3 keeps no whole parameters
 # (no params_crc32c): its reference is one rank's --zero 3
-zrun() { # zrun NAME N ARGS...: a run without --out into $T/NAME.jsonl
+zrun() { # zrun NAME N ARGS...: a run into $T/NAME (its --out) and $T/NAME.jsonl
   local name=$1 n=$2
   shift 2
-  mpr "$n" "${tr[@]}" "$@" --json-log "$T/$name.jsonl" >"$T/$name.out" 2>&1 || fail "$name: exit $?: $(grep -a memwall: "$T/$name.out" | head -2)"
+  mpr "$n" "${tr[@]}" "$@" --out "$T/$name" --json-log "$T/$name.jsonl" >"$T/$name.out" 2>&1 || fail "$name: exit $?: $(grep -a memwall: "$T/$name.out" | head -2)"
 }
-zsame() { # zsame WHAT REF RUN: the signatures agree
-  local a b
+zsame() { # zsame WHAT REF RUN: the signatures and the step-3 checkpoints agree (a RUN of --zero 3 keeps no
+  local a b # whole parameters: no params_crc32c to compare; its checkpoint's bytes compare the weights)
   a=$(sig "$T/$2.jsonl") b=$(sig "$T/$3.jsonl")
-  quick && { [ -n "$b" ] && pass "$(bits "$1")" || fail "$1: no log"; return; }
-  [ -n "$a" ] && [ "$a" = "$b" ] && pass "$1: the same losses, norms and weights" || fail "$1: '$a' vs '$b'"
+  if quick; then # no reference (ref, lib_cli.sh): the run's own log and checkpoint
+    [ -n "$b" ] && [ -f "$T/$3/step-00000003.mwck" ] && pass "$(bits "$1")" || fail "$1: no log or checkpoint"
+    return
+  fi
+  case "$b" in *params_crc32c*) ;; *) a=${a% \"params_crc32c\": *} ;; esac
+  [ -n "$a" ] && [ "$a" = "$b" ] && [ -n "$(ck "$T/$2/step-00000003.mwck")" ] &&
+    [ "$(ck "$T/$2/step-00000003.mwck")" = "$(ck "$T/$3/step-00000003.mwck")" ] &&
+    pass "$1: the same losses, norms, weights and checkpoint bytes" || fail "$1: '$a' vs '$b'"
 }
+# (the references: dp4 for adamw, the default; dpaf and dp4b, the same run under adafactor and adam4bit)
+full zrun dpaf 1 --zero 0 --accum 4 --optim adafactor
+full zrun dp4b 1 --zero 0 --accum 4 --optim adam4bit
+for o in adamw:dp4 $(quick || echo adafactor:dpaf adam4bit:dp4b); do
+  zrun "ppz${o%:*}" 4 --pp 2 --microbatches 2 --zero 1 --optim "${o%:*}" &&
+    zsame "-np 4 --pp 2 --zero 1 --optim ${o%:*}" "${o#*:}" "ppz${o%:*}"
+done
 zrun z2 4 --pp 2 --microbatches 2 --zero 2 && zsame "-np 4 --pp 2 --zero 2" dp4 z2
 full zrun z2u 4 --pp 2 --pp-layers 1,3 --microbatches 2 --zero 2 --optim adafactor &&
   full zsame "-np 4 --pp-layers 1,3 --zero 2 --optim adafactor" dpaf z2u
+zrun z3b 4 --pp 2 --pp-layers 3,1 --microbatches 2 --zero 3 --optim adam4bit &&
+  zsame "-np 4 --pp-layers 3,1 --zero 3 --optim adam4bit (its 4-bit codes gathered from the shards)" dp4b z3b
 full zrun dz3 1 --zero 3 --accum 4 && zrun z3 4 --pp 2 --pp-layers 3,1 --microbatches 2 --zero 3 && zsame "-np 4 --pp-layers 3,1 --zero 3" dz3 z3
 full zrun gdz3 1 --preset gpt2-tiny --zero 3 --accum 4 && zrun gz3 4 --preset gpt2-tiny --pp 2 --microbatches 2 --zero 3 &&
   zsame "gpt2-tiny (tied) -np 4 --pp 2 --zero 3" gdz3 gz3
@@ -142,6 +150,13 @@ echo "-- the disk tier (each stage its own scratch file) and every --recompute p
 for o in $(quick || echo optimizer) optimizer+grads; do
   run "opp_$o" 2 --pp 2 --microbatches 4 --offload "$o" --offload-dir "$T/off_$o" && same "--offload $o at --pp 2" plain4 "opp_$o"
 done
+# a stage's resume reads AdamW's moments on the disk tier too (main's load skipped them: they restarted from zero)
+"$MW" "${tr[@]}" --accum 4 --stop-at 1 --out "$T/oprs" >/dev/null 2>&1 || fail "one process to step 1"
+mpr 2 "${tr[@]}" --pp 2 --microbatches 4 --offload optimizer --offload-dir "$T/off_rs" --out "$T/oprs" --resume auto >"$T/oprs.out" 2>&1 &&
+  grep -q "resumed from" "$T/oprs.out" && [ -f "$T/oprs/step-00000003.mwck" ] &&
+  { quick || [ "$(ck "$T/plain4/step-00000003.mwck")" = "$(ck "$T/oprs/step-00000003.mwck")" ]; } &&
+  pass "saved at one process, resumed at --pp 2 --offload optimizer: $(bits "step 3 is the unbroken run's bytes")" ||
+  fail "resume at --pp 2 --offload optimizer: $(grep -a memwall: "$T/oprs.out" | head -2) $(ck "$T/oprs/step-00000003.mwck")"
 full run gpp4og 4 --preset gpt2-tiny --pp 4 --microbatches 4 --offload optimizer+grads --offload-dir "$T/off_g4" &&
   full same "gpt2-tiny --pp 4 --offload optimizer+grads (one block a stage)" gplain4 gpp4og
 # --offload all keeps no whole parameters in memory: no params_crc32c; the reference is one process's --offload all
@@ -230,12 +245,18 @@ mpr 2 "${tr[@]}" "${long6[@]}" --pp 2 --microbatches 2 --out "$T/r6" --resume au
 rc=$?
 [ $rc -eq 1 ] && grep -q "trained with 4 micro-batches per step, the command line says 2" "$T/rmb.out" &&
   pass "resumed at --microbatches 2 (the checkpoint's 4): refused (exit 1)" || fail "--microbatches 2 on a 4's checkpoint: exit $rc, $(grep -a 'memwall:\|accum=' "$T/rmb.out" | head -2)"
-quick || mpr 1 "${tr[@]}" "${long6[@]}" --zero 0 --accum 4 --out "$T/du6" >/dev/null 2>&1 || fail "the unbroken data-parallel run"
-mpr 4 "${tr[@]}" "${long6[@]}" --pp 2 --microbatches 2 --zero 0 --stop-at 3 --out "$T/dr6" >"$T/dr6a.out" 2>&1 || fail "--pp 2 x 2 replicas to step 3"
-mpr 2 "${tr[@]}" "${long6[@]}" --zero 0 --accum 2 --out "$T/dr6" --resume auto >"$T/dr6b.out" 2>&1 ||
+quick || mpr 1 "${tr[@]}" "${long6[@]}" --zero 0 --accum 4 --save-every 2 --out "$T/du6" >/dev/null 2>&1 || fail "the unbroken data-parallel run"
+# sharded replicas both ways: --zero 1's checkpoint resumed at 2 data-parallel ranks, whose
+# checkpoint resumes at --zero 3 (each stage's replicas keeping their shard of what they read)
+mpr 4 "${tr[@]}" "${long6[@]}" --pp 2 --microbatches 2 --zero 1 --save-every 2 --stop-at 2 --out "$T/dr6" >"$T/dr6a.out" 2>&1 || fail "--pp 2 x 2 replicas --zero 1 to step 2"
+mpr 2 "${tr[@]}" "${long6[@]}" --zero 0 --accum 2 --save-every 2 --stop-at 4 --out "$T/dr6" --resume auto >"$T/dr6b.out" 2>&1 ||
   fail "--zero 0 on 2 ranks resumed: $(grep -a memwall: "$T/dr6b.out" | head -2)"
-{ quick || { [ -n "$(ck "$T/du6/step-00000006.mwck")" ] && [ "$(ck "$T/du6/step-00000006.mwck")" = "$(ck "$T/dr6/step-00000006.mwck")" ]; }; } &&
-  [ -f "$T/dr6/step-00000006.mwck" ] && grep -q "resumed from" "$T/dr6b.out" && pass "saved at --pp 2 x 2 replicas, resumed at 2 data-parallel ranks: $(bits "step 6 is the unbroken run's bytes")" ||
+mpr 4 "${tr[@]}" "${long6[@]}" --pp 2 --pp-layers 3,1 --microbatches 2 --zero 3 --save-every 2 --out "$T/dr6" --resume auto >"$T/dr6c.out" 2>&1 ||
+  fail "--pp 2 x 2 replicas --zero 3 resumed: $(grep -a memwall: "$T/dr6c.out" | head -2)"
+{ quick || { [ -n "$(ck "$T/du6/step-00000006.mwck")" ] && [ "$(ck "$T/du6/step-00000002.mwck")" = "$(ck "$T/dr6/step-00000002.mwck")" ] &&
+  [ "$(ck "$T/du6/step-00000006.mwck")" = "$(ck "$T/dr6/step-00000006.mwck")" ]; }; } &&
+  [ -f "$T/dr6/step-00000006.mwck" ] && grep -q "resumed from" "$T/dr6c.out" &&
+  pass "saved at --pp 2 x 2 replicas --zero 1, resumed at 2 data-parallel ranks, then at --zero 3: $(bits "steps 2 and 6 are the unbroken run's bytes")" ||
   fail "resume from --pp 2 x 2 replicas: $(ck "$T/du6/step-00000006.mwck") vs $(ck "$T/dr6/step-00000006.mwck")"
 
 echo "-- refused before step 1 (exit 1, one line, nothing written)"
@@ -255,8 +276,6 @@ refuse 3 "3 ranks of --pp 2" "a multiple of the stages" --pp 2
 rc=$?
 [ $rc -eq 1 ] && grep -q "interleaved schedule needs an even split" "$T/vau.out" && pass "--pp-layers auto with --vpp 2: refused (exit 1)" ||
   fail "--pp-layers auto --vpp 2: exit $rc, $(head -c 200 "$T/vau.out")"
-refuse 4 "--zero 3 replicas with --out" "a checkpoint of sharded stages" --pp 2 --zero 3
-full refuse 4 "--zero 1 replicas with --out" "a checkpoint of sharded stages" --pp 2 --zero 1
 mpr 2 "${tr[@]}" --pp 2 --eval-batches 100000 >"$T/ev.out" 2>&1
 rc=$?
 [ $rc -ne 0 ] && grep -q "fewer than --eval-batches 100000" "$T/ev.out" && ! grep -q "^step 1" "$T/ev.out" &&
@@ -288,6 +307,23 @@ grep -q "resumed from" "$T/resumed.out" && pass "--resume auto after the kill: $
   fail "no resume: $(head -c 300 "$T/resumed.out")"
 a=$(ck "$T/unbroken/step-00000040.mwck") b=$(ck "$T/killed/step-00000040.mwck")
 [ -n "$b" ] && { quick || [ "$a" = "$b" ]; } && pass "killed, resumed: $(bits "step 40 is the unbroken run's bytes")" || fail "after the kill: $a vs $b"
+# a replica killed in the middle of step 4's save (MEMWALL_CKPT_KILL: after its shards went to replica 0,
+# before the ranks agree): no step-4 checkpoint, step 2's intact, and the resume ends on the unbroken bytes
+rm -rf "$T/ks"
+t0=$(date +%s)
+mpirun -np 3 "$MW" "${tr[@]}" "${long6[@]}" --pp 2 --microbatches 2 --zero 1 --save-every 2 --out "$T/ks" : \
+  -np 1 env MEMWALL_CKPT_KILL=4 "$MW" "${tr[@]}" "${long6[@]}" --pp 2 --microbatches 2 --zero 1 --save-every 2 --out "$T/ks" >"$T/ks.out" 2>&1
+rc=$?
+dt=$(($(date +%s) - t0))
+[ $rc -ne 0 ] && [ $dt -le 120 ] && [ ! -e "$T/ks/step-00000004.mwck" ] && [ -f "$T/ks/step-00000002.mwck" ] &&
+  { quick || [ "$(ck "$T/du6/step-00000002.mwck")" = "$(ck "$T/ks/step-00000002.mwck")" ]; } &&
+  pass "--pp 2 x 2 --zero 1, a replica killed while saving step 4: the run ends (${dt} s from its start, exit $rc), no step 4, $(bits "step 2 intact")" ||
+  fail "a replica killed while saving: exit $rc after ${dt} s, $(ls -a "$T/ks" | tr '\n' ' ')"
+mpr 4 "${tr[@]}" "${long6[@]}" --pp 2 --microbatches 2 --zero 1 --save-every 2 --out "$T/ks" --resume auto >"$T/ks2.out" 2>&1 &&
+  grep -q "resumed from $T/ks/step-00000002.mwck" "$T/ks2.out" && [ -f "$T/ks/step-00000006.mwck" ] &&
+  { quick || [ "$(ck "$T/du6/step-00000006.mwck")" = "$(ck "$T/ks/step-00000006.mwck")" ]; } &&
+  pass "resumed from step 2 after the killed save: $(bits "step 6 is the unbroken run's bytes")" ||
+  fail "resume after the killed save: $(grep -a 'memwall:\|resumed' "$T/ks2.out" | head -2)"
 # (with the disk tier: the rank the watchdog ends removes its scratch file, as on mpirun's SIGTERM)
 hit_rank STOP "$T/stalled/step-00000010.mwck" 2 "${long[@]}" --out "$T/stalled" --comm-timeout 3 --offload optimizer --offload-dir "$T/stall_off"
 [ $rc -ne 0 ] && [ $dt -le 30 ] && grep -q "waited more than 3 s (--comm-timeout)" "$T/hit.out" &&

@@ -254,7 +254,7 @@ peaks ra 2 OF --recompute "$pin"
   pass "each rank's arena peak within --budget 8800KiB" || fail "an arena peak over --budget 8800KiB"
 
 echo "-- --zero 2 and 3 over 2 replicas of --tp 2 (mpirun -np 4): --zero 1's bits, each rank's arena its plan"
-# (no --out: a checkpoint of sharded tensor-parallel replicas is refused before step 1)
+# (no --out: their checkpoints, --zero 1's bytes, are cli_3d.sh's)
 ZG=(--preset gpt2-tiny --vocab 259 --data "$T/d" --batch 1 --seq 32 --lr 3e-4 --warmup 2 --steps 6 --threads 1
   --log-every 1000 --eval-every 3 --eval-batches 1 --accum 2 --grad-clip 1)
 ZL=(--preset llama-tiny "${ZG[@]:4}")

@@ -937,7 +937,11 @@ int cmd_train(int argc, char **argv) {
                                          : 0,
                            "checkpoint to resume (its step, loader state or contents)");
     }
+    /* a refusal of the model (a layout's options, the budget) comes alike on every rank: by a vote,
+     * said once, every rank exiting with its code */
+    if (comm && comm->size > 1) voters = comm, die_refuse_hook = refuse_vote;
     mw_model *m = create_model(&o); /* exits 2 when the plan does not fit --budget */
+    agree();
     print_offload(m);
     if (comm && o.cfg.tp > 1 && mw_model_set_tp(m, grid.tp_comm) != MW_OK) die(1, "%s", mw_last_error());
     if (comm && o.cfg.dp && mw_model_set_comm(m, o.cfg.pp > 1 || o.cfg.tp > 1 ? grid.dp_comm : comm) != MW_OK) die(1, "%s", mw_last_error());

@@ -1,5 +1,5 @@
 /* Tensor parallelism's collectives and shards (tp.h). May call: the model's mw_comm (alltoallv,
- * allgatherv), src/graph (the tensor table, the failure record). */
+ * allgatherv), src/graph (the tensor table, the failure record), shardio.c (a sharded replica's part). */
 #include "tp.h"
 
 #include <math.h>
@@ -11,6 +11,7 @@
 #include "../graph/graph_impl.h"
 #include "../graph/model.h"
 #include "../kernels/cpu/vocab.h"
+#include "shardio.h"
 
 #define MAX_TP 64 /* ranks of one group (mw_model_set_comm refuses more) */
 
@@ -416,16 +417,40 @@ mw_status mw_tp_gather_part(mw_model *m, int i, int which, int a, int b, float *
     mw_comm *cm = m->tpc;
     if (which < 0 || which > 2 || (which > 0 && !m->opt.bits[which - 1]))
         return mw_fail(MW_ERR_ARG, "internal: --tp: tensor %s has no array %d", t->name, which);
+    const int coded = which > 0 && m->opt.bits[which - 1] != 32; /* 8 or 4 bits */
     const int T = cm ? cm->size : 1, R = cm ? cm->rank : 0;
     const size_t cols = t->gdims[1] ? (size_t)t->gdims[1] : 1, g0 = (size_t)a * cols, n = (size_t)(b - a) * cols;
-    if (t->split == MW_TS_WHOLE || T == 1) /* the same on every rank: rank 0's */
-        return R == 0 ? local_read(m, i, which, g0, n, out) : MW_OK;
+    const int whole = t->split == MW_TS_WHOLE || T == 1;
     size_t lo[MAX_TP], cnt[MAX_TP], off[MAX_TP], sc[MAX_TP] = {0}, sd[MAX_TP] = {0}, rc[MAX_TP] = {0}, rd[MAX_TP] = {0};
     size_t at = 0;
-    for (int j = 0; j < T; j++) part_local(t, T, j, a, b, &lo[j], &cnt[j]), off[j] = at, at += cnt[j];
-    float *mine = malloc((cnt[R] ? cnt[R] : 1) * sizeof(float)); /* this rank's elements of the part (a checkpoint's, not a step's) */
-    if (!mine) return mw_fail(MW_ERR_NOMEM, "out of memory gathering %s for a checkpoint", t->name);
-    mw_status st = local_read(m, i, which, lo[R], cnt[R], mine);
+    for (int j = 0; j < T && !whole; j++) part_local(t, T, j, a, b, &lo[j], &cnt[j]), off[j] = at, at += cnt[j];
+    /* --zero over D > 1 replicas (src/dist/shardio.c): replica 0's group gathers; an array the
+     * replicas shard comes to it from them first (every replica runs this, the others end there) */
+    const int za = which == 0 ? MW_SHARDIO_PARAMS : which - 1, zs = mw_shardio_sharded(m, za);
+    const int zrep = m->cfg.dp && m->cfg.zero >= 1 && m->comm && m->comm->size > 1 ? m->comm->rank : 0;
+    if (!zs && zrep != 0) return MW_OK; /* every replica holds the array: replica 0's group reads its own */
+    if (!zs && whole) /* the same on every rank: rank 0's, read where it lives (memory or the disk tier) */
+        return R == 0 ? local_read(m, i, which, g0, n, out) : MW_OK;
+    if (zs && whole && R != 0) return MW_OK; /* (the same on every tensor rank: rank 0's replicas gather it) */
+    const size_t l0 = whole ? g0 : lo[R], ln = whole ? n : cnt[R];
+    if (zs && coded)
+        return mw_fail(MW_ERR_ARG, "--tp with --zero %d: a checkpoint of the optimizer's %d-bit state sharded over replicas "
+                       "is not built yet", m->cfg.zero, m->opt.bits[which - 1]);
+    float *mine = NULL; /* this rank's elements of the part (a checkpoint's, not a step's) */
+    if (zrep == 0 && !(mine = malloc((ln ? ln : 1) * sizeof(float))))
+        return mw_fail(MW_ERR_NOMEM, "out of memory gathering %s for a checkpoint", t->name);
+    mw_status st;
+    if (zs) { /* from the replicas' shards, each read where it lives (shardio's state views) */
+        st = mw_shardio_gather(m, za, (uint64_t)(t->offset + l0) * 4, ln * 4, mine);
+        if (zrep != 0) return st; /* (mine is NULL there) */
+    } else {
+        st = local_read(m, i, which, l0, ln, mine);
+    }
+    if (whole) { /* R == 0 here */
+        if (st == MW_OK) memcpy(out, mine, n * sizeof(float));
+        free(mine);
+        return st;
+    }
     /* a failed read still joins the exchange (the others wait in it); its status comes out after */
     if (R == 0) {
         for (int j = 1; j < T; j++) rc[j] = cnt[j], rd[j] = off[j];

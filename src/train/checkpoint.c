@@ -53,6 +53,25 @@ mw_status mw_ckpt_wr(mw_ckpt_writer *w, const void *buf, size_t n) {
     return MW_OK;
 }
 
+mw_status mw_ckpt_finish(int fd, const char *tmp, const char *final, const char *dir, uint64_t at, uint32_t chain) {
+    unsigned char tr[TRAILER] = {0};
+    memcpy(tr, END, 8);
+    put64(tr + 8, at + TRAILER);
+    put32(tr + 16, chain);
+    mw_status s = MW_OK;
+    for (size_t k = 0; k < TRAILER && s == MW_OK;) {
+        const ssize_t r = pwrite(fd, tr + k, TRAILER - k, (off_t)(at + k));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) s = mw_fail(MW_ERR_IO, "cannot write %s: %s", tmp, r < 0 ? strerror(errno) : "no progress");
+        else k += (size_t)r;
+    }
+    if (s == MW_OK && fsync(fd) != 0) s = mw_fail(MW_ERR_IO, "cannot sync %s: %s", tmp, strerror(errno));
+    if (close(fd) != 0 && s == MW_OK) s = mw_fail(MW_ERR_IO, "cannot close %s: %s", tmp, strerror(errno));
+    if (s == MW_OK && rename(tmp, final) != 0) s = mw_fail(MW_ERR_IO, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+    if (s == MW_OK) s = mw_sync_dir(dir);
+    return s;
+}
+
 mw_status mw_ckpt_wr_crc(mw_ckpt_writer *w, uint32_t crc) {
     unsigned char b[4];
     put32(b, crc);
@@ -223,11 +242,7 @@ static mw_status write_all(mw_ckpt_writer *w, const mw_model *m, const mw_run_st
         }
         MW_TRY(mw_ckpt_wr_crc(w, crc));
     }
-    unsigned char tr[TRAILER] = {0};
-    memcpy(tr, END, 8);
-    put64(tr + 8, w->off + TRAILER);
-    put32(tr + 16, w->chain);
-    return mw_ckpt_wr(w, tr, TRAILER);
+    return MW_OK; /* the trailer: mw_ckpt_finish */
 }
 
 mw_status mw_ckpt_save(const char *dir, const mw_model *m, const mw_run_state *st,
@@ -247,17 +262,12 @@ mw_status mw_ckpt_save(const char *dir, const mw_model *m, const mw_run_state *s
     mw_status s = write_all(&w, m, st, train_tokens);
     mw_status d = mw_model_moments_done(m);
     if (s == MW_OK) s = d;
-    if (s == MW_OK && fsync(fd) != 0)
-        s = mw_fail(MW_ERR_IO, "cannot sync %s: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && s == MW_OK)
-        s = mw_fail(MW_ERR_IO, "cannot close %s: %s", tmp, strerror(errno));
-    if (s == MW_OK && rename(tmp, final) != 0)
-        s = mw_fail(MW_ERR_IO, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+    if (s == MW_OK) s = mw_ckpt_finish(fd, tmp, final, dir, w.off, w.chain);
+    else close(fd);
     if (s != MW_OK) {
         unlink(tmp);
         return s;
     }
-    MW_TRY(mw_sync_dir(dir));
     if (path) snprintf(path, path_len, "%s", final);
     return MW_OK;
 }
@@ -675,8 +685,10 @@ static mw_status walk(const char *path, mw_model *m, mw_ckpt_info *info, mw_ckpt
             e->numel = numel;
             e->offset = r.off;
         }
-        if (m && !dst[1] && !mw_model_config(m)->inference && !v2 && !params_only) { /* the moments are on the disk tier: by windows */
-            if (mw_model_tp(m) > 1) { /* --tp: this rank's shard of each, a window of BUF at a time */
+        if (m && !dst[1] && !mw_model_config(m)->inference && !v2 && !params_only) { /* the moments are on the disk tier (or
+                                                                                          sharded over --zero's replicas): by windows */
+            if (mw_model_tp(m) > 1) { /* --tp: this rank's shard of each, a window of BUF at a time
+                                                                           (mw_model_tp_take_moment: --zero's replica keeps its part) */
                 for (int b = 0; b < 3; b++) {
                     uint32_t crc = 0;
                     if (numel * 4 > r.size - r.off) {

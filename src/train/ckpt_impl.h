@@ -40,6 +40,12 @@ typedef struct mw_ckpt_writer {
     uint32_t chain; /* crc of every crc written */
 } mw_ckpt_writer;
 
+/* The end of the checkpoint file tmp open at fd, whose bytes before it are at and whose CRCs chain
+ * to chain: the trailer (written at byte at), fsync, close, rename to final, and dir synced, so that
+ * final is a whole file or nothing. fd is closed whatever happens; MW_ERR_IO naming the step that
+ * failed (tmp is left for the caller to remove). Every writer ends with it: one process's, --zero's,
+ * --tp's, a pipeline's stage 0. */
+mw_status mw_ckpt_finish(int fd, const char *tmp, const char *final, const char *dir, uint64_t at, uint32_t chain);
 /* n bytes of buf into w; MW_ERR_IO naming w->path on failure. */
 mw_status mw_ckpt_wr(mw_ckpt_writer *w, const void *buf, size_t n);
 /* crc's 4 bytes into w, chained into w->chain. */

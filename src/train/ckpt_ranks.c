@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "../core/crc32c.h"
 #include "../core/fsutil.h"
 #include "../core/status.h"
+#include "../dist/shardio.h"
 #include "../graph/model.h"
 #include "checkpoint.h"
 #include "ckpt_impl.h"
@@ -65,6 +67,23 @@ static int all_same(mw_comm *cm, uint32_t v) {
 /* 1 when every rank's status is MW_OK (collective). */
 static int all_ok(mw_comm *cm, mw_status mine) { return all_same(cm, mine != MW_OK) && mine == MW_OK; }
 
+/* 1 when every rank of every group in gs (n of them, NULL entries skipped) is OK, each group
+ * agreeing in turn (collective over each): with the groups of a layout in an order that reaches
+ * every rank (data-parallel, tensor-parallel, pipeline, and back), one rank's failure is every rank's. */
+static int all_ok_over(mw_comm *const *gs, int n, int ok) {
+    for (int k = 0; k < n; k++)
+        if (gs[k]) ok = all_ok(gs[k], ok ? MW_OK : MW_ERR_IO);
+    return ok;
+}
+
+/* A test's fault (tests/cli_3d.sh, cli_parallel.sh): MEMWALL_CKPT_KILL=STEP ends this process by
+ * SIGKILL in the middle of the checkpoint of step STEP, its pieces written or gathered, before the
+ * ranks agree: the others must leave no checkpoint of that step, and the earlier ones intact. */
+static void fault_point(int step) {
+    const char *e = getenv("MEMWALL_CKPT_KILL");
+    if (e && *e && atoi(e) == step) raise(SIGKILL);
+}
+
 /* The byte range of the optimizer's array part (bits per element, bytes in all) that rank r of
  * world writes: its shard's elements, and the last rank the array's end. */
 static void part_bytes(uint64_t n, int world, int r, int bits, uint64_t bytes, uint64_t *a, uint64_t *b) {
@@ -115,7 +134,7 @@ static mw_status tp_tensor_parts(mw_model *m, int i, int k, const part_sink *sk,
             *cap = n;
         }
         MW_TRY(mw_model_tp_gather_part(m, i, k, a, b, *full, *scratch));
-        if (R != 0 || *s != MW_OK) continue;
+        if (R != 0 || *s != MW_OK || (!sk->w && sk->fd < 0)) continue; /* (a replica that only sends its shard) */
         *s = sk->w ? mw_ckpt_wr(sk->w, *full, n * 4) : pwr(sk->fd, sk->name, *full, n * 4, sk->at + (uint64_t)a * cols * 4);
         *crc = mw_crc32c(*crc, *full, n * 4);
     }
@@ -240,19 +259,21 @@ static mw_status save_tp_state(mw_model *m, mw_ckpt_writer *w, mw_status *s, flo
 /* --tp (mw_ckpt_save_ranks): every tensor gathered whole to rank 0 (collective: every rank runs
  * it), which writes the single-process file. Rank 0 keeps gathering after a failed write, so that
  * no rank waits for it; the ranks then agree, and only a whole file is renamed into place. With
- * --zero 0 replicas (the same state on each), the first replica's group writes. */
+ * --zero 0 replicas (the same state on each), the first replica's group writes; with --zero >= 1
+ * the other replicas send it their shards of each part (mw_model_tp_gather_part, shardio.h) and
+ * agree with it before and after its rename. */
 mw_status mw_ckpt_save_tp(const char *dir, mw_model *m, const mw_run_state *st, uint64_t train_tokens, char *path,
                          size_t path_len) {
     mw_comm *cm = mw_model_tp_comm(m);
     const mw_config *gc = mw_model_config(m);
-    if (gc->dp && gc->world > 1 && gc->zero >= 1)
-        return mw_fail(MW_ERR_ARG, "--tp with --zero %d over %d replicas: a checkpoint of sharded tensor-parallel ranks "
-                       "is not built yet", gc->zero, gc->world);
-    if (gc->dp && gc->rank != 0) { /* --zero 0: every replica holds the same state; the first writes it */
+    const int zd = gc->dp && gc->world > 1 && gc->zero >= 1; /* sharded replicas: every one takes part */
+    mw_comm *dc = zd ? mw_model_comm(m) : NULL;
+    if (gc->dp && gc->world > 1 && !zd && gc->rank != 0) { /* --zero 0: every replica holds the same state; the first writes it */
         if (path && path_len) snprintf(path, path_len, "%s/step-%08d.mwck", dir, st->step);
         return MW_OK;
     }
     const int R = cm->rank, nt = mw_model_num_tensors(m), v2 = gc->optim != MW_OPTIM_ADAMW;
+    const int wr = R == 0 && (!dc || dc->rank == 0); /* the rank that writes */
     char meta[4096], final[4096], tmp[4200];
     int mlen = 0, fd = -1;
     unsigned char h[HEADER];
@@ -262,15 +283,15 @@ mw_status mw_ckpt_save_tp(const char *dir, mw_model *m, const mw_run_state *st, 
                                    "--budget, ...): every rank must be given the same command line");
     snprintf(final, sizeof final, "%s/step-%08d.mwck", dir, st->step);
     snprintf(tmp, sizeof tmp, "%s/.step-%08d.mwck.tmp.%d", dir, st->step, (int)getpid());
-    if (R == 0 && s == MW_OK) s = mw_mkdirs(dir);
-    if (R == 0 && s == MW_OK && (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+    if (wr && s == MW_OK) s = mw_mkdirs(dir);
+    if (wr && s == MW_OK && (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
         s = mw_fail(MW_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
     mw_ckpt_writer w = {fd, tmp, 0, 0};
-    if (R == 0 && s == MW_OK) s = mw_ckpt_wr(&w, h, HEADER);
-    if (R == 0 && s == MW_OK) s = mw_ckpt_wr(&w, meta, (size_t)mlen);
+    if (wr && s == MW_OK) s = mw_ckpt_wr(&w, h, HEADER);
+    if (wr && s == MW_OK) s = mw_ckpt_wr(&w, meta, (size_t)mlen);
     float *full = NULL, *scratch = NULL;
     size_t cap = 0;
-    const part_sink sk = {&w, -1, tmp, 0};
+    const part_sink sk = {wr ? &w : NULL, -1, tmp, 0};
     for (int i = 0; i < nt && g == MW_OK; i++) {
         mw_param_info t;
         if ((g = mw_model_tensor_info(m, i, &t, 0)) != MW_OK) break;
@@ -278,34 +299,32 @@ mw_status mw_ckpt_save_tp(const char *dir, mw_model *m, const mw_run_state *st, 
         unsigned char r[REC + 256];
         size_t rl;
         mw_ckpt_tensor_rec(&t, r, &rl);
-        if (R == 0 && s == MW_OK) s = mw_ckpt_wr(&w, r, rl);
-        if (R == 0 && s == MW_OK) s = mw_ckpt_wr_crc(&w, mw_crc32c(0, r, rl));
+        if (wr && s == MW_OK) s = mw_ckpt_wr(&w, r, rl);
+        if (wr && s == MW_OK) s = mw_ckpt_wr_crc(&w, mw_crc32c(0, r, rl));
         for (int k = 0; k < (v2 ? 1 : 3) && g == MW_OK; k++) { /* parameters, AdamW's m and v */
             uint32_t crc = 0;
             g = tp_tensor_parts(m, i, k, &sk, &full, &scratch, &cap, &s, &crc);
-            if (R == 0 && g == MW_OK && s == MW_OK) s = mw_ckpt_wr_crc(&w, crc);
+            if (wr && g == MW_OK && s == MW_OK) s = mw_ckpt_wr_crc(&w, crc);
         }
     }
-    if (v2 && g == MW_OK) g = save_tp_state(m, R == 0 ? &w : NULL, &s, &full, &scratch, &cap);
+    if (v2 && g == MW_OK) g = save_tp_state(m, wr ? &w : NULL, &s, &full, &scratch, &cap);
     free(full);
     free(scratch);
     if (s == MW_OK) s = g;
-    if (R == 0 && s == MW_OK) {
-        unsigned char tr[TRAILER] = {0};
-        memcpy(tr, END, 8);
-        put64(tr + 8, w.off + TRAILER);
-        put32(tr + 16, w.chain);
-        s = mw_ckpt_wr(&w, tr, TRAILER);
-        if (s == MW_OK && fsync(fd) != 0) s = mw_fail(MW_ERR_IO, "cannot sync %s: %s", tmp, strerror(errno));
-    }
-    if (fd >= 0 && close(fd) != 0 && s == MW_OK) s = mw_fail(MW_ERR_IO, "cannot close %s: %s", tmp, strerror(errno));
-    if (R == 0 && s == MW_OK && rename(tmp, final) != 0)
-        s = mw_fail(MW_ERR_IO, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
-    if (R == 0 && s == MW_OK) s = mw_sync_dir(dir);
+    fault_point(st->step);
     char why[1024];
     snprintf(why, sizeof why, "%s", s == MW_OK ? "" : mw_last_error());
-    const int ok = g == MW_OK ? all_ok(cm, s) : 0; /* a failed gather: the ranks cannot agree any more */
-    if (!ok && R == 0) unlink(tmp);
+    /* every rank's part done (a failed gather: the ranks cannot agree any more), then the rename */
+    mw_comm *const before[2] = {dc, cm}, *const after[2] = {cm, dc};
+    int ok = g == MW_OK && all_ok_over(before, 2, s == MW_OK);
+    if (wr && ok) {
+        s = mw_ckpt_finish(fd, tmp, final, dir, w.off, w.chain);
+        fd = -1;
+        if (s != MW_OK) snprintf(why, sizeof why, "%s", mw_last_error());
+    }
+    if (fd >= 0) close(fd);
+    if (g == MW_OK) ok = all_ok_over(after, 2, ok && s == MW_OK); /* the writer's rename, to every rank */
+    if (!ok && wr) unlink(tmp);
     if (!ok) return mw_fail(s != MW_OK ? s : MW_ERR_IO, "%s", why[0] ? why : "another rank could not take part in the checkpoint (its error is above)");
     if (path) snprintf(path, path_len, "%s", final);
     return MW_OK;
@@ -409,6 +428,7 @@ mw_status mw_ckpt_save_ranks(const char *dir, mw_model *m, const mw_run_state *s
         if (close(fd) != 0 && s == MW_OK) s = mw_fail(MW_ERR_IO, "cannot close %s: %s", name, strerror(errno));
         fd = -1;
     }
+    fault_point(st->step);
     char why[1024];
     snprintf(why, sizeof why, "%s", s == MW_OK ? "" : mw_last_error());
     int ok = all_ok(cm, s);
@@ -470,17 +490,9 @@ mw_status mw_ckpt_save_ranks(const char *dir, mw_model *m, const mw_run_state *s
             o += 4;
         }
 #undef PUTCRC
-        unsigned char tr[TRAILER] = {0};
-        memcpy(tr, END, 8);
-        put64(tr + 8, o + TRAILER);
-        put32(tr + 16, chain);
-        if (s == MW_OK) s = pwr(fd, name, tr, TRAILER, o);
-        if (s == MW_OK && fsync(fd) != 0) s = mw_fail(MW_ERR_IO, "cannot sync %s: %s", name, strerror(errno));
-        if (close(fd) != 0 && s == MW_OK) s = mw_fail(MW_ERR_IO, "cannot close %s: %s", name, strerror(errno));
+        if (s == MW_OK) s = mw_ckpt_finish(fd, name, final, dir, o, chain);
+        else close(fd);
         fd = -1;
-        if (s == MW_OK && rename(name, final) != 0)
-            s = mw_fail(MW_ERR_IO, "cannot rename %s to %s: %s", name, final, strerror(errno));
-        if (s == MW_OK) s = mw_sync_dir(dir);
         if (s != MW_OK) snprintf(why, sizeof why, "%s", mw_last_error());
     }
     if (fd >= 0) close(fd);
@@ -530,23 +542,44 @@ static mw_status stage_figures(const mw_model *m, int v2, uint64_t f[ST_N]) {
     return MW_OK;
 }
 
+/* --pp with --zero >= 1: bytes [off, off + n) of array a (shardio.h) of the stage, gathered a
+ * window (win, BUF bytes) at a time from its replicas to replica 0 (wrt), which writes them at byte
+ * at of fd while *s is MW_OK; *crc their CRC (the writer's). Collective over the replicas; returns
+ * the gathers' status (a failed write does not stop them: no replica waits for one that never comes). */
+static mw_status zero_parts(mw_model *m, int a, uint64_t off, uint64_t n, int wrt, int fd, const char *name, uint64_t at,
+                            char *win, mw_status *s, uint32_t *crc) {
+    *crc = 0;
+    if (wrt && !win) /* the replicas wait in their sends: the run ends on this error */
+        return mw_fail(MW_ERR_NOMEM, "out of memory gathering a checkpoint's shards");
+    for (uint64_t d = 0; d < n;) {
+        const size_t k = n - d < BUF ? (size_t)(n - d) : BUF;
+        MW_TRY(mw_shardio_gather(m, a, off + d, k, wrt ? win : NULL));
+        if (wrt && *s == MW_OK) *s = pwr(fd, name, win, k, at + d);
+        if (wrt) *crc = mw_crc32c(*crc, win, k);
+        d += k;
+    }
+    return MW_OK;
+}
+
 static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *st, uint64_t train_tokens, char *path,
                              size_t path_len) {
     mw_comm *pc = mw_pipe_comm(m);
     const int S = pc->rank, P = pc->size, nt = mw_model_num_tensors(m);
     const mw_config *gc = mw_pipe_global_config(m);
     const int v2 = gc->optim != MW_OPTIM_ADAMW;
-    if (gc->dp && gc->world > 1 && gc->zero >= 1)
-        return mw_fail(MW_ERR_ARG, "--pp with --zero %d over %d replicas: a checkpoint of sharded stages is not built yet",
-                       gc->zero, gc->world);
-    if (gc->dp && gc->rank != 0) { /* --zero 0: every replica holds the same state; the first writes it */
+    /* --zero >= 1 over D replicas: each stage's replica 0 writes, gathering from the others what
+     * they shard (shardio.h); --zero 0: every replica holds the same state, the first writes it */
+    const int zd = gc->dp && gc->world > 1 && gc->zero >= 1;
+    mw_comm *dc = zd ? mw_model_comm(m) : NULL;
+    if (gc->dp && gc->rank != 0 && !zd) {
         if (path && path_len) snprintf(path, path_len, "%s/step-%08d.mwck", dir, st->step);
         return MW_OK;
     }
     /* --tp: each stage's tensors gathered to its tensor-parallel rank 0, which writes (wrt); the
      * other ranks of the group take part in the gathers and in their own pipeline's agreements */
     mw_comm *tc = mw_model_tp_comm(m);
-    const int tpw = mw_model_tp(m) > 1, wrt = !tc || tc->rank == 0;
+    const int tpw = mw_model_tp(m) > 1, wrt = (!tc || tc->rank == 0) && (!dc || dc->rank == 0);
+    const int coll = tpw || zd; /* the tensors' loop gathers: it goes on after a failed write */
     if (tpw && v2)
         return mw_fail(MW_ERR_ARG, "--tp with --pp and --optim %s: a checkpoint of the optimizer's sharded state is not "
                        "built yet (adamw saves)", mw_optim_str(gc->optim));
@@ -555,7 +588,9 @@ static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *s
     char meta[4096], final[4096], name[4200] = "", why[1024] = "";
     unsigned char h[HEADER];
     int mlen = 0, fd = -1;
-    mw_status s = all && exa ? stage_figures(m, v2, mine) : mw_fail(MW_ERR_NOMEM, "out of memory");
+    char *win = zd && wrt ? malloc(BUF) : NULL; /* --zero: the gathered windows */
+    mw_status s = all && exa && (win || !zd || !wrt) ? stage_figures(m, v2, mine) : mw_fail(MW_ERR_NOMEM, "out of memory");
+    if (s == MW_OK && zd && gc->zero >= 3) s = mw_model_params_settle(m); /* what init or a load wrote, into the shard */
     mw_status g = s == MW_OK ? gather_vals(pc, mine, ST_N, all) : s;
     if (s == MW_OK) s = g;
     uint64_t NT = 0, tens_end = 0, B[4] = {0, 0, 0, 0}, pre[4] = {0, 0, 0, 0}, o = 0;
@@ -599,7 +634,7 @@ static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *s
     float *full = NULL, *scratch = NULL; /* --tp: the writer's part buffers */
     size_t cap = 0;
     mw_status gt = MW_OK; /* --tp: the gathers' (every rank of the group runs each; a write error does not stop them) */
-    for (int i = 0; i < nt && (tpw ? gt == MW_OK : s == MW_OK); i++) {
+    for (int i = 0; i < nt && (coll ? gt == MW_OK : s == MW_OK); i++) {
         mw_param_info t;
         if ((gt = mw_model_tensor_info(m, i, &t, 0)) != MW_OK) break;
         if (tpw) mw_model_tensor_whole(m, i, &t.ndim, t.dims, &t.numel);
@@ -617,12 +652,25 @@ static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *s
             o += t.numel * 4 + 4;
         }
         if (tpw) continue;
-        const float *data;
-        if (s == MW_OK) s = mw_model_param_view(m, i, &data);
-        if (s == MW_OK) s = pwr(fd, name, data, t.numel * 4, o);
-        CHAIN(s == MW_OK ? mw_crc32c(0, data, t.numel * 4) : 0, o + t.numel * 4);
+        const uint64_t fo = (uint64_t)mw_model_tensor_offset(m, i) * 4; /* its bytes in the stage's arrays */
+        if (zd && mw_shardio_sharded(m, MW_SHARDIO_PARAMS)) { /* --zero 3: from the replicas' shards */
+            uint32_t cc = 0;
+            gt = zero_parts(m, MW_SHARDIO_PARAMS, fo, t.numel * 4, wrt, fd, name, o, win, &s, &cc);
+            CHAIN(cc, o + t.numel * 4);
+        } else if (wrt) {
+            const float *data;
+            if (s == MW_OK) s = mw_model_param_view(m, i, &data);
+            if (s == MW_OK) s = pwr(fd, name, data, t.numel * 4, o);
+            CHAIN(s == MW_OK ? mw_crc32c(0, data, t.numel * 4) : 0, o + t.numel * 4);
+        }
         o += t.numel * 4 + 4;
-        for (int k = 0; k < 2 && !v2 && s == MW_OK; k++) {
+        for (int k = 0; k < 2 && !v2 && zd && gt == MW_OK; k++) { /* AdamW's m and v, from the replicas' shards */
+            uint32_t cc = 0;
+            gt = zero_parts(m, k, fo, t.numel * 4, wrt, fd, name, o, win, &s, &cc);
+            CHAIN(cc, o + t.numel * 4);
+            o += t.numel * 4 + 4;
+        }
+        for (int k = 0; k < 2 && !v2 && !zd && s == MW_OK; k++) {
             uint32_t cc = 0;
             for (size_t off = 0, n; off < t.numel && s == MW_OK; off += n) {
                 const float *p;
@@ -638,12 +686,14 @@ static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *s
     free(full), free(scratch);
     if (s == MW_OK) s = gt;
     ex[0] = chain, ex[1] = clen;
-    for (int run = 0; run < 4 && v2 && s == MW_OK; run++) { /* this stage's pieces of each array */
+    for (int run = 0; run < 4 && v2 && (zd ? gt == MW_OK : s == MW_OK); run++) { /* this stage's pieces of each array */
         const int part = run < 3 ? run : 2;
         uint64_t at = tens_end + SREC + 4 + pre[run], from = run == 3 ? mine[ST_B2] : 0;
         for (int q = 0; q < part; q++) at += SREC + 4 + B[q] + 4;
         uint32_t cc = 0;
-        for (uint64_t off = 0; off < mine[ST_B0 + run] && s == MW_OK;) {
+        if (zd && part < 2) /* M and V: from the replicas' shards (the small state: every replica's is the same) */
+            gt = zero_parts(m, part, 0, mine[ST_B0 + run], wrt, fd, name, at, win, &s, &cc);
+        for (uint64_t off = 0; off < mine[ST_B0 + run] && s == MW_OK && wrt && !(zd && part < 2);) {
             const void *p;
             size_t n;
             if ((s = mw_model_state_view(m, part, from + off, &p, &n)) != MW_OK) break;
@@ -656,13 +706,17 @@ static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *s
     }
     mw_status d = mw_model_moments_done(m);
     if (s == MW_OK) s = d;
+    free(win);
     if (fd >= 0 && S != 0) {
         if (s == MW_OK && fdatasync(fd) != 0) s = mw_fail(MW_ERR_IO, "cannot sync %s: %s", name, strerror(errno));
         if (close(fd) != 0 && s == MW_OK) s = mw_fail(MW_ERR_IO, "cannot close %s: %s", name, strerror(errno));
         fd = -1;
     }
+    fault_point(st->step);
     snprintf(why, sizeof why, "%s", s == MW_OK ? "" : mw_last_error());
-    int ok = gt != MW_OK ? 0 : !tc || all_ok(tc, s); /* --tp: the stage's group first, then the pipeline */
+    /* the stage's replicas, its tensor-parallel group, then the pipeline: every rank's part done */
+    mw_comm *const stage_groups[2] = {dc, tc};
+    int ok = gt != MW_OK ? 0 : all_ok_over(stage_groups, 2, s == MW_OK);
     ok = all_ok(pc, ok ? MW_OK : MW_ERR_IO);
     if (ok) ok = gather_vals(pc, ex, 6, exa) == MW_OK;
     if (S == 0 && wrt && ok) { /* the header, the chain of the stages' CRCs, the arrays' records and CRCs, the trailer */
@@ -688,22 +742,15 @@ static mw_status save_stages(const char *dir, mw_model *m, const mw_run_state *s
             }
             o += SREC + 4 + B[part] + 4;
         }
-        unsigned char tr[TRAILER] = {0};
-        memcpy(tr, END, 8);
-        put64(tr + 8, o + TRAILER);
-        put32(tr + 16, ch);
-        if (s == MW_OK) s = pwr(fd, name, tr, TRAILER, o);
-        if (s == MW_OK && fsync(fd) != 0) s = mw_fail(MW_ERR_IO, "cannot sync %s: %s", name, strerror(errno));
-        if (close(fd) != 0 && s == MW_OK) s = mw_fail(MW_ERR_IO, "cannot close %s: %s", name, strerror(errno));
+        if (s == MW_OK) s = mw_ckpt_finish(fd, name, final, dir, o, ch);
+        else close(fd);
         fd = -1;
-        if (s == MW_OK && rename(name, final) != 0)
-            s = mw_fail(MW_ERR_IO, "cannot rename %s to %s: %s", name, final, strerror(errno));
-        if (s == MW_OK) s = mw_sync_dir(dir);
         if (s != MW_OK) snprintf(why, sizeof why, "%s", mw_last_error());
     }
     if (fd >= 0) close(fd);
     if (ok) ok = all_ok(pc, s); /* stage 0's rename */
-    if (tc && gt == MW_OK) ok = all_ok(tc, ok ? MW_OK : MW_ERR_IO); /* ... to the other ranks of each group */
+    mw_comm *const back[2] = {tc, dc}; /* ... to the other ranks of each group */
+    if (gt == MW_OK) ok = all_ok_over(back, 2, ok);
     if (!ok && S == 0 && wrt && name[0]) unlink(name);
     free(all), free(exa);
     if (!ok) return mw_fail(MW_ERR_IO, "%s", why[0] ? why : "another stage could not write its part of the checkpoint (its error is above)");
@@ -749,7 +796,8 @@ static mw_status pread_shard(int fd, const char *path, const mw_model *m, int i,
     return MW_OK;
 }
 
-/* AdamW's moment which (0 m, 1 v) of tensor i where it is not in memory (the disk tier): the file's
+/* AdamW's moment which (0 m, 1 v) of tensor i where it is not in memory (the disk tier, or sharded
+ * over --zero's replicas: the other replicas' elements are read and dropped): the file's
  * whole tensor of numel floats at off (its CRC-32C after it, checked) read a window (win, BUF bytes)
  * at a time, this rank's elements taken through the moment's windows (any --tp, 1 included) */
 static mw_status pread_moment(int fd, const char *path, mw_model *m, int i, int which, uint64_t numel, uint64_t off,
@@ -824,13 +872,16 @@ mw_status mw_ckpt_load_stage(const char *path, mw_model *m, mw_ckpt_info *info, 
             break;
         }
         float *dst[3] = {t.data, params_only || v2 ? NULL : t.m, params_only || v2 ? NULL : t.v};
-        for (int b = 0; b < 3 && s == MW_OK; b++)
+        for (int b = 0; b < 3 && s == MW_OK; b++) {
+            const uint64_t at = e->offset + (uint64_t)b * (e->numel * 4 + 4);
             if (dst[b] && tpw)
-                s = pread_shard(fd, path, m, i, dst[b], e->numel, e->offset + (uint64_t)b * (e->numel * 4 + 4), e->name, win);
+                s = pread_shard(fd, path, m, i, dst[b], e->numel, at, e->name, win);
             else if (dst[b])
-                s = pread_crc(fd, path, dst[b], e->numel * 4, e->offset + (uint64_t)b * (e->numel * 4 + 4), e->name);
-            else if (b > 0 && !params_only && !v2) /* the moments on the disk tier (they were left unread) */
-                s = pread_moment(fd, path, m, i, b - 1, e->numel, e->offset + (uint64_t)b * (e->numel * 4 + 4), e->name, win);
+                s = pread_crc(fd, path, dst[b], e->numel * 4, at, e->name);
+            else if (b > 0 && !params_only && !v2) /* AdamW's moment not in memory: on the disk tier or sharded over
+                                                     * the replicas (--zero >= 1), any --tp (1 included) */
+                s = pread_moment(fd, path, m, i, b - 1, e->numel, at, e->name, win);
+        }
     }
     free(win);
     if (s == MW_OK && v2 && !params_only) {
