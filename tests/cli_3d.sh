@@ -235,7 +235,7 @@ refuse() { # refuse N WHAT PATTERN ARGS...
 }
 refuse 6 "--tp 2 --pp 2 on 6 ranks" "a multiple of --tp x --pp" --tp 2 --pp 2
 # (--tp 2 --zero 2 and 3 over 2 replicas run: cli_tp.sh checks them against --zero 1; their checkpoints above)
-refuse 4 "--tp 2 --zero 1 --optim sgd with --out" "state sharded over replicas is not built yet" --tp 2 --zero 1 --optim sgd
+# (--tp 2 --zero 1-3 replicas save and resume under every --optim: cli_tp.sh checks the quantised and factored ones)
 refuse 4 "--tp 2 --pp 2 --optim came with --out" "a checkpoint of a stage.s sharded optimizer state" --tp 2 --pp 2 --optim came
 # (--tp 2 --zero 1-3 replicas with --optim adamw8bit, adam4bit, adafactor and came run: cli_tp.sh checks them)
 if ! quick; then # (refused once the ranks have started: ~10 s under ASan; the model's refusal, said once

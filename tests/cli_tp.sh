@@ -282,7 +282,9 @@ echo "-- the quantised and factored --optim over 2 replicas of --tp 2 (mpirun -n
 # the same global batch (2 replicas x --accum 2): each replica steps its shard of its tensor rank's
 # state, the statistics joined over the replicas (maxima; the factored sums chained in element
 # order), then over the tensor ranks as --tp alone joins them. Losses, clipped norms, validation
-# losses and the final weights' CRC; every rank's arena = its plan = estimate's for that rank
+# losses, the final weights' CRC and the checkpoints' bytes (steps 3 and 6: the codes, moments and
+# factors gathered from the replicas' shards); every rank's arena = its plan = estimate's for that
+# rank; a checkpoint resumed across the two layouts ends on the unbroken run's bytes
 QG=(--preset gpt2-tiny --vocab 259 --data "$T/d" --batch 1 --seq 32 --lr 3e-4 --warmup 2 --steps 6 --threads 1
   --log-every 1000 --eval-every 3 --eval-batches 1 --grad-clip 1)
 QL=(--preset llama-tiny "${QG[@]:4}")
@@ -291,9 +293,10 @@ qrun() { # qrun NAME N MODEL-ARRAY-NAME ARGS...: --tp 2 on N ranks into $T/NAME.
   local name=$1 n=$2
   local -n qm=$3
   shift 3
-  mpirun -np "$n" "$MW" train "${qm[@]}" --tp 2 --json-log "$T/$name.jsonl" "$@" >"$T/$name.out" 2>&1 ||
+  mpirun -np "$n" "$MW" train "${qm[@]}" --tp 2 --json-log "$T/$name.jsonl" --out "$T/$name" --save-every 3 "$@" >"$T/$name.out" 2>&1 ||
     fail "run $name ($*): $(grep -a memwall: "$T/$name.out" | head -2)"
 }
+qck() { sha256sum "$T/$1/step-0000000$2.mwck" 2>/dev/null | cut -c1-64; } # qck NAME STEP
 qplans() { # qplans JSONL MODEL-ARRAY-NAME ESTIMATE-ARGS...: plans (lib_cli.sh) of that model
   local -n qa=$2
   plans "$1" "${qa[@]}" "${@:3}"
@@ -306,12 +309,14 @@ for oz in $(quick || echo adamw8bit:QG:1) adam4bit:QL:1 $(quick || echo adafacto
   [ -f "$T/q$arr$o.jsonl" ] || quick || qrun "q$arr$o" 2 "$arr" --optim "$o" --zero 0 --accum 4
   qrun "q$arr$o$z" 4 "$arr" --optim "$o" --zero "$z" --accum 2
   if quick; then
-    [ -n "$(qsig "q$arr$o$z")" ] && pass "$(bits "$mdl --tp 2 x 2 replicas --zero $z --optim $o")" || fail "--zero $z --optim $o: no log"
+    [ -n "$(qsig "q$arr$o$z")" ] && [ -n "$(qck "q$arr$o$z" 6)" ] && pass "$(bits "$mdl --tp 2 x 2 replicas --zero $z --optim $o")" ||
+      fail "--zero $z --optim $o: no log or no step-6 checkpoint"
   else
     a=$(qsig "q$arr$o") b=$(qsig "q$arr$o$z")
     [ "$z" = 3 ] && a=$(sed 's/ "params_crc32c": "[0-9a-f]*"//' <<<"$a") # (--zero 3 keeps no whole weights to sum)
-    [ -n "$a" ] && [ "$a" = "$b" ] &&
-      pass "$mdl --tp 2 x 2 replicas --zero $z --optim $o = --tp 2 --zero 0 --accum 4, bit for bit (losses, clipped norms$(grep -q crc <<<"$b" && echo ", weights"))" ||
+    [ -n "$a" ] && [ "$a" = "$b" ] && [ -n "$(qck "q$arr$o" 3)" ] && [ "$(qck "q$arr$o" 3)" = "$(qck "q$arr$o$z" 3)" ] &&
+      [ "$(qck "q$arr$o" 6)" = "$(qck "q$arr$o$z" 6)" ] &&
+      pass "$mdl --tp 2 x 2 replicas --zero $z --optim $o = --tp 2 --zero 0 --accum 4, bit for bit (losses, clipped norms$(grep -q crc <<<"$b" && echo ", weights"), checkpoint bytes)" ||
       fail "$mdl --tp 2 x 2 replicas --zero $z --optim $o differs from --tp 2 --zero 0 --accum 4: '$a' vs '$b'"
   fi
   [ "$z" = 1 ] || continue
@@ -322,10 +327,27 @@ done
 # each replica's shard of the state streamed through its own disk tier: the passes' joins between the streams
 if ! quick; then
   qrun qQLcame1off 4 QL --optim came --zero 1 --accum 2 --offload optimizer --offload-dir "$T/scr"
-  [ -n "$(qsig qQLcame)" ] && [ "$(qsig qQLcame)" = "$(qsig qQLcame1off)" ] &&
-    pass "llama-tiny --tp 2 x 2 replicas --zero 1 --optim came --offload optimizer = --tp 2 --zero 0 --accum 4, bit for bit" ||
+  [ -n "$(qsig qQLcame)" ] && [ "$(qsig qQLcame)" = "$(qsig qQLcame1off)" ] && [ -n "$(qck qQLcame 6)" ] && [ "$(qck qQLcame 6)" = "$(qck qQLcame1off 6)" ] &&
+    pass "llama-tiny --tp 2 x 2 replicas --zero 1 --optim came --offload optimizer = --tp 2 --zero 0 --accum 4, bit for bit (checkpoint bytes too)" ||
     fail "--zero 1 --optim came --offload optimizer: '$(qsig qQLcame)' vs '$(qsig qQLcame1off)'"
 fi
+
+# resumed across the layouts: --tp 2 alone's step 3 by 2 replicas, the replicas' by --tp 2 alone
+# (the sanitizer build: the replicas' own step 3 by the replicas, each keeping its shard of the codes)
+for o in adam4bit came; do
+  mkdir -p "$T/qra$o" "$T/qrb$o"
+  cp "$T/$(quick && echo "qQL${o}1" || echo "qQL$o")/step-00000003.mwck" "$T/qra$o/" || fail "no step-3 checkpoint for --optim $o"
+  qrun "qra$o" 4 QL --optim "$o" --zero 1 --accum 2 --resume auto
+  if quick; then
+    [ -n "$(qck "qra$o" 6)" ] && pass "$(bits "--optim $o: step 3 resumed by 2 replicas --zero 1")" || fail "--optim $o: the resume by 2 replicas wrote no step 6"
+    continue
+  fi
+  cp "$T/qQL${o}1/step-00000003.mwck" "$T/qrb$o/" || fail "no step-3 checkpoint of the replicas, --optim $o"
+  qrun "qrb$o" 2 QL --optim "$o" --zero 0 --accum 4 --resume auto
+  [ -n "$(qck "qQL$o" 6)" ] && [ "$(qck "qra$o" 6)" = "$(qck "qQL$o" 6)" ] && [ "$(qck "qrb$o" 6)" = "$(qck "qQL$o" 6)" ] &&
+    pass "--optim $o: --tp 2's step 3 resumed by 2 replicas --zero 1, and theirs by --tp 2 alone, end on the unbroken step-6 bytes" ||
+    fail "--optim $o: resumed across the layouts: step 6 $(qck "qra$o" 6) and $(qck "qrb$o" 6), unbroken $(qck "qQL$o" 6)"
+done
 
 echo "-- every rank's arena peak is its plan"
 peaks g2 2 G

@@ -123,10 +123,6 @@ void layout_parse(opts *o, int mask) {
             die(1, "train --tp %d --pp %d --optim %s with --%s: a checkpoint of a stage's sharded optimizer state is not built yet "
                    "(--optim adamw saves; --tp alone or --pp alone save every --optim)", T, P, mw_optim_str(c->optim),
                 o->resume ? "resume" : "out");
-        if (T > 1 && D > 1 && c->zero >= 1 && c->optim != MW_OPTIM_ADAMW && (o->ckpt_dir || o->resume))
-            die(1, "train --tp %d with --zero %d over %d replicas, --optim %s and --%s: a checkpoint of the optimizer's state "
-                   "sharded over replicas is not built yet (--optim adamw saves)", T, c->zero, D,
-                mw_optim_str(c->optim), o->resume ? "resume" : "out");
         int t, p, d;
         const int N = mw_mpi_launched_size() > 0 ? mw_mpi_launched_size() : 1;
         mw_grid_coords(mw_mpi_launched_rank() % N, T, P, D, &t, &p, &d);
