@@ -11,7 +11,8 @@
 # bound (also over 8 micro-batches); --init hf: imports each rank's shard within the bound;
 # --offload (optimizer, optimizer+grads, all; --sp too) and --recompute auto per rank are bitwise
 # the in-memory run and the policy chosen; --zero 2 and 3 over 2 replicas (mpirun -np 4) are --zero
-# 1's bits; what is not built (--sp with --pp and gradients on disk, --sp with --zero 2/3,
+# 1's bits; adamw8bit, adam4bit, adafactor and came over 2 replicas (--zero 1, 2, 3) are --tp 2
+# --zero 0 --accum 4's bits, each rank's arena its plan; what is not built (--sp with --pp and gradients on disk, --sp with --zero 2/3,
 # --recompute auto with --tp and --pp) is refused before step 1, naming it.
 # Usage: tests/cli_tp.sh build/memwall.
 set -u
@@ -275,6 +276,77 @@ for mz in ZG:1:2 ZG:1:3 ZL:1:3; do
   ap=$(grep -o '"arena_peak_bytes": [0-9]*, "plan_peak_bytes": [0-9]*' "$T/z$arr$b.jsonl" | awk '{ gsub(",", ""); if ($2 != $4) bad = 1; n++ } END { print (n == 4 && !bad) ? "ok" : "bad" }')
   [ "$ap" = ok ] && pass "  --zero $b: each of the 4 ranks' arena peak is its plan" ||
     fail "  --zero $b: arena against plan: $(grep -o '"ranks": .*' "$T/z$arr$b.jsonl" | head -1)"
+done
+
+echo "-- the quantised and factored --optim over 2 replicas of --tp 2 (mpirun -np 4): --tp 2 --zero 0 --accum 4's bits"
+# the same global batch (2 replicas x --accum 2): each replica steps its shard of its tensor rank's
+# state, the statistics joined over the replicas (maxima; the factored sums chained in element
+# order), then over the tensor ranks as --tp alone joins them. Losses, clipped norms, validation
+# losses, the final weights' CRC and the checkpoints' bytes (steps 3 and 6: the codes, moments and
+# factors gathered from the replicas' shards); every rank's arena = its plan = estimate's for that
+# rank; a checkpoint resumed across the two layouts ends on the unbroken run's bytes
+QG=(--preset gpt2-tiny --vocab 259 --data "$T/d" --batch 1 --seq 32 --lr 3e-4 --warmup 2 --steps 6 --threads 1
+  --log-every 1000 --eval-every 3 --eval-batches 1 --grad-clip 1)
+QL=(--preset llama-tiny "${QG[@]:4}")
+qsig() { grep -o '"\(loss\|grad_norm\|val_loss\)": [-0-9.e+]*\|"params_crc32c": "[0-9a-f]*"' "$T/$1.jsonl" 2>/dev/null | paste -sd' ' -; }
+qrun() { # qrun NAME N MODEL-ARRAY-NAME ARGS...: --tp 2 on N ranks into $T/NAME.jsonl
+  local name=$1 n=$2
+  local -n qm=$3
+  shift 3
+  mpirun -np "$n" "$MW" train "${qm[@]}" --tp 2 --json-log "$T/$name.jsonl" --out "$T/$name" --save-every 3 "$@" >"$T/$name.out" 2>&1 ||
+    fail "run $name ($*): $(grep -a memwall: "$T/$name.out" | head -2)"
+}
+qck() { sha256sum "$T/$1/step-0000000$2.mwck" 2>/dev/null | cut -c1-64; } # qck NAME STEP
+qplans() { # qplans JSONL MODEL-ARRAY-NAME ESTIMATE-ARGS...: plans (lib_cli.sh) of that model
+  local -n qa=$2
+  plans "$1" "${qa[@]}" "${@:3}"
+}
+# (--zero 2 and 3: the same step over gradients each replica holds only its shard of; the sanitizer
+# build runs one quantised and one factored optimizer, the code paths of the joins)
+for oz in $(quick || echo adamw8bit:QG:1) adam4bit:QL:1 $(quick || echo adafactor:QG:1) came:QL:1 $(quick || echo adam4bit:QL:3 adafactor:QG:2); do
+  IFS=: read -r o arr z <<<"$oz"
+  [ "$arr" = QG ] && mdl=gpt2-tiny || mdl=llama-tiny
+  [ -f "$T/q$arr$o.jsonl" ] || quick || qrun "q$arr$o" 2 "$arr" --optim "$o" --zero 0 --accum 4
+  qrun "q$arr$o$z" 4 "$arr" --optim "$o" --zero "$z" --accum 2
+  if quick; then
+    [ -n "$(qsig "q$arr$o$z")" ] && [ -n "$(qck "q$arr$o$z" 6)" ] && pass "$(bits "$mdl --tp 2 x 2 replicas --zero $z --optim $o")" ||
+      fail "--zero $z --optim $o: no log or no step-6 checkpoint"
+  else
+    a=$(qsig "q$arr$o") b=$(qsig "q$arr$o$z")
+    [ "$z" = 3 ] && a=$(sed 's/ "params_crc32c": "[0-9a-f]*"//' <<<"$a") # (--zero 3 keeps no whole weights to sum)
+    [ -n "$a" ] && [ "$a" = "$b" ] && [ -n "$(qck "q$arr$o" 3)" ] && [ "$(qck "q$arr$o" 3)" = "$(qck "q$arr$o$z" 3)" ] &&
+      [ "$(qck "q$arr$o" 6)" = "$(qck "q$arr$o$z" 6)" ] &&
+      pass "$mdl --tp 2 x 2 replicas --zero $z --optim $o = --tp 2 --zero 0 --accum 4, bit for bit (losses, clipped norms$(grep -q crc <<<"$b" && echo ", weights"), checkpoint bytes)" ||
+      fail "$mdl --tp 2 x 2 replicas --zero $z --optim $o differs from --tp 2 --zero 0 --accum 4: '$a' vs '$b'"
+  fi
+  [ "$z" = 1 ] || continue
+  x=$(qplans "$T/q$arr$o$z.jsonl" "$arr" --world 4 --tp 2 --dp 2 --zero 1 --accum 2 --optim "$o") &&
+    pass "  --optim $o: arena = plan = estimate per rank ($x)" || fail "  --optim $o per rank: $x"
+done
+
+# each replica's shard of the state streamed through its own disk tier: the passes' joins between the streams
+if ! quick; then
+  qrun qQLcame1off 4 QL --optim came --zero 1 --accum 2 --offload optimizer --offload-dir "$T/scr"
+  [ -n "$(qsig qQLcame)" ] && [ "$(qsig qQLcame)" = "$(qsig qQLcame1off)" ] && [ -n "$(qck qQLcame 6)" ] && [ "$(qck qQLcame 6)" = "$(qck qQLcame1off 6)" ] &&
+    pass "llama-tiny --tp 2 x 2 replicas --zero 1 --optim came --offload optimizer = --tp 2 --zero 0 --accum 4, bit for bit (checkpoint bytes too)" ||
+    fail "--zero 1 --optim came --offload optimizer: '$(qsig qQLcame)' vs '$(qsig qQLcame1off)'"
+fi
+
+# resumed across the layouts: --tp 2 alone's step 3 by 2 replicas, the replicas' by --tp 2 alone
+# (the sanitizer build: the replicas' own step 3 by the replicas, each keeping its shard of the codes)
+for o in adam4bit came; do
+  mkdir -p "$T/qra$o" "$T/qrb$o"
+  cp "$T/$(quick && echo "qQL${o}1" || echo "qQL$o")/step-00000003.mwck" "$T/qra$o/" || fail "no step-3 checkpoint for --optim $o"
+  qrun "qra$o" 4 QL --optim "$o" --zero 1 --accum 2 --resume auto
+  if quick; then
+    [ -n "$(qck "qra$o" 6)" ] && pass "$(bits "--optim $o: step 3 resumed by 2 replicas --zero 1")" || fail "--optim $o: the resume by 2 replicas wrote no step 6"
+    continue
+  fi
+  cp "$T/qQL${o}1/step-00000003.mwck" "$T/qrb$o/" || fail "no step-3 checkpoint of the replicas, --optim $o"
+  qrun "qrb$o" 2 QL --optim "$o" --zero 0 --accum 4 --resume auto
+  [ -n "$(qck "qQL$o" 6)" ] && [ "$(qck "qra$o" 6)" = "$(qck "qQL$o" 6)" ] && [ "$(qck "qrb$o" 6)" = "$(qck "qQL$o" 6)" ] &&
+    pass "--optim $o: --tp 2's step 3 resumed by 2 replicas --zero 1, and theirs by --tp 2 alone, end on the unbroken step-6 bytes" ||
+    fail "--optim $o: resumed across the layouts: step 6 $(qck "qra$o" 6) and $(qck "qrb$o" 6), unbroken $(qck "qQL$o" 6)"
 done
 
 echo "-- every rank's arena peak is its plan"

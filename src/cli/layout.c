@@ -119,10 +119,6 @@ void layout_parse(opts *o, int mask) {
     if (mask & CMD_TRAIN) { /* this rank's place in the grid (src/dist/grid.c) */
         if (P > 64 && (o->ckpt_dir || o->resume))
             die(1, "train --pp %d with --%s: a pipeline of more than 64 stages saves no checkpoint yet", P, o->resume ? "resume" : "out");
-        if (T > 1 && D > 1 && c->zero >= 1 && c->optim != MW_OPTIM_ADAMW && (o->ckpt_dir || o->resume))
-            die(1, "train --tp %d with --zero %d over %d replicas, --optim %s and --%s: a checkpoint of the optimizer's state "
-                   "sharded over replicas is not built yet (--optim adamw saves)", T, c->zero, D,
-                mw_optim_str(c->optim), o->resume ? "resume" : "out");
         int t, p, d;
         const int N = mw_mpi_launched_size() > 0 ? mw_mpi_launched_size() : 1;
         mw_grid_coords(mw_mpi_launched_rank() % N, T, P, D, &t, &p, &d);

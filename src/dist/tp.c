@@ -412,6 +412,26 @@ static void part_local(const mw_tensor *t, int T, int r, int a, int b, size_t *l
     }
 }
 
+/* --zero's replicas shard the optimizer's array za of 8- or 4-bit codes: flat elements [x, x + n)
+ * of it gathered from them to replica 0 (collective over m->comm, as mw_shardio_gather), each code
+ * into out as a float (local_read's form); out is NULL on the other replicas. The replicas' shards
+ * are whole quanta of elements (mw_zero_shard), so none cuts a byte of 4-bit codes; a range that
+ * starts or ends inside a byte takes the whole byte and its nibble. */
+static mw_status gather_codes(mw_model *m, int za, size_t x, size_t n, float *out) {
+    const int bits = m->opt.bits[za];
+    const uint64_t b0 = (uint64_t)x * (uint64_t)bits / 8, b1 = ((uint64_t)(x + n) * (uint64_t)bits + 7) / 8;
+    unsigned char *buf = NULL;
+    if (out && !(buf = malloc(b1 > b0 ? (size_t)(b1 - b0) : 1)))
+        return mw_fail(MW_ERR_NOMEM, "out of memory gathering the optimizer's codes for a checkpoint");
+    /* (a replica that cannot allocate fails here, before the gather: the others wait, and the run ends on it) */
+    const mw_status st = mw_shardio_gather(m, za, b0, (size_t)(b1 - b0), buf);
+    if (st == MW_OK && out)
+        for (size_t j = 0; j < n; j++)
+            out[j] = (float)(bits == 8 ? buf[j] : (buf[((x & 1) + j) >> 1] >> ((((x & 1) + j) & 1) * 4)) & 15);
+    free(buf);
+    return st;
+}
+
 mw_status mw_tp_gather_part(mw_model *m, int i, int which, int a, int b, float *out, float *scratch) {
     const mw_tensor *t = &m->tensors[i];
     mw_comm *cm = m->tpc;
@@ -433,15 +453,12 @@ mw_status mw_tp_gather_part(mw_model *m, int i, int which, int a, int b, float *
         return R == 0 ? local_read(m, i, which, g0, n, out) : MW_OK;
     if (zs && whole && R != 0) return MW_OK; /* (the same on every tensor rank: rank 0's replicas gather it) */
     const size_t l0 = whole ? g0 : lo[R], ln = whole ? n : cnt[R];
-    if (zs && coded)
-        return mw_fail(MW_ERR_ARG, "--tp with --zero %d: a checkpoint of the optimizer's %d-bit state sharded over replicas "
-                       "is not built yet", m->cfg.zero, m->opt.bits[which - 1]);
     float *mine = NULL; /* this rank's elements of the part (a checkpoint's, not a step's) */
     if (zrep == 0 && !(mine = malloc((ln ? ln : 1) * sizeof(float))))
         return mw_fail(MW_ERR_NOMEM, "out of memory gathering %s for a checkpoint", t->name);
     mw_status st;
     if (zs) { /* from the replicas' shards, each read where it lives (shardio's state views) */
-        st = mw_shardio_gather(m, za, (uint64_t)(t->offset + l0) * 4, ln * 4, mine);
+        st = coded ? gather_codes(m, za, t->offset + l0, ln, mine) : mw_shardio_gather(m, za, (uint64_t)(t->offset + l0) * 4, ln * 4, mine);
         if (zrep != 0) return st; /* (mine is NULL there) */
     } else {
         st = local_read(m, i, which, l0, ln, mine);

@@ -90,7 +90,8 @@ mw_status mw_tp_grad_norm(mw_model *m, double *norm);
  * both may be NULL on the others), gathered from every rank (collective), each rank's elements read
  * where they live (memory or the disk tier's windows). Under --zero >= 1 over replicas every replica
  * calls it alike: an array the replicas shard comes to replica 0's rank from their shards first
- * (shardio.h; 8- and 4-bit codes sharded so: MW_ERR_ARG), and replica 0's group alone writes out. */
+ * (shardio.h; 8- and 4-bit codes as codes, each into out as a float), and replica 0's group alone
+ * writes out. */
 int mw_tp_part_end(const mw_tensor *t, int a, size_t most);
 mw_status mw_tp_gather_part(mw_model *m, int i, int which, int a, int b, float *out, float *scratch);
 /* ... and, loading, this rank's elements of the whole tensor's elements [g0, g0 + n) (part, read

@@ -31,6 +31,7 @@
 #include "../graph/graph.h"
 #include "../graph/model.h"
 #include "../memory/offload.h"
+#include "tp.h"
 
 void mw_zero_shard(uint64_t n, int world, int r, uint64_t *lo, uint64_t *hi) {
     const uint64_t Q = MW_NORM_QUANTUM, nq = (n + Q - 1) / Q;
@@ -385,6 +386,10 @@ mw_status mw_zero_opt_step(mw_model *m, double lr, double grad_norm, int t) {
             MW_TRY(shard_pass(m, &hp, k));
             if (m->opt.join[k] == MW_OPT_JOIN_MAX) MW_TRY(join_max(m, (float *)m->oscratch, m->opt.max_floats));
         }
+        /* --tp: every replica now holds its tensor rank's whole statistics (the replicas' maxima, or the
+         * chain's sums over the tensor rank's elements in order, as --tp alone's one chunk takes them);
+         * then the tensor ranks join theirs, as --tp alone does (maxima, sums in rank order) */
+        if (mw_tp_on(m)) MW_TRY(mw_tp_opt_join(m, k));
         mw_opt_end_pass(&m->opt, &hp, k, m->ostate, m->oscratch);
     }
     if (c->zero < 3) return gather_flat(m, m->params);

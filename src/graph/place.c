@@ -647,14 +647,6 @@ mw_status mw_graph_model_create(mw_model **out, const mw_model_def *arch, const 
         return mw_fail(MW_ERR_ARG, "--%s with the %s family runs in a later version: estimate and plan only (train runs "
                        "layouts of the GPT-2 and Llama families)", cfg->tp > 1 ? "tp" : cfg->sp ? "sp" : cfg->pp > 1 ? "pp" : "ep",
                        arch->name);
-    /* --tp's joins of the optimizers' statistics over the tensor-parallel group (optim_tp.c) and ZeRO-1's over the
-     * replicas (zero.c) do not compose yet: 2 replicas of --tp 2 --zero 1 left --tp 2 --zero 0's bits at step 2 */
-    if (cfg->tp > 1 && cfg->dp && cfg->world > 1 && cfg->zero >= 1 &&
-        (cfg->optim == MW_OPTIM_ADAMW8BIT || cfg->optim == MW_OPTIM_ADAM4BIT || cfg->optim == MW_OPTIM_ADAFACTOR ||
-         cfg->optim == MW_OPTIM_CAME))
-        return mw_fail(MW_ERR_ARG, "--optim %s with --tp and --zero %d over %d replicas: the optimizer's statistics joined over "
-                       "both groups are not built yet (--zero 0 replicas, or --optim adamw or sgd, run)",
-                       mw_optim_str(cfg->optim), cfg->zero, cfg->world);
     if (cfg->pp > 1) MW_TRY(mw_pipe_check(cfg));
     MW_TRY(mw_tp_check(cfg));
     mw_model *m;
