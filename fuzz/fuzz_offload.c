@@ -1,6 +1,7 @@
 /* libFuzzer target: --offload's chunk forms (src/memory/chunks.c; MODE:resident=K and
  * params=R,grads=R,optim=R with embed, head and parts joined by +). Byte 0 is the model's blocks
- * L (0 .. 63, bit 6 set: L unknown, the syntax alone as the CLI checks it first); the rest the
+ * L (0 .. 63, bit 6 set: L unknown, the syntax alone as the CLI checks it first; L = 0, which no
+ * model has, must be refused by every form); the rest the
  * form, cut at 95 characters (cfg.offload_spec's room). Must never crash or read out of bounds.
  * Checks: mw_offload_parse and the syntax-only parse agree; a form accepted for L blocks is
  * accepted by the syntax-only parse with the same widest mode or a wider one (resident=L keeps
@@ -26,7 +27,7 @@ static int one_range(const unsigned char *blk, int L) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    const int L = data[0] & 64 ? -1 : 1 + (data[0] & 63); /* a model has 1 or more blocks (config.c) */
+    const int L = data[0] & 64 ? -1 : data[0] & 63;
     char s[96];
     const size_t n = size - 1 < sizeof s - 1 ? size - 1 : sizeof s - 1;
     memcpy(s, data + 1, n);
@@ -41,6 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (L < 0) return 0;
     unsigned char blk[64], ends[2];
     if (mw_chunks_parse(s, L, blk, ends, &w1) != MW_OK) return 0;
+    if (L == 0) abort(); /* a model of 0 blocks: refused */
     if (!syn || w1 > w0 || w1 < MW_OFFLOAD_NONE || w1 > MW_OFFLOAD_ALL) abort();
     for (int l = 0; l < L; l++)
         if (blk[l] & ~7u) abort();

@@ -541,11 +541,14 @@ static double now_s(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static mw_status run_events(mw_model *m, int i, int when) {
+/* Op i's events of when (0 before, 1 after); before it, the writes' waits (release 1) or the rest
+ * (release 0). */
+static mw_status run_events(mw_model *m, int i, int when, int release) {
     mw_act_plan *ap = m->act;
     if (!ap) return MW_OK;
     for (int e = ap->ev_lo[2 * i + when]; e < ap->ev_lo[2 * i + when + 1]; e++) {
         const int k = ap->ev[e].kind;
+        if (!when && (k == E_WAIT_W) != release) continue;
         const double t0 = now_s();
         MW_TRY(run_event(m, &ap->ev[e]));
         if (k == E_QUANT || k == E_DEQ) ap->t_q += now_s() - t0;
@@ -561,8 +564,9 @@ void mw_model_act_seconds(mw_model *m, double *compress_s, double *swap_wait_s, 
     if (ap && reset) ap->t_q = ap->t_w = 0;
 }
 
-mw_status mw_graph_act_before(mw_model *m, int i) { return run_events(m, i, 0); }
-mw_status mw_graph_act_after(mw_model *m, int i) { return run_events(m, i, 1); }
+mw_status mw_graph_act_release(mw_model *m, int i) { return run_events(m, i, 0, 1); }
+mw_status mw_graph_act_before(mw_model *m, int i) { return run_events(m, i, 0, 0); }
+mw_status mw_graph_act_after(mw_model *m, int i) { return run_events(m, i, 1, 0); }
 
 /* ---- the plan ------------------------------------------------------------------------------- */
 

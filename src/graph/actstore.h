@@ -63,8 +63,12 @@ mw_status mw_graph_act_cut(mw_model *m, int st, int i, mw_planner *pl, const mw_
 
 /* Before a micro-batch of forward_backward: earlier transfers waited for, the micro-batch counted. */
 mw_status mw_graph_act_begin(mw_model *m);
-/* Around op i of forward_backward: the waits, reads and dequantisations due before it; the
- * quantisations and writes due after it. */
+/* Before op i of forward_backward, ahead of any other transfer of the op: the waits for the
+ * writes whose instance's memory the plan gives to others from op i on (a buffer of op i, an end's
+ * or a swap's read, may lie on it: nothing may land there, or be written there, before they have). */
+mw_status mw_graph_act_release(mw_model *m, int i);
+/* Around op i of forward_backward: the reads, their waits and dequantisations due before it (after
+ * mw_graph_act_release); the quantisations and writes due after it. */
 mw_status mw_graph_act_before(mw_model *m, int i);
 mw_status mw_graph_act_after(mw_model *m, int i);
 

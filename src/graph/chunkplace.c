@@ -21,9 +21,6 @@ static unsigned mode_cats(int mode) {
 unsigned mw_graph_ends_allowed(const mw_model *m) {
     const mw_config *c = &m->cfg;
     if (c->inference || c->dp || mw_config_layout(c)) return MW_CHUNK_O; /* the ends' parameters and gradients: one process */
-    /* with swapped activations the ends stay in memory: their transfers and the swaps' were seen to
-     * race under the sanitizer (a wrong loss from step 2), so they are not combined until that is found */
-    if (c->act_offload != MW_ACT_OFFLOAD_NONE) return MW_CHUNK_O;
     return mw_graph_grads_b16(m) ? MW_CHUNK_P | MW_CHUNK_O : MW_CHUNK_P | MW_CHUNK_G | MW_CHUNK_O;
 }
 
@@ -38,10 +35,6 @@ mw_status mw_graph_chunks_set(mw_model *m, const char *spec) {
         int widest;
         MW_TRY(mw_chunks_parse(spec, L, m->blk, m->eblk, &widest));
         for (int e = 0; e < 2; e++) {
-            if ((m->eblk[e] & (MW_CHUNK_NAMED | MW_CHUNK_NAMED << 1)) && m->cfg.act_offload != MW_ACT_OFFLOAD_NONE)
-                return mw_fail(MW_ERR_ARG, "--offload %s: the %s parameters and gradients stay in memory with --act-offload %s: "
-                               "leave %s out of params= and grads=", spec, e ? "head's" : "embeddings'",
-                               mw_act_offload_name(m->cfg.act_offload), e ? "head" : "embed");
             if ((m->eblk[e] & (MW_CHUNK_NAMED << 1)) && !(ok & MW_CHUNK_G))
                 return mw_fail(MW_ERR_ARG, "--offload %s: the %s's gradients stay in memory under --precision bf16 (they are fp32, "
                                "the disk tier's gradients bfloat16): leave %s out of grads=", spec, e ? "head" : "embeddings",

@@ -82,6 +82,9 @@ mw_status mw_model_forward_backward(mw_model *m, const int32_t *inputs, const in
     double s = 0.0;
     for (int i = 0; i < m->opt_op; i++) {
         const int l = m->ops[i].layer;
+        /* the swaps' writes whose memory op i's buffers may reuse have landed before anything else
+         * moves into it (the ends' reads, zeros and read-back gradients among them) */
+        if (m->act) MW_TRY(mw_graph_act_release(m, i));
         if ((mw_graph_params_on_disk(m) || mw_graph_params_zero3(m)) && m->op_pv[i] >= 0) MW_TRY(mw_graph_param_visit(m, m->op_pv[i]));
         if (gdisk && m->op_gb[i]) MW_TRY(mw_graph_grad_bind(m, l));
         if (m->op_end && m->op_end[i]) MW_TRY(mw_graph_ends_before(m, i, 1)); /* the ends on disk (ends.c) */

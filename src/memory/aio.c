@@ -31,6 +31,7 @@ typedef struct req {
     int err;                 /* errno of the failure; 0: none */
     int eof;                 /* the file ended (a read of 0 bytes, a write of 0) */
     double deadline;         /* MEMWALL_IO_THROTTLE_MBPS: completes no earlier (0: no throttle) */
+    uint64_t sum;            /* MEMWALL_IO_CHECK: a write's source bytes' hash at submission */
 } req;
 
 struct mw_aio {
@@ -41,7 +42,7 @@ struct mw_aio {
     /* the clock (aio.h, mw_aio_times): requests in flight per op and in all, since when, and the
      * closed intervals' seconds; the caller's seconds blocked in waits; the throttle's rate (bytes/s,
      * 0: none) and when its simulated device is free. The pool's workers update the first under mu. */
-    int nfl[2], nany;
+    int nfl[2], nany, check; /* check: MEMWALL_IO_CHECK (a write's source hashed at submission and wait) */
     double since[2], any_since, busy[2], busy_any, wait_s, rate, dev_free;
     /* the thread pool */
     pthread_mutex_t mu;
@@ -327,6 +328,54 @@ static mw_status ring_poll(mw_aio *io) {
 }
 #endif
 
+/* ---- the caller's contract, checked -------------------------------------------------------- */
+
+static const char *op_name(int op) { return op == MW_AIO_OP_READ ? "read" : "write"; }
+
+/* A request may share with the requests in flight (submitted, not yet waited for) neither memory
+ * where either is a read (the read lands there while the other moves it) nor file bytes where
+ * either is a write (the engine orders neither). A caller that starts one before waiting for the
+ * other (a buffer reused before its transfer landed, a region read back before its write landed)
+ * gets a wrong result at some timings only: refused at submission, at every timing. */
+static mw_status conflict(const mw_aio *io, int op, const char *buf, uint64_t len, uint64_t off) {
+    for (int i = 0; i < io->depth; i++) {
+        const req *q = &io->r[i];
+        if (q->state == R_FREE) continue;
+        const int mem = buf < q->buf + q->len && q->buf < buf + len, file = off < q->off + q->len && q->off < off + len;
+        if (mem && (op == MW_AIO_OP_READ || q->op == MW_AIO_OP_READ))
+            return mw_fail(MW_ERR_ARG, "disk tier: a %s of %llu bytes at offset %llu uses memory that request %d (a %s of %llu "
+                           "bytes at offset %llu) still uses (internal: a buffer reused before its transfer was waited for)",
+                           op_name(op), (unsigned long long)len, (unsigned long long)off, i, op_name(q->op),
+                           (unsigned long long)q->len, (unsigned long long)q->off);
+        if (file && (op == MW_AIO_OP_WRITE || q->op == MW_AIO_OP_WRITE))
+            return mw_fail(MW_ERR_ARG, "disk tier: a %s of %llu bytes at offset %llu of %s overlaps request %d (a %s of %llu "
+                           "bytes at offset %llu) in flight (internal: file bytes moved before an earlier transfer of them "
+                           "was waited for)", op_name(op), (unsigned long long)len, (unsigned long long)off, io->path, i,
+                           op_name(q->op), (unsigned long long)q->len, (unsigned long long)q->off);
+    }
+    return MW_OK;
+}
+
+/* MEMWALL_IO_CHECK=1 (tests): a write's source must not change until the write is waited for. Its
+ * bytes are hashed at submission and again at the wait, whatever the engine did in between, so a
+ * caller that writes into the memory of a write in flight fails the wait at every timing. */
+static int check_env(void) {
+    const char *e = getenv("MEMWALL_IO_CHECK");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+static uint64_t hash_bytes(const char *p, uint64_t n) {
+    uint64_t h = 0xcbf29ce484222325ull, w;
+    uint64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++) h = (h ^ (unsigned char)p[i]) * 0x100000001b3ull;
+    return h;
+}
+
 /* ---- the engine ----------------------------------------------------------------------------- */
 
 mw_status mw_aio_create(mw_aio **out, int fd, const char *path, int depth, int kind) {
@@ -337,6 +386,7 @@ mw_status mw_aio_create(mw_aio **out, int fd, const char *path, int depth, int k
     io->fd = fd;
     io->depth = depth;
     io->rate = throttle_rate();
+    io->check = check_env();
     snprintf(io->path, sizeof io->path, "%s", path ? path : "?");
     if (kind == MW_AIO_AUTO) {
         const char *e = getenv("MEMWALL_AIO");
@@ -400,6 +450,7 @@ static mw_status start(mw_aio *io, int op, char *buf, uint64_t len, uint64_t off
     int i = 0;
     while (i < io->depth && io->r[i].state != R_FREE) i++;
     if (i == io->depth) return mw_fail(MW_ERR_ARG, "disk tier: more than %d requests in flight (internal)", io->depth);
+    MW_TRY(conflict(io, op, buf, len, off));
     req *r = &io->r[i];
     memset(r, 0, sizeof *r);
     r->op = op;
@@ -407,6 +458,7 @@ static mw_status start(mw_aio *io, int op, char *buf, uint64_t len, uint64_t off
     r->len = len;
     r->off = off;
     r->fault = mw_aio_fault_take(op);
+    if (io->check && op == MW_AIO_OP_WRITE) r->sum = hash_bytes(buf, len);
     *id = i;
     const double t = now_s();
     if (io->rate > 0) { /* one request after another at the throttle's rate */
@@ -469,6 +521,10 @@ mw_status mw_aio_wait(mw_aio *io, int id) {
         if (blocked) io->wait_s += now_s() - t0;
     }
     mw_status rs = req_status(io, r);
+    if (rs == MW_OK && io->check && r->op == MW_AIO_OP_WRITE && hash_bytes(r->buf, r->len) != r->sum)
+        rs = mw_fail(MW_ERR_ARG, "disk tier: the source of a write of %llu bytes at offset %llu of %s changed before the "
+                     "write was waited for (internal: a buffer reused while its write was in flight; MEMWALL_IO_CHECK)",
+                     (unsigned long long)r->len, (unsigned long long)r->off, io->path);
     r->state = R_FREE;
     return st != MW_OK ? st : rs;
 }

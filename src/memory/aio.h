@@ -25,6 +25,16 @@
  * real disk was faster. A disk slower than the one measured (mw_offload_measure, whose engine is
  * never throttled) must show up as waiting, never as a wrong result.
  *
+ * Overlaps (always): a request may share with the requests in flight (started, not yet waited
+ * for) no memory where either of the two is a read, and no file bytes where either is a write;
+ * starting one that does fails (MW_ERR_ARG, naming both) whatever the timing, since the engine
+ * orders neither: a buffer reused, or file bytes read back, before the earlier transfer was waited
+ * for would give a wrong result at some timings only.
+ *
+ * Check (tests): MEMWALL_IO_CHECK=1 in the environment when an engine is created hashes each
+ * write's source at its start and again at its wait; a source that changed in between fails the
+ * wait (MW_ERR_ARG), at every timing (the caller wrote into memory a write in flight still used).
+ *
  * Clock (mw_aio_times): a request is in flight from its submission until its completion; the
  * busy seconds are the union of those intervals (per op and over both), and the wait seconds the
  * caller's time blocked in mw_aio_wait on a request not yet complete. The thread pool times a

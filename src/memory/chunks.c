@@ -64,6 +64,9 @@ static int widest_of(unsigned any) {
 
 mw_status mw_chunks_parse(const char *s, int L, unsigned char *blk, unsigned char ends[2], int *widest) {
     unsigned char nb[1], ne[2] = {0, 0};
+    /* a model has 1 to 4096 blocks (config.c): at 0 the forms' meaning (resident=K, the head kept
+     * with the last blocks) has no blocks to hang on, and its text would not parse back the same */
+    if (L == 0) return mw_fail(MW_ERR_ARG, "--offload %s: a model of 0 blocks has no chunks to place", s);
     if (L < 0) blk = nb;
     if (!ends) ends = ne;
     if (L > 0) memset(blk, 0, (size_t)L);

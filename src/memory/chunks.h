@@ -28,7 +28,7 @@ int mw_chunks_is_form(const char *s);
  * (L < 0: the syntax alone, blk unused; ends may be NULL) and *widest (the mw_offload_mode that
  * names the categories it puts on disk: all when any parameters, optimizer+grads when any
  * gradients, optimizer when any optimizer state, else none). MW_ERR_ARG with one line naming what
- * is wrong. */
+ * is wrong; L == 0 (no model has 0 blocks) is refused. */
 mw_status mw_chunks_parse(const char *s, int L, unsigned char *blk, unsigned char ends[2], int *widest);
 /* The per-category form of blk[0 .. L-1] and ends ("params=embed+4-11+head,grads=all,optim=none"),
  * when each category's blocks on disk are one range (else the first range: never for auto's). */
