@@ -477,6 +477,13 @@ typedef struct mw_plan_summary {
  * arena where buffers never alive together share memory. mw_model_create executes the same
  * placement, so the estimate is the allocation, byte for byte. */
 mw_status mw_plan(const mw_config *cfg, mw_plan_summary *out);
+/* mw_plan, unless more than limit bytes (> 0; 0: no limit) are alive together at one op of the
+ * walk: out->live_peak, a lower bound of the arena's peak (the arena holds every buffer alive at one
+ * op apart), so the plan's peak is over limit too. Then the placement (most of a plan's time) is
+ * skipped: *placed is 0 and out holds the walk's figures only (live_peak, category, flat_floats,
+ * expert_floats; peak 0, no predictions). Otherwise *placed is 1 and out is mw_plan's, to the byte
+ * (estimate --search drops a layout over the device this way; docs/cluster.md "The search"). */
+mw_status mw_plan_within(const mw_config *cfg, uint64_t limit, mw_plan_summary *out, int *placed);
 /* mw_plan for the data-parallel ranks of one layout's rank, one after the other: *ref (NULL at
  * first; the caller frees it with mw_plan_ref_free) keeps the first rank's placement, and a later
  * rank whose config differs only in cfg->rank takes it when that is exact (its ZeRO shard's

@@ -371,6 +371,38 @@ while read -r tp pp dp sp z rc mb use; do
     np=$((np + 1))
 done <"$T/pruned"
 [ $np -gt 0 ] && pass "--search: each of $np pruned layouts, planned, needs more than the memory left" || fail "no pruned layout checked"
+# a layout whose rank keeps more alive at one op than the device leaves is dropped before its
+# placement (mw_plan_within): each such layout, planned by estimate, has a rank over the memory
+# left, and that stage's rank keeps the bytes the reason names alive at once (its live peak)
+py "$T/sw.json" >"$T/bound" <<'EOF2' || fail "--search: no layout dropped by the bytes alive at once (the window)"
+import json, re, sys
+U = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+n = 0
+for x in json.load(open(sys.argv[1]))["dropped"]:
+    m = re.match(r"stage (\d+)'s rank keeps ([0-9.]+) (\w+) alive at once \(not placed\), ([0-9.]+) (\w+) left", x["why"])
+    if m:
+        n += 1
+        print(x["tp"], x["pp"], x["vpp"], x["dp"], int(x["sp"]), x["zero"], x["recompute"], x["microbatches"], m.group(1),
+              m.group(2), U[m.group(3)], float(m.group(4)) * U[m.group(5)])
+sys.exit(n == 0)
+EOF2
+nb=0
+while read -r tp pp vpp dp sp z rc mb st kv ku use; do
+    a=(--preset gpt2-tiny --threads 1 --tp "$tp" --pp "$pp" --vpp "$vpp" --dp "$dp" --zero "$z" --recompute "$rc" --microbatches "$mb")
+    [ "$sp" = 1 ] && a+=(--sp)
+    "$MW" estimate "${a[@]}" --json >"$T/bd.json" || fail "a bound-dropped layout's estimate exit $?"
+    python3 - "$T/bd.json" "$st" "$kv" "$ku" "$use" <<'EOF2' || fail "bound-dropped tp $tp pp $pp vpp $vpp dp $dp zero $z recompute $rc: fits, or no rank of stage $st keeps $kv x $ku bytes alive"
+import json, sys
+d = json.load(open(sys.argv[1]))
+st, kv, ku, use = int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+r = [x for x in d["ranks"] if st in [s[0] for s in x["stages"]]]
+ok = max(x["peak_bytes"] for x in d["ranks"]) > use
+ok = ok and any(abs(x["live_peak_bytes"] / ku - kv) <= 0.006 and x["live_peak_bytes"] > use for x in r)
+sys.exit(not ok)
+EOF2
+    nb=$((nb + 1))
+done <"$T/bound"
+[ $nb -gt 0 ] && pass "--search: each of $nb layouts dropped by the bytes alive at once (not placed), planned, does not fit; its rank keeps those bytes" || fail "no layout dropped by the bound checked"
 # the cost model's FLOPs: compute_s x ranks x the peak's fraction = 3 x the forward (2 x the layers'
 # parameters a token passes through + 4 L s d_attn + 2 C V) x tokens, plus the layers' forward again
 # under full recomputation only (memwall's selective reruns norms and activations, no product)

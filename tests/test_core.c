@@ -1004,6 +1004,20 @@ static void test_plan_like(void) {
                 CHECK(a.peak == b.peak && a.live_peak == b.live_peak && !memcmp(a.category, b.category, sizeof a.category),
                       "%s --pp %d stage %d --zero %d rank %d of %d: mw_plan_like's peak %llu, mw_plan's %llu", L[li].preset,
                       L[li].P, s, c.zero, r, c.world, (unsigned long long)a.peak, (unsigned long long)b.peak);
+                /* mw_plan_within (the search's): mw_plan's summary at or under the limit; over it, the
+                 * walk's live peak, unplaced, and the plan's peak is over the limit too */
+                mw_plan_summary w, u;
+                int placed = 0, unplaced = 1;
+                CHECK_OK(mw_plan_within(&c, b.live_peak, &w, &placed));
+                CHECK_OK(mw_plan_within(&c, b.live_peak - 1, &u, &unplaced));
+                CHECK(placed && w.peak == b.peak && w.live_peak == b.live_peak && w.flat_floats == b.flat_floats &&
+                          w.expert_floats == b.expert_floats && !memcmp(w.category, b.category, sizeof w.category) &&
+                          !unplaced && u.peak == 0 && u.live_peak == b.live_peak && u.flat_floats == b.flat_floats &&
+                          b.peak >= b.live_peak,
+                      "%s --pp %d stage %d --zero %d rank %d: mw_plan_within at the live peak %llu placed %d (peak %llu, "
+                      "mw_plan's %llu), under it placed %d (live %llu)", L[li].preset, L[li].P, s, c.zero, r,
+                      (unsigned long long)b.live_peak, placed, (unsigned long long)w.peak, (unsigned long long)b.peak,
+                      unplaced, (unsigned long long)u.live_peak);
                 ranks++;
             }
             mw_plan_ref_free(ref);

@@ -41,10 +41,12 @@ static double now_s(void) {
  * data-parallel rank of a distinct ZeRO shard: the dense floats' over the D ranks and, under
  * expert parallelism, the routed experts' over the rank's D / E (layout.c's shard_lens). Also the
  * first stage's flat and expert floats (the cost model's parameters). 0 and the status's message
- * on a refusal. */
-static mw_status rank_peak(const mw_config *base, const cand *x, uint64_t *peak, int *stage, uint64_t *flat,
-                           uint64_t *expert) {
-    *peak = 0;
+ * on a refusal. A rank whose walk keeps more than usable bytes alive at one op cannot fit (its
+ * arena holds them apart): the search stops there, unplaced, with *over 1 and *peak those bytes, a
+ * lower bound of that rank's peak (mw_plan_within); else *over 0 and *peak the heaviest's. */
+static mw_status rank_peak(const mw_config *base, const cand *x, uint64_t usable, uint64_t *peak, int *stage,
+                           uint64_t *flat, uint64_t *expert, int *over) {
+    *peak = 0, *over = 0;
     for (int k = 0; k < (x->pp > 1 ? 2 : 1); k++) {
         const int s = k ? x->pp - 1 : 0;
         mw_config c = *base;
@@ -54,7 +56,9 @@ static mw_status rank_peak(const mw_config *base, const cand *x, uint64_t *peak,
         c.accum = x->micro;
         c.recompute = RECOMPUTES[x->rec], c.recompute_every = 0;
         mw_plan_summary p0;
-        MW_TRY(mw_plan(&c, &p0));
+        int placed;
+        MW_TRY(mw_plan_within(&c, usable, &p0, &placed));
+        if (!placed) return *peak = p0.live_peak, *stage = s, *over = 1, MW_OK;
         if (k == 0) *flat = p0.flat_floats, *expert = x->ep > 1 ? p0.expert_floats : 0;
         if (p0.peak > *peak) *peak = p0.peak, *stage = s;
         if (!c.dp || c.zero < 1) continue;
@@ -79,7 +83,8 @@ static mw_status rank_peak(const mw_config *base, const cand *x, uint64_t *peak,
             if (dom || rep[j] == 0) continue; /* rank 0's is p0 */
             mw_plan_summary p;
             c.rank = rep[j];
-            MW_TRY(mw_plan(&c, &p));
+            MW_TRY(mw_plan_within(&c, usable, &p, &placed));
+            if (!placed) return *peak = p.live_peak, *stage = s, *over = 1, MW_OK;
             if (p.peak > *peak) *peak = p.peak, *stage = s;
         }
     }
@@ -268,8 +273,14 @@ int search_report(const opts *o) {
         }
         x->usable = fx.usable;
         planned++;
-        if (rank_peak(c, x, &x->peak, &x->worst_stage, &flat, &ef) != MW_OK) {
+        int over;
+        if (rank_peak(c, x, fx.usable, &x->peak, &x->worst_stage, &flat, &ef, &over) != MW_OK) {
             snprintf(x->why, sizeof x->why, "%s", mw_last_error());
+        } else if (over) { /* a rank's walk alone: more alive at one op than the device leaves */
+            char b1[32], b2[32];
+            snprintf(x->why, sizeof x->why, "stage %d's rank keeps %s alive at once (not placed), %s left for the plan",
+                     x->worst_stage, mw_fmt_bytes(x->peak, b1, sizeof b1), mw_fmt_bytes(fx.usable, b2, sizeof b2));
+            fails[nfails++] = x;
         } else if (x->peak > fx.usable) {
             char b1[32], b2[32];
             snprintf(x->why, sizeof x->why, "stage %d's rank needs %s, %s left for the plan", x->worst_stage,

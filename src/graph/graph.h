@@ -346,6 +346,9 @@ struct mw_model_def {
 mw_status mw_graph_model_create(mw_model **out, const mw_model_def *arch, const mw_config *cfg);
 mw_status mw_graph_plan(const mw_model_def *arch, const mw_config *cfg, mw_plan_summary *out);
 mw_status mw_graph_plan_like(const mw_model_def *arch, const mw_config *cfg, mw_plan_summary *out, mw_plan_ref **ref);
+/* mw_plan_within (memwall.h) */
+mw_status mw_graph_plan_within(const mw_model_def *arch, const mw_config *cfg, uint64_t limit, mw_plan_summary *out,
+                               int *placed);
 /* mw_plan_predict (memwall.h) */
 mw_status mw_graph_plan_predicted(const mw_model_def *arch, const mw_config *cfg, mw_plan_summary *out);
 mw_status mw_graph_plan_buffers(const mw_model_def *arch, const mw_config *cfg, mw_plan_buffer **out, int *n);

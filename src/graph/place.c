@@ -85,6 +85,8 @@ static mw_status build_optim(mw_model *m) {
 }
 
 static mw_status plan_model_like(mw_model *m, mw_planner *pl, mw_plan_summary *s, const mw_planner *like);
+static mw_status plan_model_within(mw_model *m, mw_planner *pl, mw_plan_summary *s, const mw_planner *like,
+                                   uint64_t limit, int *placed);
 
 /* ---- a 1F1B stage's cut walk (src/memory/period.h, mw_period_cut) ------------------------------ */
 
@@ -180,15 +182,23 @@ mw_status mw_graph_plan_model(mw_model *m, mw_planner *pl, mw_plan_summary *s) {
 /* mw_graph_plan_model, its placement derived from like's (placed) where that is exact
  * (mw_planner_place_like: another ZeRO rank of the same stage), else placed. */
 static mw_status plan_model_like(mw_model *m, mw_planner *pl, mw_plan_summary *s, const mw_planner *like) {
+    int placed;
+    return plan_model_within(m, pl, s, like, 0, &placed);
+}
+
+/* plan_model_like, unless the bytes alive together at one op of the walk exceed limit (> 0): then
+ * nothing is placed (*placed 0, pl freed) and s holds the walk's figures only (live_peak, category,
+ * flat_floats, expert_floats; peak 0). The live sums need no offsets, so they come before the
+ * placement, which is most of a plan's time. */
+static mw_status plan_model_within(mw_model *m, mw_planner *pl, mw_plan_summary *s, const mw_planner *like,
+                                   uint64_t limit, int *placed) {
+    *placed = 0;
     mw_status st = walk_plan(m, pl);
     if (st != MW_OK) return st;
-    if (st == MW_OK && !(like && mw_planner_place_like(pl, like))) st = mw_planner_place(pl);
-    if (st != MW_OK) {
-        mw_planner_free(pl);
-        return st;
-    }
     memset(s, 0, sizeof *s);
     s->period = pl->unit;
+    s->flat_floats = m->nfloats;
+    s->expert_floats = m->expert_floats;
     uint64_t *live = calloc((size_t)m->nops * MW_CAT_COUNT, sizeof(uint64_t));
     if (!live) {
         mw_planner_free(pl);
@@ -205,9 +215,17 @@ static mw_status plan_model_like(mw_model *m, mw_planner *pl, mw_plan_summary *s
         if (total > s->live_peak) s->live_peak = total;
     }
     free(live);
+    if (limit && s->live_peak > limit) { /* the arena holds all of them apart: its peak is over limit too */
+        mw_planner_free(pl);
+        return MW_OK;
+    }
+    if (!(like && mw_planner_place_like(pl, like))) st = mw_planner_place(pl);
+    if (st != MW_OK) {
+        mw_planner_free(pl);
+        return st;
+    }
+    *placed = 1;
     s->peak = pl->peak;
-    s->flat_floats = m->nfloats;
-    s->expert_floats = m->expert_floats;
     s->budget = m->cfg.budget;
     s->offload = m->offload;
     mw_graph_chunks_pin(m, s->offload_pin, sizeof s->offload_pin);
@@ -625,6 +643,20 @@ mw_status mw_graph_plan_placed(const mw_model_def *arch, const mw_config *cfg, m
     MW_TRY(model_skeleton(&m, arch, cfg, 1));
     mw_status st = mw_graph_plan_model(m, pl, &s);
     *walked = m->walk_mb;
+    mw_model_destroy(m);
+    return st;
+}
+
+mw_status mw_graph_plan_within(const mw_model_def *arch, const mw_config *cfg, uint64_t limit, mw_plan_summary *out,
+                               int *placed) {
+    mw_model *m;
+    mw_planner pl;
+    MW_TRY(model_skeleton(&m, arch, cfg, 1));
+    mw_status st = plan_model_within(m, &pl, out, NULL, limit, placed);
+    if (st == MW_OK && *placed) {
+        mw_planner_free(&pl);
+        st = predict(m, out, 0);
+    }
     mw_model_destroy(m);
     return st;
 }

@@ -20,6 +20,9 @@ mw_status mw_model_create(mw_model **out, const mw_config *cfg) {
 }
 
 mw_status mw_plan(const mw_config *cfg, mw_plan_summary *out) { return mw_graph_plan(arch_def(cfg->arch), cfg, out); }
+mw_status mw_plan_within(const mw_config *cfg, uint64_t limit, mw_plan_summary *out, int *placed) {
+    return mw_graph_plan_within(arch_def(cfg->arch), cfg, limit, out, placed);
+}
 mw_status mw_plan_like(const mw_config *cfg, mw_plan_summary *out, mw_plan_ref **ref) {
     return mw_graph_plan_like(arch_def(cfg->arch), cfg, out, ref);
 }
