@@ -86,6 +86,19 @@ run t22 4 L --steps 3 --tp 2 --pp 2 --microbatches 4 && same "-np 4 --tp 2 --pp 
 ref t2s 2 L --steps 3 --tp 2 --sp --accum 4
 run t22s 4 L --steps 3 --tp 2 --sp --pp 2 --microbatches 4 && same "-np 4 --tp 2 --sp --pp 2 = --tp 2 --sp --accum 4" t2s t22s 3
 
+echo "-- (2, 2, 1) --sp with the gradients on disk: the in-memory run's bits (main refused it)"
+# fp32: a block's norms' gradients (each tensor rank's rows') summed over the ranks in its slot after the
+# stage's last micro-batch's backward (the norm's sum in memory); bf16: after each, as in memory
+run t22so 4 L --steps 3 --tp 2 --sp --pp 2 --microbatches 4 --offload optimizer+grads --offload-dir "$T/scr" &&
+  same "(2, 2, 1) --sp --offload optimizer+grads = in memory" t22s t22so 3
+if ! quick; then # (--offload all logs no weights' CRC: the losses, norms and checkpoint bytes)
+  run t22sa 4 L --steps 3 --tp 2 --sp --pp 2 --microbatches 4 --offload all --offload-dir "$T/scr" &&
+    [ -n "$(ck t22s 3)" ] && [ "$(ck t22s 3)" = "$(ck t22sa 3)" ] && [ "$(sig t22s | sed 's/ "params_crc32c.*//')" = "$(sig t22sa)" ] &&
+    pass "(2, 2, 1) --sp --offload all = in memory: the same losses, norms and checkpoint bytes" || fail "(2, 2, 1) --sp --offload all: '$(sig t22sa)'"
+fi
+x=$(plans "$T/t22so.jsonl" "${L[@]}" --world 4 --tp 2 --sp --pp 2 --microbatches 4 --offload optimizer+grads --offload-dir "$T/scr") &&
+  pass "(2, 2, 1) --sp --offload optimizer+grads: arena = plan = estimate per rank ($x)" || fail "(2, 2, 1) --sp on disk per rank: $x"
+
 echo "-- (T, P, D) = (2, 1, 2): --tp 2 --zero 0 at D = 1's bits (each micro-batch's gradient summed in order)"
 ref t2z 2 L --steps 3 --tp 2 --zero 0 --accum 4
 run t212 4 L --steps 3 --tp 2 --zero 0 --accum 2 && same "-np 4 --tp 2 --zero 0 (2 replicas) = -np 2 --tp 2 --zero 0 --accum 4" t2z t212 3
@@ -107,6 +120,11 @@ fi
 ref lt2 2 LT --steps 3 --tp 2 --sp --precision bf16 --accum 4
 run lt22 4 LT --steps 3 --tp 2 --sp --precision bf16 --pp 2 --microbatches 4 &&
   same "llama-tiny --tied 1 --sp --precision bf16 (2, 2, 1) = --tp 2 --sp --precision bf16 --accum 4" lt2 lt22
+# ... with its gradients on disk (bf16: the norms' summed before each micro-batch's rounding, as in memory)
+if ! quick; then
+  run lt22so 4 LT --steps 3 --tp 2 --sp --precision bf16 --pp 2 --microbatches 4 --offload optimizer+grads --offload-dir "$T/scr" &&
+    same "llama-tiny --tied 1 --sp --precision bf16 (2, 2, 1) --offload optimizer+grads = in memory" lt22 lt22so 3
+fi
 
 echo "-- every --optim and --init hf: at (2, 2, 1) (the plain build only: --tp alone's code, which cli_tp.sh runs under ASan)"
 if ! quick; then
