@@ -99,6 +99,30 @@ fi
 x=$(plans "$T/t22so.jsonl" "${L[@]}" --world 4 --tp 2 --sp --pp 2 --microbatches 4 --offload optimizer+grads --offload-dir "$T/scr") &&
   pass "(2, 2, 1) --sp --offload optimizer+grads: arena = plan = estimate per rank ($x)" || fail "(2, 2, 1) --sp on disk per rank: $x"
 
+echo "-- (2, 2, 1) --recompute auto: a stage's ranks agree on one choice, the stages' joined into one blocks: value"
+# llama-tiny (4 blocks, 2 a stage): stage 0's ranks plan 5,955,008 bytes without recomputation and
+# 4,935,872 with every block's, stage 1's 5,171,904 and 4,871,872; at 5,200,000 stage 0 recomputes
+# some of its blocks (blocks:fs here) and stage 1 none. (main refused --recompute auto with --tp --pp)
+RB=5200000
+run ra22 4 L --steps 3 --tp 2 --pp 2 --microbatches 4 --recompute auto --budget $RB
+pin=$(grep -o "every rank runs --recompute blocks:[nsf]*" "$T/ra22.out" | head -1 | sed 's/.* //')
+case "$pin" in
+blocks:*[sf]*)
+  if ! quick; then # (the sanitizer build runs the agreement; the pinned policy's run is the plain build's check)
+    run rp22 4 L --steps 3 --tp 2 --pp 2 --microbatches 4 --recompute "$pin" --budget $RB &&
+      same "(2, 2, 1) --recompute auto chose $pin: bit for bit that policy given (checkpoint bytes too)" rp22 ra22 3
+  fi
+  same "(2, 2, 1) --recompute auto = no recomputation (losses, norms, weights)" t22 ra22
+  x=$(plans "$T/ra22.jsonl" "${L[@]}" --world 4 --tp 2 --pp 2 --microbatches 4 --recompute "$pin" --budget $RB) &&
+    pass "(2, 2, 1) --recompute auto: arena = plan = estimate --recompute $pin per rank ($x)" || fail "(2, 2, 1) auto per rank: $x"
+  e=$("$MW" estimate "${L[@]}" --world 4 --tp 2 --pp 2 --microbatches 4 --recompute auto --budget $RB --json 2>&1 |
+    grep -o '"recompute_joined": "[^"]*"' | sed 's/.*: "//; s/"$//')
+  [ "$e" = "$pin" ] && pass "estimate --recompute auto at the same layout and budget shows $e" || fail "estimate's choice '$e', train's $pin"
+  [ "$(grep -o '"arena_peak_bytes": [0-9]*' "$T/ra22.jsonl" | sed 's/.*: //' | sort -n | tail -1)" -le $RB ] &&
+    pass "each rank's arena peak within --budget $RB" || fail "an arena peak over --budget $RB" ;;
+*) fail "(2, 2, 1) --recompute auto chose '$pin' (some recomputation expected): $(grep -a 'recompute\|memwall:' "$T/ra22.out" | head -3)" ;;
+esac
+
 echo "-- (T, P, D) = (2, 1, 2): --tp 2 --zero 0 at D = 1's bits (each micro-batch's gradient summed in order)"
 ref t2z 2 L --steps 3 --tp 2 --zero 0 --accum 4
 run t212 4 L --steps 3 --tp 2 --zero 0 --accum 2 && same "-np 4 --tp 2 --zero 0 (2 replicas) = -np 2 --tp 2 --zero 0 --accum 4" t2z t212 3

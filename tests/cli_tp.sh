@@ -361,7 +361,6 @@ refuse "gpt2 --heads 4 --tp 3" "must divide the heads (4)" 3 "${G[@]}" --tp 3
 refuse "--tp 2 on one rank" "runs on 2 ranks" 0 "${G[@]}" --tp 2
 refuse "--tp 2 on 3 ranks" "runs on 2 ranks or a multiple of them" 3 "${G[@]}" --tp 2
 refuse "--sp over 63 positions" "give a multiple of 2" 2 "${G[@]}" --tp 2 --sp --batch 1 --seq 63
-refuse "--tp 2 --pp 2 --recompute auto" "recompute auto with --tp and --pp" 4 "${L[@]}" --tp 2 --pp 2 --recompute auto --budget 64MiB
 refuse "--tp 2 --zero 1" "give --dp > 1" 2 "${G[@]}" --tp 2 --zero 1
 
 # ranks given different layouts: the configuration's fingerprint differs, every rank stops
