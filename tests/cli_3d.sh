@@ -9,7 +9,10 @@
 # the table on the first stage, its copy on the last; with --sp, bf16, and D = 2); every --optim and
 # --init hf: at (2, 2, 1) and (2, 2, 2) on 8 ranks (the plain build only: ~18 s a 4-rank run under
 # ASan); 50 steps at (2, 2, 1) stay within 1e-5 relative of one process and a
-# rerun (with --recompute full on each stage) gives the same bits; every rank's arena peak is its plan and estimate --world 4's; a run
+# rerun (with --recompute full on each stage) gives the same bits; every rank's arena peak is its plan and estimate --world 4's;
+# --sp with the gradients on disk at (2, 2, 1) is the in-memory run's bits, and with --zero 2 at (2, 2, 2)
+# --zero 1's; --recompute auto at (2, 2, 1) and (2, 2, 2): a stage's ranks agree on one choice, the
+# stages' joined into one blocks: value, bitwise that value given, estimate agreeing the same way; a run
 # saved at (2, 2, 1) resumes at (2, 1, 2), then (1, 1, 4), (4, 1, 1), one process, and (2, 2, 1)
 # again with another split of the blocks, within 1e-5 of the unbroken run; what is not built
 # is refused before step 1; a killed rank of a 3D layout ends every rank within 30 s (under ASan too:
@@ -171,6 +174,19 @@ if ! quick; then
   mpr 8 train "${G[@]}" --steps 3 --tp 2 --pp 2 --microbatches 2 --zero 1 --json-log "$T/g222z1.jsonl" >"$T/g222z1.out" 2>&1 ||
     fail "(2, 2, 2) --zero 1: $(grep -a memwall: "$T/g222z1.out" | head -2)"
   same "gpt2-tiny (tied) -np 8 --tp 2 --pp 2 --zero 1 (2 replicas, optimizer state sharded)" g2z g222z1
+  # --sp with --zero 2: the norms' gradients summed over the tensor ranks in the replicas' shards (--zero 1's bits)
+  nout g222s1 8 G --steps 3 --tp 2 --pp 2 --microbatches 2 --sp --zero 1 --grad-clip 1 &&
+    nout g222s2 8 G --steps 3 --tp 2 --pp 2 --microbatches 2 --sp --zero 2 --grad-clip 1 &&
+    same "gpt2-tiny -np 8 --tp 2 --pp 2 --sp --zero 2 = --zero 1 (2 replicas, the gradient sharded)" g222s1 g222s2
+  # --recompute auto: stage 0's replicas (ZeRO shards of unequal lengths) choose apart alone (blocks:fs and
+  # blocks:sn at 6,200,000 bytes) and agree on the largest plan's choice that fits both; estimate agrees the same way
+  nout q222 8 L --steps 3 --tp 2 --pp 2 --microbatches 2 --zero 1 --recompute auto --budget 6200000 &&
+    pin=$(grep -o "every rank runs --recompute blocks:[nsf]*" "$T/q222.out" | head -1 | sed 's/.* //') &&
+    e=$("$MW" estimate "${L[@]}" --world 8 --tp 2 --pp 2 --dp 2 --zero 1 --microbatches 2 --recompute auto --budget 6200000 --json 2>&1 |
+      grep -o '"recompute_joined": "[^"]*"' | sed 's/.*: "//; s/"$//') &&
+    x=$(plans "$T/q222.jsonl" "${L[@]}" --world 8 --tp 2 --pp 2 --dp 2 --zero 1 --microbatches 2 --recompute auto --budget 6200000) &&
+    [ -n "$pin" ] && [ "$e" = "$pin" ] && pass "(2, 2, 2) --zero 1 --recompute auto: the stages' ranks agree on $pin, as estimate does; arena = plan = estimate per rank ($x)" ||
+    fail "(2, 2, 2) --recompute auto: train '$pin', estimate '$e', ranks $x: $(grep -a 'recompute:\|memwall:' "$T/q222.out" | head -2)"
 else
   echo "  (the sanitizer build: 8 ranks under ASan are the plain build's check)"
 fi
