@@ -10,7 +10,10 @@
 # --init hf: at (2, 2, 1) and (2, 2, 2) on 8 ranks (the plain build only: ~18 s a 4-rank run under
 # ASan), every --optim's checkpoint at (2, 2, 1) --tp 2's bytes and --tp 2's resumed there (under ASan
 # adam4bit's, saved and resumed at (2, 2, 1)); 50 steps at (2, 2, 1) stay within 1e-5 relative of one process and a
-# rerun (with --recompute full on each stage) gives the same bits; every rank's arena peak is its plan and estimate --world 4's; a run
+# rerun (with --recompute full on each stage) gives the same bits; every rank's arena peak is its plan and estimate --world 4's;
+# --sp with the gradients on disk at (2, 2, 1) is the in-memory run's bits, and with --zero 2 at (2, 2, 2)
+# --zero 1's; --recompute auto at (2, 2, 1) and (2, 2, 2): a stage's ranks agree on one choice, the
+# stages' joined into one blocks: value, bitwise that value given, estimate agreeing the same way; a run
 # saved at (2, 2, 1) resumes at (2, 1, 2), then (1, 1, 4), (4, 1, 1), one process, and (2, 2, 1)
 # again with another split of the blocks, within 1e-5 of the unbroken run; sharded replicas' checkpoints
 # ((2, 1, 2) --zero 1 saved, resumed at (2, 1, 1), then at (2, 2, 2) --zero 1; and at (2, 1, 2)
@@ -81,6 +84,43 @@ run t22 4 L --steps 3 --tp 2 --pp 2 --microbatches 4 && same "-np 4 --tp 2 --pp 
 ref t2s 2 L --steps 3 --tp 2 --sp --accum 4
 run t22s 4 L --steps 3 --tp 2 --sp --pp 2 --microbatches 4 && same "-np 4 --tp 2 --sp --pp 2 = --tp 2 --sp --accum 4" t2s t22s 3
 
+echo "-- (2, 2, 1) --sp with the gradients on disk: the in-memory run's bits (main refused it)"
+# fp32: a block's norms' gradients (each tensor rank's rows') summed over the ranks in its slot after the
+# stage's last micro-batch's backward (the norm's sum in memory); bf16: after each, as in memory
+run t22so 4 L --steps 3 --tp 2 --sp --pp 2 --microbatches 4 --offload optimizer+grads --offload-dir "$T/scr" &&
+  same "(2, 2, 1) --sp --offload optimizer+grads = in memory" t22s t22so 3
+if ! quick; then # (--offload all logs no weights' CRC: the losses, norms and checkpoint bytes)
+  run t22sa 4 L --steps 3 --tp 2 --sp --pp 2 --microbatches 4 --offload all --offload-dir "$T/scr" &&
+    [ -n "$(ck t22s 3)" ] && [ "$(ck t22s 3)" = "$(ck t22sa 3)" ] && [ "$(sig t22s | sed 's/ "params_crc32c.*//')" = "$(sig t22sa)" ] &&
+    pass "(2, 2, 1) --sp --offload all = in memory: the same losses, norms and checkpoint bytes" || fail "(2, 2, 1) --sp --offload all: '$(sig t22sa)'"
+fi
+x=$(plans "$T/t22so.jsonl" "${L[@]}" --world 4 --tp 2 --sp --pp 2 --microbatches 4 --offload optimizer+grads --offload-dir "$T/scr") &&
+  pass "(2, 2, 1) --sp --offload optimizer+grads: arena = plan = estimate per rank ($x)" || fail "(2, 2, 1) --sp on disk per rank: $x"
+
+echo "-- (2, 2, 1) --recompute auto: a stage's ranks agree on one choice, the stages' joined into one blocks: value"
+# llama-tiny (4 blocks, 2 a stage): stage 0's ranks plan 5,955,008 bytes without recomputation and
+# 4,935,872 with every block's, stage 1's 5,171,904 and 4,871,872; at 5,200,000 stage 0 recomputes
+# some of its blocks (blocks:fs here) and stage 1 none. (main refused --recompute auto with --tp --pp)
+RB=5200000
+run ra22 4 L --steps 3 --tp 2 --pp 2 --microbatches 4 --recompute auto --budget $RB
+pin=$(grep -o "every rank runs --recompute blocks:[nsf]*" "$T/ra22.out" | head -1 | sed 's/.* //')
+case "$pin" in
+blocks:*[sf]*)
+  if ! quick; then # (the sanitizer build runs the agreement; the pinned policy's run is the plain build's check)
+    run rp22 4 L --steps 3 --tp 2 --pp 2 --microbatches 4 --recompute "$pin" --budget $RB &&
+      same "(2, 2, 1) --recompute auto chose $pin: bit for bit that policy given (checkpoint bytes too)" rp22 ra22 3
+  fi
+  same "(2, 2, 1) --recompute auto = no recomputation (losses, norms, weights)" t22 ra22
+  x=$(plans "$T/ra22.jsonl" "${L[@]}" --world 4 --tp 2 --pp 2 --microbatches 4 --recompute "$pin" --budget $RB) &&
+    pass "(2, 2, 1) --recompute auto: arena = plan = estimate --recompute $pin per rank ($x)" || fail "(2, 2, 1) auto per rank: $x"
+  e=$("$MW" estimate "${L[@]}" --world 4 --tp 2 --pp 2 --microbatches 4 --recompute auto --budget $RB --json 2>&1 |
+    grep -o '"recompute_joined": "[^"]*"' | sed 's/.*: "//; s/"$//')
+  [ "$e" = "$pin" ] && pass "estimate --recompute auto at the same layout and budget shows $e" || fail "estimate's choice '$e', train's $pin"
+  [ "$(grep -o '"arena_peak_bytes": [0-9]*' "$T/ra22.jsonl" | sed 's/.*: //' | sort -n | tail -1)" -le $RB ] &&
+    pass "each rank's arena peak within --budget $RB" || fail "an arena peak over --budget $RB" ;;
+*) fail "(2, 2, 1) --recompute auto chose '$pin' (some recomputation expected): $(grep -a 'recompute\|memwall:' "$T/ra22.out" | head -3)" ;;
+esac
+
 echo "-- (T, P, D) = (2, 1, 2): --tp 2 --zero 0 at D = 1's bits (each micro-batch's gradient summed in order)"
 ref t2z 2 L --steps 3 --tp 2 --zero 0 --accum 4
 run t212 4 L --steps 3 --tp 2 --zero 0 --accum 2 && same "-np 4 --tp 2 --zero 0 (2 replicas) = -np 2 --tp 2 --zero 0 --accum 4" t2z t212 3
@@ -102,6 +142,11 @@ fi
 ref lt2 2 LT --steps 3 --tp 2 --sp --precision bf16 --accum 4
 run lt22 4 LT --steps 3 --tp 2 --sp --precision bf16 --pp 2 --microbatches 4 &&
   same "llama-tiny --tied 1 --sp --precision bf16 (2, 2, 1) = --tp 2 --sp --precision bf16 --accum 4" lt2 lt22
+# ... with its gradients on disk (bf16: the norms' summed before each micro-batch's rounding, as in memory)
+if ! quick; then
+  run lt22so 4 LT --steps 3 --tp 2 --sp --precision bf16 --pp 2 --microbatches 4 --offload optimizer+grads --offload-dir "$T/scr" &&
+    same "llama-tiny --tied 1 --sp --precision bf16 (2, 2, 1) --offload optimizer+grads = in memory" lt22 lt22so 3
+fi
 
 echo "-- every --optim and --init hf: at (2, 2, 1), their checkpoints --tp 2's bytes, --tp 2's step 2 resumed at (2, 2, 1)"
 # the stage's optimizer state in one process's layout (8/4-bit codes gathered, the small state's
@@ -148,6 +193,19 @@ if ! quick; then
   mpr 8 train "${G[@]}" --steps 3 --tp 2 --pp 2 --microbatches 2 --zero 1 --json-log "$T/g222z1.jsonl" >"$T/g222z1.out" 2>&1 ||
     fail "(2, 2, 2) --zero 1: $(grep -a memwall: "$T/g222z1.out" | head -2)"
   same "gpt2-tiny (tied) -np 8 --tp 2 --pp 2 --zero 1 (2 replicas, optimizer state sharded)" g2z g222z1
+  # --sp with --zero 2: the norms' gradients summed over the tensor ranks in the replicas' shards (--zero 1's bits)
+  nout g222s1 8 G --steps 3 --tp 2 --pp 2 --microbatches 2 --sp --zero 1 --grad-clip 1 &&
+    nout g222s2 8 G --steps 3 --tp 2 --pp 2 --microbatches 2 --sp --zero 2 --grad-clip 1 &&
+    same "gpt2-tiny -np 8 --tp 2 --pp 2 --sp --zero 2 = --zero 1 (2 replicas, the gradient sharded)" g222s1 g222s2
+  # --recompute auto: stage 0's replicas (ZeRO shards of unequal lengths) choose apart alone (blocks:fs and
+  # blocks:sn at 6,200,000 bytes) and agree on the largest plan's choice that fits both; estimate agrees the same way
+  nout q222 8 L --steps 3 --tp 2 --pp 2 --microbatches 2 --zero 1 --recompute auto --budget 6200000 &&
+    pin=$(grep -o "every rank runs --recompute blocks:[nsf]*" "$T/q222.out" | head -1 | sed 's/.* //') &&
+    e=$("$MW" estimate "${L[@]}" --world 8 --tp 2 --pp 2 --dp 2 --zero 1 --microbatches 2 --recompute auto --budget 6200000 --json 2>&1 |
+      grep -o '"recompute_joined": "[^"]*"' | sed 's/.*: "//; s/"$//') &&
+    x=$(plans "$T/q222.jsonl" "${L[@]}" --world 8 --tp 2 --pp 2 --dp 2 --zero 1 --microbatches 2 --recompute auto --budget 6200000) &&
+    [ -n "$pin" ] && [ "$e" = "$pin" ] && pass "(2, 2, 2) --zero 1 --recompute auto: the stages' ranks agree on $pin, as estimate does; arena = plan = estimate per rank ($x)" ||
+    fail "(2, 2, 2) --recompute auto: train '$pin', estimate '$e', ranks $x: $(grep -a 'recompute:\|memwall:' "$T/q222.out" | head -2)"
 else
   echo "  (the sanitizer build: 8 ranks under ASan are the plain build's check)"
 fi

@@ -193,11 +193,12 @@ refuse "--ep not dividing --dp" "must divide --dp" -- "$MW" estimate "${G[@]}" -
 refuse "--vpp without --pp" "with --pp > 1" -- "$MW" estimate "${G[@]}" --vpp 2
 refuse "--vpp not dividing the stages' blocks" "divisible by --pp x --vpp" -- "$MW" estimate "${V2[@]}" --vpp 3 --microbatches 2
 refuse "--vpp with micro-batches not a multiple of --pp" "multiple of it" -- "$MW" estimate "${V2[@]}" --vpp 2 --microbatches 3
-# --tp runs --offload (per rank) and --recompute auto (the ranks agree; cli_tp.sh checks their bits
-# and arenas): estimate plans them; --recompute auto with --tp and --pp together is still refused
+# --tp runs --offload (per rank) and --recompute auto (the ranks agree; cli_tp.sh and cli_3d.sh check
+# their bits and arenas, with --pp too): estimate plans them; with --vpp too it is refused
 "$MW" estimate "${G[@]}" --tp 2 --offload optimizer --offload-dir "$T" >"$T/err" 2>&1 && "$MW" estimate "${G[@]}" --tp 2 --recompute auto --budget 1GiB >"$T/err" 2>&1 &&
-  pass "estimate --tp 2 with --offload optimizer, and with --recompute auto: planned" || fail "estimate --tp 2 --offload/--recompute auto: $(grep -m1 memwall: "$T/err")"
-refuse "--recompute auto with --tp and --pp" "give a policy" -- "$MW" estimate "${G[@]}" --tp 2 --pp 2 --recompute auto --budget 1GiB
+  "$MW" estimate "${G[@]}" --tp 2 --pp 2 --recompute auto --budget 1GiB >"$T/err" 2>&1 && grep -q "joined as train pins it on every rank: blocks:nn" "$T/err" &&
+  pass "estimate --tp 2 with --offload optimizer, and with --recompute auto (--pp 2 too: blocks:nn joined)" || fail "estimate --tp 2 --offload/--recompute auto: $(grep -m1 'memwall:\|joined' "$T/err")"
+refuse "--recompute auto with --tp, --pp and --vpp" "give a policy" -- "$MW" estimate "${V2[@]}" --tp 2 --vpp 2 --microbatches 2 --recompute auto --budget 1GiB
 
 echo "-- expert parallelism (deepseek family)"
 # moe-tiny: 4 blocks, the first dense; per MoE block 8 routed experts of 3 x 32 x 64 floats

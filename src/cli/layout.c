@@ -220,6 +220,86 @@ static uint64_t layer_acts(const mw_config *c) {
     return b.category[MW_CAT_ACTS] - a.category[MW_CAT_ACTS];
 }
 
+/* --recompute auto with --tp and --pp: the ranks of a stage whose plans differ (ZeRO shards of unequal
+ * lengths) may choose apart; train agrees on the largest plan's choice that fits each of them
+ * (src/cli/train.c, agree_recompute): the same here, each class of the stage planned again with it.
+ * A stage where none fits every class keeps its own choices (train refuses it, naming the budget). */
+static void agree_stages(const mw_config *c, rank_class *cl, int ncl) {
+    int *in = calloc((size_t)ncl + 1, sizeof *in);
+    if (!in) die(1, "out of memory");
+    for (int s = 0; s < c->pp; s++) {
+        int n = 0, differ = 0;
+        for (int q = 0; q < ncl; q++)
+            for (int k = 0; k < cl[q].nstages; k++)
+                if (cl[q].stages[k] == s) in[n++] = q;
+        for (int j = 1; j < n; j++) differ |= strcmp(cl[in[j]].p.pin, cl[in[0]].p.pin) != 0;
+        if (!differ) continue;
+        for (int a = 1; a < n; a++) /* by peak, largest first; the lower rank first on ties */
+            for (int b = a; b > 0; b--) {
+                const rank_class *x = &cl[in[b]], *y = &cl[in[b - 1]];
+                if (x->p.peak < y->p.peak || (x->p.peak == y->p.peak && x->ranks[0] > y->ranks[0])) break;
+                const int t = in[b];
+                in[b] = in[b - 1], in[b - 1] = t;
+            }
+        mw_config k = *c;
+        k.pp_stage = s, k.pp_first = stage_first[s], k.pp_blocks = stage_blocks[s];
+        for (int j = 0; j < n; j++) {
+            char pin[sizeof cl[0].p.pin], g[sizeof k.recompute_blocks + sizeof cl[0].p.pin];
+            memcpy(pin, cl[in[j]].p.pin, sizeof pin);
+            if (strncmp(pin, "blocks:", 7) == 0 && strlen(pin + 7) == (size_t)k.pp_blocks && k.n_layer <= MW_MAX_BLOCK_POLICIES) {
+                memset(g, 'n', sizeof g); /* the stage's letters at its blocks (train.c's stage_pin_global) */
+                memcpy(g, "blocks:", 7);
+                memcpy(g + 7 + k.pp_first, pin + 7, (size_t)k.pp_blocks);
+                g[7 + k.n_layer] = 0;
+            } else {
+                snprintf(g, sizeof g, "%s", pin);
+            }
+            mw_config t = k;
+            if (mw_recompute_parse(&t, g) != MW_OK) continue;
+            int all = 1;
+            mw_plan_summary *ps = calloc((size_t)n, sizeof *ps);
+            if (!ps) die(1, "out of memory");
+            for (int i = 0; i < n && all; i++) {
+                t.rank = cl[in[i]].dp_rank;
+                all = mw_plan(&t, &ps[i]) == MW_OK && ps[i].fits;
+            }
+            if (all)
+                for (int i = 0; i < n; i++) cl[in[i]].p = ps[i];
+            free(ps);
+            if (all) break;
+        }
+    }
+    free(in);
+}
+
+/* --recompute auto with --tp and --pp: the stages' choices (each its classes' pins, its own blocks',
+ * agreed by agree_stages) joined into the one --recompute value train pins on every rank
+ * (src/cli/train.c, join_stages); "" when it has none: a stage's ranks found no choice that fits
+ * each of them, or a stage chose every:K. */
+static void joined_pin(const mw_config *c, const rank_class *cl, int ncl, char *out, size_t n) {
+    char letters[MW_MAX_BLOCK_POLICIES + 1] = "";
+    out[0] = 0;
+    if (c->n_layer > MW_MAX_BLOCK_POLICIES || n < (size_t)c->n_layer + 8) return;
+    for (int s = 0; s < c->pp; s++) {
+        const char *pin = NULL;
+        for (int q = 0; q < ncl; q++)
+            for (int k = 0; k < cl[q].nstages; k++) {
+                if (cl[q].stages[k] != s) continue;
+                if (pin && strcmp(pin, cl[q].p.pin) != 0) return;
+                pin = cl[q].p.pin;
+            }
+        const char l = !pin ? 0 : !strcmp(pin, "none") ? 'n' : !strcmp(pin, "selective") ? 's' : !strcmp(pin, "full") ? 'f' : 0;
+        if (pin && !strncmp(pin, "blocks:", 7) && strlen(pin + 7) == (size_t)stage_blocks[s])
+            memcpy(letters + stage_first[s], pin + 7, (size_t)stage_blocks[s]);
+        else if (l)
+            memset(letters + stage_first[s], l, (size_t)stage_blocks[s]);
+        else
+            return;
+    }
+    letters[c->n_layer] = 0;
+    snprintf(out, n, "blocks:%s", letters);
+}
+
 int layout_report(const opts *o, int cmd_plan) {
     const mw_config *c = &o->cfg;
     const int T = c->tp, P = c->pp, D = c->world, M = c->accum;
@@ -285,6 +365,7 @@ int layout_report(const opts *o, int cmd_plan) {
         }
         mw_plan_ref_free(ref);
     }
+    if (c->recompute == MW_RECOMPUTE_AUTO && P > 1 && T > 1) agree_stages(c, cl, ncl); /* as train's ranks agree */
     if (o->timeline) layout_pipeline_svg(c, stage_blocks, o->timeline, o->json);
     int fits = 1;
     uint64_t peak_max = 0;
@@ -294,6 +375,8 @@ int layout_report(const opts *o, int cmd_plan) {
         fits &= cl[q].p.fits;
         if (cl[q].p.peak > peak_max) peak_max = cl[q].p.peak;
     }
+    char joined[MW_MAX_BLOCK_POLICIES + 8] = "";
+    if (c->recompute == MW_RECOMPUTE_AUTO && P > 1 && T > 1) joined_pin(c, cl, ncl, joined, sizeof joined);
     /* per layer: the walk's against Korthikanti et al.'s (GPT blocks, 16-bit values) */
     const uint64_t mine = layer_acts(c);
     const double s = c->seq, b = c->batch, h = c->n_embd, a = c->n_head, t = T, sbh = s * b * h;
@@ -329,13 +412,16 @@ int layout_report(const opts *o, int cmd_plan) {
             printf("], \"categories\": {");
             for (int k = 0; k < MW_CAT_COUNT; k++)
                 printf("%s\"%s\": %llu", k ? ", " : "", mw_category_name(k), (unsigned long long)x->p.category[k]);
-            printf("}, \"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"flat_floats\": %llu, "
+            if (c->recompute == MW_RECOMPUTE_AUTO) printf("}, \"recompute_pin\": \"%s\"", x->p.pin); /* its stage's own blocks */
+            printf("%s\"peak_bytes\": %llu, \"live_peak_bytes\": %llu, \"flat_floats\": %llu, "
                    "\"expert_floats\": %llu, \"placement_period\": %d, \"fits\": %s}",
-                   (unsigned long long)x->p.peak, (unsigned long long)x->p.live_peak,
+                   c->recompute == MW_RECOMPUTE_AUTO ? ", " : "}, ", (unsigned long long)x->p.peak, (unsigned long long)x->p.live_peak,
                    (unsigned long long)x->p.flat_floats, (unsigned long long)x->p.expert_floats, x->p.period,
                    x->p.fits ? "true" : "false");
         }
-        printf("], \"device\": ");
+        printf("]%s", c->recompute == MW_RECOMPUTE_AUTO && P > 1 && T > 1 ? ", \"recompute_joined\": \"" : "");
+        if (c->recompute == MW_RECOMPUTE_AUTO && P > 1 && T > 1) printf("%s\"", joined);
+        printf(", \"device\": ");
         if (dev) mw_print_fixed_costs_json(stdout, gpu, dev, &fx, peak_max);
         else printf("null");
         printf(", \"fits\": %s}\n", fits ? "true" : "false");
@@ -390,10 +476,14 @@ int layout_report(const opts *o, int cmd_plan) {
             printf("\n");
             for (int k = 0; k < MW_CAT_COUNT; k++)
                 printf("    %-20s %12s\n", mw_category_name(k), mw_fmt_bytes(x->p.category[k], b1, sizeof b1));
+            if (c->recompute == MW_RECOMPUTE_AUTO) printf("    %-20s %12s\n", "recompute (auto)", x->p.pin);
             printf("    %-20s %12s%s%s\n", "peak (arena)", mw_fmt_bytes(x->p.peak, b1, sizeof b1),
                    c->budget ? (x->p.fits ? "  fits --budget " : "  does NOT fit --budget ") : "",
                    c->budget ? mw_fmt_bytes(c->budget, b2, sizeof b2) : "");
         }
+        if (c->recompute == MW_RECOMPUTE_AUTO && P > 1 && T > 1)
+            printf("\n  --recompute auto per stage, joined as train pins it on every rank: %s\n",
+                   joined[0] ? joined : "none (a stage's ranks found no choice that fits each, or one chose every:K)");
         if (dev) mw_print_fixed_costs(stdout, gpu, dev, &fx, peak_max); /* against the heaviest rank */
         printf("\n  activations per block on a rank (the walk: two blocks' plan less one's) %s\n",
                mw_fmt_bytes(mine, b1, sizeof b1));

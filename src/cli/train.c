@@ -578,16 +578,79 @@ static void same_on_every_rank(mw_comm *cm, uint64_t v, const char *what) {
     free(all);
 }
 
+/* A stage's recomputation (cfg->pp > 1: its plan's pin names its own blocks) as a --recompute value
+ * of the whole model, into out: blocks:... with the stage's letters at its blocks and fill's (a
+ * letter, or 0: 'n') at the others; every:K and a policy's name as they are (each stage applies them
+ * to its own blocks). Without a pipeline, pin itself. */
+static void stage_pin_global(const mw_config *c, const char *pin, const char *fill, char *out, size_t n) {
+    if (c->pp <= 1 || strncmp(pin, "blocks:", 7) != 0 || (size_t)c->n_layer + 8 > n) {
+        snprintf(out, n, "%s", pin);
+        return;
+    }
+    memcpy(out, "blocks:", 7);
+    for (int l = 0; l < c->n_layer; l++) out[7 + l] = fill && fill[l] ? fill[l] : 'n';
+    memcpy(out + 7 + c->pp_first, pin + 7, (size_t)c->pp_blocks);
+    out[7 + c->n_layer] = 0;
+}
+
+/* --tp --pp with --recompute auto: the stages' agreed choices (each its own blocks') joined into one
+ * --recompute value over the pipeline (pc, a stage's rank of each), pinned in o->cfg: blocks:... of
+ * every stage's letters when each chose letters or a policy (the same value on every rank, and in
+ * the checkpoint); when a stage chose every:K, which names no letters, each rank keeps its stage's
+ * value (stage_pin_global, the other stages' letters filled in where they have them). The joined
+ * text goes into text (what every stage runs). */
+static void join_stages(opts *o, mw_comm *pc, const char *mine, char *text, size_t text_len) {
+    const int P = pc->size, L = o->cfg.n_layer;
+    enum { PIN = sizeof ((mw_plan_summary *)0)->pin, REC = PIN + 2 * sizeof(int) };
+    char *all = calloc((size_t)P, REC), letters[MW_MAX_BLOCK_POLICIES + 1];
+    size_t *cd = calloc(2 * (size_t)P, sizeof *cd);
+    if (!all || !cd) die(1, "out of memory");
+    char *me = all + (size_t)pc->rank * REC;
+    memcpy(me, &o->cfg.pp_first, sizeof(int)), memcpy(me + sizeof(int), &o->cfg.pp_blocks, sizeof(int));
+    snprintf(me + 2 * sizeof(int), PIN, "%s", mine);
+    for (int j = 0; j < P; j++) cd[j] = REC, cd[P + j] = (size_t)j * REC;
+    if (pc->allgatherv(pc, all, 1, cd, cd + P) != MW_OK) die(1, "%s", mw_last_error());
+    int whole = L <= MW_MAX_BLOCK_POLICIES;
+    memset(letters, 0, sizeof letters);
+    size_t k = 0;
+    for (int j = 0; j < P; j++) {
+        int first, nb;
+        const char *pin = all + (size_t)j * REC + 2 * sizeof(int);
+        memcpy(&first, all + (size_t)j * REC, sizeof(int)), memcpy(&nb, all + (size_t)j * REC + sizeof(int), sizeof(int));
+        if (k < text_len) k += (size_t)snprintf(text + k, text_len - k, "%sstage %d %s", j ? ", " : "", j, pin);
+        const char c = !strcmp(pin, "none") ? 'n' : !strcmp(pin, "selective") ? 's' : !strcmp(pin, "full") ? 'f' : 0;
+        if (first < 0 || nb < 0 || first + nb > L || first + nb > MW_MAX_BLOCK_POLICIES) whole = 0;
+        else if (!strncmp(pin, "blocks:", 7) && strlen(pin + 7) == (size_t)nb) memcpy(letters + first, pin + 7, (size_t)nb);
+        else if (c) memset(letters + first, c, (size_t)nb);
+        else whole = 0; /* every:K */
+    }
+    char g[sizeof o->cfg.recompute_blocks + 8];
+    if (whole) snprintf(g, sizeof g, "blocks:%s", letters);
+    else stage_pin_global(&o->cfg, mine, letters, g, sizeof g);
+    if (mw_recompute_parse(&o->cfg, g) != MW_OK) die(1, "%s", mw_last_error());
+    if (k < text_len)
+        snprintf(text + k, text_len - k, whole ? "; every rank runs --recompute %s" : " (each stage its own: a stage "
+                 "chose every:K, which no one value of the whole model gives)", g);
+    free(all), free(cd);
+}
+
 /* --zero with --recompute auto: each rank planned its own share (its shard, its op timings), so the
  * ranks' choices may differ. They agree on one: every rank's choice is a candidate, taken in the
  * order of the plans that chose them, largest first (the rank with the least room left recomputes
  * the most), and the first that fits every rank's --budget is pinned on every rank (cfg->recompute
  * becomes that choice, a blocks: or every: value, and the plan is made again with it). When none
- * fits every rank, the run is refused, naming the ranks and the budget. */
-static void agree_recompute(opts *o, mw_comm *cm, mw_plan_summary *plan, char *line, size_t line_len) {
+ * fits every rank, the run is refused, naming the ranks and the budget. --tp with --pp: the ranks
+ * of each stage (its tensor ranks and replicas, whose collectives must run the same forwards)
+ * agree so on a choice for its blocks, and the stages' choices are then joined (join_stages). */
+static void agree_recompute(opts *o, mw_comm *world, mw_plan_summary *plan, char *line, size_t line_len) {
     line[0] = 0;
-    /* a pipeline's stages each plan their own blocks: each keeps its own choice (the same bits under every policy) */
-    if (!cm || cm->size == 1 || o->cfg.recompute != MW_RECOMPUTE_AUTO || o->cfg.pp > 1) return;
+    /* a pipeline's stages each plan their own blocks: without --tp each keeps its own choice (the same
+     * bits under every policy) */
+    if (!world || world->size == 1 || o->cfg.recompute != MW_RECOMPUTE_AUTO || (o->cfg.pp > 1 && o->cfg.tp <= 1)) return;
+    const int staged = o->cfg.pp > 1;
+    mw_comm *cm = world;
+    if (staged && (!world->split || world->split(world, grid.p, world->rank, &cm) != MW_OK)) /* the stage's ranks */
+        die(1, "--recompute auto with --tp and --pp: %s", world->split ? mw_last_error() : "no sub-groups to agree in");
     const int W = cm->size;
     const size_t P = sizeof plan->pin;
     char *pins = calloc((size_t)W, P);
@@ -614,26 +677,40 @@ static void agree_recompute(opts *o, mw_comm *cm, mw_plan_summary *plan, char *l
         if (seen || !pin[0]) continue;
         mw_config c = o->cfg;
         mw_plan_summary s;
-        const int mine = mw_recompute_parse(&c, pin) == MW_OK && mw_plan(&c, &s) == MW_OK && s.fits;
+        char g[sizeof c.recompute_blocks + 8];
+        stage_pin_global(&c, pin, NULL, g, sizeof g);
+        const int mine = mw_recompute_parse(&c, g) == MW_OK && mw_plan(&c, &s) == MW_OK && s.fits;
         if (mw_mpi_allgather_u64(cm, (uint64_t)mine, fit) != MW_OK) die(1, "%s", mw_last_error());
         int all = 1;
         for (int r = 0; r < W; r++) all &= fit[r] == 1;
         if (all) chosen = j;
     }
-    if (chosen < 0) { /* every rank refuses alike (a vote: rank 0's message) */
+    if (chosen < 0) { /* every rank refuses alike (a vote: rank 0's message; a stage's: its lowest rank's) */
         char b1[32], b2[32];
-        die(2, "--recompute auto over %d ranks: no rank's choice fits every rank's --budget %s (the largest plan, "
+        die(2, "--recompute auto over %d ranks%s: no rank's choice fits every rank's --budget %s (the largest plan, "
                "rank %d's %s with --recompute %s): give a larger --budget, or fewer ranks per budget",
-            W, mw_fmt_bytes(o->cfg.budget, b1, sizeof b1), order[0], mw_fmt_bytes(peak[order[0]], b2, sizeof b2),
-            pins + (size_t)order[0] * P);
+            W, staged ? " of a pipeline stage" : "", mw_fmt_bytes(o->cfg.budget, b1, sizeof b1), order[0],
+            mw_fmt_bytes(peak[order[0]], b2, sizeof b2), pins + (size_t)order[0] * P);
     }
     char pin[sizeof plan->pin];
     memcpy(pin, pins + (size_t)chosen * P, P);
     int differ = 0;
     for (int j = 0; j < W; j++) differ |= strcmp(pins + (size_t)j * P, pin) != 0;
-    if (mw_recompute_parse(&o->cfg, pin) != MW_OK || mw_plan(&o->cfg, plan) != MW_OK) die(1, "%s", mw_last_error());
-    snprintf(line, line_len, "  recompute: --recompute auto over %d ranks: --recompute %s, rank %d's choice (its plan "
-             "the largest%s), on every rank\n", W, pin, chosen, differ ? "; the ranks chose differently alone" : "");
+    if (staged) { /* every stage agreed (or the vote above ended every rank), then the stages join */
+        char text[3072];
+        agree();
+        voters = world, die_refuse_hook = refuse_vote;
+        join_stages(o, grid.pp_comm, pin, text, sizeof text);
+        if (mw_plan(&o->cfg, plan) != MW_OK) die(1, "%s", mw_last_error());
+        snprintf(line, line_len, "  recompute: --recompute auto per pipeline stage, its %d ranks agreeing on the "
+                 "largest plan's choice that fits each%s: %s\n", W, differ ? " (stage 0's ranks chose differently "
+                 "alone)" : "", text);
+        cm->destroy(cm);
+    } else {
+        if (mw_recompute_parse(&o->cfg, pin) != MW_OK || mw_plan(&o->cfg, plan) != MW_OK) die(1, "%s", mw_last_error());
+        snprintf(line, line_len, "  recompute: --recompute auto over %d ranks: --recompute %s, rank %d's choice (its plan "
+                 "the largest%s), on every rank\n", W, pin, chosen, differ ? "; the ranks chose differently alone" : "");
+    }
     free(pins), free(peak), free(fit), free(cd), free(order);
 }
 
@@ -880,7 +957,7 @@ int cmd_train(int argc, char **argv) {
         if (!plan.fits) mw_model_destroy(create_model(&o)); /* exits 2, saying what does not fit */
     }
     agree(); /* --zero: every rank passed its checks, or the run stops here */
-    char agreed[512] = "";
+    char agreed[4096] = ""; /* (--tp --pp: each stage's choice, and the joined value of up to 256 blocks) */
     if (!nothing && comm && comm->size > 1) { /* with every rank here: what they decide together */
         voters = comm, die_refuse_hook = refuse_vote; /* a refusal: every rank reaches it alike */
         agree_recompute(&o, comm, &plan, agreed, sizeof agreed);

@@ -369,11 +369,11 @@ mw_status mw_config_validate(const mw_config *c) {
         NEED(c->offload == MW_OFFLOAD_NONE || c->ep <= 1,
              "--offload %s with --tp/--ep: the disk tier under that layout is not planned yet (a pipeline's stages "
              "run it, each into its own files)", mw_offload_name(c->offload));
-        NEED(c->recompute != MW_RECOMPUTE_AUTO || (c->ep <= 1 && !(c->tp > 1 && c->pp > 1)),
-             "--recompute auto with --%s: %s; give a policy (none, selective, full, every:K, blocks:...; --tp alone, "
-             "with replicas, and a pipeline's stages without --tp choose it)", c->ep > 1 ? "ep" : "tp and --pp",
-             c->ep > 1 ? "auto times the ops on this machine's whole model" : "the tensor-parallel ranks of a stage do "
-             "not agree on one choice yet");
+        NEED(c->recompute != MW_RECOMPUTE_AUTO || (c->ep <= 1 && !(c->tp > 1 && c->pp > 1 && c->vpp > 1)),
+             "--recompute auto with --%s: %s; give a policy (none, selective, full, every:K%s; --tp alone, with "
+             "replicas, with --pp, and a pipeline's stages without --tp choose it)", c->ep > 1 ? "ep" : "tp, --pp and --vpp",
+             c->ep > 1 ? "auto times the ops on this machine's whole model" : "a stage's ranks agree on a choice that "
+             "blocks:... pins, and --vpp's stages hold blocks that are not contiguous", c->ep > 1 ? ", blocks:..." : "");
     }
 #undef NEED
     return MW_OK;

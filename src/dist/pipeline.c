@@ -146,6 +146,10 @@ static mw_status run_op(mw_model *m, int i, int train, float grad_scale, const p
             mw_pipe_tied_grad(m, i, grad_scale / N);
         } else {
             if (k == a->k_embed) MW_TRY(take(m, src, P[0], P[1]));
+            /* the micro-batch whose backward this is: --sp sums a block's norms' fp32 gradients on the
+             * disk tier over the tensor ranks after its last (mw_graph_grad_done), as the step's norm
+             * sums the in-memory ones (1F1B runs a stage's backwards in micro-batch order) */
+            if (gdisk) m->tp_mb = m->ops[i].mb;
             if (gdisk && m->op_gb[i]) {
                 m->zk = m->ops[i].mb; /* --zero 2: micro-batch 0's exchanges start the sum */
                 /* one process settles the writes between micro-batches; a stage of fewer than 3

@@ -257,7 +257,7 @@ struct mw_model {
     size_t tpq;
     float *spbuf;    /* --sp: the all-gathers' whole (N, C) and the reduce-scatters' partial sums */
     int tp_sp_dirty; /* --sp: a backward ran since the norms' gradients were summed over the ranks */
-    int tp_mb;       /* --sp, fp32 gradients on disk: the step's micro-batches done (the last sums the norms') */
+    int tp_mb;       /* --sp, fp32 gradients on disk: the step's micro-batches done, or (a pipeline stage) the one whose backward runs; its last sums the norms' */
     void *off_stage;         /* MW_OFFLOAD_OPTIMIZER: the moments' staging buffer (optimizer op) */
     struct mw_offload *off;  /* ... and the disk tier holding them (src/memory/offload.c) */
     /* a pipeline stage (cfg.pp > 1, src/dist/pipeline.c): the global index of its tensor 0 in the

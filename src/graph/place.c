@@ -483,10 +483,6 @@ static mw_status resolve_modes(mw_model *m) {
             fits[i] = 0, t[i] = 0; /* --zero: only a shard of the optimizer state goes to disk */
             continue;
         }
-        if (c->tp > 1 && c->sp && c->pp > 1 && MODES[i] > MW_OFFLOAD_OPTIMIZER) { /* a stage's --sp: the gradients stay in memory (mw_tp_check) */
-            fits[i] = 0, t[i] = 0;
-            continue;
-        }
         mw_plan_summary ps;
         MW_TRY(mw_graph_plan_predicted(m->arch, &k, &ps));
         fits[i] = ps.fits; /* the disk tier within the folder's room too */
