@@ -154,15 +154,18 @@ p3=$("$MW" estimate "${shape[@]}" "${g[@]}" --recompute full --group-rows 512 --
 grep -q "bwd 3 mlp bwd groups" "$T/gplan" && grep -q "bwd 3 attn bwd (ip)" "$T/gplan" && grep -q "bwd 3 qkv bwd groups" "$T/gplan" &&
   pass "plan names the grouped and in-place ops" || fail "plan: $(grep -a bwd "$T/gplan" | head -3)"
 # compressed, a recomputed block stores q|k|v (8-bit) through its MLP's backward instead of
-# recomputing them after it, and ln1 and x reach the qkv backward compressed (no dequantised copy
-# of all their rows): one ln1+qkv per block's backward, not two, and a lower plan than
-# --recompute full's with the 8-bit round trips alone (the same 8-bit bits: above)
+# recomputing them after it, and its attention's backward streams by key tiles into the qkv
+# backward (q|k|v read 8-bit a tile at a time, dqkv handed on a row group at a time; ln1 and x
+# dequantised a group at a time): one ln1+qkv per block's backward, not two, no dequantised copy of
+# q|k|v, ln1 or x (the same 8-bit bits as --recompute none: above; C = 128, so q|k|v's rows cut
+# the quantiser's groups: the tiles read partial groups)
 "$MW" plan "${shape[@]}" "${g[@]}" --recompute full --act-compress 8 >"$T/gplanq" 2>&1
 "$MW" plan "${shape[@]}" "${g[@]}" --recompute full --act-compress 8 --json >"$T/gplanq.json" 2>&1
 [ "$(grep -c "recompute 3 ln1+qkv" "$T/gplan")" = 2 ] && [ "$(grep -c "recompute 3 ln1+qkv" "$T/gplanq")" = 1 ] &&
   ! grep -q '"h.3.ln1 (dequantised)"' "$T/gplanq.json" && ! grep -q '"h.3.x (dequantised)"' "$T/gplanq.json" &&
+  ! grep -q '"h.3.qkv (dequantised)"' "$T/gplanq.json" && grep -q "bwd 3 attn+qkv bwd (s" "$T/gplanq" &&
   grep -q '"h.3.qkv (8-bit)"' "$T/gplanq.json" && grep -q '"h.3.ln1 (8-bit)"' "$T/gplanq.json" &&
-  pass "--act-compress 8: q|k|v stored 8-bit in place of the second recomputation, ln1 never dequantised whole" ||
+  pass "--act-compress 8: q|k|v stored 8-bit in place of the second recomputation and streamed, never dequantised whole" ||
   fail "compressed grouped plan: $(grep -a " 3 " "$T/gplanq" | head -12)"
 
 echo "-- Llama's recomputed blocks grouped: the same bits"

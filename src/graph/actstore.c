@@ -527,14 +527,53 @@ int mw_graph_act_bits(const mw_model *m, int layer) {
     return m->act_sel && layer >= 0 && layer < m->cfg.n_layer ? mw_act_sel_bits(m->act_sel[layer]) : m->cfg.act_compress;
 }
 
+/* the store op i's access j reads compressed (an MW_KF_OWNDQ op), NULL when it reads floats */
+static const store *owndq_store(const mw_model *m, int i, int j) {
+    const mw_act_plan *ap = m->act;
+    const mw_model_def *a = m->arch;
+    const int slot = mw_graph_value_index(a, mw_graph_kind(m, m->ops[i].kind)->a[j].slot, m->ops[i].layer) - a->ngs;
+    for (int t = 0; ap && slot >= 0 && t < ap->n; t++)
+        if (ap->st[t].rc == i && owndq(&ap->st[t]) && ap->st[t].layer * a->nls + ap->st[t].v == slot) return &ap->st[t];
+    return NULL;
+}
+
+mw_status mw_graph_act_cols(mw_model *m, int i, int j, size_t r0, size_t rows, size_t width, size_t c0, size_t c1,
+                            float *dst, size_t ld) {
+    const void *p = m->opp[(size_t)i * MW_MAXACC + j];
+    const store *s = owndq_store(m, i, j);
+    const size_t w = c1 - c0;
+    if (!s) {
+        for (size_t r = 0; r < rows; r++) memcpy(dst + r * ld, (const float *)p + (r0 + r) * width + c0, sizeof(float) * w);
+        return MW_OK;
+    }
+    const size_t nv = s->bytes / sizeof(float), qc = mw_actq_bytes(CHUNK, s->bits), G = MW_ACTQ_GROUP;
+    const int bits = s->bits;
+    const double t0 = now_s();
+#pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < rows; r++) { /* each group as dequant gives it: its chunk's, at its place there */
+        float tmp[MW_ACTQ_GROUP];
+        const size_t a = (r0 + r) * width + c0, b = a + w;
+        for (size_t g = a / G; g * G < b; g++) {
+            const size_t c = g * G / CHUNK, gi = g * G % CHUNK / G, cn = nv - c * CHUNK < CHUNK ? nv - c * CHUNK : CHUNK;
+            const size_t lo = a > g * G ? a : g * G, hi = b < g * G + G ? b : g * G + G;
+            const char *src = (const char *)p + c * qc;
+            if (lo == g * G && hi == g * G + G) {
+                mw_actq_dequantize_group(src, cn, bits, gi, dst + r * ld + (lo - a));
+            } else {
+                mw_actq_dequantize_group(src, cn, bits, gi, tmp);
+                memcpy(dst + r * ld + (lo - a), tmp + (lo - g * G), sizeof(float) * (hi - lo));
+            }
+        }
+    }
+    m->act->t_q += now_s() - t0;
+    return MW_OK;
+}
+
 const float *mw_graph_act_rows(mw_model *m, int i, int j, size_t r0, size_t rows, size_t width, float *dst) {
     const void *p = m->opp[(size_t)i * MW_MAXACC + j];
     mw_act_plan *ap = m->act;
     const mw_model_def *a = m->arch;
-    const int slot = mw_graph_value_index(a, mw_graph_kind(m, m->ops[i].kind)->a[j].slot, m->ops[i].layer) - a->ngs;
-    const store *s = NULL;
-    for (int t = 0; ap && slot >= 0 && t < ap->n && !s; t++)
-        if (ap->st[t].rc == i && owndq(&ap->st[t]) && ap->st[t].layer * a->nls + ap->st[t].v == slot) s = &ap->st[t];
+    const store *s = owndq_store(m, i, j);
     const size_t off = r0 * width, n = rows * width;
     if (!s) return (const float *)p + off; /* floats: the value as it is */
     const size_t nv = s->bytes / sizeof(float), qc = mw_actq_bytes(CHUNK, s->bits);

@@ -20,7 +20,7 @@
 #include "../kernels/cpu/gemm.h"
 #include "../optim/optim.h"
 
-#define MW_MAXACC 8          /* values one op kind may access */
+#define MW_MAXACC 10         /* values one op kind may access */
 #define MW_LOSS_ROWS 256     /* the head and the loss run over this many positions at a time */
 /* --precision bf16: the products whose bfloat16 outputs pass through an fp32 chunk first (qkv,
  * the MLP's first) run over this many rows at a time. Rows are independent, so any count gives
@@ -469,6 +469,10 @@ size_t mw_graph_act_round_rows_unit(size_t width);
  * value's end: rows a multiple of mw_graph_act_round_rows_unit), else a pointer into the value
  * itself. NULL (mw_fail says why) on rows that are not whole chunks. */
 const float *mw_graph_act_rows(mw_model *m, int i, int j, size_t r0, size_t rows, size_t width, float *dst);
+/* The same for columns [c0, c1) of those rows alone, into dst (rows x (c1 - c0), rows ld apart): any
+ * rows and columns (a quantiser group at a time). MW_OK. */
+mw_status mw_graph_act_cols(mw_model *m, int i, int j, size_t r0, size_t rows, size_t width, size_t c0, size_t c1,
+                            float *dst, size_t ld);
 /* The width block layer's tolerant values are compressed to (0: none): --act-compress, or the
  * planner's choice for the block (m->act_sel). */
 int mw_graph_act_bits(const mw_model *m, int layer);

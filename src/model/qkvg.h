@@ -38,4 +38,16 @@ size_t mw_qkvg_ws_floats(int R, int C, int deq);
 /* dres (N, C) += the norm's input gradient, from dqkv (N, OC); the gradients += . MW_OK, or the
  * failure of a read (mw_graph_act_rows). */
 mw_status mw_qkvg_backward(const mw_qkvg *g, float *dres, const float *dqkv);
+/* The same for rows [r0, r0 + rows) alone (rows <= R; r0 on a group's start, as the groups above
+ * cut them), from dqkv's rows (rows x OC): called for the groups in order, the same bits. */
+mw_status mw_qkvg_rows(const mw_qkvg *g, float *dres, const float *dqkv, int r0, int rows);
+
+/* The attention's backward streamed into this one (ops.h, mw_attention_backward_stream: KV = H,
+ * no rotation), q|k|v read through op g->op's access jqkv (compressed or not: mw_graph_act_cols),
+ * each group of g->R rows of dqkv handed on as soon as it is complete: neither q|k|v's nor dqkv's
+ * every row in fp32 at once. scratch holds mw_qkvg_stream_floats(T, H, hs, R, nthreads); dout
+ * (B,T,H hs), D and lse (B,H,T) as the in-place kernel's. MW_OK or a read's failure. */
+size_t mw_qkvg_stream_floats(int T, int H, int hs, int R, int nthreads);
+mw_status mw_qkvg_attention(const mw_qkvg *g, float *dres, int jqkv, float *scratch, int nthreads, const float *dout,
+                            const float *D, const float *lse, int B, int T, int H, int hs);
 #endif
