@@ -161,10 +161,14 @@ static int write_wait(const mw_model *m, int fs) {
 }
 
 /* The op before which the read for rs starts: READ_AHEAD ops before it, never before lo. A block's
- * backward peaks at its first ops (the MLP's, where its widest values are alive), so a read
- * started over its last ops (attention's backward among them, the slowest at long context) is
- * hidden behind compute and keeps its staging out of that peak. */
-#define READ_AHEAD 4
+ * backward peaks at its first ops (the MLP's, or a recomputed block's attention, where its widest
+ * values are alive), so a read started over its last two ops (attention's backward among them, the
+ * slowest at long context: in place and the qkv backward, or streamed into it under
+ * --act-compress, and the block's recomputation of q|k|v before them or not) is hidden behind
+ * compute and keeps its staging out of that peak. Four ops reached back into a compressed
+ * recomputed block's attention (its backward has six ops): GPT-2 124M at T=65536, --recompute
+ * full --offload all --act-offload checkpoints --act-compress 8 planned 2.332 GiB, 2.145 now. */
+#define READ_AHEAD 2
 static int read_start(const mw_model *m, int rs, int lo) {
     (void)m;
     return rs - READ_AHEAD > lo ? rs - READ_AHEAD : lo;
