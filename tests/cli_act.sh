@@ -4,7 +4,8 @@
 # 8|4|2 changes the numbers but gives the same bits for 1 and 2 threads, every recomputation
 # policy, every --offload and --act-offload, --zero 0, 1 and 3 over 2 ranks and 1 rank with --accum 2
 # (the same global batch); a recomputed block's MLP in row groups and its attention backward in
-# place give the ungrouped bits (any group count, 1 and 2 threads, compressed or not); estimate == the arena
+# place give the ungrouped bits (any group count, 1 and 2 threads, compressed or not; GPT-2's and
+# Llama's), compressed ones store q|k|v instead of recomputing them twice; estimate == the arena
 # peak of the run for every combination; injected I/O faults on the swaps (EIO, a short read,
 # ENOSPC) give one error, exit 1, and leave the last checkpoint good to resume from; the refusals.
 # Usage: tests/cli_act.sh build/memwall. Exits non-zero on any failure.
@@ -164,8 +165,58 @@ p1=$("$MW" estimate "${shape[@]}" "${g[@]}" --recompute full --group-rows 2048 -
 p3=$("$MW" estimate "${shape[@]}" "${g[@]}" --recompute full --group-rows 512 --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //')
 [ -n "$p3" ] && [ "$p3" -lt "$p1" ] && pass "estimate: 3 groups plan $p3 bytes, 1 group $p1" || fail "groups' plans: $p3 vs $p1"
 "$MW" plan "${shape[@]}" "${g[@]}" --recompute full >"$T/gplan" 2>&1
-grep -q "bwd 3 mlp bwd groups" "$T/gplan" && grep -q "bwd 3 attn bwd (ip)" "$T/gplan" &&
+grep -q "bwd 3 mlp bwd groups" "$T/gplan" && grep -q "bwd 3 attn bwd (ip)" "$T/gplan" && grep -q "bwd 3 qkv bwd groups" "$T/gplan" &&
   pass "plan names the grouped and in-place ops" || fail "plan: $(grep -a bwd "$T/gplan" | head -3)"
+# compressed, a recomputed block stores q|k|v (8-bit) through its MLP's backward instead of
+# recomputing them after it, and its attention's backward streams by key tiles into the qkv
+# backward (q|k|v read 8-bit a tile at a time, dqkv handed on a row group at a time; ln1 and x
+# dequantised a group at a time): one ln1+qkv per block's backward, not two, no dequantised copy of
+# q|k|v, ln1 or x (the same 8-bit bits as --recompute none: above; C = 128, so q|k|v's rows cut
+# the quantiser's groups: the tiles read partial groups)
+"$MW" plan "${shape[@]}" "${g[@]}" --recompute full --act-compress 8 >"$T/gplanq" 2>&1
+"$MW" plan "${shape[@]}" "${g[@]}" --recompute full --act-compress 8 --json >"$T/gplanq.json" 2>&1
+[ "$(grep -c "recompute 3 ln1+qkv" "$T/gplan")" = 2 ] && [ "$(grep -c "recompute 3 ln1+qkv" "$T/gplanq")" = 1 ] &&
+  ! grep -q '"h.3.ln1 (dequantised)"' "$T/gplanq.json" && ! grep -q '"h.3.x (dequantised)"' "$T/gplanq.json" &&
+  ! grep -q '"h.3.qkv (dequantised)"' "$T/gplanq.json" && grep -q "bwd 3 attn+qkv bwd (s" "$T/gplanq" &&
+  grep -q '"h.3.qkv (8-bit)"' "$T/gplanq.json" && grep -q '"h.3.ln1 (8-bit)"' "$T/gplanq.json" &&
+  pass "--act-compress 8: q|k|v stored 8-bit in place of the second recomputation and streamed, never dequantised whole" ||
+  fail "compressed grouped plan: $(grep -a " 3 " "$T/gplanq" | head -12)"
+
+# the issue's figure: GPT-2 124M, B=1, T=65536, --recompute full --offload all --act-offload
+# checkpoints: --act-compress 8 plans at most 0.85x of swap alone (0.96x before the streamed
+# attention backward and the stored q|k|v; planning alone, a second or two)
+big=(--preset gpt2 --batch 1 --seq 65536 --ctx 65536 --recompute full --offload all --offload-dir "$T/scr" --act-offload checkpoints)
+ps=$("$MW" estimate "${big[@]}" --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //')
+pq=$("$MW" estimate "${big[@]}" --act-compress 8 --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //')
+[ -n "$ps" ] && [ -n "$pq" ] && awk -v s="$ps" -v q="$pq" 'BEGIN { exit !(q <= 0.85 * s) }' &&
+  pass "GPT-2 124M at T=65536: --act-compress 8 plans $pq bytes, $(awk -v s="$ps" -v q="$pq" 'BEGIN { printf "%.3f", q / s }')x of swap alone's $ps" ||
+  fail "T=65536: --act-compress 8 plans $pq bytes against swap alone's $ps (more than 0.85x)"
+
+echo "-- Llama's recomputed blocks grouped: the same bits"
+# gpt2's checks on llama-tiny (C 64, ffn 192: groups of 1024 rows): 2400 rows (1024, 1024, 352)
+# uncompressed; 2048 rows (two whole groups: gate|up's up half starts a chunk of the quantiser) at
+# 8 bits; against --recompute none's ops, 1 and 2 threads, estimate == arena in each (run)
+lg=(--arch llama --layers 3 --dim 64 --heads 4 --kv-heads 2 --ffn 192 --vocab 256 --ctx 512 --steps 2)
+for q in 0 8; do
+  qa=(--batch 6 --seq 400)
+  [ $q = 0 ] || qa=(--batch 4 --seq 512 --act-compress $q)
+  run "lg_none_$q" "${lg[@]}" "${qa[@]}" --recompute none --threads 2
+  ref=$(weights "lg_none_$q")
+  for c in 4096:2 1024:1 1024:2; do
+    run "lg_${q}_${c%:*}_${c#*:}" "${lg[@]}" "${qa[@]}" --recompute full --group-rows "${c%:*}" --threads "${c#*:}"
+    w=$(weights "lg_${q}_${c%:*}_${c#*:}")
+    [ -n "$w" ] && [ "$w" = "$ref" ] && pass "llama --recompute full --group-rows ${c%:*} ${qa[*]}, ${c#*:} threads: the weights of none ($w)" ||
+      fail "llama --recompute full --group-rows ${c%:*} ${qa[*]}, ${c#*:} threads: weights $w, not none's $ref"
+  done
+done
+[ "$(losses lg_none_0)" = "$(losses lg_0_1024_2)" ] && [ "$(losses lg_none_8)" = "$(losses lg_8_1024_1)" ] &&
+  pass "llama's grouped runs log the ungrouped losses" || fail "llama grouped losses: $(losses lg_0_1024_2) vs $(losses lg_none_0)"
+"$MW" plan "${shape[@]}" "${lg[@]}" --batch 6 --seq 400 --recompute full --group-rows 1024 >"$T/lgplan" 2>&1
+grep -q "bwd 2 mlp bwd groups" "$T/lgplan" && grep -q "bwd 2 attn bwd (ip)" "$T/lgplan" && grep -q "bwd 2 qkv bwd groups" "$T/lgplan" &&
+  pass "llama: plan names the grouped and in-place ops" || fail "llama plan: $(grep -a "bwd 2" "$T/lgplan" | head -8)"
+p1=$("$MW" estimate "${shape[@]}" "${lg[@]}" --batch 6 --seq 400 --recompute full --group-rows 4096 --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //')
+p3=$("$MW" estimate "${shape[@]}" "${lg[@]}" --batch 6 --seq 400 --recompute full --group-rows 1024 --json | grep -o '"peak_bytes": [0-9]*' | head -1 | sed 's/.*: //')
+[ -n "$p3" ] && [ "$p3" -lt "$p1" ] && pass "llama estimate: 3 groups plan $p3 bytes, 1 group $p1" || fail "llama groups' plans: $p3 vs $p1"
 
 if mpi_ok; then
   mpi_env # (lib_cli.sh)

@@ -326,6 +326,54 @@ static void test_inplace(int B, int T, int H, int KV, int hs) {
     free(qkv), free(wl), free(scr), free(out), free(lse), free(D), free(ref), free(ip);
 }
 
+/* The streamed backward (a compressed recomputed GPT-2 block's): q|k|v read a tile at a time, dqkv
+ * handed on R rows at a time in row order, bit for bit the dqkv of mw_attention_backward_gqa (KV = H)
+ * on 1, 2 and 3 threads; R cuts rows across tiles and batches, and the last call is partial */
+typedef struct {
+    const float *qkv;
+    float *got;
+    long RS, next;
+    int order_ok, R;
+} stream_t;
+static int st_read(void *ctx, long r0, int rows, int c0, int c1, float *dst, long ld) {
+    const stream_t *s = ctx;
+    for (int r = 0; r < rows; r++) memcpy(dst + r * ld, s->qkv + (r0 + r) * s->RS + c0, sizeof(float) * (size_t)(c1 - c0));
+    return 0;
+}
+static int st_done(void *ctx, long r0, int rows, const float *dqkv) {
+    stream_t *s = ctx;
+    s->order_ok &= r0 == s->next && rows <= s->R;
+    memcpy(s->got + r0 * s->RS, dqkv, sizeof(float) * (size_t)rows * (size_t)s->RS);
+    s->next = r0 + rows;
+    return 0;
+}
+static void test_stream(int B, int T, int H, int hs, int R) {
+    const long RS = 3L * H * hs, OS = (long)H * hs;
+    const size_t nq = (size_t)B * T * RS, no = (size_t)B * T * OS, nl = (size_t)B * H * T;
+    const size_t per = mw_attention_scratch_floats_x(T, hs, 0), sf = mw_attention_stream_floats(T, H, hs, R, 3);
+    float *qkv = fnew(nq), *wl = fnew(no), *scr = fnew(3 * per), *out = fnew(no), *lse = fnew(nl);
+    float *D = fnew(nl), *ref = fnew(nq), *got = fnew(nq), *sscr = fnew(sf);
+    randn(qkv, nq, 1);
+    randn(wl, no, 1);
+    mw_attention_forward_gqa(out, lse, scr, 2, qkv, B, T, H, H, hs);
+    mw_attention_rowdots(D, wl, out, B, T, H, hs);
+    int ok = 1;
+    for (int t = 1; t <= 3; t++) {
+        mw_set_threads(t);
+        mw_attention_backward_gqa(ref, scr, t, wl, qkv, out, lse, B, T, H, H, hs);
+        stream_t c = {qkv, got, RS, 0, 1, R};
+        memset(got, 0, nq * sizeof(float));
+        const mw_att_stream st = {st_read, st_done, &c, R};
+        ok &= mw_attention_backward_stream(&st, sscr, t, wl, D, lse, B, T, H, hs) == 0;
+        ok &= c.order_ok && c.next == (long)B * T && same(got, ref, nq);
+    }
+    mw_set_threads(2);
+    CHECK(ok, "streamed H=%d B=%d T=%d R=%d: dqkv differs from the kernel's", H, B, T, R);
+    printf("  streamed H=%d hs=%d B=%d T=%3d R=%3d: dqkv by row groups == the kernel's, 1/2/3 threads: %s\n", H, hs, B,
+           T, R, ok ? "yes" : "NO");
+    free(qkv), free(wl), free(scr), free(out), free(lse), free(D), free(ref), free(got), free(sscr);
+}
+
 int main(void) {
     mw_set_threads(2);
     const int H = 4;
@@ -346,6 +394,9 @@ int main(void) {
     for (int KV = 1; KV <= H; KV *= 2) test_inplace(1, 130, H, KV, 8); /* both schedules of the reference */
     test_inplace(2, 257, 3, 3, 16);
     test_inplace(2, 7, 6, 3, 4);
+    test_stream(2, 257, 3, 16, 100); /* groups across tiles and batches, a partial last one */
+    test_stream(1, 130, 4, 8, 256);  /* one group of every row */
+    test_stream(2, 7, 6, 4, 3);
     printf("  bf16 q|k|v and output == fp32 kernels on the widened values, rounded: %s\n",
            check_failures ? "see above" : "yes");
     return test_summary("test_attention");

@@ -27,6 +27,7 @@ typedef struct store {
     int w, wpos, layer, v;
     int fs, rs, wa, p; /* swap: rs < 0 none */
     int fc, rc, cbad;  /* compress: rc < 0 none */
+    int dqo;           /* the op at rc dequantises it itself, a row group at a time (MW_KF_OWNDQ) */
     int bits, state;
     uint64_t bytes, qbytes, io, off;
     char *a, *s, *q, *q2, *b; /* bound: the instance, its swapped-in copy, compressed, read back, dequantised */
@@ -130,6 +131,9 @@ static int direct(const store *s) { return swaps(s) && !together(s); }
  * round trip in place right after fc (a scratch of the compressed size for that op alone), and
  * the backward reads what it would have read from a longer cut: the same bits, less memory */
 static int round_trip(const store *s) { return comps(s) && !together(s) && s->rc == s->fc + 1; }
+/* compressed up to an op that dequantises it row group by row group itself (MW_KF_OWNDQ): no
+ * dequantised copy of the whole value; the op's pointer is the compressed bytes */
+static int owndq(const store *s) { return comps(s) && s->dqo && !round_trip(s); }
 
 void mw_graph_act_free(mw_model *m) {
     mw_act_plan *ap = m->act;
@@ -157,10 +161,14 @@ static int write_wait(const mw_model *m, int fs) {
 }
 
 /* The op before which the read for rs starts: READ_AHEAD ops before it, never before lo. A block's
- * backward peaks at its first ops (the MLP's, where its widest values are alive), so a read
- * started over its last ops (attention's backward among them, the slowest at long context) is
- * hidden behind compute and keeps its staging out of that peak. */
-#define READ_AHEAD 4
+ * backward peaks at its first ops (the MLP's, or a recomputed block's attention, where its widest
+ * values are alive), so a read started over its last two ops (attention's backward among them, the
+ * slowest at long context: in place and the qkv backward, or streamed into it under
+ * --act-compress, and the block's recomputation of q|k|v before them or not) is hidden behind
+ * compute and keeps its staging out of that peak. Four ops reached back into a compressed
+ * recomputed block's attention (its backward has six ops): GPT-2 124M at T=65536, --recompute
+ * full --offload all --act-offload checkpoints --act-compress 8 planned 2.332 GiB, 2.145 now. */
+#define READ_AHEAD 2
 static int read_start(const mw_model *m, int rs, int lo) {
     (void)m;
     return rs - READ_AHEAD > lo ? rs - READ_AHEAD : lo;
@@ -210,12 +218,13 @@ mw_status mw_graph_act_build(mw_model *m) {
             }
             if (inst[slot] < 0) continue; /* the walk reports it */
             store *s = &ap->st[inst[slot]];
+            if (s->rc >= 0 && s->dqo && s->rc != i) s->cbad = 1; /* read after the op that reads it compressed */
             if (phase && s->rs < 0) s->rs = i;
             if (s->rs < 0) s->fs = i;
             if (k->flags & MW_KF_OWNQ) {
                 s->cbad = 1; /* read exact: the op stores what it reads itself */
             } else if (!fwdk) {
-                if (s->rc < 0) s->rc = i, s->cbad |= !phase; /* the head reads it in the forward pass */
+                if (s->rc < 0) s->rc = i, s->cbad |= !phase, s->dqo = (k->flags & MW_KF_OWNDQ) != 0; /* the head reads it in the forward pass */
             } else if (s->rc >= 0) {
                 s->cbad = 1; /* a recomputation after a backward op: keep it as it is */
             } else {
@@ -271,7 +280,7 @@ mw_status mw_graph_act_build(mw_model *m) {
         }
         if (comps(s)) {
             ap->ev[ne++] = (ev){s->fc, 1, E_QUANT, t};
-            if (!round_trip(s)) ap->ev[ne++] = (ev){s->rc, 0, E_DEQ, t};
+            if (!round_trip(s) && !owndq(s)) ap->ev[ne++] = (ev){s->rc, 0, E_DEQ, t};
         }
     }
     qsort(ap->ev, (size_t)ne, sizeof(ev), ev_cmp);
@@ -371,8 +380,11 @@ mw_status mw_graph_act_cut(mw_model *m, int t, int i, mw_planner *pl, const mw_p
         if (together(s)) { /* compressed after fc, written; read back at p, dequantised at rs */
             MW_TRY(cut_buf(pl, placed, base, idx, s, m, tag_w(TAG_Q, s->bits), s->qbytes, s->fc, s->wa - 1, 1, &s->q, &ix));
             MW_TRY(cut_buf(pl, placed, base, idx, s, m, tag_w(TAG_QREAD, s->bits), s->qbytes, s->p, i, 1, &s->q2, &ix));
-            MW_TRY(cut_buf(pl, placed, base, idx, s, m, tag_w(TAG_DEQ, s->bits), s->bytes, i, i, 0, &s->b, &ix));
-            *cur = ix, *curp = s->b;
+            *cur = ix, *curp = s->q2; /* the op dequantises it itself (owndq) */
+            if (!owndq(s)) {
+                MW_TRY(cut_buf(pl, placed, base, idx, s, m, tag_w(TAG_DEQ, s->bits), s->bytes, i, i, 0, &s->b, &ix));
+                *cur = ix, *curp = s->b;
+            }
             s->state = 2;
             return MW_OK;
         }
@@ -392,8 +404,11 @@ mw_status mw_graph_act_cut(mw_model *m, int t, int i, mw_planner *pl, const mw_p
     }
     if (comps(s) && s->rc == i && s->state < 2) {
         MW_TRY(cut_buf(pl, placed, base, idx, s, m, tag_w(TAG_Q, s->bits), s->qbytes, s->fc, i, 0, &s->q, &ix));
-        MW_TRY(cut_buf(pl, placed, base, idx, s, m, tag_w(TAG_DEQ, s->bits), s->bytes, i, i, 0, &s->b, &ix));
-        *cur = ix, *curp = s->b;
+        *cur = ix, *curp = s->q;
+        if (!owndq(s)) {
+            MW_TRY(cut_buf(pl, placed, base, idx, s, m, tag_w(TAG_DEQ, s->bits), s->bytes, i, i, 0, &s->b, &ix));
+            *cur = ix, *curp = s->b;
+        }
         s->state = 2;
     }
     return MW_OK;
@@ -509,6 +524,75 @@ mw_status mw_graph_act_round_rows(mw_model *m, int layer, int v, float *x, size_
     }
     ap->t_q += now_s() - t0;
     return MW_OK;
+}
+
+int mw_graph_act_bits(const mw_model *m, int layer) {
+    if (m->cfg.inference || !m->arch->lslot_lossy) return 0;
+    return m->act_sel && layer >= 0 && layer < m->cfg.n_layer ? mw_act_sel_bits(m->act_sel[layer]) : m->cfg.act_compress;
+}
+
+/* the store op i's access j reads compressed (an MW_KF_OWNDQ op), NULL when it reads floats */
+static const store *owndq_store(const mw_model *m, int i, int j) {
+    const mw_act_plan *ap = m->act;
+    const mw_model_def *a = m->arch;
+    const int slot = mw_graph_value_index(a, mw_graph_kind(m, m->ops[i].kind)->a[j].slot, m->ops[i].layer) - a->ngs;
+    for (int t = 0; ap && slot >= 0 && t < ap->n; t++)
+        if (ap->st[t].rc == i && owndq(&ap->st[t]) && ap->st[t].layer * a->nls + ap->st[t].v == slot) return &ap->st[t];
+    return NULL;
+}
+
+mw_status mw_graph_act_cols(mw_model *m, int i, int j, size_t r0, size_t rows, size_t width, size_t c0, size_t c1,
+                            float *dst, size_t ld) {
+    const void *p = m->opp[(size_t)i * MW_MAXACC + j];
+    const store *s = owndq_store(m, i, j);
+    const size_t w = c1 - c0;
+    if (!s) {
+        for (size_t r = 0; r < rows; r++) memcpy(dst + r * ld, (const float *)p + (r0 + r) * width + c0, sizeof(float) * w);
+        return MW_OK;
+    }
+    const size_t nv = s->bytes / sizeof(float), qc = mw_actq_bytes(CHUNK, s->bits), G = MW_ACTQ_GROUP;
+    const int bits = s->bits;
+    const double t0 = now_s();
+#pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < rows; r++) { /* each group as dequant gives it: its chunk's, at its place there */
+        float tmp[MW_ACTQ_GROUP];
+        const size_t a = (r0 + r) * width + c0, b = a + w;
+        for (size_t g = a / G; g * G < b; g++) {
+            const size_t c = g * G / CHUNK, gi = g * G % CHUNK / G, cn = nv - c * CHUNK < CHUNK ? nv - c * CHUNK : CHUNK;
+            const size_t lo = a > g * G ? a : g * G, hi = b < g * G + G ? b : g * G + G;
+            const char *src = (const char *)p + c * qc;
+            if (lo == g * G && hi == g * G + G) {
+                mw_actq_dequantize_group(src, cn, bits, gi, dst + r * ld + (lo - a));
+            } else {
+                mw_actq_dequantize_group(src, cn, bits, gi, tmp);
+                memcpy(dst + r * ld + (lo - a), tmp + (lo - g * G), sizeof(float) * (hi - lo));
+            }
+        }
+    }
+    m->act->t_q += now_s() - t0;
+    return MW_OK;
+}
+
+const float *mw_graph_act_rows(mw_model *m, int i, int j, size_t r0, size_t rows, size_t width, float *dst) {
+    const void *p = m->opp[(size_t)i * MW_MAXACC + j];
+    mw_act_plan *ap = m->act;
+    const mw_model_def *a = m->arch;
+    const store *s = owndq_store(m, i, j);
+    const size_t off = r0 * width, n = rows * width;
+    if (!s) return (const float *)p + off; /* floats: the value as it is */
+    const size_t nv = s->bytes / sizeof(float), qc = mw_actq_bytes(CHUNK, s->bits);
+    if (off % CHUNK || (n % CHUNK && off + n != nv) || off + n > nv) {
+        mw_fail(MW_ERR_ARG, "internal: h.%d.%s's rows from %zu are not whole chunks of the quantiser", s->layer,
+                a->lslot_names[s->v], r0);
+        return NULL;
+    }
+    const double t0 = now_s();
+    for (size_t k = 0; k * CHUNK < n; k++) { /* the value's chunk off / CHUNK + k, as dequant takes them */
+        const size_t len = n - k * CHUNK < CHUNK ? n - k * CHUNK : CHUNK;
+        mw_actq_dequantize((const char *)p + (off / CHUNK + k) * qc, len, s->bits, dst + k * CHUNK);
+    }
+    ap->t_q += now_s() - t0;
+    return dst;
 }
 
 static mw_status run_event(mw_model *m, const ev *e) {

@@ -20,7 +20,7 @@
 #include "../kernels/cpu/gemm.h"
 #include "../optim/optim.h"
 
-#define MW_MAXACC 8          /* values one op kind may access */
+#define MW_MAXACC 10         /* values one op kind may access */
 #define MW_LOSS_ROWS 256     /* the head and the loss run over this many positions at a time */
 /* --precision bf16: the products whose bfloat16 outputs pass through an fp32 chunk first (qkv,
  * the MLP's first) run over this many rows at a time. Rows are independent, so any count gives
@@ -46,9 +46,12 @@ enum { MW_P_NONE, MW_P_SEL, MW_P_FULL };
 /* Kind flags. FWD: a forward op of a block (recomputable, timed by auto's calibration). COMM: a
  * transfer between the ranks of a parallel layout (a pipeline stage's sends and receives), which
  * src/dist/pipeline.c runs (the model's run_op never sees one). */
-enum { MW_KF_FWD = 1, MW_KF_COMM = 2, MW_KF_OWNQ = 4 };
+enum { MW_KF_FWD = 1, MW_KF_COMM = 2, MW_KF_OWNQ = 4, MW_KF_OWNDQ = 8 };
 /* OWNQ: the kind reads the block's values it accesses exact and makes their --act-compress round
- * trip itself, group by group (mw_graph_act_round_rows): no kind cut falls before it. */
+ * trip itself, group by group (mw_graph_act_round_rows): no kind cut falls before it.
+ * OWNDQ: a backward kind that dequantises the compressed values it reads itself, row group by row
+ * group (mw_graph_act_rows): a value stored compressed up to it has no dequantised copy of all
+ * its rows; the op must be its last reader (else the value stays uncompressed). */
 
 /* How a value (a model's lslot or gslot, mw_model_def.lslot_split/gslot_split) divides over the
  * tensor-parallel ranks of a layout (cfg.tp; src/graph/layout.c):
@@ -463,6 +466,19 @@ size_t mw_graph_act_round_scratch(void);
 /* an op's failure, returned by the executor after the op (graph_impl.h) */
 void mw_graph_io_failed(mw_model *m, mw_status st);
 size_t mw_graph_act_round_rows_unit(size_t width);
+/* An MW_KF_OWNDQ op's read: rows [r0, r0 + rows) (width floats each) of the value op i's access j
+ * reads, as floats: dequantised into dst (rows * width floats) when the value reaches op i
+ * compressed (r0 * width then starts a chunk of the quantiser, and the rows end on one or at the
+ * value's end: rows a multiple of mw_graph_act_round_rows_unit), else a pointer into the value
+ * itself. NULL (mw_fail says why) on rows that are not whole chunks. */
+const float *mw_graph_act_rows(mw_model *m, int i, int j, size_t r0, size_t rows, size_t width, float *dst);
+/* The same for columns [c0, c1) of those rows alone, into dst (rows x (c1 - c0), rows ld apart): any
+ * rows and columns (a quantiser group at a time). MW_OK. */
+mw_status mw_graph_act_cols(mw_model *m, int i, int j, size_t r0, size_t rows, size_t width, size_t c0, size_t c1,
+                            float *dst, size_t ld);
+/* The width block layer's tolerant values are compressed to (0: none): --act-compress, or the
+ * planner's choice for the block (m->act_sel). */
+int mw_graph_act_bits(const mw_model *m, int layer);
 mw_status mw_graph_act_round_rows(mw_model *m, int layer, int v, float *x, size_t r0, size_t rows, size_t width,
                                   char *scratch);
 

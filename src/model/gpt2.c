@@ -13,6 +13,7 @@
 #include "../kernels/cpu/ops.h"
 #include "../kernels/cpu/vocab.h"
 #include "mlpg.h"
+#include "qkvg.h"
 
 /* Per-layer tensors, in storage order (Hugging Face GPT-2 names after "h.<l>."). */
 enum { LN1W, LN1B, QKVW, QKVB, PROJW, PROJB, LN2W, LN2B, FCW, FCB, FCPW, FCPB, NLAYERT };
@@ -57,11 +58,11 @@ enum { X, LN1, LN1S, QKV, ATTY, LSE, RES2, LN2, LN2S, FCH, GELU, NLS };
 static const char *const lslot_names[NLS] = {"x",    "ln1",  "ln1_stats", "qkv", "atty", "lse",
                                              "res2", "ln2",  "ln2_stats", "fch", "gelu"};
 /* values of the step */
-enum { G_IN, G_TGT, G_LNF, G_LNFS, G_LOGITS, G_LOSSES, G_DRES, G_DTMP, G_DQKV, G_ATTS, G_NORM, G_DCHUNK, G_MLPG, G_ATTSIP, G_ATTD, NGS };
+enum { G_IN, G_TGT, G_LNF, G_LNFS, G_LOGITS, G_LOSSES, G_DRES, G_DTMP, G_DQKV, G_ATTS, G_NORM, G_DCHUNK, G_MLPG, G_ATTSIP, G_ATTD, G_QKVG, G_ATTSQ, NGS };
 static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf",  "lnf_stats", "logits", "losses",
                                              "dres",   "dtmp",    "dqkv", "att_scratch", "norm_parts",
                                              "fp32_chunk", "mlp_group", "att_scratch_ip",
-                                             "att_rowdots"};
+                                             "att_rowdots", "qkv_group", "att_stream"};
 /* how each value divides over tensor-parallel ranks (MW_VS_*): the heads' and the MLP's hidden
  * values and the vocabulary's logits by --tp, the norms' and the residual stream's by --tp only
  * under --sp */
@@ -72,7 +73,7 @@ static const unsigned char lslot_split[NLS] = {SQ, SQ, SQ, TP, TP, TP, SQ, SQ, S
  * (each backward op reads the dequantised value; a recomputation replays from the exact one); not
  * the log-sum-exp nor the norm's statistics, which scale whole rows */
 static const unsigned char lslot_lossy[NLS] = {1, 1, 0, 1, 1, 0, 1, 1, 0, 1, 1}; /* x, ln1, ln1_stats, qkv, atty, lse, res2, ln2, ln2_stats, fch, gelu */
-static const unsigned char gslot_split[NGS] = {WH, WH, SQ, SQ, WH, WH, SQ, WH, TP, WH, WH, TP, WH, WH, TP}; /* logits: gslot's */
+static const unsigned char gslot_split[NGS] = {WH, WH, SQ, SQ, WH, WH, SQ, WH, TP, WH, WH, TP, WH, WH, TP, WH, WH}; /* logits: gslot's */
 #define XN MW_SLOT_NEXT
 #define GS MW_SLOT_STEP
 enum { R = MW_R, W = MW_W, U = MW_U };
@@ -80,7 +81,7 @@ enum { P_NONE = MW_P_NONE, P_SEL = MW_P_SEL, P_FULL = MW_P_FULL };
 
 enum {
     K_EMB, K_LN1QKV, K_ATTN, K_PROJ, K_LN2FC, K_GELU, K_FCPROJ, K_LN1, K_LN2, K_HEAD, K_LOGITS,
-    K_BFCPROJ, K_BFC, K_BPROJ, K_BATTN, K_BQKV, K_EMBB, K_OPT, K_MLPG, K_BMLPG, K_BPROJD, K_BATTNIP, K_BQKVIP, NKINDS
+    K_BFCPROJ, K_BFC, K_BPROJ, K_BATTN, K_BQKV, K_EMBB, K_OPT, K_MLPG, K_BMLPG, K_BPROJD, K_BATTNIP, K_BQKVG, K_BATTNQ, NKINDS
 };
 #define FWD MW_KF_FWD
 static const mw_kind KINDS[NKINDS] = {
@@ -119,14 +120,25 @@ static const mw_kind KINDS[NKINDS] = {
      * residual's gradient, with one group's values alive (mlp_group). The projection's backward
      * leaves the attention backward's row dots dO . O (att_rowdots), so that the attention output
      * dies there, and the attention's backward writes dqkv over qkv (mw_attention_backward_inplace:
-     * the same bits), which the qkv product's backward then reads. */
+     * the same bits), which the qkv product's backward then reads in row groups (K_BQKVG). Under
+     * --act-compress (q|k|v compressed in the block) q|k|v from the block's first recomputation are
+     * stored compressed through the MLP's backward instead of recomputed after it, and ln1 and x
+     * stay compressed up to K_BQKVG, which dequantises them a group at a time. */
     [K_MLPG] = {"mlp in groups", 3, {{RES2, R}, {XN, W}, {GS(G_MLPG), W}}, FWD, MW_COST_MATMUL},
     [K_BMLPG] = {"mlp bwd groups", 3, {{RES2, R}, {GS(G_DRES), U}, {GS(G_MLPG), W}}, MW_KF_OWNQ, MW_COST_MATMUL},
     [K_BPROJD] = {"attn proj bwd", 4, {{ATTY, R}, {GS(G_DRES), U}, {GS(G_DTMP), W}, {GS(G_ATTD), W}}, 0, MW_COST_MATMUL},
     [K_BATTNIP] = {"attn bwd (ip)", 5,
                    {{GS(G_DTMP), R}, {QKV, U}, {GS(G_ATTD), R}, {LSE, R}, {GS(G_ATTSIP), W}}, 0, MW_COST_ATTN},
-    [K_BQKVIP] = {"ln1+qkv bwd", 6,
-                  {{QKV, R}, {LN1, R}, {LN1S, R}, {X, R}, {GS(G_DTMP), W}, {GS(G_DRES), U}}, 0, MW_COST_MATMUL},
+    /* the qkv product's and ln1's backward from dqkv (over qkv), in row groups (qkvg.h: the same bits),
+     * dequantising ln1 and x a group at a time where they are stored compressed up to it */
+    [K_BQKVG] = {"qkv bwd groups", 6,
+                 {{QKV, R}, {LN1, R}, {LN1S, R}, {X, R}, {GS(G_DRES), U}, {GS(G_QKVG), W}}, MW_KF_OWNDQ, MW_COST_MATMUL},
+    /* under --act-compress, the attention's backward streamed by key tiles into the qkv backward
+     * (qkvg.h: the same bits as the two above): q|k|v read compressed a tile at a time, dqkv
+     * handed on a row group at a time, so that neither is ever whole in fp32 */
+    [K_BATTNQ] = {"attn+qkv bwd (stream)", 9,
+                  {{GS(G_DTMP), R}, {QKV, R}, {GS(G_ATTD), R}, {LSE, R}, {LN1, R}, {LN1S, R}, {X, R}, {GS(G_DRES), U},
+                   {GS(G_ATTSQ), W}}, MW_KF_OWNDQ, MW_COST_ATTN},
 };
 
 /* the grouped MLP's ops cost what the ops they replace cost (the calibration's shape is too small to
@@ -135,6 +147,7 @@ static const mw_kind KINDS[NKINDS] = {
 static const unsigned char COST_SUM[NKINDS][MW_COST_PARTS] = {
     [K_MLPG] = {K_LN2FC + 1, K_GELU + 1, K_FCPROJ + 1},
     [K_BMLPG] = {K_LN2FC + 1, K_GELU + 1, K_BFCPROJ + 1, K_LN2 + 1, K_BFC + 1},
+    [K_BATTNQ] = {K_BATTNIP + 1, K_BQKVG + 1},
 };
 
 #define LOSS_ROWS MW_LOSS_ROWS
@@ -167,6 +180,15 @@ static int mlp_grouped(const mw_model *m) {
     return grouped(m) && group_rows(m) < (size_t)m->cfg.batch * m->cfg.seq;
 }
 
+/* att_scratch serves the attention's forward alone: every block recomputed whole and grouped (its
+ * backward in place or streamed, with their own scratch) */
+static int fwd_attention_only(const mw_model *m) {
+    if (!grouped(m) || m->cfg.inference || m->seg || !m->pol) return 0;
+    for (int l = 0; l < m->cfg.n_layer; l++)
+        if (m->pol[l] != P_FULL) return 0;
+    return 1;
+}
+
 static void push_block_forward(mw_model *m, int l, int with_output) {
     mw_graph_push(m, K_LN1QKV, l);
     mw_graph_push(m, K_ATTN, l);
@@ -197,9 +219,13 @@ static void push_block_backward(mw_model *m, int l, int p) {
             mw_graph_push(m, K_BFC, l);
         }
         mw_graph_push(m, K_BPROJD, l);
+        if (mw_graph_act_bits(m, l) && lslot_lossy[QKV]) { /* q|k|v stored compressed: streamed */
+            mw_graph_push(m, K_BATTNQ, l);
+            return;
+        }
         mw_graph_push(m, K_LN1QKV, l);
         mw_graph_push(m, K_BATTNIP, l);
-        mw_graph_push(m, K_BQKVIP, l);
+        mw_graph_push(m, K_BQKVG, l);
         return;
     }
     if (p == P_FULL) { /* the whole block again, from its input; qkv once more after the MLP */
@@ -227,16 +253,20 @@ static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
     static const mw_category gcat[NGS] = {MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS,
                                           MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK,
                                           MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK,
-                                          MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK};
+                                          MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK};
+    const int Rg = (int)(group_rows(m) < N ? group_rows(m) : N), hs = (int)(C / c->n_head), cq = c->act_compress || m->act_sel;
     uint64_t rows = N < LOSS_ROWS ? N : LOSS_ROWS, crows = N < MW_CHUNK_ROWS ? N : MW_CHUNK_ROWS;
     const uint64_t gbytes[NGS] = {
         N * sizeof(int32_t), N * sizeof(int32_t), N * C * H, 2 * N * F,
         (keeps_logits(c) ? N : rows) * Vl * F, N * F, N * C * F, N * C * F, 3 * N * C * F,
-        (uint64_t)m->nthreads * mw_attention_scratch_floats_x(c->seq, c->n_embd / c->n_head, B16(m)) * F,
+        (uint64_t)m->nthreads * (fwd_attention_only(m) ? mw_attention_fwd_scratch_floats(c->seq, c->n_embd / c->n_head, 0)
+                                                         : mw_attention_scratch_floats_x(c->seq, c->n_embd / c->n_head, B16(m))) * F,
         (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double), B16(m) ? crows * 4 * C * F : 0,
-        mlp_grouped(m) ? mw_mlpg_ws_floats((int)group_rows(m), (int)C, mw_graph_act_round_scratch()) * F : 0,
+        mlp_grouped(m) ? mw_mlpg_ws_floats((int)group_rows(m), (int)C, 4 * (int)C, 0, mw_graph_act_round_scratch()) * F : 0,
         grouped(m) ? (uint64_t)m->nthreads * mw_attention_scratch_floats_ip(c->seq, c->n_embd / c->n_head) * F : 0,
-        grouped(m) ? B * (uint64_t)c->n_head * T * F : 0};
+        grouped(m) ? B * (uint64_t)c->n_head * T * F : 0,
+        grouped(m) ? mw_qkvg_ws_floats(Rg, (int)C, cq) * F : 0,
+        grouped(m) && cq ? (mw_qkvg_stream_floats(c->seq, c->n_head, hs, Rg, m->nthreads) + mw_qkvg_ws_floats(Rg, (int)C, 1)) * F : 0};
     *bytes = gbytes[g];
     *cat = gcat[g];
     if (g == G_LOGITS && keeps_logits(c)) *cat = MW_CAT_ACTS;
@@ -491,8 +521,8 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         break;
     case K_MLPG:
     case K_BMLPG: {
-        mw_mlpg mg = {N, C, (int)group_rows(m), ln_eps(c), p[LN2W], p[LN2B], p[FCW], p[FCB], p[FCPW], p[FCPB],
-                      NULL, NULL, NULL, NULL, NULL, NULL, WS, F(2), NULL, NULL, 0};
+        mw_mlpg mg = {.N = N, .C = C, .F = 4 * C, .R = (int)group_rows(m), .eps = ln_eps(c), .ln2w = p[LN2W],
+                      .ln2b = p[LN2B], .fcw = p[FCW], .fcb = p[FCB], .fcpw = p[FCPW], .fcpb = p[FCPB], .gw = WS, .ws = F(2)};
         if (m->ops[i].kind == K_MLPG) {
             mw_mlpg_forward(&mg, F(1), F(0));
             break;
@@ -506,8 +536,20 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
     case K_BATTNIP:
         mw_attention_backward_inplace(F(1), F(4), m->nthreads, F(0), F(2), F(3), B, T, Hl, Hl, hs);
         break;
+    case K_BQKVG: {
+        mw_qkvg q = {m, i, 1, 3, N, C, 3 * C, (int)group_rows(m), 0, p[QKVW], p[LN1W], g[QKVW], g[QKVB], g[LN1W], g[LN1B],
+                     F(2), F(2) + N, WS, F(5)};
+        mw_graph_io_failed(m, mw_qkvg_backward(&q, F(4), F(0))); /* rows that are not whole chunks (internal) */
+        break;
+    }
+    case K_BATTNQ: {
+        const int Rg = (int)(group_rows(m) < (size_t)N ? group_rows(m) : (size_t)N);
+        mw_qkvg q = {m, i, 4, 6, N, C, 3 * C, Rg, 0, p[QKVW], p[LN1W], g[QKVW], g[QKVB], g[LN1W], g[LN1B],
+                     F(5), F(5) + N, WS, F(8) + mw_qkvg_stream_floats(T, H, hs, Rg, m->nthreads)};
+        mw_graph_io_failed(m, mw_qkvg_attention(&q, F(7), 1, F(8), m->nthreads, F(0), F(2), F(3), B, T, H, hs));
+        break;
+    }
     case K_BQKV:
-    case K_BQKVIP:
         mw_matmul_backward_x(F(4), g[QKVW], g[QKVB], F(0), 0, mw_tp_all_rows(m, P[1], N, (size_t)C * hb), b16, p[QKVW], N, C,
                              3 * Cl, 0, WS);
         mw_tp_sum_partials(m, F(4), N, C);

@@ -15,6 +15,8 @@
 #include "../graph/graph.h"
 #include "../kernels/cpu/ops.h"
 #include "../kernels/cpu/vocab.h"
+#include "mlpg.h"
+#include "qkvg.h"
 
 /* ---- parameters --------------------------------------------------------------------------------
  * embed, then per layer the nine below, then the final norm, then the LM head when untied. q, k
@@ -63,10 +65,10 @@ enum { X, LN1, LN1S, QKV, ATTY, LSE, RES2, LN2, LN2S, FCH, ACT, NLS };
 static const char *const lslot_names[NLS] = {"x",    "ln1", "ln1_rstd", "qkv",     "atty", "lse",
                                              "res2", "ln2", "ln2_rstd", "gate_up", "act"};
 /* values of the step */
-enum { G_IN, G_TGT, G_LNF, G_LNFS, G_LOGITS, G_LOSSES, G_DRES, G_DTMP, G_DQKV, G_ATTS, G_NORM, G_DCHUNK, NGS };
+enum { G_IN, G_TGT, G_LNF, G_LNFS, G_LOGITS, G_LOSSES, G_DRES, G_DTMP, G_DQKV, G_ATTS, G_NORM, G_DCHUNK, G_MLPG, G_ATTSIP, G_ATTD, G_QKVG, NGS };
 static const char *const gslot_names[NGS] = {"inputs", "targets", "lnf",  "lnf_rstd", "logits", "losses",
                                              "dres",   "dtmp",    "dqkv", "att_scratch", "norm_parts",
-                                             "fp32_chunk"};
+                                             "fp32_chunk", "mlp_group", "att_scratch_ip", "att_rowdots", "qkv_group"};
 /* --precision bf16 keeps ln1, q|k|v (rotated), the attention output, ln2, gate|up, act and lnf
  * as bfloat16 (docs/precision.md): the products round what they read anyway; q|k|v is also read
  * by attention, its output by attention's backward, gate|up (and d(gate|up) over it) by SwiGLU
@@ -83,7 +85,7 @@ static const unsigned char lslot_split[NLS] = {SQ, SQ, SQ, TP, TP, TP, SQ, SQ, S
  * (each backward op reads the dequantised value; a recomputation replays from the exact one); not
  * the log-sum-exp nor the norm's statistics, which scale whole rows */
 static const unsigned char lslot_lossy[NLS] = {1, 1, 0, 1, 1, 0, 1, 1, 0, 1, 1}; /* x, ln1, ln1_rstd, qkv, atty, lse, res2, ln2, ln2_rstd, gate_up, act */
-static const unsigned char gslot_split[NGS] = {WH, WH, SQ, SQ, WH, WH, SQ, WH, TP, WH, WH, TP}; /* logits: gslot's */
+static const unsigned char gslot_split[NGS] = {WH, WH, SQ, SQ, WH, WH, SQ, WH, TP, WH, WH, TP, WH, WH, TP, WH}; /* logits: gslot's */
 #define XN MW_SLOT_NEXT
 #define GS MW_SLOT_STEP
 enum { R = MW_R, W = MW_W, U = MW_U };
@@ -91,7 +93,7 @@ enum { P_NONE = MW_P_NONE, P_SEL = MW_P_SEL, P_FULL = MW_P_FULL };
 
 enum {
     K_EMB, K_LN1QKV, K_ATTN, K_PROJ, K_LN2FC, K_SWIGLU, K_DOWN, K_LN1, K_LN2, K_HEAD, K_LOGITS,
-    K_BDOWN, K_BFC, K_BPROJ, K_BATTN, K_BQKV, K_EMBB, K_OPT, NKINDS
+    K_BDOWN, K_BFC, K_BPROJ, K_BATTN, K_BQKV, K_EMBB, K_OPT, K_MLPG, K_BMLPG, K_BPROJD, K_BATTNIP, K_BQKVG, NKINDS
 };
 #define FWD MW_KF_FWD
 static const mw_kind KINDS[NKINDS] = {
@@ -126,12 +128,57 @@ static const mw_kind KINDS[NKINDS] = {
                 {{GS(G_DQKV), R}, {LN1, R}, {LN1S, R}, {X, R}, {GS(G_DTMP), W}, {GS(G_DRES), U}}, 0, MW_COST_MATMUL},
     [K_EMBB] = {"embed bwd", 2, {{GS(G_DRES), U}, {GS(G_IN), R}}, 0, 0},
     [K_OPT] = {"optimizer", 1, {{GS(G_NORM), W}}, 0, 0},
+    /* A recomputed block (--recompute full, fp32, no --tp) as GPT-2's (gpt2.c): its MLP in row
+     * groups when there are two at least (mlpg.h: the same bits; the op makes the --act-compress
+     * round trips of what it reads itself), the o product's backward leaving the attention
+     * backward's row dots so that the attention output dies there, the attention's backward (and
+     * the rotation's) written over q|k|v, and the q|k|v product's backward in row groups (qkvg.h),
+     * dequantising the norm's output and input a group at a time where they are stored compressed;
+     * under --act-compress q|k|v from the block's first recomputation are stored compressed
+     * through the MLP's backward instead of recomputed after it. */
+    [K_MLPG] = {"mlp in groups", 3, {{RES2, R}, {XN, W}, {GS(G_MLPG), W}}, FWD, MW_COST_MATMUL},
+    [K_BMLPG] = {"mlp bwd groups", 3, {{RES2, R}, {GS(G_DRES), U}, {GS(G_MLPG), W}}, MW_KF_OWNQ, MW_COST_MATMUL},
+    [K_BPROJD] = {"o proj bwd", 4, {{ATTY, R}, {GS(G_DRES), U}, {GS(G_DTMP), W}, {GS(G_ATTD), W}}, 0, MW_COST_MATMUL},
+    [K_BATTNIP] = {"attn bwd (ip)", 5,
+                   {{GS(G_DTMP), R}, {QKV, U}, {GS(G_ATTD), R}, {LSE, R}, {GS(G_ATTSIP), W}}, 0, MW_COST_ATTN},
+    [K_BQKVG] = {"qkv bwd groups", 6,
+                 {{QKV, R}, {LN1, R}, {LN1S, R}, {X, R}, {GS(G_DRES), U}, {GS(G_QKVG), W}}, MW_KF_OWNDQ, MW_COST_MATMUL},
 };
+
+/* the grouped MLP's ops cost what the ops they replace cost (as GPT-2's) */
+static const unsigned char COST_SUM[NKINDS][MW_COST_PARTS] = {
+    [K_MLPG] = {K_LN2FC + 1, K_SWIGLU + 1, K_DOWN + 1},
+    [K_BMLPG] = {K_LN2FC + 1, K_SWIGLU + 1, K_BDOWN + 1, K_LN2 + 1, K_BFC + 1},
+};
+
+/* A recomputed block's grouped ops (the kinds above): fp32 without tensor parallelism */
+static int grouped(const mw_model *m) { return !B16(m) && m->cfg.tp <= 1 && !m->cfg.sp; }
+/* rows per group: --group-rows (1024 when 0) rounded up to whole chunks of the quantiser in the
+ * C-wide and the F-wide values (powers of two: the larger) */
+static size_t group_rows(const mw_model *m) {
+    const mw_config *c = &m->cfg;
+    const size_t uc = mw_graph_act_round_rows_unit((size_t)c->n_embd), uf = mw_graph_act_round_rows_unit((size_t)c->ffn);
+    const size_t u = uc > uf ? uc : uf, r = c->group_rows > 0 ? (size_t)c->group_rows : 1024;
+    return (r + u - 1) / u * u;
+}
+/* the MLP in row groups: two groups at least, and under --act-compress gate|up's up half (from row
+ * N of F) starting a chunk of the quantiser, so that its round trip is a group's */
+static int mlp_grouped(const mw_model *m) {
+    const mw_config *c = &m->cfg;
+    const size_t N = (size_t)c->batch * c->seq;
+    const int q = c->act_compress || m->act_sel;
+    return grouped(m) && group_rows(m) < N && (!q || N % mw_graph_act_round_rows_unit((size_t)c->ffn) == 0);
+}
 
 static void push_block_forward(mw_model *m, int l, int with_output) {
     mw_graph_push(m, K_LN1QKV, l);
     mw_graph_push(m, K_ATTN, l);
     mw_graph_push(m, K_PROJ, l);
+    /* the forward pass of a block whose backward recomputes it all (not a segment's replay) */
+    if (with_output && mlp_grouped(m) && !m->building_bwd && m->seg == 0 && m->pol && m->pol[l] == P_FULL) {
+        mw_graph_push(m, K_MLPG, l);
+        return;
+    }
     mw_graph_push(m, K_LN2FC, l);
     mw_graph_push(m, K_SWIGLU, l);
     if (with_output) mw_graph_push(m, K_DOWN, l);
@@ -140,6 +187,25 @@ static void push_block_forward(mw_model *m, int l, int with_output) {
 /* The backward of block l under policy p, recomputing what p did not keep (as GPT-2's: selective
  * redoes both norms and the activation, full the whole block). */
 static void push_block_backward(mw_model *m, int l, int p) {
+    if (p == P_FULL && grouped(m)) { /* the block again from its input, its MLP in row groups */
+        mw_graph_push(m, K_LN1QKV, l);
+        mw_graph_push(m, K_ATTN, l);
+        mw_graph_push(m, K_PROJ, l);
+        if (mlp_grouped(m)) {
+            mw_graph_push(m, K_BMLPG, l);
+        } else {
+            mw_graph_push(m, K_LN2FC, l);
+            mw_graph_push(m, K_SWIGLU, l);
+            mw_graph_push(m, K_BDOWN, l);
+            mw_graph_push(m, K_LN2, l);
+            mw_graph_push(m, K_BFC, l);
+        }
+        mw_graph_push(m, K_BPROJD, l);
+        if (!mw_graph_act_bits(m, l) || !lslot_lossy[QKV]) mw_graph_push(m, K_LN1QKV, l); /* else stored compressed */
+        mw_graph_push(m, K_BATTNIP, l);
+        mw_graph_push(m, K_BQKVG, l);
+        return;
+    }
     if (p == P_FULL) {
         mw_graph_push(m, K_LN1QKV, l);
         mw_graph_push(m, K_ATTN, l);
@@ -177,13 +243,19 @@ static void gslot(const mw_model *m, int g, uint64_t *bytes, mw_category *cat) {
     const int keep = mw_graph_keeps_logits(c);
     static const mw_category gcat[NGS] = {MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS, MW_CAT_ACTS,
                                           MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK,
+                                          MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK,
                                           MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK, MW_CAT_WORK};
     const uint64_t H = B16(m) ? 2 : F32;
+    const uint64_t Rg = group_rows(m) < N ? group_rows(m) : N, hs = C / c->n_head;
     const uint64_t gbytes[NGS] = {
         N * sizeof(int32_t), N * sizeof(int32_t), N * C * H, N * F32, (keep ? N : rows) * Vl * F32,
         N * F32, N * C * F32, N * C * F32, N * qkv_width(c) * F32,
         (uint64_t)m->nthreads * mw_attention_scratch_floats_x(c->seq, c->n_embd / c->n_head, B16(m)) * F32,
-        (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double), B16(m) ? crows * chunk_width(c) * F32 : 0};
+        (m->nfloats / MW_NORM_QUANTUM + 1) * sizeof(double), B16(m) ? crows * chunk_width(c) * F32 : 0,
+        mlp_grouped(m) ? mw_mlpg_ws_floats((int)group_rows(m), (int)C, c->ffn, 1, mw_graph_act_round_scratch()) * F32 : 0,
+        grouped(m) ? (uint64_t)m->nthreads * mw_attention_scratch_floats_ip(c->seq, (int)hs) * F32 : 0,
+        grouped(m) ? B * (uint64_t)c->n_head * T * F32 : 0,
+        grouped(m) ? mw_qkvg_ws_floats((int)Rg, (int)C, c->act_compress || m->act_sel) * F32 : 0};
     *bytes = gbytes[g];
     *cat = g == G_LOGITS && keep ? MW_CAT_ACTS : gcat[g];
 }
@@ -250,6 +322,16 @@ static void layer_ptrs(const mw_model *m, int which, int l, float *p[NLAYERT]) {
 #define NORMF(w) mw_graph_tensor(m, (w), pre_tensors(m) + m->cfg.n_layer * NLAYERT)
 #define LMHEAD(w) (m->cfg.tied ? mw_graph_tied_head(m, (w)) : mw_graph_tensor(m, (w), pre_tensors(m) + 1 + m->cfg.n_layer * NLAYERT))
 #define WS (&m->gw)
+
+/* mw_mlpg's round trip of block l's rows: the stored activations' (mw_graph_act_round_rows) */
+typedef struct {
+    mw_model *m;
+    int l;
+} round_ctx;
+static mw_status round_rows(void *ctx, int v, float *x, size_t r0, size_t rows, size_t width, char *scratch) {
+    const round_ctx *r = ctx;
+    return mw_graph_act_round_rows(r->m, r->l, v, x, r0, rows, width, scratch);
+}
 
 /* Under --tp T (Megatron-LM's): this rank holds H/T query heads and KV/T key/value heads (q's, k's
  * and v's rows), o's columns, F/T of the MLP's width (gate's and up's rows, down's columns) and
@@ -433,6 +515,35 @@ static void run_op(mw_model *m, int i, int train, float dloss, double *loss_sum)
         mw_rope_backward_inplace(A(4), QW, cos_t, sin_t, B, T, H, hs);
         mw_rope_backward_inplace(A(4) + (size_t)H * hs, QW, cos_t, sin_t, B, T, KV, hs);
         break;
+    case K_MLPG:
+    case K_BMLPG: {
+        mw_mlpg mg = {.N = N, .C = C, .F = F, .R = (int)group_rows(m), .glu = 1, .eps = eps, .ln2w = p[MLP_NORM],
+                      .fcw = p[WGATE], .upw = p[WUP], .fcpw = p[WDOWN], .gw = WS, .ws = A(2)};
+        if (m->ops[i].kind == K_MLPG) {
+            mw_mlpg_forward(&mg, A(1), A(0));
+            break;
+        }
+        mg.gln2w = g[MLP_NORM], mg.gfcw = g[WGATE], mg.gupw = g[WUP], mg.gfcpw = g[WDOWN];
+        round_ctx rc = {m, l};
+        mg.round = round_rows, mg.ctx = &rc, mg.qbytes = mw_graph_act_round_scratch();
+        mw_graph_io_failed(m, mw_mlpg_backward(&mg, A(1), A(0))); /* a value that is not finite, named */
+        break;
+    }
+    case K_BPROJD:
+        mw_matmul_backward_x(A(2), g[WO], NULL, A(1), 0, P[0], 0, p[WO], N, Q, C, 0, WS);
+        mw_attention_rowdots(A(3), A(2), P[0], B, T, H, hs); /* the backward's row dots dO . O: the output dies here */
+        break;
+    case K_BATTNIP:
+        mw_attention_backward_inplace(A(1), A(4), m->nthreads, A(0), A(2), A(3), B, T, H, KV, hs);
+        mw_rope_backward_inplace(A(1), QW, cos_t, sin_t, B, T, H, hs);
+        mw_rope_backward_inplace(A(1) + (size_t)H * hs, QW, cos_t, sin_t, B, T, KV, hs);
+        break;
+    case K_BQKVG: {
+        mw_qkvg q = {.m = m, .op = i, .jln = 1, .jx = 3, .N = N, .C = C, .OC = QW, .R = (int)group_rows(m), .rms = 1,
+                     .w = p[WQ], .nw = p[ATTN_NORM], .gw = g[WQ], .gnw = g[ATTN_NORM], .rstd = A(2), .ws = WS, .buf = A(5)};
+        mw_graph_io_failed(m, mw_qkvg_backward(&q, A(4), A(0))); /* rows that are not whole chunks (internal) */
+        break;
+    }
     case K_BQKV:
         mw_matmul_backward_x(A(4), g[WQ], NULL, A(0), 0, mw_tp_all_rows(m, P[1], N, (size_t)C * hb), b16, p[WQ], N, C, QW, 0, WS);
         mw_tp_sum_partials(m, A(4), N, C);
@@ -508,6 +619,7 @@ const mw_model_def mw_arch_llama = {
     .runs_layouts = 1,
     .params16 = 1,
     .lslot_lossy = lslot_lossy,
+    .cost_sum = COST_SUM,
     .gslot_split = gslot_split,
     .logits_acc = 4,
     .losses_acc = 5,

@@ -258,3 +258,10 @@ void mw_actq_dequantize(const void *src, size_t n, int bits, float *x) {
         group_dequantize(par + g * 2 * sizeof(float), codes + g * code_bytes, m, bits, x + i0);
     }
 }
+
+void mw_actq_dequantize_group(const void *src, size_t n, int bits, size_t g, float *x) {
+    const size_t groups = n / G + (n % G != 0), code_bytes = (size_t)G * bits / 8, i0 = g * G;
+    if (!mw_actq_bytes(1, bits) || g >= groups) return;
+    const unsigned char *par = src, *codes = par + groups * 2 * sizeof(float);
+    group_dequantize(par + g * 2 * sizeof(float), codes + g * code_bytes, n - i0 < G ? (int)(n - i0) : G, bits, x);
+}

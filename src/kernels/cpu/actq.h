@@ -52,6 +52,10 @@ mw_status mw_actq_quantize(const float *x, size_t n, int bits, uint64_t seed, ui
  * other writes nothing). */
 void mw_actq_dequantize(const void *src, size_t n, int bits, float *x);
 
+/* Values [g G, g G + m) of x, group g alone (m = G but for a last partial group), from src as
+ * mw_actq_quantize stored n values: the same floats mw_actq_dequantize gives there. */
+void mw_actq_dequantize_group(const void *src, size_t n, int bits, size_t g, float *x);
+
 /* u_i, the draw of value i in [0, 1) (a multiple of 2^-24) that mw_actq_quantize uses: defined
  * here value by value, so that a test can compute it for any i. */
 float mw_actq_draw(uint64_t seed, uint64_t stream, size_t i);

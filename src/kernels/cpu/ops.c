@@ -457,20 +457,27 @@ void mw_attention_forward_gqa(float *out, float *lse, float *scratch, int nthrea
     mw_attention_forward_x(out, 0, lse, scratch, nthreads, qkv, 0, B, T, H, KV, hs);
 }
 
+/* the forward's thread region: one tile pair's scores (ATT_T x ATT_T), its GEMM packing, then (bf16)
+ * the widened q, k, v and output; the backward's holds more (a strip of T rows and dP) */
+static size_t fwd_s_floats(void) { return ((size_t)ATT_T * ATT_T + 15) / 16 * 16; }
+size_t mw_attention_fwd_scratch_floats(int T, int hs, int b16) {
+    return fwd_s_floats() + G1_FLOATS + (b16 ? (4 * (size_t)T * hs + 15) / 16 * 16 : 0);
+}
+
 void mw_attention_forward_x(void *out, int out16, float *lse, float *scratch, int nthreads,
                             const void *qkv, int qkv16, int B, int T, int H, int KV, int hs) {
     const long RS = (long)(H + 2 * KV) * hs, OS = (long)H * hs;
     const long XS = qkv16 ? hs : RS, YS = out16 ? hs : OS; /* q|k|v's and the output's row strides */
     const int grp = H / KV;
     const float scale = 1.0f / sqrtf((float)hs);
-    const size_t per = mw_attention_scratch_floats_x(T, hs, qkv16 || out16);
+    const size_t per = mw_attention_fwd_scratch_floats(T, hs, qkv16 || out16);
     /* one (batch, query head) at a time, in head order: the heads of a group run side by side on
      * the threads and read their shared K and V tiles while the cache holds them */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
     for (int bh = 0; bh < B * H; bh++) {
         const int b = bh / H, h = bh % H;
-        float *S = scratch + (size_t)omp_get_thread_num() * per, *G = S + gemm_ws_offset(T);
-        float *Wq = S + mw_attention_scratch_floats(T), *Wk = Wq + (size_t)T * hs;
+        float *S = scratch + (size_t)omp_get_thread_num() * per, *G = S + fwd_s_floats();
+        float *Wq = G + G1_FLOATS, *Wk = Wq + (size_t)T * hs;
         float *Wv = Wk + (size_t)T * hs, *Wo = Wv + (size_t)T * hs;
         const long row0 = (long)b * T * RS, q0f = row0 + h * hs, k0f = row0 + OS + (h / grp) * hs;
         const float *q, *k, *v;
@@ -729,6 +736,69 @@ void mw_attention_backward_inplace(float *qkv, float *scratch, int nthreads, con
             memcpy(v + (long)t * RS, dv + (long)t * hs, sizeof(float) * hs);
         }
     }
+}
+
+/* The streamed backward (ops.h): key tile j outer, then query tile i >= j, then the heads side by
+ * side on the threads (each head its own k and v: no head's sum waits for another's). The GEMMs are
+ * the one-pass schedule's with the query rows cut at tiles: S, dP and dq's of a tile pair as there;
+ * dv and dk of key tile j over the query tiles in order (beta 0 on the first, 1 after), which is
+ * the one-pass schedule's single product over rows j.. split at tiles (gemm.h). */
+static size_t strm_thread_floats(void) { return (2 * (size_t)ATT_T * ATT_T + 15) / 16 * 16 + G1_FLOATS; }
+size_t mw_attention_stream_floats(int T, int H, int hs, int R, int nthreads) {
+    const size_t C = (size_t)H * hs;
+    /* dq of a batch's rows, the q tile, the k|v tile, its dk|dv, the rows waiting for done */
+    return (size_t)T * C + (size_t)ATT_T * C + 2 * (2 * (size_t)ATT_T * C) + (size_t)R * 3 * C +
+           (size_t)nthreads * strm_thread_floats();
+}
+
+int mw_attention_backward_stream(const mw_att_stream *s, float *scratch, int nthreads, const float *dout,
+                                 const float *Dall, const float *lse, int B, int T, int H, int hs) {
+    const long C = (long)H * hs, C2 = 2 * C, C3 = 3 * C;
+    const int nkt = (T + ATT_T - 1) / ATT_T;
+    const float scale = 1.0f / sqrtf((float)hs);
+    float *dq = scratch, *qt = dq + (size_t)T * C, *kv = qt + (size_t)ATT_T * C, *dkv = kv + (size_t)ATT_T * C2;
+    float *rows = dkv + (size_t)ATT_T * C2, *thr = rows + (size_t)s->R * C3;
+    long n0 = 0; /* the first row waiting in rows */
+    int nw = 0;  /* how many */
+    for (int b = 0; b < B; b++) {
+        memset(dq, 0, sizeof(float) * (size_t)T * C);
+        for (int j = 0; j < nkt; j++) {
+            const int k0 = j * ATT_T, cols = (k0 + ATT_T < T ? k0 + ATT_T : T) - k0;
+            int st = s->read(s->ctx, (long)b * T + k0, cols, (int)C, (int)C3, kv, C2); /* k|v of the tile */
+            if (st) return st;
+            for (int i = j; i < nkt; i++) {
+                const int q0 = i * ATT_T, qr = (q0 + ATT_T < T ? q0 + ATT_T : T) - q0;
+                const float beta = i == j ? 0.0f : 1.0f;
+                if ((st = s->read(s->ctx, (long)b * T + q0, qr, 0, (int)C, qt, C))) return st;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
+                for (int h = 0; h < H; h++) {
+                    float *S = thr + (size_t)omp_get_thread_num() * strm_thread_floats(), *dP = S + (size_t)ATT_T * ATT_T;
+                    float *G = S + (2 * (size_t)ATT_T * ATT_T + 15) / 16 * 16;
+                    const float *q = qt + (long)h * hs, *k = kv + (long)h * hs, *v = kv + C + (long)h * hs;
+                    const float *d = dout + (long)b * T * C + (long)q0 * C + (long)h * hs;
+                    const float *ls = lse + ((long)b * H + h) * T, *D = Dall + ((long)b * H + h) * T;
+                    gemm1(G, 0, 1, qr, cols, hs, scale, q, C, k, C2, 0.0f, S, ATT_T);
+                    att_probs(S, ls, q0, qr, k0, cols);
+                    gemm1(G, 1, 0, cols, hs, qr, 1.0f, S, ATT_T, d, C, beta, dkv + C + (long)h * hs, C2);
+                    gemm1(G, 0, 1, qr, cols, hs, 1.0f, d, C, v, C2, 0.0f, dP, ATT_T);
+                    att_dscores(dP, S, D + q0, qr, cols, scale);
+                    gemm1(G, 0, 0, qr, hs, cols, 1.0f, dP, ATT_T, k, C2, 1.0f, dq + (long)q0 * C + (long)h * hs, C);
+                    gemm1(G, 1, 0, cols, hs, qr, 1.0f, dP, ATT_T, q, C, beta, dkv + (long)h * hs, C2);
+                }
+            }
+            /* the tile's rows are complete: dq | dk | dv, into the rows waiting for done */
+            for (int t = 0; t < cols; t++) {
+                float *o = rows + (size_t)nw * C3;
+                memcpy(o, dq + (long)(k0 + t) * C, sizeof(float) * (size_t)C);
+                memcpy(o + C, dkv + (long)t * C2, sizeof(float) * (size_t)C2);
+                if (++nw == s->R) {
+                    if ((st = s->done(s->ctx, n0, nw, rows))) return st;
+                    n0 += nw, nw = 0;
+                }
+            }
+        }
+    }
+    return nw ? s->done(s->ctx, n0, nw, rows) : 0;
 }
 
 void mw_attention_backward(float *dqkv, float *scratch, int nthreads, const float *dout,

@@ -74,6 +74,9 @@ void mw_attention_backward_gqa(float *dqkv, float *scratch, int nthreads, const 
  * floats; the output is accumulated in floats and rounded once per row. The same bits as the fp32
  * kernels on the widened values, with the output rounded. */
 size_t mw_attention_scratch_floats_x(int T, int hs, int b16);
+/* The forward alone needs nthreads * mw_attention_fwd_scratch_floats(T, hs, b16) floats (no more
+ * than mw_attention_scratch_floats_x: one tile pair's scores instead of a strip of T rows). */
+size_t mw_attention_fwd_scratch_floats(int T, int hs, int b16);
 void mw_attention_forward_x(void *out, int out16, float *lse, float *scratch, int nthreads,
                             const void *qkv, int qkv16, int B, int T, int H, int KV, int hs);
 void mw_attention_backward_x(float *dqkv, float *scratch, int nthreads, const float *dout,
@@ -91,6 +94,26 @@ size_t mw_attention_scratch_floats_ip(int T, int hs);
 void mw_attention_backward_inplace(float *qkv, float *scratch, int nthreads, const float *dout,
                                    const float *D, const float *lse, int B, int T, int H, int KV,
                                    int hs);
+/* The backward streamed by key tiles, for KV = H (each head its own k and v): q|k|v are read a
+ * tile at a time through read (rows from r0 of the B*T, columns c0..c1 of q|k|v's 3 H hs, into
+ * dst with rows ld apart: 0, or a failure that stops the kernel), so they may be stored
+ * compressed, and dqkv is handed to done a row group at a time in row order (rows from r0, in
+ * rows of 3 H hs; every R rows and at the end), as soon as its rows are complete: key tile j's
+ * dk and dv, and the dq of its rows, which no later key tile adds to. Neither q|k|v nor dqkv of
+ * every row exists: scratch holds mw_attention_stream_floats(T, H, hs, R, nthreads) floats (the
+ * dq of a batch's rows, the tiles, each thread's strips). Every element is the chain
+ * mw_attention_backward_x forms (the same GEMM calls over the same pieces in the same order, the
+ * query rows split at tiles with beta 1): the same bits as its dqkv. Returns 0 or the first
+ * failure of read or done. */
+typedef struct mw_att_stream {
+    int (*read)(void *ctx, long r0, int rows, int c0, int c1, float *dst, long ld);
+    int (*done)(void *ctx, long r0, int rows, const float *dqkv);
+    void *ctx;
+    int R;
+} mw_att_stream;
+size_t mw_attention_stream_floats(int T, int H, int hs, int R, int nthreads);
+int mw_attention_backward_stream(const mw_att_stream *s, float *scratch, int nthreads, const float *dout,
+                                 const float *D, const float *lse, int B, int T, int H, int hs);
 /* GPT-2's: qkv (B,T,3C) with q,k,v in that order, out (B,T,C); exactly the _gqa versions with
  * KV = H and hs = C/H. */
 void mw_attention_forward(float *out, float *lse, float *scratch, int nthreads, const float *qkv,
