@@ -121,7 +121,7 @@ done
 [ "$ROUNDS" = 1 ] && exit 0
 # the medians over rounds: each side's tokens/s, RSS and GFLOP/s, and the rounds' ratios
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
-hdr "ratio: median (min-max) of the rounds"
+hdr "ratio (min-max), median of the rounds"
 for cfg in $CONFIGS; do
   PRESET=$DEF_PRESET bt=$cfg
   case $cfg in *:*) PRESET=${cfg%%:*} bt=${cfg#*:} ;; esac
