@@ -12,6 +12,7 @@
 #include "../src/kernels/cpu/isa.h"
 #include "../src/kernels/cpu/ops.h"
 #include "../src/kernels/cpu/ops_avx512.h"
+#include "../src/kernels/cpu/rowmax.h"
 #include "check.h"
 #include "memwall.h"
 
@@ -620,6 +621,41 @@ static void test_simd_bits(void) {
     free(x), free(d), free(gin);
 }
 
+/* ---- the vectorised row maximum (softmax's, the loss's): the scalar fold's bits ---- */
+static uint32_t fbits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+/* rows of every length to 300 drawn from values that tie or are special: +0 and -0 (whose order
+ * the fold decides), NaN, infinities, repeated maxima, all-negative rows; inits -inf, +-0, NaN and
+ * random; each mw_rowmax against mw_rowmax_fold, bit for bit */
+static void test_rowmax(void) {
+    const float pool[] = {0.0f, -0.0f, 1.5f, -1.5f, -3.0f, INFINITY, -INFINITY, NAN, 2.0f, -0.0f};
+    const float inits[] = {-INFINITY, 0.0f, -0.0f, NAN, -2.0f, 1.75f};
+    float s[300];
+    int cases = 0, zeros = 0;
+    for (int n = 0; n <= 300; n++)
+        for (int v = 0; v < 12; v++) {
+            for (int j = 0; j < n; j++) {
+                const uint64_t r = mw_rng_next(&rng);
+                /* v 0-3: pool values; 4-7: negatives and zeros only; 8-11: random normals, a
+                 * few pool values among them */
+                if (v < 4) s[j] = pool[r % 10];
+                else if (v < 8) s[j] = r % 3 == 0 ? (r & 8 ? 0.0f : -0.0f) : -(float)(r % 1000) / 7.0f;
+                else s[j] = r % 17 == 0 ? pool[(r >> 8) % 10] : (float)mw_rng_normal(&rng);
+            }
+            for (int i = 0; i < 6; i++) {
+                const float a = mw_rowmax(s, n, inits[i]), b = mw_rowmax_fold(s, n, inits[i]);
+                CHECK(fbits(a) == fbits(b), "rowmax n=%d v=%d init %g: %08x, the fold %08x", n, v,
+                      (double)inits[i], fbits(a), fbits(b));
+                zeros += b == 0.0f;
+                cases++;
+            }
+        }
+    printf("  row maximum: %d rows against the scalar fold (%d with a zero maximum)\n", cases, zeros);
+}
+
 int main(void) {
     mw_set_threads(2);
     test_layernorm();
@@ -629,6 +665,7 @@ int main(void) {
     test_attention(2, 300, 16, 2, 300);
     test_gelu();
     test_simd_bits();
+    test_rowmax();
     test_crossentropy();
     test_encoder();
     test_rmsnorm(5, 37);

@@ -4,6 +4,7 @@
 #include "exp_fast.h"
 #include "gelu_math.h"
 #include "ops_avx512.h"
+#include "rowmax.h"
 #include "gemm.h"
 
 #include <math.h>
@@ -505,7 +506,7 @@ void mw_attention_forward_x(void *out, int out16, float *lse, float *scratch, in
                 for (int i = 0; i < rows; i++) {
                     const int qi = q0 + i, nv = (qi + 1 < k1 ? qi + 1 : k1) - k0;
                     float *s = S + (long)i * ATT_T, mx = mrow[i];
-                    for (int j = 0; j < nv; j++) mx = s[j] > mx ? s[j] : mx;
+                    mx = mw_rowmax(s, nv, mx);
                     for (int j = 0; j < nv; j++) s[j] = exp_fast(s[j] - mx);
                     for (int j = nv < 0 ? 0 : nv; j < cols; j++) s[j] = 0.0f;
                     const float a = exp_fast(mrow[i] - mx); /* rescales what came before */
@@ -842,7 +843,7 @@ void mw_crossentropy(float *logits, float *losses, const int32_t *targets, float
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float *z = logits + (long)n * V, mx = -INFINITY;
-        for (int j = 0; j < V; j++) mx = z[j] > mx ? z[j] : mx;
+        mx = mw_rowmax(z, V, mx);
         const float zt = z[targets[n]];
         double a[4] = {0, 0, 0, 0}; /* fixed lanes: vectorises, same order for any N */
         int j = 0;
