@@ -50,6 +50,14 @@ run() { # run NAME N MODEL-ARRAY-NAME ARGS...: train on N ranks (0: one process)
     mpr "$n" train "${model[@]}" "$@" --out "$T/$name" --json-log "$T/$name.jsonl" >"$T/$name.out" 2>&1
   fi || { fail "$name: exit $?: $(grep -a memwall: "$T/$name.out" | head -2)"; return 1; }
 }
+nout() { # nout NAME N MODEL-ARRAY-NAME ARGS...: as run, without a checkpoint (--json-log alone)
+  local name=$1 n=$2
+  local -n nm=$3
+  shift 3
+  if [ "$n" = 0 ]; then "$MW" train "${nm[@]}" "$@" --json-log "$T/$name.jsonl" >"$T/$name.out" 2>&1
+  else mpr "$n" train "${nm[@]}" "$@" --json-log "$T/$name.jsonl" >"$T/$name.out" 2>&1; fi ||
+    { fail "$name: exit $?: $(grep -a memwall: "$T/$name.out" | head -2)"; return 1; }
+}
 # sig NAME: every step's loss, norm and validation loss, and the final weights' CRC
 sig() { grep -o '"\(loss\|grad_norm\|val_loss\)": [-0-9.e+]*\|"params_crc32c": "[0-9a-f]*"' "$T/$1.jsonl" 2>/dev/null | paste -sd' ' -; }
 ck() { sha256sum "$T/$1/step-0000000$2.mwck" 2>/dev/null | cut -c1-64; }
