@@ -762,7 +762,8 @@ uint64_t mw_graph_act_quant_floats(const mw_model *m) {
 /* seconds of ops [a, b) of m at kc's costs */
 static double span_s(const mw_model *m, const double *kc, int a, int b) {
     double s = 0;
-    for (int i = a < 0 ? 0 : a; i < b && i < m->nops; i++) s += kc[m->ops[i].kind];
+    for (int i = a < 0 ? 0 : a; i < b && i < m->nops; i++) /* kinds past the model's: transfers */
+        if (m->ops[i].kind < m->arch->nkinds) s += kc[m->ops[i].kind];
     return s;
 }
 

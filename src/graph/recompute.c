@@ -225,6 +225,7 @@ double mw_graph_ops_cost(const mw_model *m, int from, const double *kc) {
     const mw_model_def *a = m->arch;
     for (int i = from; i < m->nops; i++) {
         const int k = m->ops[i].kind;
+        if (k >= a->nkinds) continue; /* a layout's transfer (send, receive): no measured compute */
         if (mw_graph_kind_is_forward(m, k)) c += kc[k];
         else if (a->cost_sum && a->cost_sum[k][0]) /* a backward op's recomputing parts */
             for (int j = 0; j < MW_COST_PARTS && a->cost_sum[k][j]; j++)
@@ -237,7 +238,8 @@ double mw_graph_ops_cost(const mw_model *m, int from, const double *kc) {
  * head, recomputations, backward), each kind at its measured cost. */
 double mw_graph_step_cost(const mw_model *m, const double *kc) {
     double c = 0.0;
-    for (int i = 0; i < m->opt_op; i++) c += kc[m->ops[i].kind];
+    for (int i = 0; i < m->opt_op; i++) /* a layout's transfers (kinds past the model's) cost no compute */
+        if (m->ops[i].kind < m->arch->nkinds) c += kc[m->ops[i].kind];
     return c;
 }
 
